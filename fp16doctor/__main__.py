@@ -1,0 +1,3 @@
+from fp16doctor.cli import main
+
+main()

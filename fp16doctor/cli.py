@@ -1,0 +1,198 @@
+"""The command line: options in, one core call, the result out as text, JSON or an exit code.
+
+Nothing below this module prints; every failure a user can act on arrives here as a DoctorError.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from fp16doctor import __version__
+from fp16doctor.errors import EXIT_INTERRUPTED, DoctorError
+
+app = typer.Typer(
+    name="fp16doctor",
+    help="Why is float16 training slower (or faster) than float32 on this GPU and this software stack?",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+stacks_app = typer.Typer(help="The pinned software stacks (Docker images) diagnose can run in.", no_args_is_help=True)
+app.add_typer(stacks_app, name="stacks")
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"fp16doctor {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """fp16doctor: measure float32, float16 and mixed_float16 training here, and explain the difference."""
+
+
+@app.command()
+def probe(as_json: bool = typer.Option(False, "--json", help="Print the probe as JSON.")) -> None:
+    """Describe this host: CPU, GPUs, driver, installed frameworks and the Keras configuration."""
+    from fp16doctor.probe import probe_host
+    from fp16doctor.textout.probe import probe_text
+
+    host = probe_host()
+    if as_json:
+        _print_json(host)
+    else:
+        out.print(probe_text(host))
+
+
+@app.command()
+def diagnose(
+    out_dir: Path = typer.Option(Path("fp16doctor-out"), "--out", help="Where results.json and report.html go."),
+    quick: bool = typer.Option(False, "--quick", help="Small size (the default when no GPU is present)."),
+    full: bool = typer.Option(False, "--full", help="The script's own size (336x224, batch 128), even on a CPU."),
+    stack: list[str] = typer.Option([], "--stack", help="Run in this pinned stack (Docker); repeatable."),
+    precision: list[str] = typer.Option(
+        [], "--precision", help="float32, float16 or mixed_float16; repeatable (default: all three)."
+    ),
+    docker_host: list[str] = typer.Option(
+        [], "--docker-host", help="Docker engine URL (unix://, tcp://, ssh://) or context; repeatable."
+    ),
+    data: Path | None = typer.Option(None, "--data", help="Your own train directory (one folder per class)."),
+    no_host: bool = typer.Option(False, "--no-host", help="With --stack, skip the run on this host's Python."),
+    force: bool = typer.Option(False, "--force", help="Run stacks the pre-flight check says cannot work here."),
+    resume: bool = typer.Option(False, "--resume", help="Keep finished runs in --out and run only what is missing."),
+    as_json: bool = typer.Option(False, "--json", help="Print results.json to stdout when done."),
+) -> None:
+    """Probe, run the workload per stack x precision, analyse, and write results.json and report.html."""
+    from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
+    from fp16doctor.progress import LiveProgress
+
+    if quick and full:
+        raise DoctorError("--quick and --full contradict each other", hint="pass one of them")
+    options = DiagnoseOptions(
+        out_dir=out_dir,
+        size=("quick" if quick else "full" if full else None),
+        stacks=list(stack),
+        precisions=list(precision),
+        docker_hosts=list(docker_host),
+        data_dir=data,
+        include_host=not no_host,
+        force=force,
+        resume=resume,
+    )
+    with LiveProgress(err, enabled=not as_json or sys.stderr.isatty()) as progress:
+        outcome = run_diagnose(options, progress)
+    if as_json:
+        _print_json(outcome.document)
+    else:
+        from fp16doctor.textout.diagnose import diagnose_summary_text
+
+        out.print(diagnose_summary_text(outcome))
+    raise typer.Exit(outcome.exit_code)
+
+
+@app.command()
+def explain(
+    results: Path = typer.Argument(..., help="A results.json, ours or hand-written."),
+    as_json: bool = typer.Option(False, "--json", help='Print {"findings": [...]} as JSON.'),
+) -> None:
+    """Re-run the analysis on a saved or hand-written results file and print the findings."""
+    from fp16doctor.analysis import analyse
+    from fp16doctor.results import load
+    from fp16doctor.textout.findings import findings_text
+
+    doc = load(results)
+    findings = analyse(doc)
+    if as_json:
+        _print_json({"findings": findings})
+    else:
+        out.print(findings_text(doc, findings))
+
+
+@app.command()
+def report(
+    results: list[Path] = typer.Argument(..., help="One or more results.json (several: a side-by-side comparison)."),
+    out_file: Path = typer.Option(..., "--out", help="The report file to write."),
+    fmt: str = typer.Option("html", "--format", help="html or markdown."),
+) -> None:
+    """Render one report from one or more results files (offline)."""
+    from fp16doctor.report import write_report
+    from fp16doctor.results import load
+
+    if fmt not in ("html", "markdown"):
+        raise DoctorError(f"unknown --format {fmt!r}", hint="use --format html or --format markdown")
+    docs = [load(p) for p in results]
+    write_report(docs, out_file, fmt)
+    out.print(f"wrote {out_file}")
+
+
+@stacks_app.command("list")
+def stacks_list(as_json: bool = typer.Option(False, "--json", help="Print the catalogue as JSON.")) -> None:
+    """List the pinned stacks."""
+    from fp16doctor.stacks import all_stacks
+    from fp16doctor.textout.stacks import stacks_table
+
+    stacks = all_stacks()
+    if as_json:
+        _print_json([s.to_dict() for s in stacks])
+    else:
+        out.print(stacks_table(stacks))
+
+
+@stacks_app.command("show")
+def stacks_show(
+    name: str = typer.Argument(..., help="A stack name from `fp16doctor stacks list`."),
+    as_json: bool = typer.Option(False, "--json", help="Print the stack as JSON."),
+) -> None:
+    """Show one stack with every pin."""
+    from fp16doctor.stacks import get_stack
+    from fp16doctor.textout.stacks import stack_text
+
+    spec = get_stack(name)
+    if as_json:
+        _print_json(spec.to_dict())
+    else:
+        out.print(stack_text(spec))
+
+
+@stacks_app.command("build")
+def stacks_build(
+    name: str = typer.Argument(..., help="A stack name from `fp16doctor stacks list`."),
+    docker_host: str | None = typer.Option(None, "--docker-host", help="Docker engine URL or context."),
+    ca_bundle: Path | None = typer.Option(None, "--ca-bundle", help="CA bundle for pip inside the build (proxies)."),
+    wheelhouse: Path | None = typer.Option(None, "--wheelhouse", help="Install pip packages from this folder."),
+) -> None:
+    """Build (or refresh from cache) one stack's image."""
+    from fp16doctor.stacks.build import BuildOptions, build_stack
+
+    result = build_stack(name, BuildOptions(docker_host=docker_host, ca_bundle=ca_bundle, wheelhouse=wheelhouse),
+                         log=lambda line: err.print(line, markup=False))
+    out.print(f"built {result.image} ({result.seconds:.1f} s)")
+
+
+def main() -> None:
+    try:
+        app()
+    except DoctorError as exc:
+        err.print(f"[bold red]error:[/] {exc.message}", markup=True)
+        if exc.hint:
+            err.print(f"[dim]hint:[/] {exc.hint}", markup=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("interrupted: finished runs are kept in results.json")
+        sys.exit(EXIT_INTERRUPTED)

@@ -1,0 +1,108 @@
+"""What every engine shares: the run plan, the workload's command line, and its stdout protocol.
+
+The workload (fp16doctor/workload/run_workload.py) runs in the target Python, on the host or in a
+container, and reports through lines on stdout that start with PROTOCOL_PREFIX followed by one JSON
+object. Engines only parse those lines; they never import the framework.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+PROTOCOL_PREFIX = "@@fp16doctor "
+
+
+@dataclass(frozen=True)
+class WorkloadSize:
+    """How big one run is. `full` is the user's script as posted; `quick` fits a 2-core CPU in 90 s."""
+
+    name: str
+    image_height: int
+    image_width: int
+    batch_size: int
+    warmup_steps: int
+    min_steps: int
+    max_steps: int
+    max_measure_s: float  # stop measuring after this long even if the median is not yet stable
+    input_batches: int  # batches timed to measure host input time
+
+    def to_args(self) -> list[str]:
+        return [
+            "--height", str(self.image_height),
+            "--width", str(self.image_width),
+            "--batch-size", str(self.batch_size),
+            "--warmup-steps", str(self.warmup_steps),
+            "--min-steps", str(self.min_steps),
+            "--max-steps", str(self.max_steps),
+            "--max-measure-s", str(self.max_measure_s),
+            "--input-batches", str(self.input_batches),
+        ]
+
+
+FULL = WorkloadSize("full", 224, 336, 128, warmup_steps=3, min_steps=10, max_steps=200,
+                    max_measure_s=120.0, input_batches=5)
+QUICK = WorkloadSize("quick", 112, 168, 32, warmup_steps=2, min_steps=5, max_steps=60,
+                     max_measure_s=6.0, input_batches=3)
+SIZES = {s.name: s for s in (FULL, QUICK)}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One cell of the matrix: where (stack), how (precision, variant) and how big (size)."""
+
+    stack: str
+    precision: str
+    variant: str
+    size: WorkloadSize
+    data_dir: str | None = None  # the user's own train directory (host engine only)
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def workload_args(self) -> list[str]:
+        args = ["--precision", self.precision, "--variant", self.variant, *self.size.to_args()]
+        if self.data_dir:
+            args += ["--data", self.data_dir]
+        return args
+
+    @property
+    def label(self) -> str:
+        return f"{self.stack} / {self.precision} / {self.variant}"
+
+
+# Called with each protocol event as it arrives ({"event": "step", "ms": ...}, ...).
+EventCallback = Callable[[dict[str, Any]], None]
+
+
+def parse_protocol_line(line: str) -> dict[str, Any] | None:
+    """One stdout line -> its event, or None for ordinary output (framework logs, warnings)."""
+    line = line.strip()
+    if not line.startswith(PROTOCOL_PREFIX.strip()):
+        return None
+    payload = line[len(PROTOCOL_PREFIX.strip()):].strip()
+    try:
+        event = json.loads(payload)
+    except json.JSONDecodeError:
+        return None
+    return event if isinstance(event, dict) and "event" in event else None
+
+
+def base_run_record(spec: RunSpec, device: str) -> dict[str, Any]:
+    return {
+        "stack": spec.stack,
+        "precision": spec.precision,
+        "variant": spec.variant,
+        "device": device,
+        "size": spec.size.name,
+    }
+
+
+def merge_workload_result(record: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """Fold the workload's final `result` event into the run record the engine started."""
+    merged = dict(record)
+    for key, value in result.items():
+        if key in ("stack", "precision", "variant"):
+            continue
+        merged[key] = value
+    return merged

@@ -1,0 +1,195 @@
+"""results.json: the contract other programs rely on (schema_version 1, see CONTRACT.md).
+
+Documents stay plain JSON-shaped dicts so that a hand-written file, a colleague's file and ours are
+treated alike; this module owns loading, checking and writing them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from fp16doctor import __version__
+from fp16doctor.errors import DoctorError
+
+SCHEMA_VERSION = 1
+PRECISIONS = ("float32", "float16", "mixed_float16")
+VARIANTS = ("original", "synthetic_input")
+RUN_STATUSES = ("ok", "failed", "skipped")
+SEVERITIES = ("info", "warning", "critical")
+
+Document = dict[str, Any]
+Run = dict[str, Any]
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_document(host: dict[str, Any]) -> Document:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "fp16doctor", "version": __version__},
+        "created": utc_now(),
+        "host": host,
+        "runs": [],
+        "findings": [],
+    }
+
+
+def run_key(run: Run) -> tuple[str, str, str]:
+    """What identifies one cell of the stack x precision x variant matrix."""
+    return (str(run.get("stack")), str(run.get("precision")), str(run.get("variant", "original")))
+
+
+def _fail(source: str, what: str) -> DoctorError:
+    return DoctorError(
+        f"{source}: {what}",
+        hint="results files follow schema_version 1; see `fp16doctor explain --help` and CONTRACT.md",
+    )
+
+
+def _check_type(source: str, where: str, value: Any, kind: type | tuple[type, ...], name: str) -> None:
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool) and bool not in (
+        kind if isinstance(kind, tuple) else (kind,)
+    )):
+        raise _fail(source, f"{where} must be {name}, got {type(value).__name__}")
+
+
+def validate(doc: Any, source: str = "results") -> Document:
+    """Check the keys CONTRACT.md marks required; optional keys are checked only for type when present."""
+    if not isinstance(doc, dict):
+        raise _fail(source, f"expected a JSON object at the top level, got {type(doc).__name__}")
+    if "schema_version" not in doc:
+        raise _fail(source, "missing required key 'schema_version'")
+    version = doc["schema_version"]
+    if isinstance(version, bool) or version != SCHEMA_VERSION:
+        raise DoctorError(
+            f"{source}: unsupported schema_version {version!r} (this fp16doctor reads {SCHEMA_VERSION})",
+            hint="upgrade fp16doctor, or write the file per schema_version 1",
+        )
+    host = doc.get("host")
+    if host is None:
+        raise _fail(source, "missing required key 'host'")
+    _check_type(source, "host", host, dict, "an object")
+    gpus = host.get("gpus")
+    if gpus is None:
+        raise _fail(source, "missing required key 'host.gpus' (an empty list when there is no GPU)")
+    _check_type(source, "host.gpus", gpus, list, "a list")
+    for i, gpu in enumerate(gpus):
+        _check_type(source, f"host.gpus[{i}]", gpu, dict, "an object")
+        _check_type(source, f"host.gpus[{i}].name", gpu.get("name"), str, "a string")
+        cc = gpu.get("compute_capability")
+        if cc is not None:
+            _check_type(source, f"host.gpus[{i}].compute_capability", cc, str, 'a string like "7.0"')
+    runs = doc.get("runs")
+    if runs is None:
+        raise _fail(source, "missing required key 'runs'")
+    _check_type(source, "runs", runs, list, "a list")
+    for i, run in enumerate(runs):
+        where = f"runs[{i}]"
+        _check_type(source, where, run, dict, "an object")
+        for key in ("stack", "precision", "device", "status"):
+            if key not in run:
+                raise _fail(source, f"{where} is missing required key '{key}'")
+            _check_type(source, f"{where}.{key}", run[key], str, "a string")
+        if run["precision"] not in PRECISIONS:
+            raise _fail(source, f"{where}.precision {run['precision']!r} is not one of {', '.join(PRECISIONS)}")
+        if run["status"] not in RUN_STATUSES:
+            raise _fail(source, f"{where}.status {run['status']!r} is not one of {', '.join(RUN_STATUSES)}")
+        for key in ("variant", "error"):
+            if key in run and run[key] is not None:
+                _check_type(source, f"{where}.{key}", run[key], str, "a string")
+        for key in ("software", "workload", "engine", "model", "loss", "input_time_ms", "gpu_utilization_pct"):
+            if key in run and run[key] is not None:
+                _check_type(source, f"{where}.{key}", run[key], dict, "an object")
+        if run["status"] == "ok":
+            step = run.get("step_time_ms")
+            if step is None:
+                raise _fail(source, f"{where} has status ok but no 'step_time_ms'")
+            _check_type(source, f"{where}.step_time_ms", step, dict, "an object")
+            median = step.get("median")
+            _check_type(source, f"{where}.step_time_ms.median", median, (int, float), "a number")
+            if not median > 0:
+                raise _fail(source, f"{where}.step_time_ms.median must be positive, got {median!r}")
+        for key in ("first_step_ms",):
+            if key in run and run[key] is not None:
+                _check_type(source, f"{where}.{key}", run[key], (int, float), "a number")
+    findings = doc.get("findings")
+    if findings is not None:
+        _check_type(source, "findings", findings, list, "a list")
+    return doc
+
+
+def load(path: str | Path) -> Document:
+    """Read and check one results file; every problem becomes a one-line DoctorError."""
+    p = Path(path)
+    if not p.exists():
+        raise DoctorError(f"{p}: no such file", hint="pass the results.json that `fp16doctor diagnose` wrote")
+    if p.is_dir():
+        candidate = p / "results.json"
+        if candidate.is_file():
+            p = candidate
+        else:
+            raise DoctorError(f"{p} is a directory without results.json", hint="pass the results.json file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DoctorError(f"{p}: cannot read ({exc.__class__.__name__})", hint="check the path and permissions")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DoctorError(
+            f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+            hint="results files are JSON; check the file is complete",
+        ) from None
+    except RecursionError:
+        raise DoctorError(f"{p}: JSON nested too deeply", hint="results files are shallow JSON objects") from None
+    return validate(doc, source=str(p))
+
+
+def dump(doc: Document) -> str:
+    return json.dumps(doc, indent=2, sort_keys=False, allow_nan=False, default=str) + "\n"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class ResultsWriter:
+    """Keeps results.json on disk current: every finished run is written at once."""
+
+    def __init__(self, path: Path, doc: Document) -> None:
+        self.path = path
+        self.doc = doc
+        self.save()
+
+    def add_run(self, run: Run) -> None:
+        # A re-run of the same cell replaces the older record (this is what --resume relies on).
+        key = run_key(run)
+        runs = [r for r in self.doc["runs"] if run_key(r) != key]
+        runs.append(run)
+        self.doc["runs"] = runs
+        self.save()
+
+    def set_findings(self, findings: Iterable[dict[str, Any]]) -> None:
+        self.doc["findings"] = list(findings)
+        self.save()
+
+    def save(self) -> None:
+        write_atomic(self.path, dump(self.doc))
