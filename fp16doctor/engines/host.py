@@ -1,0 +1,146 @@
+"""The host engine: runs the workload in a fresh process of this machine's own Python."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any
+
+from fp16doctor.engines.base import (
+    EventCallback,
+    RunSpec,
+    base_run_record,
+    merge_workload_result,
+    parse_protocol_line,
+)
+
+WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workload"
+WORKLOAD_SCRIPT = WORKLOAD_DIR / "run_workload.py"
+LOG_TAIL_CHARS = 3000
+
+# Opens a GPU utilisation sampler for a GPU index; it yields an object with .summary() -> dict | None.
+SamplerFactory = Callable[[int], AbstractContextManager[Any]]
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "fp16doctor"
+
+
+def _tail(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    return data[-LOG_TAIL_CHARS:].decode("utf-8", errors="replace")
+
+
+class HostEngine:
+    """One run = one child process; results come back over the workload's stdout protocol."""
+
+    def __init__(
+        self,
+        python: str | None = None,
+        cache_dir: Path | None = None,
+        backend: str | None = None,
+        sampler: SamplerFactory | None = None,
+        timeout_s: float = 3600.0,
+    ) -> None:
+        self.python = python or sys.executable
+        self.cache_dir = cache_dir or default_cache_dir()
+        self.backend = backend
+        self.sampler = sampler
+        self.timeout_s = timeout_s
+
+    def command(self, spec: RunSpec) -> list[str]:
+        cmd = [self.python, "-u", str(WORKLOAD_SCRIPT), *spec.workload_args(), "--cache-dir", str(self.cache_dir)]
+        if self.backend:
+            cmd += ["--backend", self.backend]
+        return cmd
+
+    def environment(self, spec: RunSpec) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update({"PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": env.get("TF_CPP_MIN_LOG_LEVEL", "2")})
+        env.update(spec.extra_env)
+        return env
+
+    def run(self, spec: RunSpec, on_event: EventCallback, gpu_index: int | None = None) -> dict[str, Any]:
+        record = base_run_record(spec, device="cpu")
+        record["engine"] = {"kind": "host", "python": self.python}
+        started = time.monotonic()
+        final: dict[str, Any] | None = None
+        with tempfile.TemporaryDirectory(prefix="fp16doctor-run-") as tmp:
+            stderr_path = Path(tmp) / "stderr.log"
+            sampling: AbstractContextManager[Any] = (
+                self.sampler(gpu_index) if self.sampler is not None and gpu_index is not None else nullcontext()
+            )
+            with open(stderr_path, "wb") as stderr_file, sampling as sampler:
+                # A new session: Ctrl-C reaches us, and we stop the child ourselves (and only it).
+                proc = subprocess.Popen(
+                    self.command(spec),
+                    stdout=subprocess.PIPE,
+                    stderr=stderr_file,
+                    env=self.environment(spec),
+                    text=True,
+                    bufsize=1,
+                    start_new_session=True,
+                )
+                try:
+                    assert proc.stdout is not None
+                    for line in proc.stdout:
+                        event = parse_protocol_line(line)
+                        if event is None:
+                            continue
+                        if event["event"] in ("result", "error"):
+                            final = event
+                        on_event(event)
+                        if time.monotonic() - started > self.timeout_s:
+                            raise TimeoutError
+                    returncode = proc.wait()
+                except TimeoutError:
+                    _stop(proc)
+                    returncode = None
+                except BaseException:
+                    _stop(proc)
+                    raise
+            usage = sampler.summary() if sampler is not None else None
+            log_tail = _tail(stderr_path)
+        record["wall_s"] = round(time.monotonic() - started, 3)
+        if final is not None and final["event"] == "result":
+            record = merge_workload_result(record, final["run"])
+            if usage:
+                record.update(usage)
+            return record
+        record["status"] = final.get("status", "failed") if final else "failed"
+        if final is not None:
+            record["error"] = final.get("error", "the workload failed")
+            if final.get("traceback"):
+                record["traceback"] = final["traceback"]
+        elif returncode is None:
+            record["error"] = f"timed out after {self.timeout_s:.0f} s"
+        else:
+            record["error"] = f"the workload exited with status {returncode} before reporting a result"
+        if log_tail:
+            record["log_tail"] = log_tail
+        return record
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()

@@ -1,0 +1,58 @@
+"""The summary `fp16doctor diagnose` prints when it is done."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from fp16doctor.diagnose import DiagnoseOutcome
+
+SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def runs_table(runs: list[dict]) -> Table:
+    table = Table(title="Runs", title_justify="left", show_edge=False)
+    for col in ("stack", "precision", "variant", "device", "step ms (median)", "p10-p90", "vs float32", "status"):
+        table.add_column(col, justify="right" if "ms" in col or "vs" in col or "p10" in col else "left")
+    baseline = {
+        (r["stack"], r.get("variant", "original")): r["step_time_ms"]["median"]
+        for r in runs if r.get("status") == "ok" and r.get("precision") == "float32"
+    }
+    for r in runs:
+        variant = r.get("variant", "original")
+        if r.get("status") == "ok":
+            step = r["step_time_ms"]
+            base = baseline.get((r["stack"], variant))
+            ratio = f"{base / step['median']:.2f}x" if base else "–"
+            spread = f"{step.get('p10', 0):.0f}-{step.get('p90', 0):.0f}" if "p10" in step else "–"
+            table.add_row(r["stack"], r["precision"], variant, r.get("device", ""), f"{step['median']:.1f}",
+                          spread, ratio, Text("ok", style="green"))
+        else:
+            table.add_row(r["stack"], r["precision"], variant, r.get("device", ""), "–", "–", "–",
+                          Text(f"{r.get('status')}: {r.get('error', '')}"[:80], style="red"))
+    return table
+
+
+def diagnose_summary_text(outcome: DiagnoseOutcome) -> RenderableType:
+    doc = outcome.document
+    parts: list[RenderableType] = [runs_table(doc.get("runs", []))]
+    findings = doc.get("findings") or []
+    if findings:
+        parts.append(Text("\nFindings", style="bold"))
+        for f in findings[:6]:
+            style = SEVERITY_STYLE.get(f.get("severity", "info"), "")
+            parts.append(Text.assemble((f"  [{f.get('severity')}] ", style), (f.get("title", f["id"]), "bold"),
+                                       (f"  ({f['id']})", "dim")))
+            for line in (f.get("evidence") or [])[:2]:
+                parts.append(Text(f"      {line}"))
+    parts.append(Text(f"\nresults: {outcome.results_path}"))
+    if outcome.report_path:
+        parts.append(Text(f"report:  {outcome.report_path}"))
+    if outcome.failed:
+        parts.append(Text(f"{len(outcome.failed)} run(s) failed; the others are in the results "
+                          "(run again with --resume to retry only those)", style="yellow"))
+    return Group(*parts)
