@@ -1,0 +1,83 @@
+"""Describe the host: CPU, NVIDIA GPUs (NVML), OS, the target Python, its frameworks and the Keras config.
+
+`probe_host()` returns the contract's `host` object plus extras. It never imports a framework itself
+(frameworks are asked in child processes of the target Python) and never raises for a missing GPU,
+driver or framework: those are facts about the host, reported as such.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from fp16doctor.probe.cpu import probe_cpu
+from fp16doctor.probe.frameworks import DEFAULT_TIMEOUT_S, probe_frameworks, read_keras_config
+from fp16doctor.probe.nvml import UtilizationSampler, probe_gpus
+
+__all__ = ["UtilizationSampler", "describe_os", "probe_host"]
+
+
+def describe_os() -> str:
+    """One line: distribution, kernel, machine: 'Debian GNU/Linux 12 (bookworm), Linux 6.1.0, x86_64'."""
+    system = platform.system() or sys.platform
+    release, machine = platform.release(), platform.machine()
+    if system == "Linux":
+        try:
+            pretty = platform.freedesktop_os_release().get("PRETTY_NAME")
+        except OSError:
+            pretty = None
+        wsl = " under WSL" if "microsoft" in release.lower() else ""
+        return f"{pretty or 'Linux'}, Linux {release}{wsl}, {machine}"
+    if system == "Darwin":
+        return f"macOS {platform.mac_ver()[0] or release} ({machine})"
+    if system == "Windows":
+        return f"Windows {platform.version()} ({machine})"
+    return f"{system} {release} ({machine})"
+
+
+def probe_host(python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+    """The host as results.json's `host` wants it, for the target Python (default: this one).
+
+    Keys: cpu, gpus, nvml, os, python, frameworks, keras_config, probe_seconds.
+    Raises DoctorError only when `python` names an interpreter that cannot be run.
+    """
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The framework children take seconds (importing TensorFlow); CPU and NVML are read meanwhile.
+        frameworks_future = pool.submit(probe_frameworks, python, timeout_s)
+        cpu = probe_cpu()
+        gpus, nvml_status = probe_gpus()
+        python_info, frameworks = frameworks_future.result()
+    keras_config = read_keras_config()
+    keras = frameworks.get("keras")
+    if keras is not None:
+        frameworks["keras"] = {**keras, **keras_config}
+    return {
+        "cpu": cpu,
+        "gpus": gpus,
+        "nvml": nvml_status,
+        "os": describe_os(),
+        "python": python_info,
+        "frameworks": frameworks,
+        "keras_config": keras_config,
+        "env": {name: os.environ[name] for name in _REPORTED_ENV if name in os.environ},
+        "probe_seconds": round(time.perf_counter() - started, 2),
+    }
+
+
+# Variables that change what a Keras float16 run does, reported as set (none hold secrets).
+_REPORTED_ENV = (
+    "KERAS_BACKEND",
+    "KERAS_HOME",
+    "TF_USE_LEGACY_KERAS",
+    "CUDA_VISIBLE_DEVICES",
+    "TF_FP16_CONV_USE_FP32_COMPUTE",
+    "TF_FP16_MATMUL_USE_FP32_COMPUTE",
+    "TF_ENABLE_AUTO_MIXED_PRECISION",
+    "TF_ENABLE_ONEDNN_OPTS",
+    "NVIDIA_TF32_OVERRIDE",
+)
