@@ -1,0 +1,179 @@
+"""What `fp16doctor probe` prints: the host as readable sections (CPU, GPUs, frameworks, Keras config)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+_MISSING = "–"
+
+
+def _value(value: Any, unit: str = "") -> str:
+    if value is None or value == "":
+        return _MISSING
+    return f"{value}{unit}"
+
+
+def _section(title: str) -> Text:
+    return Text(f"\n{title}", style="bold underline")
+
+
+def _grid() -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column()
+    return grid
+
+
+def _cpu(host: dict[str, Any]) -> list[RenderableType]:
+    cpu = host.get("cpu") or {}
+    grid = _grid()
+    grid.add_row("model", _value(cpu.get("model")))
+    grid.add_row("vendor", _value(cpu.get("vendor")))
+    cores = _value(cpu.get("cores"))
+    if cpu.get("physical_cores"):
+        cores += f" logical, {cpu['physical_cores']} physical"
+    if cpu.get("cores_usable") and cpu.get("cores_usable") != cpu.get("cores"):
+        cores += f" ({cpu['cores_usable']} usable here)"
+    grid.add_row("cores", cores)
+    grid.add_row("low-precision flags", " ".join(cpu.get("flags") or []) or "none found")
+    grid.add_row("float16 native", _yes_no(cpu.get("fp16_native")))
+    grid.add_row("bfloat16 native", _yes_no(cpu.get("bf16_native")))
+    if cpu.get("note"):
+        grid.add_row("", Text(str(cpu["note"]), style="italic"))
+    return [_section("CPU"), grid]
+
+
+def _yes_no(value: Any) -> Text:
+    if value is None:
+        return Text("unknown", style="dim")
+    return Text("yes", style="green") if value else Text("no", style="yellow")
+
+
+def _gpus(host: dict[str, Any]) -> list[RenderableType]:
+    gpus = host.get("gpus") or []
+    nvml = host.get("nvml") or {}
+    parts: list[RenderableType] = [_section("GPUs")]
+    if not gpus:
+        reason = nvml.get("error") or "NVML reports none"
+        parts.append(Text(f"No NVIDIA GPU: {reason}.", style="bold yellow"))
+        parts.append(Text("Runs on this host use the CPU.", style="dim"))
+        return parts
+    for gpu in gpus:
+        grid = _grid()
+        clocks = gpu.get("clocks") or {}
+        pcie = gpu.get("pcie") or {}
+        grid.add_row("name", Text(str(gpu.get("name") or "unknown"), style="bold"))
+        capability = _value(gpu.get("compute_capability")) + _source(gpu, "compute_capability")
+        grid.add_row("compute capability", capability)
+        grid.add_row("driver", _value(gpu.get("driver_version")))
+        grid.add_row(
+            "CUDA (driver API)", _value(gpu.get("cuda_driver_version")) + _source(gpu, "cuda_driver_version")
+        )
+        grid.add_row("memory", _value(gpu.get("memory_total_mib"), " MiB"))
+        sm_clock = _value(clocks.get("sm_max_mhz"), " MHz")
+        mem_clock = _value(clocks.get("mem_max_mhz"), " MHz")
+        grid.add_row("max clocks", f"SM {sm_clock}, memory {mem_clock}")
+        grid.add_row("power limit", _value(gpu.get("power_limit_w"), " W"))
+        link = f"gen {_value(pcie.get('gen'))} x{_value(pcie.get('width'))}"
+        if pcie.get("gen_current") is not None:
+            link += f" (now gen {pcie['gen_current']} x{_value(pcie.get('width_current'))})"
+        grid.add_row("PCIe link", link)
+        grid.add_row("UUID", _value(gpu.get("uuid")))
+        parts += [Text(f"GPU {gpu.get('index', '?')}", style="bold"), grid]
+    return parts
+
+
+def _source(gpu: dict[str, Any], key: str) -> str:
+    source = gpu.get(f"{key}_source")
+    return f"  ({source})" if source and source != "nvml" else ""
+
+
+def _frameworks(host: dict[str, Any]) -> list[RenderableType]:
+    frameworks = host.get("frameworks") or {}
+    python = host.get("python") or {}
+    grid = _grid()
+    grid.add_row("python", f"{_value(python.get('version'))}  {_value(python.get('executable'))}")
+    for name, label in (
+        ("numpy", "numpy"),
+        ("tensorflow", "TensorFlow"),
+        ("keras", "Keras"),
+        ("tf_keras", "tf_keras"),
+        ("jax", "JAX"),
+        ("torch", "PyTorch"),
+    ):
+        grid.add_row(label, _framework_line(name, frameworks.get(name)))
+    return [_section("Frameworks"), grid]
+
+
+def _framework_line(name: str, info: dict[str, Any] | None) -> Text:
+    if info is None:
+        return Text("not installed", style="dim")
+    if info.get("error"):
+        version = f"{info['version']} " if info.get("version") else ""
+        return Text(f"{version}broken: {info['error']}", style="red")
+    line = Text(str(info.get("version") or "?"))
+    details: list[str] = []
+    if name == "tensorflow":
+        if info.get("built_with_cuda"):
+            cuda, cudnn = _value(info.get("cuda_version")), _value(info.get("cudnn_version"))
+            details.append(f"built for CUDA {cuda}, cuDNN {cudnn}")
+        elif info.get("built_with_cuda") is False:
+            details.append("CPU-only build")
+        details.append(f"sees {info.get('gpus_visible', 0)} GPU(s)")
+    elif name == "keras":
+        details.append(f"backend {info.get('backend')}")
+    elif name == "jax":
+        devices = ", ".join(info.get("devices") or []) or "none"
+        details.append(f"backend {_value(info.get('backend'))}, devices {devices}")
+    elif name == "torch":
+        if info.get("cuda"):
+            details.append(f"CUDA {info['cuda']}, cuDNN {_value(info.get('cudnn'))}")
+        details.append("CUDA available" if info.get("cuda_available") else "no CUDA device")
+    if details:
+        line.append(f"  ({'; '.join(details)})", style="dim")
+    return line
+
+
+def _keras_config(host: dict[str, Any]) -> list[RenderableType]:
+    config = host.get("keras_config") or {}
+    grid = _grid()
+    source = config.get("config_source")
+    grid.add_row("keras.json", f"{_value(config.get('config_path'))}  [{_value(source)}]")
+    grid.add_row("KERAS_HOME from", _value(config.get("keras_home_source")))
+    grid.add_row("backend", f"{_value(config.get('backend'))}  (from {_value(config.get('backend_source'))})")
+    floatx = str(config.get("floatx") or _MISSING)
+    grid.add_row("floatx", Text(floatx, style="bold yellow" if floatx == "float16" else ""))
+    grid.add_row("epsilon", _value(config.get("epsilon")))
+    grid.add_row("image_data_format", _value(config.get("image_data_format")))
+    parts: list[RenderableType] = [_section("Keras config"), grid]
+    if floatx == "float16":
+        parts.append(
+            Text(
+                "floatx is float16: every Keras model here keeps weights and optimizer state in float16 "
+                "(mixed_float16 is the supported route).",
+                style="yellow",
+            )
+        )
+    if config.get("error"):
+        parts.append(Text(str(config["error"]), style="red"))
+    return parts
+
+
+def probe_text(host: dict[str, Any]) -> RenderableType:
+    """The host object as sections: Host, CPU, GPUs, Frameworks, Keras config."""
+    head = _grid()
+    head.add_row("OS", _value(host.get("os")))
+    if host.get("probe_seconds") is not None:
+        head.add_row("probed in", f"{host['probe_seconds']:.1f} s")
+    return Group(
+        Text("Host", style="bold underline"),
+        head,
+        *_cpu(host),
+        *_gpus(host),
+        *_frameworks(host),
+        *_keras_config(host),
+    )
