@@ -1,0 +1,61 @@
+"""The report people share: one self-contained HTML file, or a markdown summary for an issue.
+
+    render_html(docs) -> str          the full report (inline CSS and SVG, results embedded once)
+    render_markdown(docs) -> str      a short summary with the verdict and a table
+    write_report(docs, out, fmt)      either of them, written to `out` ("html" or "markdown")
+
+Several documents make one comparison report, grouped by machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from fp16doctor.errors import DoctorError
+
+FORMATS = ("html", "markdown")
+
+
+def render_html(docs: Sequence[dict[str, Any]]) -> str:
+    from fp16doctor.report.html import render_view
+    from fp16doctor.report.viewmodel import build_report
+
+    _require_docs(docs)
+    return render_view(build_report(docs))
+
+
+def render_markdown(docs: Sequence[dict[str, Any]]) -> str:
+    from fp16doctor.report.markdown import markdown_from_view
+    from fp16doctor.report.viewmodel import build_report
+
+    _require_docs(docs)
+    return markdown_from_view(build_report(docs))
+
+
+def write_report(docs: Sequence[dict[str, Any]], out: Path, fmt: str) -> None:
+    """Render and write atomically; an unwritable path is a DoctorError with a hint."""
+    from fp16doctor.results import write_atomic
+
+    if fmt not in FORMATS:
+        raise DoctorError(f"unknown report format {fmt!r}", hint="use html or markdown")
+    text = render_html(docs) if fmt == "html" else render_markdown(docs)
+    out = Path(out)
+    if out.is_dir():
+        raise DoctorError(f"{out} is a directory", hint="give a file name, e.g. --out report.html")
+    try:
+        write_atomic(out, text)
+    except OSError as exc:
+        raise DoctorError(
+            f"cannot write the report to {out}: {exc.strerror or exc.__class__.__name__}",
+            hint="choose a writable path for --out (the folder must exist or be creatable)",
+        ) from None
+
+
+def _require_docs(docs: Sequence[dict[str, Any]]) -> None:
+    if not docs:
+        raise DoctorError("no results to report on", hint="pass at least one results.json")
+
+
+__all__ = ["FORMATS", "render_html", "render_markdown", "write_report"]

@@ -1,0 +1,250 @@
+"""Charts as inline SVG, drawn here so the report needs no script, font or library from anywhere.
+
+Every chart is a list of horizontal bars with text labels; colours come from CSS classes
+(`p-float32`, ...), so the page's light and dark themes and its print style apply to the charts too.
+All text goes through markupsafe.escape: labels come from results files, which may be hostile.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from markupsafe import Markup, escape
+
+from fp16doctor.report.formatting import format_ms, format_ratio
+
+WIDTH = 760
+LABEL_W = 230
+RIGHT_PAD = 86
+ROW_H = 26
+BAR_H = 16
+TOP = 30
+BOTTOM = 26
+SPEEDUP_VALUES_W = 140  # the speedup chart prints its values in a column at the right
+
+
+@dataclass(frozen=True)
+class StepBar:
+    """Median step time of one run, with its p10-p90 spread when measured."""
+
+    label: str
+    precision: str
+    median_ms: float
+    p10_ms: float | None = None
+    p90_ms: float | None = None
+    group: str = ""  # bars with a group get a heading row when the group changes (machines in a comparison)
+
+
+@dataclass(frozen=True)
+class SplitBar:
+    """One run's step split into host input time and the rest (compute, transfers, framework)."""
+
+    label: str
+    precision: str
+    input_ms: float
+    compute_ms: float
+
+
+@dataclass(frozen=True)
+class SpeedupBar:
+    """Speedup over float32 as measured, beside the roofline's best case for the same model and GPU."""
+
+    label: str
+    precision: str
+    measured: float | None
+    predicted: float | None
+
+
+def nice_ticks(maximum: float, target: int = 5) -> list[float]:
+    """Round tick values 0..>=maximum, about `target` of them."""
+    if maximum <= 0 or not math.isfinite(maximum):
+        return [0.0, 1.0]
+    raw = maximum / target
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    count = math.ceil(maximum / step - 1e-9)
+    return [round(i * step, 10) for i in range(count + 1)]
+
+
+def _css_class(precision: str) -> str:
+    known = {"float32", "float16", "mixed_float16"}
+    return f"p-{precision}" if precision in known else "p-other"
+
+
+def _frame(height: int, title: str, body: list[str]) -> Markup:
+    svg = [
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {height}" role="img" '
+        f'aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg" '
+        'preserveAspectRatio="xMinYMin meet">',
+        f"<title>{escape(title)}</title>",
+        *body,
+        "</svg>",
+    ]
+    return Markup("\n".join(svg))
+
+
+def _axis(ticks: list[float], scale: float, height: int, fmt: str) -> list[str]:
+    out = []
+    plot_bottom = height - BOTTOM
+    for tick in ticks:
+        x = LABEL_W + tick * scale
+        out.append(f'<line class="grid" x1="{x:.1f}" y1="{TOP - 8}" x2="{x:.1f}" y2="{plot_bottom}"/>')
+        text = _tick_text(tick, fmt)
+        out.append(
+            f'<text class="tick" x="{x:.1f}" y="{plot_bottom + 16}" text-anchor="middle">'
+            f"{escape(text)}</text>"
+        )
+    return out
+
+
+def _tick_text(tick: float, fmt: str) -> str:
+    if fmt == "ratio":
+        return f"{tick:g}×"
+    if tick == 0:
+        return "0"
+    return f"{tick / 1000:g} s" if tick >= 10_000 else f"{tick:g} ms"
+
+
+def _label(y: float, text: str) -> str:
+    # About 6.6 units per character at 12 px: longer labels are cut, the full text stays in <title>.
+    limit = int((LABEL_W - 12) / 6.6)
+    shown = text if len(text) <= limit else text[: limit - 1] + "…"
+    return (
+        f'<text class="label" x="{LABEL_W - 10}" y="{y:.1f}" text-anchor="end" dominant-baseline="middle">'
+        f"<title>{escape(text)}</title>{escape(shown)}</text>"
+    )
+
+
+def step_time_chart(bars: Sequence[StepBar], title: str = "Median step time with p10–p90 spread") -> Markup:
+    """Median as a bar, p10-p90 as a whisker over it; shorter is faster."""
+    if not bars:
+        return Markup("")
+    maximum = max(max(b.median_ms, b.p90_ms or 0.0) for b in bars)
+    ticks = nice_ticks(maximum)
+    plot_w = WIDTH - LABEL_W - RIGHT_PAD
+    scale = plot_w / ticks[-1]
+    # Lay out rows first: a heading row wherever the group changes, then one row per bar.
+    layout: list[tuple[str, StepBar | str]] = []
+    current: str | None = None
+    for bar in bars:
+        if bar.group and bar.group != current:
+            layout.append(("group", bar.group))
+        current = bar.group
+        layout.append(("bar", bar))
+    height = TOP + ROW_H * len(layout) + BOTTOM
+    body = _axis(ticks, scale, height, "ms")
+    for i, (_kind, item) in enumerate(layout):
+        y = TOP + i * ROW_H
+        mid = y + ROW_H / 2
+        if not isinstance(item, StepBar):
+            body.append(
+                f'<text class="group" x="0" y="{mid + 4:.1f}" dominant-baseline="middle">'
+                f"{escape(item)}</text>"
+            )
+            continue
+        bar = item
+        w = max(bar.median_ms * scale, 1.0)
+        body.append(_label(mid, bar.label))
+        body.append(
+            f'<rect class="bar {_css_class(bar.precision)}" x="{LABEL_W}" y="{mid - BAR_H / 2:.1f}" '
+            f'width="{w:.1f}" height="{BAR_H}" rx="2"><title>{escape(bar.label)}: median '
+            f"{escape(format_ms(bar.median_ms))}</title></rect>"
+        )
+        if bar.p10_ms is not None and bar.p90_ms is not None:
+            x1, x2 = LABEL_W + bar.p10_ms * scale, LABEL_W + bar.p90_ms * scale
+            body.append(f'<line class="whisker" x1="{x1:.1f}" y1="{mid:.1f}" x2="{x2:.1f}" y2="{mid:.1f}"/>')
+            for x in (x1, x2):
+                body.append(
+                    f'<line class="whisker" x1="{x:.1f}" y1="{mid - 5:.1f}" x2="{x:.1f}" y2="{mid + 5:.1f}"/>'
+                )
+        end = LABEL_W + max(w, (bar.p90_ms or 0.0) * scale)
+        body.append(
+            f'<text class="value" x="{end + 6:.1f}" y="{mid:.1f}" dominant-baseline="middle">'
+            f"{escape(format_ms(bar.median_ms))}</text>"
+        )
+    return _frame(height, title, body)
+
+
+def split_chart(bars: Sequence[SplitBar], title: str = "Where a step goes: host input vs the rest") -> Markup:
+    """Stacked bars: input time (hatched tone) then compute; input share printed at the end."""
+    if not bars:
+        return Markup("")
+    maximum = max(b.input_ms + b.compute_ms for b in bars)
+    ticks = nice_ticks(maximum)
+    plot_w = WIDTH - LABEL_W - RIGHT_PAD
+    scale = plot_w / ticks[-1]
+    height = TOP + ROW_H * len(bars) + BOTTOM
+    body = _axis(ticks, scale, height, "ms")
+    for i, bar in enumerate(bars):
+        y = TOP + i * ROW_H
+        mid = y + ROW_H / 2
+        total = bar.input_ms + bar.compute_ms
+        w_in = bar.input_ms * scale
+        w_cp = bar.compute_ms * scale
+        body.append(_label(mid, bar.label))
+        body.append(
+            f'<rect class="bar input" x="{LABEL_W}" y="{mid - BAR_H / 2:.1f}" width="{w_in:.1f}" '
+            f'height="{BAR_H}"><title>input {escape(format_ms(bar.input_ms))}</title></rect>'
+        )
+        body.append(
+            f'<rect class="bar {_css_class(bar.precision)}" x="{LABEL_W + w_in:.1f}" '
+            f'y="{mid - BAR_H / 2:.1f}" '
+            f'width="{w_cp:.1f}" height="{BAR_H}"><title>compute and the rest '
+            f"{escape(format_ms(bar.compute_ms))}</title></rect>"
+        )
+        share = bar.input_ms / total if total > 0 else 0.0
+        body.append(
+            f'<text class="value" x="{LABEL_W + w_in + w_cp + 6:.1f}" y="{mid:.1f}" '
+            'dominant-baseline="middle">'
+            f"{share * 100:.0f} % input</text>"
+        )
+    return _frame(height, title, body)
+
+
+def speedup_chart(
+    bars: Sequence[SpeedupBar], title: str = "Speedup over float32: measured vs roofline best case"
+) -> Markup:
+    """Two thin bars per run (measured solid, predicted outlined) and a line at 1× (no change)."""
+    rows = [b for b in bars if b.measured is not None or b.predicted is not None]
+    if not rows:
+        return Markup("")
+    maximum = max(max(b.measured or 0.0, b.predicted or 0.0) for b in rows)
+    ticks = nice_ticks(max(maximum, 1.0), target=4)
+    plot_w = WIDTH - LABEL_W - SPEEDUP_VALUES_W
+    scale = plot_w / ticks[-1]
+    row_h = ROW_H + 10
+    height = TOP + row_h * len(rows) + BOTTOM
+    body = _axis(ticks, scale, height, "ratio")
+    one = LABEL_W + scale
+    body.append(f'<line class="unity" x1="{one:.1f}" y1="{TOP - 10}" x2="{one:.1f}" y2="{height - BOTTOM}"/>')
+    body.append(f'<text class="tick" x="{one + 4:.1f}" y="{TOP - 14}">no change</text>')
+    half = 7
+    for i, bar in enumerate(rows):
+        y = TOP + i * row_h
+        mid = y + row_h / 2
+        body.append(_label(mid, bar.label))
+        if bar.measured is not None:
+            w = max(bar.measured * scale, 1.0)
+            body.append(
+                f'<rect class="bar {_css_class(bar.precision)}" x="{LABEL_W}" y="{mid - half - 1:.1f}" '
+                f'width="{w:.1f}" height="{half}"><title>measured {escape(format_ratio(bar.measured))}'
+                f"</title></rect>"
+            )
+            body.append(
+                f'<text class="value" x="{WIDTH - 4}" y="{mid - half / 2 - 1:.1f}" text-anchor="end" '
+                f'dominant-baseline="middle">measured {escape(format_ratio(bar.measured))}</text>'
+            )
+        if bar.predicted is not None:
+            w = max(bar.predicted * scale, 1.0)
+            body.append(
+                f'<rect class="bar predicted" x="{LABEL_W}" y="{mid + 1:.1f}" width="{w:.1f}" '
+                f'height="{half}"><title>roofline best case {escape(format_ratio(bar.predicted))}'
+                "</title></rect>"
+            )
+            body.append(
+                f'<text class="value muted" x="{WIDTH - 4}" y="{mid + half / 2 + 1:.1f}" text-anchor="end" '
+                f'dominant-baseline="middle">best case {escape(format_ratio(bar.predicted))}</text>'
+            )
+    return _frame(height, title, body)

@@ -1,0 +1,155 @@
+"""The fix as code, for the user's own stack: the same finding needs different code on Keras 2.1.5 / TF 1.x,
+on tf.keras 2.x and on Keras 3.
+
+The analysis may attach its own snippet to a finding (`fix_code`); this table is the fallback, so every
+report shows code that runs on the stack that was measured. Each snippet names the API version it needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# Flavours of Keras a stack can have, in the order they appeared.
+KERAS2_TF1 = "keras2-tf1"  # standalone Keras 2.x on TF 1.x (the 2018 stacks)
+TF_KERAS2 = "tf-keras2"  # tf.keras (Keras 2 API) on TF 2.x, or tf_keras
+KERAS3 = "keras3"
+
+
+@dataclass(frozen=True)
+class Fix:
+    flavour_label: str
+    code: str
+
+
+def _version_tuple(text: object) -> tuple[int, ...]:
+    parts: list[int] = []
+    for piece in str(text or "").split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def flavour_of(software: Mapping[str, Any]) -> str | None:
+    """Which Keras API a run's software speaks; None when the run did not record it."""
+    keras = _version_tuple(software.get("keras"))
+    tf = _version_tuple(software.get("tensorflow"))
+    if keras and keras[0] >= 3:
+        return KERAS3
+    if tf and tf[0] >= 2:
+        return TF_KERAS2
+    if keras or tf:
+        return KERAS2_TF1
+    return None
+
+
+def flavour_label(software: Mapping[str, Any]) -> str:
+    bits = []
+    if software.get("keras"):
+        bits.append(f"Keras {software['keras']}")
+    if software.get("tensorflow"):
+        bits.append(f"TensorFlow {software['tensorflow']}")
+    return " / ".join(bits) or "this stack"
+
+
+# Sources:
+#  keras.json floatx: https://keras.io/getting_started/faq/ (Keras reads $KERAS_HOME/keras.json)
+#  TF 1.14+ graph rewrite: https://www.tensorflow.org/versions/r1.15/api_docs/python/tf/train/experimental/enable_mixed_precision_graph_rewrite
+#  tf.keras policies (stable API since TF 2.4): https://www.tensorflow.org/guide/mixed_precision
+#  Keras 3 policies and LossScaleOptimizer: https://keras.io/api/mixed_precision/
+#  ImageDataGenerator(dtype=...): tf.keras 2.x and Keras 3's legacy class accept dtype; Keras 2.1.5's has none
+#  and builds batches in K.floatx().
+_SNIPPETS: dict[str, dict[str, str]] = {
+    "pure_float16_floatx": {
+        KERAS2_TF1: (
+            '# ~/.keras/keras.json: keep "floatx": "float32" (pure float16 keeps weights and\n'
+            "# optimizer state in fp16). Mixed precision needs TF >= 1.14 with tf.keras:\n"
+            "opt = tf.keras.optimizers.RMSprop(learning_rate=1e-4)\n"
+            "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(opt)\n"
+            "model.compile(loss='binary_crossentropy', optimizer=opt, metrics=['accuracy'])"
+        ),
+        TF_KERAS2: (
+            '# keras.json: "floatx": "float32", then (TF >= 2.4):\n'
+            "tf.keras.mixed_precision.set_global_policy('mixed_float16')\n"
+            "# ... build the model; keep the last activation in float32:\n"
+            "model.add(tf.keras.layers.Activation('sigmoid', dtype='float32'))"
+        ),
+        KERAS3: (
+            '# keras.json: "floatx": "float32", then:\n'
+            "keras.mixed_precision.set_dtype_policy('mixed_float16')\n"
+            "# ... build the model; keep the last activation in float32:\n"
+            "model.add(keras.layers.Activation('sigmoid', dtype='float32'))"
+        ),
+    },
+    "host_fp16_emulation": {
+        KERAS2_TF1: (
+            "# Keras 2.1.5's ImageDataGenerator builds batches in K.floatx(): with floatx=float16\n"
+            "# numpy emulates float16 on the CPU. Keep keras.json at float32:\n"
+            "from keras import backend as K\n"
+            "K.set_floatx('float32')  # before building generators and the model"
+        ),
+        TF_KERAS2: (
+            "datagen = tf.keras.preprocessing.image.ImageDataGenerator(\n"
+            "    rescale=1./255, horizontal_flip=True, vertical_flip=True,\n"
+            "    dtype='float32')  # build batches in float32 on the host"
+        ),
+        KERAS3: (
+            "from keras.src.legacy.preprocessing.image import ImageDataGenerator\n"
+            "datagen = ImageDataGenerator(rescale=1./255, horizontal_flip=True, vertical_flip=True,\n"
+            "                             dtype='float32')  # float32 on the host, cast on the device"
+        ),
+    },
+    "input_pipeline_bound": {
+        KERAS2_TF1: (
+            "model.fit_generator(train_generator, steps_per_epoch=steps, epochs=nb_epoch,\n"
+            "                    workers=4, use_multiprocessing=True, max_queue_size=16)"
+        ),
+        TF_KERAS2: (
+            "ds = tf.keras.utils.image_dataset_from_directory(train_dir, image_size=(224, 336),\n"
+            "                                                 batch_size=128)\n"
+            "ds = ds.map(lambda x, y: (x / 255.0, y)).prefetch(tf.data.AUTOTUNE)\n"
+            "model.fit(ds, epochs=nb_epoch)"
+        ),
+        KERAS3: (
+            "ds = keras.utils.image_dataset_from_directory(train_dir, image_size=(224, 336),\n"
+            "                                              batch_size=128)\n"
+            "model.fit(ds.prefetch(tf.data.AUTOTUNE), epochs=nb_epoch)"
+        ),
+    },
+    "numerics_unstable": {
+        KERAS2_TF1: (
+            "# Pure float16 has no loss scaling in Keras 2.1.5: train in float32\n"
+            "# (keras.json floatx float32), or use TF >= 1.14's graph rewrite, which adds it."
+        ),
+        TF_KERAS2: (
+            "opt = tf.keras.mixed_precision.LossScaleOptimizer(tf.keras.optimizers.RMSprop(1e-4))\n"
+            "# Keras fit() applies loss scaling itself when the policy is mixed_float16"
+        ),
+        KERAS3: "opt = keras.optimizers.LossScaleOptimizer(keras.optimizers.RMSprop(1e-4))",
+    },
+    "tf32_baseline": {
+        TF_KERAS2: (
+            "# compare against true float32 (TF >= 2.4 runs float32 matmuls/convs as TF32 on 8.0+)\n"
+            "tf.config.experimental.enable_tensor_float_32_execution(False)"
+        ),
+        KERAS3: (
+            "import tensorflow as tf  # TensorFlow backend\n"
+            "tf.config.experimental.enable_tensor_float_32_execution(False)"
+        ),
+    },
+}
+
+
+def fix_for(finding: Mapping[str, Any], software: Mapping[str, Any]) -> Fix | None:
+    """The code that fixes this finding on this stack, or None when the fix is not code."""
+    own = finding.get("fix_code")
+    if isinstance(own, str) and own.strip():
+        return Fix(flavour_label(software), own.strip())
+    flavour = flavour_of(software)
+    table = _SNIPPETS.get(str(finding.get("id")), {})
+    if flavour is None or flavour not in table:
+        return None
+    return Fix(flavour_label(software), table[flavour])
