@@ -18,7 +18,7 @@ from fp16doctor.probe.cpu import probe_cpu
 from fp16doctor.probe.frameworks import DEFAULT_TIMEOUT_S, probe_frameworks, read_keras_config
 from fp16doctor.probe.nvml import UtilizationSampler, probe_gpus
 
-__all__ = ["UtilizationSampler", "describe_os", "probe_host"]
+__all__ = ["UtilizationSampler", "describe_gpus", "describe_os", "probe_host"]
 
 
 def describe_os() -> str:
@@ -50,7 +50,7 @@ def probe_host(python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) 
         # The framework children take seconds (importing TensorFlow); CPU and NVML are read meanwhile.
         frameworks_future = pool.submit(probe_frameworks, python, timeout_s)
         cpu = probe_cpu()
-        gpus, nvml_status = probe_gpus()
+        gpus, nvml_status = describe_gpus()
         python_info, frameworks = frameworks_future.result()
     keras_config = read_keras_config()
     keras = frameworks.get("keras")
@@ -67,6 +67,35 @@ def probe_host(python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) 
         "env": {name: os.environ[name] for name in _REPORTED_ENV if name in os.environ},
         "probe_seconds": round(time.perf_counter() - started, 2),
     }
+
+
+def describe_gpus() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """NVML's GPUs, with what an old driver's NVML cannot say filled in from the knowledge tables."""
+    gpus, status = probe_gpus()
+    _fill_from_tables(gpus)
+    return gpus, status
+
+
+def _fill_from_tables(gpus: list[dict[str, Any]]) -> None:
+    """Older drivers' NVML lacks the compute-capability and CUDA-version calls; fill them from the
+    knowledge tables (GPU name -> compute capability; driver -> newest CUDA it runs), saying so."""
+    from fp16doctor.knowledge.cuda import CUDA_TOOLKITS, version_at_least
+    from fp16doctor.knowledge.gpus import match_gpu
+
+    for gpu in gpus:
+        gpu["compute_capability_source"] = "nvml"
+        if gpu.get("compute_capability") is None:
+            model = match_gpu(gpu.get("name"))
+            gpu["compute_capability"] = model.compute_capability if model else None
+            gpu["compute_capability_source"] = "GPU table (by name)" if model else None
+        gpu["cuda_driver_version_source"] = "nvml"
+        if gpu.get("cuda_driver_version") is None:
+            driver = gpu.get("driver_version")
+            # The newest toolkit whose minimum Linux driver this driver meets (CUDA release notes, table 3).
+            runnable = [kit.version for kit in CUDA_TOOLKITS.values()
+                         if version_at_least(driver, kit.min_linux_driver)]
+            gpu["cuda_driver_version"] = runnable[-1] if runnable else None
+            gpu["cuda_driver_version_source"] = "driver table" if runnable else None
 
 
 # Variables that change what a Keras float16 run does, reported as set (none hold secrets).
