@@ -3,12 +3,25 @@
 Per layer: FLOPs and bytes moved, whether the layer can use Tensor Cores, and from the GPU's table entry
 the time bound by arithmetic or by memory bandwidth. The predicted speedup is the upper limit fp16 can
 reach on that GPU; set beside the measured one it tells whether a slow fp16 is the hardware's limit.
+
+Assumptions (stated so a reader can disagree): a training step costs three forward passes of arithmetic and
+of memory traffic (forward, gradient w.r.t. inputs, gradient w.r.t. weights); every layer reads its input
+and weights and writes its output once per pass; fp16 data that cannot use fast fp16 arithmetic is computed
+at the fp32 rate (cuDNN's pseudo-half configuration), so fp16 never predicts slower than fp32.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
+
+from fp16doctor.analysis.context import REDUCED, Context, RunView, build_context
+from fp16doctor.analysis.model import Layer, ModelInfo
+from fp16doctor.knowledge.cuda import CUDNN_RELAXED_CHANNELS, TENSOR_CORE_CHANNEL_MULTIPLE, version_at_least
+from fp16doctor.knowledge.gpus import GpuFacts, GpuModel
+
+TRAINING_PASSES = 3.0
 
 
 @dataclass(frozen=True)
@@ -25,6 +38,163 @@ class RooflineEstimate:
     note: str
 
 
+@dataclass(frozen=True)
+class LayerTime:
+    layer: Layer
+    tensor_core: bool
+    ms: float
+    bound: str
+
+
+def tensor_core_eligible(layer: Layer, cudnn: str | None) -> tuple[bool, float]:
+    """(can use Tensor Cores, FLOP inflation from channel padding) for one layer."""
+    if not layer.is_matmul or layer.in_channels is None or layer.out_channels is None:
+        return False, 1.0
+    if layer.channel_multiple_of_8:
+        return True, 1.0
+    if version_at_least(cudnn, CUDNN_RELAXED_CHANNELS) and layer.type.lower().startswith("conv"):
+        m = TENSOR_CORE_CHANNEL_MULTIPLE
+
+        def pad(c: int) -> int:
+            return math.ceil(c / m) * m
+
+        return True, pad(layer.in_channels) * pad(layer.out_channels) / (
+            layer.in_channels * layer.out_channels
+        )
+    return False, 1.0
+
+
+def _layer_time(
+    layer: Layer,
+    batch: int,
+    peak_tflops: float,
+    bandwidth_gbs: float,
+    bytes_per_value: int,
+    inflation: float = 1.0,
+) -> tuple[float, str]:
+    flops = TRAINING_PASSES * layer.flops_per_example * batch * inflation
+    values = TRAINING_PASSES * ((layer.input_elements + layer.output_elements) * batch + layer.params)
+    compute_ms = flops / (peak_tflops * 1e12) * 1e3
+    memory_ms = values * bytes_per_value / (bandwidth_gbs * 1e9) * 1e3
+    return (compute_ms, "compute") if compute_ms >= memory_ms else (memory_ms, "memory")
+
+
+def step_times(
+    model: ModelInfo, batch: int, gpu: GpuModel, precision: str, cudnn: str | None, tf32: bool
+) -> list[LayerTime]:
+    """Best-case per-layer times for one training step."""
+    out = []
+    for layer in model.layers:
+        if precision == "float32":
+            peak = gpu.fp32_tflops
+            on_tc = False
+            if tf32 and gpu.tensor_tflops and layer.is_matmul:
+                peak = max(peak, gpu.tensor_tflops / 2)  # TF32 Tensor Core rate is half the FP16 rate
+                on_tc = peak > gpu.fp32_tflops
+            ms, bound = _layer_time(layer, batch, peak, gpu.memory_bandwidth_gbs, 4)
+        else:
+            eligible, inflation = tensor_core_eligible(layer, cudnn)
+            on_tc = bool(eligible and gpu.tensor_cores and gpu.tensor_tflops)
+            if on_tc and gpu.tensor_tflops:
+                peak = gpu.tensor_tflops
+            else:
+                peak = max(gpu.fp16_tflops or 0.0, gpu.fp32_tflops)  # pseudo-half: fp16 data, fp32 math
+                inflation = 1.0
+            ms, bound = _layer_time(layer, batch, peak, gpu.memory_bandwidth_gbs, 2, inflation)
+        out.append(LayerTime(layer, on_tc, ms, bound))
+    return out
+
+
+def _dominant_bound(times: list[LayerTime]) -> str:
+    compute = sum(t.ms for t in times if t.bound == "compute")
+    memory = sum(t.ms for t in times if t.bound == "memory")
+    if compute == memory == 0:
+        return "unknown"
+    return "compute" if compute >= memory else "memory"
+
+
+def tf32_active(run: RunView, gpu: GpuFacts | None) -> bool:
+    """Does this run's float32 already use TF32 Tensor Cores by default?"""
+    if gpu is None or not gpu.tf32:
+        return False
+    sw = run.software
+    if sw.framework == "torch":
+        return version_at_least(sw.torch, "1.7") is not False  # cudnn.allow_tf32 is on by default since 1.7
+    if sw.framework == "jax" or (sw.framework == "keras3" and sw.keras_backend == "jax"):
+        return True
+    if sw.tensorflow:
+        return bool(version_at_least(sw.tensorflow, "2.4"))
+    return True  # every current framework defaults to TF32 for convolutions
+
+
+def _estimate(ctx: Context, reduced: RunView, fp32: RunView | None) -> RooflineEstimate:
+    gpu = ctx.gpu_for(reduced)
+    measured = (fp32.step_ms / reduced.step_ms) if (fp32 and fp32.step_ms and reduced.step_ms) else None
+    gpu_name = gpu.reported_name if gpu else None
+
+    def unknown(note: str) -> RooflineEstimate:
+        return RooflineEstimate(
+            reduced.stack,
+            gpu_name,
+            reduced.device,
+            reduced.precision,
+            None,
+            measured,
+            "unknown",
+            None,
+            None,
+            note,
+        )
+
+    if not reduced.on_gpu:
+        return unknown(
+            "no roofline for CPUs: fp16 on a CPU without AVX512-FP16/AMX-FP16 is converted to fp32 "
+            "per operation, so it cannot beat fp32"
+        )
+    if gpu is None or gpu.model is None:
+        return unknown("GPU not in the table of peak figures; no best-case time")
+    model = reduced.model
+    batch = reduced.batch_size
+    if model is None or not batch:
+        return unknown("the run names no model layers or batch size; no per-layer estimate")
+    tf32 = tf32_active(fp32 or reduced, gpu)
+    t32 = step_times(model, batch, gpu.model, "float32", reduced.software.cudnn, tf32)
+    t16 = step_times(model, batch, gpu.model, reduced.precision, reduced.software.cudnn, tf32)
+    fp32_ms = sum(t.ms for t in t32)
+    fp16_ms = sum(t.ms for t in t16)
+    predicted = fp32_ms / fp16_ms if fp16_ms > 0 else None
+    on_tc = sum(t.layer.flops_per_example for t in t16 if t.tensor_core)
+    share = on_tc / model.flops_per_example if model.flops_per_example else 0.0
+    note = f"{model.source} layers, batch {batch}: {share:.0%} of the FLOPs can use Tensor Cores in fp16" + (
+        "; float32 already runs as TF32 on Tensor Cores" if tf32 else ""
+    )
+    return RooflineEstimate(
+        reduced.stack,
+        gpu_name,
+        reduced.device,
+        reduced.precision,
+        predicted,
+        measured,
+        _dominant_bound(t16),
+        fp32_ms,
+        fp16_ms,
+        note,
+    )
+
+
+def estimate_context(ctx: Context) -> list[RooflineEstimate]:
+    out = []
+    seen = set()
+    for pair in ctx.pairs:
+        out.append(_estimate(ctx, pair.reduced, pair.fp32))
+        seen.add(pair.reduced.index)
+    for run in ctx.ok_runs():
+        if run.precision in REDUCED and run.index not in seen:
+            out.append(_estimate(ctx, run, None))
+    return out
+
+
 def estimate(doc: dict[str, Any]) -> list[RooflineEstimate]:
-    """One estimate per (stack, device, reduced precision) found in the document's runs."""
-    return []
+    """One estimate per successful float16 / mixed_float16 run, paired with its float32 run when there is "
+      "one."""
+    return estimate_context(build_context(doc))

@@ -1,0 +1,143 @@
+"""Recommendations in the words and code of the run's own stack (Keras 2.1.5 is not TF 2.x is not Keras 3)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fp16doctor.analysis.context import Software
+from fp16doctor.knowledge.cuda import version_at_least
+from fp16doctor.knowledge.frameworks import has_feature
+
+KERAS_JSON_FLOAT32 = '~/.keras/keras.json: "floatx": "float32" (Keras 3 reads $KERAS_HOME/keras.json)'
+
+
+def mixed_precision_code(sw: Software) -> str:
+    """How to turn on mixed precision (float32 weights, float16 compute, loss scaling) on this stack."""
+    fw = sw.framework
+    if fw == "keras3":
+        backend = sw.keras_backend or "tensorflow"
+        return (
+            f"Keras {sw.keras or '3'} ({backend} backend): keep floatx float32 and set a dtype policy before "
+            "building the model:\n"
+            "    import keras\n"
+            "    keras.mixed_precision.set_dtype_policy('mixed_float16')\n"
+            "    ...\n"
+            "    model.add(keras.layers.Activation('sigmoid', dtype='float32'))  # output in float32\n"
+            "model.fit applies loss scaling itself (LossScaleOptimizer)."
+        )
+    if fw == "tf.keras":
+        if has_feature("tf_keras_policy", sw.tensorflow) is False:
+            if has_feature("tf_keras_policy_experimental", sw.tensorflow):
+                return (
+                    f"TensorFlow {sw.tensorflow} (tf.keras): keep floatx float32 and use the experimental "
+                    f"policy:\n"
+                    "    from tensorflow.keras.mixed_precision import experimental as mp\n"
+                    "    mp.set_policy('mixed_float16')\n"
+                    "    model.add(tf.keras.layers.Activation('sigmoid', dtype='float32'))"
+                )
+            return (
+                f"TensorFlow {sw.tensorflow}: wrap the optimizer in the graph rewrite:\n"
+                "    opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(opt)"
+            )
+        return (
+            f"TensorFlow {sw.tensorflow or '2.x'} (tf.keras / tf_keras): keep floatx float32 and set the "
+            f"policy:\n"
+            "    from tensorflow.keras import mixed_precision\n"
+            "    mixed_precision.set_global_policy('mixed_float16')\n"
+            "    model.add(tf.keras.layers.Activation('sigmoid', dtype='float32'))  # output in float32"
+        )
+    if fw in ("keras2", "tensorflow"):
+        where = f"Keras {sw.keras}" if sw.keras else "This stack"
+        tf = sw.tensorflow or "1.x"
+        if has_feature("tf_amp_graph_rewrite", sw.tensorflow):
+            return (
+                f"{where} on TensorFlow {tf}: multi-backend Keras has no mixed precision API; TF {tf} has "
+                f"the "
+                "automatic mixed precision graph rewrite for tf.keras/tf.train optimizers:\n"
+                "    opt = "
+                "tf.train.experimental.enable_mixed_precision_graph_rewrite(tf.keras.optimizers.RMSprop(1e-4))\n"
+                "or, better, move to TF >= 2.4 and "
+                "tf.keras.mixed_precision.set_global_policy('mixed_float16')."
+            )
+        return (
+            f"{where} on TensorFlow {tf} has no mixed precision at all (the graph rewrite arrived in TF "
+            f"1.14, "
+            "Keras policies in TF 2.1). Keep floatx float32 here, and for fp16 speed move to TF >= 2.4:\n"
+            "    pip install 'tensorflow>=2.4'\n"
+            "    from tensorflow.keras import mixed_precision\n"
+            "    mixed_precision.set_global_policy('mixed_float16')\n"
+            "(tf.keras.preprocessing.image.ImageDataGenerator and model.fit(generator) replace "
+            "fit_generator)."
+        )
+    if fw == "torch":
+        if has_feature("torch_amp", sw.torch) is False:
+            return (
+                f"PyTorch {sw.torch} predates torch.cuda.amp (1.6): keep the model float32 and use "
+                "apex.amp.initialize(model, opt, opt_level='O1'), or upgrade to PyTorch >= 1.6."
+            )
+        return (
+            f"PyTorch {sw.torch or ''}: keep the model float32 (no model.half()) and use autocast with a "
+            f"scaler:\n"
+            "    scaler = torch.cuda.amp.GradScaler()\n"
+            "    with torch.autocast('cuda', dtype=torch.float16):\n"
+            "        loss = loss_fn(model(x), y)\n"
+            "    scaler.scale(loss).backward(); scaler.step(opt); scaler.update()"
+        )
+    if fw == "jax":
+        return (
+            f"JAX {sw.jax or ''}: keep parameters float32 and cast only the forward computation, e.g. "
+            "with jmp:\n"
+            "    policy = jmp.get_policy('params=float32,compute=float16,output=float32')\n"
+            "and scale the loss (jmp.DynamicLossScale) so small gradients survive in float16."
+        )
+    return (
+        "Keep weights in float32 and compute in float16 with your framework's mixed precision API "
+        "(Keras: keras.mixed_precision.set_dtype_policy('mixed_float16'); PyTorch: torch.autocast + "
+        "GradScaler)."
+    )
+
+
+def upgrade_target(sw: Software) -> str:
+    """The nearest stack with fast fp16 paths, as a pip line."""
+    fw = sw.framework
+    if fw in ("keras2", "tensorflow", "tf.keras"):
+        return (
+            "TensorFlow >= 2.4 with its matching CUDA/cuDNN (e.g. `pip install 'tensorflow[and-cuda]'` on "
+            "Linux "
+            "for current releases; TF 2.10 is the last with native Windows GPU support), tf.keras and the "
+            "mixed_float16 policy"
+        )
+    if fw == "torch":
+        return "PyTorch >= 1.6 (torch.cuda.amp), any current CUDA build"
+    if fw == "keras3":
+        return f"a current Keras 3 with its {sw.keras_backend or 'tensorflow'} backend on a CUDA 12 build"
+    return "a current framework release built for CUDA >= 10 and cuDNN >= 7.4"
+
+
+def keras_floatx_note(sw: Software) -> str:
+    if sw.framework == "keras3":
+        return f"Set floatx back to float32 ({KERAS_JSON_FLOAT32}, or keras.config.set_floatx('float32'))."
+    if sw.framework in ("keras2", "tf.keras", "tensorflow"):
+        return "Set floatx back to float32 in ~/.keras/keras.json (or K.set_floatx('float32'))."
+    return "Keep the model's parameters in float32."
+
+
+def is_old_keras_generator(sw: Software) -> bool | None:
+    """Keras < 2.2 builds ImageDataGenerator batches in K.floatx(); None when the Keras version is unknown."""
+    if not sw.keras:
+        return None
+    return version_at_least(sw.keras, "2.2.0") is False
+
+
+def upgraded(sw: Software) -> Software:
+    """The same kind of stack after the upgrade `upgrade_target` names, for the code to show."""
+    fw = sw.framework
+    if fw in ("keras2", "tensorflow") or (
+        fw == "tf.keras" and has_feature("tf_keras_policy", sw.tensorflow) is False
+    ):
+        return replace(
+            sw, tensorflow="2.16", keras=None, keras_api=None, keras_preprocessing=None, cuda=None, cudnn=None
+        )
+    if fw == "torch" and has_feature("torch_amp", sw.torch) is False:
+        return replace(sw, torch="2.0", cuda=None, cudnn=None)
+    return sw

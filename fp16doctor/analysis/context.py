@@ -1,0 +1,300 @@
+"""The results document, read once into what the rules ask about: runs, their devices and their pairs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fp16doctor.analysis.model import ModelInfo, model_for_run
+from fp16doctor.analysis.values import as_int, as_list, as_mapping, as_number, as_positive, as_str, median_of
+from fp16doctor.knowledge.cuda import version_at_least
+from fp16doctor.knowledge.frameworks import CPU_BF16_FLAGS, CPU_FP16_FLAGS
+from fp16doctor.knowledge.gpus import GpuFacts, gpu_facts
+
+REDUCED = ("float16", "mixed_float16")
+
+
+@dataclass(frozen=True)
+class Software:
+    python: str | None
+    tensorflow: str | None
+    keras: str | None
+    keras_backend: str | None
+    keras_api: str | None
+    keras_preprocessing: str | None
+    cuda: str | None
+    cudnn: str | None
+    torch: str | None
+    jax: str | None
+
+    @classmethod
+    def from_run(cls, run: Mapping[str, Any]) -> Software:
+        sw = as_mapping(run.get("software"))
+        return cls(
+            *(
+                as_str(sw.get(k))
+                for k in (
+                    "python",
+                    "tensorflow",
+                    "keras",
+                    "keras_backend",
+                    "keras_api",
+                    "keras_preprocessing",
+                    "cuda",
+                    "cudnn",
+                    "torch",
+                    "jax",
+                )
+            )
+        )
+
+    @property
+    def known(self) -> bool:
+        return any((self.tensorflow, self.keras, self.torch, self.jax))
+
+    @property
+    def framework(self) -> str:
+        """What drives training: "keras2" (multi-backend Keras), "tf.keras", "keras3", "torch", "jax",
+        "tensorflow" (TF 1.x without Keras) or "unknown"."""
+        api = (self.keras_api or "").lower()
+        if api.startswith("keras3") or version_at_least(self.keras, "3.0"):
+            return "keras3"
+        if api == "tf_keras":
+            return "tf.keras"
+        if api == "keras2":
+            return "keras2"
+        if self.keras:
+            if version_at_least(self.keras, "2.4") and version_at_least(self.tensorflow, "2.0"):
+                return "tf.keras"  # keras 2.4-2.15 are tf.keras on TF 2.x
+            return "keras2"
+        if self.torch and not self.tensorflow and not self.jax:
+            return "torch"
+        if self.jax and not self.tensorflow:
+            return "jax"
+        if self.tensorflow:
+            return "tf.keras" if version_at_least(self.tensorflow, "2.0") else "tensorflow"
+        if self.torch:
+            return "torch"
+        return "unknown"
+
+    def label(self) -> str:
+        parts = []
+        for name, value in (
+            ("TensorFlow", self.tensorflow),
+            ("Keras", self.keras),
+            ("PyTorch", self.torch),
+            ("JAX", self.jax),
+            ("CUDA", self.cuda),
+            ("cuDNN", self.cudnn),
+            ("Python", self.python),
+        ):
+            if value:
+                parts.append(f"{name} {value}")
+        if self.keras_backend and self.keras:
+            parts.append(f"backend {self.keras_backend}")
+        return ", ".join(parts) if parts else "unknown software"
+
+
+@dataclass(frozen=True)
+class RunView:
+    index: int
+    stack: str
+    precision: str
+    variant: str
+    device: str
+    status: str
+    step_ms: float | None
+    p10_ms: float | None
+    p90_ms: float | None
+    steps: int | None
+    first_step_ms: float | None
+    input_ms: float | None
+    gpu_util_pct: float | None
+    loss_first: float | None
+    loss_last: float | None
+    loss_nan: bool | None
+    error: str | None
+    software: Software
+    workload_name: str | None
+    batch_size: int | None
+    model: ModelInfo | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and self.step_ms is not None
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device.startswith("gpu")
+
+    @property
+    def label(self) -> str:
+        variant = "" if self.variant == "original" else f", {self.variant}"
+        return f"{self.stack} / {self.precision}{variant}"
+
+
+def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
+    precision = as_str(run.get("precision"))
+    if precision is None:
+        return None
+    step = as_mapping(run.get("step_time_ms"))
+    loss = as_mapping(run.get("loss"))
+    workload = as_mapping(run.get("workload"))
+    nan = loss.get("nan_or_inf")
+    return RunView(
+        index=index,
+        stack=as_str(run.get("stack")) or "unknown",
+        precision=precision,
+        variant=as_str(run.get("variant")) or "original",
+        device=(as_str(run.get("device")) or "unknown").lower(),
+        status=as_str(run.get("status")) or "ok",
+        step_ms=median_of(run.get("step_time_ms")),
+        p10_ms=as_positive(step.get("p10")),
+        p90_ms=as_positive(step.get("p90")),
+        steps=as_int(step.get("n")),
+        first_step_ms=as_positive(run.get("first_step_ms")),
+        input_ms=median_of(run.get("input_time_ms")),
+        gpu_util_pct=median_of(run.get("gpu_utilization_pct")),
+        loss_first=as_number(loss.get("first")),
+        loss_last=as_number(loss.get("last")),
+        loss_nan=nan if isinstance(nan, bool) else None,
+        error=as_str(run.get("error")),
+        software=Software.from_run(run),
+        workload_name=as_str(workload.get("name")),
+        batch_size=as_int(workload.get("batch_size")),
+        model=model_for_run(run),
+    )
+
+
+@dataclass(frozen=True)
+class CpuFacts:
+    model: str | None
+    flags: frozenset[str] | None  # None: not reported
+
+    @property
+    def native_fp16(self) -> bool | None:
+        if self.flags is None:
+            return None
+        return any(f in self.flags for f in CPU_FP16_FLAGS)
+
+    @property
+    def bf16_flags(self) -> list[str]:
+        return sorted(f for f in CPU_BF16_FLAGS if self.flags and f in self.flags)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A reduced-precision run and the float32 run it is compared with (same stack, device and variant)."""
+
+    fp32: RunView
+    reduced: RunView
+
+    @property
+    def ratio(self) -> float:
+        """reduced step / float32 step: above 1 means fp16 is slower."""
+        assert self.reduced.step_ms is not None and self.fp32.step_ms is not None
+        return self.reduced.step_ms / self.fp32.step_ms
+
+    @property
+    def speedup(self) -> float:
+        return 1.0 / self.ratio
+
+    def noise(self) -> float:
+        """Relative spread of the two medians (p10-p90), at least 5 %: differences below it are not "
+          "claimed."""
+        spreads = [0.05]
+        for run in (self.fp32, self.reduced):
+            if run.p10_ms and run.p90_ms and run.step_ms:
+                spreads.append((run.p90_ms - run.p10_ms) / (2 * run.step_ms))
+        return min(max(spreads), 0.5)
+
+    @property
+    def slower(self) -> bool:
+        return self.ratio > 1 + self.noise()
+
+    @property
+    def faster(self) -> bool:
+        return self.speedup > 1 + self.noise()
+
+    def describe(self) -> str:
+        r, f = self.reduced, self.fp32
+        verdict = (
+            f"{self.speedup:.2f}x faster"
+            if self.faster
+            else f"{self.ratio:.2f}x slower"
+            if self.slower
+            else "no measurable difference"
+        )
+        return (
+            f"{r.precision} step {r.step_ms:.0f} ms vs float32 {f.step_ms:.0f} ms on {r.stack}"
+            f"{'' if r.variant == 'original' else ' (' + r.variant + ')'}: {verdict}"
+        )
+
+
+@dataclass
+class Context:
+    doc: Mapping[str, Any]
+    runs: list[RunView]
+    gpus: dict[int, GpuFacts]
+    cpu: CpuFacts
+    os: str | None
+    pairs: list[Pair] = field(default_factory=list)
+
+    def gpu_for(self, run: RunView) -> GpuFacts | None:
+        if not run.on_gpu:
+            return None
+        index = 0
+        if ":" in run.device:
+            parsed = as_int(_to_int(run.device.split(":", 1)[1]))
+            index = parsed if parsed is not None else 0
+        if index in self.gpus:
+            return self.gpus[index]
+        return next(iter(self.gpus.values()), None)
+
+    def ok_runs(self) -> list[RunView]:
+        return [r for r in self.runs if r.ok]
+
+    def reduced_runs(self) -> list[RunView]:
+        return [r for r in self.runs if r.precision in REDUCED]
+
+    @property
+    def windows(self) -> bool:
+        return bool(self.os and "windows" in self.os.lower())
+
+
+def _to_int(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def build_context(doc: Mapping[str, Any]) -> Context:
+    host = as_mapping(doc.get("host"))
+    gpus: dict[int, GpuFacts] = {}
+    for position, gpu in enumerate(as_list(host.get("gpus"))):
+        gpu = as_mapping(gpu)
+        index = as_int(gpu.get("index"))
+        facts = gpu_facts(as_str(gpu.get("name")), as_str(gpu.get("compute_capability")))
+        gpus[index if index is not None else position] = facts
+    cpu = as_mapping(host.get("cpu"))
+    raw_flags = cpu.get("flags")
+    flags = (
+        frozenset(str(f).lower() for f in raw_flags if isinstance(f, str))
+        if isinstance(raw_flags, (list, tuple))
+        else None
+    )
+    runs = [v for v in (_run_view(i, as_mapping(r)) for i, r in enumerate(as_list(doc.get("runs")))) if v]
+    ctx = Context(doc, runs, gpus, CpuFacts(as_str(cpu.get("model")), flags), as_str(host.get("os")))
+    by_key: dict[tuple[str, str, str], dict[str, RunView]] = {}
+    for run in ctx.ok_runs():
+        by_key.setdefault((run.stack, run.device, run.variant), {})[run.precision] = run
+    for cell in by_key.values():
+        fp32 = cell.get("float32")
+        if fp32 is None:
+            continue
+        for precision in REDUCED:
+            if precision in cell:
+                ctx.pairs.append(Pair(fp32, cell[precision]))
+    return ctx

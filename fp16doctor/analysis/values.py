@@ -1,0 +1,52 @@
+"""Tolerant readers for JSON values: a results file may be hand-written, so every optional value may be
+missing or of the wrong type, and the analysis must then know less rather than crash."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+def as_number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def as_positive(value: Any) -> float | None:
+    number = as_number(value)
+    return number if number is not None and number > 0 else None
+
+
+def as_int(value: Any) -> int | None:
+    number = as_number(value)
+    if number is None or number != int(number):
+        return None
+    return int(number)
+
+
+def as_str(value: Any) -> str | None:
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)  # "cuda": 9.0 typed as a number by hand
+    return None
+
+
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else _EMPTY
+
+
+def as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def median_of(value: Any) -> float | None:
+    """`{"median": 512.0}` -> 512.0; a bare positive number is accepted too."""
+    if isinstance(value, Mapping):
+        return as_positive(value.get("median"))
+    return as_positive(value)

@@ -1,0 +1,192 @@
+"""TensorFlow, Keras, PyTorch and JAX as data: what each release was built for and which fp16 features it "
+  "has."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fp16doctor.knowledge.cuda import version_at_least
+
+TF_TESTED_BUILDS = "https://www.tensorflow.org/install/source#gpu"  # "Tested build configurations"
+TF_MIXED_PRECISION_GUIDE = "https://www.tensorflow.org/guide/mixed_precision"
+TF_AMP_GRAPH_REWRITE = (
+    "https://www.tensorflow.org/versions/r1.15/api_docs/python/tf/train/experimental/"
+    "enable_mixed_precision_graph_rewrite"
+)
+TF_1_14_RELEASE = "https://github.com/tensorflow/tensorflow/releases/tag/v1.14.0"
+TF_TF32 = "https://www.tensorflow.org/api_docs/python/tf/config/experimental/enable_tensor_float_32_execution"
+KERAS3_MIXED_PRECISION = "https://keras.io/api/mixed_precision/policy/"
+KERAS_PREPROCESSING_DTYPE = "https://github.com/keras-team/keras-preprocessing/pull/209"
+TORCH_AMP = "https://pytorch.org/docs/stable/amp.html"
+TORCH_TF32 = "https://pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices"
+JAX_PRECISION = "https://docs.jax.dev/en/latest/201/precision.html"
+
+
+@dataclass(frozen=True)
+class TfBuild:
+    version: str
+    cuda: str | None
+    cudnn: str | None
+    python: str  # "min-max"
+
+
+# Source: TF_TESTED_BUILDS (Linux GPU table).
+TF_BUILDS: dict[str, TfBuild] = {
+    b.version: b
+    for b in (
+        TfBuild("1.4", "8", "6", "2.7, 3.3-3.6"),
+        TfBuild("1.5", "9", "7", "2.7, 3.3-3.6"),
+        TfBuild("1.6", "9", "7", "2.7, 3.3-3.6"),
+        TfBuild("1.7", "9", "7", "2.7, 3.3-3.6"),
+        TfBuild("1.8", "9", "7", "2.7, 3.3-3.6"),
+        TfBuild("1.9", "9", "7", "2.7, 3.3-3.6"),
+        TfBuild("1.10", "9", "7", "2.7, 3.3-3.6"),
+        TfBuild("1.11", "9", "7", "2.7, 3.3-3.6"),
+        TfBuild("1.12", "9", "7", "2.7, 3.3-3.6"),
+        TfBuild("1.13", "10.0", "7.4", "2.7, 3.3-3.7"),
+        TfBuild("1.14", "10.0", "7.4", "2.7, 3.3-3.7"),
+        TfBuild("1.15", "10.0", "7.4", "2.7, 3.3-3.7"),
+        TfBuild("2.0", "10.0", "7.4", "2.7, 3.3-3.7"),
+        TfBuild("2.1", "10.1", "7.6", "2.7, 3.5-3.7"),
+        TfBuild("2.2", "10.1", "7.6", "3.5-3.8"),
+        TfBuild("2.3", "10.1", "7.6", "3.5-3.8"),
+        TfBuild("2.4", "11.0", "8.0", "3.6-3.8"),
+        TfBuild("2.5", "11.2", "8.1", "3.6-3.9"),
+        TfBuild("2.6", "11.2", "8.1", "3.6-3.9"),
+        TfBuild("2.7", "11.2", "8.1", "3.7-3.9"),
+        TfBuild("2.8", "11.2", "8.1", "3.7-3.10"),
+        TfBuild("2.9", "11.2", "8.1", "3.7-3.10"),
+        TfBuild("2.10", "11.2", "8.1", "3.7-3.10"),
+        TfBuild("2.11", "11.2", "8.1", "3.7-3.10"),
+        TfBuild("2.12", "11.8", "8.6", "3.8-3.11"),
+        TfBuild("2.13", "11.8", "8.6", "3.8-3.11"),
+        TfBuild("2.14", "11.8", "8.7", "3.9-3.11"),
+        TfBuild("2.15", "12.2", "8.9", "3.9-3.11"),
+        TfBuild("2.16", "12.3", "8.9", "3.9-3.12"),
+        TfBuild("2.17", "12.3", "8.9", "3.9-3.12"),
+        TfBuild("2.18", "12.5", "9.3", "3.9-3.12"),
+        TfBuild("2.19", "12.5", "9.3", "3.9-3.12"),
+        TfBuild("2.20", "12.5", "9.3", "3.9-3.13"),
+    )
+}
+
+
+def tf_build(version: str | None) -> TfBuild | None:
+    if not version:
+        return None
+    parts = version.split(".")
+    return TF_BUILDS.get(".".join(parts[:2])) if len(parts) >= 2 else None
+
+
+@dataclass(frozen=True)
+class Feature:
+    framework: str  # "tensorflow" | "keras" | "torch" | "jax" | "keras_preprocessing"
+    since: str
+    until: str | None  # first version without it (exclusive); None = still present
+    what: str
+    source: str
+
+
+# Framework features that decide how fast fp16 can be, by version.
+FEATURES: dict[str, Feature] = {
+    "tf_amp_graph_rewrite": Feature(
+        "tensorflow",
+        "1.14",
+        None,
+        "automatic mixed precision graph rewrite (TF_ENABLE_AUTO_MIXED_PRECISION=1 or "
+        "tf.train.experimental.enable_mixed_precision_graph_rewrite)",
+        TF_AMP_GRAPH_REWRITE,
+    ),
+    "tf_fp16_nhwc_tensor_cores": Feature(
+        "tensorflow",
+        "1.14",
+        None,
+        "fp16 NHWC convolutions on Tensor Cores without NHWC->NCHW transposes",
+        TF_1_14_RELEASE,
+    ),
+    "tf_keras_policy_experimental": Feature(
+        "tensorflow",
+        "2.1",
+        None,
+        "tf.keras.mixed_precision.experimental.Policy('mixed_float16') with loss scaling",
+        TF_MIXED_PRECISION_GUIDE,
+    ),
+    "tf_keras_policy": Feature(
+        "tensorflow",
+        "2.4",
+        None,
+        "tf.keras.mixed_precision.set_global_policy('mixed_float16')",
+        TF_MIXED_PRECISION_GUIDE,
+    ),
+    "tf_tf32_default": Feature(
+        "tensorflow",
+        "2.4",
+        None,
+        "TensorFloat-32 enabled by default for float32 matmuls and convolutions",
+        TF_TF32,
+    ),
+    "keras3_policy": Feature(
+        "keras",
+        "3.0",
+        None,
+        "keras.mixed_precision.set_dtype_policy('mixed_float16') on any backend",
+        KERAS3_MIXED_PRECISION,
+    ),
+    # keras_preprocessing's DirectoryIterator built float32 batches whatever dtype was asked for
+    # (SEED facts; fix: KERAS_PREPROCESSING_DTYPE).
+    "kp_ignores_dtype": Feature(
+        "keras_preprocessing",
+        "1.0.5",
+        "1.1.1",
+        "flow_from_directory ignores dtype and yields float32 batches",
+        KERAS_PREPROCESSING_DTYPE,
+    ),
+    "torch_amp": Feature("torch", "1.6", None, "torch.cuda.amp autocast and GradScaler", TORCH_AMP),
+    "torch_tf32_matmul_default": Feature(
+        "torch", "1.7", "1.12", "torch.backends.cuda.matmul.allow_tf32 defaults to True", TORCH_TF32
+    ),
+    "torch_tf32_cudnn_default": Feature(
+        "torch", "1.7", None, "torch.backends.cudnn.allow_tf32 defaults to True (convolutions)", TORCH_TF32
+    ),
+    "jax_tf32_default": Feature(
+        "jax",
+        "0.2",
+        None,
+        "float32 dot products and convolutions use TF32 by default on recent GPUs",
+        JAX_PRECISION,
+    ),
+}
+
+
+def has_feature(key: str, version: str | None) -> bool | None:
+    """Whether `version` of the feature's framework has it; None when the version is unknown."""
+    feature = FEATURES[key]
+    after = version_at_least(version, feature.since)
+    if after is None:
+        return None
+    if not after:
+        return False
+    if feature.until is None:
+        return True
+    before_end = version_at_least(version, feature.until)
+    return None if before_end is None else not before_end
+
+
+# Keras 2.1.x's ImageDataGenerator builds batches with dtype=K.floatx() and rescales them in place, so
+# floatx=float16 makes the host do float16 numpy arithmetic (SEED facts: keras 2.1.5 image.py).
+KERAS_FLOATX_BATCHES_UNTIL = "2.2.0"
+# Keras 2.2.0 moved the generator into keras_preprocessing.
+KERAS_USES_KERAS_PREPROCESSING_SINCE = "2.2.0"
+# numpy has no float16 SIMD arithmetic on most x86 CPUs: each operation converts (numpy issues 7571, 11590).
+NUMPY_FP16_ISSUES = (
+    "https://github.com/numpy/numpy/issues/7571",
+    "https://github.com/numpy/numpy/issues/11590",
+)
+# Measured for the seed script (SEED facts): one Keras-2.1.5-style batch of 128 images, decode excluded,
+# on a 2-core x86 machine.
+SEED_HOST_BATCH_MS = {"float16": 170.0, "float32": 26.0, "batch_size": 128.0}
+
+# Native fp16 arithmetic on CPUs: x86 AVX512-FP16 (Sapphire Rapids+) and AMX-FP16; Arm FP16 (fphp/asimdhp).
+# Without them, frameworks convert fp16 to fp32 for each op (F16C) and back.
+CPU_FP16_FLAGS = ("avx512_fp16", "amx_fp16", "asimdhp", "fphp")
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
