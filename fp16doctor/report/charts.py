@@ -203,13 +203,14 @@ def split_chart(bars: Sequence[SplitBar], title: str = "Where a step goes: host 
     return _frame(height, title, body)
 
 
-def speedup_chart(
-    bars: Sequence[SpeedupBar], title: str = "Speedup over float32: measured vs roofline best case"
-) -> Markup:
+def speedup_chart(bars: Sequence[SpeedupBar], title: str | None = None) -> Markup:
     """Two thin bars per run (measured solid, predicted outlined) and a line at 1× (no change)."""
     rows = [b for b in bars if b.measured is not None or b.predicted is not None]
     if not rows:
         return Markup("")
+    if title is None:
+        with_prediction = any(b.predicted is not None for b in rows)
+        title = "Speedup over float32: measured" + (" vs roofline best case" if with_prediction else "")
     maximum = max(max(b.measured or 0.0, b.predicted or 0.0) for b in rows)
     ticks = nice_ticks(max(maximum, 1.0), target=4)
     plot_w = WIDTH - LABEL_W - SPEEDUP_VALUES_W

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -288,31 +288,50 @@ def _rank_findings(findings: Sequence[Mapping[str, Any]]) -> list[Mapping[str, A
     return [f for _, f in sorted(enumerate(findings), key=key)]
 
 
-def findings_of(doc: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
-    """The document's own findings, or the analysis run now when it has none."""
-    own = [f for f in doc.get("findings") or [] if isinstance(f, dict)]
-    if own:
-        return own, "results"
+def real_analyse(doc: dict[str, Any]) -> list[dict[str, Any]]:
     # Looked up by name: the analysis package may be older or newer than this report.
     analyse = getattr(importlib.import_module("fp16doctor.analysis"), "analyse", None)
-    if analyse is None:
-        return [], "none"
-    computed = [f for f in analyse(dict(doc)) if isinstance(f, dict)]
-    return computed, ("analysis" if computed else "none")
+    return list(analyse(doc)) if analyse is not None else []
 
 
-def _roofline(doc: Mapping[str, Any]) -> dict[tuple[str, str], float]:
+def real_roofline(doc: dict[str, Any]) -> dict[tuple[str, str], float]:
     """Roofline best-case speedups by (stack, precision), when the analysis can estimate them."""
     try:
         from fp16doctor.analysis.roofline import estimate
     except ImportError:
         return {}
     predicted: dict[tuple[str, str], float] = {}
-    for est in estimate(dict(doc)):
+    for est in estimate(doc):
         value = _positive(getattr(est, "predicted_speedup", None))
         if value is not None:
             predicted[(str(getattr(est, "stack", "")), str(getattr(est, "precision", "")))] = value
     return predicted
+
+
+def real_known_stacks() -> set[str] | None:
+    try:
+        from fp16doctor.stacks import all_stacks
+    except ImportError:
+        return None
+    return {str(getattr(s, "name", s)) for s in all_stacks()}
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where the report gets what a results file may lack; tests substitute fixed ones."""
+
+    analyse: Callable[[dict[str, Any]], list[dict[str, Any]]] = real_analyse
+    roofline: Callable[[dict[str, Any]], dict[tuple[str, str], float]] = real_roofline
+    known_stacks: Callable[[], set[str] | None] = real_known_stacks
+
+
+def findings_of(doc: Mapping[str, Any], sources: Sources) -> tuple[list[dict[str, Any]], str]:
+    """The document's own findings, or the analysis run now when it has none."""
+    own = [f for f in doc.get("findings") or [] if isinstance(f, dict)]
+    if own:
+        return own, "results"
+    computed = [f for f in sources.analyse(dict(doc)) if isinstance(f, dict)]
+    return computed, ("analysis" if computed else "none")
 
 
 # ---------------------------------------------------------------------------------------- runs
@@ -516,7 +535,7 @@ def _environment(doc: Mapping[str, Any]) -> EnvironmentView:
     return EnvironmentView(host=rows, gpus=gpus, software=software)
 
 
-def _reproduce(doc: Mapping[str, Any], rows: Sequence[RunRow]) -> ReproduceView:
+def _reproduce(doc: Mapping[str, Any], rows: Sequence[RunRow], known: set[str] | None) -> ReproduceView:
     invocation = _dict(doc.get("invocation"))
     argv = invocation.get("argv")
     notes: list[str] = []
@@ -530,7 +549,6 @@ def _reproduce(doc: Mapping[str, Any], rows: Sequence[RunRow]) -> ReproduceView:
     if size in ("quick", "full"):
         words.append(f"--{size}")
     stacks = list(dict.fromkeys(r.stack for r in rows))
-    known = _known_stacks()
     for stack in stacks:
         if stack == "host":
             continue
@@ -568,14 +586,6 @@ def _size_from_workload(doc: Mapping[str, Any]) -> str | None:
             ):
                 return size.name
     return None
-
-
-def _known_stacks() -> set[str] | None:
-    try:
-        from fp16doctor.stacks import all_stacks
-    except ImportError:
-        return None
-    return {str(getattr(s, "name", s)) for s in all_stacks()}
 
 
 def _workload(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -663,9 +673,11 @@ def _machine_charts(rows: Sequence[RunRow], predicted: Mapping[tuple[str, str], 
     )
 
 
-def _document_view(index: int, doc: Mapping[str, Any], used_names: dict[str, int]) -> DocumentView:
-    findings, source = findings_of(doc)
-    predicted = _roofline(doc)
+def _document_view(
+    index: int, doc: Mapping[str, Any], used_names: dict[str, int], sources: Sources
+) -> DocumentView:
+    findings, source = findings_of(doc, sources)
+    predicted = sources.roofline(dict(doc))
     groups: dict[str, list[dict[str, Any]]] = {}
     for run in _runs(doc):
         groups.setdefault(_machine_key(run), []).append(run)
@@ -713,7 +725,7 @@ def _document_view(index: int, doc: Mapping[str, Any], used_names: dict[str, int
         findings=_finding_views(findings, software_by_stack, default_stack),
         findings_source=source,
         environment=_environment(doc),
-        reproduce=_reproduce(doc, all_rows),
+        reproduce=_reproduce(doc, all_rows, sources.known_stacks()),
         workload=_workload(doc),
     )
 
@@ -759,10 +771,11 @@ def embed_json(docs: Sequence[Mapping[str, Any]]) -> Markup:
     return Markup(text)
 
 
-def build_report(docs: Sequence[Mapping[str, Any]]) -> ReportView:
+def build_report(docs: Sequence[Mapping[str, Any]], sources: Sources | None = None) -> ReportView:
     """The whole report's content, computed and redacted; templates only format it."""
     used_names: dict[str, int] = {}
-    documents = [_document_view(i, doc, used_names) for i, doc in enumerate(docs)]
+    sources = sources or Sources()
+    documents = [_document_view(i, doc, used_names, sources) for i, doc in enumerate(docs)]
     machines = [m for d in documents for m in d.machines]
     names = [m.name for m in machines]
     comparison = _comparison(documents) if len(machines) > 1 else []
@@ -777,7 +790,7 @@ def build_report(docs: Sequence[Mapping[str, Any]]) -> ReportView:
         else []
     )
     if len(machines) > 1:
-        heading = "float16 vs float32: " + " vs ".join(names)
+        heading = "float16 vs float32 on " + ", ".join(names[:-1]) + " and " + names[-1]
     else:
         heading = f"float16 vs float32 on {names[0]}" if names else "float16 vs float32"
     subtitle = (

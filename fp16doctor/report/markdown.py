@@ -1,0 +1,140 @@
+"""A short markdown summary, fit to paste into a GitHub issue or a forum post.
+
+GPU and stack, the verdict, one table of the runs, the top findings and the command that reproduces it.
+Text from results files is escaped so it renders as text: no HTML, no links, no broken tables.
+"""
+
+from __future__ import annotations
+
+import re
+
+from fp16doctor.report.formatting import format_ms, format_rate, format_ratio
+from fp16doctor.report.viewmodel import DocumentView, MachineView, ReportView, RunRow
+
+TOP_FINDINGS = 3
+# What could turn text into markup inside a line or a table cell (GFM leaves intraword _ alone).
+_SPECIAL = re.compile(r"([\\`*\[\]|~])")
+
+
+def md_text(text: str) -> str:
+    """Inline markdown that shows exactly `text`: HTML is entity-escaped, markup characters backslashed."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _SPECIAL.sub(r"\\\1", text)
+    return " ".join(text.split())  # newlines would end a table row or a list item
+
+
+def md_code(text: str) -> str:
+    """Inline code that cannot be closed early by backticks inside it."""
+    text = " ".join(text.split())
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _speedup(row: RunRow) -> str:
+    if row.precision == "float32" and row.ok:
+        return "baseline"
+    return format_ratio(row.speedup_vs_fp32)
+
+
+def _spread(row: RunRow) -> str:
+    if row.p10_ms is None or row.p90_ms is None:
+        return "—"
+    return f"{format_ms(row.p10_ms)} – {format_ms(row.p90_ms)}"
+
+
+def _status(row: RunRow) -> str:
+    if row.ok:
+        return "ok" + (" (NaN loss)" if row.loss_nan else "")
+    detail = f": {row.error}" if row.error else ""
+    if len(detail) > 120:
+        detail = detail[:119] + "…"
+    return md_text(row.status + detail)
+
+
+def _machine_table(machine: MachineView) -> list[str]:
+    head = ["stack", "precision"]
+    if machine.show_variant:
+        head.append("variant")
+    if machine.show_engine:
+        head.append("engine")
+    head += ["median step", "p10–p90", "images/s", "vs float32", "input share", "status"]
+    numeric = {"median step", "p10–p90", "images/s", "vs float32", "input share"}
+    align = ["--:" if name in numeric else "---" for name in head]
+    lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
+    for row in machine.rows:
+        cells = [md_text(row.stack), md_text(row.precision)]
+        if machine.show_variant:
+            cells.append(md_text(row.variant))
+        if machine.show_engine:
+            cells.append(md_text(row.engine))
+        share = f"{row.input_share * 100:.0f} %" if row.input_share is not None else "—"
+        cells += [
+            format_ms(row.median_ms),
+            _spread(row),
+            format_rate(row.images_per_s),
+            _speedup(row),
+            share,
+            _status(row),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _document(doc: DocumentView, many: bool) -> list[str]:
+    out: list[str] = []
+    for machine in doc.machines:
+        out.append(f"### {md_text(machine.name)}" if many else f"**GPU / device:** {md_text(machine.name)}")
+        if machine.details:
+            out.append("")
+            out.append(md_text(" · ".join(machine.details)))
+        out += ["", f"**Verdict:** {md_text(machine.verdict.sentence)}"]
+        out.append("")
+        out += _machine_table(machine) if machine.rows else ["No runs in this results file."]
+        out.append("")
+    software = [sw for sw in doc.environment.software if any(sw.values.values())]
+    if software:
+        stacks = []
+        for sw in software:
+            v = sw.values
+            bits = [
+                f"{label} {v[key]}"
+                for key, label in (
+                    ("python", "Python"),
+                    ("tensorflow", "TF"),
+                    ("keras", "Keras"),
+                    ("cuda", "CUDA"),
+                    ("cudnn", "cuDNN"),
+                )
+                if v.get(key)
+            ]
+            stacks.append(f"{sw.stack}: {', '.join(bits)}" if bits else sw.stack)
+        out += ["**Stacks:** " + md_text("; ".join(dict.fromkeys(stacks))), ""]
+    if doc.findings:
+        out.append("**Why (top findings):**")
+        out.append("")
+        for i, finding in enumerate(doc.findings[:TOP_FINDINGS], 1):
+            line = f"{i}. **{md_text(finding.title)}** ({md_code(finding.id)}, {md_text(finding.severity)})"
+            if finding.recommendation:
+                line += f" — {md_text(finding.recommendation)}"
+            out.append(line)
+        if len(doc.findings) > TOP_FINDINGS:
+            out.append(
+                f"{TOP_FINDINGS + 1}. … and {len(doc.findings) - TOP_FINDINGS} more in the HTML report"
+            )
+        out.append("")
+    out += ["Reproduce:", "", "```sh", doc.reproduce.command.replace("```", "` ` `"), "```", ""]
+    return out
+
+
+def markdown_from_view(view: ReportView) -> str:
+    machines = [m for d in view.documents for m in d.machines]
+    many = len(machines) > 1
+    lines = [f"## {md_text(view.title)}", ""]
+    if many:
+        lines += ["Machines compared: " + md_text(", ".join(m.name for m in machines)), ""]
+    for doc in view.documents:
+        lines += _document(doc, many)
+    lines.append(f"<sub>{md_text(view.generator)} · secrets redacted</sub>")
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,73 @@
+"""Helpers for the report tests: results documents on disk, hostile input and fixed analysis sources."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from fp16doctor.report.viewmodel import Sources
+
+HERE = Path(__file__).resolve().parent
+TESTS = HERE.parent.parent
+FIXTURES = HERE / "fixtures"
+SEED = TESTS / "data" / "examples" / "seed-titanv-tf1.7.json"
+GOLDEN = TESTS / "data" / "golden"
+
+HOSTILE_SCRIPT = "<script>alert(1)</script>"
+HOSTILE_ATTR = "\"'><img src=x onerror=alert(1)>"
+
+# Findings shaped like fp16doctor.analysis's, fixed so the report tests do not move with the rules.
+FAKE_FINDINGS = [
+    {
+        "id": "pure_float16_floatx",
+        "title": "Pure float16 via keras.json floatx keeps weights and optimizer state in fp16",
+        "severity": "warning",
+        "confidence": 0.9,
+        "evidence": ["floatx=float16: float16 step 800 ms vs float32 500 ms"],
+        "recommendation": "Set floatx back to float32 and use mixed precision where the stack offers it.",
+    },
+    {
+        "id": "host_fp16_emulation",
+        "title": "The host builds float16 batches with emulated numpy arithmetic",
+        "severity": "critical",
+        "confidence": 0.7,
+        "evidence": ["Keras 2.1.5 ImageDataGenerator builds batches in K.floatx()"],
+        "recommendation": "Keep the input pipeline in float32.",
+    },
+]
+
+
+def fixed_sources(findings: list[dict[str, Any]] | None = None,
+                  predicted: dict[tuple[str, str], float] | None = None,
+                  known: set[str] | None = None) -> Sources:
+    return Sources(
+        analyse=lambda doc: copy.deepcopy(findings if findings is not None else FAKE_FINDINGS),
+        roofline=lambda doc: dict(predicted or {}),
+        known_stacks=lambda: set(known) if known is not None else {"cpu", "tf1.7-cuda9.0", "tf2.16-cuda12"},
+    )
+
+
+def load_fixture(name: str) -> dict[str, Any]:
+    path = SEED if name == "seed" else FIXTURES / f"{name}.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def hostile_doc() -> dict[str, Any]:
+    """A results file written to attack whoever opens its report."""
+    doc = load_fixture("seed")
+    doc["host"]["gpus"][0]["name"] = HOSTILE_SCRIPT
+    doc["runs"][0]["stack"] = HOSTILE_ATTR
+    doc["runs"][1]["stack"] = HOSTILE_ATTR
+    doc["runs"].append({
+        "stack": HOSTILE_ATTR, "precision": "mixed_float16", "device": "gpu:0", "status": "failed",
+        "error": "</script><script>document.title='pwned'</script>" + HOSTILE_SCRIPT,
+    })
+    doc["note"] = "<!-- " + HOSTILE_ATTR
+    doc["findings"] = [{
+        "id": HOSTILE_ATTR, "title": HOSTILE_SCRIPT, "severity": "critical", "confidence": 1.0,
+        "evidence": [HOSTILE_ATTR, "</script><script>document.title='pwned'</script>"],
+        "recommendation": "<style>body{display:none}</style>",
+    }]
+    return doc

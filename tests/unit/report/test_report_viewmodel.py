@@ -1,0 +1,224 @@
+"""The numbers and sentences the report shows, computed from results documents."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from report_helpers import FAKE_FINDINGS, fixed_sources
+
+from fp16doctor.report.viewmodel import Sources, build_report
+
+
+def _machine(doc: dict[str, Any], sources: Sources, index: int = 0):
+    return build_report([doc], sources).documents[0].machines[index]
+
+
+def test_seed_verdict_names_ratio_times_and_top_cause(seed_doc, sources):
+    machine = _machine(seed_doc, sources)
+    verdict = machine.verdict
+    assert verdict.tone == "slower"
+    assert verdict.ratio == pytest.approx(1.6)
+    assert verdict.figure == "1.60× slower"
+    assert "float16 is 1.60× slower than float32" in verdict.sentence
+    assert "800 ms vs 500 ms per step" in verdict.sentence
+    # critical beats warning, whatever the order the analysis returned them in
+    assert verdict.cause_id == "host_fp16_emulation"
+    assert "mostly because the host builds float16 batches" in verdict.sentence
+    assert machine.name == "NVIDIA TITAN V"
+
+
+def test_findings_from_results_are_used_before_the_analysis(rich_doc, sources):
+    doc = build_report([rich_doc], sources).documents[0]
+    assert doc.findings_source == "results"
+    assert [f.id for f in doc.findings] == ["host_fp16_emulation", "pure_float16_floatx", "fp16_faster"]
+
+
+def test_doc_without_findings_gets_the_analysis(seed_doc, sources):
+    doc = build_report([seed_doc], sources).documents[0]
+    assert doc.findings_source == "analysis"
+    assert {f.id for f in doc.findings} == {f["id"] for f in FAKE_FINDINGS}
+
+
+def test_no_findings_at_all_still_gives_a_verdict(seed_doc):
+    machine = _machine(seed_doc, fixed_sources(findings=[]))
+    assert machine.verdict.sentence.endswith("no finding explains it yet.")
+
+
+def test_run_table_derived_numbers(rich_doc, sources):
+    rows = {(r.stack, r.precision): r for r in _machine(rich_doc, sources).rows}
+    f16 = rows[("tf1.7-cuda9.0", "float16")]
+    assert f16.images_per_s == pytest.approx(128 * 1000 / 800)
+    assert f16.speedup_vs_fp32 == pytest.approx(500 / 800)
+    assert f16.input_share == pytest.approx(0.5)
+    assert (f16.p10_ms, f16.p90_ms, f16.first_step_ms) == (760.0, 870.0, 5100.0)
+    assert f16.loss_nan is True
+    mixed = rows[("tf2.16-cuda12", "mixed_float16")]
+    assert mixed.speedup_vs_fp32 == pytest.approx(1.5)  # against the float32 of its own stack
+
+
+def test_failed_and_skipped_runs_keep_their_error(rich_doc, sources):
+    rows = {(r.stack, r.precision): r for r in _machine(rich_doc, sources).rows}
+    failed = rows[("tf2.16-cuda12", "float16")]
+    skipped = rows[("tf1.7-cuda9.0", "mixed_float16")]
+    assert failed.status == "failed" and failed.median_ms is None and failed.speedup_vs_fp32 is None
+    assert "out of memory" in (failed.error or "")
+    assert skipped.error == "Keras 2.1.5 has no mixed precision policy"
+
+
+def test_rows_ordered_by_stack_then_precision(rich_doc, sources):
+    rows = _machine(rich_doc, sources).rows
+    assert [(r.stack, r.precision) for r in rows] == [
+        ("tf1.7-cuda9.0", "float32"), ("tf1.7-cuda9.0", "float16"), ("tf1.7-cuda9.0", "mixed_float16"),
+        ("tf2.16-cuda12", "float32"), ("tf2.16-cuda12", "float16"), ("tf2.16-cuda12", "mixed_float16"),
+    ]
+
+
+def test_minimal_document_with_only_required_keys(sources):
+    doc = {
+        "schema_version": 1,
+        "host": {"gpus": []},
+        "runs": [
+            {"stack": "host", "precision": "float32", "device": "cpu", "status": "ok", "step_time_ms": {"median": 10}},
+            {"stack": "host", "precision": "mixed_float16", "device": "cpu", "status": "ok",
+             "step_time_ms": {"median": 8}},
+        ],
+    }
+    report = build_report([doc], fixed_sources(findings=[]))
+    machine = report.documents[0].machines[0]
+    assert machine.name == "CPU only (no GPU)"
+    assert machine.verdict.tone == "faster"
+    assert "mixed_float16 is 1.25× faster than float32" in machine.verdict.sentence
+    row = machine.rows[0]
+    assert row.images_per_s is None and row.input_share is None and row.first_step_ms is None
+
+
+def test_no_runs_and_no_baseline(sources):
+    empty = build_report([{"schema_version": 1, "host": {"gpus": []}, "runs": []}], sources)
+    assert empty.documents[0].machines[0].verdict.tone == "unknown"
+    only_fp16 = {"schema_version": 1, "host": {"gpus": [{"name": "G"}]}, "runs": [
+        {"stack": "host", "precision": "float32", "device": "gpu:0", "status": "failed", "error": "boom"},
+        {"stack": "host", "precision": "float16", "device": "gpu:0", "status": "ok", "step_time_ms": {"median": 5}},
+    ]}
+    verdict = build_report([only_fp16], sources).documents[0].machines[0].verdict
+    assert verdict.ratio is None
+    assert "1 of 2 runs did not complete" in verdict.sentence
+
+
+def test_same_speed_within_five_percent(sources):
+    doc = {"schema_version": 1, "host": {"gpus": [{"name": "G"}]}, "runs": [
+        {"stack": "host", "precision": "float32", "device": "gpu:0", "status": "ok", "step_time_ms": {"median": 100}},
+        {"stack": "host", "precision": "float16", "device": "gpu:0", "status": "ok", "step_time_ms": {"median": 103}},
+    ]}
+    verdict = build_report([doc], fixed_sources(findings=[])).documents[0].machines[0].verdict
+    assert verdict.tone == "same" and verdict.figure == "same speed"
+
+
+def test_cpu_diagnosis(cpu_doc, sources):
+    report = build_report([cpu_doc], sources)
+    machine = report.documents[0].machines[0]
+    assert machine.name == "Example EPYC (CPU only)"
+    assert report.documents[0].environment.gpus == []
+    assert "9.57× slower" in machine.verdict.sentence
+    assert ("CPU fp16-related flags", "avx2, f16c, avx512_bf16") in report.documents[0].environment.host
+
+
+def test_remote_docker_engines_are_separate_machines(seed_doc, sources):
+    doc = copy.deepcopy(seed_doc)
+    remote = []
+    for host, gpu in (("tcp://h200-node:2376", "NVIDIA H200"), ("ssh://ops@a100-node", "NVIDIA A100")):
+        for run in copy.deepcopy(seed_doc["runs"]):
+            run["stack"] = "tf2.16-cuda12"
+            run["engine"] = {"kind": "docker", "docker_host": host, "gpu_name": gpu}
+            remote.append(run)
+    doc["runs"] += remote
+    report = build_report([doc], sources)
+    names = [m.name for m in report.documents[0].machines]
+    assert names == ["NVIDIA TITAN V", "NVIDIA H200", "NVIDIA A100"]
+    assert report.is_comparison
+    assert "Docker engine ssh://ops@a100-node" in report.documents[0].machines[2].details
+
+
+def test_engine_column_only_with_several_engines(rich_doc, sources):
+    assert _machine(rich_doc, sources).show_engine is False
+    doc = copy.deepcopy(rich_doc)
+    doc["runs"][1]["engine"] = {"kind": "docker", "docker_host": "unix:///run/docker-2.sock"}
+    machine = _machine(doc, sources)
+    assert machine.show_engine is True
+    f16 = next(r for r in machine.rows if r.precision == "float16" and r.stack == "tf1.7-cuda9.0")
+    # its float32 baseline ran on the other engine, so no speedup is claimed
+    assert f16.speedup_vs_fp32 is None
+
+
+def test_same_gpu_twice_in_a_comparison_is_told_apart(seed_doc, sources):
+    report = build_report([seed_doc, copy.deepcopy(seed_doc)], sources)
+    assert [m.name for d in report.documents for m in d.machines] == ["NVIDIA TITAN V", "NVIDIA TITAN V (#2)"]
+
+
+def test_comparison_rows_and_heading_name_both_machines(seed_doc, cpu_doc, sources):
+    report = build_report([seed_doc, cpu_doc], sources)
+    assert report.heading == "float16 vs float32 on NVIDIA TITAN V and Example EPYC (CPU only)"
+    by_machine = {r.machine: r for r in report.comparison}
+    assert by_machine["NVIDIA TITAN V"].float16_speedup == pytest.approx(0.625)
+    assert by_machine["Example EPYC (CPU only)"].mixed_ms == 990.0
+    assert len(report.headline) == 2
+
+
+def test_reproduce_from_recorded_invocation_is_redacted(rich_doc, sources):
+    command = build_report([rich_doc], sources).documents[0].reproduce.command
+    assert command.startswith("fp16doctor diagnose --stack tf1.7-cuda9.0 --stack tf2.16-cuda12 --full")
+    assert "s3cretpassw0rd" not in command and "[REDACTED]" in command
+
+
+def test_reproduce_without_invocation(seed_doc, sources):
+    view = build_report([seed_doc], sources).documents[0].reproduce
+    assert view.command == "fp16doctor diagnose --full --precision float32 --precision float16"
+    assert any("'user' is not one of fp16doctor's pinned stacks" in n for n in view.notes)
+    doc = copy.deepcopy(seed_doc)
+    for run in doc["runs"]:
+        run["stack"] = "tf1.7-cuda9.0"
+    command = build_report([doc], sources).documents[0].reproduce.command
+    assert "--stack tf1.7-cuda9.0 --no-host" in command
+
+
+def test_fix_code_follows_the_stack(rich_doc, sources):
+    findings = {f.id: f for f in build_report([rich_doc], sources).documents[0].findings}
+    old = findings["host_fp16_emulation"].fix  # the finding names stack tf1.7-cuda9.0
+    assert old is not None and old.stack_label == "Keras 2.1.5 / TensorFlow 1.7.0"
+    assert "K.set_floatx('float32')" in old.code
+    doc = copy.deepcopy(rich_doc)
+    doc["findings"][1]["stack"] = "tf2.16-cuda12"
+    new = {f.id: f for f in build_report([doc], sources).documents[0].findings}["host_fp16_emulation"].fix
+    assert new is not None and "dtype='float32'" in new.code and new.stack_label.startswith("Keras 3.3.3")
+
+
+def test_finding_may_bring_its_own_fix_code(seed_doc):
+    finding = dict(FAKE_FINDINGS[0], fix_code="keras.mixed_precision.set_dtype_policy('mixed_float16')")
+    views = build_report([seed_doc], fixed_sources(findings=[finding])).documents[0].findings
+    assert views[0].fix is not None and views[0].fix.code.startswith("keras.mixed_precision")
+
+
+def test_speedup_chart_shows_roofline_prediction(seed_doc):
+    report = build_report([seed_doc], fixed_sources(predicted={("user", "float16"): 1.9}))
+    charts = report.documents[0].machines[0].charts
+    assert charts.speedup_has_prediction
+    assert "best case 1.90×" in charts.speedup and "measured 0.62×" in charts.speedup
+    without = build_report([seed_doc], fixed_sources()).documents[0].machines[0].charts
+    assert not without.speedup_has_prediction and "best case" not in without.speedup
+
+
+def test_split_chart_only_when_input_time_measured(seed_doc, rich_doc, sources):
+    assert build_report([seed_doc], sources).documents[0].machines[0].charts.split == ""
+    split = build_report([rich_doc], sources).documents[0].machines[0].charts.split
+    assert "50 % input" in split and "12 % input" in split
+
+
+def test_real_analysis_plugs_in(seed_doc):
+    """With the real analysis and roofline (whatever they find), the report still builds and says why."""
+    report = build_report([seed_doc])
+    doc = report.documents[0]
+    assert doc.machines[0].verdict.ratio == pytest.approx(1.6)
+    if doc.findings:
+        assert doc.findings_source == "analysis"
+        assert "mostly because" in doc.machines[0].verdict.sentence
