@@ -76,6 +76,9 @@ def diagnose(
     no_host: bool = typer.Option(False, "--no-host", help="With --stack, skip the run on this host's Python."),
     force: bool = typer.Option(False, "--force", help="Run stacks the pre-flight check says cannot work here."),
     resume: bool = typer.Option(False, "--resume", help="Keep finished runs in --out and run only what is missing."),
+    python: str | None = typer.Option(
+        None, "--python", help="Run the host workload with this Python (e.g. a venv with TensorFlow)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print results.json to stdout when done."),
 ) -> None:
     """Probe, run the workload per stack x precision, analyse, and write results.json and report.html."""
@@ -94,6 +97,7 @@ def diagnose(
         include_host=not no_host,
         force=force,
         resume=resume,
+        python=python,
     )
     with LiveProgress(err, enabled=not as_json or sys.stderr.isatty()) as progress:
         outcome = run_diagnose(options, progress)

@@ -52,15 +52,17 @@ class HostEngine:
         backend: str | None = None,
         sampler: SamplerFactory | None = None,
         timeout_s: float = 3600.0,
+        script: Path = WORKLOAD_SCRIPT,
     ) -> None:
         self.python = python or sys.executable
+        self.script = script
         self.cache_dir = cache_dir or default_cache_dir()
         self.backend = backend
         self.sampler = sampler
         self.timeout_s = timeout_s
 
     def command(self, spec: RunSpec) -> list[str]:
-        cmd = [self.python, "-u", str(WORKLOAD_SCRIPT), *spec.workload_args(), "--cache-dir", str(self.cache_dir)]
+        cmd = [self.python, "-u", str(self.script), *spec.workload_args(), "--cache-dir", str(self.cache_dir)]
         if self.backend:
             cmd += ["--backend", self.backend]
         return cmd

@@ -1,0 +1,418 @@
+"""The only module that talks to the Docker SDK: engines, image builds, one container per run, cleanup.
+
+Every engine is named by a docker_host string (unix://, tcp://, ssh:// URL, or a Docker context name;
+None = the environment's default), so several engines can be driven at once: clients are cached per
+docker_host and nothing here depends on the client's filesystem (build contexts travel as tar
+streams, results come back through the container's stdout). Every image and container carries
+fp16doctor labels, so leftovers can be found and removed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+import docker
+import docker.context
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.types import DeviceRequest
+from requests.exceptions import RequestException
+
+from fp16doctor import __version__
+from fp16doctor.engines.base import (
+    EventCallback,
+    RunSpec,
+    base_run_record,
+    merge_workload_result,
+    parse_protocol_line,
+)
+from fp16doctor.engines.failures import classify, log_tail
+from fp16doctor.errors import DoctorError
+from fp16doctor.stacks import StackSpec
+
+MANAGED_LABEL = "org.fp16doctor.managed"
+STACK_LABEL = "org.fp16doctor.stack"
+RUN_ID_LABEL = "org.fp16doctor.run-id"
+PRECISION_LABEL = "org.fp16doctor.precision"
+VARIANT_LABEL = "org.fp16doctor.variant"
+CONTEXT_LABEL = "org.fp16doctor.context-hash"
+VERSION_LABEL = "org.fp16doctor.version"
+
+WORKLOAD_DIR = "/opt/fp16doctor/workload"
+# The Dockerfile writes fp16doctor-python, a wrapper for the stack's own interpreter (venv or system).
+WORKLOAD_ENTRYPOINT = ["fp16doctor-python", f"{WORKLOAD_DIR}/run_workload.py"]
+GPU_CAPABILITIES = ["gpu", "compute", "utility"]
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+OUTPUT_TAIL_LINES = 200
+
+Log = Callable[[str], None]
+
+_clients: dict[str | None, Any] = {}
+_clients_lock = threading.Lock()
+# Process-wide: a run id groups the containers of one fp16doctor invocation.
+RUN_ID = uuid.uuid4().hex[:12]
+
+
+def engine_label(docker_host: str | None) -> str:
+    """The engine as results.json names it: the URL or context given, else DOCKER_HOST, else the socket."""
+    return docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
+
+
+def _make_client(docker_host: str | None) -> Any:
+    """A DockerClient for a URL, a context name, or (None) the environment. Tests replace this."""
+    if docker_host is None:
+        return docker.from_env()
+    if "://" in docker_host:
+        kwargs: dict[str, Any] = {}
+        if docker_host.startswith("ssh://"):
+            kwargs["use_ssh_client"] = True  # the system ssh client: keys, agents and config just work
+        elif docker_host.startswith("tcp://"):
+            tls = docker.utils.kwargs_from_env().get("tls")  # DOCKER_TLS_VERIFY / DOCKER_CERT_PATH
+            if tls:
+                kwargs["tls"] = tls
+        return docker.DockerClient(base_url=docker_host, **kwargs)
+    context = docker.context.ContextAPI.get_context(docker_host)
+    if context is None:
+        raise DoctorError(f"no Docker context named {docker_host!r}",
+                          hint="pass a URL (unix://, tcp://, ssh://) or a name from `docker context ls`")
+    return docker.DockerClient(base_url=context.Host, tls=context.TLSConfig or False)
+
+
+def client_for(docker_host: str | None) -> Any:
+    """The cached, reachable client for one engine; DoctorError when it does not answer."""
+    with _clients_lock:
+        client = _clients.get(docker_host)
+        if client is not None:
+            return client
+        try:
+            client = _make_client(docker_host)
+            client.ping()
+        except (DockerException, RequestException, OSError) as exc:
+            raise DoctorError(
+                f"cannot reach the Docker engine at {engine_label(docker_host)}: {_short(exc)}",
+                hint="start it (CI: `bash .ci/docker-up.sh`), or pass --docker-host with a reachable engine",
+            ) from exc
+        _clients[docker_host] = client
+        return client
+
+
+def forget_client(docker_host: str | None) -> None:
+    """Drop a cached client (after the engine went away)."""
+    with _clients_lock:
+        client = _clients.pop(docker_host, None)
+    if client is not None:
+        try:
+            client.close()
+        except (DockerException, RequestException, OSError):
+            pass
+
+
+def _short(exc: BaseException, width: int = 300) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    docker_host: str
+    server_version: str
+    os: str
+    ncpu: int
+    mem_total_mib: int
+    runtimes: tuple[str, ...]
+    nvidia_runtime: bool | None  # True: "nvidia" runtime registered; None: not confirmed either way
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"docker_host": self.docker_host, "server_version": self.server_version, "os": self.os,
+                "ncpu": self.ncpu, "mem_total_mib": self.mem_total_mib, "runtimes": list(self.runtimes),
+                "nvidia_runtime": self.nvidia_runtime}
+
+
+def engine_facts(docker_host: str | None) -> EngineFacts:
+    """What the engine says about itself (for host["docker"] and the pre-flight check)."""
+    client = client_for(docker_host)
+    info = client.info()
+    runtimes = tuple(sorted((info.get("Runtimes") or {}).keys()))
+    # GPU requests also work through nvidia-container-toolkit's hook without a registered runtime,
+    # so a missing "nvidia" runtime is "not confirmed", not "absent".
+    nvidia = True if "nvidia" in runtimes else None
+    return EngineFacts(
+        docker_host=engine_label(docker_host),
+        server_version=str(info.get("ServerVersion", "?")),
+        os=str(info.get("OperatingSystem", "?")),
+        ncpu=int(info.get("NCPU") or 0),
+        mem_total_mib=int((info.get("MemTotal") or 0) // (1024 * 1024)),
+        runtimes=runtimes,
+        nvidia_runtime=nvidia,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- images
+
+
+def image_id(docker_host: str | None, tag: str) -> str | None:
+    """The image id behind a tag on this engine, or None."""
+    try:
+        return str(client_for(docker_host).images.get(tag).id)
+    except ImageNotFound:
+        return None
+
+
+def build_image(
+    docker_host: str | None,
+    context: IO[bytes],
+    tag: str,
+    build_args: dict[str, str],
+    labels: dict[str, str],
+    log: Log,
+    nocache: bool = False,
+    pull: bool = False,
+) -> tuple[str, bool]:
+    """Build from a tar stream (top-level Dockerfile inside), streaming progress lines to `log`.
+
+    Returns (image id, cached) where cached means the engine reused every layer (same id as before).
+    """
+    client = client_for(docker_host)
+    before = image_id(docker_host, tag)
+    output: list[str] = []
+    error: str | None = None
+    built: str | None = None
+    last_status = ""
+    try:
+        stream = client.api.build(fileobj=context, custom_context=True, tag=tag, buildargs=build_args,
+                                  labels=labels, rm=True, forcerm=True, decode=True, nocache=nocache,
+                                  pull=pull)
+        for chunk in stream:
+            if "stream" in chunk:
+                for line in str(chunk["stream"]).splitlines():
+                    if line.strip():
+                        output.append(line)
+                        log(line)
+            elif "status" in chunk:  # base image pull progress: one line per layer state change
+                status = f"{chunk.get('id', '')} {chunk['status']}".strip()
+                if status != last_status and "progress" not in chunk:
+                    log(status)
+                    output.append(status)
+                last_status = status
+            elif "error" in chunk:
+                error = str(chunk.get("error"))
+                output.append(error)
+            elif "aux" in chunk and isinstance(chunk["aux"], dict) and "ID" in chunk["aux"]:
+                built = str(chunk["aux"]["ID"])
+    except (APIError, RequestException, OSError) as exc:
+        error = _short(exc)
+        output.append(error)
+    if error is not None:
+        failure = classify("\n".join(output))
+        raise DoctorError(f"building {tag} failed: {failure.reason}",
+                          hint="last build output: " + " | ".join(log_tail("\n".join(output), 6)))
+    after = image_id(docker_host, tag) or built
+    if after is None:
+        raise DoctorError(f"building {tag} finished without an image", hint="see the build output above")
+    return after, before == after
+
+
+# ----------------------------------------------------------------------------------------- containers
+
+
+def _container_name(spec: RunSpec, run_id: str) -> str:
+    raw = f"fp16doctor-{run_id}-{spec.stack}-{spec.precision}-{spec.variant}-{uuid.uuid4().hex[:6]}"
+    return re.sub(r"[^a-zA-Z0-9_.-]", "-", raw)
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[str]:
+    """Re-split a byte stream into text lines (chunks need not end on line boundaries)."""
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            yield line.decode("utf-8", "replace")
+    if pending:
+        yield pending.decode("utf-8", "replace")
+
+
+def _device_for(spec_device: Any, gpu: dict[str, Any] | None) -> Any:
+    """The workload sees its one GPU as gpu:0; the record names the host's index."""
+    if gpu is not None and isinstance(spec_device, str) and spec_device.startswith("gpu"):
+        return f"gpu:{gpu.get('index', 0)}"
+    return spec_device
+
+
+def run_in_stack(
+    spec: RunSpec,
+    stack: StackSpec,
+    docker_host: str | None,
+    gpu: dict[str, Any] | None,
+    on_event: EventCallback,
+    *,
+    image: str | None = None,
+    run_id: str | None = None,
+    timeout_s: float | None = None,
+    build_options: Any = None,
+    log: Log | None = None,
+) -> dict[str, Any]:
+    """Run the workload for one RunSpec in a fresh container of `stack` and return its run record.
+
+    `gpu` is a host GPU dict (index, uuid, ...) to pin with a DeviceRequest, or None for the CPU.
+    `image` defaults to ensure_image(stack) on that engine. The container is removed in every case,
+    KeyboardInterrupt included; a failure becomes status "failed" with the classified reason and the
+    log tail, never an exception (except DoctorError when the engine cannot be reached at all).
+    """
+    run_id = run_id or RUN_ID
+    log = log or (lambda _line: None)
+    if image is None:
+        from fp16doctor.stacks.build import BuildOptions, ensure_image
+
+        options = build_options if build_options is not None else BuildOptions(docker_host=docker_host)
+        image = ensure_image(stack, docker_host, options, log)
+    client = client_for(docker_host)
+
+    use_gpu = gpu is not None and stack.gpu
+    env = {"KERAS_BACKEND": stack.keras_backend, **spec.extra_env}
+    device_requests = None
+    if use_gpu:
+        assert gpu is not None
+        device_id = str(gpu.get("uuid") or gpu.get("index", 0))
+        device_requests = [DeviceRequest(device_ids=[device_id], capabilities=[GPU_CAPABILITIES])]
+        # The NVIDIA runtime mounts only what these capabilities name; compute brings libcuda.
+        env["NVIDIA_DRIVER_CAPABILITIES"] = "compute,utility"
+        env["NVIDIA_VISIBLE_DEVICES"] = device_id
+    elif stack.gpu:
+        # CUDA base images set NVIDIA_VISIBLE_DEVICES=all; where nvidia is the default runtime that
+        # would hand every GPU to a run meant for the CPU.
+        env["NVIDIA_VISIBLE_DEVICES"] = "void"
+    record = base_run_record(spec, f"gpu:{gpu.get('index', 0)}" if use_gpu and gpu else "cpu")
+    record["engine"] = {
+        "kind": "docker",
+        "docker_host": engine_label(docker_host),
+        "image": image,
+        "gpu_uuid": gpu.get("uuid") if use_gpu and gpu else None,
+    }
+    labels = {
+        MANAGED_LABEL: "true",
+        STACK_LABEL: stack.name,
+        RUN_ID_LABEL: run_id,
+        PRECISION_LABEL: spec.precision,
+        VARIANT_LABEL: spec.variant,
+        VERSION_LABEL: __version__,
+    }
+    result: dict[str, Any] | None = None
+    error_event: dict[str, Any] | None = None
+    exit_code: int | None = None
+    oom_killed = False
+    output = ""
+    container = None
+    watchdog: threading.Timer | None = None
+    timed_out = threading.Event()
+    try:
+        try:
+            container = client.containers.create(
+                image,
+                entrypoint=WORKLOAD_ENTRYPOINT,
+                command=spec.workload_args(),
+                name=_container_name(spec, run_id),
+                labels=labels,
+                environment=env,
+                device_requests=device_requests,
+                network_mode="none",  # the workload makes its own data; nothing to fetch
+                shm_size="1g",
+                detach=True,
+            )
+            record["engine"]["container"] = container.name
+            container.start()
+            if timeout_s:
+                def _kill() -> None:
+                    timed_out.set()
+                    try:
+                        container.kill()
+                    except (DockerException, RequestException, OSError):
+                        pass
+
+                watchdog = threading.Timer(timeout_s, _kill)
+                watchdog.daemon = True
+                watchdog.start()
+            for line in _lines(container.logs(stream=True, follow=True, stdout=True, stderr=False)):
+                event = parse_protocol_line(line)
+                if event is None:
+                    continue
+                if event.get("event") == "result" and isinstance(event.get("run"), dict):
+                    result = event["run"]
+                elif event.get("event") == "error":
+                    error_event = event
+                on_event(event)
+            status = container.wait()
+            exit_code = int(status.get("StatusCode", -1))
+            container.reload()
+            oom_killed = bool(container.attrs.get("State", {}).get("OOMKilled", False))
+            output = container.logs(stdout=True, stderr=True, tail=OUTPUT_TAIL_LINES).decode("utf-8", "replace")
+        except (APIError, RequestException, OSError, DockerException) as exc:
+            output = (output + "\n" + str(exc)).strip()
+            if isinstance(exc, (RequestException, OSError)):
+                forget_client(docker_host)
+                output += f"\nlost the Docker engine at {engine_label(docker_host)}"
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+        if container is not None:
+            try:
+                container.remove(force=True)
+            except NotFound:
+                pass
+            except (DockerException, RequestException, OSError) as exc:
+                log(f"could not remove container {container.name}: {_short(exc)}")
+
+    if result is not None and error_event is None and exit_code == 0:
+        merged = merge_workload_result(record, result)
+        merged.setdefault("status", "ok")
+        merged["device"] = _device_for(merged.get("device"), gpu if use_gpu else None)
+        return merged
+    if error_event is not None and error_event.get("status") == "skipped":
+        record.update(status="skipped", error=str(error_event.get("error", "skipped by the workload")))
+        return record
+    detail = "\n".join(str(error_event.get(k, "")) for k in ("error", "traceback")) if error_event else ""
+    failure = classify(output + "\n" + detail, exit_code, oom_killed)
+    reason = failure.reason
+    if timed_out.is_set():
+        reason = f"the run exceeded its {timeout_s:.0f} s limit and was killed"
+    elif failure.kind == "unknown" and error_event and error_event.get("error"):
+        reason = str(error_event["error"])
+    record.update(status="failed", error=reason, failure_kind="timeout" if timed_out.is_set() else failure.kind,
+                  exit_code=exit_code, log_tail=log_tail(output + ("\n" + detail if detail else "")))
+    return record
+
+
+# -------------------------------------------------------------------------------------------- cleanup
+
+
+def leftover_containers(docker_host: str | None, run_id: str | None = None) -> list[str]:
+    """Names of fp16doctor containers still on the engine (all of them, or one run id's)."""
+    filters = [f"{MANAGED_LABEL}=true"] + ([f"{RUN_ID_LABEL}={run_id}"] if run_id else [])
+    containers = client_for(docker_host).containers.list(all=True, filters={"label": filters})
+    return [str(c.name) for c in containers]
+
+
+def cleanup(docker_host: str | None, *, run_id: str | None = None, images: bool = False) -> dict[str, list[str]]:
+    """Remove leftover fp16doctor containers (and with images=True its images) found by label."""
+    client = client_for(docker_host)
+    filters = [f"{MANAGED_LABEL}=true"] + ([f"{RUN_ID_LABEL}={run_id}"] if run_id else [])
+    removed: dict[str, list[str]] = {"containers": [], "images": []}
+    for container in client.containers.list(all=True, filters={"label": filters}):
+        try:
+            container.remove(force=True)
+            removed["containers"].append(str(container.name))
+        except NotFound:
+            pass
+    if images:
+        for image in client.images.list(filters={"label": f"{MANAGED_LABEL}=true"}):
+            try:
+                client.images.remove(image.id, force=True)
+                removed["images"].append(str(image.id))
+            except (NotFound, APIError):
+                pass  # still in use by a container another process runs, or already gone
+    return removed

@@ -1,0 +1,91 @@
+"""Planning the matrix, the results file as runs finish, and the stop rule of the step timer."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from fp16doctor.diagnose import HOST_STACK, plan_runs
+from fp16doctor.engines.base import FULL, QUICK
+from fp16doctor.results import ResultsWriter, new_document
+
+WORKLOAD = Path(__file__).resolve().parents[3] / "fp16doctor" / "workload" / "run_workload.py"
+
+
+def _workload_module():
+    spec = importlib.util.spec_from_file_location("run_workload_under_test", WORKLOAD)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_quick_plan_runs_every_precision_as_written_plus_float32_synthetic() -> None:
+    specs = plan_runs([HOST_STACK], ["float32", "float16", "mixed_float16"], QUICK, None, None)
+    cells = [(s.precision, s.variant) for s in specs]
+    assert cells == [("float32", "original"), ("float16", "original"), ("mixed_float16", "original"),
+                     ("float32", "synthetic_input")]
+
+
+def test_full_plan_isolates_compute_for_every_precision_and_stack() -> None:
+    specs = plan_runs([HOST_STACK, "cpu"], ["float32", "float16"], FULL, None, "/data/train")
+    synth = [(s.stack, s.precision) for s in specs if s.variant == "synthetic_input"]
+    assert synth == [("host", "float32"), ("host", "float16"), ("cpu", "float32"), ("cpu", "float16")]
+    # The user's own data lives on this host: containers use their synthetic set.
+    assert {s.data_dir for s in specs if s.stack == "host" and s.variant == "original"} == {"/data/train"}
+    assert {s.data_dir for s in specs if s.stack == "cpu"} == {None}
+
+
+def test_results_are_on_disk_after_every_run_and_a_rerun_replaces_its_cell(tmp_path: Path) -> None:
+    path = tmp_path / "results.json"
+    writer = ResultsWriter(path, new_document({"gpus": []}))
+    assert json.loads(path.read_text())["runs"] == []
+    writer.add_run({"stack": "host", "precision": "float32", "variant": "original", "status": "failed",
+                    "device": "cpu", "error": "killed"})
+    assert len(json.loads(path.read_text())["runs"]) == 1
+    writer.add_run({"stack": "host", "precision": "float32", "variant": "original", "status": "ok",
+                    "device": "cpu", "step_time_ms": {"median": 90.0}})
+    runs = json.loads(path.read_text())["runs"]
+    assert [r["status"] for r in runs] == ["ok"]
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def _drive(timer, step_s: list[float]) -> int | None:
+    """Feed the timer one step per entry (seconds), as Keras' on_batch_end would; return the stop step."""
+    clock = [0.0]
+    timer.clock = lambda: clock[0]
+    timer.begin()
+    for i, seconds in enumerate(step_s):
+        clock[0] += seconds
+        if timer.end_step({"loss": 0.69}):
+            return i
+    return None
+
+
+def test_step_timer_excludes_warmup_and_stops_once_the_median_is_stable() -> None:
+    wl = _workload_module()
+    wl.emit = lambda *a, **k: None
+    timer = wl.StepTimer(warmup_steps=2, min_steps=6, max_steps=100, max_measure_s=1e9, tolerance=0.05)
+    stopped = _drive(timer, [4.2, 0.3] + [0.1] * 20)
+    assert timer.first_step_ms == 4200.0
+    assert [round(v, 6) for v in timer.warmup_ms] == [4200.0, 300.0]
+    assert timer.stop_reason == "stable" and stopped == 7
+    assert len(timer.step_ms) == 6 and all(abs(v - 100.0) < 1e-6 for v in timer.step_ms)
+
+
+def test_step_timer_keeps_measuring_while_the_median_drifts() -> None:
+    wl = _workload_module()
+    wl.emit = lambda *a, **k: None
+    timer = wl.StepTimer(warmup_steps=1, min_steps=4, max_steps=12, max_measure_s=1e9, tolerance=0.05)
+    # Steps slow down steadily (thermal throttling, say): never stable, so it runs to max_steps.
+    _drive(timer, [2.0] + [0.1 * (1.2 ** i) for i in range(30)])
+    assert timer.stop_reason == "max_steps" and len(timer.step_ms) == 12
+
+
+def test_step_timer_time_budget_needs_three_steps() -> None:
+    wl = _workload_module()
+    wl.emit = lambda *a, **k: None
+    timer = wl.StepTimer(warmup_steps=1, min_steps=10, max_steps=100, max_measure_s=5.0, tolerance=0.0)
+    _drive(timer, [3.0, 9.0, 1.0, 1.0, 1.0])
+    assert timer.stop_reason == "time_budget" and len(timer.step_ms) == 3
