@@ -115,7 +115,9 @@ def _document(doc: DocumentView, many: bool) -> list[str]:
         out.append("**Why (top findings):**")
         out.append("")
         for i, finding in enumerate(doc.findings[:TOP_FINDINGS], 1):
-            line = f"{i}. **{md_text(finding.title)}** ({md_code(finding.id)}, {md_text(finding.severity)})"
+            plain_id = re.fullmatch(r"[A-Za-z0-9_.-]+", finding.id)
+            ident = md_code(finding.id) if plain_id else md_text(finding.id)
+            line = f"{i}. **{md_text(finding.title)}** ({ident}, {md_text(finding.severity)})"
             if finding.recommendation:
                 line += f" — {md_text(finding.recommendation)}"
             out.append(line)

@@ -39,9 +39,11 @@ FAKE_FINDINGS = [
 ]
 
 
-def fixed_sources(findings: list[dict[str, Any]] | None = None,
-                  predicted: dict[tuple[str, str], float] | None = None,
-                  known: set[str] | None = None) -> Sources:
+def fixed_sources(
+    findings: list[dict[str, Any]] | None = None,
+    predicted: dict[tuple[str, str], float] | None = None,
+    known: set[str] | None = None,
+) -> Sources:
     return Sources(
         analyse=lambda doc: copy.deepcopy(findings if findings is not None else FAKE_FINDINGS),
         roofline=lambda doc: dict(predicted or {}),
@@ -60,14 +62,24 @@ def hostile_doc() -> dict[str, Any]:
     doc["host"]["gpus"][0]["name"] = HOSTILE_SCRIPT
     doc["runs"][0]["stack"] = HOSTILE_ATTR
     doc["runs"][1]["stack"] = HOSTILE_ATTR
-    doc["runs"].append({
-        "stack": HOSTILE_ATTR, "precision": "mixed_float16", "device": "gpu:0", "status": "failed",
-        "error": "</script><script>document.title='pwned'</script>" + HOSTILE_SCRIPT,
-    })
+    doc["runs"].append(
+        {
+            "stack": HOSTILE_ATTR,
+            "precision": "mixed_float16",
+            "device": "gpu:0",
+            "status": "failed",
+            "error": "</script><script>document.title='pwned'</script>" + HOSTILE_SCRIPT,
+        }
+    )
     doc["note"] = "<!-- " + HOSTILE_ATTR
-    doc["findings"] = [{
-        "id": HOSTILE_ATTR, "title": HOSTILE_SCRIPT, "severity": "critical", "confidence": 1.0,
-        "evidence": [HOSTILE_ATTR, "</script><script>document.title='pwned'</script>"],
-        "recommendation": "<style>body{display:none}</style>",
-    }]
+    doc["findings"] = [
+        {
+            "id": HOSTILE_ATTR,
+            "title": HOSTILE_SCRIPT,
+            "severity": "critical",
+            "confidence": 1.0,
+            "evidence": [HOSTILE_ATTR, "</script><script>document.title='pwned'</script>"],
+            "recommendation": "<style>body{display:none}</style>",
+        }
+    ]
     return doc

@@ -70,8 +70,12 @@ def test_failed_and_skipped_runs_keep_their_error(rich_doc, sources):
 def test_rows_ordered_by_stack_then_precision(rich_doc, sources):
     rows = _machine(rich_doc, sources).rows
     assert [(r.stack, r.precision) for r in rows] == [
-        ("tf1.7-cuda9.0", "float32"), ("tf1.7-cuda9.0", "float16"), ("tf1.7-cuda9.0", "mixed_float16"),
-        ("tf2.16-cuda12", "float32"), ("tf2.16-cuda12", "float16"), ("tf2.16-cuda12", "mixed_float16"),
+        ("tf1.7-cuda9.0", "float32"),
+        ("tf1.7-cuda9.0", "float16"),
+        ("tf1.7-cuda9.0", "mixed_float16"),
+        ("tf2.16-cuda12", "float32"),
+        ("tf2.16-cuda12", "float16"),
+        ("tf2.16-cuda12", "mixed_float16"),
     ]
 
 
@@ -80,9 +84,20 @@ def test_minimal_document_with_only_required_keys(sources):
         "schema_version": 1,
         "host": {"gpus": []},
         "runs": [
-            {"stack": "host", "precision": "float32", "device": "cpu", "status": "ok", "step_time_ms": {"median": 10}},
-            {"stack": "host", "precision": "mixed_float16", "device": "cpu", "status": "ok",
-             "step_time_ms": {"median": 8}},
+            {
+                "stack": "host",
+                "precision": "float32",
+                "device": "cpu",
+                "status": "ok",
+                "step_time_ms": {"median": 10},
+            },
+            {
+                "stack": "host",
+                "precision": "mixed_float16",
+                "device": "cpu",
+                "status": "ok",
+                "step_time_ms": {"median": 8},
+            },
         ],
     }
     report = build_report([doc], fixed_sources(findings=[]))
@@ -97,20 +112,46 @@ def test_minimal_document_with_only_required_keys(sources):
 def test_no_runs_and_no_baseline(sources):
     empty = build_report([{"schema_version": 1, "host": {"gpus": []}, "runs": []}], sources)
     assert empty.documents[0].machines[0].verdict.tone == "unknown"
-    only_fp16 = {"schema_version": 1, "host": {"gpus": [{"name": "G"}]}, "runs": [
-        {"stack": "host", "precision": "float32", "device": "gpu:0", "status": "failed", "error": "boom"},
-        {"stack": "host", "precision": "float16", "device": "gpu:0", "status": "ok", "step_time_ms": {"median": 5}},
-    ]}
+    only_fp16 = {
+        "schema_version": 1,
+        "host": {"gpus": [{"name": "G"}]},
+        "runs": [
+            {"stack": "host", "precision": "float32", "device": "gpu:0", "status": "failed", "error": "boom"},
+            {
+                "stack": "host",
+                "precision": "float16",
+                "device": "gpu:0",
+                "status": "ok",
+                "step_time_ms": {"median": 5},
+            },
+        ],
+    }
     verdict = build_report([only_fp16], sources).documents[0].machines[0].verdict
     assert verdict.ratio is None
     assert "1 of 2 runs did not complete" in verdict.sentence
 
 
 def test_same_speed_within_five_percent(sources):
-    doc = {"schema_version": 1, "host": {"gpus": [{"name": "G"}]}, "runs": [
-        {"stack": "host", "precision": "float32", "device": "gpu:0", "status": "ok", "step_time_ms": {"median": 100}},
-        {"stack": "host", "precision": "float16", "device": "gpu:0", "status": "ok", "step_time_ms": {"median": 103}},
-    ]}
+    doc = {
+        "schema_version": 1,
+        "host": {"gpus": [{"name": "G"}]},
+        "runs": [
+            {
+                "stack": "host",
+                "precision": "float32",
+                "device": "gpu:0",
+                "status": "ok",
+                "step_time_ms": {"median": 100},
+            },
+            {
+                "stack": "host",
+                "precision": "float16",
+                "device": "gpu:0",
+                "status": "ok",
+                "step_time_ms": {"median": 103},
+            },
+        ],
+    }
     verdict = build_report([doc], fixed_sources(findings=[])).documents[0].machines[0].verdict
     assert verdict.tone == "same" and verdict.figure == "same speed"
 

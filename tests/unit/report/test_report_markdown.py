@@ -1,0 +1,56 @@
+"""The markdown summary people paste into a GitHub issue."""
+
+from __future__ import annotations
+
+import copy
+
+from report_helpers import HOSTILE_ATTR, HOSTILE_SCRIPT, fixed_sources, hostile_doc
+
+from fp16doctor.report.markdown import markdown_from_view, md_code, md_text
+from fp16doctor.report.viewmodel import build_report
+
+
+def _md(docs) -> str:
+    return markdown_from_view(build_report(docs, fixed_sources()))
+
+
+def test_summary_has_gpu_verdict_and_table(seed_doc):
+    md = _md([seed_doc])
+    assert "**GPU / device:** NVIDIA TITAN V" in md
+    assert "**Verdict:** On NVIDIA TITAN V, float16 is 1.60× slower than float32" in md
+    assert "| user | float32 | 500 ms | — | 256 | baseline | — | ok |" in md
+    assert "| user | float16 | 800 ms | — | 160 | 0.62× | — | ok |" in md
+    assert "```sh\nfp16doctor diagnose" in md
+
+
+def test_table_rows_have_the_header_width(rich_doc):
+    md = _md([rich_doc])
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    widths = {line.count(" | ") for line in table}
+    assert len(widths) == 1 and len(table) == 2 + 6
+
+
+def test_comparison_names_both_machines(seed_doc, cpu_doc):
+    md = _md([seed_doc, cpu_doc])
+    assert "### NVIDIA TITAN V" in md and "### Example EPYC (CPU only)" in md
+    assert "Machines compared: NVIDIA TITAN V, Example EPYC (CPU only)" in md
+
+
+def test_hostile_text_stays_text():
+    md = _md([hostile_doc()])
+    assert HOSTILE_SCRIPT not in md and "<img" not in md and "<script" not in md
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md
+
+
+def test_pipes_and_newlines_cannot_break_the_table(seed_doc):
+    doc = copy.deepcopy(seed_doc)
+    doc["runs"][0]["stack"] = "a|b\nc"
+    doc["runs"][1]["stack"] = "a|b\nc"
+    md = _md([doc])
+    assert "| a\\|b c | float32 |" in md
+    assert HOSTILE_ATTR not in md
+
+
+def test_inline_helpers():
+    assert md_text("*x* [y](z) `q`") == "\\*x\\* \\[y\\](z) \\`q\\`"
+    assert md_code("a`b") == "``a`b``"
