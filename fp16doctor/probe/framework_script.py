@@ -23,8 +23,16 @@ def installed(module):
         import importlib.util
 
         return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
+    except ValueError:
         return False
+    except ImportError:  # Python 2: no importlib.util
+        import imp
+
+        try:
+            imp.find_module(module)
+            return True
+        except ImportError:
+            return False
 
 
 def dist_version(*names):

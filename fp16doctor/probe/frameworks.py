@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -38,15 +39,21 @@ def framework_script_source() -> str:
     return SCRIPT_PATH.read_text(encoding="utf-8")
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(keras_home: str | None) -> dict[str, str]:
     env = dict(os.environ)
+    if keras_home is not None:
+        # Importing TensorFlow imports Keras, which writes keras.json into its home when there is none;
+        # a throwaway home keeps the probe from changing the configuration it reports.
+        env["KERAS_HOME"] = keras_home
     # TensorFlow's C++ start-up chatter is noise here; errors still arrive as the script's JSON.
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.setdefault("PYTHONWARNINGS", "ignore")
     return env
 
 
-def run_describer(python: str, name: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any] | None:
+def run_describer(
+    python: str, name: str, timeout_s: float = DEFAULT_TIMEOUT_S, keras_home: str | None = None
+) -> dict[str, Any] | None:
     """One framework in one child process: None when absent, a dict (maybe with "error") otherwise."""
     try:
         done = subprocess.run(
@@ -55,7 +62,7 @@ def run_describer(python: str, name: str, timeout_s: float = DEFAULT_TIMEOUT_S) 
             text=True,
             errors="replace",
             timeout=timeout_s,
-            env=_child_env(),
+            env=_child_env(keras_home),
             check=False,
         )
     except subprocess.TimeoutExpired:
@@ -93,11 +100,16 @@ def probe_frameworks(
 ) -> tuple[dict[str, Any], dict[str, Any | None]]:
     """(python info, {framework: description or None}) for the target Python, default this one."""
     target = python or sys.executable
-    with ThreadPoolExecutor(max_workers=len(FRAMEWORKS) + 1) as pool:
+    with (
+        tempfile.TemporaryDirectory(prefix="fp16doctor-keras-home-") as keras_home,
+        ThreadPoolExecutor(max_workers=len(FRAMEWORKS) + 1) as pool,
+    ):
         python_future = pool.submit(describe_python, target, timeout_s)
-        futures = {name: pool.submit(run_describer, target, name, timeout_s) for name in FRAMEWORKS}
-        python_info = python_future.result()
-        return python_info, {name: future.result() for name, future in futures.items()}
+        futures = {
+            name: pool.submit(run_describer, target, name, timeout_s, keras_home) for name in FRAMEWORKS
+        }
+        descriptions = {name: future.result() for name, future in futures.items()}
+        return python_future.result(), descriptions
 
 
 def _keras_dir(env: Mapping[str, str], home: str) -> tuple[str, str]:

@@ -1,0 +1,87 @@
+"""Keras configuration as Keras itself would read it, and the framework script's old-Python syntax."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from fp16doctor.probe.frameworks import framework_script_source, read_keras_config
+
+
+def write_config(directory: Path, config: dict) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "keras.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def test_user_float16_config_from_home(tmp_path: Path) -> None:
+    # The SEED user's keras.json, in ~/.keras.
+    write_config(
+        tmp_path / ".keras",
+        {"backend": "tensorflow", "floatx": "float16", "image_data_format": "channels_last", "epsilon": 1e-07},
+    )
+    config = read_keras_config(env={}, home=str(tmp_path))
+    assert config["floatx"] == "float16"
+    assert config["epsilon"] == 1e-07
+    assert config["config_path"] == str(tmp_path / ".keras" / "keras.json")
+    assert config["config_source"] == "keras.json"
+    assert (config["backend"], config["backend_source"]) == ("tensorflow", "keras.json")
+    assert config["keras_home_source"] == "home directory"
+
+
+def test_keras_home_wins_over_home(tmp_path: Path) -> None:
+    write_config(tmp_path / ".keras", {"floatx": "float16"})
+    path = write_config(tmp_path / "elsewhere", {"floatx": "float32", "backend": "jax"})
+    config = read_keras_config(env={"KERAS_HOME": str(tmp_path / "elsewhere")}, home=str(tmp_path))
+    assert config["config_path"] == str(path)
+    assert config["floatx"] == "float32"
+    assert config["backend"] == "jax"
+    assert config["keras_home_source"] == "KERAS_HOME"
+
+
+def test_keras_backend_variable_wins_over_the_file(tmp_path: Path) -> None:
+    write_config(tmp_path / ".keras", {"backend": "tensorflow"})
+    config = read_keras_config(env={"KERAS_BACKEND": "torch"}, home=str(tmp_path))
+    assert (config["backend"], config["backend_source"]) == ("torch", "KERAS_BACKEND")
+
+
+def test_empty_keras_backend_is_ignored_as_keras_does(tmp_path: Path) -> None:
+    write_config(tmp_path / ".keras", {"backend": "jax"})
+    config = read_keras_config(env={"KERAS_BACKEND": ""}, home=str(tmp_path))
+    assert (config["backend"], config["backend_source"]) == ("jax", "keras.json")
+
+
+def test_no_config_file_gives_keras_defaults(tmp_path: Path) -> None:
+    config = read_keras_config(env={}, home=str(tmp_path))
+    assert config["config_source"] == "defaults (no keras.json)"
+    assert (config["backend"], config["floatx"], config["epsilon"]) == ("tensorflow", "float32", 1e-07)
+    assert config["backend_source"] == "default"
+    assert config["error"] is None
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]"])
+def test_broken_config_is_reported_with_defaults(tmp_path: Path, text: str) -> None:
+    (tmp_path / ".keras").mkdir()
+    (tmp_path / ".keras" / "keras.json").write_text(text)
+    config = read_keras_config(env={}, home=str(tmp_path))
+    assert config["config_source"] == "unreadable"
+    assert config["floatx"] == "float32"
+    assert "keras.json" in config["error"]
+
+
+def test_unwritable_home_means_tmp_keras(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fp16doctor.probe.frameworks as frameworks
+
+    monkeypatch.setattr(frameworks.os, "access", lambda path, mode: False)
+    config = read_keras_config(env={}, home=str(tmp_path))
+    assert config["config_path"] == "/tmp/.keras/keras.json"
+    assert config["keras_home_source"] == "/tmp (home directory not writable)"
+
+
+def test_framework_script_is_python_35_syntax() -> None:
+    # The same script must run inside a 2018 stack's Python 3.5.
+    ast.parse(framework_script_source(), feature_version=(3, 5))
