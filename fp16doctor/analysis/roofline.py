@@ -119,7 +119,12 @@ def tf32_active(run: RunView, gpu: GpuFacts | None) -> bool:
         return False
     sw = run.software
     if sw.framework == "torch":
-        return version_at_least(sw.torch, "1.7") is not False  # cudnn.allow_tf32 is on by default since 1.7
+        # torch >= 1.7: cudnn.allow_tf32 on (convolutions); matmul.allow_tf32 on for 1.7-1.11 only (TORCH_TF32).
+        if version_at_least(sw.torch, "1.7") is False:
+            return False
+        if version_at_least(sw.torch, "1.12") and run.model is not None:
+            return any(layer.type.lower().startswith("conv") for layer in run.model.layers)
+        return True
     if sw.framework == "jax" or (sw.framework == "keras3" and sw.keras_backend == "jax"):
         return True
     if sw.tensorflow:

@@ -80,6 +80,21 @@ def _estimates(ctx: Context) -> list[RooflineEstimate]:
     return estimate_context(ctx)
 
 
+def _roofline_lines(ctx: Context, runs: list[RunView]) -> list[str]:
+    """ "at most 2.6x from fp16 here; you measured 0.62x" for the runs' stacks, where the GPU is in the "
+                                                        "table."""
+    stacks = {r.stack for r in runs}
+    lines = []
+    for e in _estimates(ctx):
+        if e.stack in stacks and e.predicted_speedup is not None:
+            measured = f"; measured {e.measured_speedup:.2f}x" if e.measured_speedup else ""
+            lines.append(f"best case for this model on the {e.gpu_name}: at most "
+                         f"{e.predicted_speedup:.1f}x from "
+                         f"{e.precision} ({_ms(e.fp32_ms)} -> {_ms(e.fp16_ms)} per step, {e.bound}-bound)"
+                         f"{measured}")
+    return lines
+
+
 # --- fp16_faster ---
 
 
@@ -305,6 +320,7 @@ def rule_tensor_cores_not_eligible(ctx: Context) -> Finding | None:
         )
     if not evidence:
         return None
+    evidence += _roofline_lines(ctx, runs)
     severity = "warning" if hard or share_max >= 0.1 else "info"
     sw = _first_software(runs)
     fix = (
@@ -472,6 +488,13 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
             evidence.append(line)
             runs.append(run)
             confidence = max(confidence, 0.65)
+            for e in _estimates(ctx):
+                if e.stack == run.stack and e.fp32_ms and grown and grown.fp32.step_ms:
+                    evidence.append(f"the GPU's best case for the float32 step is {_ms(e.fp32_ms)} of the "
+                                    f"measured "
+                                    f"{_ms(grown.fp32.step_ms)}: most of the step is spent outside GPU "
+                                    f"arithmetic")
+                    break
     if not evidence:
         return None
     sw = _first_software(runs)
@@ -664,6 +687,7 @@ def rule_old_stack(ctx: Context) -> Finding | None:
         confidence = max(confidence, 0.85 if gpu.known else 0.6)
     if not evidence:
         return None
+    evidence += _roofline_lines(ctx, runs)
     if any(r.workload_name == "seed_cnn" for r in runs):
         evidence.append(
             "on a Titan V the same script trained slightly faster in float16 than float32 after an "
@@ -687,11 +711,21 @@ def rule_pure_float16_floatx(ctx: Context) -> Finding | None:
     if not runs:
         return None
     sw = _first_software(runs)
+    fw = sw.framework
+    if fw == "torch":
+        how = "float16 in PyTorch (model.half()) keeps weights, gradients and optimizer state in fp16"
+    elif fw == "jax":
+        how = "float16 arrays in JAX keep parameters, gradients and optimizer state in fp16"
+    elif fw in ("keras2", "tf.keras", "keras3"):
+        how = "precision float16 sets Keras floatx, so weights, gradients and optimizer state are all fp16"
+    else:
+        how = "pure float16 keeps weights, gradients and optimizer state in fp16"
+    epsilon = (f"; Keras' default epsilon 1e-07 is below fp16's smallest normal number "
+               f"{FP16_SMALLEST_NORMAL:.1e}"
+               if fw in ("keras2", "tf.keras", "keras3") else "")
     evidence = [
-        f"{', '.join(_stacks(runs))}: precision float16 sets Keras floatx, so weights, gradients and "
-        f"optimizer "
-        "state are all fp16: updates smaller than 1/2048 of a weight round away, and Keras' default epsilon "
-        f"1e-07 is below fp16's smallest normal number {FP16_SMALLEST_NORMAL:.1e}",
+        f"{', '.join(_stacks(runs))}: {how}: weight updates smaller than 1/2048 of a weight round "
+        f"away{epsilon}"
     ]
     pairs = [p for p in ctx.pairs if p.reduced in runs]
     evidence += [p.describe() for p in pairs]
@@ -701,7 +735,8 @@ def rule_pure_float16_floatx(ctx: Context) -> Finding | None:
     mixed = [p for p in ctx.pairs if p.reduced.precision == "mixed_float16"]
     if mixed:
         evidence += [p.describe() for p in mixed]
-    severity = "critical" if unstable else "warning"
+    faster_only = bool(pairs) and all(p.faster for p in pairs)
+    severity = "critical" if unstable else "info" if faster_only else "warning"
     return make_finding(
         "pure_float16_floatx",
         "floatx=float16 is pure fp16, not mixed precision",

@@ -1,4 +1,8 @@
-"""Ranked findings for the terminal (`fp16doctor explain`): data in, a rich renderable out."""
+"""Ranked findings for the terminal (`fp16doctor explain`): data in, a rich renderable out.
+
+Plain styled text rather than panels, so long evidence lines wrap in any terminal width (and soft-wrap
+consoles) instead of being cut off.
+"""
 
 from __future__ import annotations
 
@@ -6,61 +10,76 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Group, RenderableType
-from rich.markup import escape
-from rich.panel import Panel
 from rich.text import Text
 
-SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+from fp16doctor.analysis.roofline import RooflineEstimate, estimate
+
+SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 
 
-def _measured_lines(doc: Mapping[str, Any]) -> list[str]:
-    lines = []
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _measured(doc: Mapping[str, Any]) -> Text | None:
     runs = doc.get("runs")
+    lines = Text("Measured\n", style="bold")
+    count = 0
     for run in runs if isinstance(runs, list) else []:
         if not isinstance(run, Mapping):
             continue
         step = run.get("step_time_ms")
-        median = step.get("median") if isinstance(step, Mapping) else None
-        status = run.get("status", "?")
-        shown = (
-            f"{median:.1f} ms/step"
-            if isinstance(median, (int, float)) and not isinstance(median, bool)
-            else str(status)
-        )
+        median = _number(step.get("median")) if isinstance(step, Mapping) else None
+        shown = f"{median:.1f} ms/step" if median is not None else str(run.get("status", "?"))
         variant = run.get("variant", "original")
-        lines.append(
-            f"  {run.get('stack', '?')} / {run.get('precision', '?')}"
-            f"{'' if variant == 'original' else ' / ' + str(variant)} on {run.get('device', '?')}: {shown}"
-        )
-    return lines
+        suffix = "" if variant == "original" else f" / {variant}"
+        lines.append(f"  {run.get('stack', '?')} / {run.get('precision', '?')}{suffix} "
+                     f"on {run.get('device', '?')}: {shown}\n")
+        count += 1
+    return lines if count else None
+
+
+def _best_case(estimates: Sequence[RooflineEstimate]) -> Text | None:
+    known = [e for e in estimates if e.predicted_speedup is not None]
+    if not known:
+        return None
+    text = Text("Best case on this GPU (roofline)\n", style="bold")
+    for e in known:
+        measured = f"; you measured {e.measured_speedup:.2f}x" if e.measured_speedup else ""
+        text.append(f"  {e.stack} / {e.precision} on {e.gpu_name}: at most {e.predicted_speedup:.2f}x "
+                    f"from fp16 "
+                    f"({e.fp32_ms:.1f} ms -> {e.fp16_ms:.1f} ms per step, {e.bound}-bound){measured}\n")
+        text.append(f"    {e.note}\n", style="dim")
+    return text
 
 
 def findings_text(doc: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> RenderableType:
-    """Measured runs, then each finding with its evidence and recommendation, most important first."""
+    """Measured runs, the roofline, then each finding with evidence and recommendation, most important "
+      "first."""
     parts: list[RenderableType] = []
-    measured = _measured_lines(doc)
-    if measured:
-        parts.append(Text("Measured\n" + "\n".join(measured)))
+    measured = _measured(doc)
+    if measured is not None:
+        parts.append(measured)
+    best = _best_case(estimate(dict(doc)))
+    if best is not None:
+        parts.append(best)
     if not findings:
-        parts.append(
-            Text("No findings: the results file holds too little to explain (add runs with step times).")
-        )
+        parts.append(Text("No findings: the results file holds too little to explain (add runs with step "
+                          "times)."))
         return Group(*parts)
     for finding in findings:
         severity = str(finding.get("severity", "info"))
-        style = SEVERITY_STYLE.get(severity, "")
-        body = Text()
+        text = Text()
+        style = SEVERITY_STYLE.get(severity, "bold")
+        text.append(f"{finding.get('rank', '-')}. {severity.upper()} ", style=style)
+        text.append(f"{finding.get('id', '?')}", style="bold")
+        text.append(f": {finding.get('title', '')} ")
+        text.append(f"(confidence {finding.get('confidence', '?')})\n", style="dim")
         for line in finding.get("evidence", []) or []:
-            body.append("• ")
-            body.append(str(line))
-            body.append("\n")
+            text.append(f"   - {line}\n")
         recommendation = finding.get("recommendation")
         if recommendation:
-            body.append("→ ", style="bold")
-            body.append(str(recommendation))
-        title = (
-            f"[{style}]{escape(severity.upper())}[/] {escape(str(finding.get('id', '?')))}: "
-            f"{escape(str(finding.get('title', '')))} [dim](confidence {finding.get('confidence', '?')})[/]"
-        )
-        parts.append(Panel(body, title=title, title_align="left", border_style=style or "white"))
+            text.append("   fix: ", style="bold green")
+            text.append(str(recommendation).replace("\n", "\n        ") + "\n")
+        parts.append(text)
     return Group(*parts)

@@ -1,0 +1,67 @@
+"""The analysis on real public reports written as results files (tests/data/cases/*.json).
+
+Each file cites its source and states which finding ids must be present and which must be absent; at least
+90 % of the files must come out exactly right, and the original question must always be right.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fp16doctor.analysis import analyse
+from fp16doctor.results import validate
+
+CASES_DIR = Path(__file__).resolve().parents[2] / "data" / "cases"
+CASE_FILES = sorted(CASES_DIR.glob("*.json"))
+CONTRACT_IDS = {
+    "no_fast_fp16_hardware", "no_tensor_cores", "tensor_cores_not_eligible", "input_pipeline_bound",
+    "host_fp16_emulation", "cast_overhead", "small_model_overhead", "old_stack", "pure_float16_floatx",
+    "numerics_unstable", "measurement_warmup", "tf32_baseline", "stack_incompatible_gpu", "fp16_faster",
+}
+
+
+def _load(path: Path) -> dict[str, Any]:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    return validate(doc, source=path.name)
+
+
+def _mistakes(doc: dict[str, Any]) -> list[str]:
+    found = {f["id"] for f in analyse(doc)}
+    expected = doc["expected"]
+    missing = [f"missing {i}" for i in expected["present"] if i not in found]
+    wrong = [f"false {i}" for i in expected["absent"] if i in found]
+    return missing + wrong
+
+
+def test_case_set_is_broad_enough() -> None:
+    docs = [_load(p) for p in CASE_FILES]
+    assert len(docs) >= 12
+    frameworks = {k for d in docs for r in d["runs"] for k in ("tensorflow", "torch", "jax") if r["software"].get(k)}
+    assert frameworks == {"tensorflow", "torch", "jax"}
+    assert any(not d["host"]["gpus"] for d in docs), "needs CPU-only cases"
+    capabilities = {g["compute_capability"][0] for d in docs for g in d["host"]["gpus"]}
+    assert {"3", "6", "7", "8"} <= capabilities  # Kepler, Pascal, Volta/Turing, Ampere
+
+
+@pytest.mark.parametrize("path", CASE_FILES, ids=[p.stem for p in CASE_FILES])
+def test_case_file_is_well_formed(path: Path) -> None:
+    doc = _load(path)
+    assert doc["source"], "every case cites where it comes from"
+    assert set(doc["expected"]["present"]) <= CONTRACT_IDS
+    assert set(doc["expected"]["absent"]) <= CONTRACT_IDS
+    assert not set(doc["expected"]["present"]) & set(doc["expected"]["absent"])
+
+
+def test_at_least_90_percent_of_public_cases_exactly_right() -> None:
+    results = {p.stem: _mistakes(_load(p)) for p in CASE_FILES}
+    wrong = {name: m for name, m in results.items() if m}
+    right = len(results) - len(wrong)
+    assert right / len(results) >= 0.9, f"{right}/{len(results)} right; wrong: {wrong}"
+
+
+def test_original_question_exactly_right() -> None:
+    assert _mistakes(_load(CASES_DIR / "volta-titanv-keras215-floatx16.json")) == []
