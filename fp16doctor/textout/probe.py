@@ -21,6 +21,11 @@ def _section(title: str) -> Text:
     return Text(f"\n{title}", style="bold underline")
 
 
+def _row(grid: Table, label: str, value: str | Text) -> None:
+    """Plain strings are shown as written, never parsed as rich markup (paths and errors hold brackets)."""
+    grid.add_row(Text(label), Text(value) if isinstance(value, str) else value)
+
+
 def _grid() -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
@@ -31,19 +36,19 @@ def _grid() -> Table:
 def _cpu(host: dict[str, Any]) -> list[RenderableType]:
     cpu = host.get("cpu") or {}
     grid = _grid()
-    grid.add_row("model", _value(cpu.get("model")))
-    grid.add_row("vendor", _value(cpu.get("vendor")))
+    _row(grid, "model", _value(cpu.get("model")))
+    _row(grid, "vendor", _value(cpu.get("vendor")))
     cores = _value(cpu.get("cores"))
     if cpu.get("physical_cores"):
         cores += f" logical, {cpu['physical_cores']} physical"
     if cpu.get("cores_usable") and cpu.get("cores_usable") != cpu.get("cores"):
         cores += f" ({cpu['cores_usable']} usable here)"
-    grid.add_row("cores", cores)
-    grid.add_row("low-precision flags", " ".join(cpu.get("flags") or []) or "none found")
-    grid.add_row("float16 native", _yes_no(cpu.get("fp16_native")))
-    grid.add_row("bfloat16 native", _yes_no(cpu.get("bf16_native")))
+    _row(grid, "cores", cores)
+    _row(grid, "low-precision flags", " ".join(cpu.get("flags") or []) or "none found")
+    _row(grid, "float16 native", _yes_no(cpu.get("fp16_native")))
+    _row(grid, "bfloat16 native", _yes_no(cpu.get("bf16_native")))
     if cpu.get("note"):
-        grid.add_row("", Text(str(cpu["note"]), style="italic"))
+        _row(grid, "", Text(str(cpu["note"]), style="italic"))
     return [_section("CPU"), grid]
 
 
@@ -66,23 +71,22 @@ def _gpus(host: dict[str, Any]) -> list[RenderableType]:
         grid = _grid()
         clocks = gpu.get("clocks") or {}
         pcie = gpu.get("pcie") or {}
-        grid.add_row("name", Text(str(gpu.get("name") or "unknown"), style="bold"))
+        _row(grid, "name", Text(str(gpu.get("name") or "unknown"), style="bold"))
         capability = _value(gpu.get("compute_capability")) + _source(gpu, "compute_capability")
-        grid.add_row("compute capability", capability)
-        grid.add_row("driver", _value(gpu.get("driver_version")))
-        grid.add_row(
-            "CUDA (driver API)", _value(gpu.get("cuda_driver_version")) + _source(gpu, "cuda_driver_version")
-        )
-        grid.add_row("memory", _value(gpu.get("memory_total_mib"), " MiB"))
+        _row(grid, "compute capability", capability)
+        _row(grid, "driver", _value(gpu.get("driver_version")))
+        cuda = _value(gpu.get("cuda_driver_version")) + _source(gpu, "cuda_driver_version")
+        _row(grid, "CUDA (driver API)", cuda)
+        _row(grid, "memory", _value(gpu.get("memory_total_mib"), " MiB"))
         sm_clock = _value(clocks.get("sm_max_mhz"), " MHz")
         mem_clock = _value(clocks.get("mem_max_mhz"), " MHz")
-        grid.add_row("max clocks", f"SM {sm_clock}, memory {mem_clock}")
-        grid.add_row("power limit", _value(gpu.get("power_limit_w"), " W"))
+        _row(grid, "max clocks", f"SM {sm_clock}, memory {mem_clock}")
+        _row(grid, "power limit", _value(gpu.get("power_limit_w"), " W"))
         link = f"gen {_value(pcie.get('gen'))} x{_value(pcie.get('width'))}"
         if pcie.get("gen_current") is not None:
             link += f" (now gen {pcie['gen_current']} x{_value(pcie.get('width_current'))})"
-        grid.add_row("PCIe link", link)
-        grid.add_row("UUID", _value(gpu.get("uuid")))
+        _row(grid, "PCIe link", link)
+        _row(grid, "UUID", _value(gpu.get("uuid")))
         parts += [Text(f"GPU {gpu.get('index', '?')}", style="bold"), grid]
     return parts
 
@@ -96,7 +100,7 @@ def _frameworks(host: dict[str, Any]) -> list[RenderableType]:
     frameworks = host.get("frameworks") or {}
     python = host.get("python") or {}
     grid = _grid()
-    grid.add_row("python", f"{_value(python.get('version'))}  {_value(python.get('executable'))}")
+    _row(grid, "python", f"{_value(python.get('version'))}  {_value(python.get('executable'))}")
     for name, label in (
         ("numpy", "numpy"),
         ("tensorflow", "TensorFlow"),
@@ -105,7 +109,7 @@ def _frameworks(host: dict[str, Any]) -> list[RenderableType]:
         ("jax", "JAX"),
         ("torch", "PyTorch"),
     ):
-        grid.add_row(label, _framework_line(name, frameworks.get(name)))
+        _row(grid, label, _framework_line(name, frameworks.get(name)))
     return [_section("Frameworks"), grid]
 
 
@@ -142,13 +146,13 @@ def _keras_config(host: dict[str, Any]) -> list[RenderableType]:
     config = host.get("keras_config") or {}
     grid = _grid()
     source = config.get("config_source")
-    grid.add_row("keras.json", f"{_value(config.get('config_path'))}  [{_value(source)}]")
-    grid.add_row("KERAS_HOME from", _value(config.get("keras_home_source")))
-    grid.add_row("backend", f"{_value(config.get('backend'))}  (from {_value(config.get('backend_source'))})")
+    _row(grid, "keras.json", f"{_value(config.get('config_path'))}  [{_value(source)}]")
+    _row(grid, "KERAS_HOME from", _value(config.get("keras_home_source")))
+    _row(grid, "backend", f"{_value(config.get('backend'))}  (from {_value(config.get('backend_source'))})")
     floatx = str(config.get("floatx") or _MISSING)
-    grid.add_row("floatx", Text(floatx, style="bold yellow" if floatx == "float16" else ""))
-    grid.add_row("epsilon", _value(config.get("epsilon")))
-    grid.add_row("image_data_format", _value(config.get("image_data_format")))
+    _row(grid, "floatx", Text(floatx, style="bold yellow" if floatx == "float16" else ""))
+    _row(grid, "epsilon", _value(config.get("epsilon")))
+    _row(grid, "image_data_format", _value(config.get("image_data_format")))
     parts: list[RenderableType] = [_section("Keras config"), grid]
     if floatx == "float16":
         parts.append(
@@ -166,9 +170,9 @@ def _keras_config(host: dict[str, Any]) -> list[RenderableType]:
 def probe_text(host: dict[str, Any]) -> RenderableType:
     """The host object as sections: Host, CPU, GPUs, Frameworks, Keras config."""
     head = _grid()
-    head.add_row("OS", _value(host.get("os")))
+    _row(head, "OS", _value(host.get("os")))
     if host.get("probe_seconds") is not None:
-        head.add_row("probed in", f"{host['probe_seconds']:.1f} s")
+        _row(head, "probed in", f"{host['probe_seconds']:.1f} s")
     return Group(
         Text("Host", style="bold underline"),
         head,

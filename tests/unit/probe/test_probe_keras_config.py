@@ -20,10 +20,10 @@ def write_config(directory: Path, config: dict) -> Path:
 
 def test_user_float16_config_from_home(tmp_path: Path) -> None:
     # The SEED user's keras.json, in ~/.keras.
-    write_config(
-        tmp_path / ".keras",
-        {"backend": "tensorflow", "floatx": "float16", "image_data_format": "channels_last", "epsilon": 1e-07},
-    )
+    seed_config = {
+        "backend": "tensorflow", "floatx": "float16", "image_data_format": "channels_last", "epsilon": 1e-07,
+    }
+    write_config(tmp_path / ".keras", seed_config)
     config = read_keras_config(env={}, home=str(tmp_path))
     assert config["floatx"] == "float16"
     assert config["epsilon"] == 1e-07
