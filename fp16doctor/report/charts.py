@@ -108,8 +108,8 @@ def _tick_text(tick: float, fmt: str) -> str:
 
 
 def _label(y: float, text: str) -> str:
-    # About 6.6 units per character at 12 px: longer labels are cut, the full text stays in <title>.
-    limit = int((LABEL_W - 12) / 6.6)
+    # About 7 units per character at 12 px: longer labels are cut, the full text stays in <title>.
+    limit = int((LABEL_W - 12) / 7.2)
     shown = text if len(text) <= limit else text[: limit - 1] + "…"
     return (
         f'<text class="label" x="{LABEL_W - 10}" y="{y:.1f}" text-anchor="end" dominant-baseline="middle">'
@@ -215,13 +215,13 @@ def speedup_chart(bars: Sequence[SpeedupBar], title: str | None = None) -> Marku
     ticks = nice_ticks(max(maximum, 1.0), target=4)
     plot_w = WIDTH - LABEL_W - SPEEDUP_VALUES_W
     scale = plot_w / ticks[-1]
-    row_h = ROW_H + 10
+    row_h = ROW_H + 20
     height = TOP + row_h * len(rows) + BOTTOM
     body = _axis(ticks, scale, height, "ratio")
     one = LABEL_W + scale
     body.append(f'<line class="unity" x1="{one:.1f}" y1="{TOP - 10}" x2="{one:.1f}" y2="{height - BOTTOM}"/>')
     body.append(f'<text class="tick" x="{one + 4:.1f}" y="{TOP - 14}">no change</text>')
-    half = 7
+    half = 10  # bar height; measured above the middle, best case below, 6 units apart
     for i, bar in enumerate(rows):
         y = TOP + i * row_h
         mid = y + row_h / 2
@@ -229,23 +229,23 @@ def speedup_chart(bars: Sequence[SpeedupBar], title: str | None = None) -> Marku
         if bar.measured is not None:
             w = max(bar.measured * scale, 1.0)
             body.append(
-                f'<rect class="bar {_css_class(bar.precision)}" x="{LABEL_W}" y="{mid - half - 1:.1f}" '
+                f'<rect class="bar {_css_class(bar.precision)}" x="{LABEL_W}" y="{mid - half - 3:.1f}" '
                 f'width="{w:.1f}" height="{half}"><title>measured {escape(format_ratio(bar.measured))}'
                 f"</title></rect>"
             )
             body.append(
-                f'<text class="value" x="{WIDTH - 4}" y="{mid - half / 2 - 1:.1f}" text-anchor="end" '
+                f'<text class="value" x="{WIDTH - 4}" y="{mid - half / 2 - 3:.1f}" text-anchor="end" '
                 f'dominant-baseline="middle">measured {escape(format_ratio(bar.measured))}</text>'
             )
         if bar.predicted is not None:
             w = max(bar.predicted * scale, 1.0)
             body.append(
-                f'<rect class="bar predicted" x="{LABEL_W}" y="{mid + 1:.1f}" width="{w:.1f}" '
+                f'<rect class="bar predicted" x="{LABEL_W}" y="{mid + 3:.1f}" width="{w:.1f}" '
                 f'height="{half}"><title>roofline best case {escape(format_ratio(bar.predicted))}'
                 "</title></rect>"
             )
             body.append(
-                f'<text class="value muted" x="{WIDTH - 4}" y="{mid + half / 2 + 1:.1f}" text-anchor="end" '
+                f'<text class="value muted" x="{WIDTH - 4}" y="{mid + half / 2 + 3:.1f}" text-anchor="end" '
                 f'dominant-baseline="middle">best case {escape(format_ratio(bar.predicted))}</text>'
             )
     return _frame(height, title, body)

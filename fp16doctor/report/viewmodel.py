@@ -107,14 +107,21 @@ class FixView:
 
 
 @dataclass(frozen=True)
+class TextPart:
+    kind: str  # "text" or "code"
+    text: str
+
+
+@dataclass(frozen=True)
 class FindingView:
     id: str
     title: str
     severity: str
     confidence: float | None
     evidence: list[str]
-    recommendation: str
-    fix: FixView | None
+    recommendation: str  # prose only, code blocks left out (the markdown summary uses it)
+    recommendation_parts: list[TextPart]  # prose and indented code blocks, in order
+    fix: FixView | None  # code for the stack, when the recommendation brings none of its own
 
 
 @dataclass(frozen=True)
@@ -280,10 +287,19 @@ def _gpu_summary(names: Sequence[str]) -> str:
 
 
 def _rank_findings(findings: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    def key(item: tuple[int, Mapping[str, Any]]) -> tuple[int, float, int]:
+    """The analysis' own `rank` when it gives one (causes first); else severity, then confidence."""
+
+    def key(item: tuple[int, Mapping[str, Any]]) -> tuple[int, float, int, float, int]:
         index, f = item
+        rank = _num(f.get("rank"))
         confidence = _num(f.get("confidence"))
-        return (SEVERITY_RANK.get(str(f.get("severity")), 3), -(confidence or 0.0), index)
+        return (
+            0 if rank is not None else 1,
+            rank if rank is not None else 0.0,
+            SEVERITY_RANK.get(str(f.get("severity")), 3),
+            -(confidence or 0.0),
+            index,
+        )
 
     return [f for _, f in sorted(enumerate(findings), key=key)]
 
@@ -465,6 +481,33 @@ def build_verdict(name: str, rows: Sequence[RunRow], findings: Sequence[Mapping[
 # ---------------------------------------------------------------------------------------- sections
 
 
+def _finding_stack(finding: Mapping[str, Any]) -> str | None:
+    stack = finding.get("stack")
+    if isinstance(stack, str) and stack:
+        return stack
+    stacks = finding.get("stacks")
+    if isinstance(stacks, list) and stacks and isinstance(stacks[0], str):
+        return stacks[0]
+    return None
+
+
+def split_recommendation(text: str) -> list[TextPart]:
+    """Prose and code apart: lines indented by four spaces (or a tab) are code, as in markdown."""
+    parts: list[TextPart] = []
+    for line in text.splitlines():
+        is_code = line.startswith(("    ", "\t")) and line.strip() != ""
+        kind = "code" if is_code else "text"
+        content = line[4:] if line.startswith("    ") else line.strip()
+        if kind == "text" and not content:
+            continue
+        if parts and parts[-1].kind == kind:
+            joiner = "\n" if kind == "code" else " "
+            parts[-1] = TextPart(kind, parts[-1].text + joiner + content)
+        else:
+            parts.append(TextPart(kind, content))
+    return parts
+
+
 def _finding_views(
     findings: Sequence[Mapping[str, Any]],
     software_by_stack: Mapping[str, Mapping[str, Any]],
@@ -472,9 +515,13 @@ def _finding_views(
 ) -> list[FindingView]:
     views = []
     for f in _rank_findings(findings):
-        stack = f.get("stack") if isinstance(f.get("stack"), str) else default_stack
+        stack = _finding_stack(f) or default_stack
         software = software_by_stack.get(stack or "", {})
+        parts = split_recommendation(_text(f.get("recommendation")))
+        own_code = [p.text for p in parts if p.kind == "code"]
         fix = fix_for(f, software)
+        if own_code:
+            fix = None  # the analysis already wrote the code for this stack
         evidence = f.get("evidence")
         views.append(
             FindingView(
@@ -483,7 +530,8 @@ def _finding_views(
                 severity=str(f.get("severity")) if f.get("severity") in SEVERITY_RANK else "info",
                 confidence=_num(f.get("confidence")),
                 evidence=[_text(e) for e in evidence] if isinstance(evidence, list) else [],
-                recommendation=_text(f.get("recommendation")),
+                recommendation=" ".join(p.text for p in parts if p.kind == "text"),
+                recommendation_parts=parts,
                 fix=FixView(_text(fix.flavour_label), redact_text(fix.code)) if fix else None,
             )
         )

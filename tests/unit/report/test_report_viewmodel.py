@@ -263,3 +263,41 @@ def test_real_analysis_plugs_in(seed_doc):
     if doc.findings:
         assert doc.findings_source == "analysis"
         assert "mostly because" in doc.machines[0].verdict.sentence
+
+
+def test_analysis_rank_wins_over_severity(seed_doc):
+    findings = [
+        dict(FAKE_FINDINGS[1], rank=2),  # critical, but the analysis ranks it second
+        dict(FAKE_FINDINGS[0], rank=1),
+    ]
+    report = build_report([seed_doc], fixed_sources(findings=findings))
+    assert [f.id for f in report.documents[0].findings] == ["pure_float16_floatx", "host_fp16_emulation"]
+    assert report.documents[0].machines[0].verdict.cause_id == "pure_float16_floatx"
+
+
+def test_recommendation_code_blocks_are_kept_apart_and_replace_the_table_snippet(seed_doc):
+    finding = dict(
+        FAKE_FINDINGS[0],
+        stacks=["user"],
+        recommendation="Set floatx back to float32, then:\n    from tensorflow.keras import mixed_precision\n"
+        "    mixed_precision.set_global_policy('mixed_float16')\n(needs TF >= 2.4).",
+    )
+    view = build_report([seed_doc], fixed_sources(findings=[finding])).documents[0].findings[0]
+    assert [(p.kind, p.text) for p in view.recommendation_parts] == [
+        ("text", "Set floatx back to float32, then:"),
+        (
+            "code",
+            "from tensorflow.keras import mixed_precision\nmixed_precision.set_global_policy('mixed_float16')",
+        ),
+        ("text", "(needs TF >= 2.4)."),
+    ]
+    assert view.recommendation == "Set floatx back to float32, then: (needs TF >= 2.4)."
+    assert view.fix is None
+
+
+def test_finding_stacks_list_picks_the_fix_flavour(rich_doc, sources):
+    doc = copy.deepcopy(rich_doc)
+    doc["findings"][1].pop("stack")
+    doc["findings"][1]["stacks"] = ["tf2.16-cuda12"]
+    fix = {f.id: f for f in build_report([doc], sources).documents[0].findings}["host_fp16_emulation"].fix
+    assert fix is not None and fix.stack_label == "Keras 3.3.3 / TensorFlow 2.16.1"
