@@ -350,7 +350,8 @@ def run_in_stack(
             exit_code = int(status.get("StatusCode", -1))
             container.reload()
             oom_killed = bool(container.attrs.get("State", {}).get("OOMKilled", False))
-            output = container.logs(stdout=True, stderr=True, tail=OUTPUT_TAIL_LINES).decode("utf-8", "replace")
+            raw = container.logs(stdout=True, stderr=True, tail=OUTPUT_TAIL_LINES)
+            output = raw.decode("utf-8", "replace")
         except (APIError, RequestException, OSError, DockerException) as exc:
             output = (output + "\n" + str(exc)).strip()
             if isinstance(exc, (RequestException, OSError)):
@@ -382,8 +383,9 @@ def run_in_stack(
         reason = f"the run exceeded its {timeout_s:.0f} s limit and was killed"
     elif failure.kind == "unknown" and error_event and error_event.get("error"):
         reason = str(error_event["error"])
-    record.update(status="failed", error=reason, failure_kind="timeout" if timed_out.is_set() else failure.kind,
-                  exit_code=exit_code, log_tail=log_tail(output + ("\n" + detail if detail else "")))
+    kind = "timeout" if timed_out.is_set() else failure.kind
+    record.update(status="failed", error=reason, failure_kind=kind, exit_code=exit_code,
+                  log_tail=log_tail(output + ("\n" + detail if detail else "")))
     return record
 
 
@@ -397,7 +399,9 @@ def leftover_containers(docker_host: str | None, run_id: str | None = None) -> l
     return [str(c.name) for c in containers]
 
 
-def cleanup(docker_host: str | None, *, run_id: str | None = None, images: bool = False) -> dict[str, list[str]]:
+def cleanup(
+    docker_host: str | None, *, run_id: str | None = None, images: bool = False
+) -> dict[str, list[str]]:
     """Remove leftover fp16doctor containers (and with images=True its images) found by label."""
     client = client_for(docker_host)
     filters = [f"{MANAGED_LABEL}=true"] + ([f"{RUN_ID_LABEL}={run_id}"] if run_id else [])

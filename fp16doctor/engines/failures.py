@@ -49,7 +49,7 @@ _RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
          "cuDNN could not start on this GPU ({match})"),
         ("no_gpu_driver",
          r"libcuda\.so\.1: cannot open shared object file",
-         "TensorFlow in this stack needs the NVIDIA driver (libcuda.so.1), which the container does not have"),
+         "TensorFlow in this stack needs the NVIDIA driver (libcuda.so.1); the container has none"),
         ("gpu_oom",
          r"ResourceExhaustedError|OOM when allocating|CUDA_ERROR_OUT_OF_MEMORY|failed to allocate [^\n]* "
          r"from device|CUDA out of memory",

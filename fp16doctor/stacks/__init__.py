@@ -6,11 +6,12 @@ Docker engine take every pin from here.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
+
+import tomllib
 
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 
