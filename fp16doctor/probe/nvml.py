@@ -160,6 +160,8 @@ def _percentile(ordered: list[float], fraction: float) -> float:
 class UtilizationSampler:
     """Samples one GPU's utilisation % and memory used while a run goes, on a background thread.
 
+    `gpu_index` is NVML's index (nvidia-smi's order). Memory used is the whole device's, all processes.
+
         with UtilizationSampler(0) as sampler:
             run()
         sampler.summary()  # None where NVML or the GPU is unavailable
@@ -209,6 +211,11 @@ class UtilizationSampler:
         self._sample()
         while not self._stop_event.wait(self.interval_s):
             self._sample()
+
+    def clear(self) -> None:
+        """Forget the samples so far, e.g. when the warm-up steps end and steady state begins."""
+        self._utilization_pct = []
+        self._memory_used_mib = []
 
     def summary(self) -> dict[str, Any] | None:
         """{"gpu_utilization_pct": {median, p10, p90, n}, "gpu_memory_used_mib": {max}}, or None."""

@@ -164,7 +164,7 @@ def make_pynvml(
 ) -> types.ModuleType:
     """A module with pynvml's names that replays `recording`; `init_error` makes nvmlInit fail."""
     module = types.ModuleType("pynvml")
-    state = {"init": 0, "shutdown": 0}
+    state = {"init": 0, "shutdown": 0}  # and, per device call, how often it was made
     module.state = state  # type: ignore[attr-defined]
     for name, value in globals().items():
         if name.startswith(("NVMLError", "NVML_CLOCK")):
@@ -186,6 +186,7 @@ def make_pynvml(
 
     def device_call(name: str) -> Callable[..., Any]:
         def call(handle: int, *args: Any) -> Any:
+            state[name] = state.get(name, 0) + 1
             value = devices[handle].get(name, FunctionNotFound)
             if isinstance(value, dict):
                 value = value[args[0]]

@@ -127,6 +127,18 @@ def test_sampler_summarises_utilisation_and_memory(nvml) -> None:
     assert module.state["init"] == module.state["shutdown"] == 1
 
 
+def test_sampler_clear_drops_the_warm_up_samples(nvml) -> None:
+    module = nvml(fake.H200_560)
+    with UtilizationSampler(0, interval_s=0.005) as sampler:
+        time.sleep(0.05)
+        sampler.clear()
+        time.sleep(0.05)
+    summary = sampler.summary()
+    assert summary is not None
+    taken = module.state["nvmlDeviceGetUtilizationRates"]
+    assert 0 < summary["gpu_utilization_pct"]["n"] < taken
+
+
 def test_sampler_without_utilisation_keeps_memory(nvml) -> None:
     nvml(fake.GTX_1660_TI_535)
     sampler = UtilizationSampler(0, interval_s=0.005)
