@@ -287,7 +287,8 @@ def test_recommendation_code_blocks_are_kept_apart_and_replace_the_table_snippet
         ("text", "Set floatx back to float32, then:"),
         (
             "code",
-            "from tensorflow.keras import mixed_precision\nmixed_precision.set_global_policy('mixed_float16')",
+            "from tensorflow.keras import mixed_precision\n"
+            "mixed_precision.set_global_policy('mixed_float16')",
         ),
         ("text", "(needs TF >= 2.4)."),
     ]
