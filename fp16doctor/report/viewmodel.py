@@ -583,21 +583,26 @@ def _environment(doc: Mapping[str, Any]) -> EnvironmentView:
     return EnvironmentView(host=rows, gpus=gpus, software=software)
 
 
+def _str_list(value: Any) -> list[str] | None:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    return None
+
+
 def _reproduce(doc: Mapping[str, Any], rows: Sequence[RunRow], known: set[str] | None) -> ReproduceView:
+    """The recorded command line when there is one; else the command that measures the same matrix."""
     invocation = _dict(doc.get("invocation"))
-    argv = invocation.get("argv")
+    argv = _str_list(invocation.get("argv"))
     notes: list[str] = []
-    if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
-        words = [redact_text(a) for a in argv]
-        if words[0].endswith("fp16doctor") or words[0].endswith("fp16doctor.exe"):
-            words[0] = "fp16doctor"
-        return ReproduceView(shlex.join(words), notes)
+    if argv and len(argv) >= 2 and argv[1] == "diagnose":
+        return ReproduceView(shlex.join(["fp16doctor", *(redact_text(a) for a in argv[1:])]), notes)
     words = ["fp16doctor", "diagnose"]
     size = invocation.get("size") or _size_from_workload(doc)
     if size in ("quick", "full"):
         words.append(f"--{size}")
-    stacks = list(dict.fromkeys(r.stack for r in rows))
-    for stack in stacks:
+    run_stacks = list(dict.fromkeys(r.stack for r in rows))
+    stacks = _str_list(invocation.get("stacks")) or run_stacks
+    for stack in dict.fromkeys(stacks):
         if stack == "host":
             continue
         if known is not None and stack not in known:
@@ -607,13 +612,17 @@ def _reproduce(doc: Mapping[str, Any], rows: Sequence[RunRow], known: set[str] |
             )
             continue
         words += ["--stack", stack]
-    if stacks and "host" not in stacks and any(w == "--stack" for w in words):
+    if run_stacks and "host" not in run_stacks and "--stack" in words:
         words.append("--no-host")
-    precisions = sorted({r.precision for r in rows}, key=precision_rank)
+    precisions = _str_list(invocation.get("precisions")) or sorted(
+        {r.precision for r in rows}, key=precision_rank
+    )
     if precisions and set(precisions) != {"float32", "float16", "mixed_float16"}:
-        for p in precisions:
-            words += ["--precision", p]
-    if "invocation" not in doc:
+        for precision in precisions:
+            words += ["--precision", precision]
+    for docker_host in _str_list(invocation.get("docker_hosts")) or []:
+        words += ["--docker-host", redact_text(docker_host)]
+    if not argv:
         notes.append(
             "This results file did not record its command line; this is the command that measures the "
             "same matrix."

@@ -302,3 +302,19 @@ def test_finding_stacks_list_picks_the_fix_flavour(rich_doc, sources):
     doc["findings"][1]["stacks"] = ["tf2.16-cuda12"]
     fix = {f.id: f for f in build_report([doc], sources).documents[0].findings}["host_fp16_emulation"].fix
     assert fix is not None and fix.stack_label == "Keras 3.3.3 / TensorFlow 2.16.1"
+
+
+def test_reproduce_from_recorded_matrix_when_argv_is_not_a_diagnose_command(seed_doc, sources):
+    doc = copy.deepcopy(seed_doc)
+    doc["invocation"] = {
+        "argv": ["fp16doctor"],
+        "size": "quick",
+        "stacks": ["cpu"],
+        "precisions": ["float32", "mixed_float16"],
+        "docker_hosts": ["ssh://ops:pw123456@node"],
+    }
+    view = build_report([doc], sources).documents[0].reproduce
+    assert view.command == (
+        "fp16doctor diagnose --quick --stack cpu --no-host --precision float32 --precision mixed_float16 "
+        "--docker-host 'ssh://ops:[REDACTED]@node'"
+    )
