@@ -1,0 +1,275 @@
+"""The Docker engine with the SDK replaced by a fake: what a run records, and that nothing is left behind."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from fp16doctor.engines import docker_engine
+from fp16doctor.engines.base import QUICK, RunSpec
+from fp16doctor.errors import DoctorError
+from fp16doctor.stacks import get_stack
+
+IMAGE = "fp16doctor/cpu:0123456789ab"
+
+
+def proto(event: str, **fields: Any) -> bytes:
+    return ("@@fp16doctor " + json.dumps({"event": event, **fields}) + "\n").encode()
+
+
+class FakeContainer:
+    def __init__(self, client: FakeClient, name: str, labels: dict[str, str], stdout: list[bytes],
+                 stderr: bytes, exit_code: int, oom: bool) -> None:
+        self.client, self.name, self.labels = client, name, labels
+        self.stdout, self.stderr, self.exit_code, self.oom = stdout, stderr, exit_code, oom
+        self.attrs: dict[str, Any] = {"State": {"OOMKilled": oom}}
+        self.removed = False
+
+    def start(self) -> None:
+        self.client.started.append(self.name)
+
+    def logs(self, stream: bool = False, follow: bool = False, stdout: bool = True, stderr: bool = True,
+             tail: int | str = "all") -> Any:
+        if stream:
+            return iter(self.stdout)
+        return b"".join(self.stdout) + (self.stderr if stderr else b"")
+
+    def wait(self) -> dict[str, Any]:
+        return {"StatusCode": self.exit_code}
+
+    def reload(self) -> None:
+        pass
+
+    def kill(self) -> None:
+        pass
+
+    def remove(self, force: bool = False) -> None:
+        self.removed = True
+        self.client.containers.live.pop(self.name, None)
+
+
+class FakeContainers:
+    def __init__(self, client: FakeClient) -> None:
+        self.client = client
+        self.live: dict[str, FakeContainer] = {}
+        self.created: list[dict[str, Any]] = []
+
+    def create(self, image: str, **kwargs: Any) -> FakeContainer:
+        self.created.append({"image": image, **kwargs})
+        script = self.client.script
+        container = FakeContainer(self.client, kwargs["name"], kwargs["labels"], script["stdout"],
+                                  script.get("stderr", b""), script.get("exit_code", 0),
+                                  script.get("oom", False))
+        self.live[container.name] = container
+        return container
+
+    def list(self, all: bool = False, filters: dict[str, Any] | None = None) -> list[FakeContainer]:
+        wanted = dict(f.split("=", 1) for f in (filters or {}).get("label", []))
+        return [c for c in self.live.values() if all and wanted.items() <= c.labels.items()]
+
+
+class FakeImage:
+    def __init__(self, image_id: str) -> None:
+        self.id = image_id
+
+
+class FakeImages:
+    def __init__(self) -> None:
+        self.tags: dict[str, str] = {}
+
+    def get(self, tag: str) -> FakeImage:
+        if tag not in self.tags:
+            raise docker_engine.ImageNotFound(tag)
+        return FakeImage(self.tags[tag])
+
+
+class FakeAPI:
+    def __init__(self, client: FakeClient) -> None:
+        self.client = client
+
+    def build(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        self.client.build_calls.append(kwargs)
+        yield {"stream": "Step 1/2 : FROM debian:bookworm-slim\n"}
+        yield {"stream": " ---> Using cache\n"}
+        if self.client.script.get("build_error"):
+            yield {"error": self.client.script["build_error"]}
+            return
+        self.client.images.tags[kwargs["tag"]] = "sha256:built"
+        yield {"aux": {"ID": "sha256:built"}}
+
+
+class FakeClient:
+    def __init__(self, script: dict[str, Any]) -> None:
+        self.script = script
+        self.started: list[str] = []
+        self.build_calls: list[dict[str, Any]] = []
+        self.containers = FakeContainers(self)
+        self.images = FakeImages()
+        self.api = FakeAPI(self)
+
+    def ping(self) -> bool:
+        return True
+
+    def info(self) -> dict[str, Any]:
+        return {"ServerVersion": "20.10.24", "OperatingSystem": "Debian", "NCPU": 2,
+                "MemTotal": 8 << 30, "Runtimes": {"runc": {}, "nvidia": {}}}
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeClient:
+    client = FakeClient({"stdout": []})
+    monkeypatch.setattr(docker_engine, "_make_client", lambda host: client)
+    monkeypatch.setattr(docker_engine, "_clients", {})
+    return client
+
+
+def spec(precision: str = "float16") -> RunSpec:
+    return RunSpec("cpu", precision, "original", QUICK)
+
+
+def test_successful_run_becomes_a_record_with_the_engine(fake: FakeClient) -> None:
+    fake.script["stdout"] = [b"Using TensorFlow backend.\n", proto("phase", phase="train"),
+                             proto("step", ms=120.0), proto("result", run={
+                                 "status": "ok", "device": "cpu", "step_time_ms": {"median": 120.0, "n": 5},
+                                 "software": {"python": "3.11.2", "tensorflow": "2.21.0"}})]
+    events: list[dict[str, Any]] = []
+    record = docker_engine.run_in_stack(spec(), get_stack("cpu"), "tcp://10.0.0.2:2376", None, events.append,
+                                        image=IMAGE, run_id="run1")
+    assert [e["event"] for e in events] == ["phase", "step", "result"]
+    assert record["status"] == "ok" and record["step_time_ms"]["median"] == 120.0
+    assert (record["stack"], record["precision"], record["device"]) == ("cpu", "float16", "cpu")
+    assert record["engine"]["kind"] == "docker"
+    assert record["engine"]["docker_host"] == "tcp://10.0.0.2:2376"
+    assert record["engine"]["image"] == IMAGE and record["engine"]["gpu_uuid"] is None
+    created = fake.containers.created[0]
+    assert created["entrypoint"] == ["fp16doctor-python", "/opt/fp16doctor/workload/run_workload.py"]
+    assert created["command"] == spec().workload_args()
+    assert created["labels"][docker_engine.MANAGED_LABEL] == "true"
+    assert created["labels"][docker_engine.RUN_ID_LABEL] == "run1"
+    assert created["device_requests"] is None
+    assert fake.containers.live == {}
+
+
+def test_gpu_run_requests_the_one_gpu_with_compute_capabilities(fake: FakeClient) -> None:
+    fake.script["stdout"] = [proto("result", run={"status": "ok", "device": "gpu:0"})]
+    gpu = {"index": 3, "uuid": "GPU-abcd", "name": "NVIDIA H200"}
+    record = docker_engine.run_in_stack(RunSpec("tf2.15-keras2", "mixed_float16", "original", QUICK),
+                                        get_stack("tf2.15-keras2"), None, gpu, lambda e: None, image=IMAGE)
+    created = fake.containers.created[0]
+    request = created["device_requests"][0]
+    assert request["DeviceIDs"] == ["GPU-abcd"]
+    assert request["Capabilities"] == [["gpu", "compute", "utility"]]
+    assert "compute" in created["environment"]["NVIDIA_DRIVER_CAPABILITIES"]
+    assert record["device"] == "gpu:3" and record["engine"]["gpu_uuid"] == "GPU-abcd"
+
+
+def test_cpu_run_of_a_gpu_stack_hides_the_gpus(fake: FakeClient) -> None:
+    fake.script["stdout"] = [proto("result", run={"status": "ok", "device": "cpu"})]
+    docker_engine.run_in_stack(RunSpec("tf2.15-keras2", "float32", "original", QUICK),
+                               get_stack("tf2.15-keras2"), None, None, lambda e: None, image=IMAGE)
+    assert fake.containers.created[0]["environment"]["NVIDIA_VISIBLE_DEVICES"] == "void"
+
+
+def test_error_event_fails_the_run_with_the_classified_reason_and_tail(fake: FakeClient) -> None:
+    fake.script.update(stdout=[proto("phase", phase="import"), proto(
+        "error", status="failed",
+        error="InternalError: no kernel image is available for execution on the device",
+        traceback="Traceback...")], stderr=b"2018 E cuda_blas.cc failed\n", exit_code=1)
+    record = docker_engine.run_in_stack(spec(), get_stack("cpu"), None, None, lambda e: None, image=IMAGE)
+    assert record["status"] == "failed"
+    assert record["failure_kind"] == "no_kernel_image"
+    assert "no kernels for this GPU" in record["error"]
+    assert any("cuda_blas" in line for line in record["log_tail"])
+    assert fake.containers.live == {}
+
+
+def test_nonzero_exit_without_result_is_a_failure_even_without_an_error_event(fake: FakeClient) -> None:
+    fake.script.update(stdout=[proto("phase", phase="train")], exit_code=137, oom=True)
+    record = docker_engine.run_in_stack(spec(), get_stack("cpu"), None, None, lambda e: None, image=IMAGE)
+    assert record["status"] == "failed" and record["failure_kind"] == "host_oom"
+    assert record["exit_code"] == 137
+
+
+def test_skipped_by_the_workload_is_not_a_failure(fake: FakeClient) -> None:
+    fake.script["stdout"] = [proto("error", status="skipped", error="no mixed precision in Keras 2.1.5")]
+    record = docker_engine.run_in_stack(spec("mixed_float16"), get_stack("cpu"), None, None, lambda e: None,
+                                        image=IMAGE)
+    assert record["status"] == "skipped" and "Keras 2.1.5" in record["error"]
+
+
+def test_interrupt_removes_the_container_and_propagates(fake: FakeClient) -> None:
+    fake.script["stdout"] = [proto("step", ms=1.0), proto("step", ms=1.0)]
+
+    def interrupt(event: dict[str, Any]) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        docker_engine.run_in_stack(spec(), get_stack("cpu"), None, None, interrupt, image=IMAGE)
+    assert fake.started and fake.containers.live == {}
+
+
+def test_cleanup_removes_labelled_leftovers_only(fake: FakeClient) -> None:
+    mine = FakeContainer(fake, "fp16doctor-a", {docker_engine.MANAGED_LABEL: "true",
+                                                docker_engine.RUN_ID_LABEL: "r1"}, [], b"", 0, False)
+    other = FakeContainer(fake, "postgres", {}, [], b"", 0, False)
+    fake.containers.live.update({mine.name: mine, other.name: other})
+    assert docker_engine.leftover_containers(None) == ["fp16doctor-a"]
+    removed = docker_engine.cleanup(None, run_id="r1")
+    assert removed["containers"] == ["fp16doctor-a"]
+    assert list(fake.containers.live) == ["postgres"]
+
+
+def test_build_streams_progress_and_reports_errors(fake: FakeClient) -> None:
+    lines: list[str] = []
+    image_id, cached = docker_engine.build_image(None, io.BytesIO(b""), "fp16doctor/cpu:x", {"STACK": "cpu"},
+                                                 {docker_engine.MANAGED_LABEL: "true"}, lines.append)
+    assert image_id == "sha256:built" and not cached
+    assert "Step 1/2 : FROM debian:bookworm-slim" in lines
+    assert fake.build_calls[0]["labels"][docker_engine.MANAGED_LABEL] == "true"
+    _, cached_again = docker_engine.build_image(None, io.BytesIO(b""), "fp16doctor/cpu:x", {}, {},
+                                                lines.append)
+    assert cached_again
+    fake.script["build_error"] = "ERROR: No matching distribution found for keras==9.9.9"
+    with pytest.raises(DoctorError) as caught:
+        docker_engine.build_image(None, io.BytesIO(b""), "fp16doctor/cpu:y", {}, {}, lines.append)
+    assert "keras==9.9.9" in caught.value.message
+
+
+def test_unreachable_engine_is_a_doctor_error_with_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(host: str | None) -> Any:
+        raise docker_engine.DockerException("Error while fetching server API version: Connection refused")
+
+    monkeypatch.setattr(docker_engine, "_make_client", refuse)
+    monkeypatch.setattr(docker_engine, "_clients", {})
+    with pytest.raises(DoctorError) as caught:
+        docker_engine.client_for("tcp://10.9.9.9:2375")
+    assert "tcp://10.9.9.9:2375" in caught.value.message
+    assert "docker-up.sh" in caught.value.hint
+
+
+def test_engine_facts_report_the_nvidia_runtime(fake: FakeClient) -> None:
+    facts = docker_engine.engine_facts("unix:///run/other.sock")
+    assert facts.nvidia_runtime is True and facts.ncpu == 2
+    assert facts.to_dict()["docker_host"] == "unix:///run/other.sock"
+
+
+def test_each_docker_host_gets_its_own_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[str | None] = []
+
+    def make(host: str | None) -> FakeClient:
+        made.append(host)
+        return FakeClient({"stdout": []})
+
+    monkeypatch.setattr(docker_engine, "_make_client", make)
+    monkeypatch.setattr(docker_engine, "_clients", {})
+    a = docker_engine.client_for("unix:///var/run/docker.sock")
+    b = docker_engine.client_for("unix:///var/run/docker-2.sock")
+    assert a is not b and docker_engine.client_for("unix:///var/run/docker.sock") is a
+    assert made == ["unix:///var/run/docker.sock", "unix:///var/run/docker-2.sock"]
