@@ -55,7 +55,9 @@ def probe_host(python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) 
     keras_config = read_keras_config()
     keras = frameworks.get("keras")
     if keras is not None:
-        frameworks["keras"] = {**keras, **keras_config}
+        # The installed Keras plus the settings it will run with; its own "error" (a broken install) wins.
+        settings = {key: value for key, value in keras_config.items() if key != "error"}
+        frameworks["keras"] = {"version": keras.get("version"), **settings, **keras}
     return {
         "cpu": cpu,
         "gpus": gpus,
