@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -69,12 +70,40 @@ def run_describer(
         return {"version": None, "error": f"describing {name} took over {timeout_s:g} s (import hangs?)"}
     except OSError as exc:
         return {"version": None, "error": f"could not start {python}: {exc}"}
-    for line in reversed(done.stdout.splitlines()):
+    found, value = parse_probe_output(done.stdout)
+    if found:
+        return value
+    reason = f"{name} probe {_exit_reason(done.returncode)}: {_last_line(done.stderr)}"
+    return {"version": None, "error": reason}
+
+
+def parse_probe_output(stdout: str) -> tuple[bool, dict[str, Any] | None]:
+    """(whether the script answered, its answer) from the script's stdout, wherever it ran."""
+    for line in reversed(stdout.splitlines()):
         if line.startswith(MARKER):
-            value: dict[str, Any] | None = json.loads(line[len(MARKER) :])
-            return value
-    tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-    return {"version": None, "error": f"{name} probe exited with status {done.returncode}: {tail}"}
+            try:
+                value = json.loads(line[len(MARKER) :])
+            except ValueError:
+                return False, None
+            return True, value if isinstance(value, dict) else None
+    return False, None
+
+
+def _exit_reason(returncode: int) -> str:
+    if returncode >= 0:
+        return f"exited with status {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    # TensorFlow wheels built for AVX die this way on CPUs without it.
+    hint = " (the CPU lacks an instruction this build needs)" if name == "SIGILL" else ""
+    return f"was killed by {name}{hint}"
+
+
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "no output"
 
 
 def describe_python(python: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:

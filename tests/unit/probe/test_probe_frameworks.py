@@ -1,4 +1,4 @@
-"""Keras configuration as Keras itself would read it, and the framework script's old-Python syntax."""
+"""Keras configuration as Keras itself would read it, and the framework script run in a child process."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from fp16doctor.probe.frameworks import framework_script_source, read_keras_config
+from fp16doctor.probe.frameworks import (
+    framework_script_source,
+    parse_probe_output,
+    read_keras_config,
+    run_describer,
+)
 
 
 def write_config(directory: Path, config: dict) -> Path:
@@ -85,3 +90,21 @@ def test_unwritable_home_means_tmp_keras(tmp_path: Path, monkeypatch: pytest.Mon
 def test_framework_script_is_python_35_syntax() -> None:
     # The same script must run inside a 2018 stack's Python 3.5.
     ast.parse(framework_script_source(), feature_version=(3, 5))
+
+
+def test_probe_output_is_found_among_framework_chatter() -> None:
+    stdout = "Using TensorFlow backend.\n@@fp16doctor-probe {\"version\": \"1.7.0\"}\n"
+    assert parse_probe_output(stdout) == (True, {"version": "1.7.0"})
+    assert parse_probe_output("@@fp16doctor-probe null\n") == (True, None)  # not installed
+    assert parse_probe_output("Segmentation fault\n") == (False, None)
+    assert parse_probe_output("@@fp16doctor-probe {truncated\n") == (False, None)
+
+
+def test_a_child_killed_by_sigill_says_so(tmp_path: Path) -> None:
+    # What a TensorFlow wheel built for AVX does on a CPU without AVX.
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\nkill -ILL $$\n")
+    python.chmod(0o755)
+    answer = run_describer(str(python), "tensorflow", timeout_s=10)
+    assert answer is not None
+    assert "killed by SIGILL (the CPU lacks an instruction this build needs)" in answer["error"]
