@@ -1,0 +1,93 @@
+"""The cpu stack on a real Docker engine: build through the CLI, a cached rebuild, runs in containers,
+and no container left behind. CI starts the engine with `bash .ci/docker-up.sh`."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fp16doctor.engines import docker_engine
+from fp16doctor.engines.base import QUICK, RunSpec
+from fp16doctor.errors import DoctorError
+from fp16doctor.stacks import get_stack
+from fp16doctor.stacks.build import BuildOptions, build_stack, ensure_image
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def _ca_bundle() -> Path | None:
+    """The CA pip inside the build must trust (this CI's PyPI traffic goes through a TLS proxy)."""
+    configured = os.environ.get("FP16DOCTOR_CA_BUNDLE")
+    if configured:
+        return Path(configured)
+    return SYSTEM_CA if SYSTEM_CA.is_file() else None
+
+
+@pytest.fixture(scope="module")
+def engine() -> None:
+    try:
+        docker_engine.client_for(None)
+    except DoctorError as exc:
+        pytest.skip(f"no Docker engine reachable ({exc.message}); start one with `bash .ci/docker-up.sh`")
+
+
+@pytest.fixture(scope="module")
+def cpu_image(engine: None) -> str:
+    command = [sys.executable, "-m", "fp16doctor", "stacks", "build", "cpu"]
+    ca = _ca_bundle()
+    if ca is not None:
+        command += ["--ca-bundle", str(ca)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = re.search(r"built (fp16doctor/cpu:[0-9a-f]{12})", result.stdout)
+    assert found, result.stdout
+    return found.group(1)
+
+
+def test_unchanged_rebuild_is_cached_and_takes_seconds(cpu_image: str) -> None:
+    lines: list[str] = []
+    result = build_stack("cpu", BuildOptions(ca_bundle=_ca_bundle()), lines.append)
+    assert result.image == cpu_image
+    assert result.cached
+    assert result.seconds < 30, f"an unchanged rebuild took {result.seconds:.1f} s"
+    assert any("Using cache" in line for line in lines)
+
+
+def test_ensure_image_reuses_the_built_image(cpu_image: str) -> None:
+    started = time.perf_counter()
+    tag = ensure_image(get_stack("cpu"), None, BuildOptions(ca_bundle=_ca_bundle()), lambda _line: None)
+    assert tag == cpu_image
+    assert time.perf_counter() - started < 10
+
+
+def test_runs_in_a_container_and_leaves_nothing_behind(cpu_image: str) -> None:
+    events: list[dict[str, Any]] = []
+    run_id = f"it{os.getpid()}"
+    record = docker_engine.run_in_stack(RunSpec("cpu", "float32", "original", QUICK), get_stack("cpu"),
+                                        None, None, events.append, image=cpu_image, run_id=run_id)
+    assert record["status"] == "ok", record.get("error")
+    assert record["step_time_ms"]["median"] > 0 and record["step_time_ms"]["n"] >= QUICK.min_steps
+    assert record["engine"]["kind"] == "docker" and record["engine"]["image"] == cpu_image
+    assert record["software"]["python"].startswith("3.11")
+    assert record["software"]["tensorflow"] == get_stack("cpu").tensorflow
+    assert any(e["event"] == "result" for e in events)
+    assert docker_engine.leftover_containers(None, run_id) == []
+
+
+def test_a_container_that_cannot_start_fails_cleanly(engine: None) -> None:
+    run_id = f"itfail{os.getpid()}"
+    # The bare base image has no fp16doctor-python: the start fails, the record says why.
+    record = docker_engine.run_in_stack(RunSpec("cpu", "float32", "original", QUICK), get_stack("cpu"),
+                                        None, None, lambda _e: None, image="debian:bookworm-slim",
+                                        run_id=run_id)
+    assert record["status"] == "failed"
+    assert "fp16doctor-python" in record["error"] or "fp16doctor-python" in " ".join(record["log_tail"])
+    assert docker_engine.leftover_containers(None, run_id) == []
