@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import pytest
@@ -54,7 +54,7 @@ def supported_tags(stack: StackSpec) -> set[Tag]:
     return tags
 
 
-@lru_cache(maxsize=None)
+@cache
 def project_files(name: str) -> tuple[dict[str, Any], ...]:
     request = urllib.request.Request(f"{INDEX}/{canonicalize_name(name)}/",
                                      headers={"Accept": "application/vnd.pypi.simple.v1+json"})
