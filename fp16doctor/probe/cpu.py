@@ -214,8 +214,39 @@ def _probe_macos(machine: str) -> dict[str, Any]:
     }
 
 
+def cgroup_cpu_limit(root: str = "/sys/fs/cgroup") -> float | None:
+    """CPUs' worth of time a container may use (docker --cpus), or None when unlimited or unknown.
+
+    cgroup v2 writes "quota period" to cpu.max ("max" = no limit); v1 has cpu.cfs_quota_us (-1 = no limit)
+    and cpu.cfs_period_us (Linux Documentation/admin-guide/cgroup-v2.rst, scheduler/sched-bwc.rst).
+    """
+
+    def read(*parts: str) -> str | None:
+        try:
+            with open(os.path.join(root, *parts), encoding="ascii") as handle:
+                return handle.read().strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    quota: str | None
+    period: str | None
+    v2 = read("cpu.max")
+    if v2 is not None:
+        quota, _, period = v2.partition(" ")
+    else:
+        quota, period = read("cpu", "cpu.cfs_quota_us"), read("cpu", "cpu.cfs_period_us")
+    try:
+        quota_us, period_us = int(quota or ""), int(period or "")
+    except ValueError:  # "max", missing files
+        return None
+    if quota_us <= 0 or period_us <= 0:
+        return None
+    return round(quota_us / period_us, 2)
+
+
 def probe_cpu(cpuinfo_path: str = "/proc/cpuinfo") -> dict[str, Any]:
-    """Describe this machine's CPU; adds `source` (where the facts came from) and `cores_usable`."""
+    """Describe this machine's CPU; adds `source` (where the facts came from), `cores_usable` (affinity)
+    and `cpu_limit_cores` (a container's CPU quota, None when unlimited)."""
     machine = platform.machine()
     system = platform.system()
     result: dict[str, Any]
@@ -249,4 +280,5 @@ def probe_cpu(cpuinfo_path: str = "/proc/cpuinfo") -> dict[str, Any]:
     # A container or taskset may allow fewer CPUs than the machine has; that is what a run can use.
     sched_getaffinity = getattr(os, "sched_getaffinity", None)
     result["cores_usable"] = len(sched_getaffinity(0)) if sched_getaffinity else result["cores"]
+    result["cpu_limit_cores"] = cgroup_cpu_limit() if system == "Linux" else None
     return result

@@ -43,6 +43,8 @@ def _cpu(host: dict[str, Any]) -> list[RenderableType]:
         cores += f" logical, {cpu['physical_cores']} physical"
     if cpu.get("cores_usable") and cpu.get("cores_usable") != cpu.get("cores"):
         cores += f" ({cpu['cores_usable']} usable here)"
+    if cpu.get("cpu_limit_cores"):
+        cores += f", container limited to {cpu['cpu_limit_cores']:g} CPUs"
     _row(grid, "cores", cores)
     _row(grid, "low-precision flags", " ".join(cpu.get("flags") or []) or "none found")
     _row(grid, "float16 native", _yes_no(cpu.get("fp16_native")))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fp16doctor.probe.cpu import parse_cpuinfo, probe_cpu
+from fp16doctor.probe.cpu import cgroup_cpu_limit, parse_cpuinfo, probe_cpu
 
 DATA = Path(__file__).parent / "data"
 
@@ -81,3 +81,20 @@ def test_missing_cpuinfo_falls_back_to_platform(tmp_path: Path) -> None:
     assert cpu["cores"] and cpu["cores"] >= 1
     assert cpu["source"] in ("platform", "sysctl")
     assert isinstance(cpu["fp16_native"], bool)
+
+
+@pytest.mark.parametrize(
+    ("files", "limit"),
+    [
+        ({"cpu.max": "150000 100000\n"}, 1.5),  # cgroup v2, docker --cpus 1.5
+        ({"cpu.max": "max 100000\n"}, None),
+        ({"cpu/cpu.cfs_quota_us": "200000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 2.0),  # cgroup v1
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+        ({}, None),
+    ],
+)
+def test_container_cpu_quota(tmp_path: Path, files: dict[str, str], limit: float | None) -> None:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert cgroup_cpu_limit(str(tmp_path)) == limit

@@ -74,6 +74,11 @@ def test_gpu_host_shows_each_gpu() -> None:
     assert "No NVIDIA GPU" not in text
 
 
+def test_container_cpu_limit_is_shown() -> None:
+    text = render({"cpu": {**CPU, "cores": 16, "cores_usable": 16, "cpu_limit_cores": 1.5}})
+    assert "16 logical, 2 physical, container limited to 1.5 CPUs" in text
+
+
 def test_float16_floatx_is_called_out() -> None:
     text = render({"keras_config": {**KERAS, "floatx": "float16"}})
     assert "floatx is float16" in text
