@@ -6,7 +6,9 @@ Every finished run is written to results.json at once, so an interrupted diagnos
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -99,10 +101,15 @@ def _host_keras(host: dict[str, Any]) -> tuple[bool, str | None]:
     """Whether the host Python can run the workload, and the Keras backend it would use."""
     frameworks = host.get("frameworks") or {}
     keras = frameworks.get("keras") or {}
-    usable = bool(keras.get("version") or frameworks.get("tf_keras") or frameworks.get("tensorflow"))
+    def works(name: str) -> bool:
+        # A broken or hung install comes back from the probe as {"version": ..., "error": ...}.
+        entry = frameworks.get(name) or {}
+        return bool(entry.get("version")) and not entry.get("error")
+
+    usable = works("keras") or works("tf_keras") or works("tensorflow")
     backend = os.environ.get("KERAS_BACKEND") or keras.get("backend")
     if _major(keras.get("version")) >= 3:
-        installed = {name for name in ("tensorflow", "jax", "torch") if frameworks.get(name)}
+        installed = {name for name in ("tensorflow", "jax", "torch") if works(name)}
         if backend not in installed and installed:
             # Keras 3 defaults to TensorFlow; fall back to whichever backend is really installed.
             backend = next(b for b in ("tensorflow", "jax", "torch") if b in installed)
@@ -131,7 +138,11 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     from fp16doctor.analysis import analyse
     from fp16doctor.probe import probe_host
 
+    started = time.monotonic()
     precisions = _check_precisions(options.precisions)
+    if options.python and not shutil.which(options.python):
+        raise DoctorError(f"--python {options.python} is not an executable",
+                          hint="pass the path of a Python interpreter, e.g. ~/venvs/tf/bin/python")
     data_dir = _check_data(options.data_dir)
     _check_out_dir(options.out_dir)
     if not options.include_host and not options.stacks:
@@ -190,6 +201,7 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     except KeyboardInterrupt:
         interrupted = True
 
+    doc["invocation"]["elapsed_s"] = round(time.monotonic() - started, 1)
     findings = analyse(doc)
     known = {f["id"] for f in findings}
     findings += [f for f in extra_findings if f["id"] not in known]

@@ -96,10 +96,16 @@ class HostEngine:
                 )
                 try:
                     assert proc.stdout is not None
+                    warm = False
                     for line in proc.stdout:
                         event = parse_protocol_line(line)
                         if event is None:
                             continue
+                        if not warm and event.get("phase") == "measure" and hasattr(sampler, "clear"):
+                            # Utilisation counts from the first measured step: import and warm-up
+                            # would pull the median down.
+                            sampler.clear()
+                            warm = True
                         if event["event"] in ("result", "error"):
                             final = event
                         on_event(event)

@@ -204,6 +204,9 @@ def software_info(api):
             build = dict(tf.sysconfig.get_build_info())
         except AttributeError:
             pass
+        # CPU builds still list the CUDA they would have used; only a CUDA build has one.
+        if build.get("is_cuda_build") is False:
+            build = {}
         if build.get("cuda_version"):
             info["cuda"] = str(build.get("cuda_version"))
         if build.get("cudnn_version"):

@@ -1,0 +1,149 @@
+"""`fp16doctor diagnose` on this machine's own Python, with real TensorFlow on the CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+FP16DOCTOR = [sys.executable, "-m", "fp16doctor"]
+
+
+def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*FP16DOCTOR, *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path_factory.mktemp("diagnose-quick")
+    proc = _run("diagnose", "--quick", "--out", str(out))
+    return proc, out
+
+
+def _ok(doc: dict, precision: str, variant: str = "original") -> dict:
+    runs = [r for r in doc["runs"] if r["precision"] == precision and r["variant"] == variant]
+    assert len(runs) == 1, f"{precision}/{variant}: {runs}"
+    assert runs[0]["status"] == "ok", runs[0].get("error")
+    return runs[0]
+
+
+@pytest.mark.slow
+def test_quick_diagnose_measures_all_three_precisions_and_explains_them(quick) -> None:
+    proc, out = quick
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["schema_version"] == 1 and doc["host"]["gpus"] == []
+    assert doc["invocation"]["size"] == "quick"
+    f32, f16, mixed = _ok(doc, "float32"), _ok(doc, "float16"), _ok(doc, "mixed_float16")
+    synth = _ok(doc, "float32", "synthetic_input")
+    for run in (f32, f16, mixed, synth):
+        assert run["device"] == "cpu"
+        assert run["step_time_ms"]["n"] >= 3 and run["first_step_ms"] > 0
+        assert run["workload"]["image_height"] == 112 and run["workload"]["batch_size"] == 32
+        assert run["model"]["layers"][0]["in_channels"] == 3
+    # floatx=float16 really reached Keras: float16 batches and float16 weights, as the user had.
+    assert f16["batch_dtype"] == "float16" and f16["model"]["layers"][0]["variable_dtype"] == "float16"
+    assert mixed["model"]["layers"][0]["variable_dtype"] == "float32"
+    assert mixed["model"]["optimizer"] == "LossScaleOptimizer"
+    # This CPU has no native fp16 arithmetic: float16 is clearly slower than float32 here.
+    assert f16["step_time_ms"]["median"] > 1.5 * f32["step_time_ms"]["median"]
+    assert f32["input_time_ms"]["median"] > 0 and "input_time_ms" not in synth
+    assert not f32["loss"]["nan_or_inf"]
+    ids = {f["id"] for f in doc["findings"]}
+    assert "no_fast_fp16_hardware" in ids
+    assert "fp16_faster" not in ids
+    for finding in doc["findings"]:
+        assert finding["evidence"] and any(ch.isdigit() for ch in " ".join(finding["evidence"]))
+
+
+@pytest.mark.slow
+def test_quick_diagnose_writes_a_report_naming_precisions_and_numbers(quick) -> None:
+    proc, out = quick
+    html = (out / "report.html").read_text()
+    doc = json.loads((out / "results.json").read_text())
+    for name in ("float32", "float16", "mixed_float16"):
+        assert name in html
+    f32 = _ok(doc, "float32")["step_time_ms"]["median"]
+    assert f"{f32:.0f}" in html or f"{f32:.1f}" in html
+    # The terminal summary names the files it wrote.
+    assert "results.json" in proc.stdout and "report.html" in proc.stdout
+
+
+@pytest.mark.slow
+def test_synthetic_input_agrees_with_a_bare_keras_fit(quick, tmp_path: Path) -> None:
+    """The harness's compute-only number against the same model and shapes timed by plain Keras."""
+    _, out = quick
+    doc = json.loads((out / "results.json").read_text())
+    synth = _ok(doc, "float32", "synthetic_input")["step_time_ms"]["median"]
+    bare = subprocess.run([sys.executable, str(Path(__file__).parent / "bare_keras_fit.py"),
+                           "--height", "112", "--width", "168", "--batch-size", "32"],
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "KERAS_HOME": str(tmp_path), "KERAS_BACKEND": "tensorflow"})
+    assert bare.returncode == 0, bare.stderr[-2000:]
+    bare_ms = json.loads(bare.stdout.strip().splitlines()[-1])["ms_per_step"]
+    assert abs(synth - bare_ms) / bare_ms <= 0.15, f"harness {synth:.1f} ms vs bare fit {bare_ms:.1f} ms"
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_finished_runs_and_exits_130(tmp_path: Path) -> None:
+    proc = subprocess.Popen([*FP16DOCTOR, "diagnose", "--quick", "--out", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = tmp_path / "results.json"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if results.exists() and json.loads(results.read_text())["runs"]:
+            break
+        time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("no run finished")
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "interrupted" in stderr
+    runs = json.loads(results.read_text())["runs"]
+    assert runs and runs[0]["status"] == "ok"
+    assert (tmp_path / "report.html").exists()
+    # No workload process is left behind.
+    leftover = subprocess.run(["pgrep", "-f", f"run_workload.py.*{tmp_path}"], capture_output=True)
+    assert leftover.returncode == 1
+
+
+def _one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert proc.returncode not in (0, None)
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines[0].startswith("error:") and any(line.startswith("hint:") for line in lines)
+    for needle in needles:
+        assert needle in proc.stderr
+
+
+def test_unwritable_out_is_a_one_line_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    _one_line_error(_run("diagnose", "--quick", "--out", str(blocker / "sub")), "--out")
+
+
+def test_data_without_class_folders_is_a_one_line_error(tmp_path: Path) -> None:
+    (tmp_path / "only_one" ).mkdir()
+    (tmp_path / "only_one" / "a.jpg").write_bytes(b"\xff\xd8")
+    _one_line_error(_run("diagnose", "--quick", "--data", str(tmp_path), "--out", str(tmp_path / "o")),
+                    "class folder")
+
+
+def test_unknown_precision_is_a_one_line_error(tmp_path: Path) -> None:
+    _one_line_error(_run("diagnose", "--precision", "bfloat8", "--out", str(tmp_path)), "bfloat8")
+
+
+@pytest.mark.slow
+def test_a_python_without_keras_is_told_how_to_install_it(tmp_path: Path) -> None:
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    proc = _run("diagnose", "--quick", "--python", str(venv / "bin" / "python"), "--out", str(tmp_path / "o"))
+    _one_line_error(proc, "no Keras", "fp16doctor[tensorflow]")
