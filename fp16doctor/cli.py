@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from fp16doctor import __version__
 from fp16doctor.errors import EXIT_INTERRUPTED, DoctorError
@@ -193,9 +194,10 @@ def main() -> None:
     try:
         app()
     except DoctorError as exc:
-        err.print(f"[bold red]error:[/] {exc.message}", markup=True)
+        # escape: messages quote the user's own values, which may look like rich markup ("[/]").
+        err.print(f"[bold red]error:[/] {escape(exc.message)}", markup=True)
         if exc.hint:
-            err.print(f"[dim]hint:[/] {exc.hint}", markup=True)
+            err.print(f"[dim]hint:[/] {escape(exc.hint)}", markup=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err.print("interrupted: finished runs are kept in results.json")

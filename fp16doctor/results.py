@@ -54,6 +54,18 @@ def _fail(source: str, what: str) -> DoctorError:
     )
 
 
+def _short(value: Any, limit: int = 60) -> str:
+    """repr() for error messages: one line, bounded length, whatever the file holds."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check_number(source: str, where: str, value: Any) -> None:
+    """Optional numbers: when present they must be finite-or-infinite JSON numbers, never text or booleans."""
+    if value is not None:
+        _check_type(source, where, value, (int, float), "a number")
+
+
 def _check_type(source: str, where: str, value: Any, kind: type | tuple[type, ...], name: str) -> None:
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool) and bool not in (
         kind if isinstance(kind, tuple) else (kind,)
@@ -70,7 +82,8 @@ def validate(doc: Any, source: str = "results") -> Document:
     version = doc["schema_version"]
     if isinstance(version, bool) or version != SCHEMA_VERSION:
         raise DoctorError(
-            f"{source}: unsupported schema_version {version!r} (this fp16doctor reads {SCHEMA_VERSION})",
+            f"{source}: unsupported schema_version {_short(version)} "
+            f"(this fp16doctor reads {SCHEMA_VERSION})",
             hint="upgrade fp16doctor, or write the file per schema_version 1",
         )
     host = doc.get("host")
@@ -87,6 +100,11 @@ def validate(doc: Any, source: str = "results") -> Document:
         cc = gpu.get("compute_capability")
         if cc is not None:
             _check_type(source, f"host.gpus[{i}].compute_capability", cc, str, 'a string like "7.0"')
+    cpu = host.get("cpu")
+    if cpu is not None:
+        _check_type(source, "host.cpu", cpu, dict, "an object")
+        if cpu.get("flags") is not None:
+            _check_type(source, "host.cpu.flags", cpu["flags"], list, "a list of strings")
     runs = doc.get("runs")
     if runs is None:
         raise _fail(source, "missing required key 'runs'")
@@ -99,13 +117,16 @@ def validate(doc: Any, source: str = "results") -> Document:
                 raise _fail(source, f"{where} is missing required key '{key}'")
             _check_type(source, f"{where}.{key}", run[key], str, "a string")
         if run["precision"] not in PRECISIONS:
-            raise _fail(source, f"{where}.precision {run['precision']!r} is not one of {', '.join(PRECISIONS)}")
+            raise _fail(source, f"{where}.precision {_short(run['precision'])} is not one of "
+                                f"{', '.join(PRECISIONS)}")
         if run["status"] not in RUN_STATUSES:
-            raise _fail(source, f"{where}.status {run['status']!r} is not one of {', '.join(RUN_STATUSES)}")
+            raise _fail(source, f"{where}.status {_short(run['status'])} is not one of "
+                                f"{', '.join(RUN_STATUSES)}")
         for key in ("variant", "error"):
             if key in run and run[key] is not None:
                 _check_type(source, f"{where}.{key}", run[key], str, "a string")
-        for key in ("software", "workload", "engine", "model", "loss", "input_time_ms", "gpu_utilization_pct"):
+        for key in ("software", "workload", "engine", "model", "loss", "input_time_ms",
+                    "gpu_utilization_pct"):
             if key in run and run[key] is not None:
                 _check_type(source, f"{where}.{key}", run[key], dict, "an object")
         if run["status"] == "ok":
@@ -116,20 +137,35 @@ def validate(doc: Any, source: str = "results") -> Document:
             median = step.get("median")
             _check_type(source, f"{where}.step_time_ms.median", median, (int, float), "a number")
             if not median > 0:
-                raise _fail(source, f"{where}.step_time_ms.median must be positive, got {median!r}")
+                raise _fail(source, f"{where}.step_time_ms.median must be positive, got {_short(median)}")
+        elif run.get("step_time_ms") is not None:
+            _check_type(source, f"{where}.step_time_ms", run["step_time_ms"], dict, "an object")
+        for key in ("p10", "p90", "n"):
+            _check_number(source, f"{where}.step_time_ms.{key}", (run.get("step_time_ms") or {}).get(key))
+        for key in ("input_time_ms", "gpu_utilization_pct"):
+            _check_number(source, f"{where}.{key}.median", (run.get(key) or {}).get("median"))
+        for key in ("first", "last"):
+            _check_number(source, f"{where}.loss.{key}", (run.get("loss") or {}).get(key))
+        for key in ("image_height", "image_width", "channels", "batch_size"):
+            _check_number(source, f"{where}.workload.{key}", (run.get("workload") or {}).get(key))
         for key in ("first_step_ms",):
-            if key in run and run[key] is not None:
-                _check_type(source, f"{where}.{key}", run[key], (int, float), "a number")
+            _check_number(source, f"{where}.{key}", run.get(key))
     findings = doc.get("findings")
     if findings is not None:
         _check_type(source, "findings", findings, list, "a list")
+        for i, finding in enumerate(findings):
+            _check_type(source, f"findings[{i}]", finding, dict, "an object")
     return doc
 
 
 def load(path: str | Path) -> Document:
     """Read and check one results file; every problem becomes a one-line DoctorError."""
     p = Path(path)
-    if not p.exists():
+    try:
+        exists = p.exists()
+    except (OSError, ValueError):  # a name the OS cannot even look up (too long, NUL byte)
+        exists = False
+    if not exists:
         raise DoctorError(f"{p}: no such file", hint="pass the results.json that `fp16doctor diagnose` wrote")
     if p.is_dir():
         candidate = p / "results.json"
@@ -138,9 +174,12 @@ def load(path: str | Path) -> Document:
         else:
             raise DoctorError(f"{p} is a directory without results.json", hint="pass the results.json file")
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DoctorError(f"{p}: cannot read ({exc.__class__.__name__})", hint="check the path and permissions")
+        text = p.read_text(encoding="utf-8-sig")  # -sig: files saved by Windows editors start with a BOM
+    except UnicodeDecodeError:
+        raise DoctorError(f"{p}: not UTF-8 text", hint="results files are UTF-8 JSON") from None
+    except OSError as exc:
+        raise DoctorError(f"{p}: cannot read ({exc.__class__.__name__})",
+                          hint="check the path and permissions") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -149,7 +188,8 @@ def load(path: str | Path) -> Document:
             hint="results files are JSON; check the file is complete",
         ) from None
     except RecursionError:
-        raise DoctorError(f"{p}: JSON nested too deeply", hint="results files are shallow JSON objects") from None
+        raise DoctorError(f"{p}: JSON nested too deeply",
+                          hint="results files are shallow JSON objects") from None
     return validate(doc, source=str(p))
 
 
