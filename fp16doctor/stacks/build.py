@@ -23,6 +23,7 @@ from typing import IO
 from fp16doctor import __version__
 from fp16doctor.errors import DoctorError
 from fp16doctor.stacks import StackSpec, get_stack
+from fp16doctor.stacks.compose import EXTRAS_GITIGNORE, EXTRAS_README
 
 Log = Callable[[str], None]
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -93,7 +94,9 @@ def context_files(stack: StackSpec, options: BuildOptions) -> dict[str, bytes | 
     files: dict[str, bytes | Path] = {
         "Dockerfile": dockerfile_path().read_bytes(),
         REQUIREMENTS_PATH.format(stack=stack.name): stack.requirements_text().encode(),
-        f"{EXTRAS_PATH}/README": b"pip extras for this build\n",
+        # The same README as compose/build-extras/, so compose and fp16doctor builds share layers.
+        f"{EXTRAS_PATH}/README": EXTRAS_README.encode(),
+        f"{EXTRAS_PATH}/.gitignore": EXTRAS_GITIGNORE.encode(),
     }
     if options.ca_bundle is not None:
         if not options.ca_bundle.is_file():

@@ -21,6 +21,7 @@ from fp16doctor.stacks import StackSpec, all_stacks
 COMPOSE_FILE = "stacks.yaml"
 REQUIREMENTS_DIR = "requirements"
 EXTRAS_DIR = "build-extras"
+EXTRAS_GITIGNORE = "ca-bundle.crt\nwheelhouse/\n"
 EXTRAS_README = """\
 Optional inputs to every stack build (copied into the image before pip runs):
 
@@ -84,7 +85,6 @@ def render_compose(stacks: list[StackSpec]) -> str:
         "#   docker compose -f compose/stacks.yaml build cpu",
         "#   docker compose -f compose/stacks.yaml run --rm cpu --precision float16",
         "# GPU services reserve one NVIDIA GPU (needs nvidia-container-toolkit on the engine).",
-        "name: fp16doctor",
         "services:",
     ]
     for spec in stacks:
@@ -95,7 +95,8 @@ def render_compose(stacks: list[StackSpec]) -> str:
 def expected_files(stacks: list[StackSpec] | None = None) -> dict[str, str]:
     """compose/-relative path -> content, for every generated file."""
     stacks = all_stacks() if stacks is None else stacks
-    files = {COMPOSE_FILE: render_compose(stacks), f"{EXTRAS_DIR}/README": EXTRAS_README}
+    files = {COMPOSE_FILE: render_compose(stacks), f"{EXTRAS_DIR}/README": EXTRAS_README,
+             f"{EXTRAS_DIR}/.gitignore": EXTRAS_GITIGNORE}
     for spec in stacks:
         files[f"{REQUIREMENTS_DIR}/{spec.name}.txt"] = spec.requirements_text()
     return files
