@@ -228,6 +228,10 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _num(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -248,11 +252,11 @@ def _text(value: Any) -> str:
 
 
 def _runs(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [r for r in doc.get("runs") or [] if isinstance(r, dict)]
+    return [r for r in _list(doc.get("runs")) if isinstance(r, dict)]
 
 
 def _gpus(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [g for g in _dict(doc.get("host")).get("gpus") or [] if isinstance(g, dict)]
+    return [g for g in _list(_dict(doc.get("host")).get("gpus")) if isinstance(g, dict)]
 
 
 def _machine_key(run: Mapping[str, Any]) -> str:
@@ -343,7 +347,7 @@ class Sources:
 
 def findings_of(doc: Mapping[str, Any], sources: Sources) -> tuple[list[dict[str, Any]], str]:
     """The document's own findings, or the analysis run now when it has none."""
-    own = [f for f in doc.get("findings") or [] if isinstance(f, dict)]
+    own = [f for f in _list(doc.get("findings")) if isinstance(f, dict)]
     if own:
         return own, "results"
     computed = [f for f in sources.analyse(dict(doc)) if isinstance(f, dict)]
@@ -527,7 +531,7 @@ def _finding_views(
             FindingView(
                 id=_text(f.get("id")) or "finding",
                 title=_text(f.get("title")) or _text(f.get("id")) or "Finding",
-                severity=str(f.get("severity")) if f.get("severity") in SEVERITY_RANK else "info",
+                severity=str(f.get("severity")) if str(f.get("severity")) in SEVERITY_RANK else "info",
                 confidence=_num(f.get("confidence")),
                 evidence=[_text(e) for e in evidence] if isinstance(evidence, list) else [],
                 recommendation=" ".join(p.text for p in parts if p.kind == "text"),
