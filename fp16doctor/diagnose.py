@@ -152,6 +152,11 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     host = probe_host(options.python)
     gpus = host.get("gpus") or []
     size = SIZES[options.size or ("full" if gpus else "quick")]
+    if gpus:
+        progress.note(f"GPU: {', '.join(str(g.get('name')) for g in gpus)}; size {size.name}")
+    else:
+        reason = (host.get("nvml") or {}).get("error") or "NVML found no device"
+        progress.note(f"no NVIDIA GPU ({reason}): diagnosing the CPU, size {size.name}")
     stacks = ([HOST_STACK] if options.include_host else []) + list(dict.fromkeys(options.stacks))
 
     backend: str | None = None
