@@ -1,0 +1,114 @@
+"""diagnose's GPU path with a recorded H200 host and canned runs: no GPU or framework needed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fp16doctor.probe as probe
+from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
+from fp16doctor.engines import host as host_engine
+from fp16doctor.engines.base import RunSpec
+from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL
+
+H200_HOST = {
+    "cpu": {"model": "Intel(R) Xeon(R) Platinum 8480C", "cores": 16, "flags": ["avx512_fp16", "amx_bf16"]},
+    "gpus": [{"index": 0, "name": "NVIDIA H200", "uuid": "GPU-0f0e", "compute_capability": "9.0",
+              "driver_version": "580.95", "cuda_driver_version": "13.0", "memory_total_mib": 143771}],
+    "nvml": {"available": True, "error": None},
+    "os": "Linux",
+    "python": {"version": "3.12.3", "executable": "/usr/bin/python3"},
+    "frameworks": {"keras": {"version": "3.15.1", "backend": "jax"}, "jax": {"version": "0.7.0"},
+                   "tensorflow": None, "torch": None},
+}
+
+# Step times per (precision, variant) in ms: what a GPU run might report, for the plumbing only.
+CANNED = {("float32", "original"): 60.0, ("float16", "original"): 45.0, ("mixed_float16", "original"): 40.0,
+          ("float32", "synthetic_input"): 30.0, ("float16", "synthetic_input"): 14.0,
+          ("mixed_float16", "synthetic_input"): 15.0}
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+        self.started: list[RunSpec] = []
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+
+    def start_run(self, spec: RunSpec, total: int, index: int) -> None:
+        self.started.append(spec)
+
+    def event(self, event: dict[str, Any]) -> None:
+        pass
+
+    def finish_run(self, record: dict[str, Any]) -> None:
+        pass
+
+
+@pytest.fixture
+def gpu_host(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(probe, "probe_host", lambda python=None: json.loads(json.dumps(H200_HOST)))
+
+    def fake_run(self, spec: RunSpec, on_event, gpu_index=None):  # type: ignore[no-untyped-def]
+        calls.append({"spec": spec, "gpu_index": gpu_index, "backend": self.backend,
+                      "sampler": self.sampler})
+        if spec.precision == "mixed_float16" and spec.variant == "original":
+            return {"stack": spec.stack, "precision": spec.precision, "variant": spec.variant,
+                    "device": "gpu:0", "status": "failed", "error": "ResourceExhaustedError: OOM"}
+        ms = CANNED[(spec.precision, spec.variant)]
+        return {"stack": spec.stack, "precision": spec.precision, "variant": spec.variant, "device": "gpu:0",
+                "status": "ok", "engine": {"kind": "host"},
+                "step_time_ms": {"median": ms, "p10": ms * 0.98, "p90": ms * 1.03, "n": 20},
+                "workload": {"name": "seed_cnn", "image_height": spec.size.image_height,
+                             "image_width": spec.size.image_width, "channels": 3,
+                             "batch_size": spec.size.batch_size},
+                "software": {"keras": "3.15.1", "keras_backend": "jax", "jax": "0.7.0"}}
+
+    monkeypatch.setattr(host_engine.HostEngine, "run", fake_run)
+    return calls
+
+
+def test_with_a_gpu_diagnose_runs_the_full_size_on_it(tmp_path: Path, gpu_host) -> None:
+    progress = Recorder()
+    outcome = run_diagnose(DiagnoseOptions(out_dir=tmp_path, argv=["fp16doctor", "diagnose"]), progress)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["invocation"]["size"] == "full"
+    assert {c["spec"].size.image_height for c in gpu_host} == {224}
+    # Every run is pinned to GPU 0 with NVML sampling, on the backend Keras is configured for.
+    assert {c["gpu_index"] for c in gpu_host} == {0}
+    assert all(c["sampler"] is not None for c in gpu_host) and {c["backend"] for c in gpu_host} == {"jax"}
+    assert any("NVIDIA H200" in n for n in progress.notes)
+    # Full size isolates compute for every precision.
+    assert len([c for c in gpu_host if c["spec"].variant == "synthetic_input"]) == 3
+    ok = [r for r in doc["runs"] if r["status"] == "ok"]
+    assert all(r["engine"]["gpu_uuid"] == "GPU-0f0e" for r in ok)
+    # One run failed: the others are kept, the exit status says partial, and it is named.
+    assert outcome.exit_code == EXIT_PARTIAL
+    assert [r["precision"] for r in outcome.failed] == ["mixed_float16"]
+    ids = {f["id"] for f in doc["findings"]}
+    assert "fp16_faster" in ids and "no_fast_fp16_hardware" not in ids
+    assert (tmp_path / "report.html").exists()
+
+
+def test_resume_runs_only_what_is_missing(tmp_path: Path, gpu_host) -> None:
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path), Recorder())
+    first = len(gpu_host)
+    progress = Recorder()
+    outcome = run_diagnose(DiagnoseOptions(out_dir=tmp_path, resume=True), progress)
+    retried = [(c["spec"].precision, c["spec"].variant) for c in gpu_host[first:]]
+    assert retried == [("mixed_float16", "original")]
+    assert outcome.exit_code == EXIT_PARTIAL  # it fails again, and says so
+    assert any("resuming" in n for n in progress.notes)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert len(doc["runs"]) == 6
+
+
+def test_precisions_can_be_narrowed(tmp_path: Path, gpu_host) -> None:
+    outcome = run_diagnose(DiagnoseOptions(out_dir=tmp_path, precisions=["float32", "float16"]), Recorder())
+    assert outcome.exit_code == EXIT_OK
+    assert {c["spec"].precision for c in gpu_host} == {"float32", "float16"}
