@@ -92,10 +92,7 @@ def _axis(ticks: list[float], scale: float, height: int, fmt: str) -> list[str]:
         x = LABEL_W + tick * scale
         out.append(f'<line class="grid" x1="{x:.1f}" y1="{TOP - 8}" x2="{x:.1f}" y2="{plot_bottom}"/>')
         text = _tick_text(tick, fmt)
-        out.append(
-            f'<text class="tick" x="{x:.1f}" y="{plot_bottom + 16}" text-anchor="middle">'
-            f"{escape(text)}</text>"
-        )
+        out.append(f'<text class="tick" x="{x:.1f}" y="{plot_bottom + 16}" text-anchor="middle">{escape(text)}</text>')
     return out
 
 
@@ -139,10 +136,7 @@ def step_time_chart(bars: Sequence[StepBar], title: str = "Median step time with
         y = TOP + i * ROW_H
         mid = y + ROW_H / 2
         if not isinstance(item, StepBar):
-            body.append(
-                f'<text class="group" x="0" y="{mid + 4:.1f}" dominant-baseline="middle">'
-                f"{escape(item)}</text>"
-            )
+            body.append(f'<text class="group" x="0" y="{mid + 4:.1f}" dominant-baseline="middle">{escape(item)}</text>')
             continue
         bar = item
         w = max(bar.median_ms * scale, 1.0)
@@ -156,9 +150,7 @@ def step_time_chart(bars: Sequence[StepBar], title: str = "Median step time with
             x1, x2 = LABEL_W + bar.p10_ms * scale, LABEL_W + bar.p90_ms * scale
             body.append(f'<line class="whisker" x1="{x1:.1f}" y1="{mid:.1f}" x2="{x2:.1f}" y2="{mid:.1f}"/>')
             for x in (x1, x2):
-                body.append(
-                    f'<line class="whisker" x1="{x:.1f}" y1="{mid - 5:.1f}" x2="{x:.1f}" y2="{mid + 5:.1f}"/>'
-                )
+                body.append(f'<line class="whisker" x1="{x:.1f}" y1="{mid - 5:.1f}" x2="{x:.1f}" y2="{mid + 5:.1f}"/>')
         end = LABEL_W + max(w, (bar.p90_ms or 0.0) * scale)
         body.append(
             f'<text class="value" x="{end + 6:.1f}" y="{mid:.1f}" dominant-baseline="middle">'

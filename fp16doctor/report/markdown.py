@@ -122,9 +122,7 @@ def _document(doc: DocumentView, many: bool) -> list[str]:
                 line += f" — {md_text(finding.recommendation)}"
             out.append(line)
         if len(doc.findings) > TOP_FINDINGS:
-            out.append(
-                f"{TOP_FINDINGS + 1}. … and {len(doc.findings) - TOP_FINDINGS} more in the HTML report"
-            )
+            out.append(f"{TOP_FINDINGS + 1}. … and {len(doc.findings) - TOP_FINDINGS} more in the HTML report")
         out.append("")
     out += ["Reproduce:", "", "```sh", doc.reproduce.command.replace("```", "` ` `"), "```", ""]
     return out

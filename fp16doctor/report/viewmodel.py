@@ -391,9 +391,7 @@ def _run_row(run: Mapping[str, Any], engine: str) -> RunRow:
 
 
 def _with_speedups(rows: list[RunRow]) -> list[RunRow]:
-    baselines = {
-        (r.engine, r.stack, r.variant): r.median_ms for r in rows if r.precision == "float32" and r.ok
-    }
+    baselines = {(r.engine, r.stack, r.variant): r.median_ms for r in rows if r.precision == "float32" and r.ok}
     out = []
     for r in rows:
         base = baselines.get((r.engine, r.stack, r.variant))
@@ -408,9 +406,7 @@ def _ordered(rows: list[RunRow]) -> list[RunRow]:
     for r in rows:
         stacks.setdefault(r.stack, len(stacks))
         variants.setdefault(r.variant, len(variants))
-    return sorted(
-        rows, key=lambda r: (stacks[r.stack], r.engine, variants[r.variant], precision_rank(r.precision))
-    )
+    return sorted(rows, key=lambda r: (stacks[r.stack], r.engine, variants[r.variant], precision_rank(r.precision)))
 
 
 # ---------------------------------------------------------------------------------------- verdict
@@ -453,8 +449,7 @@ def build_verdict(name: str, rows: Sequence[RunRow], findings: Sequence[Mapping[
         failed = [r for r in rows if r.status != "ok"]
         why = f" ({len(failed)} of {len(rows)} runs did not complete)" if failed else ""
         return Verdict(
-            f"On {name}, no float32 run and reduced-precision run both completed, so there is no ratio to "
-            f"report{why}.",
+            f"On {name}, no float32 run and reduced-precision run both completed, so there is no ratio to report{why}.",
             None,
             "unknown",
             None,
@@ -466,19 +461,21 @@ def build_verdict(name: str, rows: Sequence[RunRow], findings: Sequence[Mapping[
     stack = f" with stack {base.stack}" if base.stack not in ("", "host") else ""
     if ratio > 1 + SAME_SPEED_BAND:
         tone, comparison = "slower", f"{ratio:.2f}× slower than"
-        causes = [f for f in ranked if f.get("id") != "fp16_faster"]
     elif ratio < 1 - SAME_SPEED_BAND:
         tone, comparison = "faster", f"{1 / ratio:.2f}× faster than"
-        causes = list(ranked)
     else:
         tone, comparison = "same", "about as fast as"
-        causes = [f for f in ranked if f.get("id") != "fp16_faster"]
-    sentence = f"On {name}, {other.precision} is {comparison} float32 ({times}{stack})"
+    # fp16_faster restates the ratio; the cause is the next finding.
+    causes = [f for f in ranked if f.get("id") != "fp16_faster" and _text(f.get("title"))]
     cause = causes[0] if causes else None
-    if cause is not None and _text(cause.get("title")):
-        sentence += f", mostly because {_cause_phrase(_text(cause.get('title')))}."
+    sentence = f"On {name}, {other.precision} is {comparison} float32 ({times}{stack})"
+    if cause is None:
+        sentence += "." if tone == "faster" else "; no finding explains it yet."
+    elif tone == "faster":
+        # A finding beside a speedup is what limits it further, not why it is fast.
+        sentence += f"; what holds it back: {_cause_phrase(_text(cause.get('title')))}."
     else:
-        sentence += "; no finding explains it yet."
+        sentence += f", mostly because {_cause_phrase(_text(cause.get('title')))}."
     return Verdict(sentence, ratio, tone, str(cause.get("id")) if cause else None)
 
 
@@ -555,9 +552,7 @@ def _environment(doc: Mapping[str, Any]) -> EnvironmentView:
     if isinstance(flags, list):
         # Only the flags that decide how a CPU handles float16 (F16C converts, AVX512-FP16/AMX compute).
         relevant = [f for f in flags if isinstance(f, str) and f.lower() in FP16_CPU_FLAGS]
-        rows.append(
-            ("CPU fp16-related flags", _text(", ".join(relevant)) or "none of f16c, avx512_fp16, amx")
-        )
+        rows.append(("CPU fp16-related flags", _text(", ".join(relevant)) or "none of f16c, avx512_fp16, amx"))
     gpus = [
         GpuView(
             index=_text(g.get("index")),
@@ -618,9 +613,7 @@ def _reproduce(doc: Mapping[str, Any], rows: Sequence[RunRow], known: set[str] |
         words += ["--stack", stack]
     if run_stacks and "host" not in run_stacks and "--stack" in words:
         words.append("--no-host")
-    precisions = _str_list(invocation.get("precisions")) or sorted(
-        {r.precision for r in rows}, key=precision_rank
-    )
+    precisions = _str_list(invocation.get("precisions")) or sorted({r.precision for r in rows}, key=precision_rank)
     if precisions and set(precisions) != {"float32", "float16", "mixed_float16"}:
         for precision in precisions:
             words += ["--precision", precision]
@@ -628,8 +621,7 @@ def _reproduce(doc: Mapping[str, Any], rows: Sequence[RunRow], known: set[str] |
         words += ["--docker-host", redact_text(docker_host)]
     if not argv:
         notes.append(
-            "This results file did not record its command line; this is the command that measures the "
-            "same matrix."
+            "This results file did not record its command line; this is the command that measures the same matrix."
         )
     return ReproduceView(shlex.join(words), notes)
 
@@ -674,9 +666,7 @@ def _workload(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
 # ---------------------------------------------------------------------------------------- machines
 
 
-def _machine_name(
-    doc: Mapping[str, Any], key: str, runs: Sequence[Mapping[str, Any]]
-) -> tuple[str, list[str]]:
+def _machine_name(doc: Mapping[str, Any], key: str, runs: Sequence[Mapping[str, Any]]) -> tuple[str, list[str]]:
     details: list[str] = []
     if key:
         gpu_names = [_text(_dict(r.get("engine")).get("gpu_name")) for r in runs]
@@ -734,9 +724,7 @@ def _machine_charts(rows: Sequence[RunRow], predicted: Mapping[tuple[str, str], 
     )
 
 
-def _document_view(
-    index: int, doc: Mapping[str, Any], used_names: dict[str, int], sources: Sources
-) -> DocumentView:
+def _document_view(index: int, doc: Mapping[str, Any], used_names: dict[str, int], sources: Sources) -> DocumentView:
     findings, source = findings_of(doc, sources)
     predicted = sources.roofline(dict(doc))
     groups: dict[str, list[dict[str, Any]]] = {}
@@ -824,9 +812,7 @@ def embed_json(docs: Sequence[Mapping[str, Any]]) -> Markup:
     `<`, `>` and `&` become \\u escapes (still the same JSON), so `</script>` or `<!--` in any string
     stays inert text inside <script type="application/json">.
     """
-    text = json.dumps(
-        [redact(dict(d)) for d in docs], indent=1, sort_keys=False, default=str, ensure_ascii=False
-    )
+    text = json.dumps([redact(dict(d)) for d in docs], indent=1, sort_keys=False, default=str, ensure_ascii=False)
     text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     return Markup(text)

@@ -41,9 +41,7 @@ def _check(name: str, text: str) -> None:
     expected = path.read_text(encoding="utf-8")
     if text != expected:
         diff = "".join(
-            list(
-                difflib.unified_diff(expected.splitlines(True), text.splitlines(True), str(path), "rendered")
-            )[:60]
+            list(difflib.unified_diff(expected.splitlines(True), text.splitlines(True), str(path), "rendered"))[:60]
         )
         pytest.fail(f"{name} differs from its golden file (FP16DOCTOR_REGEN_GOLDEN=1 to accept):\n{diff}")
 

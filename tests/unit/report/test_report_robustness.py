@@ -113,9 +113,7 @@ def documents(draw: st.DrawFn) -> dict[str, Any]:
         },
     )
     host = draw(
-        st.fixed_dictionaries(
-            {"gpus": st.lists(gpu, max_size=2)}, optional={"cpu": json_value, "os": json_value}
-        )
+        st.fixed_dictionaries({"gpus": st.lists(gpu, max_size=2)}, optional={"cpu": json_value, "os": json_value})
     )
     doc: dict[str, Any] = {"schema_version": 1, "host": host, "runs": runs}
     for key in ("invocation", "tool", "created", "note", "findings"):

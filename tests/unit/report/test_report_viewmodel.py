@@ -287,8 +287,7 @@ def test_recommendation_code_blocks_are_kept_apart_and_replace_the_table_snippet
         ("text", "Set floatx back to float32, then:"),
         (
             "code",
-            "from tensorflow.keras import mixed_precision\n"
-            "mixed_precision.set_global_policy('mixed_float16')",
+            "from tensorflow.keras import mixed_precision\nmixed_precision.set_global_policy('mixed_float16')",
         ),
         ("text", "(needs TF >= 2.4)."),
     ]
@@ -318,3 +317,32 @@ def test_reproduce_from_recorded_matrix_when_argv_is_not_a_diagnose_command(seed
         "fp16doctor diagnose --quick --stack cpu --no-host --precision float32 --precision mixed_float16 "
         "--docker-host 'ssh://ops:[REDACTED]@node'"
     )
+
+
+def test_faster_verdict_does_not_call_a_limit_its_cause(sources):
+    doc = {
+        "schema_version": 1,
+        "host": {"gpus": [{"name": "G"}]},
+        "runs": [
+            {
+                "stack": "host",
+                "precision": "float32",
+                "device": "gpu:0",
+                "status": "ok",
+                "step_time_ms": {"median": 300},
+            },
+            {
+                "stack": "host",
+                "precision": "float16",
+                "device": "gpu:0",
+                "status": "ok",
+                "step_time_ms": {"median": 200},
+            },
+        ],
+    }
+    faster = {"id": "fp16_faster", "title": "float16 is 1.5x faster", "severity": "info", "confidence": 0.9}
+    limit = {"id": "input_pipeline_bound", "title": "Input pipeline dominates", "severity": "warning"}
+    only = build_report([doc], fixed_sources(findings=[faster])).documents[0].machines[0].verdict
+    assert only.sentence == "On G, float16 is 1.50× faster than float32 (200 ms vs 300 ms per step)."
+    both = build_report([doc], fixed_sources(findings=[faster, limit])).documents[0].machines[0].verdict
+    assert both.sentence.endswith("; what holds it back: input pipeline dominates.")
