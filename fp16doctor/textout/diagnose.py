@@ -15,25 +15,33 @@ SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def runs_table(runs: list[dict]) -> Table:
-    table = Table(title="Runs", title_justify="left", show_edge=False)
-    for col in ("stack", "precision", "variant", "device", "step ms (median)", "p10-p90", "vs float32", "status"):
-        table.add_column(col, justify="right" if "ms" in col or "vs" in col or "p10" in col else "left")
+    """One row per run; narrow enough for an 80-column terminal."""
+    table = Table(title="Runs", title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column("run", no_wrap=True)
+    table.add_column("input", no_wrap=True)
+    table.add_column("device", no_wrap=True)
+    table.add_column("ms/step", justify="right", no_wrap=True)
+    table.add_column("p10-p90", justify="right", no_wrap=True)
+    table.add_column("vs f32", justify="right", no_wrap=True)
+    table.add_column("status", overflow="fold")
     baseline = {
         (r["stack"], r.get("variant", "original")): r["step_time_ms"]["median"]
         for r in runs if r.get("status") == "ok" and r.get("precision") == "float32"
     }
     for r in runs:
         variant = r.get("variant", "original")
+        name = f"{r['stack']} {r['precision']}"
+        source = "in memory" if variant == "synthetic_input" else variant
         if r.get("status") == "ok":
             step = r["step_time_ms"]
             base = baseline.get((r["stack"], variant))
             ratio = f"{base / step['median']:.2f}x" if base else "–"
-            spread = f"{step.get('p10', 0):.0f}-{step.get('p90', 0):.0f}" if "p10" in step else "–"
-            table.add_row(r["stack"], r["precision"], variant, r.get("device", ""), f"{step['median']:.1f}",
-                          spread, ratio, Text("ok", style="green"))
+            spread = f"{step['p10']:.0f}-{step['p90']:.0f}" if "p10" in step and "p90" in step else "–"
+            table.add_row(name, source, r.get("device", ""), f"{step['median']:.1f}", spread, ratio,
+                          Text("ok", style="green"))
         else:
-            table.add_row(r["stack"], r["precision"], variant, r.get("device", ""), "–", "–", "–",
-                          Text(f"{r.get('status')}: {r.get('error', '')}"[:80], style="red"))
+            table.add_row(name, source, r.get("device", ""), "–", "–", "–",
+                          Text(f"{r.get('status')}: {r.get('error', '')}"[:120], style="red"))
     return table
 
 
