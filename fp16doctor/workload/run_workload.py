@@ -346,6 +346,9 @@ class StepTimer(object):
         self.start = self.last = self.clock()
 
     def end_step(self, logs):
+        if self.stop_reason is not None:
+            # Keras 2.0-era loops honour stop_training only at the end of an epoch: ignore the rest.
+            return True
         loss = (logs or {}).get("loss")
         loss = float(loss) if loss is not None else None  # waits for the device first
         now = self.clock()
@@ -473,7 +476,7 @@ def run(args):
     total_steps = args.warmup_steps + args.max_steps
     emit("phase", phase="train")
     if args.variant == "original":
-        steps_per_epoch = max(1, len(generator))
+        steps_per_epoch = max(1, int(math.ceil(generator.samples / float(args.batch_size))))
         epochs = int(math.ceil(total_steps / float(steps_per_epoch)))
         api.fit_stream(model, generator, steps_per_epoch, epochs, [callback])
     else:
