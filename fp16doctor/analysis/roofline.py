@@ -119,7 +119,7 @@ def tf32_active(run: RunView, gpu: GpuFacts | None) -> bool:
         return False
     sw = run.software
     if sw.framework == "torch":
-        # torch >= 1.7: cudnn.allow_tf32 on (convolutions); matmul.allow_tf32 on for 1.7-1.11 only (TORCH_TF32).
+        # torch >= 1.7: cudnn.allow_tf32 on (convolutions); matmul.allow_tf32 only in 1.7-1.11 (TORCH_TF32).
         if version_at_least(sw.torch, "1.7") is False:
             return False
         if version_at_least(sw.torch, "1.12") and run.model is not None:

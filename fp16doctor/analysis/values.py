@@ -13,7 +13,10 @@ _EMPTY: Mapping[str, Any] = {}
 def as_number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # a JSON integer beyond float range
+        return None
     return number if math.isfinite(number) else None
 
 

@@ -150,33 +150,33 @@ GPU_MODELS: tuple[GpuModel, ...] = (
     _m("TITAN RTX", "7.5", True, 16.3, 32.6, 130.5, 672.0, (r"titan rtx",), "turing"),
     _m("Quadro RTX 8000", "7.5", True, 16.3, 32.6, 130.5, 672.0, (r"rtx 8000",), "turing"),
     _m("GeForce RTX 2080 Ti", "7.5", True, 13.4, 26.9, 53.8, 616.0, (r"2080 ?ti",), "turing"),
-    _m("GeForce RTX 2080", "7.5", True, 10.1, 20.1, 40.3, 448.0, (r"\b2080\b",), "turing"),
-    _m("GeForce RTX 2070", "7.5", True, 7.5, 14.9, 29.9, 448.0, (r"\b2070\b",), "turing"),
-    _m("GeForce RTX 2060", "7.5", True, 6.45, 12.9, 25.8, 336.0, (r"\b2060\b",), "turing"),
+    _m("GeForce RTX 2080", "7.5", True, 10.1, 20.1, 40.3, 448.0, (r"\b2080\b(?! ?(ti|super))",), "turing"),
+    _m("GeForce RTX 2070", "7.5", True, 7.5, 14.9, 29.9, 448.0, (r"\b2070\b(?! ?(ti|super))",), "turing"),
+    _m("GeForce RTX 2060", "7.5", True, 6.45, 12.9, 25.8, 336.0, (r"\b2060\b(?! ?(ti|super))",), "turing"),
     # Ampere GA100: FP16 non-tensor 4:1, TF32 and FP16 Tensor Cores (ga100 whitepaper, table 1).
     _m("A100 SXM4 80GB", "8.0", True, 19.5, 78.0, 312.0, 2039.0, (r"a100.*80 ?gb",), "ga100"),
     _m("A100", "8.0", True, 19.5, 78.0, 312.0, 1555.0, (r"\ba100\b",), "ga100"),
     # Ampere GA10x (ga102 whitepaper, appendix: FP16 Tensor TFLOPS with FP32 accumulate, dense).
     _m("NVIDIA A10", "8.6", True, 31.2, 31.2, 125.0, 600.0, (r"\ba10\b",), "ga102"),
-    _m("GeForce RTX 3090", "8.6", True, 35.6, 35.6, 71.0, 936.0, (r"\b3090\b",), "ga102"),
+    _m("GeForce RTX 3090", "8.6", True, 35.6, 35.6, 71.0, 936.0, (r"\b3090\b(?! ?(ti|super))",), "ga102"),
     _m("GeForce RTX 3080 Ti", "8.6", True, 34.1, 34.1, 68.2, 912.0, (r"3080 ?ti",), "ga102"),
-    _m("GeForce RTX 3080", "8.6", True, 29.8, 29.8, 59.5, 760.0, (r"\b3080\b",), "ga102"),
-    _m("GeForce RTX 3070", "8.6", True, 20.3, 20.3, 40.6, 448.0, (r"\b3070\b",), "ga102"),
-    _m("GeForce RTX 3060", "8.6", True, 12.7, 12.7, 25.4, 360.0, (r"\b3060\b",), "ga102"),
+    _m("GeForce RTX 3080", "8.6", True, 29.8, 29.8, 59.5, 760.0, (r"\b3080\b(?! ?(ti|super))",), "ga102"),
+    _m("GeForce RTX 3070", "8.6", True, 20.3, 20.3, 40.6, 448.0, (r"\b3070\b(?! ?(ti|super))",), "ga102"),
+    _m("GeForce RTX 3060", "8.6", True, 12.7, 12.7, 25.4, 360.0, (r"\b3060\b(?! ?(ti|super))",), "ga102"),
     # Ada (ada whitepaper, appendix; l4 datasheet).
     _m("NVIDIA L4", "8.9", True, 30.3, 30.3, 121.0, 300.0, (r"\bl4\b",), "l4"),
-    _m("GeForce RTX 4090", "8.9", True, 82.6, 82.6, 165.2, 1008.0, (r"\b4090\b",), "ada"),
-    _m("GeForce RTX 4080", "8.9", True, 48.7, 48.7, 97.5, 716.8, (r"\b4080\b",), "ada"),
-    _m("GeForce RTX 4070", "8.9", True, 29.1, 29.1, 58.3, 504.0, (r"\b4070\b",), "ada"),
-    _m("GeForce RTX 4060", "8.9", True, 15.1, 15.1, 30.2, 272.0, (r"\b4060\b",), "ada"),
+    _m("GeForce RTX 4090", "8.9", True, 82.6, 82.6, 165.2, 1008.0, (r"\b4090\b(?! ?(ti|super))",), "ada"),
+    _m("GeForce RTX 4080", "8.9", True, 48.7, 48.7, 97.5, 716.8, (r"\b4080\b(?! ?(ti|super))",), "ada"),
+    _m("GeForce RTX 4070", "8.9", True, 29.1, 29.1, 58.3, 504.0, (r"\b4070\b(?! ?(ti|super))",), "ada"),
+    _m("GeForce RTX 4060", "8.9", True, 15.1, 15.1, 30.2, 272.0, (r"\b4060\b(?! ?(ti|super))",), "ada"),
     # Hopper (hopper whitepaper, table 2, SXM5 / PCIe; h200 product page: same compute, 4.8 TB/s).
     _m("H200", "9.0", True, 67.0, 133.8, 989.4, 4800.0, (r"\bh200\b",), "h200"),
     _m("H100 PCIe", "9.0", True, 51.0, 102.4, 756.0, 2000.0, (r"h100.*pcie",), "hopper"),
     _m("H100 SXM5", "9.0", True, 67.0, 133.8, 989.4, 3350.0, (r"\bh100\b",), "hopper"),
     # Blackwell GeForce (blackwell_rtx whitepaper, appendix: FP32-accumulate tensor rate, dense).
     _m("GeForce RTX 5090", "12.0", True, 104.8, 104.8, 209.5, 1792.0, (r"\b5090\b",), "blackwell_rtx"),
-    _m("GeForce RTX 5080", "12.0", True, 56.3, 56.3, 112.6, 960.0, (r"\b5080\b",), "blackwell_rtx"),
-    _m("GeForce RTX 5070", "12.0", True, 30.9, 30.9, 61.7, 672.0, (r"\b5070\b",), "blackwell_rtx"),
+    _m("GeForce RTX 5080", "12.0", True, 56.3, 56.3, 112.6, 960.0, (r"\b5080\b(?! ?(ti|super))",), "blackwell_rtx"),
+    _m("GeForce RTX 5070", "12.0", True, 30.9, 30.9, 61.7, 672.0, (r"\b5070\b(?! ?(ti|super))",), "blackwell_rtx"),
 )
 
 
@@ -237,9 +237,10 @@ class GpuFacts:
 
     @property
     def fp16_ratio(self) -> float | None:
-        if self.model is not None and self.model.fp16_ratio is not None:
-            return self.model.fp16_ratio
-        return None if self.architecture is None else self.architecture.fp16_ratio
+        # The architecture's exact ratio (1/64 on 6.1) beats one computed from rounded peak figures.
+        if self.architecture is not None:
+            return self.architecture.fp16_ratio
+        return None if self.model is None else self.model.fp16_ratio
 
     @property
     def known(self) -> bool:

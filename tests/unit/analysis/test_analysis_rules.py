@@ -1,0 +1,445 @@
+"""Each rule with the numbers that trigger it and the numbers that must not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fp16doctor.analysis import analyse
+
+TITAN_V = {"index": 0, "name": "NVIDIA TITAN V", "compute_capability": "7.0"}
+V100 = {"index": 0, "name": "Tesla V100-SXM2-16GB", "compute_capability": "7.0"}
+GTX1080 = {"index": 0, "name": "GeForce GTX 1080", "compute_capability": "6.1"}
+GTX1660TI = {"index": 0, "name": "GeForce GTX 1660 Ti", "compute_capability": "7.5"}
+P100 = {"index": 0, "name": "Tesla P100-PCIE-16GB", "compute_capability": "6.0"}
+K80 = {"index": 0, "name": "Tesla K80", "compute_capability": "3.7"}
+RTX2080TI = {"index": 0, "name": "GeForce RTX 2080 Ti", "compute_capability": "7.5"}
+RTX3090 = {"index": 0, "name": "NVIDIA GeForce RTX 3090", "compute_capability": "8.6"}
+A100 = {"index": 0, "name": "NVIDIA A100-SXM4-40GB", "compute_capability": "8.0"}
+H100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"}
+
+KERAS215 = {"python": "3.5", "tensorflow": "1.7.0", "keras": "2.1.5", "keras_backend": "tensorflow",
+            "keras_api": "keras2", "cuda": "9.0", "cudnn": "7.0"}
+TF216 = {"python": "3.11", "tensorflow": "2.16.1", "keras": "3.3.3", "keras_backend": "tensorflow",
+         "cuda": "12.3", "cudnn": "8.9"}
+TF_KERAS_210 = {"tensorflow": "2.10.0", "keras_api": "tf_keras", "cuda": "11.2", "cudnn": "8.1"}
+SEED = {"name": "seed_cnn", "image_height": 224, "image_width": 336, "channels": 3, "batch_size": 128}
+EPYC_FLAGS = ["fma", "avx", "f16c", "avx2", "avx512f", "avx512bw", "avx512vl", "avx512_bf16"]
+
+
+def run(precision: str, ms: float, device: str = "gpu:0", software: dict[str, Any] | None = None,
+        **extra: Any) -> dict[str, Any]:
+    r: dict[str, Any] = {"stack": extra.pop("stack", "s"), "precision": precision,
+                         "variant": extra.pop("variant", "original"), "device": device, "status": "ok",
+                         "software": software if software is not None else {}, "step_time_ms": {"median": ms}}
+    r.update(extra)
+    return r
+
+
+def doc(*runs: dict[str, Any], gpu: dict[str, Any] | None = None, cpu: dict[str, Any] | None = None,
+        os: str | None = None) -> dict[str, Any]:
+    host: dict[str, Any] = {"gpus": [gpu] if gpu else []}
+    if cpu is not None:
+        host["cpu"] = cpu
+    if os:
+        host["os"] = os
+    return {"schema_version": 1, "host": host, "runs": list(runs)}
+
+
+def ids(d: dict[str, Any]) -> set[str]:
+    return {f["id"] for f in analyse(d)}
+
+
+def finding(d: dict[str, Any], fid: str) -> dict[str, Any]:
+    return next(f for f in analyse(d) if f["id"] == fid)
+
+
+# --- fp16_faster ---
+
+
+def test_fp16_faster_reports_the_measured_ratio() -> None:
+    f = finding(doc(run("float32", 100), run("mixed_float16", 60), gpu=V100), "fp16_faster")
+    assert "1.67x" in f["title"] and f["speedup"] == 1.667 and f["severity"] == "info"
+    assert any("mixed_float16 step 60 ms vs float32 100 ms" in e for e in f["evidence"])
+
+
+def test_fp16_faster_not_claimed_within_noise() -> None:
+    assert "fp16_faster" not in ids(doc(run("float32", 100), run("mixed_float16", 97), gpu=V100))
+    spread = {"median": 100, "p10": 80, "p90": 120}
+    wide = doc(run("float32", 100, step_time_ms=spread), run("mixed_float16", 88, step_time_ms={"median": 88}),
+               gpu=V100)
+    assert "fp16_faster" not in ids(wide)
+
+
+# --- no_fast_fp16_hardware ---
+
+
+def test_pascal_consumer_runs_fp16_at_one_64th() -> None:
+    f = finding(doc(run("float32", 100), run("float16", 300), gpu=GTX1080), "no_fast_fp16_hardware")
+    assert f["severity"] == "critical"
+    assert any("1/64" in e and "0.14 vs 8.87 TFLOPS" in e for e in f["evidence"])
+    assert "no_tensor_cores" not in ids(doc(run("float32", 100), run("float16", 300), gpu=GTX1080))
+
+
+def test_kepler_has_no_native_fp16() -> None:
+    f = finding(doc(run("float32", 211), run("mixed_float16", 220), gpu=K80), "no_fast_fp16_hardware")
+    assert any("no native fp16 arithmetic" in e for e in f["evidence"])
+
+
+def test_cpu_without_avx512_fp16() -> None:
+    d = doc(run("float32", 92, device="cpu"), run("float16", 880, device="cpu"),
+            cpu={"model": "AMD EPYC", "cores": 2, "flags": EPYC_FLAGS})
+    f = finding(d, "no_fast_fp16_hardware")
+    assert f["confidence"] >= 0.9 and "avx512_bf16" in f["evidence"][0]
+    assert "mixed_bfloat16" in f["recommendation"]
+    assert any("880 ms vs float32 92 ms" in e for e in f["evidence"])
+
+
+def test_cpu_with_avx512_fp16_is_not_blamed() -> None:
+    d = doc(run("float32", 92, device="cpu"), run("float16", 100, device="cpu"),
+            cpu={"model": "Xeon", "flags": [*EPYC_FLAGS, "avx512_fp16"]})
+    assert "no_fast_fp16_hardware" not in ids(d)
+
+
+def test_cpu_without_flags_is_named_with_lower_confidence() -> None:
+    d = doc(run("float32", 92, device="cpu"), run("float16", 880, device="cpu"))
+    assert finding(d, "no_fast_fp16_hardware")["confidence"] < 0.7
+
+
+def test_volta_and_gtx16_have_fast_fp16() -> None:
+    for gpu in (TITAN_V, GTX1660TI, RTX3090):
+        assert "no_fast_fp16_hardware" not in ids(doc(run("float32", 100), run("float16", 150), gpu=gpu))
+
+
+# --- no_tensor_cores ---
+
+
+def test_gtx_1660_ti_has_fast_fp16_but_no_tensor_cores() -> None:
+    f = finding(doc(run("float32", 400), run("float16", 2000), gpu=GTX1660TI), "no_tensor_cores")
+    assert any("only warns below compute capability 7.0" in e for e in f["evidence"])
+    assert any("10.9 TFLOPS vs fp32 5.44" in e for e in f["evidence"])
+
+
+def test_p100_has_no_tensor_cores() -> None:
+    assert "no_tensor_cores" in ids(doc(run("float32", 100), run("mixed_float16", 90), gpu=P100))
+
+
+def test_turing_rtx_has_tensor_cores() -> None:
+    assert "no_tensor_cores" not in ids(doc(run("float32", 100), run("mixed_float16", 150), gpu=RTX2080TI))
+
+
+# --- tensor_cores_not_eligible ---
+
+
+def test_seed_first_convolution_with_three_channels() -> None:
+    d = doc(run("float32", 500, software=KERAS215, workload=SEED), run("float16", 800, software=KERAS215,
+                                                                      workload=SEED), gpu=TITAN_V)
+    f = finding(d, "tensor_cores_not_eligible")
+    assert f["severity"] == "warning"
+    assert any("Conv2D 3->32" in e and "cuDNN 7.0 needs multiples of 8" in e for e in f["evidence"])
+    assert "tf.pad" in f["recommendation"]
+
+
+def test_channels_in_multiples_of_8_are_eligible() -> None:
+    model = {"layers": [{"type": "Conv2D", "in_channels": 32, "out_channels": 64, "kernel": [3, 3],
+                         "output_shape": [56, 56, 64]}]}
+    d = doc(run("float32", 50, model=model), run("mixed_float16", 40, model=model), gpu=V100)
+    assert "tensor_cores_not_eligible" not in ids(d)
+
+
+def test_no_eligibility_finding_without_tensor_cores() -> None:
+    d = doc(run("float32", 500, workload=SEED), run("float16", 800, workload=SEED), gpu=GTX1080)
+    assert "tensor_cores_not_eligible" not in ids(d)
+
+
+def test_small_ineligible_share_on_new_cudnn_is_info() -> None:
+    model = {"layers": [
+        {"type": "Conv2D", "in_channels": 3, "out_channels": 8, "kernel": [3, 3], "output_shape": [8, 8, 8]},
+        {"type": "Conv2D", "in_channels": 64, "out_channels": 64, "kernel": [3, 3], "output_shape": [64, 64, 64]},
+    ]}
+    d = doc(run("float32", 50, software=TF216, model=model), run("mixed_float16", 40, software=TF216, model=model),
+            gpu=V100)
+    assert finding(d, "tensor_cores_not_eligible")["severity"] == "info"
+
+
+# --- input_pipeline_bound ---
+
+
+def test_input_dominates_the_step() -> None:
+    d = doc(run("float32", 500, input_time_ms={"median": 300}), run("float16", 520, input_time_ms={"median": 310}),
+            gpu=V100)
+    f = finding(d, "input_pipeline_bound")
+    assert any("300 ms to produce a batch, 60% of the 500 ms step" in e for e in f["evidence"])
+
+
+def test_small_input_share_is_not_a_bottleneck() -> None:
+    d = doc(run("float32", 500, input_time_ms={"median": 100}), run("float16", 520, input_time_ms={"median": 100}),
+            gpu=V100)
+    assert "input_pipeline_bound" not in ids(d)
+
+
+def test_synthetic_input_comparison() -> None:
+    d = doc(run("float32", 500), run("float32", 200, variant="synthetic_input"), gpu=V100)
+    f = finding(d, "input_pipeline_bound")
+    assert any("500 ms per step reading images vs 200 ms with synthetic" in e for e in f["evidence"])
+
+
+def test_keras2_input_advice_uses_fit_generator_workers() -> None:
+    d = doc(run("float32", 500, software=KERAS215, input_time_ms={"median": 400}), gpu=V100)
+    assert "workers=4, use_multiprocessing=True" in finding(d, "input_pipeline_bound")["recommendation"]
+
+
+# --- host_fp16_emulation ---
+
+
+def test_measured_host_fp16_batches() -> None:
+    d = doc(run("float32", 503, software=KERAS215, input_time_ms={"median": 26}),
+            run("float16", 812, software=KERAS215, input_time_ms={"median": 171}), gpu=TITAN_V)
+    f = finding(d, "host_fp16_emulation")
+    assert f["confidence"] >= 0.9
+    assert any("171 ms per batch building float16 images vs 26 ms in float32" in e for e in f["evidence"])
+
+
+def test_measured_equal_input_overrides_the_inference() -> None:
+    d = doc(run("float32", 500, software=KERAS215, workload=SEED, input_time_ms={"median": 26}),
+            run("float16", 800, software=KERAS215, workload=SEED, input_time_ms={"median": 27}), gpu=TITAN_V)
+    assert "host_fp16_emulation" not in ids(d)
+
+
+def test_inferred_for_keras_215_generator() -> None:
+    d = doc(run("float32", 500, software=KERAS215, workload=SEED), run("float16", 800, software=KERAS215,
+                                                                      workload=SEED), gpu=TITAN_V)
+    f = finding(d, "host_fp16_emulation")
+    assert 0.5 < f["confidence"] < 0.8
+    assert "no dtype argument" in f["recommendation"]
+
+
+def test_keras_224_generator_yields_float32() -> None:
+    sw = {**KERAS215, "tensorflow": "1.13.1", "keras": "2.2.4", "cuda": "10.0", "cudnn": "7.4.1"}
+    d = doc(run("float32", 500, software=sw, workload=SEED), run("float16", 480, software=sw, workload=SEED),
+            gpu=TITAN_V)
+    assert "host_fp16_emulation" not in ids(d)
+
+
+def test_cpu_run_needs_measured_input_time() -> None:
+    cpu = {"model": "AMD EPYC", "flags": EPYC_FLAGS}
+    quiet = doc(run("float32", 92, device="cpu", workload=SEED, software=TF216),
+                run("float16", 880, device="cpu", workload=SEED, software=TF216), cpu=cpu)
+    assert "host_fp16_emulation" not in ids(quiet)
+    measured = doc(run("float32", 92, device="cpu", software=TF216, input_time_ms={"median": 20}),
+                   run("float16", 880, device="cpu", software=TF216, input_time_ms={"median": 95}), cpu=cpu)
+    assert {"no_fast_fp16_hardware", "host_fp16_emulation"} <= ids(measured)
+
+
+# --- cast_overhead ---
+
+
+def test_mixed_slower_than_pure_float16() -> None:
+    d = doc(run("float32", 92, device="cpu"), run("float16", 880, device="cpu"),
+            run("mixed_float16", 990, device="cpu"))
+    f = finding(d, "cast_overhead")
+    assert any("cost 110 ms per step" in e for e in f["evidence"])
+
+
+def test_mixed_close_to_pure_float16_is_no_cast_problem() -> None:
+    d = doc(run("float32", 100), run("float16", 80), run("mixed_float16", 84), gpu=V100)
+    assert "cast_overhead" not in ids(d)
+
+
+# --- small_model_overhead ---
+
+MNIST = {"layers": [
+    {"type": "Conv2D", "in_channels": 1, "out_channels": 10, "kernel": [5, 5], "output_shape": [24, 24, 10]},
+    {"type": "Conv2D", "in_channels": 10, "out_channels": 20, "kernel": [5, 5], "output_shape": [8, 8, 20]},
+    {"type": "Dense", "in_channels": 320, "out_channels": 50, "output_shape": [50]},
+]}
+
+
+def test_tiny_model_on_a_big_gpu() -> None:
+    wl = {"name": "mnist", "batch_size": 64}
+    d = doc(run("float32", 3.3, model=MNIST, workload=wl), run("mixed_float16", 3.7, model=MNIST, workload=wl),
+            gpu=TITAN_V)
+    f = finding(d, "small_model_overhead")
+    assert f["confidence"] >= 0.8 and any("best case is" in e for e in f["evidence"])
+
+
+def test_tiny_step_without_model_lowers_confidence() -> None:
+    f = finding(doc(run("float32", 4), run("mixed_float16", 5), gpu=V100), "small_model_overhead")
+    assert f["confidence"] <= 0.6
+
+
+def test_big_step_is_not_small_model() -> None:
+    d = doc(run("float32", 500, workload=SEED), run("float16", 800, workload=SEED), gpu=TITAN_V)
+    assert "small_model_overhead" not in ids(d)
+    assert "small_model_overhead" not in ids(doc(run("float32", 40), run("mixed_float16", 45), gpu=V100))
+
+
+# --- old_stack ---
+
+
+def test_tf17_keras215_cudnn70_is_old() -> None:
+    d = doc(run("float32", 500, software=KERAS215, workload=SEED), run("float16", 800, software=KERAS215,
+                                                                      workload=SEED), gpu=TITAN_V)
+    f = finding(d, "old_stack")
+    text = " ".join(f["evidence"])
+    assert "TensorFlow 1.7.0 predates 1.14" in text and "cuDNN 7.0" in text and "Keras 2.1.5" in text
+    assert "at most" in text and "measured 0.62x" in text
+    assert "set_global_policy('mixed_float16')" in f["recommendation"]
+
+
+def test_current_stack_is_not_old() -> None:
+    d = doc(run("float32", 100, software=TF216), run("mixed_float16", 60, software=TF216), gpu=V100)
+    assert "old_stack" not in ids(d)
+
+
+def test_upgrade_cannot_help_pascal_consumer() -> None:
+    d = doc(run("float32", 100, software=KERAS215), run("float16", 300, software=KERAS215), gpu=GTX1080)
+    assert "old_stack" not in ids(d)
+
+
+def test_old_pytorch_without_amp() -> None:
+    sw = {"torch": "1.4.0", "cuda": "10.1"}
+    f = finding(doc(run("float32", 100, software=sw), run("mixed_float16", 90, software=sw), gpu=V100), "old_stack")
+    assert "torch.cuda.amp" in " ".join(f["evidence"]) and "autocast" in f["recommendation"]
+
+
+# --- pure_float16_floatx ---
+
+
+def test_floatx_float16_is_pure_fp16_with_stack_specific_fix() -> None:
+    keras2 = finding(doc(run("float32", 500, software=KERAS215), run("float16", 800, software=KERAS215),
+                         gpu=TITAN_V), "pure_float16_floatx")
+    assert "1e-07" in keras2["evidence"][0] and "Keras 2.1.5 on TensorFlow 1.7.0" in keras2["recommendation"]
+    tfk = finding(doc(run("float32", 100, software=TF_KERAS_210), run("float16", 80, software=TF_KERAS_210),
+                      gpu=V100), "pure_float16_floatx")
+    assert "mixed_precision.set_global_policy('mixed_float16')" in tfk["recommendation"]
+    assert tfk["severity"] == "info"  # fp16 was faster: advice, not the cause of a slowdown
+    jax_sw = {"keras": "3.15.0", "keras_backend": "jax", "jax": "0.4.30"}
+    k3 = finding(doc(run("float32", 100, software=jax_sw), run("float16", 120, software=jax_sw), gpu=V100),
+                 "pure_float16_floatx")
+    assert "keras.mixed_precision.set_dtype_policy('mixed_float16')" in k3["recommendation"]
+    assert "jax backend" in k3["recommendation"]
+    torch_sw = {"torch": "2.3.0"}
+    pt = finding(doc(run("float32", 100, software=torch_sw), run("float16", 120, software=torch_sw), gpu=V100),
+                 "pure_float16_floatx")
+    assert "model.half()" in pt["evidence"][0] and "torch.autocast" in pt["recommendation"]
+
+
+def test_mixed_precision_only_is_not_pure_fp16() -> None:
+    assert "pure_float16_floatx" not in ids(doc(run("float32", 100), run("mixed_float16", 60), gpu=V100))
+
+
+# --- numerics_unstable ---
+
+
+def test_nan_loss_in_fp16_only() -> None:
+    d = doc(run("float32", 100, loss={"first": 0.69, "last": 0.5, "nan_or_inf": False}),
+            run("float16", 90, loss={"first": 0.69, "last": None, "nan_or_inf": True}), gpu=V100)
+    f = finding(d, "numerics_unstable")
+    assert f["severity"] == "critical" and f["rank"] == 1
+
+
+def test_stalled_fp16_loss() -> None:
+    d = doc(run("float32", 100, loss={"first": 0.69, "last": 0.40}),
+            run("float16", 90, loss={"first": 0.69, "last": 0.69}), gpu=V100)
+    assert "numerics_unstable" in ids(d)
+
+
+def test_both_improving_is_stable() -> None:
+    d = doc(run("float32", 100, loss={"first": 0.69, "last": 0.40}),
+            run("float16", 90, loss={"first": 0.69, "last": 0.42}), gpu=V100)
+    assert "numerics_unstable" not in ids(d)
+
+
+# --- measurement_warmup ---
+
+
+def test_first_step_much_slower() -> None:
+    d = doc(run("float32", 512, first_step_ms=4200, workload=SEED), gpu=TITAN_V)
+    f = finding(d, "measurement_warmup")
+    assert any("first step 4200 ms vs median 512 ms" in e and "4 steps per epoch" in e for e in f["evidence"])
+
+
+def test_modest_first_step_is_fine() -> None:
+    assert "measurement_warmup" not in ids(doc(run("float32", 500, first_step_ms=600), gpu=TITAN_V))
+
+
+# --- tf32_baseline ---
+
+
+def test_tf32_on_ampere_with_tf_2x() -> None:
+    sw = {"tensorflow": "2.8.0", "keras_api": "tf_keras"}
+    f = finding(doc(run("float32", 100, software=sw), run("mixed_float16", 80, software=sw), gpu=A100),
+                "tf32_baseline")
+    assert "enable_tensor_float_32_execution(False)" in f["recommendation"]
+    assert any("156 TFLOPS vs 19.5" in e for e in f["evidence"])
+
+
+def test_no_tf32_before_tf_24_or_before_ampere() -> None:
+    old = {"tensorflow": "2.3.0"}
+    assert "tf32_baseline" not in ids(doc(run("float32", 100, software=old), gpu=A100))
+    assert "tf32_baseline" not in ids(doc(run("float32", 100, software=TF216), gpu=V100))
+
+
+def test_pytorch_112_matmul_only_has_no_tf32_but_convs_do() -> None:
+    sw = {"torch": "2.1.0"}
+    dense = {"layers": [{"type": "Linear", "in_channels": 4096, "out_channels": 4096, "output_shape": [4096]}]}
+    conv = {"layers": [{"type": "Conv2D", "in_channels": 64, "out_channels": 64, "kernel": [3, 3],
+                        "output_shape": [56, 56, 64]}]}
+    assert "tf32_baseline" not in ids(doc(run("float32", 100, software=sw, model=dense), gpu=H100))
+    assert "tf32_baseline" in ids(doc(run("float32", 100, software=sw, model=conv), gpu=H100))
+
+
+# --- stack_incompatible_gpu ---
+
+
+def test_cuda_10_cannot_target_ampere() -> None:
+    sw = {"tensorflow": "1.15.0", "cuda": "10.0", "cudnn": "7.6"}
+    f = finding(doc(run("float32", 100, software=sw), gpu=RTX3090), "stack_incompatible_gpu")
+    assert f["severity"] == "critical" and "TensorFlow 2.4 or later" in f["recommendation"]
+
+
+def test_cuda_12_dropped_kepler() -> None:
+    sw = {"torch": "2.3.0", "cuda": "12.1"}
+    f = finding(doc(run("float32", 100, software=sw), gpu=K80), "stack_incompatible_gpu")
+    assert any("no longer supports compute capability 3.7" in e for e in f["evidence"])
+
+
+def test_driver_too_old_for_the_runtime_on_linux_only() -> None:
+    sw = {"tensorflow": "2.10.0", "cuda": "11.2", "cudnn": "8.1"}
+    gpu = {**V100, "driver_version": "418.87"}
+    f = finding(doc(run("float32", 100, software=sw), gpu=gpu, os="Ubuntu 18.04"), "stack_incompatible_gpu")
+    assert any("needs Linux driver >= 450.80.02; this host has 418.87" in e for e in f["evidence"])
+    assert "stack_incompatible_gpu" not in ids(doc(run("float32", 100, software=sw), gpu=gpu, os="Windows 10"))
+
+
+def test_matching_stack_is_compatible() -> None:
+    sw = {"torch": "2.3.0", "cuda": "12.1"}
+    gpu = {**H100, "driver_version": "550.54.15"}
+    assert "stack_incompatible_gpu" not in ids(doc(run("float32", 100, software=sw), gpu=gpu, os="Ubuntu 22.04"))
+
+
+def test_failed_run_with_no_kernel_image() -> None:
+    failed = {"stack": "tf1", "precision": "float32", "device": "gpu:0", "status": "failed",
+              "error": "CUDA error: no kernel image is available for execution on the device"}
+    assert "stack_incompatible_gpu" in ids(doc(failed, gpu=H100))
+
+
+# --- whole analysis ---
+
+
+def test_hand_written_minimum_still_explains() -> None:
+    d = doc(run("float32", 500), run("float16", 800), gpu={"name": "GeForce GTX 1070"})
+    found = analyse(d)
+    assert [f["id"] for f in found][:1] == ["no_fast_fp16_hardware"]
+    assert all(f["rank"] == i for i, f in enumerate(found, start=1))
+
+
+def test_nothing_to_say_about_no_runs() -> None:
+    assert analyse(doc(gpu=V100)) == []
+
+
+def test_unknown_gpu_name_falls_back_to_compute_capability() -> None:
+    d = doc(run("float32", 100), run("float16", 300), gpu={"name": "Some Pascal board", "compute_capability": "6.1"})
+    f = finding(d, "no_fast_fp16_hardware")
+    assert f["confidence"] < finding(doc(run("float32", 100), run("float16", 300), gpu=GTX1080),
+                                     "no_fast_fp16_hardware")["confidence"]
