@@ -126,11 +126,13 @@ class EngineFacts:
     mem_total_mib: int
     runtimes: tuple[str, ...]
     nvidia_runtime: bool | None  # True: "nvidia" runtime registered; None: not confirmed either way
+    name: str = ""  # the engine machine's host name (docker info Name)
+    engine_id: str = ""  # the daemon's own id: two engines on one machine share a name, never an id
 
     def to_dict(self) -> dict[str, Any]:
         return {"docker_host": self.docker_host, "server_version": self.server_version, "os": self.os,
                 "ncpu": self.ncpu, "mem_total_mib": self.mem_total_mib, "runtimes": list(self.runtimes),
-                "nvidia_runtime": self.nvidia_runtime}
+                "nvidia_runtime": self.nvidia_runtime, "name": self.name, "engine_id": self.engine_id}
 
 
 def engine_facts(docker_host: str | None) -> EngineFacts:
@@ -149,6 +151,8 @@ def engine_facts(docker_host: str | None) -> EngineFacts:
         mem_total_mib=int((info.get("MemTotal") or 0) // (1024 * 1024)),
         runtimes=runtimes,
         nvidia_runtime=nvidia,
+        name=str(info.get("Name", "")),
+        engine_id=str(info.get("ID", "")),
     )
 
 
@@ -420,3 +424,91 @@ def cleanup(
             except (NotFound, APIError):
                 pass  # still in use by a container another process runs, or already gone
     return removed
+
+
+# ----------------------------------------------------------------------------------- several engines
+
+# nvidia-smi's CSV query; compute_cap needs driver 510 or newer (nvidia-smi --help-query-gpu).
+_GPU_QUERY_FIELDS = ("index", "uuid", "name", "driver_version", "memory.total", "compute_cap")
+
+
+def _any_image(client: Any) -> str | None:
+    """An image the engine already has (ours first) to run nvidia-smi in; None on an empty engine."""
+    for filters in ({"label": f"{MANAGED_LABEL}=true"}, {}):
+        for image in client.images.list(filters=filters):
+            if image.tags:
+                return str(image.tags[0])
+    return None
+
+
+def _parse_gpu_csv(text: str, fields: tuple[str, ...]) -> list[dict[str, Any]]:
+    gpus: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        values = [v.strip() for v in line.split(",")]
+        if len(values) != len(fields):
+            continue
+        row = dict(zip(fields, values, strict=True))
+        gpu: dict[str, Any] = {"index": int(row["index"]) if row["index"].isdigit() else len(gpus),
+                               "uuid": row["uuid"], "name": row["name"],
+                               "driver_version": row["driver_version"]}
+        if row["memory.total"].isdigit():
+            gpu["memory_total_mib"] = int(row["memory.total"])
+        if re.fullmatch(r"\d+\.\d+", row.get("compute_cap", "")):
+            gpu["compute_capability"] = row["compute_cap"]
+        gpus.append(gpu)
+    return gpus
+
+
+def engine_gpus(docker_host: str | None, image: str | None = None) -> list[dict[str, Any]] | None:
+    """The NVIDIA GPUs this engine hands to containers, asked through the engine itself.
+
+    Runs nvidia-smi (mounted by the NVIDIA container toolkit, so any glibc image works) in `image`
+    or an image already on the engine, with every GPU requested. [] when the engine cannot give
+    containers a GPU; None when it has no image to ask with yet.
+    """
+    client = client_for(docker_host)
+    image = image or _any_image(client)
+    if image is None:
+        return None
+    request = [DeviceRequest(count=-1, capabilities=[["gpu", "utility"]])]
+    for fields in (_GPU_QUERY_FIELDS, _GPU_QUERY_FIELDS[:-1]):
+        try:
+            raw = client.containers.run(
+                image, entrypoint=["nvidia-smi"],
+                command=[f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
+                device_requests=request, environment={"NVIDIA_DRIVER_CAPABILITIES": "utility"},
+                labels={MANAGED_LABEL: "true", RUN_ID_LABEL: RUN_ID}, network_mode="none",
+                remove=True, stdout=True, stderr=False,
+            )
+        except docker.errors.ContainerError:
+            continue  # an older driver rejects compute_cap: ask again without it
+        except APIError as exc:
+            if "device driver" in str(exc) or "nvidia" in str(exc).lower():
+                return []  # "could not select device driver": no NVIDIA runtime on this engine
+            raise DoctorError(f"cannot list the GPUs of {engine_label(docker_host)}: {_short(exc)}",
+                              hint="check that the engine can run containers") from exc
+        return _parse_gpu_csv(raw.decode("utf-8", "replace"), fields)
+    return []
+
+
+def copy_image(source_host: str | None, target_host: str | None, tag: str, log: Log) -> str:
+    """Stream an image from one engine into another (docker save | docker load, through the API).
+
+    For engines that cannot build it themselves (no registry for the base image). Returns the tag.
+    """
+    source = client_for(source_host)
+    target = client_for(target_host)
+    log(f"copying {tag} from {engine_label(source_host)} to {engine_label(target_host)}")
+    try:
+        for chunk in target.api.load_image(source.api.get_image(tag)):
+            if isinstance(chunk, dict) and chunk.get("error"):
+                raise DoctorError(f"loading {tag} into {engine_label(target_host)} failed: {chunk['error']}",
+                                  hint="check the target engine's disk space and logs")
+    except (APIError, RequestException, OSError) as exc:
+        raise DoctorError(f"copying {tag} to {engine_label(target_host)} failed: {_short(exc)}",
+                          hint="build the image on that engine instead (fp16doctor stacks build "
+                               "--docker-host ...)") from exc
+    if image_id(target_host, tag) is None:
+        raise DoctorError(f"copying {tag} to {engine_label(target_host)} left no image there",
+                          hint="check the target engine's logs")
+    return tag

@@ -1,0 +1,597 @@
+"""The stack x precision matrix over one or many Docker engines and their GPUs, in parallel.
+
+Every engine named by --docker-host (default: the environment's engine) is asked what it is and which
+GPUs it hands to containers; each stack gets its pre-flight verdict per engine; then one worker
+thread per slot (one per GPU, plus one CPU slot per engine, so CPU runs never share the cores) takes
+the next run it may do, makes sure the stack's image is on that engine (built there, or copied from
+another engine that has it), runs it pinned to its GPU and writes the record at once.
+
+Runs of one comparison group (a stack and variant, across precisions) stay on one kind of hardware,
+so a float16 time is never compared with a float32 time from another GPU model or another machine's
+CPU. An engine that cannot be reached or dies fails only the runs it had in flight; the others
+take over what is still queued. All Docker calls go through fp16doctor.engines.docker_engine.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fp16doctor.engines.base import RunSpec, base_run_record
+from fp16doctor.errors import DoctorError
+from fp16doctor.stacks import StackSpec, get_stack
+
+if TYPE_CHECKING:
+    from fp16doctor.diagnose import DiagnoseOptions, Progress
+    from fp16doctor.results import ResultsWriter
+    from fp16doctor.stacks.preflight import Verdict
+
+GPU_SELECTOR = "#gpus="  # --docker-host URL#gpus=0,2 (indices or UUIDs); #gpus=none: CPU only
+LOCAL_SCHEMES = ("unix://", "npipe://")
+ENGINE_LOST = "engine_lost"
+JOIN_POLL_S = 0.2  # the main thread wakes this often, so Ctrl-C is handled while workers run
+
+
+# ------------------------------------------------------------------------------------------- engines
+
+
+@dataclass(frozen=True)
+class EngineTarget:
+    """One --docker-host value: where to connect and which of the engine's GPUs to use."""
+
+    docker_host: str | None  # None: the environment's engine (DOCKER_HOST or the local socket)
+    gpu_selection: tuple[str, ...] | None = None  # indices or UUIDs; () = CPU only; None = every GPU
+
+    @property
+    def local(self) -> bool:
+        """The engine runs on this machine, so the host probe's GPUs are its GPUs."""
+        return self.docker_host is None or self.docker_host.startswith(LOCAL_SCHEMES)
+
+
+def parse_docker_host(text: str | None) -> EngineTarget:
+    """ "tcp://node:2376#gpus=0,1" -> EngineTarget("tcp://node:2376", ("0", "1"))."""
+    if text is None or not text.strip():
+        return EngineTarget(None)
+    url, sep, selection = text.strip().partition(GPU_SELECTOR)
+    if not url:
+        raise DoctorError(f"--docker-host {text!r} names no engine",
+                          hint="pass unix://..., tcp://..., ssh://... or a context name, e.g. tcp://node:2376#gpus=0")
+    if not sep:
+        return EngineTarget(url)
+    ids = tuple(s.strip() for s in selection.split(",") if s.strip())
+    if ids == ("all",):
+        return EngineTarget(url)
+    if ids in ((), ("none",)):
+        return EngineTarget(url, ())
+    return EngineTarget(url, ids)
+
+
+def select_gpus(gpus: Iterable[dict[str, Any]], selection: tuple[str, ...] | None) -> list[dict[str, Any]]:
+    """The GPUs a #gpus= selection keeps (matched by index or UUID), in the engine's order."""
+    gpus = list(gpus)
+    if selection is None:
+        return gpus
+    wanted = set(selection)
+    return [g for g in gpus if str(g.get("index")) in wanted or str(g.get("uuid")) in wanted]
+
+
+@dataclass
+class Engine:
+    """What one engine is and how it is doing during this diagnose."""
+
+    target: EngineTarget
+    label: str
+    facts: dict[str, Any] = field(default_factory=dict)
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None  # why it is out (unreachable at start, died mid-run)
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    images: dict[str, str] = field(default_factory=dict)  # stack -> image tag ready on this engine
+    image_errors: dict[str, str] = field(default_factory=dict)  # stack -> why no image here
+    image_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def docker_host(self) -> str | None:
+        return self.target.docker_host
+
+    @property
+    def alive(self) -> bool:
+        return self.error is None
+
+    def host_view(self, host: Mapping[str, Any]) -> dict[str, Any]:
+        """The host dict pre-flight judges this engine by: its GPUs and its NVIDIA runtime."""
+        view = dict(host)
+        view["gpus"] = self.gpus
+        view["docker"] = {**dict(host.get("docker") or {}),
+                          "nvidia_runtime": self.facts.get("nvidia_runtime")}
+        return view
+
+    def summary(self) -> dict[str, Any]:
+        """The engine as results.json lists it under "engines"."""
+        out: dict[str, Any] = {"docker_host": self.label, **{k: v for k, v in self.facts.items()
+                                                              if k != "docker_host"}}
+        out["gpus"] = [{k: g.get(k) for k in ("index", "uuid", "name", "compute_capability")
+                        if g.get(k) is not None} for g in self.gpus]
+        out["status"] = "ok" if self.alive else "failed"
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One run at a time: a GPU of an engine, or the engine's CPU."""
+
+    engine: Engine
+    gpu: dict[str, Any] | None
+
+    @property
+    def hardware(self) -> str:
+        """What makes two slots' timings comparable: the GPU model, or the machine for CPU runs."""
+        if self.gpu is not None:
+            return f"gpu:{self.gpu.get('name', '?')}"
+        return f"cpu:{self.engine.facts.get('name') or self.engine.label}"
+
+    @property
+    def where(self) -> str:
+        if self.gpu is None:
+            return f"{self.engine.label} (CPU)"
+        return f"{self.engine.label} gpu {self.gpu.get('index', '?')} ({self.gpu.get('name', '?')})"
+
+
+def machine_key(run: Mapping[str, Any]) -> str:
+    """The machine a run ran on: "" for this host (host runs and local engines), else the engine's
+    machine name (two engines on one machine share it) or, failing that, its URL."""
+    engine = run.get("engine") if isinstance(run.get("engine"), dict) else {}
+    assert isinstance(engine, dict)
+    docker_host = engine.get("docker_host")
+    if engine.get("kind") != "docker" or not isinstance(docker_host, str):
+        return ""
+    if docker_host.startswith(LOCAL_SCHEMES):
+        return ""
+    return str(engine.get("name") or docker_host)
+
+
+def group_runs_by_machine(runs: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Runs grouped by machine_key, in first-seen order (for reports comparing a fleet)."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for run in runs:
+        groups.setdefault(machine_key(run), []).append(run)
+    return groups
+
+
+# ------------------------------------------------------------------------------------------ records
+
+
+def _skipped(spec: RunSpec, reason: str) -> dict[str, Any]:
+    record = base_run_record(spec, "cpu")
+    record.update(status="skipped", error=reason, engine={"kind": "docker"})
+    return record
+
+
+def _failed(spec: RunSpec, reason: str, kind: str) -> dict[str, Any]:
+    record = base_run_record(spec, "cpu")
+    record.update(status="failed", error=reason, failure_kind=kind, engine={"kind": "docker"})
+    return record
+
+
+def precision_skip_reason(stack: StackSpec, precision: str) -> str | None:
+    """Why a stack cannot run a precision at all, or None."""
+    if stack.supports_precision(precision):
+        return None
+    if precision == "mixed_float16":
+        return (f"Keras {stack.keras} in the {stack.name} stack has no mixed-precision dtype policy "
+                "(keras.mixed_precision arrived with TensorFlow 2.1); float16 via floatx is its only fp16 mode")
+    return f"the {stack.name} stack cannot run {precision}"
+
+
+# ---------------------------------------------------------------------------------------- scheduler
+
+
+class _Matrix:
+    """Shared state of one diagnose's container runs; every mutation happens under `cond`."""
+
+    def __init__(self, specs: list[RunSpec], stacks: dict[str, StackSpec], engines: list[Engine],
+                 options: DiagnoseOptions, writer: ResultsWriter, progress: Progress,
+                 offset: int, total: int) -> None:
+        self.pending: list[tuple[int, RunSpec]] = list(enumerate(specs))  # plan order kept
+        self.stacks = stacks
+        self.engines = engines
+        self.options = options
+        self.writer = writer
+        self.progress = progress
+        self.offset = offset
+        self.total = total
+        self.started = 0
+        self.in_flight = 0
+        self.stopping = False
+        self.crash: BaseException | None = None
+        self.show_where = False  # name the engine and GPU of each run (when there is a choice)
+        # (stack, variant) -> the hardware its runs use, and how many runs hold that pin
+        self.pins: dict[tuple[str, str], str] = {}
+        self.pin_holders: dict[tuple[str, str], int] = {}
+        self.cond = threading.Condition()
+        self.io_lock = threading.Lock()  # results.json and the progress display, one writer at a time
+
+    # --- what a slot may take
+
+    def _gpu_wanted(self, stack: str) -> bool:
+        """Some live engine can give this stack a GPU: then CPU slots leave it alone."""
+        return any(e.alive and e.verdicts.get(stack) is not None and e.verdicts[stack].use_gpu
+                   for e in self.engines)
+
+    def eligible(self, slot: Slot, spec: RunSpec) -> bool:
+        engine = slot.engine
+        verdict = engine.verdicts.get(spec.stack)
+        if not engine.alive or verdict is None or not verdict.proceed or spec.stack in engine.image_errors:
+            return False
+        if verdict.use_gpu:
+            if slot.gpu is None or slot.gpu.get("index") not in verdict.gpu_indices:
+                return False
+        elif slot.gpu is not None or self._gpu_wanted(spec.stack):
+            return False
+        pin = self.pins.get((spec.stack, spec.variant))
+        return pin is None or pin == slot.hardware
+
+    def take(self, slot: Slot) -> tuple[int, RunSpec] | None:
+        """The next run for this slot; waits while runs in flight elsewhere may come back; None: done."""
+        with self.cond:
+            while True:
+                if self.stopping or not slot.engine.alive:
+                    return None
+                for item in self.pending:
+                    spec = item[1]
+                    if self.eligible(slot, spec):
+                        self.pending.remove(item)
+                        group = (spec.stack, spec.variant)
+                        self.pins.setdefault(group, slot.hardware)
+                        self.pin_holders[group] = self.pin_holders.get(group, 0) + 1
+                        self.in_flight += 1
+                        return item
+                if self.in_flight == 0:
+                    return None
+                self.cond.wait()
+
+    def _release(self, spec: RunSpec) -> None:
+        """Drop one hold on the group's pin; with none left, the group may go to other hardware."""
+        group = (spec.stack, spec.variant)
+        self.pin_holders[group] = self.pin_holders.get(group, 1) - 1
+        if self.pin_holders[group] <= 0:
+            self.pins.pop(group, None)
+            self.pin_holders.pop(group, None)
+
+    def give_back(self, item: tuple[int, RunSpec]) -> None:
+        """A run that never started (its engine went away, or has no image) waits for another slot."""
+        with self.cond:
+            self.in_flight -= 1
+            self._release(item[1])
+            self.pending.append(item)
+            self.pending.sort(key=lambda pending: pending[0])
+            self.cond.notify_all()
+
+    def done(self, spec: RunSpec, record: dict[str, Any]) -> None:
+        with self.cond:
+            self.in_flight -= 1
+            if record.get("status") != "ok":
+                self._release(spec)  # nothing measured there: the group is not bound to that hardware
+            stopping = self.stopping
+            self.cond.notify_all()
+        if not stopping:  # an interrupted run measured nothing; --resume runs it again
+            self.write(record)
+
+    def write(self, record: dict[str, Any]) -> None:
+        with self.io_lock:
+            self.writer.add_run(record)
+            self.progress.finish_run(record)
+
+    def engine_down(self, engine: Engine, reason: str) -> None:
+        with self.cond:
+            if engine.error is None:
+                engine.error = reason
+            self.cond.notify_all()
+        self.note(f"{reason}; its queued runs go to the other engines")
+
+    def note(self, message: str) -> None:
+        with self.io_lock:
+            self.progress.note(message)
+
+    # --- one slot's work
+
+    def work(self, slot: Slot) -> None:
+        while True:
+            item = self.take(slot)
+            if item is None:
+                return
+            try:
+                record = self.run_one(slot, item[1])
+            except BaseException as exc:  # noqa: BLE001 (re-raised by the main thread)
+                # A bug must not leave the other workers waiting for this run forever.
+                with self.cond:
+                    self.crash = self.crash or exc
+                    self.stopping = True
+                    self.in_flight -= 1
+                    self.cond.notify_all()
+                return
+            if record is None:
+                self.give_back(item)
+            else:
+                self.done(item[1], record)
+
+    def run_one(self, slot: Slot, spec: RunSpec) -> dict[str, Any] | None:
+        """Run one spec on this slot; None when it never started and should go elsewhere."""
+        from fp16doctor.engines import docker_engine
+
+        engine = slot.engine
+        stack = self.stacks[spec.stack]
+        image = self.image_for(engine, stack)
+        if image is None or self.stopping:
+            return None
+        verdict = engine.verdicts[spec.stack]
+        gpu = slot.gpu if verdict.use_gpu else None
+        with self.cond:
+            index = self.offset + self.started
+            self.started += 1
+        label = spec.label
+
+        def on_event(event: dict[str, Any]) -> None:
+            with self.io_lock:
+                self.progress.event({**event, "run": label})
+
+        with self.io_lock:
+            self.progress.start_run(spec, self.total, index)
+            if self.show_where:
+                self.progress.event({"event": "placed", "run": label, "where": slot.where})
+        try:
+            record = docker_engine.run_in_stack(spec, stack, engine.docker_host, gpu, on_event,
+                                                image=image, run_id=docker_engine.RUN_ID)
+        except DoctorError as exc:  # the engine did not answer before the container started
+            self.engine_down(engine, f"engine {engine.label} unreachable: {_detail(exc)}")
+            return None
+        if record.get("status") == "failed":
+            lost = self.check_engine(engine)
+            if lost is not None:
+                record["error"] = f"engine {engine.label} died during the run ({lost}); " \
+                                  "--resume runs it again"
+                record["failure_kind"] = ENGINE_LOST
+        record.setdefault("engine", {}).update(self.engine_fields(slot, gpu))
+        if verdict.forced and not verdict.ok:
+            record["forced"] = True
+            record.setdefault("notes", []).append(f"pre-flight said: {verdict.reason}")
+        return record
+
+    def engine_fields(self, slot: Slot, gpu: dict[str, Any] | None) -> dict[str, Any]:
+        facts = slot.engine.facts
+        fields: dict[str, Any] = {"kind": "docker", "docker_host": slot.engine.label,
+                                  "name": facts.get("name"), "engine_id": facts.get("engine_id"),
+                                  "server_version": facts.get("server_version")}
+        if gpu is not None:
+            fields.update(gpu_index=gpu.get("index"), gpu_name=gpu.get("name"), gpu_uuid=gpu.get("uuid"))
+        return {k: v for k, v in fields.items() if v is not None}
+
+    def check_engine(self, engine: Engine) -> str | None:
+        """After a failed run: None when the engine still answers, else why not (and mark it down)."""
+        from fp16doctor.engines import docker_engine
+
+        docker_engine.forget_client(engine.docker_host)
+        try:
+            docker_engine.client_for(engine.docker_host)
+        except DoctorError as exc:
+            reason = _detail(exc)
+            self.engine_down(engine, f"engine {engine.label} died mid-run: {reason}")
+            return reason
+        return None
+
+    def image_for(self, engine: Engine, stack: StackSpec) -> str | None:
+        """The stack's image on this engine: already there, built there, or copied from another engine."""
+        from fp16doctor.stacks.build import BuildOptions, ensure_image
+
+        with engine.image_lock:
+            if stack.name in engine.images:
+                return engine.images[stack.name]
+            if stack.name in engine.image_errors:
+                return None
+
+            def log(line: str) -> None:
+                with self.io_lock:
+                    self.progress.event({"event": "log", "message": f"{engine.label}: {line}"})
+
+            try:
+                tag = ensure_image(stack, engine.docker_host, BuildOptions(docker_host=engine.docker_host), log)
+            except DoctorError as exc:
+                if self.check_engine(engine) is not None:
+                    return None
+                copied = self.copy_from_peer(engine, stack, exc, log)
+                if copied is None:
+                    return None
+                tag = copied
+            engine.images[stack.name] = tag
+            return tag
+
+    def copy_from_peer(self, engine: Engine, stack: StackSpec, build_error: DoctorError,
+                       log: Any) -> str | None:
+        from fp16doctor.engines import docker_engine
+
+        for peer in self.engines:
+            tag = peer.images.get(stack.name)
+            if peer is engine or not peer.alive or tag is None:
+                continue
+            try:
+                docker_engine.copy_image(peer.docker_host, engine.docker_host, tag, log)
+            except DoctorError as exc:
+                self.note(f"{exc.message}")
+                continue
+            self.note(f"building {stack.name} on {engine.label} failed ({build_error.message}); "
+                      f"copied the image from {peer.label}")
+            return tag
+        with self.cond:
+            engine.image_errors[stack.name] = f"no {stack.name} image on {engine.label}: {build_error.message}"
+            self.cond.notify_all()
+        self.note(engine.image_errors[stack.name] + (f" ({build_error.hint})" if build_error.hint else ""))
+        return None
+
+    # --- what is left when every slot stopped
+
+    def stranded_reason(self, spec: RunSpec) -> tuple[str, str]:
+        """Why no slot ran this spec: (reason, failure kind)."""
+        reasons: list[str] = []
+        kind = "no_engine"
+        for engine in self.engines:
+            if engine.error:
+                reasons.append(engine.error)
+                kind = ENGINE_LOST
+            elif spec.stack in engine.image_errors:
+                reasons.append(engine.image_errors[spec.stack])
+                kind = "image"
+        pin = self.pins.get((spec.stack, spec.variant))
+        if pin and not reasons:
+            reasons.append(f"its other precisions ran on {pin.partition(':')[2]}, and no engine with "
+                           "that hardware is left to keep the comparison fair")
+        return "; ".join(reasons) or "no engine could run it", kind
+
+
+def _connect(engine: Engine, host: Mapping[str, Any], first_stack: StackSpec | None) -> None:
+    """Ask the engine what it is and which GPUs it gives containers; on failure, record why."""
+    from fp16doctor.engines import docker_engine
+
+    try:
+        engine.facts = docker_engine.engine_facts(engine.docker_host).to_dict()
+        if engine.target.local:
+            gpus = [g for g in host.get("gpus") or [] if isinstance(g, dict)]
+        else:
+            found = docker_engine.engine_gpus(engine.docker_host)
+            if found is None and first_stack is not None and first_stack.gpu:
+                # An empty engine: the first stack's image is needed anyway, and nvidia-smi runs in it.
+                from fp16doctor.stacks.build import BuildOptions, ensure_image
+
+                image = ensure_image(first_stack, engine.docker_host,
+                                     BuildOptions(docker_host=engine.docker_host), lambda _line: None)
+                engine.images[first_stack.name] = image
+                found = docker_engine.engine_gpus(engine.docker_host, image)
+            gpus = found or []
+        engine.gpus = select_gpus(gpus, engine.target.gpu_selection)
+    except DoctorError as exc:
+        engine.error = f"engine {engine.label} unreachable: {_detail(exc)}"
+
+
+def _detail(exc: DoctorError) -> str:
+    """"cannot reach the Docker engine at X: why" -> "why" (the caller names the engine)."""
+    message = exc.message
+    if message.startswith("cannot reach") and ": " in message:
+        return message.split(": ", 1)[1]
+    return message
+
+
+def _join_all(threads: list[threading.Thread]) -> None:
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(JOIN_POLL_S)
+
+
+def _slots(engine: Engine) -> list[Slot]:
+    return [Slot(engine, None)] + [Slot(engine, gpu) for gpu in engine.gpus]
+
+
+def run_stack_specs(
+    specs: list[RunSpec], host: dict[str, Any], options: DiagnoseOptions, writer: ResultsWriter,
+    progress: Progress, offset: int, total: int,
+) -> list[dict[str, Any]]:
+    """Run the container cells of the matrix over options.docker_hosts; return extra findings.
+
+    Every finished run goes to `writer` at once, with `engine` naming the engine, its machine and the
+    GPU. KeyboardInterrupt removes the containers in flight and propagates.
+    """
+    from fp16doctor.engines import docker_engine
+    from fp16doctor.stacks import preflight
+
+    stacks = {spec.stack: get_stack(spec.stack) for spec in specs}
+    hosts: list[str | None] = list(options.docker_hosts) or [None]
+    engines = [Engine(t, docker_engine.engine_label(t.docker_host))
+               for t in dict.fromkeys(parse_docker_host(h) for h in hosts)]
+    matrix = _Matrix([], stacks, engines, options, writer, progress, offset, total)
+
+    runnable: list[RunSpec] = []
+    for spec in specs:
+        reason = precision_skip_reason(stacks[spec.stack], spec.precision)
+        if reason is None:
+            runnable.append(spec)
+        else:
+            matrix.write(_skipped(spec, reason))
+    if not runnable:
+        return []
+
+    progress.note("asking " + ", ".join(e.label for e in engines) + " for their GPUs")
+    first_stack = stacks[runnable[0].stack]
+    threads = [threading.Thread(target=_connect, args=(e, host, first_stack), daemon=True,
+                                name=f"fp16doctor-connect-{i}") for i, e in enumerate(engines)]
+    for thread in threads:
+        thread.start()
+    _join_all(threads)
+    for engine in engines:
+        if engine.error:
+            progress.note(engine.error)
+        else:
+            gpus = ", ".join(f"{g.get('index')}: {g.get('name')}" for g in engine.gpus) or "no GPU"
+            progress.note(f"engine {engine.label} ({engine.facts.get('name', '?')}): {gpus}")
+
+    # Pre-flight per stack and engine; a stack no engine can run is skipped with the reason.
+    findings: list[dict[str, Any]] = []
+    live = [e for e in engines if e.alive]
+    for name, stack in stacks.items():
+        for engine in live:
+            engine.verdicts[name] = preflight.check(stack, engine.host_view(host), force=options.force)
+        verdicts = [(e, e.verdicts[name]) for e in live]
+        for engine, verdict in verdicts:
+            if verdict.finding is not None and not any(f.get("stack") == name for f in findings):
+                finding = dict(verdict.finding)
+                if len(engines) > 1:
+                    finding["evidence"] = [f"on {engine.label}: {e}" for e in finding.get("evidence", [])]
+                findings.append(finding)
+        if live and not any(v.proceed for _, v in verdicts):
+            reason = "; ".join(f"{e.label}: {v.reason}" if len(live) > 1 else v.reason for e, v in verdicts)
+            for spec in [s for s in runnable if s.stack == name]:
+                runnable.remove(spec)
+                matrix.write(_skipped(spec, reason + " (--force tries anyway)"))
+
+    writer.doc["engines"] = [e.summary() for e in engines]
+    matrix.pending = list(enumerate(runnable))
+    slots = [s for e in live for s in _slots(e)]
+    matrix.show_where = len(slots) > 1
+    workers = [threading.Thread(target=matrix.work, args=(slot,), daemon=True,
+                                name=f"fp16doctor-slot-{i}")
+               for i, slot in enumerate(slots)]
+    try:
+        for worker in workers:
+            worker.start()
+        _join_all(workers)
+    except KeyboardInterrupt:
+        with matrix.cond:
+            matrix.stopping = True
+            matrix.cond.notify_all()
+        _remove_containers(engines)
+        for worker in workers:
+            worker.join(timeout=10)
+        _remove_containers(engines)  # a container created while the first sweep ran
+        raise
+    if matrix.crash is not None:
+        _remove_containers(engines)
+        raise matrix.crash
+
+    for _, spec in list(matrix.pending):
+        reason, kind = matrix.stranded_reason(spec)
+        matrix.write(_failed(spec, reason, kind))
+    writer.doc["engines"] = [e.summary() for e in engines]
+    writer.save()
+    return findings
+
+
+def _remove_containers(engines: list[Engine]) -> None:
+    from fp16doctor.engines import docker_engine
+
+    for engine in engines:
+        if not engine.alive:
+            continue
+        try:
+            docker_engine.cleanup(engine.docker_host, run_id=docker_engine.RUN_ID)
+        except DoctorError:
+            pass  # the engine went away: its containers went with it
