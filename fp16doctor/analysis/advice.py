@@ -8,8 +8,6 @@ from fp16doctor.analysis.context import Software
 from fp16doctor.knowledge.cuda import version_at_least
 from fp16doctor.knowledge.frameworks import has_feature
 
-KERAS_JSON_FLOAT32 = '~/.keras/keras.json: "floatx": "float32" (Keras 3 reads $KERAS_HOME/keras.json)'
-
 
 def mixed_precision_code(sw: Software) -> str:
     """How to turn on mixed precision (float32 weights, float16 compute, loss scaling) on this stack."""
@@ -72,14 +70,18 @@ def mixed_precision_code(sw: Software) -> str:
     if fw == "torch":
         if has_feature("torch_amp", sw.torch) is False:
             return (
-                f"PyTorch {sw.torch} predates torch.cuda.amp (1.6): keep the model float32 and use "
-                "apex.amp.initialize(model, opt, opt_level='O1'), or upgrade to PyTorch >= 1.6."
+                f"PyTorch {sw.torch} predates torch.cuda.amp (1.6): keep the model float32 and use NVIDIA apex, "
+                "or upgrade to PyTorch >= 1.6:\n"
+                "    model, opt = apex.amp.initialize(model, opt, opt_level='O1')\n"
             )
+        # torch.autocast(device_type, ...) arrived in 1.10; 1.6-1.9 spell it torch.cuda.amp.autocast().
+        autocast = ("torch.cuda.amp.autocast()" if version_at_least(sw.torch, "1.10") is False
+                    else "torch.autocast('cuda', dtype=torch.float16)")
         return (
             f"PyTorch {sw.torch or ''}: keep the model float32 (no model.half()) and use autocast with a "
-            f"scaler:\n"
+            "gradient scaler:\n"
             "    scaler = torch.cuda.amp.GradScaler()\n"
-            "    with torch.autocast('cuda', dtype=torch.float16):\n"
+            f"    with {autocast}:\n"
             "        loss = loss_fn(model(x), y)\n"
             "    scaler.scale(loss).backward(); scaler.step(opt); scaler.update()"
         )
@@ -116,7 +118,8 @@ def upgrade_target(sw: Software) -> str:
 
 def keras_floatx_note(sw: Software) -> str:
     if sw.framework == "keras3":
-        return f"Set floatx back to float32 ({KERAS_JSON_FLOAT32}, or keras.config.set_floatx('float32'))."
+        return ("Set floatx back to float32: \"floatx\": \"float32\" in $KERAS_HOME/keras.json (default "
+                "~/.keras/keras.json), or keras.config.set_floatx('float32').")
     if sw.framework in ("keras2", "tf.keras", "tensorflow"):
         return "Set floatx back to float32 in ~/.keras/keras.json (or K.set_floatx('float32'))."
     return "Keep the model's parameters in float32."

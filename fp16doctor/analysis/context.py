@@ -7,7 +7,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fp16doctor.analysis.model import ModelInfo, model_for_run
-from fp16doctor.analysis.values import as_int, as_list, as_mapping, as_number, as_positive, as_str, median_of
+from fp16doctor.analysis.values import (
+    as_int,
+    as_list,
+    as_mapping,
+    as_number,
+    as_positive,
+    as_str,
+    fmt_ms,
+    median_of,
+)
 from fp16doctor.knowledge.cuda import version_at_least
 from fp16doctor.knowledge.frameworks import CPU_BF16_FLAGS, CPU_FP16_FLAGS
 from fp16doctor.knowledge.gpus import GpuFacts, gpu_facts
@@ -227,7 +236,7 @@ class Pair:
             else "no measurable difference"
         )
         return (
-            f"{r.precision} step {r.step_ms:.0f} ms vs float32 {f.step_ms:.0f} ms on {r.stack}"
+            f"{r.precision} step {fmt_ms(r.step_ms)} vs float32 {fmt_ms(f.step_ms)} on {r.stack}"
             f"{'' if r.variant == 'original' else ' (' + r.variant + ')'}: {verdict}"
         )
 

@@ -14,7 +14,7 @@ from fp16doctor.analysis.advice import (
 )
 from fp16doctor.analysis.context import Context, Pair, RunView, Software
 from fp16doctor.analysis.roofline import RooflineEstimate, estimate_context, tensor_core_eligible, tf32_active
-from fp16doctor.analysis.values import as_list, as_mapping, as_str
+from fp16doctor.analysis.values import as_list, as_mapping, as_str, fmt_flops, fmt_ms
 from fp16doctor.knowledge.cuda import (
     CUDNN_AUTO_CONVERSION,
     CUDNN_RELAXED_CHANNELS,
@@ -55,10 +55,7 @@ def make_finding(
     }
 
 
-def _ms(value: float | None) -> str:
-    if value is None:
-        return "?"
-    return f"{value:.1f} ms" if value < 10 else f"{value:.0f} ms"
+_ms = fmt_ms
 
 
 def _stacks(runs: list[RunView]) -> list[str]:
@@ -169,8 +166,8 @@ def rule_no_fast_fp16_hardware(ctx: Context) -> Finding | None:
         rec = "On this CPU train in float32."
         if cpu.bf16_flags:
             rec += (
-                " Its bfloat16 support may pay off instead: keras.mixed_precision.set_dtype_policy("
-                "'mixed_bfloat16') (TF >= 2.x / Keras 3); measure it."
+                " Its bfloat16 support may pay off instead (Keras 3 / tf.keras >= 2.4; measure it):\n"
+                "    keras.mixed_precision.set_dtype_policy('mixed_bfloat16')\n"
             )
         recs.append(rec)
     gpu_seen: set[str] = set()
@@ -272,12 +269,27 @@ def rule_no_tensor_cores(ctx: Context) -> Finding | None:
     )
 
 
+def _channel_fix(sw: Software, in_channels: int | None, share: float) -> str:
+    """Pad the input channels to a multiple of 8, in the stack's own code."""
+    text = (f"Layers whose channel counts are not multiples of 8 hold {share:.0%} of the model's arithmetic. "
+            "Give Conv/Dense layers unit counts in multiples of 8")
+    if not in_channels or in_channels % 8 == 0:
+        return text + "."
+    extra = -in_channels % 8
+    text += f", and zero-pad the {in_channels}-channel input to {in_channels + extra} channels (zeros change "
+    if sw.framework == "torch":
+        return text + "no result):\n" + f"    x = torch.nn.functional.pad(x, (0, 0, 0, 0, 0, {extra}))  # NCHW\n"
+    return (text + "no result), before the first convolution:\n"
+            f"    x = keras.layers.Lambda(lambda t: tf.pad(t, [[0, 0], [0, 0], [0, 0], [0, {extra}]]))(inputs)\n")
+
+
 def rule_tensor_cores_not_eligible(ctx: Context) -> Finding | None:
     evidence: list[str] = []
     runs: list[RunView] = []
     confidence = 0.0
     hard = False
     share_max = 0.0
+    first_bad_in: int | None = None
     seen: set[tuple[str, str | None]] = set()
     for run in ctx.reduced_runs():
         gpu = ctx.gpu_for(run)
@@ -311,10 +323,12 @@ def rule_tensor_cores_not_eligible(ctx: Context) -> Finding | None:
             )
             evidence.append(
                 f"{run.stack}: {layer.type} {layer.in_channels}->{layer.out_channels} channels: "
-                f"{layer.flops_per_example / 1e6:.0f} MFLOP per example, {frac:.1%} of the model; {how}"
+                f"{fmt_flops(layer.flops_per_example)} per example, {frac:.1%} of the model; {how}"
             )
         share_max = max(share_max, share)
         hard = hard or strict
+        first_bad_in = first_bad_in or next(
+            (la.in_channels for la in bad if la.type.lower().startswith("conv") and la.in_channels), None)
         confidence = max(
             confidence, (0.85 if run.model.source == "run" else 0.8) - (0.1 if cudnn is None else 0)
         )
@@ -323,12 +337,7 @@ def rule_tensor_cores_not_eligible(ctx: Context) -> Finding | None:
     evidence += _roofline_lines(ctx, runs)
     severity = "warning" if hard or share_max >= 0.1 else "info"
     sw = _first_software(runs)
-    fix = (
-        "Pad the image channels to 8 before the first convolution, e.g. in Keras "
-        "`Lambda(lambda x: tf.pad(x, [[0, 0], [0, 0], [0, 0], [0, 5]]))` (3 -> 8 channels), and give "
-        "Dense/Conv "
-        "layers unit counts that are multiples of 8."
-    )
+    fix = _channel_fix(sw, first_bad_in, share_max)
     if version_at_least(sw.cudnn, CUDNN_RELAXED_CHANNELS) is False:
         fix += (
             f" cuDNN {sw.cudnn} is the bigger limit: cuDNN >= {CUDNN_RELAXED_CHANNELS} pads automatically "
@@ -353,18 +362,22 @@ def _input_advice(sw: Software) -> str:
     fw = sw.framework
     if fw == "keras2":
         return (
-            "Produce batches in parallel: model.fit_generator(train_generator, ..., workers=4, "
-            "use_multiprocessing=True, max_queue_size=20)."
+            f"Produce batches in parallel (Keras {sw.keras or '2.x'}):\n"
+            "    model.fit_generator(train_generator, steps_per_epoch=..., epochs=...,\n"
+            "                        workers=4, use_multiprocessing=True, max_queue_size=20)\n"
         )
     if fw in ("tf.keras", "tensorflow", "keras3"):
         return (
-            "Use a parallel, prefetching pipeline: ds = keras.utils.image_dataset_from_directory(dir, "
-            "image_size=(h, w), batch_size=b).map(lambda x, y: (x / 255.0, y), "
-            "num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)."
+            "Use a parallel, prefetching tf.data pipeline instead of ImageDataGenerator:\n"
+            "    ds = keras.utils.image_dataset_from_directory(train_dir, image_size=(h, w), batch_size=b)\n"
+            "    ds = ds.map(lambda x, y: (x / 255.0, y), num_parallel_calls=tf.data.AUTOTUNE)\n"
+            "    ds = ds.prefetch(tf.data.AUTOTUNE)\n"
         )
     if fw == "torch":
         return (
-            "Use DataLoader(dataset, batch_size=b, num_workers=4, pin_memory=True, persistent_workers=True)."
+            "Load batches in worker processes:\n"
+            "    loader = DataLoader(dataset, batch_size=b, num_workers=4, pin_memory=True,\n"
+            "                        persistent_workers=True)\n"
         )
     return "Produce batches in parallel and ahead of the training step (several workers, prefetching)."
 
@@ -443,6 +456,14 @@ def _generator_in_floatx(sw: Software) -> tuple[bool | None, str]:
     return None, ""
 
 
+def _host_gain(ctx: Context, runs: list[RunView]) -> str | None:
+    """The measured host time float16 batches add per step, if both input times are known."""
+    for pair in ctx.pairs:
+        if pair.reduced in runs and pair.reduced.input_ms and pair.fp32.input_ms:
+            return f"up to {_ms(pair.reduced.input_ms - pair.fp32.input_ms)} per step (the host's float16 excess)"
+    return None
+
+
 def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
     evidence: list[str] = []
     runs: list[RunView] = []
@@ -499,20 +520,25 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
         return None
     sw = _first_software(runs)
     fw = sw.framework
+    gain = _host_gain(ctx, runs)
     if fw == "keras2" and is_old_keras_generator(sw):
         rec = (
-            f"Keras {sw.keras}'s ImageDataGenerator has no dtype argument: keep floatx float32 (the batches "
-            "then stay float32) and get fp16 speed from mixed precision instead; at least run the generator "
-            "in parallel: fit_generator(..., workers=4, use_multiprocessing=True)."
+            f"Keras {sw.keras}'s ImageDataGenerator has no dtype argument, so keep floatx float32 (the batches "
+            "then stay float32) and get fp16 speed from mixed precision on a newer stack instead; meanwhile "
+            "build batches in parallel:\n"
+            "    model.fit_generator(train_generator, ..., workers=4, use_multiprocessing=True)\n"
         )
     elif fw in ("keras3", "tf.keras", "keras2"):
         rec = (
-            "Build batches in float32 whatever floatx says: ImageDataGenerator(rescale=1./255, "
-            "horizontal_flip=True, vertical_flip=True, dtype='float32'), and let the model cast on the "
-            "device (better: a float32 tf.data pipeline and the mixed_float16 policy)."
+            "Build batches in float32 whatever floatx says, and let the model cast on the device "
+            "(better still: floatx float32 and the mixed_float16 policy):\n"
+            "    datagen = ImageDataGenerator(rescale=1./255, horizontal_flip=True, vertical_flip=True,\n"
+            "                                 dtype='float32')\n"
         )
     else:
         rec = "Keep host-side preprocessing in float32 (or uint8) and cast to float16 on the device."
+    if gain:
+        rec += f"Expected gain: {gain}."
     return make_finding(
         "host_fp16_emulation",
         "Host-side preprocessing runs in float16, slower than in float32",
@@ -548,26 +574,36 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
                 f"and the loss scaling cost {_ms(mixed.step_ms - pure.reduced.step_ms)} per step"
             )
             runs.append(mixed)
-            worse_than_fp32 = worse_than_fp32 or pair.slower
+            gpu = ctx.gpu_for(mixed)
+            fast = gpu is not None and (gpu.tensor_cores or (gpu.fp16_ratio or 0) >= 2)
+            # Only where fp16 could win do the casts eat a gain; elsewhere they only add to a loss.
+            worse_than_fp32 = worse_than_fp32 or (pair.slower and fast)
     if not evidence:
         return None
-    sw = _first_software(runs)
-    if sw.framework in ("tf.keras", "keras3"):
-        fuse = "compile with XLA so casts fuse into their neighbours: model.compile(..., jit_compile=True)"
-    elif sw.framework == "torch":
-        fuse = "fuse casts with torch.compile(model)"
-    else:
-        fuse = "use a compiler that fuses casts (XLA, torch.compile)"
     return make_finding(
         "cast_overhead",
         "Casts inserted by mixed precision eat the gain",
         "warning" if worse_than_fp32 else "info",
         0.6,
         evidence,
-        f"Casts cost the same whatever the layer size, so give each step more work (larger batch) "
-        f"and {fuse}.",
+        "Casts cost the same whatever the layer size, so give each step more work (a larger batch) and let a "
+        "compiler fuse the casts into their neighbours:\n" + _fusion_code(_first_software(runs)),
         stacks=_stacks(runs),
     )
+
+
+def _fusion_code(sw: Software) -> str:
+    """How to fuse small ops (casts, launches) on this stack, as indented code lines."""
+    if sw.framework == "torch":
+        if version_at_least(sw.torch, "2.0") is False:
+            return "    # PyTorch < 2.0: capture the step in a CUDA graph (torch.cuda.graphs), or upgrade for:\n" \
+                   "    model = torch.compile(model)\n"
+        return "    model = torch.compile(model)\n"
+    if sw.framework in ("tf.keras", "keras3"):
+        return "    model.compile(optimizer, loss, jit_compile=True, steps_per_execution=32)\n"
+    if sw.framework == "jax":
+        return "    train_step = jax.jit(train_step)  # one fused program per step\n"
+    return "    # TF 1.x: enable XLA auto-clustering\n    os.environ['TF_XLA_FLAGS'] = '--tf_xla_auto_jit=2'\n"
 
 
 def rule_small_model_overhead(ctx: Context) -> Finding | None:
@@ -608,22 +644,14 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
     if not evidence:
         return None
     evidence += [p.describe() for p in ctx.pairs if p.reduced in runs]
-    sw = _first_software(runs)
-    if sw.framework == "torch":
-        extra = "wrap the model in torch.compile(model) (or capture CUDA graphs) to cut per-op launches."
-    elif sw.framework in ("tf.keras", "keras3"):
-        extra = (
-            "compile with model.compile(..., jit_compile=True) and steps_per_execution=32 to cut launches."
-        )
-    else:
-        extra = "fuse operations (XLA) to cut launches."
     return make_finding(
         "small_model_overhead",
         "Too little work per step: launch and framework overhead dominate",
         "warning",
         confidence,
         evidence,
-        f"Raise the work per step (larger batch or model) before judging fp16; {extra}",
+        "fp16 speeds up arithmetic, and this step has almost none: raise the work per step (a larger batch or "
+        "model) before judging fp16, and cut per-op launches:\n" + _fusion_code(_first_software(runs)),
         stacks=_stacks(runs),
     )
 
@@ -823,9 +851,12 @@ def rule_measurement_warmup(ctx: Context) -> Finding | None:
         "info",
         0.8,
         evidence,
-        "Compare precisions on steady-state steps: skip the first epoch (or first steps) and time many "
-        "steps, "
-        "e.g. a Keras callback timing on_train_batch_begin/end, or fp16doctor's own step_time_ms.",
+        "Compare precisions on steady-state steps: skip the first epoch (or the first steps) and time many "
+        "steps; fp16doctor's step_time_ms already does. With Keras, a callback such as:\n"
+        "    class StepTimer(keras.callbacks.Callback):\n"
+        "        def on_train_batch_begin(self, batch, logs=None): self.t = time.perf_counter()\n"
+        "        def on_train_batch_end(self, batch, logs=None): times.append(time.perf_counter() - self.t)\n"
+        "and report the median of times[5:].",
         stacks=_stacks(runs),
     )
 
@@ -871,9 +902,9 @@ def rule_tf32_baseline(ctx: Context) -> Finding | None:
         "info",
         confidence,
         evidence,
-        f"fp16 is compared with a fast baseline here; its remaining gain is about 2x on arithmetic. To "
-        f"see the "
-        f"gain over true fp32, disable TF32 for the float32 run: {code}",
+        "fp16 is compared with a fast baseline here: on Tensor Cores fp16 is only about 2x TF32, and memory-bound "
+        "layers gain nothing from TF32. To see the gain over true fp32, disable TF32 for the float32 run:\n"
+        f"    {code}\n",
         stacks=_stacks(runs),
     )
 

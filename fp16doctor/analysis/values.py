@@ -53,3 +53,21 @@ def median_of(value: Any) -> float | None:
     if isinstance(value, Mapping):
         return as_positive(value.get("median"))
     return as_positive(value)
+
+
+def fmt_ms(value: float | None) -> str:
+    """Milliseconds for people: '812 ms', '3.3 ms', '0.042 ms'."""
+    if value is None:
+        return "?"
+    if value >= 10:
+        return f"{value:.0f} ms"
+    if value >= 1:
+        return f"{value:.1f} ms"
+    return f"{value:.2g} ms"
+
+
+def fmt_flops(value: float) -> str:
+    for unit, scale in (("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.0f} FLOP"

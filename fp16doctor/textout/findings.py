@@ -13,6 +13,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from fp16doctor.analysis.roofline import RooflineEstimate, estimate
+from fp16doctor.analysis.values import fmt_ms
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 
@@ -46,9 +47,8 @@ def _best_case(estimates: Sequence[RooflineEstimate]) -> Text | None:
     text = Text("Best case on this GPU (roofline)\n", style="bold")
     for e in known:
         measured = f"; you measured {e.measured_speedup:.2f}x" if e.measured_speedup else ""
-        text.append(f"  {e.stack} / {e.precision} on {e.gpu_name}: at most {e.predicted_speedup:.2f}x "
-                    f"from fp16 "
-                    f"({e.fp32_ms:.1f} ms -> {e.fp16_ms:.1f} ms per step, {e.bound}-bound){measured}\n")
+        text.append(f"  {e.stack} / {e.precision} on {e.gpu_name}: at most {e.predicted_speedup:.2f}x from "
+                    f"fp16 ({fmt_ms(e.fp32_ms)} -> {fmt_ms(e.fp16_ms)} per step, {e.bound}-bound){measured}\n")
         text.append(f"    {e.note}\n", style="dim")
     return text
 
@@ -80,6 +80,6 @@ def findings_text(doc: Mapping[str, Any], findings: Sequence[Mapping[str, Any]])
         recommendation = finding.get("recommendation")
         if recommendation:
             text.append("   fix: ", style="bold green")
-            text.append(str(recommendation).replace("\n", "\n        ") + "\n")
+            text.append(str(recommendation).strip().replace("\n", "\n        ") + "\n")
         parts.append(text)
     return Group(*parts)
