@@ -16,7 +16,7 @@ from markupsafe import Markup, escape
 from fp16doctor.report.formatting import format_ms, format_ratio
 
 WIDTH = 760
-LABEL_W = 230
+LABEL_W = 250
 RIGHT_PAD = 86
 ROW_H = 26
 BAR_H = 16
