@@ -32,6 +32,16 @@ def md_code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+def first_sentence(text: str, limit: int = 240) -> str:
+    """The summary keeps the first sentence of a recommendation; the HTML report has the rest."""
+    sentence = re.split(r"(?<!e\.g\.)(?<!i\.e\.)(?<=[.!?])\s+(?=[A-Z(])", text.strip(), maxsplit=1)[0].rstrip(":;, ")
+    if len(sentence) > limit:
+        sentence = sentence[: limit - 1].rstrip() + "…"
+    elif not sentence.endswith((".", "!", "?", ")")):
+        sentence += "."
+    return sentence
+
+
 def _speedup(row: RunRow) -> str:
     if row.precision == "float32" and row.ok:
         return "baseline"
@@ -119,7 +129,7 @@ def _document(doc: DocumentView, many: bool) -> list[str]:
             ident = md_code(finding.id) if plain_id else md_text(finding.id)
             line = f"{i}. **{md_text(finding.title)}** ({ident}, {md_text(finding.severity)})"
             if finding.recommendation:
-                line += f" — {md_text(finding.recommendation)}"
+                line += f" — {md_text(first_sentence(finding.recommendation))}"
             out.append(line)
         if len(doc.findings) > TOP_FINDINGS:
             out.append(f"{TOP_FINDINGS + 1}. … and {len(doc.findings) - TOP_FINDINGS} more in the HTML report")

@@ -54,3 +54,14 @@ def test_pipes_and_newlines_cannot_break_the_table(seed_doc):
 def test_inline_helpers():
     assert md_text("*x* [y](z) `q`") == "\\*x\\* \\[y\\](z) \\`q\\`"
     assert md_code("a`b") == "``a`b``"
+
+
+def test_findings_keep_only_the_first_sentence_of_the_fix():
+    from fp16doctor.report.markdown import first_sentence
+
+    assert first_sentence("Set floatx to float32 (or K.set_floatx('float32')). Then upgrade.") == (
+        "Set floatx to float32 (or K.set_floatx('float32'))."
+    )
+    assert first_sentence("meanwhile build batches in parallel:") == "meanwhile build batches in parallel."
+    assert len(first_sentence("x" * 500)) == 240
+    assert first_sentence("Upgrade (e.g. `pip install x`). Then retry.") == "Upgrade (e.g. `pip install x`)."
