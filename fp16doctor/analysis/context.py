@@ -119,6 +119,8 @@ class RunView:
     steps: int | None
     first_step_ms: float | None
     input_ms: float | None
+    input_p10_ms: float | None
+    input_p90_ms: float | None
     gpu_util_pct: float | None
     loss_first: float | None
     loss_last: float | None
@@ -127,6 +129,7 @@ class RunView:
     software: Software
     workload_name: str | None
     batch_size: int | None
+    images: int | None  # examples per epoch, when the workload says
     model: ModelInfo | None
 
     @property
@@ -164,6 +167,8 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
         steps=as_int(step.get("n")),
         first_step_ms=as_positive(run.get("first_step_ms")),
         input_ms=median_of(run.get("input_time_ms")),
+        input_p10_ms=as_positive(as_mapping(run.get("input_time_ms")).get("p10")),
+        input_p90_ms=as_positive(as_mapping(run.get("input_time_ms")).get("p90")),
         gpu_util_pct=median_of(run.get("gpu_utilization_pct")),
         loss_first=as_number(loss.get("first")),
         loss_last=as_number(loss.get("last")),
@@ -172,6 +177,7 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
         software=Software.from_run(run),
         workload_name=as_str(workload.get("name")),
         batch_size=as_int(workload.get("batch_size")),
+        images=as_int(workload.get("images")),
         model=model_for_run(run),
     )
 

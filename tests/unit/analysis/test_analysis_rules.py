@@ -443,3 +443,21 @@ def test_unknown_gpu_name_falls_back_to_compute_capability() -> None:
     f = finding(d, "no_fast_fp16_hardware")
     assert f["confidence"] < finding(doc(run("float32", 100), run("float16", 300), gpu=GTX1080),
                                      "no_fast_fp16_hardware")["confidence"]
+
+
+def test_small_but_clear_host_fp16_excess_is_reported_as_minor() -> None:
+    # Input times as diagnose measured them on the 2-core EPYC: ranges apart, but tiny beside the step.
+    d = doc(run("float32", 354, device="cpu", input_time_ms={"median": 22.8, "p10": 19.5, "p90": 24.4}),
+            run("float16", 1400, device="cpu", input_time_ms={"median": 28.6, "p10": 26.9, "p90": 34.7}),
+            cpu={"model": "AMD EPYC", "flags": EPYC_FLAGS})
+    f = finding(d, "host_fp16_emulation")
+    assert f["severity"] == "info" and any("0.4% of the 1400 ms step" in e for e in f["evidence"])
+    overlapping = doc(run("float32", 354, device="cpu", input_time_ms={"median": 22.8, "p10": 19.5, "p90": 27}),
+                      run("float16", 1400, device="cpu", input_time_ms={"median": 25.0, "p10": 21, "p90": 30}))
+    assert "host_fp16_emulation" not in ids(overlapping)
+
+
+def test_warmup_uses_the_workloads_own_epoch_length() -> None:
+    wl = {"name": "seed_cnn", "batch_size": 32, "images": 320}
+    f = finding(doc(run("float32", 100, first_step_ms=2000, workload=wl), gpu=V100), "measurement_warmup")
+    assert any("with 10 steps per epoch" in e for e in f["evidence"])
