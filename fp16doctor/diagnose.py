@@ -215,7 +215,7 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     try:
         from fp16doctor.report import write_report
 
-        write_report([doc], report_path, "html")  # type: ignore[arg-type]
+        write_report([doc], report_path, "html")
     except DoctorError as exc:
         progress.note(f"report not written: {exc.message}")
         report_path = None
