@@ -211,11 +211,11 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     known = {f["id"] for f in findings}
     findings += [f for f in extra_findings if f["id"] not in known]
     writer.set_findings(findings)
+    from fp16doctor.report import write_report
+
     report_path: Path | None = options.out_dir / "report.html"
     try:
-        from fp16doctor.report import write_report
-
-        write_report([doc], report_path, "html")
+        write_report([doc], options.out_dir / "report.html", "html")
     except DoctorError as exc:
         progress.note(f"report not written: {exc.message}")
         report_path = None
