@@ -216,8 +216,8 @@ class Pair:
         return 1.0 / self.ratio
 
     def noise(self) -> float:
-        """Relative spread of the two medians (p10-p90), at least 5 %: differences below it are not "
-          "claimed."""
+        """Relative spread of the two medians (p10-p90), at least 5 %: differences below it are not
+        claimed."""
         spreads = [0.05]
         for run in (self.fp32, self.reduced):
             if run.p10_ms and run.p90_ms and run.step_ms:

@@ -105,8 +105,8 @@ class ModelInfo:
 
 
 def model_for_run(run: Mapping[str, Any]) -> ModelInfo | None:
-    """The run's layers: its own model section if it has layers, else the seed model when it names "
-      "seed_cnn."""
+    """The run's layers: its own model section if it has layers, else the seed model when it names
+    seed_cnn."""
     model = as_mapping(run.get("model"))
     records = [r for r in as_list(model.get("layers")) if isinstance(r, Mapping)]
     layers = [layer for layer in (layer_from_record(r) for r in records) if layer is not None]

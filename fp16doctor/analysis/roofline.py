@@ -200,6 +200,6 @@ def estimate_context(ctx: Context) -> list[RooflineEstimate]:
 
 
 def estimate(doc: dict[str, Any]) -> list[RooflineEstimate]:
-    """One estimate per successful float16 / mixed_float16 run, paired with its float32 run when there is "
-      "one."""
+    """One estimate per successful float16 / mixed_float16 run, paired with its float32 run when there
+    is one."""
     return estimate_context(build_context(doc))

@@ -79,8 +79,7 @@ def _estimates(ctx: Context) -> list[RooflineEstimate]:
 
 
 def _roofline_lines(ctx: Context, runs: list[RunView]) -> list[str]:
-    """ "at most 2.6x from fp16 here; you measured 0.62x" for the runs' stacks, where the GPU is in the "
-                                                        "table."""
+    """'at most 2.6x from fp16 here; measured 0.62x' for the runs' stacks, where the GPU is in the table."""
     stacks = {r.stack for r in runs}
     lines = []
     for e in _estimates(ctx):

@@ -1,5 +1,5 @@
-"""TensorFlow, Keras, PyTorch and JAX as data: what each release was built for and which fp16 features it "
-  "has."""
+"""TensorFlow, Keras, PyTorch and JAX as data: what each release was built for and which fp16
+features it has."""
 
 from __future__ import annotations
 

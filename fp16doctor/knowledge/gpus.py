@@ -197,8 +197,8 @@ def match_gpu(name: str | None) -> GpuModel | None:
 
 
 def architecture_for(compute_capability: str | None) -> Architecture | None:
-    """Architecture for "7.0"-style strings; an unknown minor version falls back to the major's first "
-                            "entry."""
+    """Architecture for "7.0"-style strings; an unknown minor version falls back to the major's first
+    entry."""
     if not compute_capability:
         return None
     cc = compute_capability.strip()

@@ -54,8 +54,8 @@ def _best_case(estimates: Sequence[RooflineEstimate]) -> Text | None:
 
 
 def findings_text(doc: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> RenderableType:
-    """Measured runs, the roofline, then each finding with evidence and recommendation, most important "
-      "first."""
+    """Measured runs, the roofline, then each finding with evidence and recommendation, most
+    important first."""
     parts: list[RenderableType] = []
     measured = _measured(doc)
     if measured is not None:
