@@ -38,7 +38,7 @@ def mixed_precision_code(sw: Software) -> str:
                 "    opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(opt)"
             )
         return (
-            f"TensorFlow {sw.tensorflow or '2.x'} (tf.keras / tf_keras): keep floatx float32 and set the "
+            f"TensorFlow {sw.tensorflow or '>= 2.4'} (tf.keras / tf_keras): keep floatx float32 and set the "
             f"policy:\n"
             "    from tensorflow.keras import mixed_precision\n"
             "    mixed_precision.set_global_policy('mixed_float16')\n"
@@ -110,7 +110,7 @@ def upgrade_target(sw: Software) -> str:
             "mixed_float16 policy"
         )
     if fw == "torch":
-        return "PyTorch >= 1.6 (torch.cuda.amp), any current CUDA build"
+        return "PyTorch >= 1.10 (torch.autocast and GradScaler), any current CUDA build"
     if fw == "keras3":
         return f"a current Keras 3 with its {sw.keras_backend or 'tensorflow'} backend on a CUDA 12 build"
     return "a current framework release built for CUDA >= 10 and cuDNN >= 7.4"
@@ -138,9 +138,10 @@ def upgraded(sw: Software) -> Software:
     if fw in ("keras2", "tensorflow") or (
         fw == "tf.keras" and has_feature("tf_keras_policy", sw.tensorflow) is False
     ):
+        # Versions left open: the code shown runs on any TF >= 2.4 (tf.keras, tf_keras or Keras 3).
         return replace(
-            sw, tensorflow="2.16", keras=None, keras_api=None, keras_preprocessing=None, cuda=None, cudnn=None
+            sw, tensorflow=None, keras=None, keras_api="tf_keras", keras_preprocessing=None, cuda=None, cudnn=None
         )
     if fw == "torch" and has_feature("torch_amp", sw.torch) is False:
-        return replace(sw, torch="2.0", cuda=None, cudnn=None)
+        return replace(sw, torch=">= 1.10", cuda=None, cudnn=None)
     return sw

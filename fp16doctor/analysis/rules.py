@@ -414,13 +414,19 @@ def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
     if not evidence:
         return None
     sw = _first_software(runs)
+    gains = [r.step_ms - s.step_ms for r in runs for s in ctx.ok_runs()
+             if s.variant == "synthetic_input" and r.variant == "original" and (s.stack, s.precision, s.device)
+             == (r.stack, r.precision, r.device) and r.step_ms and s.step_ms]
+    advice = _input_advice(sw)
+    if gains:
+        advice += f"Expected gain: up to {_ms(max(gains))} per step (measured against in-memory input)."
     return make_finding(
         "input_pipeline_bound",
         "Producing batches on the host dominates the step",
         "warning",
         confidence,
         evidence,
-        "Precision cannot speed up this part. " + _input_advice(sw),
+        "Precision cannot speed up this part. " + advice,
         stacks=_stacks(runs),
     )
 
@@ -721,21 +727,34 @@ def rule_old_stack(ctx: Context) -> Finding | None:
         confidence = max(confidence, 0.85 if gpu.known else 0.6)
     if not evidence:
         return None
-    evidence += _roofline_lines(ctx, runs)
-    if any(r.workload_name == "seed_cnn" for r in runs):
+    roofline = _roofline_lines(ctx, runs)
+    evidence += roofline
+    if any(r.workload_name == "seed_cnn" and version_at_least(r.software.tensorflow, "1.13") is False
+           for r in runs):
         evidence.append(
             "on a Titan V the same script trained slightly faster in float16 than float32 after an "
             "upgrade to CUDA 10.0, cuDNN 7.4.1, TensorFlow 1.13.1 and Keras 2.2.4 (public report of "
             "this question)"
         )
     sw = _first_software(runs)
+    pairs = [p for p in ctx.pairs if p.reduced in runs]
+    already_faster = bool(pairs) and all(p.faster for p in pairs)
+    gain = ""
+    best = [e for e in _estimates(ctx) if e.predicted_speedup and e.stack in {r.stack for r in runs}]
+    if best:
+        top = max(best, key=lambda e: e.predicted_speedup or 0)
+        gain = (f"\nExpected gain: up to {top.predicted_speedup:.1f}x over float32 for this model on this GPU "
+                "(roofline best case)")
+        if top.measured_speedup:
+            gain += f", against {top.measured_speedup:.2f}x measured now"
+        gain += "."
     return make_finding(
         "old_stack",
         "This software stack lacks the fast fp16 paths",
-        "warning",
+        "info" if already_faster else "warning",
         confidence,
         evidence,
-        f"Upgrade to {upgrade_target(sw)}. Then: {mixed_precision_code(upgraded(sw))}",
+        f"Upgrade to {upgrade_target(sw)}. Then: {mixed_precision_code(upgraded(sw))}{gain}",
         stacks=_stacks(runs),
     )
 

@@ -461,3 +461,13 @@ def test_warmup_uses_the_workloads_own_epoch_length() -> None:
     wl = {"name": "seed_cnn", "batch_size": 32, "images": 320}
     f = finding(doc(run("float32", 100, first_step_ms=2000, workload=wl), gpu=V100), "measurement_warmup")
     assert any("with 10 steps per epoch" in e for e in f["evidence"])
+
+
+def test_old_stack_is_advice_only_when_fp16_already_wins() -> None:
+    sw = {**KERAS215, "tensorflow": "1.13.1", "keras": "2.2.4", "cuda": "10.0", "cudnn": "7.4.1"}
+    d = doc(run("float32", 500, software=sw, workload=SEED), run("float16", 450, software=sw, workload=SEED),
+            gpu=TITAN_V)
+    f = finding(d, "old_stack")
+    assert f["severity"] == "info"
+    assert not any("after an upgrade to CUDA 10.0" in e for e in f["evidence"])  # that is this stack already
+    assert "Expected gain: up to" in f["recommendation"]
