@@ -14,9 +14,12 @@ take over what is still queued. All Docker calls go through fp16doctor.engines.d
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fp16doctor.engines.base import RunSpec, base_run_record
@@ -26,11 +29,13 @@ from fp16doctor.stacks import StackSpec, get_stack
 if TYPE_CHECKING:
     from fp16doctor.diagnose import DiagnoseOptions, Progress
     from fp16doctor.results import ResultsWriter
+    from fp16doctor.stacks.build import BuildOptions
     from fp16doctor.stacks.preflight import Verdict
 
 GPU_SELECTOR = "#gpus="  # --docker-host URL#gpus=0,2 (indices or UUIDs); #gpus=none: CPU only
 LOCAL_SCHEMES = ("unix://", "npipe://")
 ENGINE_LOST = "engine_lost"
+CA_BUNDLE_ENV = "FP16DOCTOR_CA_BUNDLE"  # a CA bundle pip trusts inside image builds (TLS proxies)
 JOIN_POLL_S = 0.2  # the main thread wakes this often, so Ctrl-C is handled while workers run
 
 
@@ -162,6 +167,18 @@ def group_runs_by_machine(runs: Iterable[Mapping[str, Any]]) -> dict[str, list[M
 
 
 # ------------------------------------------------------------------------------------------ records
+
+
+def build_options_for(options: DiagnoseOptions, docker_host: str | None) -> BuildOptions:
+    """How to build a stack's image on one engine: the diagnose's build options (CA bundle, wheelhouse,
+    pip index), else FP16DOCTOR_CA_BUNDLE from the environment."""
+    from fp16doctor.stacks.build import BuildOptions
+
+    base = getattr(options, "build_options", None)
+    if not isinstance(base, BuildOptions):
+        ca_bundle = os.environ.get(CA_BUNDLE_ENV)
+        base = BuildOptions(ca_bundle=Path(ca_bundle) if ca_bundle else None)
+    return dataclasses.replace(base, docker_host=docker_host)
 
 
 def _skipped(spec: RunSpec, reason: str) -> dict[str, Any]:
@@ -384,7 +401,7 @@ class _Matrix:
 
     def image_for(self, engine: Engine, stack: StackSpec) -> str | None:
         """The stack's image on this engine: already there, built there, or copied from another engine."""
-        from fp16doctor.stacks.build import BuildOptions, ensure_image
+        from fp16doctor.stacks.build import ensure_image
 
         with engine.image_lock:
             if stack.name in engine.images:
@@ -397,7 +414,8 @@ class _Matrix:
                     self.progress.event({"event": "log", "message": f"{engine.label}: {line}"})
 
             try:
-                tag = ensure_image(stack, engine.docker_host, BuildOptions(docker_host=engine.docker_host), log)
+                tag = ensure_image(stack, engine.docker_host, build_options_for(self.options, engine.docker_host),
+                                   log)
             except DoctorError as exc:
                 if self.check_engine(engine) is not None:
                     return None
@@ -450,7 +468,8 @@ class _Matrix:
         return "; ".join(reasons) or "no engine could run it", kind
 
 
-def _connect(engine: Engine, host: Mapping[str, Any], first_stack: StackSpec | None) -> None:
+def _connect(engine: Engine, host: Mapping[str, Any], first_stack: StackSpec | None,
+             options: DiagnoseOptions) -> None:
     """Ask the engine what it is and which GPUs it gives containers; on failure, record why."""
     from fp16doctor.engines import docker_engine
 
@@ -462,10 +481,10 @@ def _connect(engine: Engine, host: Mapping[str, Any], first_stack: StackSpec | N
             found = docker_engine.engine_gpus(engine.docker_host)
             if found is None and first_stack is not None and first_stack.gpu:
                 # An empty engine: the first stack's image is needed anyway, and nvidia-smi runs in it.
-                from fp16doctor.stacks.build import BuildOptions, ensure_image
+                from fp16doctor.stacks.build import ensure_image
 
                 image = ensure_image(first_stack, engine.docker_host,
-                                     BuildOptions(docker_host=engine.docker_host), lambda _line: None)
+                                     build_options_for(options, engine.docker_host), lambda _line: None)
                 engine.images[first_stack.name] = image
                 found = docker_engine.engine_gpus(engine.docker_host, image)
             gpus = found or []
@@ -522,7 +541,7 @@ def run_stack_specs(
 
     progress.note("asking " + ", ".join(e.label for e in engines) + " for their GPUs")
     first_stack = stacks[runnable[0].stack]
-    threads = [threading.Thread(target=_connect, args=(e, host, first_stack), daemon=True,
+    threads = [threading.Thread(target=_connect, args=(e, host, first_stack, options), daemon=True,
                                 name=f"fp16doctor-connect-{i}") for i, e in enumerate(engines)]
     for thread in threads:
         thread.start()

@@ -1,0 +1,69 @@
+"""--docker-host values with a GPU selection, grouping runs by machine, and the live table of runs."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from fp16doctor.engines.base import QUICK, RunSpec
+from fp16doctor.errors import DoctorError
+from fp16doctor.progress import LiveProgress
+from fp16doctor.stack_runs import EngineTarget, group_runs_by_machine, parse_docker_host, select_gpus
+
+
+@pytest.mark.parametrize(("text", "target"), [
+    ("tcp://node:2376", EngineTarget("tcp://node:2376")),
+    ("tcp://node:2376#gpus=0,2", EngineTarget("tcp://node:2376", ("0", "2"))),
+    ("ssh://me@node#gpus=GPU-abc", EngineTarget("ssh://me@node", ("GPU-abc",))),
+    ("a100-context#gpus=none", EngineTarget("a100-context", ())),
+    ("unix:///var/run/docker.sock#gpus=all", EngineTarget("unix:///var/run/docker.sock")),
+])
+def test_docker_host_takes_a_gpu_selection(text: str, target: EngineTarget) -> None:
+    assert parse_docker_host(text) == target
+
+
+def test_a_gpu_selection_without_an_engine_is_a_usage_error() -> None:
+    with pytest.raises(DoctorError, match="names no engine"):
+        parse_docker_host("#gpus=0")
+
+
+def test_gpu_selection_matches_indices_and_uuids() -> None:
+    gpus = [{"index": i, "uuid": f"GPU-{i}"} for i in range(4)]
+    assert [g["index"] for g in select_gpus(gpus, ("GPU-3", "1"))] == [1, 3]
+    assert select_gpus(gpus, ()) == []
+    assert select_gpus(gpus, None) == gpus
+
+
+def test_runs_group_by_machine_and_local_engines_count_as_this_host() -> None:
+    runs = [
+        {"stack": "host", "engine": {"kind": "host"}},
+        {"stack": "cpu", "engine": {"kind": "docker", "docker_host": "unix:///var/run/docker.sock", "name": "vm"}},
+        {"stack": "cpu", "engine": {"kind": "docker", "docker_host": "tcp://10.0.0.5:2376", "name": "a100-node"}},
+        {"stack": "cpu", "engine": {"kind": "docker", "docker_host": "tcp://10.0.0.5:2377", "name": "a100-node"}},
+        {"stack": "cpu", "engine": {"kind": "docker", "docker_host": "ssh://h200"}},
+    ]
+    groups = group_runs_by_machine(runs)
+    assert list(groups) == ["", "a100-node", "ssh://h200"]
+    assert [len(g) for g in groups.values()] == [2, 2, 1]
+
+
+def test_live_progress_keeps_one_row_per_run_in_flight() -> None:
+    out = io.StringIO()
+    progress = LiveProgress(Console(file=out, width=200, color_system=None), enabled=True)
+    f32 = RunSpec("cpu", "float32", "original", QUICK)
+    f16 = RunSpec("cpu", "float16", "original", QUICK)
+    progress.start_run(f32, 4, 0)
+    progress.event({"event": "placed", "run": f32.label, "where": "tcp://a:2376 (CPU)"})
+    progress.start_run(f16, 4, 1)
+    progress.event({"event": "step", "phase": "measure", "ms": 120.0, "run": f32.label})
+    progress.event({"event": "step", "phase": "measure", "ms": 310.0, "run": f16.label})
+    assert [row.steps for row in progress.rows.values()] == [[120.0], [310.0]]
+
+    progress.finish_run({"stack": "cpu", "precision": "float32", "variant": "original", "status": "ok",
+                         "step_time_ms": {"median": 120.0, "p10": 118.0, "p90": 125.0, "n": 9}})
+    assert "[1/4] cpu / float32 / original (quick) on tcp://a:2376 (CPU)  120.0 ms/step" in out.getvalue()
+    assert list(progress.rows) == [f16.label] and progress.label.startswith("[2/4] cpu / float16")
+    progress.event({"event": "phase", "phase": "train"})  # no "run" key: the host engine's single run
+    assert progress.status == "training (warm-up)"

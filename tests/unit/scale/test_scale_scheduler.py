@@ -1,0 +1,150 @@
+"""Where the matrix's container runs go: spread over engines, one per GPU at a time, fair comparisons."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from scale_fakes import Fleet, RecordingProgress, gpu, options, plan, writer
+
+from fp16doctor.stack_runs import run_stack_specs
+
+A, B = "tcp://node-a:2376", "tcp://node-b:2376"
+
+
+def test_runs_spread_over_two_cpu_engines_one_at_a_time_on_each(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    fleet.add(A)
+    fleet.add(B)
+    w = writer(tmp_path)
+    findings = run_stack_specs(plan("cpu"), {"gpus": []}, options(tmp_path, A, B), w, progress, 0, 4)
+
+    assert findings == []
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert [r["status"] for r in saved["runs"]] == ["ok"] * 4
+    assert {r["engine"]["docker_host"] for r in saved["runs"]} == {A, B}
+    assert all(r["engine"]["engine_id"] == f"ID-{r['engine']['docker_host']}" for r in saved["runs"])
+    assert {e["docker_host"] for e in saved["engines"]} == {A, B}
+    # A CPU-only engine runs one at a time; the two engines ran side by side.
+    assert fleet.max_active == {(A, "cpu"): 1, (B, "cpu"): 1}
+    assert fleet.max_in_flight == 2
+    assert sorted(i for _, _, i in progress.started) == [0, 1, 2, 3]
+
+
+def test_gpu_runs_are_pinned_one_per_gpu_and_the_cpu_slot_stays_idle(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    fleet.add(A, gpus=[gpu(0, "NVIDIA A100-SXM4-80GB", "8.0"), gpu(1, "NVIDIA A100-SXM4-80GB", "8.0")])
+    run_stack_specs(plan("tf2.20-keras3"), {"gpus": []}, options(tmp_path, A), writer(tmp_path), progress, 0, 4)
+
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert [r["status"] for r in runs] == ["ok"] * 4
+    assert {r["engine"]["gpu_uuid"] for r in runs} == {"GPU-NVIDIAA100-SXM4-80GB-0", "GPU-NVIDIAA100-SXM4-80GB-1"}
+    assert all(r["device"] == f"gpu:{r['engine']['gpu_index']}" for r in runs)
+    assert all(uuid is not None for _, uuid in fleet.engines[A].runs)  # never on the CPU slot
+    assert max(fleet.max_active.values()) == 1 and len(fleet.max_active) == 2
+
+
+def test_precisions_of_one_stack_stay_on_one_gpu_model(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    fleet.add(A, name="titan-box", gpus=[gpu(0, "NVIDIA TITAN V", "7.0")])
+    fleet.add(B, name="a100-node", gpus=[gpu(0, "NVIDIA A100-SXM4-80GB", "8.0")])
+    run_stack_specs(plan("tf2.20-keras3"), {"gpus": []}, options(tmp_path, A, B), writer(tmp_path), progress, 0, 4)
+
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    originals = [r for r in runs if r["variant"] == "original"]
+    assert len(originals) == 3 and all(r["status"] == "ok" for r in originals)
+    # float16 is only ever compared with a float32 measured on the same GPU model.
+    assert len({r["engine"]["gpu_name"] for r in originals}) == 1
+
+
+def test_a_local_engine_uses_the_probed_gpus_and_a_gpu_selection(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    local = "unix:///var/run/docker.sock"
+    fleet.add(local)  # the engine itself is not asked: this machine's probe already knows its GPUs
+    host_gpus = [gpu(0, "NVIDIA H200", "9.0"), gpu(1, "NVIDIA H200", "9.0")]
+    run_stack_specs(plan("tf2.20-keras3"), {"gpus": host_gpus}, options(tmp_path, local + "#gpus=1"),
+                    writer(tmp_path, host_gpus), progress, 0, 4)
+
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert {r["engine"]["gpu_uuid"] for r in runs} == {"GPU-NVIDIAH200-1"}
+    assert {r["engine"]["docker_host"] for r in runs} == {local}
+
+
+def test_precision_a_stack_cannot_run_is_skipped_with_the_reason(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    fleet.add(A, gpus=[gpu(0, "NVIDIA TITAN V", "7.0", driver="410.48")])
+    run_stack_specs(plan("tf1.7-cuda9.0"), {"gpus": []}, options(tmp_path, A), writer(tmp_path), progress, 0, 4)
+
+    runs = {r["precision"] + "/" + r["variant"]: r for r in json.loads((tmp_path / "results.json").read_text())["runs"]}
+    mixed = runs["mixed_float16/original"]
+    assert mixed["status"] == "skipped"
+    assert "Keras 2.1.5" in mixed["error"] and "mixed-precision" in mixed["error"]
+    assert runs["float16/original"]["status"] == "ok"
+    assert "tf1.7-cuda9.0 / mixed_float16 / original" not in [label for label, _ in fleet.engines[A].runs]
+
+
+def test_preflight_skips_a_stack_no_engine_can_run_unless_forced(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    fleet.add(A, gpus=[gpu(0, "NVIDIA H200", "9.0")])
+    findings = run_stack_specs(plan("tf1.7-cuda9.0"), {"gpus": []}, options(tmp_path, A), writer(tmp_path),
+                               progress, 0, 4)
+
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert {r["status"] for r in runs} == {"skipped"}
+    float32 = next(r for r in runs if r["precision"] == "float32")
+    assert "CUDA 9.0 has no kernels for compute capability 9.0 (NVIDIA H200)" in float32["error"]
+    assert [f["id"] for f in findings] == ["stack_incompatible_gpu"]
+    assert fleet.engines[A].runs == [] and fleet.engines[A].builds == 0  # no minutes spent on a build
+
+    forced_dir = tmp_path / "forced"
+    forced_dir.mkdir()
+    run_stack_specs(plan("tf1.7-cuda9.0"), {"gpus": []}, options(forced_dir, A, force=True), writer(forced_dir),
+                    progress, 0, 4)
+    forced = json.loads((forced_dir / "results.json").read_text())["runs"]
+    assert {r["status"] for r in forced if r["precision"] != "mixed_float16"} == {"ok"}
+    assert all(r.get("forced") for r in forced if r["status"] == "ok")
+
+
+def test_a_stack_runs_only_on_the_engines_whose_gpus_it_supports(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    fleet.add(A, name="h200-node", gpus=[gpu(0, "NVIDIA H200", "9.0")])
+    fleet.add(B, name="titan-box", gpus=[gpu(0, "NVIDIA TITAN V", "7.0", driver="410.48")])
+    findings = run_stack_specs(plan("tf1.7-cuda9.0"), {"gpus": []}, options(tmp_path, A, B), writer(tmp_path),
+                               progress, 0, 4)
+
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    ran = [r for r in runs if r["status"] == "ok"]
+    assert len(ran) == 3 and {r["engine"]["docker_host"] for r in ran} == {B}
+    assert fleet.engines[A].runs == []
+    assert findings and findings[0]["evidence"][0].startswith(f"on {A}: CUDA 9.0 has no kernels")
+
+
+def test_cpu_stack_on_a_gpu_engine_runs_one_at_a_time_without_a_gpu(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    fleet.add(A, gpus=[gpu(0, "NVIDIA A100-SXM4-80GB", "8.0"), gpu(1, "NVIDIA A100-SXM4-80GB", "8.0")])
+    run_stack_specs(plan("cpu"), {"gpus": []}, options(tmp_path, A), writer(tmp_path), progress, 0, 4)
+
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert [r["device"] for r in runs] == ["cpu"] * 4
+    # Two CPU runs at once would share the cores and distort both timings.
+    assert fleet.max_in_flight == 1 and [uuid for _, uuid in fleet.engines[A].runs] == [None] * 4
+
+
+def test_gpu_stacks_wait_for_a_gpu_rather_than_run_on_a_cpu_engine(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    fleet.add(A, gpus=[gpu(0, "NVIDIA A100-SXM4-80GB", "8.0")])
+    fleet.add(B)  # CPU only: TF 2.20 would run there, but on the CPU
+    run_stack_specs(plan("tf2.20-keras3"), {"gpus": []}, options(tmp_path, A, B), writer(tmp_path), progress, 0, 4)
+
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert {r["engine"]["docker_host"] for r in runs} == {A}
+    assert fleet.engines[B].runs == []
