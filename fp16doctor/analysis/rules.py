@@ -759,8 +759,14 @@ def rule_old_stack(ctx: Context) -> Finding | None:
     )
 
 
+KERAS_FRAMEWORKS = ("keras2", "tf.keras", "keras3")
+
+
 def rule_pure_float16_floatx(ctx: Context) -> Finding | None:
-    runs = [r for r in ctx.runs if r.precision == "float16"]
+    # floatx is Keras' switch; elsewhere a float16 run may be inference (no weights to update), so only a
+    # run that trains (a loss was recorded) is called pure fp16 training.
+    runs = [r for r in ctx.runs if r.precision == "float16" and (
+        r.software.framework in KERAS_FRAMEWORKS or r.workload_name == "seed_cnn" or r.loss_first is not None)]
     if not runs:
         return None
     sw = _first_software(runs)
@@ -899,11 +905,13 @@ def rule_tf32_baseline(ctx: Context) -> Finding | None:
         gpu = ctx.gpu_for(run)
         if gpu is None or not gpu.tf32 or not tf32_active(run, gpu):
             continue
+        m = gpu.model
+        if m and m.tensor_tflops and m.tensor_tflops / 2 < 1.5 * m.fp32_tflops:
+            continue  # GeForce Ampere/Ada/Blackwell: TF32 Tensor Cores run no faster than the fp32 cores
         runs.append(run)
         if run.stack in seen:
             continue
         seen.add(run.stack)
-        m = gpu.model
         peaks = (
             f": TF32 Tensor Cores ~{m.tensor_tflops / 2:.0f} TFLOPS vs {m.fp32_tflops} plain fp32, fp16 "
             f"{m.tensor_tflops} TFLOPS"
@@ -912,7 +920,7 @@ def rule_tf32_baseline(ctx: Context) -> Finding | None:
         )
         who = run.software.label() if run.software.known else "the framework (software not reported)"
         evidence.append(f"{gpu.label}, {who}: float32 convolutions and matmuls run as TF32 by default{peaks}")
-        confidence = max(confidence, 0.85 if run.software.known else 0.6)
+        confidence = max(confidence, (0.85 if run.software.known else 0.6) - (0 if m else 0.15))
     if not evidence:
         return None
     evidence += [p.describe() for p in ctx.pairs if p.fp32 in runs]

@@ -319,9 +319,17 @@ def test_floatx_float16_is_pure_fp16_with_stack_specific_fix() -> None:
     assert "keras.mixed_precision.set_dtype_policy('mixed_float16')" in k3["recommendation"]
     assert "jax backend" in k3["recommendation"]
     torch_sw = {"torch": "2.3.0"}
-    pt = finding(doc(run("float32", 100, software=torch_sw), run("float16", 120, software=torch_sw), gpu=V100),
+    loss = {"first": 2.3, "last": 1.1}
+    pt = finding(doc(run("float32", 100, software=torch_sw, loss=loss), run("float16", 120, software=torch_sw,
+                                                                            loss=loss), gpu=V100),
                  "pure_float16_floatx")
     assert "model.half()" in pt["evidence"][0] and "torch.autocast" in pt["recommendation"]
+
+
+def test_half_precision_inference_outside_keras_is_not_called_pure_fp16_training() -> None:
+    torch_sw = {"torch": "2.3.0"}
+    d = doc(run("float32", 100, software=torch_sw), run("float16", 120, software=torch_sw), gpu=V100)
+    assert "pure_float16_floatx" not in ids(d)
 
 
 def test_mixed_precision_only_is_not_pure_fp16() -> None:
@@ -372,6 +380,11 @@ def test_tf32_on_ampere_with_tf_2x() -> None:
                 "tf32_baseline")
     assert "enable_tensor_float_32_execution(False)" in f["recommendation"]
     assert any("156 TFLOPS vs 19.5" in e for e in f["evidence"])
+
+
+def test_no_tf32_baseline_where_tf32_is_no_faster_than_fp32() -> None:
+    sw = {"tensorflow": "2.8.0", "keras_api": "tf_keras"}
+    assert "tf32_baseline" not in ids(doc(run("float32", 100, software=sw), gpu=RTX3090))
 
 
 def test_no_tf32_before_tf_24_or_before_ampere() -> None:
