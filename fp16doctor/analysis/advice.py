@@ -120,7 +120,7 @@ def keras_floatx_note(sw: Software) -> str:
     if sw.framework == "keras3":
         return ("Set floatx back to float32: \"floatx\": \"float32\" in $KERAS_HOME/keras.json (default "
                 "~/.keras/keras.json), or keras.config.set_floatx('float32').")
-    if sw.framework in ("keras2", "tf.keras", "tensorflow"):
+    if sw.framework in ("keras2", "tf.keras"):
         return "Set floatx back to float32 in ~/.keras/keras.json (or K.set_floatx('float32'))."
     return "Keep the model's parameters in float32."
 
