@@ -77,6 +77,10 @@ def diagnose(
     no_host: bool = typer.Option(False, "--no-host", help="With --stack, skip the run on this host's Python."),
     force: bool = typer.Option(False, "--force", help="Run stacks the pre-flight check says cannot work here."),
     resume: bool = typer.Option(False, "--resume", help="Keep finished runs in --out and run only what is missing."),
+    ca_bundle: Path | None = typer.Option(
+        None, "--ca-bundle", help="CA bundle for pip inside stack builds (default: $FP16DOCTOR_CA_BUNDLE or $PIP_CERT)."
+    ),
+    wheelhouse: Path | None = typer.Option(None, "--wheelhouse", help="Stack builds install from this folder."),
     python: str | None = typer.Option(
         None, "--python", help="Run the host workload with this Python (e.g. a venv with TensorFlow)."
     ),
@@ -99,6 +103,8 @@ def diagnose(
         force=force,
         resume=resume,
         python=python,
+        ca_bundle=ca_bundle,
+        wheelhouse=wheelhouse,
     )
     with LiveProgress(err, enabled=not as_json or sys.stderr.isatty()) as progress:
         outcome = run_diagnose(options, progress)
@@ -179,13 +185,16 @@ def stacks_show(
 def stacks_build(
     name: str = typer.Argument(..., help="A stack name from `fp16doctor stacks list`."),
     docker_host: str | None = typer.Option(None, "--docker-host", help="Docker engine URL or context."),
-    ca_bundle: Path | None = typer.Option(None, "--ca-bundle", help="CA bundle for pip inside the build (proxies)."),
+    ca_bundle: Path | None = typer.Option(
+        None, "--ca-bundle", help="CA bundle for pip inside the build (default: $FP16DOCTOR_CA_BUNDLE or $PIP_CERT)."
+    ),
     wheelhouse: Path | None = typer.Option(None, "--wheelhouse", help="Install pip packages from this folder."),
 ) -> None:
     """Build (or refresh from cache) one stack's image."""
-    from fp16doctor.stacks.build import BuildOptions, build_stack
+    from fp16doctor.stacks.build import BuildOptions, build_stack, default_ca_bundle
 
-    result = build_stack(name, BuildOptions(docker_host=docker_host, ca_bundle=ca_bundle, wheelhouse=wheelhouse),
+    options = BuildOptions(docker_host=docker_host, ca_bundle=ca_bundle or default_ca_bundle(), wheelhouse=wheelhouse)
+    result = build_stack(name, options,
                          log=lambda line: err.print(line, markup=False))
     out.print(f"built {result.image} ({result.seconds:.1f} s)")
 

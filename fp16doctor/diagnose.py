@@ -42,6 +42,8 @@ class DiagnoseOptions:
     force: bool = False
     resume: bool = False
     python: str | None = None  # the host Python that runs the workload (default: this one)
+    ca_bundle: Path | None = None  # for stack builds behind a TLS proxy (default: build.default_ca_bundle())
+    wheelhouse: Path | None = None  # stack builds install from these wheels only
     variants: list[str] | None = None  # default: original everywhere + synthetic_input per size
     argv: list[str] = field(default_factory=lambda: list(sys.argv))
 

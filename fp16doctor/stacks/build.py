@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import tarfile
 import tempfile
 import threading
@@ -46,6 +47,19 @@ class BuildOptions:
     pip_trusted_host: str | None = None
     nocache: bool = False  # ignore the engine's layer cache
     pull: bool = False  # re-pull the base image even when the engine has it
+
+
+# Where a CA bundle for builds comes from when none is given: our own variable, then pip's own
+# (a host whose pip trusts a proxy's CA needs the same CA inside the image's pip).
+CA_BUNDLE_ENV = ("FP16DOCTOR_CA_BUNDLE", "PIP_CERT")
+
+
+def default_ca_bundle() -> Path | None:
+    for name in CA_BUNDLE_ENV:
+        value = os.environ.get(name)
+        if value and Path(value).is_file():
+            return Path(value)
+    return None
 
 
 @dataclass(frozen=True)
