@@ -95,6 +95,7 @@ class Engine:
     images: dict[str, str] = field(default_factory=dict)  # stack -> image tag ready on this engine
     image_errors: dict[str, str] = field(default_factory=dict)  # stack -> why no image here
     image_lock: threading.Lock = field(default_factory=threading.Lock)
+    swept: list[str] = field(default_factory=list)  # stopped containers of earlier runs, removed
 
     @property
     def docker_host(self) -> str | None:
@@ -475,6 +476,8 @@ def _connect(engine: Engine, host: Mapping[str, Any], first_stack: StackSpec | N
 
     try:
         engine.facts = docker_engine.engine_facts(engine.docker_host).to_dict()
+        # Containers an earlier diagnose left when this engine died under it (they stopped with it).
+        engine.swept = docker_engine.cleanup(engine.docker_host, stopped_only=True)["containers"]
         if engine.target.local:
             gpus = [g for g in host.get("gpus") or [] if isinstance(g, dict)]
         else:
@@ -552,6 +555,9 @@ def run_stack_specs(
         else:
             gpus = ", ".join(f"{g.get('index')}: {g.get('name')}" for g in engine.gpus) or "no GPU"
             progress.note(f"engine {engine.label} ({engine.facts.get('name', '?')}): {gpus}")
+            if engine.swept:
+                progress.note(f"removed {len(engine.swept)} stopped fp16doctor container(s) on {engine.label} "
+                              "left by an earlier run")
 
     # Pre-flight per stack and engine; a stack no engine can run is skipped with the reason.
     findings: list[dict[str, Any]] = []

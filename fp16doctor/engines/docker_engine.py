@@ -404,13 +404,20 @@ def leftover_containers(docker_host: str | None, run_id: str | None = None) -> l
 
 
 def cleanup(
-    docker_host: str | None, *, run_id: str | None = None, images: bool = False
+    docker_host: str | None, *, run_id: str | None = None, images: bool = False, stopped_only: bool = False
 ) -> dict[str, list[str]]:
-    """Remove leftover fp16doctor containers (and with images=True its images) found by label."""
+    """Remove leftover fp16doctor containers (and with images=True its images) found by label.
+
+    stopped_only: only those no longer running (left by an engine that died mid-run), so another
+    fp16doctor's runs on the same engine are never touched.
+    """
     client = client_for(docker_host)
     filters = [f"{MANAGED_LABEL}=true"] + ([f"{RUN_ID_LABEL}={run_id}"] if run_id else [])
     removed: dict[str, list[str]] = {"containers": [], "images": []}
-    for container in client.containers.list(all=True, filters={"label": filters}):
+    query: dict[str, Any] = {"label": filters}
+    if stopped_only:
+        query["status"] = ["created", "exited", "dead"]
+    for container in client.containers.list(all=True, filters=query):
         try:
             container.remove(force=True)
             removed["containers"].append(str(container.name))

@@ -61,6 +61,8 @@ def diagnose_summary_text(outcome: DiagnoseOutcome) -> RenderableType:
     if outcome.report_path:
         parts.append(Text(f"report:  {outcome.report_path}"))
     if outcome.failed:
-        parts.append(Text(f"{len(outcome.failed)} run(s) failed; the others are in the results "
+        names = ", ".join(f"{r['stack']} / {r['precision']} / {r.get('variant', 'original')}"
+                          for r in outcome.failed[:6]) + (", ..." if len(outcome.failed) > 6 else "")
+        parts.append(Text(f"{len(outcome.failed)} run(s) failed ({names}); the others are in the results "
                           "(run again with --resume to retry only those)", style="yellow"))
     return Group(*parts)

@@ -103,9 +103,11 @@ class Fleet:
         self._engine(target).images.add(tag.split("/")[1].split(":")[0])
         return tag
 
-    def cleanup(self, docker_host: str | None, *, run_id: str | None = None,
-                images: bool = False) -> dict[str, list[str]]:
+    def cleanup(self, docker_host: str | None, *, run_id: str | None = None, images: bool = False,
+                stopped_only: bool = False) -> dict[str, list[str]]:
         url = self._engine(docker_host).url
+        if stopped_only:
+            return {"containers": [], "images": []}  # the fake never leaves stopped containers
         with self.lock:
             self.cleanups.append((url, run_id))
             gone = sorted(c for c in self.containers if c.startswith(url))

@@ -1,0 +1,242 @@
+"""Two real Docker engines on this machine: the default one (`bash .ci/docker-up.sh`) and a second
+dockerd this module starts with its own socket, data root, exec root, pid file and bridge.
+
+`fp16doctor diagnose --stack cpu --docker-host A --docker-host B` must spread the runs over both; a
+second engine killed mid-run must fail only its run in flight, and --resume must complete it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from fp16doctor.engines import docker_engine
+from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
+from fp16doctor.stacks import get_stack
+from fp16doctor.stacks.build import BuildOptions, ensure_image
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+FIRST = "unix:///var/run/docker.sock"
+SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+# A /24 for the second engine's own bridge. With --bridge=none instead, dockerd deletes docker0 (the
+# first engine's bridge) at start-up; with its own bridge both engines keep theirs.
+BRIDGE_CIDR = "172.31.254.1/24"
+
+
+def _ca_bundle() -> Path | None:
+    configured = os.environ.get("FP16DOCTOR_CA_BUNDLE")
+    if configured:
+        return Path(configured)
+    return SYSTEM_CA if SYSTEM_CA.is_file() else None
+
+
+class SecondEngine:
+    """A dockerd of our own, started and removed by this test module (never the system's)."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="fp16d2-", dir="/tmp"))
+        self.socket = self.root / "docker2.sock"
+        self.url = f"unix://{self.socket}"
+        self.bridge = f"fp16d2-{uuid.uuid4().hex[:6]}"  # interface names stop at 15 characters
+        self.log = self.root / "dockerd.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        subprocess.run(["ip", "link", "add", self.bridge, "type", "bridge"], check=True)
+        subprocess.run(["ip", "addr", "add", BRIDGE_CIDR, "dev", self.bridge], check=True)
+        subprocess.run(["ip", "link", "set", self.bridge, "up"], check=True)
+
+    def start(self) -> None:
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                ["dockerd", "--host", self.url, "--data-root", str(self.root / "data"),
+                 "--exec-root", str(self.root / "exec"), "--pidfile", str(self.root / "docker.pid"),
+                 f"--bridge={self.bridge}", "--iptables=false", "--ip-masq=false"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                docker.DockerClient(base_url=self.url, timeout=5).ping()
+                return
+            except docker.errors.DockerException:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.5)
+        raise RuntimeError("the second dockerd did not start: " + self.log.read_text()[-2000:])
+
+    def kill(self) -> None:
+        """SIGKILL, as a crashed or powered-off machine would go."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.proc = None
+
+    def _own_pids(self) -> list[int]:
+        """Processes left by this engine (its containerd, shims): their command lines name our root."""
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            except OSError:
+                continue
+            if str(self.root) in cmdline:
+                pids.append(int(entry.name))
+        return pids
+
+    def _container_pids(self) -> list[int]:
+        """Processes of this engine's containers, from the cgroups named by its container ids."""
+        pids: list[int] = []
+        containers = self.root / "data" / "containers"
+        ids = [p.name for p in containers.iterdir()] if containers.is_dir() else []
+        for container_id in ids:
+            for procs in Path("/sys/fs/cgroup").glob(f"*/docker/{container_id}/cgroup.procs"):
+                pids += [int(p) for p in procs.read_text().split()]
+        return pids
+
+    def remove(self) -> None:
+        self.stop()
+        for pid in set(self._container_pids() + self._own_pids()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(1)
+        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
+                  if line.split()[1].startswith(str(self.root))]
+        for mount in sorted(mounts, key=len, reverse=True):
+            subprocess.run(["umount", "-l", mount], check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
+        subprocess.run(["ip", "link", "delete", self.bridge], check=False)
+
+
+@pytest.fixture(scope="module")
+def cpu_image() -> str:
+    try:
+        docker_engine.client_for(FIRST)
+    except DoctorError as exc:
+        pytest.skip(f"no Docker engine at {FIRST} ({exc.message}); start one with `bash .ci/docker-up.sh`")
+    if os.geteuid() != 0 or shutil.which("dockerd") is None or shutil.which("ip") is None:
+        pytest.skip("a second dockerd needs root, dockerd and ip")
+    return ensure_image(get_stack("cpu"), FIRST, BuildOptions(docker_host=FIRST, ca_bundle=_ca_bundle()),
+                        lambda _line: None)
+
+
+@pytest.fixture(scope="module")
+def second(cpu_image: str) -> Iterator[SecondEngine]:
+    engine = SecondEngine()
+    try:
+        engine.start()
+        # No registry here: the image travels from the first engine through the API (save | load).
+        docker_engine.copy_image(FIRST, engine.url, cpu_image, lambda _line: None)
+        yield engine
+    finally:
+        docker_engine.forget_client(engine.url)
+        engine.remove()
+
+
+def _diagnose(out: Path, *extra: str, engines: list[str]) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "fp16doctor", "diagnose", "--quick", "--stack", "cpu", "--no-host",
+               "--out", str(out), *extra]
+    for url in engines:
+        command += ["--docker-host", url]
+    env = dict(os.environ)
+    ca = _ca_bundle()
+    if ca is not None:
+        env["FP16DOCTOR_CA_BUNDLE"] = str(ca)  # the same image tag the fixture built
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _finish(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    out, err = proc.communicate(timeout=900)
+    return proc.returncode, out + err
+
+
+def _leftovers(url: str) -> list[Any]:
+    client = docker.DockerClient(base_url=url)
+    return list(client.containers.list(all=True, filters={"label": f"{docker_engine.MANAGED_LABEL}=true"}))
+
+
+def test_one_diagnose_spreads_the_runs_over_two_engines(second: SecondEngine, tmp_path: Path) -> None:
+    code, output = _finish(_diagnose(tmp_path, engines=[FIRST, second.url]))
+    assert code == EXIT_OK, output[-3000:]
+
+    doc = json.loads((tmp_path / "results.json").read_text())
+    runs = doc["runs"]
+    assert len(runs) == 4 and all(r["status"] == "ok" for r in runs), output[-3000:]
+    assert {r["engine"]["docker_host"] for r in runs} == {FIRST, second.url}
+    assert len({r["engine"]["engine_id"] for r in runs}) == 2
+    assert {e["docker_host"] for e in doc["engines"]} == {FIRST, second.url}
+    assert _leftovers(FIRST) == [] and _leftovers(second.url) == []
+
+
+def test_an_engine_killed_mid_run_fails_its_run_and_resume_completes_it(
+    second: SecondEngine, tmp_path: Path
+) -> None:
+    watcher = docker.DockerClient(base_url=second.url)
+    killed = threading.Event()
+
+    def kill_on_first_container() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                running = watcher.containers.list(filters={"label": f"{docker_engine.MANAGED_LABEL}=true"})
+            except docker.errors.DockerException:
+                return
+            if running:
+                time.sleep(3)  # the workload is under way
+                second.kill()
+                killed.set()
+                return
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=kill_on_first_container, daemon=True)
+    thread.start()
+    code, output = _finish(_diagnose(tmp_path, engines=[FIRST, second.url]))
+    thread.join(10)
+    assert killed.is_set(), output[-3000:]
+    assert code == EXIT_PARTIAL, output[-3000:]
+
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    failed = [r for r in runs if r["status"] == "failed"]
+    ok = [r for r in runs if r["status"] == "ok"]
+    assert len(failed) == 1 and len(ok) == 3, output[-3000:]
+    assert failed[0]["error"].startswith(f"engine {second.url} died during the run")
+    assert failed[0]["engine"]["docker_host"] == second.url
+    assert all(r["step_time_ms"]["median"] > 0 for r in ok)
+    cell = f"{failed[0]['stack']} / {failed[0]['precision']} / {failed[0]['variant']}"
+    assert f"1 run(s) failed ({cell})" in " ".join(output.split())
+    assert _leftovers(FIRST) == []
+
+    second.start()  # the machine is back; its leftover container is cleaned up below by the engine
+    code, output = _finish(_diagnose(tmp_path, "--resume", engines=[FIRST, second.url]))
+    assert code == EXIT_OK, output[-3000:]
+    assert "resuming: 3 of 4 runs already in" in output
+    resumed = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert [r["status"] for r in resumed] == ["ok"] * 4
+    before = {(r["precision"], r["variant"]): r["step_time_ms"]["median"] for r in ok}
+    assert {(r["precision"], r["variant"]): r["step_time_ms"]["median"] for r in resumed
+            if (r["precision"], r["variant"]) in before} == before  # the measured runs were kept as they were
+    assert _leftovers(FIRST) == [] and _leftovers(second.url) == []
