@@ -254,18 +254,24 @@ class Context:
     gpus: dict[int, GpuFacts]
     cpu: CpuFacts
     os: str | None
+    drivers: dict[int, str | None] = field(default_factory=dict)
     pairs: list[Pair] = field(default_factory=list)
 
-    def gpu_for(self, run: RunView) -> GpuFacts | None:
-        if not run.on_gpu:
+    def _gpu_index(self, run: RunView) -> int | None:
+        """The host.gpus entry a "gpu:N" run used: N if listed, else the first GPU (one-GPU hosts)."""
+        if not run.on_gpu or not self.gpus:
             return None
-        index = 0
-        if ":" in run.device:
-            parsed = as_int(_to_int(run.device.split(":", 1)[1]))
-            index = parsed if parsed is not None else 0
-        if index in self.gpus:
-            return self.gpus[index]
-        return next(iter(self.gpus.values()), None)
+        parsed = _to_int(run.device.split(":", 1)[1]) if ":" in run.device else None
+        index = parsed if parsed is not None else 0
+        return index if index in self.gpus else next(iter(self.gpus))
+
+    def gpu_for(self, run: RunView) -> GpuFacts | None:
+        index = self._gpu_index(run)
+        return None if index is None else self.gpus[index]
+
+    def driver_for(self, run: RunView) -> str | None:
+        index = self._gpu_index(run)
+        return None if index is None else self.drivers.get(index)
 
     def ok_runs(self) -> list[RunView]:
         return [r for r in self.runs if r.ok]
@@ -279,20 +285,20 @@ class Context:
 
 
 def _to_int(text: str) -> int | None:
-    try:
-        return int(text)
-    except ValueError:
-        return None
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 def build_context(doc: Mapping[str, Any]) -> Context:
     host = as_mapping(doc.get("host"))
     gpus: dict[int, GpuFacts] = {}
+    drivers: dict[int, str | None] = {}
     for position, gpu in enumerate(as_list(host.get("gpus"))):
         gpu = as_mapping(gpu)
         index = as_int(gpu.get("index"))
         facts = gpu_facts(as_str(gpu.get("name")), as_str(gpu.get("compute_capability")))
-        gpus[index if index is not None else position] = facts
+        key = index if index is not None else position
+        gpus[key] = facts
+        drivers[key] = as_str(gpu.get("driver_version"))
     cpu = as_mapping(host.get("cpu"))
     raw_flags = cpu.get("flags")
     flags = (
@@ -301,7 +307,7 @@ def build_context(doc: Mapping[str, Any]) -> Context:
         else None
     )
     runs = [v for v in (_run_view(i, as_mapping(r)) for i, r in enumerate(as_list(doc.get("runs")))) if v]
-    ctx = Context(doc, runs, gpus, CpuFacts(as_str(cpu.get("model")), flags), as_str(host.get("os")))
+    ctx = Context(doc, runs, gpus, CpuFacts(as_str(cpu.get("model")), flags), as_str(host.get("os")), drivers)
     by_key: dict[tuple[str, str, str], dict[str, RunView]] = {}
     for run in ctx.ok_runs():
         by_key.setdefault((run.stack, run.device, run.variant), {})[run.precision] = run

@@ -12,9 +12,9 @@ from fp16doctor.analysis.advice import (
     upgrade_target,
     upgraded,
 )
-from fp16doctor.analysis.context import Context, Pair, RunView, Software
+from fp16doctor.analysis.context import Context, RunView, Software
 from fp16doctor.analysis.roofline import RooflineEstimate, estimate_context, tensor_core_eligible, tf32_active
-from fp16doctor.analysis.values import as_list, as_mapping, as_str, fmt_flops, fmt_ms
+from fp16doctor.analysis.values import fmt_flops, fmt_ms
 from fp16doctor.knowledge.cuda import (
     CUDNN_AUTO_CONVERSION,
     CUDNN_RELAXED_CHANNELS,
@@ -61,10 +61,6 @@ _ms = fmt_ms
 
 def _stacks(runs: list[RunView]) -> list[str]:
     return sorted({r.stack for r in runs})
-
-
-def _pairs_on(ctx: Context, predicate: Callable[[RunView], bool]) -> list[Pair]:
-    return [p for p in ctx.pairs if predicate(p.reduced)]
 
 
 def _first_software(runs: list[RunView]) -> Software:
@@ -134,10 +130,6 @@ def rule_fp16_faster(ctx: Context) -> Finding | None:
 # --- hardware ---
 
 
-def _slowdown_evidence(pairs: list[Pair]) -> list[str]:
-    return [p.describe() for p in pairs]
-
-
 def rule_no_fast_fp16_hardware(ctx: Context) -> Finding | None:
     reduced = ctx.reduced_runs()
     evidence: list[str] = []
@@ -202,7 +194,7 @@ def rule_no_fast_fp16_hardware(ctx: Context) -> Finding | None:
     if not evidence:
         return None
     pairs = [p for p in ctx.pairs if p.reduced in runs]
-    evidence += _slowdown_evidence(pairs)
+    evidence += [p.describe() for p in pairs]
     severity = (
         "critical" if any(p.slower for p in pairs) else "info" if any(p.faster for p in pairs) else "warning"
     )
@@ -248,7 +240,7 @@ def rule_no_tensor_cores(ctx: Context) -> Finding | None:
     if not evidence:
         return None
     pairs = [p for p in ctx.pairs if p.reduced in runs]
-    evidence += _slowdown_evidence(pairs)
+    evidence += [p.describe() for p in pairs]
     best = [e for e in _estimates(ctx) if e.predicted_speedup and any(e.stack == r.stack for r in runs)]
     gain = ""
     if best:
@@ -944,19 +936,6 @@ def rule_tf32_baseline(ctx: Context) -> Finding | None:
     )
 
 
-def _driver_of(ctx: Context, run: RunView) -> str | None:
-    gpus = as_list(as_mapping(ctx.doc.get("host")).get("gpus"))
-    index = 0
-    if ":" in run.device:
-        tail = run.device.split(":", 1)[1]
-        index = int(tail) if tail.isdigit() else 0
-    for position, gpu in enumerate(gpus):
-        gpu = as_mapping(gpu)
-        if gpu.get("index", position) == index:
-            return as_str(gpu.get("driver_version"))
-    return as_str(as_mapping(gpus[0]).get("driver_version")) if gpus else None
-
-
 def _driver_tuple(text: str | None) -> tuple[int, ...] | None:
     if not text:
         return None
@@ -1032,11 +1011,11 @@ def rule_stack_incompatible_gpu(ctx: Context) -> Finding | None:
                 confidence = max(confidence, 0.9)
                 runs.append(run)
         need = _driver_tuple(min_driver_for(run.software.cuda))
-        have = _driver_tuple(_driver_of(ctx, run))
+        have = _driver_tuple(ctx.driver_for(run))
         if need and have and not ctx.windows and have < need:
             evidence.append(
                 f"{run.stack}: CUDA {run.software.cuda} needs Linux driver >= "
-                f"{min_driver_for(run.software.cuda)}; this host has {_driver_of(ctx, run)}"
+                f"{min_driver_for(run.software.cuda)}; this host has {ctx.driver_for(run)}"
             )
             confidence = max(confidence, 0.9)
             runs.append(run)
