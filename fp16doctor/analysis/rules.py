@@ -21,6 +21,7 @@ from fp16doctor.knowledge.cuda import (
     min_driver_for,
     toolkit,
     version_at_least,
+    version_tuple,
 )
 from fp16doctor.knowledge.frameworks import (
     NUMPY_FP16_ISSUES,
@@ -790,7 +791,8 @@ def rule_pure_float16_floatx(ctx: Context) -> Finding | None:
     severity = "critical" if unstable else "info" if faster_only else "warning"
     return make_finding(
         "pure_float16_floatx",
-        "floatx=float16 is pure fp16, not mixed precision",
+        "floatx=float16 is pure fp16, not mixed precision" if fw in KERAS_FRAMEWORKS
+        else "float16 training here is pure fp16, not mixed precision",
         severity,
         0.95,
         evidence,
@@ -936,17 +938,6 @@ def rule_tf32_baseline(ctx: Context) -> Finding | None:
     )
 
 
-def _driver_tuple(text: str | None) -> tuple[int, ...] | None:
-    if not text:
-        return None
-    parts = []
-    for p in text.split("."):
-        if not p.isdigit():
-            break
-        parts.append(int(p))
-    return tuple(parts) or None
-
-
 def _first_tf_build_for(compute_capability: str | None) -> TfBuild | None:
     """The oldest TensorFlow release whose CUDA has machine code for this GPU's architecture."""
     cc = cc_tuple(compute_capability)
@@ -1010,8 +1001,8 @@ def rule_stack_incompatible_gpu(ctx: Context) -> Finding | None:
                 )
                 confidence = max(confidence, 0.9)
                 runs.append(run)
-        need = _driver_tuple(min_driver_for(run.software.cuda))
-        have = _driver_tuple(ctx.driver_for(run))
+        need = version_tuple(min_driver_for(run.software.cuda))
+        have = version_tuple(ctx.driver_for(run))
         if need and have and not ctx.windows and have < need:
             evidence.append(
                 f"{run.stack}: CUDA {run.software.cuda} needs Linux driver >= "
