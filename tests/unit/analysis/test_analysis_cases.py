@@ -65,3 +65,21 @@ def test_at_least_90_percent_of_public_cases_exactly_right() -> None:
 
 def test_original_question_exactly_right() -> None:
     assert _mistakes(_load(CASES_DIR / "volta-titanv-keras215-floatx16.json")) == []
+
+
+def test_every_finding_carries_numbers_and_a_fix() -> None:
+    for path in CASE_FILES:
+        for finding in analyse(_load(path)):
+            assert finding["id"] in CONTRACT_IDS
+            assert finding["severity"] in ("info", "warning", "critical")
+            assert 0 < finding["confidence"] < 1
+            assert any(ch.isdigit() for line in finding["evidence"] for ch in line), (path.name, finding["id"])
+            assert finding["recommendation"].strip(), (path.name, finding["id"])
+
+
+def test_ranks_follow_severity() -> None:
+    order = {"critical": 0, "warning": 1, "info": 2}
+    for path in CASE_FILES:
+        findings = analyse(_load(path))
+        assert [f["rank"] for f in findings] == list(range(1, len(findings) + 1))
+        assert [order[f["severity"]] for f in findings] == sorted(order[f["severity"]] for f in findings)
