@@ -375,6 +375,23 @@ def _input_advice(sw: Software) -> str:
     return "Produce batches in parallel and ahead of the training step (several workers, prefetching)."
 
 
+def _inferred_input_bound(ctx: Context) -> tuple[list[str], list[RunView]]:
+    """Without input timings: the seed script reads and augments every batch from disk on one worker
+    (fit_generator's default); if the GPU's best case is a small part of the float32 step, that is where
+    the rest of the step most likely goes."""
+    estimates = {(e.stack, e.device): e for e in _estimates(ctx)}
+    for pair in ctx.pairs:
+        f = pair.fp32
+        e = estimates.get((f.stack, f.device))
+        if (f.workload_name == "seed_cnn" and f.variant == "original" and f.on_gpu and f.input_ms is None
+                and e and e.fp32_ms and f.step_ms and e.fp32_ms < 0.25 * f.step_ms):
+            return [f"{f.stack}: the GPU's best case for the float32 step is {_ms(e.fp32_ms)} of the measured "
+                    f"{_ms(f.step_ms)}; the script decodes, resizes and flips every batch of "
+                    f"{f.batch_size or 128} images on the host, on one worker by default (host input time "
+                    "not measured)"], [f, pair.reduced]
+    return [], []
+
+
 def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
     evidence: list[str] = []
     runs: list[RunView] = []
@@ -404,6 +421,9 @@ def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
             )
             runs.append(run)
             confidence = max(confidence, 0.9)
+    if not evidence:
+        evidence, runs = _inferred_input_bound(ctx)
+        confidence = 0.5
     if not evidence:
         return None
     sw = _first_software(runs)

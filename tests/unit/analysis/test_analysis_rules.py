@@ -484,3 +484,14 @@ def test_old_stack_is_advice_only_when_fp16_already_wins() -> None:
     assert f["severity"] == "info"
     assert not any("after an upgrade to CUDA 10.0" in e for e in f["evidence"])  # that is this stack already
     assert "Expected gain: up to" in f["recommendation"]
+
+
+def test_input_bound_inferred_for_the_seed_script_when_the_gpu_is_mostly_idle() -> None:
+    d = doc(run("float32", 500, software=KERAS215, workload=SEED), run("float16", 800, software=KERAS215,
+                                                                      workload=SEED), gpu=TITAN_V)
+    f = finding(d, "input_pipeline_bound")
+    assert f["confidence"] == 0.5 and "not measured" in f["evidence"][0]
+    assert "workers=4, use_multiprocessing=True" in f["recommendation"]
+    measured = doc(run("float32", 500, software=KERAS215, workload=SEED, input_time_ms={"median": 40}),
+                   run("float16", 800, software=KERAS215, workload=SEED, input_time_ms={"median": 45}), gpu=TITAN_V)
+    assert "input_pipeline_bound" not in ids(measured)
