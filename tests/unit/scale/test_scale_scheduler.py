@@ -30,6 +30,20 @@ def test_runs_spread_over_two_cpu_engines_one_at_a_time_on_each(
     assert fleet.max_active == {(A, "cpu"): 1, (B, "cpu"): 1}
     assert fleet.max_in_flight == 2
     assert sorted(i for _, _, i in progress.started) == [0, 1, 2, 3]
+    # Both engines run on one machine ("node"): the records say their runs shared it.
+    assert any(r["engine"]["concurrent_runs"] == 1 for r in saved["runs"])
+
+
+def test_runs_on_separate_machines_do_not_count_as_concurrent(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    fleet.add(A, name="node-a")
+    fleet.add(B, name="node-b")
+    run_stack_specs(plan("cpu"), {"gpus": []}, options(tmp_path, A, B), writer(tmp_path), progress, 0, 4)
+
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert fleet.max_in_flight == 2
+    assert [r["engine"]["concurrent_runs"] for r in runs] == [0] * 4
 
 
 def test_gpu_runs_are_pinned_one_per_gpu_and_the_cpu_slot_stays_idle(
