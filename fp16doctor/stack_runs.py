@@ -234,6 +234,20 @@ class _Matrix:
         self.cond = threading.Condition()
         self.io_lock = threading.Lock()  # results.json and the progress display, one writer at a time
 
+    def pin_measured_groups(self) -> None:
+        """--resume: a group's missing precisions go to the hardware its measured ones ran on."""
+        for run in self.writer.doc.get("runs", []):
+            engine = run.get("engine") if isinstance(run.get("engine"), dict) else None
+            if run.get("status") != "ok" or not engine or engine.get("kind") != "docker":
+                continue
+            if engine.get("gpu_name"):
+                hardware = f"gpu:{engine['gpu_name']}"
+            else:
+                hardware = f"cpu:{engine.get('name') or engine.get('docker_host')}"
+            group = (str(run.get("stack")), str(run.get("variant", "original")))
+            self.pins.setdefault(group, hardware)
+            self.pin_holders[group] = self.pin_holders.get(group, 0) + 1  # held for good
+
     # --- what a slot may take
 
     def _gpu_wanted(self, stack: str) -> bool:
@@ -594,6 +608,7 @@ def run_stack_specs(
 
     writer.doc["engines"] = [e.summary() for e in engines]
     matrix.pending = list(enumerate(runnable))
+    matrix.pin_measured_groups()
     slots = [s for e in live for s in _slots(e)]
     matrix.show_where = len(slots) > 1
     workers = [threading.Thread(target=matrix.work, args=(slot,), daemon=True,

@@ -162,3 +162,19 @@ def test_gpu_stacks_wait_for_a_gpu_rather_than_run_on_a_cpu_engine(
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
     assert {r["engine"]["docker_host"] for r in runs} == {A}
     assert fleet.engines[B].runs == []
+
+
+def test_resumed_cells_go_to_the_gpu_model_the_measured_ones_ran_on(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    fleet.add(A, name="titan-box", gpus=[gpu(0, "NVIDIA TITAN V", "7.0")])
+    fleet.add(B, name="a100-node", gpus=[gpu(0, "NVIDIA A100-SXM4-80GB", "8.0")])
+    w = writer(tmp_path)
+    w.add_run({"stack": "tf2.20-keras3", "precision": "float32", "variant": "original", "device": "gpu:0",
+               "status": "ok", "step_time_ms": {"median": 100.0},
+               "engine": {"kind": "docker", "docker_host": A, "gpu_name": "NVIDIA TITAN V"}})
+    missing = [s for s in plan("tf2.20-keras3") if s.variant == "original" and s.precision != "float32"]
+    run_stack_specs(missing, {"gpus": []}, options(tmp_path, A, B), w, progress, 1, 3)
+
+    assert sorted(label for label, _ in fleet.engines[A].runs) == sorted(s.label for s in missing)
+    assert fleet.engines[B].runs == []
