@@ -27,6 +27,7 @@ from fp16doctor.knowledge.frameworks import (
     NUMPY_FP16_ISSUES,
     SEED_HOST_BATCH_MS,
     TF_BUILDS,
+    TF_FP16_FP32_COMPUTE_ENV,
     TfBuild,
     has_feature,
 )
@@ -215,6 +216,7 @@ def rule_no_tensor_cores(ctx: Context) -> Finding | None:
     runs: list[RunView] = []
     confidence = 0.0
     seen: set[str] = set()
+    tf_fp32_compute_noted = False
     for run in ctx.reduced_runs():
         gpu = ctx.gpu_for(run)
         if gpu is None or gpu.label in seen or gpu.tensor_cores is not False:
@@ -238,6 +240,13 @@ def rule_no_tensor_cores(ctx: Context) -> Finding | None:
         evidence.append(line)
         confidence = max(confidence, 0.9 if m else 0.8)
         runs += [r for r in ctx.reduced_runs() if ctx.gpu_for(r) is gpu]
+        if any(r.software.tensorflow for r in runs) and not tf_fp32_compute_noted:
+            tf_fp32_compute_noted = True
+            evidence.append(
+                "TensorFlow computes fp16 convolutions and matmuls with fp32 arithmetic unless "
+                f"{' / '.join(v + '=0' for v in TF_FP16_FP32_COMPUTE_ENV)} are set, so this card's 2x fp16 "
+                "rate goes unused by default"
+            )
     if not evidence:
         return None
     pairs = [p for p in ctx.pairs if p.reduced in runs]
@@ -257,7 +266,10 @@ def rule_no_tensor_cores(ctx: Context) -> Finding | None:
         evidence,
         "Without Tensor Cores fp16 gains stay bandwidth-bound (at most about 2x, often less after casts); "
         "keep float32 unless memory is the limit, or move to a GPU with Tensor Cores (RTX 20xx and newer, "
-        "T4, V100, A100)." + gain,
+        "T4, V100, A100)." + gain + (
+            " On TensorFlow, let fp16 math run at the fp16 rate before measuring again:\n"
+            f"    export {' '.join(v + '=0' for v in TF_FP16_FP32_COMPUTE_ENV)}\n"
+            if tf_fp32_compute_noted else ""),
         stacks=_stacks(runs),
     )
 
@@ -685,8 +697,9 @@ def _old_reasons(sw: Software, gpu: GpuFacts | None) -> list[str]:
     reasons = []
     if sw.tensorflow and version_at_least(sw.tensorflow, "1.14") is False:
         reasons.append(
-            f"TensorFlow {sw.tensorflow} predates 1.14: no automatic mixed precision and no fp16 NHWC "
-            "Tensor Core path (channels_last fp16 convolutions are transposed to NCHW and back)"
+            f"TensorFlow {sw.tensorflow} predates 1.14: no automatic mixed precision"
+            + (" and no fp16 NHWC Tensor Core path (channels_last fp16 convolutions are transposed to NCHW "
+               "and back)" if gpu and gpu.tensor_cores else "")
         )
     elif sw.tensorflow and version_at_least(sw.tensorflow, "2.1") is False and sw.framework != "keras3":
         reasons.append(

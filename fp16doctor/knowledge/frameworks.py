@@ -190,3 +190,9 @@ SEED_HOST_BATCH_MS = {"float16": 170.0, "float32": 26.0, "batch_size": 128.0}
 # Without them, frameworks convert fp16 to fp32 for each op (F16C) and back.
 CPU_FP16_FLAGS = ("avx512_fp16", "amx_fp16", "asimdhp", "fphp")
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
+
+# TensorFlow reads both variables with default true (tensorflow/core/util/matmul_autotune.cc:
+# ReadBoolFromEnvVar("TF_FP16_MATMUL_USE_FP32_COMPUTE", true, ...); likewise for convolutions): fp16
+# convolutions and matmuls use fp32 compute, which runs at the fp32 rate on GPUs without Tensor Cores
+# (https://github.com/tensorflow/tensorflow/issues/15585, P100).
+TF_FP16_FP32_COMPUTE_ENV = ("TF_FP16_CONV_USE_FP32_COMPUTE", "TF_FP16_MATMUL_USE_FP32_COMPUTE")

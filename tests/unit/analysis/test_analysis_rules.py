@@ -495,3 +495,15 @@ def test_input_bound_inferred_for_the_seed_script_when_the_gpu_is_mostly_idle() 
     measured = doc(run("float32", 500, software=KERAS215, workload=SEED, input_time_ms={"median": 40}),
                    run("float16", 800, software=KERAS215, workload=SEED, input_time_ms={"median": 45}), gpu=TITAN_V)
     assert "input_pipeline_bound" not in ids(measured)
+
+
+def test_p100_on_tensorflow_names_the_fp32_compute_default() -> None:
+    sw = {"tensorflow": "1.4.0", "cuda": "9.0", "cudnn": "7.0"}
+    f = finding(doc(run("float32", 3.3, software=sw), run("float16", 4.0, software=sw), gpu=P100), "no_tensor_cores")
+    assert any("TF_FP16_CONV_USE_FP32_COMPUTE=0" in e for e in f["evidence"])
+    assert "export TF_FP16_CONV_USE_FP32_COMPUTE=0 TF_FP16_MATMUL_USE_FP32_COMPUTE=0" in f["recommendation"]
+    torch = finding(doc(run("float32", 3.3, software={"torch": "2.1"}), run("float16", 4.0, software={"torch": "2.1"}),
+                        gpu=P100), "no_tensor_cores")
+    assert not any("TF_FP16" in e for e in torch["evidence"])
+    old = finding(doc(run("float32", 3.3, software=sw), run("float16", 4.0, software=sw), gpu=P100), "old_stack")
+    assert "NHWC" not in old["evidence"][0]  # no Tensor Cores, so no Tensor Core path to miss
