@@ -106,8 +106,16 @@ def diagnose(
         ca_bundle=ca_bundle,
         wheelhouse=wheelhouse,
     )
-    with LiveProgress(err, enabled=not as_json or sys.stderr.isatty()) as progress:
-        outcome = run_diagnose(options, progress)
+    try:
+        with LiveProgress(err, enabled=not as_json or sys.stderr.isatty()) as progress:
+            outcome = run_diagnose(options, progress)
+    except KeyboardInterrupt:
+        # Typer would turn Ctrl-C into a bare exit 130; say what was kept and how to go on.
+        raise DoctorError(
+            f"interrupted: the runs that finished are in {out_dir / 'results.json'}",
+            hint="run the same command with --resume to complete only what is missing",
+            exit_code=EXIT_INTERRUPTED,
+        ) from None
     if as_json:
         _print_json(outcome.document)
     else:

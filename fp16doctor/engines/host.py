@@ -118,6 +118,9 @@ class HostEngine:
                 except BaseException:
                     _stop(proc)
                     raise
+                finally:
+                    if proc.stdout is not None:
+                        proc.stdout.close()
             usage = sampler.summary() if sampler is not None else None
             log_tail = _tail(stderr_path)
         record["wall_s"] = round(time.monotonic() - started, 3)

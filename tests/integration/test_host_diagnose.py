@@ -106,7 +106,7 @@ def test_ctrl_c_keeps_finished_runs_and_exits_130(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr[-2000:]
-    assert "interrupted" in stderr
+    assert "error: interrupted" in stderr and "--resume" in stderr
     runs = json.loads(results.read_text())["runs"]
     assert runs and runs[0]["status"] == "ok"
     assert (tmp_path / "report.html").exists()
@@ -119,7 +119,8 @@ def _one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> No
     assert proc.returncode not in (0, None)
     assert "Traceback" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert lines[0].startswith("error:") and any(line.startswith("hint:") for line in lines)
+    errors = [line for line in lines if line.startswith("error:")]
+    assert len(errors) == 1 and any(line.startswith("hint:") for line in lines), proc.stderr
     for needle in needles:
         assert needle in proc.stderr
 
