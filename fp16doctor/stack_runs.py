@@ -412,7 +412,9 @@ class _Matrix:
                                   "name": facts.get("name"), "engine_id": facts.get("engine_id"),
                                   "server_version": facts.get("server_version")}
         if gpu is not None:
-            fields.update(gpu_index=gpu.get("index"), gpu_name=gpu.get("name"), gpu_uuid=gpu.get("uuid"))
+            fields.update(gpu_index=gpu.get("index"), gpu_name=gpu.get("name"), gpu_uuid=gpu.get("uuid"),
+                          gpu_compute_capability=gpu.get("compute_capability"),
+                          gpu_driver_version=gpu.get("driver_version"))
         return {k: v for k, v in fields.items() if v is not None}
 
     def check_engine(self, engine: Engine) -> str | None:

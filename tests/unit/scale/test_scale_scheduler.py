@@ -56,6 +56,9 @@ def test_gpu_runs_are_pinned_one_per_gpu_and_the_cpu_slot_stays_idle(
     assert [r["status"] for r in runs] == ["ok"] * 4
     assert {r["engine"]["gpu_uuid"] for r in runs} == {"GPU-NVIDIAA100-SXM4-80GB-0", "GPU-NVIDIAA100-SXM4-80GB-1"}
     assert all(r["device"] == f"gpu:{r['engine']['gpu_index']}" for r in runs)
+    # A remote engine's GPU is not the client's: each run says which GPU it had.
+    assert {(r["engine"]["gpu_name"], r["engine"]["gpu_compute_capability"]) for r in runs} == {
+        ("NVIDIA A100-SXM4-80GB", "8.0")}
     assert all(uuid is not None for _, uuid in fleet.engines[A].runs)  # never on the CPU slot
     assert max(fleet.max_active.values()) == 1 and len(fleet.max_active) == 2
 
