@@ -49,11 +49,6 @@ class EngineTarget:
     docker_host: str | None  # None: the environment's engine (DOCKER_HOST or the local socket)
     gpu_selection: tuple[str, ...] | None = None  # indices or UUIDs; () = CPU only; None = every GPU
 
-    @property
-    def local(self) -> bool:
-        """The engine runs on this machine, so the host probe's GPUs are its GPUs."""
-        return self.docker_host is None or self.docker_host.startswith(LOCAL_SCHEMES)
-
 
 def parse_docker_host(text: str | None) -> EngineTarget:
     """ "tcp://node:2376#gpus=0,1" -> EngineTarget("tcp://node:2376", ("0", "1"))."""
@@ -96,6 +91,7 @@ class Engine:
     image_errors: dict[str, str] = field(default_factory=dict)  # stack -> why no image here
     image_lock: threading.Lock = field(default_factory=threading.Lock)
     swept: list[str] = field(default_factory=list)  # stopped containers of earlier runs, removed
+    gpu_note: str = ""  # why its GPUs are unknown
 
     @property
     def docker_host(self) -> str | None:
@@ -104,6 +100,11 @@ class Engine:
     @property
     def alive(self) -> bool:
         return self.error is None
+
+    @property
+    def local(self) -> bool:
+        """The engine runs on this machine (a unix socket), so the host probe's GPUs are its GPUs."""
+        return self.label.startswith(LOCAL_SCHEMES)
 
     def host_view(self, host: Mapping[str, Any]) -> dict[str, Any]:
         """The host dict pre-flight judges this engine by: its GPUs and its NVIDIA runtime."""
@@ -508,22 +509,33 @@ def _connect(engine: Engine, host: Mapping[str, Any], first_stack: StackSpec | N
         engine.facts = docker_engine.engine_facts(engine.docker_host).to_dict()
         # Containers an earlier diagnose left when this engine died under it (they stopped with it).
         engine.swept = docker_engine.cleanup(engine.docker_host, stopped_only=True)["containers"]
-        if engine.target.local:
+        if engine.local:
             gpus = [g for g in host.get("gpus") or [] if isinstance(g, dict)]
         else:
             found = docker_engine.engine_gpus(engine.docker_host)
             if found is None and first_stack is not None and first_stack.gpu:
-                # An empty engine: the first stack's image is needed anyway, and nvidia-smi runs in it.
-                from fp16doctor.stacks.build import ensure_image
-
-                image = ensure_image(first_stack, engine.docker_host,
-                                     build_options_for(options, engine.docker_host), lambda _line: None)
-                engine.images[first_stack.name] = image
-                found = docker_engine.engine_gpus(engine.docker_host, image)
+                # No image to ask with: the first stack's image is needed anyway, and nvidia-smi runs in it.
+                found = _gpus_after_build(engine, first_stack, options)
+            if found is None:
+                engine.gpu_note = (f"could not list the GPUs of {engine.label} (nvidia-smi did not run there); "
+                                   "using its CPU only")
             gpus = found or []
         engine.gpus = select_gpus(gpus, engine.target.gpu_selection)
     except DoctorError as exc:
         engine.error = f"engine {engine.label} unreachable: {_detail(exc)}"
+
+
+def _gpus_after_build(engine: Engine, stack: StackSpec, options: DiagnoseOptions) -> list[dict[str, Any]] | None:
+    from fp16doctor.engines import docker_engine
+    from fp16doctor.stacks.build import ensure_image
+
+    try:
+        image = ensure_image(stack, engine.docker_host, build_options_for(options, engine.docker_host),
+                             lambda _line: None)
+    except DoctorError:
+        return None  # the run's own build tries again, and says why
+    engine.images[stack.name] = image
+    return docker_engine.engine_gpus(engine.docker_host, image)
 
 
 def _detail(exc: DoctorError) -> str:
@@ -572,7 +584,8 @@ def run_stack_specs(
     if not runnable:
         return []
 
-    progress.note("asking " + ", ".join(e.label for e in engines) + " for their GPUs")
+    progress.note("connecting to Docker engine" + ("s " if len(engines) > 1 else " ")
+                  + ", ".join(e.label for e in engines))
     first_stack = stacks[runnable[0].stack]
     threads = [threading.Thread(target=_connect, args=(e, host, first_stack, options), daemon=True,
                                 name=f"fp16doctor-connect-{i}") for i, e in enumerate(engines)]
@@ -585,6 +598,8 @@ def run_stack_specs(
         else:
             gpus = ", ".join(f"{g.get('index')}: {g.get('name')}" for g in engine.gpus) or "no GPU"
             progress.note(f"engine {engine.label} ({engine.facts.get('name', '?')}): {gpus}")
+            if engine.gpu_note:
+                progress.note(engine.gpu_note)
             if engine.swept:
                 progress.note(f"removed {len(engine.swept)} stopped fp16doctor container(s) on {engine.label} "
                               "left by an earlier run")

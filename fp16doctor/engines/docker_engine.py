@@ -471,7 +471,7 @@ def engine_gpus(docker_host: str | None, image: str | None = None) -> list[dict[
 
     Runs nvidia-smi (mounted by the NVIDIA container toolkit, so any glibc image works) in `image`
     or an image already on the engine, with every GPU requested. [] when the engine cannot give
-    containers a GPU; None when it has no image to ask with yet.
+    containers a GPU; None when it has no image to ask with, or nvidia-smi could not run in it.
     """
     client = client_for(docker_host)
     image = image or _any_image(client)
@@ -495,7 +495,7 @@ def engine_gpus(docker_host: str | None, image: str | None = None) -> list[dict[
             raise DoctorError(f"cannot list the GPUs of {engine_label(docker_host)}: {_short(exc)}",
                               hint="check that the engine can run containers") from exc
         return _parse_gpu_csv(raw.decode("utf-8", "replace"), fields)
-    return []
+    return None
 
 
 def copy_image(source_host: str | None, target_host: str | None, tag: str, log: Log) -> str:

@@ -39,6 +39,8 @@ class FakeEngine:
     runs: list[tuple[str, str | None]] = field(default_factory=list)  # (spec label, gpu uuid)
     images: set[str] = field(default_factory=set)
     builds: int = 0
+    empty: bool = False  # no image yet to run nvidia-smi in
+    smi_fails: bool = False  # nvidia-smi cannot run in any image there
 
     def refuse(self) -> DoctorError:
         return DoctorError(f"cannot reach the Docker engine at {self.url}: connection refused", hint="start it")
@@ -86,8 +88,11 @@ class Fleet:
         return docker_engine.EngineFacts(engine.url, "20.10.24", "Debian", 2, 4096, ("runc",), None,
                                          name=engine.name, engine_id=f"ID-{engine.url}")
 
-    def engine_gpus(self, docker_host: str | None, image: str | None = None) -> list[dict[str, Any]]:
-        return list(self._engine(docker_host).gpus)
+    def engine_gpus(self, docker_host: str | None, image: str | None = None) -> list[dict[str, Any]] | None:
+        engine = self._engine(docker_host)
+        if engine.smi_fails or (engine.empty and image is None):
+            return None
+        return list(engine.gpus)
 
     def ensure_image(self, stack: StackSpec, docker_host: str | None, options: Any, log: Any) -> str:
         engine = self._engine(docker_host)

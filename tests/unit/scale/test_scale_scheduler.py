@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from scale_fakes import Fleet, RecordingProgress, gpu, options, plan, writer
 
 from fp16doctor.stack_runs import run_stack_specs
@@ -181,3 +182,38 @@ def test_resumed_cells_go_to_the_gpu_model_the_measured_ones_ran_on(
 
     assert sorted(label for label, _ in fleet.engines[A].runs) == sorted(s.label for s in missing)
     assert fleet.engines[B].runs == []
+
+
+def test_an_empty_engine_is_asked_for_its_gpus_once_the_image_is_built(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    fleet.add(A, gpus=[gpu(0, "NVIDIA A100-SXM4-80GB", "8.0")], empty=True)
+    run_stack_specs(plan("tf2.20-keras3"), {"gpus": []}, options(tmp_path, A), writer(tmp_path), progress, 0, 4)
+
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert {r["engine"].get("gpu_name") for r in runs} == {"NVIDIA A100-SXM4-80GB"}
+    assert fleet.engines[A].builds == 1  # the image built to ask with is the one the runs use
+
+
+def test_an_engine_whose_gpus_cannot_be_listed_says_so_and_uses_its_cpu(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    fleet.add(A, gpus=[gpu(0, "NVIDIA A100-SXM4-80GB", "8.0")], smi_fails=True)
+    run_stack_specs(plan("cpu"), {"gpus": []}, options(tmp_path, A), writer(tmp_path), progress, 0, 4)
+
+    assert f"could not list the GPUs of {A} (nvidia-smi did not run there); using its CPU only" in progress.notes
+    assert [r["status"] for r in json.loads((tmp_path / "results.json").read_text())["runs"]] == ["ok"] * 4
+
+
+def test_docker_host_from_the_environment_is_asked_for_its_own_gpus(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", A)
+    fleet.add(A, gpus=[gpu(0, "NVIDIA A100-SXM4-80GB", "8.0")])
+    host_gpus = [gpu(0, "NVIDIA TITAN V", "7.0")]  # this laptop's GPU, not the engine's
+    run_stack_specs(plan("tf2.20-keras3"), {"gpus": host_gpus}, options(tmp_path), writer(tmp_path, host_gpus),
+                    progress, 0, 4)
+
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert {r["engine"]["gpu_name"] for r in runs} == {"NVIDIA A100-SXM4-80GB"}
+    assert {r["engine"]["docker_host"] for r in runs} == {A}
