@@ -2,7 +2,7 @@
 
 Every engine named by --docker-host (default: the environment's engine) is asked what it is and which
 GPUs it hands to containers; each stack gets its pre-flight verdict per engine; then one worker
-thread per slot (one per GPU, plus one CPU slot per engine, so CPU runs never share the cores) takes
+thread per slot (one per GPU, plus one CPU slot per engine, so two CPU runs never share an engine) takes
 the next run it may do, makes sure the stack's image is on that engine (built there, or copied from
 another engine that has it), runs it pinned to its GPU and writes the record at once.
 
