@@ -201,7 +201,7 @@ def precision_skip_reason(stack: StackSpec, precision: str) -> str | None:
         return None
     if precision == "mixed_float16":
         return (f"Keras {stack.keras} in the {stack.name} stack has no mixed-precision dtype policy "
-                "(keras.mixed_precision arrived with TensorFlow 2.1); float16 via floatx is its only fp16 mode")
+                "(a tf.keras and Keras 3 API); float16 via floatx is its only fp16 mode")
     return f"the {stack.name} stack cannot run {precision}"
 
 
