@@ -71,7 +71,10 @@ def diagnose(
         [], "--precision", help="float32, float16 or mixed_float16; repeatable (default: all three)."
     ),
     docker_host: list[str] = typer.Option(
-        [], "--docker-host", help="Docker engine URL (unix://, tcp://, ssh://) or context; repeatable."
+        [],
+        "--docker-host",
+        help="Docker engine URL (unix://, tcp://, ssh://) or context name; repeatable. Append #gpus=0,2"
+        " (indices or UUIDs), #gpus=all or #gpus=none to choose that engine's GPUs.",
     ),
     data: Path | None = typer.Option(None, "--data", help="Your own train directory (one folder per class)."),
     no_host: bool = typer.Option(False, "--no-host", help="With --stack, skip the run on this host's Python."),

@@ -147,6 +147,17 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
                           hint="pass the path of a Python interpreter, e.g. ~/venvs/tf/bin/python")
     data_dir = _check_data(options.data_dir)
     _check_out_dir(options.out_dir)
+    if options.docker_hosts and not options.stacks:
+        raise DoctorError("--docker-host without --stack runs nothing in Docker",
+                          hint="add --stack NAME (see `fp16doctor stacks list`), e.g. --stack cpu")
+    if options.stacks:
+        from fp16doctor.stack_runs import parse_docker_host
+        from fp16doctor.stacks import get_stack
+
+        for name in options.stacks:
+            get_stack(name)  # an unknown name fails here, before minutes of host runs
+        for url in options.docker_hosts:
+            parse_docker_host(url)
     if not options.include_host and not options.stacks:
         raise DoctorError("--no-host without --stack leaves nothing to run", hint="add --stack cpu (or another)")
 

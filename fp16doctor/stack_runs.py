@@ -14,12 +14,9 @@ take over what is still queued. All Docker calls go through fp16doctor.engines.d
 
 from __future__ import annotations
 
-import dataclasses
-import os
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fp16doctor.engines.base import RunSpec, base_run_record
@@ -35,7 +32,6 @@ if TYPE_CHECKING:
 GPU_SELECTOR = "#gpus="  # --docker-host URL#gpus=0,2 (indices or UUIDs); #gpus=none: CPU only
 LOCAL_SCHEMES = ("unix://", "npipe://")
 ENGINE_LOST = "engine_lost"
-CA_BUNDLE_ENV = "FP16DOCTOR_CA_BUNDLE"  # a CA bundle pip trusts inside image builds (TLS proxies)
 JOIN_POLL_S = 0.2  # the main thread wakes this often, so Ctrl-C is handled while workers run
 
 
@@ -172,15 +168,12 @@ def group_runs_by_machine(runs: Iterable[Mapping[str, Any]]) -> dict[str, list[M
 
 
 def build_options_for(options: DiagnoseOptions, docker_host: str | None) -> BuildOptions:
-    """How to build a stack's image on one engine: the diagnose's build options (CA bundle, wheelhouse,
-    pip index), else FP16DOCTOR_CA_BUNDLE from the environment."""
-    from fp16doctor.stacks.build import BuildOptions
+    """How to build a stack's image on one engine: diagnose's --ca-bundle / --wheelhouse, else the CA
+    bundle the environment names (build.default_ca_bundle)."""
+    from fp16doctor.stacks.build import BuildOptions, default_ca_bundle
 
-    base = getattr(options, "build_options", None)
-    if not isinstance(base, BuildOptions):
-        ca_bundle = os.environ.get(CA_BUNDLE_ENV)
-        base = BuildOptions(ca_bundle=Path(ca_bundle) if ca_bundle else None)
-    return dataclasses.replace(base, docker_host=docker_host)
+    return BuildOptions(docker_host=docker_host, ca_bundle=options.ca_bundle or default_ca_bundle(),
+                        wheelhouse=options.wheelhouse)
 
 
 def _skipped(spec: RunSpec, reason: str) -> dict[str, Any]:
