@@ -42,8 +42,9 @@ def main() -> None:
     api = wl.load_keras(backend)
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fp16doctor"
     train_dir = wl.dataset.ensure_dataset(str(cache), height, width, max(2 * batch, 64))
-    gen = wl.make_generator(api, train_dir, height, width, batch)
-    x, y = wl.in_memory_batches(gen, 4)
+    with redirect_stdout(io.StringIO()):  # flow_from_directory announces what it found on stdout
+        gen = wl.make_generator(api, train_dir, height, width, batch)
+        x, y = wl.in_memory_batches(gen, 4)
     model = wl.build_seed_model(api, height, width, mixed=False)
     steps = 4 * args.epochs
     model.fit(x, y, batch_size=batch, epochs=2, shuffle=False, verbose=0)  # compile + warm caches

@@ -47,6 +47,31 @@ def run_key(run: Run) -> tuple[str, str, str]:
     return (str(run.get("stack")), str(run.get("precision")), str(run.get("variant", "original")))
 
 
+# Docker engines reached through these schemes run on this machine, beside the host runs.
+LOCAL_DOCKER_SCHEMES = ("unix://", "npipe://")
+
+
+def machine_key(run: Run) -> str:
+    """The machine a run ran on: "" for the results' own host (host runs and local engines), else the
+    remote engine's machine name (two engines on one machine share it) or, failing that, its URL."""
+    engine = run.get("engine")
+    if not isinstance(engine, dict) or engine.get("kind") != "docker":
+        return ""
+    docker_host = engine.get("docker_host")
+    if not isinstance(docker_host, str) or not docker_host or docker_host.startswith(LOCAL_DOCKER_SCHEMES):
+        return ""
+    name = engine.get("name")
+    return name if isinstance(name, str) and name else docker_host
+
+
+def group_runs_by_machine(runs: Iterable[Run]) -> dict[str, list[Run]]:
+    """Runs grouped by machine_key, in first-seen order."""
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(machine_key(run), []).append(run)
+    return groups
+
+
 def _fail(source: str, what: str) -> DoctorError:
     return DoctorError(
         f"{source}: {what}",

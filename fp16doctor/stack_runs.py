@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from fp16doctor.engines.base import RunSpec, base_run_record
 from fp16doctor.errors import DoctorError
+from fp16doctor.results import LOCAL_DOCKER_SCHEMES
 from fp16doctor.stacks import StackSpec, get_stack
 
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from fp16doctor.stacks.preflight import Verdict
 
 GPU_SELECTOR = "#gpus="  # --docker-host URL#gpus=0,2 (indices or UUIDs); #gpus=none: CPU only
-LOCAL_SCHEMES = ("unix://", "npipe://")
 ENGINE_LOST = "engine_lost"
 JOIN_POLL_S = 0.2  # the main thread wakes this often, so Ctrl-C is handled while workers run
 
@@ -100,7 +100,7 @@ class Engine:
     @property
     def local(self) -> bool:
         """The engine runs on this machine (a unix socket), so the host probe's GPUs are its GPUs."""
-        return self.label.startswith(LOCAL_SCHEMES)
+        return self.label.startswith(LOCAL_DOCKER_SCHEMES)
 
     def host_view(self, host: Mapping[str, Any]) -> dict[str, Any]:
         """The host dict pre-flight judges this engine by: its GPUs and its NVIDIA runtime."""
@@ -141,27 +141,6 @@ class Slot:
         if self.gpu is None:
             return f"{self.engine.label} (CPU)"
         return f"{self.engine.label} gpu {self.gpu.get('index', '?')} ({self.gpu.get('name', '?')})"
-
-
-def machine_key(run: Mapping[str, Any]) -> str:
-    """The machine a run ran on: "" for this host (host runs and local engines), else the engine's
-    machine name (two engines on one machine share it) or, failing that, its URL."""
-    engine = run.get("engine") if isinstance(run.get("engine"), dict) else {}
-    assert isinstance(engine, dict)
-    docker_host = engine.get("docker_host")
-    if engine.get("kind") != "docker" or not isinstance(docker_host, str):
-        return ""
-    if docker_host.startswith(LOCAL_SCHEMES):
-        return ""
-    return str(engine.get("name") or docker_host)
-
-
-def group_runs_by_machine(runs: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    """Runs grouped by machine_key, in first-seen order (for reports comparing a fleet)."""
-    groups: dict[str, list[Mapping[str, Any]]] = {}
-    for run in runs:
-        groups.setdefault(machine_key(run), []).append(run)
-    return groups
 
 
 # ------------------------------------------------------------------------------------------ records

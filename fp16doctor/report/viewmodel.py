@@ -24,11 +24,11 @@ from fp16doctor.report import charts
 from fp16doctor.report.fixes import fix_for
 from fp16doctor.report.formatting import format_ms, precision_rank
 from fp16doctor.report.redact import redact, redact_text
+from fp16doctor.results import machine_key
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 # Runs within this much of float32 are "the same speed": step times on a busy machine wobble by a few %.
 SAME_SPEED_BAND = 0.05
-LOCAL_DOCKER_SCHEMES = ("unix://", "npipe://")
 FP16_CPU_FLAGS = {
     "f16c",
     "avx2",
@@ -257,16 +257,6 @@ def _runs(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _gpus(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [g for g in _list(_dict(doc.get("host")).get("gpus")) if isinstance(g, dict)]
-
-
-def _machine_key(run: Mapping[str, Any]) -> str:
-    """Runs on a remote Docker engine ran on another machine; everything else ran on the results' host."""
-    engine = _dict(run.get("engine"))
-    docker_host = engine.get("docker_host")
-    if engine.get("kind") == "docker" and isinstance(docker_host, str) and docker_host:
-        if not docker_host.startswith(LOCAL_DOCKER_SCHEMES):
-            return docker_host
-    return ""
 
 
 def _engine_label(run: Mapping[str, Any]) -> str:
@@ -729,7 +719,7 @@ def _document_view(index: int, doc: Mapping[str, Any], used_names: dict[str, int
     predicted = sources.roofline(dict(doc))
     groups: dict[str, list[dict[str, Any]]] = {}
     for run in _runs(doc):
-        groups.setdefault(_machine_key(run), []).append(run)
+        groups.setdefault(machine_key(run), []).append(run)
     if not groups:
         groups[""] = []
     machines: list[MachineView] = []
