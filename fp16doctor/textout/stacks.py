@@ -6,20 +6,21 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fp16doctor.stacks import PRECISIONS, StackSpec
+from fp16doctor.stacks import StackSpec
 
 _NONE = "–"
 
 
 def stacks_table(stacks: list[StackSpec]) -> Table:
-    table = Table(title="fp16doctor stacks", title_justify="left", header_style="bold")
-    columns = ("name", "python", "tensorflow", "keras", "cuda", "cudnn", "gpu", "precisions", "base image")
-    for column in columns:
-        table.add_column(column, no_wrap=column == "name")
+    """The catalogue in an 80-column terminal; `stacks show NAME` has the base image and every pin."""
+    table = Table(title="fp16doctor stacks", title_justify="left", header_style="bold", show_edge=False,
+                  pad_edge=False)
+    for column in ("name", "python", "TF", "keras", "CUDA/cuDNN", "GPU", "mixed_float16"):
+        table.add_column(column, no_wrap=True)
     for spec in stacks:
-        precisions = ", ".join(p for p in PRECISIONS if spec.supports_precision(p))
-        table.add_row(spec.name, spec.python, spec.tensorflow, spec.keras, spec.cuda or _NONE,
-                      spec.cudnn or _NONE, "yes" if spec.gpu else "no", precisions, spec.base_image)
+        cuda = f"{spec.cuda}/{spec.cudnn}" if spec.cuda else _NONE
+        table.add_row(spec.name, spec.python, spec.tensorflow, spec.keras, cuda, "yes" if spec.gpu else "no",
+                      "yes" if spec.supports_precision("mixed_float16") else "no")
     return table
 
 
