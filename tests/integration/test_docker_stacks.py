@@ -52,12 +52,11 @@ def cpu_image(engine: None) -> str:
     return found.group(1)
 
 
-def test_unchanged_rebuild_is_cached_and_takes_seconds(cpu_image: str) -> None:
+def test_unchanged_rebuild_is_cached(cpu_image: str) -> None:
     lines: list[str] = []
     result = build_stack("cpu", BuildOptions(ca_bundle=_ca_bundle()), lines.append)
     assert result.image == cpu_image
-    assert result.cached
-    assert result.seconds < 30, f"an unchanged rebuild took {result.seconds:.1f} s"
+    assert result.cached  # how long that takes is measured in docs/stacks.md, not asserted here
     assert any("Using cache" in line for line in lines)
 
 

@@ -1,0 +1,45 @@
+"""`fp16doctor diagnose --stack cpu` on a real Docker engine: container runs beside the host's, nothing left."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fp16doctor.engines import docker_engine
+from fp16doctor.errors import DoctorError
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def test_stack_runs_land_beside_host_runs_and_leave_no_container(tmp_path: Path) -> None:
+    try:
+        docker_engine.client_for(None)
+    except DoctorError as exc:
+        pytest.skip(f"no Docker engine reachable ({exc.message}); start one with `bash .ci/docker-up.sh`")
+    command = [sys.executable, "-m", "fp16doctor", "diagnose", "--quick", "--stack", "cpu", "--precision", "float16",
+               "--out", str(tmp_path)]
+    if SYSTEM_CA.is_file():  # pip inside the build goes through this machine's TLS proxy
+        command += ["--ca-bundle", str(SYSTEM_CA)]
+    proc = subprocess.run(
+        command,
+        capture_output=True, text=True, timeout=3600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((tmp_path / "results.json").read_text())
+    by_stack = {r["stack"]: r for r in doc["runs"]}
+    assert set(by_stack) == {"host", "cpu"}
+    host, container = by_stack["host"], by_stack["cpu"]
+    assert host["status"] == "ok" and container["status"] == "ok", container.get("error")
+    assert host["engine"]["kind"] == "host"
+    assert container["engine"]["kind"] == "docker" and container["engine"]["image"].startswith("fp16doctor/cpu:")
+    # Inside the image: the stack's own pins, and floatx=float16 as the user set it.
+    assert container["software"]["tensorflow"] == "2.21.0" and container["batch_dtype"] == "float16"
+    assert container["step_time_ms"]["median"] > 0
+    html = (tmp_path / "report.html").read_text()
+    assert "cpu" in html and "host" in html
+    assert docker_engine.leftover_containers(None) == []
