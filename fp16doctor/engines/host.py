@@ -84,7 +84,7 @@ class HostEngine:
                 self.sampler(gpu_index) if self.sampler is not None and gpu_index is not None else nullcontext()
             )
             with open(stderr_path, "wb") as stderr_file, sampling as sampler:
-                # A new session: Ctrl-C reaches us, and we stop the child ourselves (and only it).
+                # A new session (POSIX): Ctrl-C reaches us, and we stop the child ourselves.
                 proc = subprocess.Popen(
                     self.command(spec),
                     stdout=subprocess.PIPE,
@@ -144,14 +144,22 @@ class HostEngine:
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
+    """Stop the workload and whatever it started (its own session on POSIX; the process on Windows)."""
     if proc.poll() is not None:
         return
+    killpg = getattr(os, "killpg", None)
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
+        if killpg is not None:
+            killpg(proc.pid, signal.SIGTERM)
+        else:
+            proc.terminate()
         proc.wait(timeout=10)
     except (ProcessLookupError, subprocess.TimeoutExpired):
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
+            if killpg is not None:
+                killpg(proc.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+            else:
+                proc.kill()
         except ProcessLookupError:
             pass
         proc.wait()
