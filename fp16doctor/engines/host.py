@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -94,6 +95,16 @@ class HostEngine:
                     bufsize=1,
                     start_new_session=True,
                 )
+                # The limit holds even when the workload goes silent (a hung driver call prints nothing).
+                timed_out = threading.Event()
+
+                def _expire() -> None:
+                    timed_out.set()
+                    _stop(proc)
+
+                watchdog = threading.Timer(self.timeout_s, _expire)
+                watchdog.daemon = True
+                watchdog.start()
                 try:
                     assert proc.stdout is not None
                     warm = False
@@ -109,16 +120,13 @@ class HostEngine:
                         if event["event"] in ("result", "error"):
                             final = event
                         on_event(event)
-                        if time.monotonic() - started > self.timeout_s:
-                            raise TimeoutError
-                    returncode = proc.wait()
-                except TimeoutError:
-                    _stop(proc)
-                    returncode = None
+                    proc.wait()
+                    returncode = None if timed_out.is_set() else proc.returncode
                 except BaseException:
                     _stop(proc)
                     raise
                 finally:
+                    watchdog.cancel()
                     if proc.stdout is not None:
                         proc.stdout.close()
             usage = sampler.summary() if sampler is not None else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,17 @@ def test_interrupt_stops_the_child(tmp_path: Path) -> None:
         HostEngine(script=script, cache_dir=tmp_path).run(SPEC, interrupt)
     pid = int(marker.read_text())
     assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+
+
+def test_a_silent_hang_is_stopped_at_the_time_limit(tmp_path: Path) -> None:
+    # A workload stuck in a driver call prints nothing; the limit must still end the run.
+    script = _script(tmp_path, """
+        import json, time
+        print("@@fp16doctor " + json.dumps({"event": "phase", "phase": "train"}), flush=True)
+        time.sleep(60)
+    """)
+    started = time.monotonic()
+    record = HostEngine(script=script, cache_dir=tmp_path, timeout_s=1.0).run(SPEC, lambda e: None)
+    assert time.monotonic() - started < 30
+    assert record["status"] == "failed"
+    assert record["error"] == "timed out after 1 s"
