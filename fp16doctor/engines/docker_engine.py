@@ -417,12 +417,21 @@ def cleanup(
     query: dict[str, Any] = {"label": filters}
     if stopped_only:
         query["status"] = ["created", "exited", "dead"]
-    for container in client.containers.list(all=True, filters=query):
+    try:
+        containers = client.containers.list(all=True, filters=query)
+    except (APIError, RequestException, OSError) as exc:
+        # Callers run this while an engine may be going away; they handle DoctorError, not SDK errors.
+        forget_client(docker_host)
+        raise DoctorError(f"cannot list the containers of {engine_label(docker_host)}: {_short(exc)}",
+                          hint="check that the engine is running") from exc
+    for container in containers:
         try:
             container.remove(force=True)
             removed["containers"].append(str(container.name))
         except NotFound:
             pass
+        except (APIError, RequestException, OSError):
+            pass  # removal already in progress, or the engine went away with the container
     if images:
         for image in client.images.list(filters={"label": f"{MANAGED_LABEL}=true"}):
             try:
@@ -494,6 +503,10 @@ def engine_gpus(docker_host: str | None, image: str | None = None) -> list[dict[
                 return []  # "could not select device driver": no NVIDIA runtime on this engine
             raise DoctorError(f"cannot list the GPUs of {engine_label(docker_host)}: {_short(exc)}",
                               hint="check that the engine can run containers") from exc
+        except (RequestException, OSError) as exc:
+            forget_client(docker_host)
+            raise DoctorError(f"cannot list the GPUs of {engine_label(docker_host)}: {_short(exc)}",
+                              hint="check that the engine is running") from exc
         return _parse_gpu_csv(raw.decode("utf-8", "replace"), fields)
     return None
 

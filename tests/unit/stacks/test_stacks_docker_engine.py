@@ -273,3 +273,26 @@ def test_each_docker_host_gets_its_own_client(monkeypatch: pytest.MonkeyPatch) -
     b = docker_engine.client_for("unix:///var/run/docker-2.sock")
     assert a is not b and docker_engine.client_for("unix:///var/run/docker.sock") is a
     assert made == ["unix:///var/run/docker.sock", "unix:///var/run/docker-2.sock"]
+
+
+def test_cleanup_on_an_engine_that_stopped_answering_is_a_doctor_error(
+    fake: FakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Diagnose sweeps engines at start and on Ctrl-C; a dropped connection must not end in a traceback.
+    def refuse(all: bool = False, filters: dict[str, Any] | None = None) -> list[FakeContainer]:
+        raise docker_engine.RequestException("Connection aborted")
+
+    monkeypatch.setattr(fake.containers, "list", refuse)
+    with pytest.raises(DoctorError, match="cannot list the containers of .*Connection aborted"):
+        docker_engine.cleanup(None, stopped_only=True)
+
+
+def test_gpu_listing_on_an_engine_that_stopped_answering_is_a_doctor_error(
+    fake: FakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(image: str, **kwargs: Any) -> bytes:
+        raise docker_engine.RequestException("Connection aborted")
+
+    monkeypatch.setattr(fake.containers, "run", refuse, raising=False)
+    with pytest.raises(DoctorError, match="cannot list the GPUs of .*Connection aborted"):
+        docker_engine.engine_gpus(None, IMAGE)
