@@ -24,7 +24,7 @@ from fp16doctor.report import charts
 from fp16doctor.report.fixes import fix_for
 from fp16doctor.report.formatting import format_ms, precision_rank
 from fp16doctor.report.redact import redact, redact_text
-from fp16doctor.results import machine_key
+from fp16doctor.results import group_runs_by_machine
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 # Runs within this much of float32 are "the same speed": step times on a busy machine wobble by a few %.
@@ -717,9 +717,7 @@ def _machine_charts(rows: Sequence[RunRow], predicted: Mapping[tuple[str, str], 
 def _document_view(index: int, doc: Mapping[str, Any], used_names: dict[str, int], sources: Sources) -> DocumentView:
     findings, source = findings_of(doc, sources)
     predicted = sources.roofline(dict(doc))
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for run in _runs(doc):
-        groups.setdefault(machine_key(run), []).append(run)
+    groups = group_runs_by_machine(_runs(doc))
     if not groups:
         groups[""] = []
     machines: list[MachineView] = []
