@@ -57,10 +57,6 @@ class StackSpec:
     system_packages: tuple[str, ...] = ()
     venv: str | None = None
 
-    @property
-    def python_major_minor(self) -> str:
-        return ".".join(self.python.split(".")[:2])
-
     def pins(self) -> dict[str, str]:
         """requirements as {normalised name: version}."""
         out: dict[str, str] = {}
