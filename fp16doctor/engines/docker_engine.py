@@ -53,7 +53,8 @@ OUTPUT_TAIL_LINES = 200
 Log = Callable[[str], None]
 
 _clients: dict[str | None, Any] = {}
-_clients_lock = threading.Lock()
+_clients_lock = threading.Lock()  # guards the two dicts; never held while an engine is asked anything
+_connect_locks: dict[str | None, threading.Lock] = {}  # one connection attempt per engine at a time
 # Process-wide: a run id groups the containers of one fp16doctor invocation.
 RUN_ID = uuid.uuid4().hex[:12]
 
@@ -89,6 +90,14 @@ def client_for(docker_host: str | None) -> Any:
         client = _clients.get(docker_host)
         if client is not None:
             return client
+        connect_lock = _connect_locks.setdefault(docker_host, threading.Lock())
+    # An engine that does not answer may take a connection timeout to say so; the other engines'
+    # workers must not wait for it.
+    with connect_lock:
+        with _clients_lock:
+            client = _clients.get(docker_host)
+        if client is not None:
+            return client
         try:
             client = _make_client(docker_host)
             client.ping()
@@ -97,7 +106,8 @@ def client_for(docker_host: str | None) -> Any:
                 f"cannot reach the Docker engine at {engine_label(docker_host)}: {_short(exc)}",
                 hint="start it (CI: `bash .ci/docker-up.sh`), or pass --docker-host with a reachable engine",
             ) from exc
-        _clients[docker_host] = client
+        with _clients_lock:
+            _clients[docker_host] = client
         return client
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -296,3 +298,28 @@ def test_gpu_listing_on_an_engine_that_stopped_answering_is_a_doctor_error(
     monkeypatch.setattr(fake.containers, "run", refuse, raising=False)
     with pytest.raises(DoctorError, match="cannot list the GPUs of .*Connection aborted"):
         docker_engine.engine_gpus(None, IMAGE)
+
+
+def test_an_engine_slow_to_answer_does_not_hold_up_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Scale-out: while one engine's connection hangs until its timeout, runs on the others go on.
+    answer = threading.Event()
+
+    class SlowClient(FakeClient):
+        def ping(self) -> bool:
+            answer.wait(10)
+            return True
+
+    def make(host: str | None) -> FakeClient:
+        return SlowClient({"stdout": []}) if host == "tcp://slow:2376" else FakeClient({"stdout": []})
+
+    monkeypatch.setattr(docker_engine, "_make_client", make)
+    monkeypatch.setattr(docker_engine, "_clients", {})
+    slow = threading.Thread(target=docker_engine.client_for, args=("tcp://slow:2376",), daemon=True)
+    slow.start()
+    time.sleep(0.1)  # the slow engine is being pinged now
+    started = time.monotonic()
+    docker_engine.client_for("tcp://fast:2376")
+    waited = time.monotonic() - started
+    answer.set()
+    slow.join(5)
+    assert waited < 2
