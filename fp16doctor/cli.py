@@ -119,12 +119,15 @@ def diagnose(
             hint="run the same command with --resume to complete only what is missing",
             exit_code=EXIT_INTERRUPTED,
         ) from None
+    from fp16doctor.textout.diagnose import diagnose_summary_text, failed_runs_message
+
     if as_json:
         _print_json(outcome.document)
     else:
-        from fp16doctor.textout.diagnose import diagnose_summary_text
-
         out.print(diagnose_summary_text(outcome))
+    failure = failed_runs_message(outcome)
+    if failure is not None:
+        _print_error(*failure)
     raise typer.Exit(outcome.exit_code)
 
 
@@ -210,14 +213,18 @@ def stacks_build(
     out.print(f"built {result.image} ({result.seconds:.1f} s)")
 
 
+def _print_error(message: str, hint: str) -> None:
+    # escape: messages quote the user's own values, which may look like rich markup ("[/]").
+    err.print(f"[bold red]error:[/] {escape(message)}", markup=True)
+    if hint:
+        err.print(f"[dim]hint:[/] {escape(hint)}", markup=True)
+
+
 def main() -> None:
     try:
         app()
     except DoctorError as exc:
-        # escape: messages quote the user's own values, which may look like rich markup ("[/]").
-        err.print(f"[bold red]error:[/] {escape(exc.message)}", markup=True)
-        if exc.hint:
-            err.print(f"[dim]hint:[/] {escape(exc.hint)}", markup=True)
+        _print_error(exc.message, exc.hint)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err.print("interrupted: finished runs are kept in results.json")

@@ -60,9 +60,15 @@ def diagnose_summary_text(outcome: DiagnoseOutcome) -> RenderableType:
     parts.append(Text(f"\nresults: {outcome.results_path}"))
     if outcome.report_path:
         parts.append(Text(f"report:  {outcome.report_path}"))
-    if outcome.failed:
-        names = ", ".join(f"{r['stack']} / {r['precision']} / {r.get('variant', 'original')}"
-                          for r in outcome.failed[:6]) + (", ..." if len(outcome.failed) > 6 else "")
-        parts.append(Text(f"{len(outcome.failed)} run(s) failed ({names}); the others are in the results "
-                          "(run again with --resume to retry only those)", style="yellow"))
     return Group(*parts)
+
+
+def failed_runs_message(outcome: DiagnoseOutcome) -> tuple[str, str] | None:
+    """(message, hint) for stderr when some runs failed (diagnose then exits non-zero), else None."""
+    if not outcome.failed:
+        return None
+    names = ", ".join(f"{r['stack']} / {r['precision']} / {r.get('variant', 'original')}"
+                      for r in outcome.failed[:6]) + (", ..." if len(outcome.failed) > 6 else "")
+    return (f"{len(outcome.failed)} run(s) failed ({names}); the others are in {outcome.results_path}",
+            "each failed run's error is in the results and the report; run the same command with --resume "
+            "to retry only those")

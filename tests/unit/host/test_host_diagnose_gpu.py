@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 import fp16doctor.probe as probe
+from fp16doctor.cli import app
 from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
 from fp16doctor.engines import host as host_engine
 from fp16doctor.engines.base import RunSpec
@@ -112,3 +114,13 @@ def test_precisions_can_be_narrowed(tmp_path: Path, gpu_host) -> None:
     outcome = run_diagnose(DiagnoseOptions(out_dir=tmp_path, precisions=["float32", "float16"]), Recorder())
     assert outcome.exit_code == EXIT_OK
     assert {c["spec"].precision for c in gpu_host} == {"float32", "float16"}
+
+
+def test_failed_runs_are_named_on_stderr_with_a_hint_and_a_non_zero_exit(tmp_path: Path, gpu_host) -> None:
+    # --json keeps stdout for the document; a script still learns from stderr and the exit status why.
+    result = CliRunner().invoke(app, ["diagnose", "--out", str(tmp_path), "--json"])
+    assert result.exit_code == EXIT_PARTIAL
+    assert json.loads(result.stdout)["schema_version"] == 1
+    stderr = " ".join(result.stderr.split())
+    assert "error: 1 run(s) failed (host / mixed_float16 / original)" in stderr
+    assert "hint:" in stderr and "--resume" in stderr
