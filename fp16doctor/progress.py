@@ -17,6 +17,7 @@ from rich.live import Live
 from rich.text import Text
 
 from fp16doctor.engines.base import RunSpec
+from fp16doctor.results import run_key
 
 PHASES = {
     "data": "preparing the image folders",
@@ -117,7 +118,7 @@ class LiveProgress:
             self._draw()
 
     def finish_run(self, record: dict[str, Any]) -> None:
-        key = f"{record.get('stack')} / {record.get('precision')} / {record.get('variant', 'original')}"
+        key = " / ".join(run_key(record))  # the spec's label, as start_run filed the row
         with self.lock:
             row = self.rows.pop(key, None)
             if self.current == key:
