@@ -9,9 +9,11 @@ Keras 2. It reports to the engine through stdout lines "@@fp16doctor {json}".
 from __future__ import division, print_function
 
 import argparse
+import atexit
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -85,6 +87,7 @@ def prepare_keras_home(precision, backend):
     """A private keras.json, so the user's own config cannot leak in; float16 is set exactly as the
     user did it: floatx in keras.json, epsilon left at its 1e-07 default."""
     home = tempfile.mkdtemp(prefix="fp16doctor-keras-")
+    atexit.register(shutil.rmtree, home, True)  # one per run: do not leave them in /tmp
     keras_dir = os.path.join(home, ".keras")
     os.makedirs(keras_dir)
     config = {"backend": backend, "floatx": "float16" if precision == "float16" else "float32",

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from fp16doctor.diagnose import HOST_STACK, plan_runs
@@ -89,3 +92,18 @@ def test_step_timer_time_budget_needs_three_steps() -> None:
     timer = wl.StepTimer(warmup_steps=1, min_steps=10, max_steps=100, max_measure_s=5.0, tolerance=0.0)
     _drive(timer, [3.0, 9.0, 1.0, 1.0, 1.0])
     assert timer.stop_reason == "time_budget" and len(timer.step_ms) == 3
+
+
+def test_the_private_keras_home_is_removed_when_the_workload_exits(tmp_path: Path) -> None:
+    # Every run makes one; a diagnose must not leave a directory per run in the temporary folder.
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import run_workload\n"
+        "keras_dir, config = run_workload.prepare_keras_home('float16', 'tensorflow')\n"
+        "print(keras_dir); assert config['floatx'] == 'float16'\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code, str(WORKLOAD.parent)], capture_output=True, text=True,
+                          env=env, check=True)
+    keras_dir = Path(done.stdout.strip())
+    assert keras_dir.parent.parent == tmp_path  # it was made where we looked
+    assert list(tmp_path.iterdir()) == []
