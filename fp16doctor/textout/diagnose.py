@@ -36,7 +36,9 @@ def runs_table(runs: list[dict]) -> Table:
             step = r["step_time_ms"]
             base = baseline.get((r["stack"], variant))
             ratio = f"{base / step['median']:.2f}x" if base else "–"
-            spread = f"{step['p10']:.0f}-{step['p90']:.0f}" if "p10" in step and "p90" in step else "–"
+            # --resume keeps runs from an earlier file, where p10/p90 may be null.
+            p10, p90 = step.get("p10"), step.get("p90")
+            spread = f"{p10:.0f}-{p90:.0f}" if p10 is not None and p90 is not None else "–"
             table.add_row(name, source, r.get("device", ""), f"{step['median']:.1f}", spread, ratio,
                           Text("ok", style="green"))
         else:
