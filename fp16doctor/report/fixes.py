@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fp16doctor.knowledge.cuda import version_tuple
+
 # Flavours of Keras a stack can have, in the order they appeared.
 KERAS2_TF1 = "keras2-tf1"  # standalone Keras 2.x on TF 1.x (the 2018 stacks)
 TF_KERAS2 = "tf-keras2"  # tf.keras (Keras 2 API) on TF 2.x, or tf_keras
@@ -23,25 +25,21 @@ class Fix:
     code: str
 
 
-def _version_tuple(text: object) -> tuple[int, ...]:
-    parts: list[int] = []
-    for piece in str(text or "").split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
+def _major(value: object) -> int | None:
+    """3 for "3.3.3" (or 3.3 typed as a number by hand); None when not a version."""
+    parts = version_tuple(str(value)) if value is not None else None
+    return parts[0] if parts else None
 
 
 def flavour_of(software: Mapping[str, Any]) -> str | None:
     """Which Keras API a run's software speaks; None when the run did not record it."""
-    keras = _version_tuple(software.get("keras"))
-    tf = _version_tuple(software.get("tensorflow"))
-    if keras and keras[0] >= 3:
+    keras = _major(software.get("keras"))
+    tf = _major(software.get("tensorflow"))
+    if keras is not None and keras >= 3:
         return KERAS3
-    if tf and tf[0] >= 2:
+    if tf is not None and tf >= 2:
         return TF_KERAS2
-    if keras or tf:
+    if keras is not None or tf is not None:
         return KERAS2_TF1
     return None
 
