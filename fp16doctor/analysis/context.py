@@ -198,6 +198,16 @@ class CpuFacts:
         return sorted(f for f in CPU_BF16_FLAGS if self.flags and f in self.flags)
 
 
+def noise_band(*steps: tuple[float | None, float | None, float | None]) -> float:
+    """Relative spread of step-time medians, from each (median, p10, p90), at least 5 % and at most 50 %:
+    a difference between two medians below it is not claimed (the analysis and the report's verdict)."""
+    spreads = [0.05]
+    for median, p10, p90 in steps:
+        if p10 and p90 and median:
+            spreads.append((p90 - p10) / (2 * median))
+    return min(max(spreads), 0.5)
+
+
 @dataclass(frozen=True)
 class Pair:
     """A reduced-precision run and the float32 run it is compared with (same stack, device and variant)."""
@@ -216,13 +226,8 @@ class Pair:
         return 1.0 / self.ratio
 
     def noise(self) -> float:
-        """Relative spread of the two medians (p10-p90), at least 5 %: differences below it are not
-        claimed."""
-        spreads = [0.05]
-        for run in (self.fp32, self.reduced):
-            if run.p10_ms and run.p90_ms and run.step_ms:
-                spreads.append((run.p90_ms - run.p10_ms) / (2 * run.step_ms))
-        return min(max(spreads), 0.5)
+        return noise_band((self.fp32.step_ms, self.fp32.p10_ms, self.fp32.p90_ms),
+                          (self.reduced.step_ms, self.reduced.p10_ms, self.reduced.p90_ms))
 
     @property
     def slower(self) -> bool:

@@ -20,6 +20,7 @@ from typing import Any
 from markupsafe import Markup
 
 from fp16doctor import __version__
+from fp16doctor.analysis.context import noise_band
 from fp16doctor.report import charts
 from fp16doctor.report.fixes import fix_for
 from fp16doctor.report.formatting import format_ms, precision_rank
@@ -27,8 +28,6 @@ from fp16doctor.report.redact import redact, redact_text
 from fp16doctor.results import group_runs_by_machine
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
-# Runs within this much of float32 are "the same speed": step times on a busy machine wobble by a few %.
-SAME_SPEED_BAND = 0.05
 FP16_CPU_FLAGS = {
     "f16c",
     "avx2",
@@ -449,9 +448,11 @@ def build_verdict(name: str, rows: Sequence[RunRow], findings: Sequence[Mapping[
     ratio = other.median_ms / base.median_ms
     times = f"{format_ms(other.median_ms)} vs {format_ms(base.median_ms)} per step"
     stack = f" with stack {base.stack}" if base.stack not in ("", "host") else ""
-    if ratio > 1 + SAME_SPEED_BAND:
+    # The same noise band as the findings, so the verdict never claims a difference they call noise.
+    band = noise_band((base.median_ms, base.p10_ms, base.p90_ms), (other.median_ms, other.p10_ms, other.p90_ms))
+    if ratio > 1 + band:
         tone, comparison = "slower", f"{ratio:.2f}× slower than"
-    elif ratio < 1 - SAME_SPEED_BAND:
+    elif 1 / ratio > 1 + band:
         tone, comparison = "faster", f"{1 / ratio:.2f}× faster than"
     else:
         tone, comparison = "same", "about as fast as"

@@ -346,3 +346,24 @@ def test_faster_verdict_does_not_call_a_limit_its_cause(sources):
     assert only.sentence == "On G, float16 is 1.50× faster than float32 (200 ms vs 300 ms per step)."
     both = build_report([doc], fixed_sources(findings=[faster, limit])).documents[0].machines[0].verdict
     assert both.sentence.endswith("; what holds it back: input pipeline dominates.")
+
+
+def test_verdict_claims_no_difference_inside_the_measured_spread():
+    # 12 % slower, but each run's p10-p90 spans about +-12 %: the findings call that noise, so must the verdict.
+    doc = {
+        "schema_version": 1,
+        "host": {"gpus": [{"name": "G"}]},
+        "runs": [
+            {"stack": "host", "precision": p, "device": "gpu:0", "status": "ok",
+             "step_time_ms": {"median": median, "p10": median * 0.88, "p90": median * 1.12, "n": 20}}
+            for p, median in (("float32", 100.0), ("mixed_float16", 112.0))
+        ],
+    }
+    verdict = build_report([doc], fixed_sources(findings=[])).documents[0].machines[0].verdict
+    assert verdict.tone == "same" and "about as fast as float32" in verdict.sentence
+    # With a tight spread the same medians are a real difference.
+    for run in doc["runs"]:
+        step = run["step_time_ms"]
+        step["p10"], step["p90"] = step["median"] * 0.99, step["median"] * 1.01
+    verdict = build_report([doc], fixed_sources(findings=[])).documents[0].machines[0].verdict
+    assert verdict.tone == "slower" and verdict.figure == "1.12× slower"
