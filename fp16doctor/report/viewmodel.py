@@ -431,6 +431,11 @@ def _cause_phrase(title: str) -> str:
     return title
 
 
+# Findings that cannot explain the ratio of two median steps: fp16_faster restates it, and
+# measurement_warmup is about the first steps, which the medians leave out.
+NOT_A_CAUSE = ("fp16_faster", "measurement_warmup")
+
+
 def build_verdict(name: str, rows: Sequence[RunRow], findings: Sequence[Mapping[str, Any]]) -> Verdict:
     pair = _headline_pair(rows)
     ranked = _rank_findings(findings)
@@ -456,8 +461,7 @@ def build_verdict(name: str, rows: Sequence[RunRow], findings: Sequence[Mapping[
         tone, comparison = "faster", f"{1 / ratio:.2f}× faster than"
     else:
         tone, comparison = "same", "about as fast as"
-    # fp16_faster restates the ratio; the cause is the next finding.
-    causes = [f for f in ranked if f.get("id") != "fp16_faster" and _text(f.get("title"))]
+    causes = [f for f in ranked if f.get("id") not in NOT_A_CAUSE and _text(f.get("title"))]
     cause = causes[0] if causes else None
     sentence = f"On {name}, {other.precision} is {comparison} float32 ({times}{stack})"
     if cause is None:

@@ -367,3 +367,21 @@ def test_verdict_claims_no_difference_inside_the_measured_spread():
         step["p10"], step["p90"] = step["median"] * 0.99, step["median"] * 1.01
     verdict = build_report([doc], fixed_sources(findings=[])).documents[0].machines[0].verdict
     assert verdict.tone == "slower" and verdict.figure == "1.12× slower"
+
+
+def test_slow_first_steps_are_not_named_the_cause_of_a_slower_median():
+    # The medians leave the warm-up out, so a slow first step cannot be why float16's median is slower.
+    doc = {
+        "schema_version": 1,
+        "host": {"gpus": [{"name": "G"}]},
+        "runs": [
+            {"stack": "host", "precision": p, "device": "gpu:0", "status": "ok", "first_step_ms": first,
+             "step_time_ms": {"median": median, "p10": median * 0.99, "p90": median * 1.01, "n": 20}}
+            for p, median, first in (("float32", 100.0, 5000.0), ("float16", 160.0, 9000.0))
+        ],
+    }
+    warmup = {"id": "measurement_warmup", "title": "The first steps are much slower than the rest",
+              "severity": "info", "confidence": 0.8, "evidence": ["first step 9000 ms"], "recommendation": "x"}
+    verdict = build_report([doc], fixed_sources(findings=[warmup])).documents[0].machines[0].verdict
+    assert verdict.tone == "slower" and verdict.cause_id is None
+    assert "first steps" not in verdict.sentence and "no finding explains it yet" in verdict.sentence
