@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import uuid
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -225,14 +225,13 @@ def dump(doc: Document) -> str:
 def write_atomic(path: Path, text: str) -> None:
     """Write via a temporary file and rename, so a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    tmp = str(path.parent / f".tmp-{path.name}-{uuid.uuid4().hex}")
+    # Mode 0666 less the umask, as for any new file. (Reading the umask by setting it would change it
+    # for the whole process, under the worker threads that create files too.)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        # mkstemp creates 0600; a shareable result gets the usual mode for new files.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

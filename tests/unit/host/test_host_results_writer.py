@@ -1,0 +1,32 @@
+"""results.json on disk: written whole, with the usual mode, without touching the process umask."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from fp16doctor.results import ResultsWriter, new_document
+
+
+def test_results_file_is_written_whole_with_the_umask_mode_and_no_temporary_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_umask = os.umask
+    old = real_umask(0o027)
+    try:
+        # Stack runs write from worker threads while others create files: the umask must never change.
+        set_to: list[int] = []
+        monkeypatch.setattr(os, "umask", lambda mask: set_to.append(mask) or real_umask(mask))
+        path = tmp_path / "out" / "results.json"
+        writer = ResultsWriter(path, new_document({"gpus": []}))
+        writer.add_run({"stack": "host", "precision": "float32", "device": "cpu", "status": "skipped"})
+    finally:
+        real_umask(old)
+    assert set_to == []
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert [p.name for p in path.parent.iterdir()] == ["results.json"]
+    assert json.loads(path.read_text())["runs"][0]["status"] == "skipped"
