@@ -186,7 +186,15 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     doc = new_document(host)
     if options.resume and results_path.exists():
         previous = load(results_path)
-        doc["runs"] = [r for r in previous.get("runs", []) if r.get("status") == "ok"]
+        finished = [r for r in previous.get("runs", []) if r.get("status") == "ok"]
+        # A run measured at another size or on other data is no baseline for the new runs: run it again.
+        data = "user" if data_dir else "synthetic"
+        doc["runs"] = [r for r in finished if r.get("size") in (None, size.name)
+                       and (r.get("workload") or {}).get("data") in (None, data)]
+        if len(doc["runs"]) < len(finished):
+            progress.note(f"--resume: {len(finished) - len(doc['runs'])} finished run(s) in {results_path} "
+                          f"were measured at another size or on other data; running them again "
+                          f"(size {size.name}, {data} data)")
         doc["created"] = previous.get("created", doc["created"])
     doc["invocation"] = {
         "argv": ["fp16doctor", *options.argv[1:]],

@@ -124,3 +124,21 @@ def test_failed_runs_are_named_on_stderr_with_a_hint_and_a_non_zero_exit(tmp_pat
     stderr = " ".join(result.stderr.split())
     assert "error: 1 run(s) failed (host / mixed_float16 / original)" in stderr
     assert "hint:" in stderr and "--resume" in stderr
+
+
+def test_resume_at_another_size_runs_everything_again(tmp_path: Path, gpu_host) -> None:
+    # A float32 step at the quick size is no baseline for a float16 step at the full size.
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="quick"), Recorder())
+    path = tmp_path / "results.json"
+    doc = json.loads(path.read_text())
+    for run in doc["runs"]:
+        run["size"] = "quick"  # as the engines record it
+    path.write_text(json.dumps(doc))
+    first = len(gpu_host)
+    progress = Recorder()
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, resume=True), progress)  # a GPU host: full size
+    rerun = gpu_host[first:]
+    assert {c["spec"].size.name for c in rerun} == {"full"}
+    assert ("float32", "original") in [(c["spec"].precision, c["spec"].variant) for c in rerun]
+    assert any("another size" in n for n in progress.notes)
+    assert "quick" not in {r.get("size") for r in json.loads(path.read_text())["runs"]}
