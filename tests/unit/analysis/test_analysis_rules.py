@@ -245,6 +245,18 @@ def test_mixed_close_to_pure_float16_is_no_cast_problem() -> None:
     assert "cast_overhead" not in ids(d)
 
 
+def test_mixed_slower_than_pure_float16_within_the_measured_spread_is_no_cast_cost() -> None:
+    def spread(ms: float, plus_minus: float) -> dict[str, Any]:
+        return {"median": ms, "p10": ms * (1 - plus_minus), "p90": ms * (1 + plus_minus), "n": 20}
+
+    noisy = doc(run("float32", 100), run("float16", 80, step_time_ms=spread(80, 0.2)),
+                run("mixed_float16", 94, step_time_ms=spread(94, 0.2)), gpu=V100)
+    assert "cast_overhead" not in ids(noisy)
+    steady = doc(run("float32", 100), run("float16", 80, step_time_ms=spread(80, 0.01)),
+                 run("mixed_float16", 94, step_time_ms=spread(94, 0.01)), gpu=V100)
+    assert "cast_overhead" in ids(steady)
+
+
 # --- small_model_overhead ---
 
 MNIST = {"layers": [
