@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fp16doctor.engines.base import RunSpec, base_run_record
+from fp16doctor.engines.base import RUN_TIMEOUT_S, RunSpec, base_run_record
 from fp16doctor.errors import DoctorError
 from fp16doctor.results import LOCAL_DOCKER_SCHEMES
 from fp16doctor.stacks import StackSpec, get_stack
@@ -356,7 +356,8 @@ class _Matrix:
                 self.progress.event({"event": "placed", "run": label, "where": slot.where})
         try:
             record = docker_engine.run_in_stack(spec, stack, engine.docker_host, gpu, on_event,
-                                                image=image, run_id=docker_engine.RUN_ID)
+                                                image=image, run_id=docker_engine.RUN_ID,
+                                                timeout_s=RUN_TIMEOUT_S)
         except DoctorError as exc:  # the engine did not answer before the container started
             with self.cond:
                 self.running.pop(label, None)

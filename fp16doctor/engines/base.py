@@ -49,6 +49,9 @@ FULL = WorkloadSize("full", 224, 336, 128, warmup_steps=3, min_steps=10, max_ste
 QUICK = WorkloadSize("quick", 112, 168, 32, warmup_steps=2, min_steps=5, max_steps=60,
                      max_measure_s=8.0, input_batches=3)
 SIZES = {s.name: s for s in (FULL, QUICK)}
+# The most one run may take, on the host or in a container: a hung driver call prints nothing and
+# would otherwise hold the diagnose forever.
+RUN_TIMEOUT_S = 3600.0
 
 
 @dataclass(frozen=True)

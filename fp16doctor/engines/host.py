@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fp16doctor.engines.base import (
+    RUN_TIMEOUT_S,
     EventCallback,
     RunSpec,
     base_run_record,
@@ -52,7 +53,7 @@ class HostEngine:
         cache_dir: Path | None = None,
         backend: str | None = None,
         sampler: SamplerFactory | None = None,
-        timeout_s: float = 3600.0,
+        timeout_s: float = RUN_TIMEOUT_S,
         script: Path = WORKLOAD_SCRIPT,
     ) -> None:
         self.python = python or sys.executable

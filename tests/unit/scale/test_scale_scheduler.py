@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from scale_fakes import Fleet, RecordingProgress, gpu, options, plan, writer
 
+from fp16doctor.engines import docker_engine
+from fp16doctor.engines.base import RUN_TIMEOUT_S
 from fp16doctor.stack_runs import run_stack_specs
 
 A, B = "tcp://node-a:2376", "tcp://node-b:2376"
@@ -217,3 +219,19 @@ def test_docker_host_from_the_environment_is_asked_for_its_own_gpus(
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
     assert {r["engine"]["gpu_name"] for r in runs} == {"NVIDIA A100-SXM4-80GB"}
     assert {r["engine"]["docker_host"] for r in runs} == {A}
+
+
+def test_every_container_run_has_the_run_time_limit(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A container whose workload hangs is killed at the limit, as a host run is, instead of holding diagnose.
+    fleet.add(A)
+    limits: list[object] = []
+
+    def recording_run(*args: object, **kwargs: object) -> dict:
+        limits.append(kwargs.get("timeout_s"))
+        return fleet.run_in_stack(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(docker_engine, "run_in_stack", recording_run)
+    run_stack_specs(plan("cpu"), {"gpus": []}, options(tmp_path, A), writer(tmp_path), progress, 0, 4)
+    assert limits == [RUN_TIMEOUT_S] * 4

@@ -323,3 +323,39 @@ def test_an_engine_slow_to_answer_does_not_hold_up_the_others(monkeypatch: pytes
     answer.set()
     slow.join(5)
     assert waited < 2
+
+
+def test_a_container_that_hangs_is_killed_at_the_time_limit(fake: FakeClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    killed = threading.Event()
+
+    class HangingContainer(FakeContainer):
+        def logs(self, stream: bool = False, **kwargs: Any) -> Any:
+            if stream:
+                def silent() -> Iterator[bytes]:
+                    yield proto("phase", phase="train")
+                    killed.wait(10)  # a hung driver call: nothing more until the container dies
+
+                return silent()
+            return b""
+
+        def wait(self) -> dict[str, Any]:
+            return {"StatusCode": 137}
+
+        def kill(self) -> None:
+            killed.set()
+
+    create = fake.containers.create
+
+    def create_hanging(image: str, **kwargs: Any) -> FakeContainer:
+        plain = create(image, **kwargs)
+        hanging = HangingContainer(fake, plain.name, plain.labels, [], b"", 137, False)
+        fake.containers.live[plain.name] = hanging
+        return hanging
+
+    monkeypatch.setattr(fake.containers, "create", create_hanging)
+    record = docker_engine.run_in_stack(spec(), get_stack("cpu"), None, None, lambda e: None, image=IMAGE,
+                                        timeout_s=0.2)
+    assert killed.is_set()
+    assert record["status"] == "failed" and record["failure_kind"] == "timeout"
+    assert record["error"].startswith("the run exceeded its") and "was killed" in record["error"]
+    assert fake.containers.live == {}
