@@ -148,7 +148,12 @@ class EngineFacts:
 def engine_facts(docker_host: str | None) -> EngineFacts:
     """What the engine says about itself (for host["docker"] and the pre-flight check)."""
     client = client_for(docker_host)
-    info = client.info()
+    try:
+        info = client.info()
+    except (APIError, RequestException, OSError) as exc:
+        forget_client(docker_host)
+        raise DoctorError(f"cannot ask the Docker engine at {engine_label(docker_host)} what it is: {_short(exc)}",
+                          hint="check that the engine is running") from exc
     runtimes = tuple(sorted((info.get("Runtimes") or {}).keys()))
     # GPU requests also work through nvidia-container-toolkit's hook without a registered runtime,
     # so a missing "nvidia" runtime is "not confirmed", not "absent".
@@ -493,7 +498,12 @@ def engine_gpus(docker_host: str | None, image: str | None = None) -> list[dict[
     containers a GPU; None when it has no image to ask with, or nvidia-smi could not run in it.
     """
     client = client_for(docker_host)
-    image = image or _any_image(client)
+    try:
+        image = image or _any_image(client)
+    except (APIError, RequestException, OSError) as exc:
+        forget_client(docker_host)
+        raise DoctorError(f"cannot list the images of {engine_label(docker_host)}: {_short(exc)}",
+                          hint="check that the engine is running") from exc
     if image is None:
         return None
     request = [DeviceRequest(count=-1, capabilities=[["gpu", "utility"]])]

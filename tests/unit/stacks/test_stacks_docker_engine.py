@@ -359,3 +359,15 @@ def test_a_container_that_hangs_is_killed_at_the_time_limit(fake: FakeClient, mo
     assert record["status"] == "failed" and record["failure_kind"] == "timeout"
     assert record["error"].startswith("the run exceeded its") and "was killed" in record["error"]
     assert fake.containers.live == {}
+
+
+def test_engine_facts_from_an_engine_that_stopped_answering_are_a_doctor_error(
+    fake: FakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Asked from a connect thread: anything but a DoctorError would end as a traceback, the engine half-known.
+    def refuse() -> dict[str, Any]:
+        raise docker_engine.RequestException("Read timed out")
+
+    monkeypatch.setattr(fake, "info", refuse)
+    with pytest.raises(DoctorError, match="cannot ask the Docker engine at .*Read timed out"):
+        docker_engine.engine_facts(None)
