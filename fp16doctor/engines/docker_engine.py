@@ -176,10 +176,16 @@ def engine_facts(docker_host: str | None) -> EngineFacts:
 
 def image_id(docker_host: str | None, tag: str) -> str | None:
     """The image id behind a tag on this engine, or None."""
+    client = client_for(docker_host)
     try:
-        return str(client_for(docker_host).images.get(tag).id)
+        return str(client.images.get(tag).id)
     except ImageNotFound:
         return None
+    except (APIError, RequestException, OSError) as exc:
+        # Asked from stack-run worker threads, which expect DoctorError from an engine that went away.
+        forget_client(docker_host)
+        raise DoctorError(f"cannot look up {tag} on {engine_label(docker_host)}: {_short(exc)}",
+                          hint="check that the engine is running") from exc
 
 
 def build_image(

@@ -371,3 +371,14 @@ def test_engine_facts_from_an_engine_that_stopped_answering_are_a_doctor_error(
     monkeypatch.setattr(fake, "info", refuse)
     with pytest.raises(DoctorError, match="cannot ask the Docker engine at .*Read timed out"):
         docker_engine.engine_facts(None)
+
+
+def test_image_lookup_on_an_engine_that_stopped_answering_is_a_doctor_error(
+    fake: FakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(tag: str) -> FakeImage:
+        raise docker_engine.RequestException("Connection aborted")
+
+    monkeypatch.setattr(fake.images, "get", refuse)
+    with pytest.raises(DoctorError, match="cannot look up fp16doctor/cpu:0123456789ab on .*Connection aborted"):
+        docker_engine.image_id(None, IMAGE)
