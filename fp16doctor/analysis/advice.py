@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from fp16doctor.analysis.context import Software
 from fp16doctor.knowledge.cuda import version_at_least
-from fp16doctor.knowledge.frameworks import has_feature
+from fp16doctor.knowledge.frameworks import KERAS_FLOATX_BATCHES_UNTIL, has_feature
 
 
 def mixed_precision_code(sw: Software) -> str:
@@ -129,7 +129,7 @@ def is_old_keras_generator(sw: Software) -> bool | None:
     """Keras < 2.2 builds ImageDataGenerator batches in K.floatx(); None when the Keras version is unknown."""
     if not sw.keras:
         return None
-    return version_at_least(sw.keras, "2.2.0") is False
+    return version_at_least(sw.keras, KERAS_FLOATX_BATCHES_UNTIL) is False
 
 
 def upgraded(sw: Software) -> Software:

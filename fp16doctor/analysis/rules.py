@@ -24,6 +24,7 @@ from fp16doctor.knowledge.cuda import (
     version_tuple,
 )
 from fp16doctor.knowledge.frameworks import (
+    KERAS_USES_KERAS_PREPROCESSING_SINCE,
     NUMPY_FP16_ISSUES,
     SEED_HOST_BATCH_MS,
     TF_BUILDS,
@@ -479,7 +480,7 @@ def _generator_in_floatx(sw: Software) -> tuple[bool | None, str]:
             )
         if fixed:
             return False, f"keras_preprocessing {sw.keras_preprocessing} ignores the dtype and yields float32"
-    if sw.framework == "keras2" and version_at_least(sw.keras, "2.2.0"):
+    if sw.framework == "keras2" and version_at_least(sw.keras, KERAS_USES_KERAS_PREPROCESSING_SINCE):
         return (
             False,
             f"Keras {sw.keras} delegates to keras_preprocessing, which yielded float32 batches until 1.1.1",
