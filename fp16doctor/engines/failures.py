@@ -17,9 +17,6 @@ class Failure:
     kind: str  # a stable id, e.g. "no_kernel_image"
     reason: str  # one sentence for the user
 
-    def to_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "reason": self.reason}
-
 
 # (kind, pattern, reason). First match wins, so the specific causes come before generic ones.
 _RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(

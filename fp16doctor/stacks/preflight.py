@@ -33,11 +33,6 @@ class Verdict:
     def proceed(self) -> bool:
         return self.ok or self.forced
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"stack": self.stack, "ok": self.ok, "proceed": self.proceed, "forced": self.forced,
-                "reason": self.reason, "use_gpu": self.use_gpu, "gpu_indices": list(self.gpu_indices),
-                "notes": list(self.notes), "finding": self.finding}
-
 
 def _gpu_label(gpu: dict[str, Any]) -> str:
     return str(gpu.get("name") or f"GPU {gpu.get('index', '?')}")
