@@ -10,7 +10,6 @@ Every optional key of results.json may be missing; a missing number shows as a d
 
 from __future__ import annotations
 
-import importlib
 import json
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -20,12 +19,15 @@ from typing import Any
 from markupsafe import Markup
 
 from fp16doctor import __version__
+from fp16doctor.analysis import analyse
 from fp16doctor.analysis.context import noise_band
+from fp16doctor.analysis.roofline import estimate
 from fp16doctor.report import charts
 from fp16doctor.report.fixes import fix_for
 from fp16doctor.report.formatting import format_ms, precision_rank
 from fp16doctor.report.redact import redact, redact_text
 from fp16doctor.results import group_runs_by_machine
+from fp16doctor.stacks import all_stacks
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 FP16_CPU_FLAGS = {
@@ -298,31 +300,21 @@ def _rank_findings(findings: Sequence[Mapping[str, Any]]) -> list[Mapping[str, A
 
 
 def real_analyse(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    # Looked up by name: the analysis package may be older or newer than this report.
-    analyse = getattr(importlib.import_module("fp16doctor.analysis"), "analyse", None)
-    return list(analyse(doc)) if analyse is not None else []
+    return analyse(doc)
 
 
 def real_roofline(doc: dict[str, Any]) -> dict[tuple[str, str], float]:
     """Roofline best-case speedups by (stack, precision), when the analysis can estimate them."""
-    try:
-        from fp16doctor.analysis.roofline import estimate
-    except ImportError:
-        return {}
     predicted: dict[tuple[str, str], float] = {}
     for est in estimate(doc):
-        value = _positive(getattr(est, "predicted_speedup", None))
+        value = _positive(est.predicted_speedup)
         if value is not None:
-            predicted[(str(getattr(est, "stack", "")), str(getattr(est, "precision", "")))] = value
+            predicted[(est.stack, est.precision)] = value
     return predicted
 
 
 def real_known_stacks() -> set[str] | None:
-    try:
-        from fp16doctor.stacks import all_stacks
-    except ImportError:
-        return None
-    return {str(getattr(s, "name", s)) for s in all_stacks()}
+    return {s.name for s in all_stacks()}
 
 
 @dataclass(frozen=True)
