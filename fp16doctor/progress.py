@@ -73,9 +73,11 @@ class LiveProgress:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if self.live is not None:
-            self.live.__exit__(exc_type, exc, tb)
-            self.live = None
+        # Under the lock: after Ctrl-C, stack-run workers may still be drawing from their threads.
+        with self.lock:
+            live, self.live = self.live, None
+        if live is not None:
+            live.__exit__(exc_type, exc, tb)
 
     def _draw(self) -> None:
         if self.live is not None:

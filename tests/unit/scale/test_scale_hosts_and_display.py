@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import threading
 
 import pytest
 from rich.console import Console
@@ -68,3 +69,20 @@ def test_live_progress_keeps_one_row_per_run_in_flight() -> None:
     assert list(progress.rows) == [f16.label] and progress.label.startswith("[2/4] cpu / float16")
     progress.event({"event": "phase", "phase": "train"})  # no "run" key: the host engine's single run
     assert progress.status == "training (warm-up)"
+
+
+def test_closing_the_live_display_waits_for_a_worker_drawing_it() -> None:
+    # After Ctrl-C the CLI closes the display while a worker thread may be in the middle of drawing.
+    progress = LiveProgress(Console(file=io.StringIO(), width=120, color_system=None), enabled=True)
+    progress.__enter__()
+    spec = RunSpec("cpu", "float32", "original", QUICK)
+    progress.start_run(spec, 1, 0)
+    closed = threading.Event()
+    with progress.lock:  # a worker is drawing
+        closer = threading.Thread(target=lambda: (progress.__exit__(None, None, None), closed.set()))
+        closer.start()
+        assert not closed.wait(0.3)
+        assert progress.live is not None  # still there for the draw in progress
+    closer.join(5)
+    assert closed.is_set() and progress.live is None
+    progress.event({"event": "phase", "phase": "train", "run": spec.label})  # a late event draws nothing
