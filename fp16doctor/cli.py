@@ -227,5 +227,6 @@ def main() -> None:
         _print_error(exc.message, exc.hint)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        err.print("interrupted: finished runs are kept in results.json")
+        # diagnose says itself what it kept; any other command has nothing to keep.
+        err.print("interrupted")
         sys.exit(EXIT_INTERRUPTED)

@@ -8,8 +8,9 @@ import re
 import pytest
 from typer.testing import CliRunner
 
+from fp16doctor import cli
 from fp16doctor.cli import app
-from fp16doctor.errors import DoctorError
+from fp16doctor.errors import EXIT_INTERRUPTED, DoctorError
 from fp16doctor.stacks import all_stacks, get_stack
 
 CONTRACT_FIELDS = (
@@ -88,3 +89,17 @@ def test_stacks_list_table_names_every_stack() -> None:
     assert result.exit_code == 0, result.output
     for stack in all_stacks():
         assert stack.name in result.stdout
+
+
+def test_ctrl_c_outside_diagnose_claims_no_kept_results(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # e.g. during `stacks build`: there is no results.json to speak of.
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "app", interrupted)
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    assert exited.value.code == EXIT_INTERRUPTED
+    assert capsys.readouterr().err.strip() == "interrupted"
