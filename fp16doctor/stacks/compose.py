@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from fp16doctor.engines.base import QUICK
+from fp16doctor.engines.docker_engine import MANAGED_LABEL, STACK_LABEL  # the labels cleanup finds
 from fp16doctor.stacks import StackSpec, all_stacks
 
 COMPOSE_FILE = "stacks.yaml"
@@ -30,8 +31,6 @@ Optional inputs to every stack build (copied into the image before pip runs):
 
 `fp16doctor stacks build --ca-bundle/--wheelhouse` fills these for you in its in-memory build context.
 """
-MANAGED_LABEL = "org.fp16doctor.managed"
-STACK_LABEL = "org.fp16doctor.stack"
 
 
 def _q(value: str) -> str:
