@@ -559,7 +559,8 @@ def run_stack_specs(
 
     progress.note("connecting to Docker engine" + ("s " if len(engines) > 1 else " ")
                   + ", ".join(e.label for e in engines))
-    first_stack = stacks[runnable[0].stack]
+    # The stack to build on an engine with no image yet, to ask it for its GPUs: the first that can use one.
+    first_stack = next((stacks[s.stack] for s in runnable if stacks[s.stack].gpu), None)
     threads = [threading.Thread(target=_connect, args=(e, host, first_stack, options), daemon=True,
                                 name=f"fp16doctor-connect-{i}") for i, e in enumerate(engines)]
     for thread in threads:

@@ -197,6 +197,20 @@ def test_an_empty_engine_is_asked_for_its_gpus_once_the_image_is_built(
     assert fleet.engines[A].builds == 1  # the image built to ask with is the one the runs use
 
 
+def test_an_empty_engine_is_asked_for_its_gpus_with_the_gpu_stack_even_when_cpu_comes_first(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    # `--stack cpu --stack tf2.20-keras3`: the GPU stack still gets the engine's GPU.
+    fleet.add(A, gpus=[gpu(0, "NVIDIA A100-SXM4-80GB", "8.0")], empty=True)
+    run_stack_specs(plan("cpu", "tf2.20-keras3"), {"gpus": []}, options(tmp_path, A), writer(tmp_path), progress,
+                    0, 8)
+
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    gpu_stack = [r for r in runs if r["stack"] == "tf2.20-keras3"]
+    assert gpu_stack and {r["engine"].get("gpu_name") for r in gpu_stack} == {"NVIDIA A100-SXM4-80GB"}
+    assert not any("could not list the GPUs" in n for n in progress.notes)
+
+
 def test_an_engine_whose_gpus_cannot_be_listed_says_so_and_uses_its_cpu(
     tmp_path: Path, fleet: Fleet, progress: RecordingProgress
 ) -> None:
