@@ -81,8 +81,11 @@ def _arch_family(machine: str, flags: set[str]) -> str:
     return "unknown"
 
 
-def low_precision_summary(flags: set[str], arch: str) -> tuple[list[str], bool, bool, str]:
-    """Pick the interesting flags and say whether float16 / bfloat16 arithmetic is native here."""
+def low_precision_summary(flags: set[str], arch: str) -> tuple[list[str] | None, bool, bool, str]:
+    """Pick the interesting flags and say whether float16 / bfloat16 arithmetic is native here.
+
+    The flags are None where this platform's flags cannot be read: unknown, not absent, so the analysis
+    does not read an empty list as "no avx512_fp16 here"."""
     if arch == "arm":
         wanted = [f for f in ARM_LOW_PRECISION_FLAGS if f in flags]
         fp16 = "fphp" in flags and "asimdhp" in flags
@@ -109,7 +112,7 @@ def low_precision_summary(flags: set[str], arch: str) -> tuple[list[str], bool, 
             units = " and ".join(f.upper() for f in ("avx512_bf16", "amx_bf16") if f in flags)
             note += f"; bfloat16 in hardware ({units})"
         return wanted, fp16, bf16, note
-    return [], False, False, "CPU flags unknown on this platform: native float16 support cannot be told"
+    return None, False, False, "CPU flags unknown on this platform: native float16 support cannot be told"
 
 
 def parse_cpuinfo(text: str, machine: str | None = None) -> dict[str, Any]:

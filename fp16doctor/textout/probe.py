@@ -46,7 +46,8 @@ def _cpu(host: dict[str, Any]) -> list[RenderableType]:
     if cpu.get("cpu_limit_cores"):
         cores += f", container limited to {cpu['cpu_limit_cores']:g} CPUs"
     _row(grid, "cores", cores)
-    _row(grid, "low-precision flags", " ".join(cpu.get("flags") or []) or "none found")
+    flags = cpu.get("flags")
+    _row(grid, "low-precision flags", "unknown" if flags is None else " ".join(flags) or "none found")
     _row(grid, "float16 native", _yes_no(cpu.get("fp16_native")))
     _row(grid, "bfloat16 native", _yes_no(cpu.get("bf16_native")))
     if cpu.get("note"):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 
 import pytest
 
+from fp16doctor.analysis import analyse
 from fp16doctor.probe.cpu import cgroup_cpu_limit, parse_cpuinfo, probe_cpu
 
 DATA = Path(__file__).parent / "data"
@@ -98,3 +100,16 @@ def test_container_cpu_quota(tmp_path: Path, files: dict[str, str], limit: float
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     assert cgroup_cpu_limit(str(tmp_path)) == limit
+
+
+def test_flags_that_cannot_be_read_are_unknown_not_absent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No /proc/cpuinfo and no sysctl (e.g. Windows): the analysis must not claim the CPU lacks AVX512-FP16.
+    monkeypatch.setattr(platform, "system", lambda: "Windows")
+    cpu = probe_cpu(str(tmp_path / "no-such-cpuinfo"))
+    assert cpu["flags"] is None
+    runs = [{"stack": "host", "precision": p, "device": "cpu", "status": "ok", "step_time_ms": {"median": ms}}
+            for p, ms in (("float32", 100.0), ("float16", 300.0))]
+    found = analyse({"schema_version": 1, "host": {"gpus": [], "cpu": cpu}, "runs": runs})
+    hardware = next(f for f in found if f["id"] == "no_fast_fp16_hardware")
+    assert "CPU flags not reported" in hardware["evidence"][0]
+    assert hardware["confidence"] <= 0.6
