@@ -213,6 +213,19 @@ def test_inferred_for_keras_215_generator() -> None:
     assert "no dtype argument" in f["recommendation"]
 
 
+def test_the_reference_host_timing_is_quoted_as_measured_and_a_scaled_one_as_scaled() -> None:
+    f = finding(doc(run("float32", 500, software=KERAS215, workload=SEED),
+                    run("float16", 800, software=KERAS215, workload=SEED), gpu=TITAN_V), "host_fp16_emulation")
+    line = next(e for e in f["evidence"] if "was measured" in e)
+    assert "about 170 ms per batch of 128 in float16 vs 26 ms in float32" in line and "scaled" not in line
+    small = {**SEED, "batch_size": 32}
+    f = finding(doc(run("float32", 500, software=KERAS215, workload=small),
+                    run("float16", 800, software=KERAS215, workload=small), gpu=TITAN_V), "host_fp16_emulation")
+    line = next(e for e in f["evidence"] if "was measured" in e)
+    assert "about 170 ms per batch of 128 in float16" in line  # what was measured, as measured
+    assert "about 42 vs 6 ms scaled to this run's batch of 32" in line
+
+
 def test_keras_224_generator_yields_float32() -> None:
     sw = {**KERAS215, "tensorflow": "1.13.1", "keras": "2.2.4", "cuda": "10.0", "cudnn": "7.4.1"}
     d = doc(run("float32", 500, software=sw, workload=SEED), run("float16", 480, software=sw, workload=SEED),
