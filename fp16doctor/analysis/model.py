@@ -76,8 +76,11 @@ def layer_from_record(record: Mapping[str, Any]) -> Layer | None:
     kind = record.get("type")
     if not isinstance(kind, str):
         return None
+    # Dense layers: the workload records in_features/out_features (Keras' words for the same thing).
     cin = as_int(record.get("in_channels"))
+    cin = cin if cin is not None else as_int(record.get("in_features"))
     cout = as_int(record.get("out_channels"))
+    cout = cout if cout is not None else as_int(record.get("out_features"))
     kernel_list = [k for k in (as_int(k) for k in as_list(record.get("kernel"))) if k is not None and k > 0]
     kernel = (kernel_list[0], kernel_list[1]) if len(kernel_list) == 2 else None
     out_elems = _shape_elements(record.get("output_shape")) or 0

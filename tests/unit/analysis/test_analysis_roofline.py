@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from fp16doctor.analysis.model import seed_layers
+from fp16doctor.analysis.model import layer_from_record, seed_layers
 from fp16doctor.analysis.roofline import RooflineEstimate, estimate
 
 SEED_RUN = {"name": "seed_cnn", "image_height": 224, "image_width": 336, "channels": 3, "batch_size": 128}
@@ -75,3 +75,14 @@ def test_estimate_without_runs_or_model() -> None:
         r.pop("workload")
     (est,) = estimate(doc)
     assert est.predicted_speedup is None and est.fp32_ms is None
+
+
+def test_dense_layers_as_the_workload_records_them_keep_their_sizes() -> None:
+    # The workload writes Dense layers with in_features/out_features; they must not lose their sizes.
+    record = {"type": "Dense", "name": "dense", "output_shape": [1], "in_features": 4480, "out_features": 1,
+              "flops_per_example": 8960.0}
+    layer = layer_from_record(record)
+    assert layer is not None
+    assert (layer.in_channels, layer.out_channels) == (4480, 1)
+    assert layer.channel_multiple_of_8 is False  # so the eligibility rule can name it
+    assert layer.input_elements == 4480  # the roofline reads its input, too
