@@ -114,8 +114,12 @@ def diagnose(
             outcome = run_diagnose(options, progress)
     except KeyboardInterrupt:
         # Typer would turn Ctrl-C into a bare exit 130; say what was kept and how to go on.
+        results = out_dir / "results.json"
+        if not results.exists():  # stopped while probing: nothing was measured yet
+            raise DoctorError("interrupted before any run", hint="run the command again",
+                              exit_code=EXIT_INTERRUPTED) from None
         raise DoctorError(
-            f"interrupted: the runs that finished are in {out_dir / 'results.json'}",
+            f"interrupted: the runs that finished are in {results}",
             hint="run the same command with --resume to complete only what is missing",
             exit_code=EXIT_INTERRUPTED,
         ) from None

@@ -14,7 +14,7 @@ from fp16doctor.cli import app
 from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
 from fp16doctor.engines import host as host_engine
 from fp16doctor.engines.base import RunSpec
-from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL
+from fp16doctor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, DoctorError
 
 H200_HOST = {
     "cpu": {"model": "Intel(R) Xeon(R) Platinum 8480C", "cores": 16, "flags": ["avx512_fp16", "amx_bf16"]},
@@ -142,3 +142,17 @@ def test_resume_at_another_size_runs_everything_again(tmp_path: Path, gpu_host) 
     assert ("float32", "original") in [(c["spec"].precision, c["spec"].variant) for c in rerun]
     assert any("another size" in n for n in progress.notes)
     assert "quick" not in {r.get("size") for r in json.loads(path.read_text())["runs"]}
+
+
+def test_ctrl_c_while_probing_does_not_point_at_results_that_do_not_exist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(python: str | None = None) -> dict[str, Any]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(probe, "probe_host", interrupted)
+    result = CliRunner().invoke(app, ["diagnose", "--out", str(tmp_path / "out")])
+    assert isinstance(result.exception, DoctorError)
+    assert result.exception.exit_code == EXIT_INTERRUPTED
+    assert result.exception.message == "interrupted before any run"
+    assert not (tmp_path / "out" / "results.json").exists()
