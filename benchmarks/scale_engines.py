@@ -29,7 +29,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
-from scale_second_engine import SecondEngine, ca_bundle  # noqa: E402
+from docker_env import ca_bundle  # noqa: E402
+from scale_second_engine import SecondEngine  # noqa: E402
 
 from fp16doctor.engines import docker_engine  # noqa: E402
 from fp16doctor.stacks import get_stack  # noqa: E402

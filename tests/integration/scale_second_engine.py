@@ -19,16 +19,6 @@ import docker
 # get different ones). With --bridge=none instead, dockerd deletes docker0 (the first engine's
 # bridge) at start-up; with a bridge of its own both engines keep theirs.
 BRIDGE_NETS = range(200, 255)
-SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
-
-
-def ca_bundle() -> Path | None:
-    """The CA pip trusts inside image builds (this CI reaches PyPI through a TLS proxy)."""
-    configured = os.environ.get("FP16DOCTOR_CA_BUNDLE")
-    if configured:
-        return Path(configured)
-    return SYSTEM_CA if SYSTEM_CA.is_file() else None
-
 
 class SecondEngine:
     """A dockerd of our own, started and removed by its caller (never the system's)."""

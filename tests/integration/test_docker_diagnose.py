@@ -8,23 +8,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from docker_env import ca_bundle, require_engine
 
 from fp16doctor.engines import docker_engine
-from fp16doctor.errors import DoctorError
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
 
 def test_stack_runs_land_beside_host_runs_and_leave_no_container(tmp_path: Path) -> None:
-    try:
-        docker_engine.client_for(None)
-    except DoctorError as exc:
-        pytest.skip(f"no Docker engine reachable ({exc.message}); start one with `bash .ci/docker-up.sh`")
+    require_engine()
     command = [sys.executable, "-m", "fp16doctor", "diagnose", "--quick", "--stack", "cpu", "--precision", "float16",
                "--out", str(tmp_path)]
-    if SYSTEM_CA.is_file():  # pip inside the build goes through this machine's TLS proxy
-        command += ["--ca-bundle", str(SYSTEM_CA)]
+    ca = ca_bundle()
+    if ca is not None:  # pip inside the build goes through this machine's TLS proxy
+        command += ["--ca-bundle", str(ca)]
     proc = subprocess.run(
         command,
         capture_output=True, text=True, timeout=3600,

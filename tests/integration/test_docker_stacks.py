@@ -8,41 +8,28 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
+from docker_env import ca_bundle, require_engine
 
 from fp16doctor.engines import docker_engine
 from fp16doctor.engines.base import QUICK, RunSpec
-from fp16doctor.errors import DoctorError
 from fp16doctor.stacks import get_stack
 from fp16doctor.stacks.build import BuildOptions, build_stack, ensure_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
-
-
-def _ca_bundle() -> Path | None:
-    """The CA pip inside the build must trust (this CI's PyPI traffic goes through a TLS proxy)."""
-    configured = os.environ.get("FP16DOCTOR_CA_BUNDLE")
-    if configured:
-        return Path(configured)
-    return SYSTEM_CA if SYSTEM_CA.is_file() else None
 
 
 @pytest.fixture(scope="module")
 def engine() -> None:
-    try:
-        docker_engine.client_for(None)
-    except DoctorError as exc:
-        pytest.skip(f"no Docker engine reachable ({exc.message}); start one with `bash .ci/docker-up.sh`")
+    require_engine()
 
 
 @pytest.fixture(scope="module")
 def cpu_image(engine: None) -> str:
     command = [sys.executable, "-m", "fp16doctor", "stacks", "build", "cpu"]
-    ca = _ca_bundle()
+    ca = ca_bundle()
     if ca is not None:
         command += ["--ca-bundle", str(ca)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
@@ -54,7 +41,7 @@ def cpu_image(engine: None) -> str:
 
 def test_unchanged_rebuild_is_cached(cpu_image: str) -> None:
     lines: list[str] = []
-    result = build_stack("cpu", BuildOptions(ca_bundle=_ca_bundle()), lines.append)
+    result = build_stack("cpu", BuildOptions(ca_bundle=ca_bundle()), lines.append)
     assert result.image == cpu_image
     assert result.cached  # how long that takes is measured in docs/stacks.md, not asserted here
     assert any("Using cache" in line for line in lines)
@@ -62,7 +49,7 @@ def test_unchanged_rebuild_is_cached(cpu_image: str) -> None:
 
 def test_ensure_image_reuses_the_built_image(cpu_image: str) -> None:
     started = time.perf_counter()
-    tag = ensure_image(get_stack("cpu"), None, BuildOptions(ca_bundle=_ca_bundle()), lambda _line: None)
+    tag = ensure_image(get_stack("cpu"), None, BuildOptions(ca_bundle=ca_bundle()), lambda _line: None)
     assert tag == cpu_image
     assert time.perf_counter() - started < 10
 

@@ -20,10 +20,11 @@ from typing import Any
 
 import docker
 import pytest
-from scale_second_engine import SecondEngine, ca_bundle
+from docker_env import ca_bundle, require_engine
+from scale_second_engine import SecondEngine
 
 from fp16doctor.engines import docker_engine
-from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
+from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL
 from fp16doctor.stacks import get_stack
 from fp16doctor.stacks.build import BuildOptions, ensure_image
 
@@ -34,10 +35,7 @@ FIRST = "unix:///var/run/docker.sock"
 
 @pytest.fixture(scope="module")
 def cpu_image() -> str:
-    try:
-        docker_engine.client_for(FIRST)
-    except DoctorError as exc:
-        pytest.skip(f"no Docker engine at {FIRST} ({exc.message}); start one with `bash .ci/docker-up.sh`")
+    require_engine(FIRST)
     if os.geteuid() != 0 or shutil.which("dockerd") is None or shutil.which("ip") is None:
         pytest.skip("a second dockerd needs root, dockerd and ip")
     return ensure_image(get_stack("cpu"), FIRST, BuildOptions(docker_host=FIRST, ca_bundle=ca_bundle()),
