@@ -17,8 +17,8 @@ from fp16doctor.analysis.values import (
     fmt_ms,
     median_of,
 )
+from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS, CPU_FP16_FLAGS
 from fp16doctor.knowledge.cuda import version_at_least
-from fp16doctor.knowledge.frameworks import CPU_BF16_FLAGS, CPU_FP16_FLAGS
 from fp16doctor.knowledge.gpus import GpuFacts, gpu_facts
 
 REDUCED = ("float16", "mixed_float16")

@@ -186,10 +186,6 @@ NUMPY_FP16_ISSUES = (
 # on a 2-core x86 machine.
 SEED_HOST_BATCH_MS = {"float16": 170.0, "float32": 26.0, "batch_size": 128.0}
 
-# Native fp16 arithmetic on CPUs: x86 AVX512-FP16 (Sapphire Rapids+) and AMX-FP16; Arm FP16 (fphp/asimdhp).
-# Without them, frameworks convert fp16 to fp32 for each op (F16C) and back.
-CPU_FP16_FLAGS = ("avx512_fp16", "amx_fp16", "asimdhp", "fphp")
-CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 
 # TensorFlow reads both variables with default true (tensorflow/core/util/matmul_autotune.cc:
 # ReadBoolFromEnvVar("TF_FP16_MATMUL_USE_FP32_COMPUTE", true, ...); likewise for convolutions): fp16

@@ -11,35 +11,7 @@ import platform
 import subprocess
 from typing import Any
 
-# The flags that matter for float16 / bfloat16, in the order they are reported. Names as Linux prints them
-# (arch/x86/include/asm/cpufeatures.h; Documentation/arch/arm64/elf_hwcaps.rst).
-X86_LOW_PRECISION_FLAGS = (
-    "sse4_2",
-    "avx2",
-    "fma",
-    "f16c",  # float16 <-> float32 conversion only (VCVTPH2PS / VCVTPS2PH), no float16 arithmetic
-    "avx512f",
-    "avx512_vnni",
-    "avx512_bf16",  # bfloat16 dot products accumulating in float32 (Cooper Lake, Zen 4)
-    "avx512_fp16",  # float16 arithmetic on 512-bit vectors (Sapphire Rapids)
-    "avx_vnni",
-    "amx_bf16",  # bfloat16 tile matrix multiply (Sapphire Rapids)
-    "amx_int8",
-    "amx_fp16",  # float16 tile matrix multiply (Granite Rapids)
-)
-ARM_LOW_PRECISION_FLAGS = (
-    "asimd",
-    "fphp",  # FEAT_FP16 scalar half-precision arithmetic (Armv8.2-A)
-    "asimdhp",  # FEAT_FP16 Advanced SIMD half-precision arithmetic
-    "asimdfhm",  # FEAT_FHM float16 multiply-accumulate into float32
-    "asimddp",
-    "bf16",  # FEAT_BF16 bfloat16 instructions
-    "i8mm",
-    "sve",
-    "sve2",
-    "svebf16",
-    "sme",
-)
+from fp16doctor.knowledge.cpu import ARM_LOW_PRECISION_FLAGS, X86_LOW_PRECISION_FLAGS
 
 # Arm implementer and part numbers as the Linux kernel names them (arch/arm64/include/asm/cputype.h).
 ARM_IMPLEMENTERS = {

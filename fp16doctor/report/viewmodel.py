@@ -22,6 +22,7 @@ from fp16doctor import __version__
 from fp16doctor.analysis import analyse
 from fp16doctor.analysis.context import noise_band
 from fp16doctor.analysis.roofline import estimate
+from fp16doctor.knowledge.cpu import CPU_FP16_REPORT_FLAGS
 from fp16doctor.report import charts
 from fp16doctor.report.fixes import fix_for
 from fp16doctor.report.formatting import format_ms, precision_rank
@@ -30,17 +31,6 @@ from fp16doctor.results import group_runs_by_machine
 from fp16doctor.stacks import all_stacks
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
-FP16_CPU_FLAGS = {
-    "f16c",
-    "avx2",
-    "avx512f",
-    "avx512_fp16",
-    "avx512_bf16",
-    "amx_fp16",
-    "amx_bf16",
-    "fphp",
-    "asimdhp",
-}
 
 
 # ---------------------------------------------------------------------------------------- view objects
@@ -538,7 +528,7 @@ def _environment(doc: Mapping[str, Any]) -> EnvironmentView:
     flags = cpu.get("flags")
     if isinstance(flags, list):
         # Only the flags that decide how a CPU handles float16 (F16C converts, AVX512-FP16/AMX compute).
-        relevant = [f for f in flags if isinstance(f, str) and f.lower() in FP16_CPU_FLAGS]
+        relevant = [f for f in flags if isinstance(f, str) and f.lower() in CPU_FP16_REPORT_FLAGS]
         rows.append(("CPU fp16-related flags", _text(", ".join(relevant)) or "none of f16c, avx512_fp16, amx"))
     gpus = [
         GpuView(

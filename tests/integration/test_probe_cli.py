@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from fp16doctor.knowledge.cpu import ARM_LOW_PRECISION_FLAGS, X86_LOW_PRECISION_FLAGS
 from fp16doctor.probe import probe_host
-from fp16doctor.probe.cpu import ARM_LOW_PRECISION_FLAGS, X86_LOW_PRECISION_FLAGS
 from fp16doctor.probe.frameworks import probe_frameworks
 
 FP16DOCTOR = str(Path(sys.executable).parent / "fp16doctor")
