@@ -294,6 +294,7 @@ def describe_model(model):
         if out is not None:
             entry["output_shape"] = out
         weights = layer.get_weights()
+        entry["params"] = int(layer.count_params()) if weights else 0
         kind = entry["type"]
         if kind == "Conv2D" and weights:
             kh, kw, cin, cout = [int(d) for d in weights[0].shape]
