@@ -51,6 +51,7 @@ def test_quick_diagnose_measures_all_three_precisions_and_explains_them(quick) -
         assert run["step_time_ms"]["n"] >= 3 and run["first_step_ms"] > 0
         assert run["workload"]["image_height"] == 112 and run["workload"]["batch_size"] == 32
         assert run["model"]["layers"][0]["in_channels"] == 3
+        assert sum(layer["params"] for layer in run["model"]["layers"]) == run["model"]["params"]
     # floatx=float16 really reached Keras: float16 batches and float16 weights, as the user had.
     assert f16["batch_dtype"] == "float16" and f16["model"]["layers"][0]["variable_dtype"] == "float16"
     assert mixed["model"]["layers"][0]["variable_dtype"] == "float32"
