@@ -103,6 +103,7 @@ def _host_keras(host: dict[str, Any]) -> tuple[bool, str | None]:
     """Whether the host Python can run the workload, and the Keras backend it would use."""
     frameworks = host.get("frameworks") or {}
     keras = frameworks.get("keras") or {}
+
     def works(name: str) -> bool:
         # A broken or hung install comes back from the probe as {"version": ..., "error": ...}.
         entry = frameworks.get(name) or {}
@@ -111,10 +112,10 @@ def _host_keras(host: dict[str, Any]) -> tuple[bool, str | None]:
     usable = works("keras") or works("tf_keras") or works("tensorflow")
     backend = os.environ.get("KERAS_BACKEND") or keras.get("backend")
     if _major(keras.get("version")) >= 3:
-        installed = {name for name in ("tensorflow", "jax", "torch") if works(name)}
+        installed = [name for name in ("tensorflow", "jax", "torch") if works(name)]
         if backend not in installed and installed:
             # Keras 3 defaults to TensorFlow; fall back to whichever backend is really installed.
-            backend = next(b for b in ("tensorflow", "jax", "torch") if b in installed)
+            backend = installed[0]
     return usable, backend
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-PRECISION_ORDER = ("float32", "float16", "mixed_float16")
+from fp16doctor.results import PRECISIONS
 
 
 def format_ms(value: float | None) -> str:
@@ -26,6 +26,7 @@ def format_ratio(value: float | None) -> str:
 
 
 def format_pct(fraction: float | None) -> str:
+    """A fraction (a share of the step, a confidence) as a whole percentage."""
     if fraction is None:
         return "—"
     return f"{fraction * 100:.0f} %"
@@ -39,11 +40,5 @@ def format_rate(value: float | None) -> str:
     return f"{value:.1f}"
 
 
-def format_confidence(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"{value * 100:.0f} %"
-
-
 def precision_rank(precision: str) -> int:
-    return PRECISION_ORDER.index(precision) if precision in PRECISION_ORDER else len(PRECISION_ORDER)
+    return PRECISIONS.index(precision) if precision in PRECISIONS else len(PRECISIONS)

@@ -43,7 +43,7 @@ def _environment(directory: Path) -> Environment:
     env.filters["ratio"] = formatting.format_ratio
     env.filters["pct"] = formatting.format_pct
     env.filters["rate"] = formatting.format_rate
-    env.filters["confidence"] = formatting.format_confidence
+    env.filters["confidence"] = formatting.format_pct
     return env
 
 

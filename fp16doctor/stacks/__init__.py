@@ -18,10 +18,10 @@ else:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
 from fp16doctor.errors import EXIT_USAGE, DoctorError
+from fp16doctor.results import PRECISIONS
 
 CATALOGUE_FILE = "stacks.toml"
 MIXED_PRECISION_MODES = ("keras_policy", "none")
-PRECISIONS = ("float32", "float16", "mixed_float16")
 
 
 @dataclass(frozen=True)
