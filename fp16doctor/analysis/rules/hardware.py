@@ -1,0 +1,306 @@
+"""Hardware rules: what the device can and cannot do in 16 bits (fp16 units, Tensor Cores, TF32)."""
+
+from __future__ import annotations
+
+from fp16doctor.analysis.advice import (
+    upgrade_target,
+)
+from fp16doctor.analysis.context import Context, RunView, Software
+from fp16doctor.analysis.roofline import tensor_core_eligible, tf32_active
+from fp16doctor.analysis.rules.common import (
+    Finding,
+    first_software,
+    make_finding,
+    roofline_estimates,
+    roofline_lines,
+    stacks_of,
+)
+from fp16doctor.analysis.values import fmt_flops
+from fp16doctor.knowledge.cuda import (
+    CUDNN_AUTO_CONVERSION,
+    CUDNN_RELAXED_CHANNELS,
+    version_at_least,
+)
+from fp16doctor.knowledge.frameworks import (
+    TF_FP16_FP32_COMPUTE_ENV,
+)
+
+
+def rule_no_fast_fp16_hardware(ctx: Context) -> Finding | None:
+    reduced = ctx.reduced_runs()
+    evidence: list[str] = []
+    confidence = 0.0
+    runs: list[RunView] = []
+    recs: list[str] = []
+    cpu_runs = [r for r in reduced if r.device == "cpu"]
+    if cpu_runs and ctx.cpu.native_fp16 is not True:
+        cpu = ctx.cpu
+        model = cpu.model or "this CPU"
+        if cpu.flags is None:
+            evidence.append(
+                f"{model}: CPU flags not reported; most x86 CPUs lack AVX512-FP16/AMX-FP16, so "
+                "frameworks convert fp16 to fp32 for each operation"
+            )
+            confidence = max(confidence, 0.6)
+        else:
+            bf16 = cpu.bf16_flags
+            evidence.append(
+                f"{model}: no avx512_fp16 / amx_fp16 among its flags"
+                + (f" (it has {', '.join(bf16)}: bfloat16 is its fast 16-bit type)" if bf16 else "")
+                + "; every fp16 operation is converted to fp32 and back"
+            )
+            confidence = max(confidence, 0.9)
+        runs += cpu_runs
+        rec = "On this CPU train in float32."
+        if cpu.bf16_flags:
+            rec += (
+                " Its bfloat16 support may pay off instead (Keras 3 / tf.keras >= 2.4; measure it):\n"
+                "    keras.mixed_precision.set_dtype_policy('mixed_bfloat16')\n"
+            )
+        recs.append(rec)
+    gpu_seen: set[str] = set()
+    for run in reduced:
+        gpu = ctx.gpu_for(run)
+        if gpu is None or not gpu.known or gpu.label in gpu_seen:
+            continue
+        ratio = gpu.fp16_ratio
+        if ratio is not None and ratio >= 1:
+            continue
+        gpu_seen.add(gpu.label)
+        if ratio is None:
+            evidence.append(
+                f"{gpu.label}: no native fp16 arithmetic below compute capability 5.3 (CUDA C "
+                "Programming Guide, arithmetic instruction throughput: N/A); fp16 is a storage format "
+                "here and every operation runs in fp32"
+            )
+        else:
+            m = gpu.model
+            peaks = f" ({m.fp16_tflops} vs {m.fp32_tflops} TFLOPS)" if m and m.fp16_tflops else ""
+            evidence.append(
+                f"{gpu.label}: fp16 arithmetic runs at 1/{round(1 / ratio)} of fp32{peaks} (CUDA C "
+                "Programming Guide); libraries fall back to fp32 math on fp16 data"
+            )
+        confidence = max(confidence, 0.92 if gpu.model else 0.85)
+        runs += [r for r in reduced if ctx.gpu_for(r) is gpu]
+        recs.append(
+            f"On the {gpu.reported_name or 'GPU'} train in float32: fp16 can only save memory and bandwidth "
+            "here. fp16 speed needs Tensor Cores: compute capability 7.0 or later (V100, T4, RTX 20xx and "
+            "newer, A100, H100)."
+        )
+    if not evidence:
+        return None
+    pairs = [p for p in ctx.pairs if p.reduced in runs]
+    evidence += [p.describe() for p in pairs]
+    severity = (
+        "critical" if any(p.slower for p in pairs) else "info" if any(p.faster for p in pairs) else "warning"
+    )
+    return make_finding(
+        "no_fast_fp16_hardware",
+        "This device computes fp16 no faster than fp32",
+        severity,
+        confidence,
+        evidence,
+        " ".join(recs),
+        stacks=stacks_of(runs),
+    )
+
+
+def rule_no_tensor_cores(ctx: Context) -> Finding | None:
+    evidence: list[str] = []
+    runs: list[RunView] = []
+    confidence = 0.0
+    seen: set[str] = set()
+    tf_fp32_compute_noted = False
+    for run in ctx.reduced_runs():
+        gpu = ctx.gpu_for(run)
+        if gpu is None or gpu.label in seen or gpu.tensor_cores is not False:
+            continue
+        ratio = gpu.fp16_ratio
+        if ratio is None or ratio < 1:
+            continue  # that is no_fast_fp16_hardware
+        seen.add(gpu.label)
+        m = gpu.model
+        detail = (
+            f"fp16 {m.fp16_tflops} TFLOPS vs fp32 {m.fp32_tflops} TFLOPS, {m.memory_bandwidth_gbs:.0f} GB/s"
+            if m and m.fp16_tflops
+            else f"fp16 at {ratio:.0f}x fp32"
+        )
+        line = f"{gpu.label}: fast fp16 arithmetic but no Tensor Cores ({detail})"
+        if gpu.compute_capability and gpu.compute_capability.startswith("7.5"):
+            line += (
+                "; TensorFlow's mixed precision check only warns below compute capability 7.0, so it does "
+                "not flag this card"
+            )
+        evidence.append(line)
+        confidence = max(confidence, 0.9 if m else 0.8)
+        runs += [r for r in ctx.reduced_runs() if ctx.gpu_for(r) is gpu]
+        if any(r.software.tensorflow for r in runs) and not tf_fp32_compute_noted:
+            tf_fp32_compute_noted = True
+            evidence.append(
+                "TensorFlow computes fp16 convolutions and matmuls with fp32 arithmetic unless "
+                f"{' / '.join(v + '=0' for v in TF_FP16_FP32_COMPUTE_ENV)} are set, so this card's 2x fp16 "
+                "rate goes unused by default"
+            )
+    if not evidence:
+        return None
+    pairs = [p for p in ctx.pairs if p.reduced in runs]
+    evidence += [p.describe() for p in pairs]
+    best = [e for e in roofline_estimates(ctx) if e.predicted_speedup and any(e.stack == r.stack for r in runs)]
+    gain = ""
+    if best:
+        top = max(best, key=lambda e: e.predicted_speedup or 0)
+        evidence.append(f"best case for this model here: {top.predicted_speedup:.2f}x ({top.bound}-bound)")
+        gain = f" Expect at most {top.predicted_speedup:.1f}x from fp16 on this card."
+    severity = "critical" if any(p.slower for p in pairs) else "warning"
+    return make_finding(
+        "no_tensor_cores",
+        "Fast fp16 arithmetic, but no Tensor Cores",
+        severity,
+        confidence,
+        evidence,
+        "Without Tensor Cores fp16 gains stay bandwidth-bound (at most about 2x, often less after casts); "
+        "keep float32 unless memory is the limit, or move to a GPU with Tensor Cores (RTX 20xx and newer, "
+        "T4, V100, A100)." + gain + (
+            " On TensorFlow, let fp16 math run at the fp16 rate before measuring again:\n"
+            f"    export {' '.join(v + '=0' for v in TF_FP16_FP32_COMPUTE_ENV)}\n"
+            if tf_fp32_compute_noted else ""),
+        stacks=stacks_of(runs),
+    )
+
+
+def _channel_fix(sw: Software, in_channels: int | None, share: float) -> str:
+    """Pad the input channels to a multiple of 8, in the stack's own code."""
+    text = (f"Layers whose channel counts are not multiples of 8 hold {share:.0%} of the model's arithmetic. "
+            "Give Conv/Dense layers unit counts in multiples of 8")
+    if not in_channels or in_channels % 8 == 0:
+        return text + "."
+    extra = -in_channels % 8
+    text += f", and zero-pad the {in_channels}-channel input to {in_channels + extra} channels (zeros change "
+    if sw.framework == "torch":
+        return text + "no result):\n" + f"    x = torch.nn.functional.pad(x, (0, 0, 0, 0, 0, {extra}))  # NCHW\n"
+    return (text + "no result), before the first convolution:\n"
+            f"    x = keras.layers.Lambda(lambda t: tf.pad(t, [[0, 0], [0, 0], [0, 0], [0, {extra}]]))(inputs)\n")
+
+
+def rule_tensor_cores_not_eligible(ctx: Context) -> Finding | None:
+    evidence: list[str] = []
+    runs: list[RunView] = []
+    confidence = 0.0
+    hard = False
+    share_max = 0.0
+    first_bad_in: int | None = None
+    seen: set[tuple[str, str | None]] = set()
+    for run in ctx.reduced_runs():
+        gpu = ctx.gpu_for(run)
+        if gpu is None or gpu.tensor_cores is not True or run.model is None:
+            continue
+        key = (run.stack, run.software.cudnn)
+        if key in seen:
+            runs.append(run)
+            continue
+        seen.add(key)
+        cudnn = run.software.cudnn
+        strict = version_at_least(cudnn, CUDNN_RELAXED_CHANNELS) is False
+        bad = [la for la in run.model.layers if la.is_matmul and la.channel_multiple_of_8 is False]
+        if not bad:
+            continue
+        total = run.model.flops_per_example or 1.0
+        runs.append(run)
+        share = 0.0
+        for layer in bad:
+            eligible, inflation = tensor_core_eligible(layer, cudnn)
+            frac = layer.flops_per_example / total
+            share += frac
+            if frac < 0.001 and len(bad) > 1:
+                continue
+            how = (
+                f"cuDNN {cudnn} needs multiples of 8 for Tensor Cores (relaxed in {CUDNN_RELAXED_CHANNELS})"
+                if strict
+                else f"padded to multiples of 8 ({inflation:.1f}x the arithmetic)"
+                if eligible
+                else "channels not multiples of 8 keep it off the fast Tensor Core kernels"
+            )
+            evidence.append(
+                f"{run.stack}: {layer.type} {layer.in_channels}->{layer.out_channels} channels: "
+                f"{fmt_flops(layer.flops_per_example)} per example, {frac:.1%} of the model; {how}"
+            )
+        share_max = max(share_max, share)
+        hard = hard or strict
+        first_bad_in = first_bad_in or next(
+            (la.in_channels for la in bad if la.type.lower().startswith("conv") and la.in_channels), None)
+        confidence = max(
+            confidence, (0.85 if run.model.source == "run" else 0.8) - (0.1 if cudnn is None else 0)
+        )
+    if not evidence:
+        return None
+    evidence += roofline_lines(ctx, runs)
+    severity = "warning" if hard or share_max >= 0.1 else "info"
+    sw = first_software(runs)
+    fix = _channel_fix(sw, first_bad_in, share_max)
+    if version_at_least(sw.cudnn, CUDNN_RELAXED_CHANNELS) is False:
+        fix += (
+            f" cuDNN {sw.cudnn} is the bigger limit: cuDNN >= {CUDNN_RELAXED_CHANNELS} pads automatically "
+            f"(and >= {CUDNN_AUTO_CONVERSION} converts fp32 data) - that comes with {upgrade_target(sw)}."
+        )
+    return make_finding(
+        "tensor_cores_not_eligible",
+        "Layers whose shapes keep them off Tensor Cores",
+        severity,
+        confidence,
+        evidence,
+        fix,
+        stacks=stacks_of(runs),
+        ineligible_flops_share=round(share_max, 3),
+    )
+
+
+def rule_tf32_baseline(ctx: Context) -> Finding | None:
+    evidence: list[str] = []
+    runs: list[RunView] = []
+    confidence = 0.0
+    seen: set[str] = set()
+    for run in ctx.ok_runs():
+        if run.precision != "float32":
+            continue
+        gpu = ctx.gpu_for(run)
+        if gpu is None or not gpu.tf32 or not tf32_active(run, gpu):
+            continue
+        m = gpu.model
+        if m and m.tensor_tflops and m.tensor_tflops / 2 < 1.5 * m.fp32_tflops:
+            continue  # GeForce Ampere/Ada/Blackwell: TF32 Tensor Cores run no faster than the fp32 cores
+        runs.append(run)
+        if run.stack in seen:
+            continue
+        seen.add(run.stack)
+        peaks = (
+            f": TF32 Tensor Cores ~{m.tensor_tflops / 2:.0f} TFLOPS vs {m.fp32_tflops} plain fp32, fp16 "
+            f"{m.tensor_tflops} TFLOPS"
+            if m and m.tensor_tflops
+            else ""
+        )
+        who = run.software.label() if run.software.known else "the framework (software not reported)"
+        evidence.append(f"{gpu.label}, {who}: float32 convolutions and matmuls run as TF32 by default{peaks}")
+        confidence = max(confidence, (0.85 if run.software.known else 0.6) - (0 if m else 0.15))
+    if not evidence:
+        return None
+    evidence += [p.describe() for p in ctx.pairs if p.fp32 in runs]
+    sw = first_software(runs)
+    if sw.framework == "torch":
+        code = "torch.backends.cuda.matmul.allow_tf32 = False; torch.backends.cudnn.allow_tf32 = False"
+    elif sw.framework == "jax" or sw.keras_backend == "jax":
+        code = "jax.config.update('jax_default_matmul_precision', 'highest')"
+    else:
+        code = "tf.config.experimental.enable_tensor_float_32_execution(False)"
+    return make_finding(
+        "tf32_baseline",
+        "float32 already uses Tensor Cores (TF32)",
+        "info",
+        confidence,
+        evidence,
+        "fp16 is compared with a fast baseline here: on Tensor Cores fp16 is only about 2x TF32, and memory-bound "
+        "layers gain nothing from TF32. To see the gain over true fp32, disable TF32 for the float32 run:\n"
+        f"    {code}\n",
+        stacks=stacks_of(runs),
+    )
+
+

@@ -1,0 +1,256 @@
+"""Host input rules: batches built on the host (input_pipeline_bound, host_fp16_emulation)."""
+
+from __future__ import annotations
+
+from fp16doctor.analysis.advice import (
+    is_old_keras_generator,
+)
+from fp16doctor.analysis.context import Context, RunView, Software
+from fp16doctor.analysis.rules.common import (
+    Finding,
+    first_software,
+    make_finding,
+    roofline_estimates,
+    stacks_of,
+)
+from fp16doctor.analysis.values import fmt_ms
+from fp16doctor.knowledge.cuda import (
+    version_at_least,
+)
+from fp16doctor.knowledge.frameworks import (
+    KERAS_USES_KERAS_PREPROCESSING_SINCE,
+    NUMPY_FP16_ISSUES,
+    SEED_HOST_BATCH_MS,
+    has_feature,
+)
+
+
+def _input_advice(sw: Software) -> str:
+    fw = sw.framework
+    if fw == "keras2":
+        return (
+            f"Produce batches in parallel (Keras {sw.keras or '2.x'}):\n"
+            "    model.fit_generator(train_generator, steps_per_epoch=..., epochs=...,\n"
+            "                        workers=4, use_multiprocessing=True, max_queue_size=20)\n"
+        )
+    if fw in ("tf.keras", "tensorflow", "keras3"):
+        return (
+            "Use a parallel, prefetching tf.data pipeline instead of ImageDataGenerator:\n"
+            "    ds = keras.utils.image_dataset_from_directory(train_dir, image_size=(h, w), batch_size=b)\n"
+            "    ds = ds.map(lambda x, y: (x / 255.0, y), num_parallel_calls=tf.data.AUTOTUNE)\n"
+            "    ds = ds.prefetch(tf.data.AUTOTUNE)\n"
+        )
+    if fw == "torch":
+        return (
+            "Load batches in worker processes:\n"
+            "    loader = DataLoader(dataset, batch_size=b, num_workers=4, pin_memory=True,\n"
+            "                        persistent_workers=True)\n"
+        )
+    return "Produce batches in parallel and ahead of the training step (several workers, prefetching)."
+
+
+def _inferred_input_bound(ctx: Context) -> tuple[list[str], list[RunView]]:
+    """Without input timings: the seed script reads and augments every batch from disk on one worker
+    (fit_generator's default); if the GPU's best case is a small part of the float32 step, that is where
+    the rest of the step most likely goes."""
+    estimates = {(e.stack, e.device): e for e in roofline_estimates(ctx)}
+    for pair in ctx.pairs:
+        f = pair.fp32
+        e = estimates.get((f.stack, f.device))
+        if (f.workload_name == "seed_cnn" and f.variant == "original" and f.on_gpu and f.input_ms is None
+                and e and e.fp32_ms and f.step_ms and e.fp32_ms < 0.25 * f.step_ms):
+            return [f"{f.stack}: the GPU's best case for the float32 step is {fmt_ms(e.fp32_ms)} of the measured "
+                    f"{fmt_ms(f.step_ms)}; the script decodes, resizes and flips every batch of "
+                    f"{f.batch_size or 128} images on the host, on one worker by default (host input time "
+                    "not measured)"], [f, pair.reduced]
+    return [], []
+
+
+def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
+    evidence: list[str] = []
+    runs: list[RunView] = []
+    confidence = 0.0
+    for run in ctx.ok_runs():
+        if run.input_ms is None or run.step_ms is None:
+            continue
+        share = run.input_ms / run.step_ms
+        if share >= 0.5:
+            evidence.append(
+                f"{run.label}: the host needs {fmt_ms(run.input_ms)} to produce a batch, "
+                f"{share:.0%} of the {fmt_ms(run.step_ms)} step"
+            )
+            runs.append(run)
+            confidence = max(confidence, 0.85)
+    by_key = {(r.stack, r.precision, r.device, r.variant): r for r in ctx.ok_runs()}
+    for (stack, precision, device, variant), run in by_key.items():
+        if variant != "original":
+            continue
+        synthetic = by_key.get((stack, precision, device, "synthetic_input"))
+        if synthetic is None or run.step_ms is None or synthetic.step_ms is None:
+            continue
+        if run.step_ms > 1.3 * synthetic.step_ms and run.step_ms - synthetic.step_ms > 5:
+            evidence.append(
+                f"{stack} / {precision}: {fmt_ms(run.step_ms)} per step reading images vs "
+                f"{fmt_ms(synthetic.step_ms)} with synthetic in-memory input"
+            )
+            runs.append(run)
+            confidence = max(confidence, 0.9)
+    if not evidence:
+        evidence, runs = _inferred_input_bound(ctx)
+        confidence = 0.5
+    if not evidence:
+        return None
+    sw = first_software(runs)
+    gains = [r.step_ms - s.step_ms for r in runs for s in ctx.ok_runs()
+             if s.variant == "synthetic_input" and r.variant == "original" and (s.stack, s.precision, s.device)
+             == (r.stack, r.precision, r.device) and r.step_ms and s.step_ms]
+    advice = _input_advice(sw)
+    if gains:
+        advice += f"Expected gain: up to {fmt_ms(max(gains))} per step (measured against in-memory input)."
+    return make_finding(
+        "input_pipeline_bound",
+        "Producing batches on the host dominates the step",
+        "warning",
+        confidence,
+        evidence,
+        "Precision cannot speed up this part. " + advice,
+        stacks=stacks_of(runs),
+    )
+
+
+def _generator_in_floatx(sw: Software) -> tuple[bool | None, str]:
+    """Does the seed script's ImageDataGenerator build float16 batches when floatx is float16?"""
+    old = is_old_keras_generator(sw)
+    if old:
+        return True, (
+            f"Keras {sw.keras}'s ImageDataGenerator builds each batch in K.floatx() = float16 and "
+            "rescales it in place (x *= rescale)"
+        )
+    if sw.framework == "keras3":
+        return True, (
+            f"Keras {sw.keras or '3'}'s legacy ImageDataGenerator yields batches in floatx = float16"
+        )
+    if sw.framework == "tf.keras" and sw.keras_api == "tf_keras":
+        return True, "tf_keras's ImageDataGenerator defaults its dtype to floatx = float16"
+    if sw.keras_preprocessing:
+        fixed = has_feature("kp_ignores_dtype", sw.keras_preprocessing)
+        if fixed is False and version_at_least(sw.keras_preprocessing, "1.1.1"):
+            return (
+                True,
+                f"keras_preprocessing {sw.keras_preprocessing} builds batches in the requested float16",
+            )
+        if fixed:
+            return False, f"keras_preprocessing {sw.keras_preprocessing} ignores the dtype and yields float32"
+    if sw.framework == "keras2" and version_at_least(sw.keras, KERAS_USES_KERAS_PREPROCESSING_SINCE):
+        return (
+            False,
+            f"Keras {sw.keras} delegates to keras_preprocessing, which yielded float32 batches until 1.1.1",
+        )
+    return None, ""
+
+
+def _host_gain(ctx: Context, runs: list[RunView]) -> str | None:
+    """The measured host time float16 batches add per step, if both input times are known."""
+    for pair in ctx.pairs:
+        if pair.reduced in runs and pair.reduced.input_ms and pair.fp32.input_ms:
+            return f"up to {fmt_ms(pair.reduced.input_ms - pair.fp32.input_ms)} per step (the host's float16 excess)"
+    return None
+
+
+def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
+    evidence: list[str] = []
+    runs: list[RunView] = []
+    confidence = 0.0
+    measured_no = False
+    major = False
+    for pair in ctx.pairs:
+        r, f = pair.reduced, pair.fp32
+        if r.input_ms is None or f.input_ms is None:
+            continue
+        apart = bool(r.input_p10_ms and f.input_p90_ms and r.input_p10_ms > f.input_p90_ms)
+        if r.input_ms - f.input_ms > 1 and (r.input_ms > 1.3 * f.input_ms or (apart and r.input_ms > 1.1 * f.input_ms)):
+            excess = r.input_ms - f.input_ms
+            line = (f"{r.stack}: the host spends {fmt_ms(r.input_ms)} per batch building {r.precision} "
+                    f"images vs {fmt_ms(f.input_ms)} in float32")
+            if r.step_ms:
+                line += f"; the {fmt_ms(excess)} excess is {excess / r.step_ms:.1%} of the {fmt_ms(r.step_ms)} step"
+                major = major or excess >= 0.05 * r.step_ms
+            evidence.append(line)
+            runs.append(r)
+            confidence = max(confidence, 0.9 if r.input_ms > 1.3 * f.input_ms else 0.75)
+        elif r.precision == "float16":
+            measured_no = True
+    if not evidence and not measured_no:
+        for run in ctx.reduced_runs():
+            if (
+                run.precision != "float16"
+                or not run.on_gpu
+                or run.variant != "original"
+                or run.workload_name != "seed_cnn"
+                or run.input_ms is not None
+            ):
+                continue
+            in_floatx, why = _generator_in_floatx(run.software)
+            if not in_floatx:
+                continue
+            measured_batch = int(SEED_HOST_BATCH_MS["batch_size"])
+            line = (
+                f"{run.stack}: {why}; numpy has no fast float16 arithmetic on x86 ({NUMPY_FP16_ISSUES[0]}). "
+                f"For this script a 2-core x86 host was measured at about {SEED_HOST_BATCH_MS['float16']:.0f} ms "
+                f"per batch of {measured_batch} in float16 vs {SEED_HOST_BATCH_MS['float32']:.0f} ms in float32 "
+                "(decode excluded"
+            )
+            batch = run.batch_size or measured_batch
+            if batch != measured_batch:  # a scaled figure is said to be one, not passed off as measured
+                scale = batch / measured_batch
+                line += (f"; about {SEED_HOST_BATCH_MS['float16'] * scale:.0f} vs "
+                         f"{SEED_HOST_BATCH_MS['float32'] * scale:.0f} ms scaled to this run's batch of {batch}")
+            line += ")"
+            grown = next((p for p in ctx.pairs if p.reduced is run), None)
+            major = True
+            if grown and grown.slower and grown.fp32.step_ms and run.step_ms:
+                line += f"; the measured step grew by {fmt_ms(run.step_ms - grown.fp32.step_ms)}"
+            evidence.append(line)
+            runs.append(run)
+            confidence = max(confidence, 0.65)
+            for e in roofline_estimates(ctx):
+                if e.stack == run.stack and e.fp32_ms and grown and grown.fp32.step_ms:
+                    evidence.append(f"the GPU's best case for the float32 step is {fmt_ms(e.fp32_ms)} of the "
+                                    f"measured "
+                                    f"{fmt_ms(grown.fp32.step_ms)}: most of the step is spent outside GPU "
+                                    f"arithmetic")
+                    break
+    if not evidence:
+        return None
+    sw = first_software(runs)
+    fw = sw.framework
+    gain = _host_gain(ctx, runs)
+    if fw == "keras2" and is_old_keras_generator(sw):
+        rec = (
+            f"Keras {sw.keras}'s ImageDataGenerator has no dtype argument, so keep floatx float32 (the batches "
+            "then stay float32) and get fp16 speed from mixed precision on a newer stack instead; meanwhile "
+            "build batches in parallel:\n"
+            "    model.fit_generator(train_generator, ..., workers=4, use_multiprocessing=True)\n"
+        )
+    elif fw in ("keras3", "tf.keras", "keras2"):
+        rec = (
+            "Build batches in float32 whatever floatx says, and let the model cast on the device "
+            "(better still: floatx float32 and the mixed_float16 policy):\n"
+            "    datagen = ImageDataGenerator(rescale=1./255, horizontal_flip=True, vertical_flip=True,\n"
+            "                                 dtype='float32')\n"
+        )
+    else:
+        rec = "Keep host-side preprocessing in float32 (or uint8) and cast to float16 on the device."
+    if gain:
+        rec += f"Expected gain: {gain}."
+    return make_finding(
+        "host_fp16_emulation",
+        "Host-side preprocessing runs in float16, slower than in float32",
+        "warning" if major else "info",
+        confidence,
+        evidence,
+        rec,
+        stacks=stacks_of(runs),
+    )
+
+

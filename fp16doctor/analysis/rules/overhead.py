@@ -1,0 +1,164 @@
+"""Overhead rules: casts, launch overhead and warm-up that eat or distort a 16-bit gain."""
+
+from __future__ import annotations
+
+from fp16doctor.analysis.context import Context, RunView, Software, noise_band
+from fp16doctor.analysis.rules.common import (
+    SEED_STEPS_PER_EPOCH,
+    Finding,
+    first_software,
+    make_finding,
+    roofline_estimates,
+    stacks_of,
+)
+from fp16doctor.analysis.values import fmt_ms
+from fp16doctor.knowledge.cuda import (
+    version_at_least,
+)
+
+
+def rule_cast_overhead(ctx: Context) -> Finding | None:
+    evidence: list[str] = []
+    runs: list[RunView] = []
+    by_cell = {
+        (p.reduced.stack, p.reduced.device, p.reduced.variant, p.reduced.precision): p for p in ctx.pairs
+    }
+    worse_than_fp32 = False
+    for (stack, device, variant, precision), pair in by_cell.items():
+        if precision != "mixed_float16":
+            continue
+        pure = by_cell.get((stack, device, variant, "float16"))
+        mixed = pair.reduced
+        if pure is None or mixed.step_ms is None or pure.reduced.step_ms is None:
+            continue
+        # At least 10 %, and beyond the two runs' measured spread: noise is not a cost of the casts.
+        band = max(0.1, noise_band((mixed.step_ms, mixed.p10_ms, mixed.p90_ms),
+                                   (pure.reduced.step_ms, pure.reduced.p10_ms, pure.reduced.p90_ms)))
+        if mixed.step_ms > (1 + band) * pure.reduced.step_ms:
+            evidence.append(
+                f"{stack}: mixed_float16 step {fmt_ms(mixed.step_ms)} vs float16 "
+                f"{fmt_ms(pure.reduced.step_ms)}: the float32->float16 casts of weights and activations "
+                f"and the loss scaling cost {fmt_ms(mixed.step_ms - pure.reduced.step_ms)} per step"
+            )
+            runs.append(mixed)
+            gpu = ctx.gpu_for(mixed)
+            fast = gpu is not None and (gpu.tensor_cores or (gpu.fp16_ratio or 0) >= 2)
+            # Only where fp16 could win do the casts eat a gain; elsewhere they only add to a loss.
+            worse_than_fp32 = worse_than_fp32 or (pair.slower and fast)
+    if not evidence:
+        return None
+    return make_finding(
+        "cast_overhead",
+        "Casts inserted by mixed precision eat the gain",
+        "warning" if worse_than_fp32 else "info",
+        0.6,
+        evidence,
+        "Casts cost the same whatever the layer size, so give each step more work (a larger batch) and let a "
+        "compiler fuse the casts into their neighbours:\n" + _fusion_code(first_software(runs)),
+        stacks=stacks_of(runs),
+    )
+
+
+def _fusion_code(sw: Software) -> str:
+    """How to fuse small ops (casts, launches) on this stack, as indented code lines."""
+    if sw.framework == "torch":
+        if version_at_least(sw.torch, "2.0") is False:
+            return "    # PyTorch < 2.0: capture the step in a CUDA graph (torch.cuda.graphs), or upgrade for:\n" \
+                   "    model = torch.compile(model)\n"
+        return "    model = torch.compile(model)\n"
+    if sw.framework in ("tf.keras", "keras3"):
+        return "    model.compile(optimizer, loss, jit_compile=True, steps_per_execution=32)\n"
+    if sw.framework == "jax":
+        return "    train_step = jax.jit(train_step)  # one fused program per step\n"
+    return "    # TF 1.x: enable XLA auto-clustering\n    os.environ['TF_XLA_FLAGS'] = '--tf_xla_auto_jit=2'\n"
+
+
+def rule_small_model_overhead(ctx: Context) -> Finding | None:
+    evidence: list[str] = []
+    runs: list[RunView] = []
+    confidence = 0.0
+    estimates = {(e.stack, e.device, e.precision): e for e in roofline_estimates(ctx)}
+    for pair in ctx.pairs:
+        f = pair.fp32
+        if not f.on_gpu or f.step_ms is None or f.variant != "original" and f.variant != "synthetic_input":
+            continue
+        if f.input_ms is not None and f.input_ms >= 0.5 * f.step_ms:
+            continue  # the host, not launch overhead, fills the step
+        est = estimates.get((pair.reduced.stack, pair.reduced.device, pair.reduced.precision))
+        if est and est.fp32_ms is not None and est.fp32_ms < 0.2 * f.step_ms and f.step_ms < 50:
+            evidence.append(
+                f"{f.stack}: float32 step {fmt_ms(f.step_ms)} where the GPU's best case is "
+                f"{fmt_ms(est.fp32_ms)} (fp16 best case {fmt_ms(est.fp16_ms)}): launch and framework "
+                "overhead fill the step, not arithmetic"
+            )
+            confidence = max(confidence, 0.8)
+            runs.append(pair.reduced)
+        elif (est is None or est.fp32_ms is None) and f.step_ms < 10:
+            params = f.model.params if f.model else None
+            evidence.append(
+                f"{f.stack}: a float32 step takes only {fmt_ms(f.step_ms)} on the GPU"
+                + (f" for {params:,} parameters" if params else "")
+                + ": too little work per step for fp16 arithmetic to matter"
+            )
+            confidence = max(confidence, 0.6)
+            runs.append(pair.reduced)
+        elif f.gpu_util_pct is not None and f.gpu_util_pct < 40 and f.step_ms < 50:
+            evidence.append(
+                f"{f.stack}: GPU busy only {f.gpu_util_pct:.0f}% of a {fmt_ms(f.step_ms)} float32 step"
+            )
+            confidence = max(confidence, 0.6)
+            runs.append(pair.reduced)
+    if not evidence:
+        return None
+    evidence += [p.describe() for p in ctx.pairs if p.reduced in runs]
+    return make_finding(
+        "small_model_overhead",
+        "Too little work per step: launch and framework overhead dominate",
+        "warning",
+        confidence,
+        evidence,
+        "fp16 speeds up arithmetic, and this step has almost none: raise the work per step (a larger batch or "
+        "model) before judging fp16, and cut per-op launches:\n" + _fusion_code(first_software(runs)),
+        stacks=stacks_of(runs),
+    )
+
+
+def rule_measurement_warmup(ctx: Context) -> Finding | None:
+    evidence: list[str] = []
+    runs: list[RunView] = []
+    for run in ctx.ok_runs():
+        if run.first_step_ms is None or run.step_ms is None:
+            continue
+        if run.first_step_ms >= 3 * run.step_ms and run.first_step_ms - run.step_ms >= 200:
+            line = (
+                f"{run.label}: first step {fmt_ms(run.first_step_ms)} vs median {fmt_ms(run.step_ms)} "
+                f"({run.first_step_ms / run.step_ms:.1f}x: graph building, autotuning, compilation)"
+            )
+            steps = (run.images // run.batch_size if run.images and run.batch_size
+                     else SEED_STEPS_PER_EPOCH if run.workload_name == "seed_cnn" else None)
+            if steps and steps > 1:
+                per_epoch = (run.first_step_ms + (steps - 1) * run.step_ms) / steps
+                line += (
+                    f"; with {steps} steps per epoch the first epoch reads {fmt_ms(per_epoch)} per step, "
+                    f"{per_epoch / run.step_ms:.1f}x the steady state"
+                )
+            evidence.append(line)
+            runs.append(run)
+    if not evidence:
+        return None
+    return make_finding(
+        "measurement_warmup",
+        "The first steps are much slower than the rest",
+        "info",
+        0.8,
+        evidence,
+        "Compare precisions on steady-state steps: skip the first epoch (or the first steps) and time many "
+        "steps; fp16doctor's step_time_ms already does. With Keras, a callback such as:\n"
+        "    class StepTimer(keras.callbacks.Callback):\n"
+        "        def on_train_batch_begin(self, batch, logs=None): self.t = time.perf_counter()\n"
+        "        def on_train_batch_end(self, batch, logs=None): times.append(time.perf_counter() - self.t)\n"
+        "and report the median of times[5:].",
+        stacks=stacks_of(runs),
+    )
+
+

@@ -1,0 +1,219 @@
+"""Stack rules: framework / CUDA / driver versions (old_stack, stack_incompatible_gpu)."""
+
+from __future__ import annotations
+
+from fp16doctor.analysis.advice import (
+    mixed_precision_code,
+    upgrade_target,
+    upgraded,
+)
+from fp16doctor.analysis.context import Context, RunView, Software
+from fp16doctor.analysis.rules.common import (
+    Finding,
+    first_software,
+    make_finding,
+    roofline_estimates,
+    roofline_lines,
+    stacks_of,
+)
+from fp16doctor.knowledge.cuda import (
+    CUDNN_AUTO_CONVERSION,
+    CUDNN_RELAXED_CHANNELS,
+    min_driver_for,
+    toolkit,
+    version_at_least,
+    version_tuple,
+)
+from fp16doctor.knowledge.frameworks import (
+    TF_BUILDS,
+    TfBuild,
+    has_feature,
+)
+from fp16doctor.knowledge.gpus import GpuFacts, cc_tuple
+
+
+def _old_reasons(sw: Software, gpu: GpuFacts | None) -> list[str]:
+    reasons = []
+    if sw.tensorflow and version_at_least(sw.tensorflow, "1.14") is False:
+        reasons.append(
+            f"TensorFlow {sw.tensorflow} predates 1.14: no automatic mixed precision"
+            + (" and no fp16 NHWC Tensor Core path (channels_last fp16 convolutions are transposed to NCHW "
+               "and back)" if gpu and gpu.tensor_cores else "")
+        )
+    elif sw.tensorflow and version_at_least(sw.tensorflow, "2.1") is False and sw.framework != "keras3":
+        reasons.append(
+            f"TensorFlow {sw.tensorflow} has only the graph rewrite, no Keras mixed precision policy (TF 2.1)"
+        )
+    if sw.framework == "keras2":
+        reasons.append(
+            f"multi-backend Keras {sw.keras} has no mixed precision API: floatx=float16 is its only "
+            "fp16 switch"
+        )
+    if sw.cudnn and gpu and gpu.tensor_cores:
+        if version_at_least(sw.cudnn, CUDNN_AUTO_CONVERSION) is False:
+            reasons.append(
+                f"cuDNN {sw.cudnn} uses Tensor Cores only for fp16 data with channel counts in multiples "
+                f"of 8 and no automatic conversion ({CUDNN_AUTO_CONVERSION}) or padding "
+                f"({CUDNN_RELAXED_CHANNELS})"
+            )
+        elif version_at_least(sw.cudnn, CUDNN_RELAXED_CHANNELS) is False:
+            reasons.append(
+                f"cuDNN {sw.cudnn} still needs channel counts in multiples of 8 ({CUDNN_RELAXED_CHANNELS} "
+                "relaxed it)"
+            )
+    if sw.cuda and gpu and gpu.tensor_cores and version_at_least(sw.cuda, "9.0") is False:
+        reasons.append(f"CUDA {sw.cuda} predates Tensor Cores (CUDA 9.0)")
+    if sw.torch and has_feature("torch_amp", sw.torch) is False:
+        reasons.append(f"PyTorch {sw.torch} predates native mixed precision (torch.cuda.amp, 1.6)")
+    return reasons
+
+
+def rule_old_stack(ctx: Context) -> Finding | None:
+    evidence: list[str] = []
+    runs: list[RunView] = []
+    seen: set[str] = set()
+    confidence = 0.0
+    for run in ctx.runs:
+        gpu = ctx.gpu_for(run)
+        if not run.on_gpu or gpu is None:
+            continue
+        if not gpu.tensor_cores and not (gpu.fp16_ratio and gpu.fp16_ratio >= 2):
+            continue  # an upgrade cannot make this GPU fast in fp16
+        label = run.software.label()
+        if label in seen:
+            runs.append(run)
+            continue
+        reasons = _old_reasons(run.software, gpu)
+        if not reasons:
+            continue
+        seen.add(label)
+        runs.append(run)
+        evidence.append(f"{run.stack} ({label}): " + "; ".join(reasons))
+        confidence = max(confidence, 0.85 if gpu.known else 0.6)
+    if not evidence:
+        return None
+    roofline = roofline_lines(ctx, runs)
+    evidence += roofline
+    if any(r.workload_name == "seed_cnn" and version_at_least(r.software.tensorflow, "1.13") is False
+           for r in runs):
+        evidence.append(
+            "on a Titan V the same script trained slightly faster in float16 than float32 after an "
+            "upgrade to CUDA 10.0, cuDNN 7.4.1, TensorFlow 1.13.1 and Keras 2.2.4 (public report of "
+            "this question)"
+        )
+    sw = first_software(runs)
+    pairs = [p for p in ctx.pairs if p.reduced in runs]
+    already_faster = bool(pairs) and all(p.faster for p in pairs)
+    gain = ""
+    best = [e for e in roofline_estimates(ctx) if e.predicted_speedup and e.stack in {r.stack for r in runs}]
+    if best:
+        top = max(best, key=lambda e: e.predicted_speedup or 0)
+        gain = (f"\nExpected gain: up to {top.predicted_speedup:.1f}x over float32 for this model on this GPU "
+                "(roofline best case)")
+        if top.measured_speedup:
+            gain += f", against {top.measured_speedup:.2f}x measured now"
+        gain += "."
+    return make_finding(
+        "old_stack",
+        "This software stack lacks the fast fp16 paths",
+        "info" if already_faster else "warning",
+        confidence,
+        evidence,
+        f"Upgrade to {upgrade_target(sw)}. Then: {mixed_precision_code(upgraded(sw))}{gain}",
+        stacks=stacks_of(runs),
+    )
+
+
+def _first_tf_build_for(compute_capability: str | None) -> TfBuild | None:
+    """The oldest TensorFlow release whose CUDA has machine code for this GPU's architecture."""
+    cc = cc_tuple(compute_capability)
+    if cc is None:
+        return None
+    for build in TF_BUILDS.values():
+        kit = toolkit(build.cuda)
+        if kit is None:
+            continue
+        low, top = cc_tuple(kit.min_compute_capability), cc_tuple(kit.max_compute_capability)
+        if low and top and low <= cc and top[0] >= cc[0]:
+            return build
+    return None
+
+
+INCOMPATIBLE_ERRORS = (
+    "no kernel image",
+    "no_binary_for_gpu",
+    "driver version is insufficient",
+    "unsupported gpu architecture",
+    "compute capability",
+    "cuda_error_unsupported_ptx_version",
+)
+
+
+def rule_stack_incompatible_gpu(ctx: Context) -> Finding | None:
+    evidence: list[str] = []
+    runs: list[RunView] = []
+    confidence = 0.0
+    seen: set[tuple[str, str]] = set()
+    for run in ctx.runs:
+        gpu = ctx.gpu_for(run)
+        if run.status == "failed" and run.error and any(e in run.error.lower() for e in INCOMPATIBLE_ERRORS):
+            evidence.append(f"{run.label} failed: {run.error[:200]}")
+            confidence = max(confidence, 0.95)
+            runs.append(run)
+            continue
+        if gpu is None or not run.on_gpu or not run.software.cuda:
+            continue
+        key = (run.stack, run.software.cuda)
+        if key in seen:
+            continue
+        seen.add(key)
+        kit = toolkit(run.software.cuda)
+        cc = cc_tuple(gpu.compute_capability)
+        if kit and cc:
+            top = cc_tuple(kit.max_compute_capability)
+            low = cc_tuple(kit.min_compute_capability)
+            if top and cc[0] > top[0]:
+                evidence.append(
+                    f"{run.stack}: CUDA {run.software.cuda} has machine code up to compute capability "
+                    f"{kit.max_compute_capability}; the {gpu.label} needs a toolkit that knows it "
+                    "(PTX JIT at best: minutes of start-up, missing library kernels)"
+                )
+                confidence = max(confidence, 0.85)
+                runs.append(run)
+            elif low and cc < low:
+                evidence.append(
+                    f"{run.stack}: CUDA {run.software.cuda} no longer supports compute capability "
+                    f"{gpu.compute_capability} (minimum {kit.min_compute_capability})"
+                )
+                confidence = max(confidence, 0.9)
+                runs.append(run)
+        need = version_tuple(min_driver_for(run.software.cuda))
+        have = version_tuple(ctx.driver_for(run))
+        if need and have and not ctx.windows and have < need:
+            evidence.append(
+                f"{run.stack}: CUDA {run.software.cuda} needs Linux driver >= "
+                f"{min_driver_for(run.software.cuda)}; this host has {ctx.driver_for(run)}"
+            )
+            confidence = max(confidence, 0.9)
+            runs.append(run)
+    if not evidence:
+        return None
+    gpu = next((ctx.gpu_for(r) for r in runs if ctx.gpu_for(r)), None)
+    rec = "Use a stack built for this GPU and driver."
+    build = _first_tf_build_for(gpu.compute_capability if gpu else None)
+    if gpu and build:
+        rec += (
+            f" TensorFlow {build.version} or later (CUDA {build.cuda}) targets compute capability "
+            f"{gpu.compute_capability}; update the NVIDIA driver to what that CUDA needs."
+        )
+    return make_finding(
+        "stack_incompatible_gpu",
+        "The stack cannot run properly on this GPU or driver",
+        "critical",
+        confidence,
+        evidence,
+        rec,
+        stacks=stacks_of(runs),
+    )
+
+
