@@ -138,19 +138,19 @@ def diagnose(
 @app.command()
 def explain(
     results: Path = typer.Argument(..., help="A results.json, ours or hand-written."),
-    as_json: bool = typer.Option(False, "--json", help='Print {"findings": [...]} as JSON.'),
+    as_json: bool = typer.Option(False, "--json", help='Print {"findings": [...], "verdicts": [...]} as JSON.'),
 ) -> None:
-    """Re-run the analysis on a saved or hand-written results file and print the findings."""
-    from fp16doctor.analysis import analyse
+    """Re-run the analysis on a saved or hand-written results file and print the verdicts and findings."""
+    from fp16doctor.analysis import diagnose_document
     from fp16doctor.results import load
     from fp16doctor.textout.findings import findings_text
 
     doc = load(results)
-    findings = analyse(doc)
+    diagnosis = diagnose_document(doc)
     if as_json:
-        _print_json({"findings": findings})
+        _print_json({"findings": diagnosis.findings, "verdicts": diagnosis.verdicts})
     else:
-        out.print(findings_text(doc, findings))
+        out.print(findings_text(doc, diagnosis.findings, diagnosis.verdicts))
 
 
 @app.command()

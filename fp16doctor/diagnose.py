@@ -138,7 +138,7 @@ def plan_runs(
 
 
 def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcome:
-    from fp16doctor.analysis import analyse
+    from fp16doctor.analysis import diagnose_document
     from fp16doctor.probe import probe_host
 
     started = time.monotonic()
@@ -229,10 +229,11 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         interrupted = True
 
     doc["invocation"]["elapsed_s"] = round(time.monotonic() - started, 1)
-    findings = analyse(doc)
+    diagnosis = diagnose_document(doc)
+    findings = diagnosis.findings
     known = {f["id"] for f in findings}
     findings += [f for f in extra_findings if f["id"] not in known]
-    writer.set_findings(findings)
+    writer.set_findings(findings, diagnosis.verdicts)
     from fp16doctor.report import write_report
 
     report_path: Path | None = options.out_dir / "report.html"

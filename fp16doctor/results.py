@@ -51,9 +51,15 @@ def run_key(run: Run) -> tuple[str, str, str]:
 LOCAL_DOCKER_SCHEMES = ("unix://", "npipe://")
 
 
+HOST_MACHINE = "host"
+
+
 def machine_key(run: Run) -> str:
     """The machine a run ran on: "" for the results' own host (host runs and local engines), else the
     remote engine's machine name (two engines on one machine share it) or, failing that, its URL."""
+    recorded = run.get("machine")
+    if isinstance(recorded, str) and recorded:
+        return "" if recorded == HOST_MACHINE else recorded
     engine = run.get("engine")
     if not isinstance(engine, dict) or engine.get("kind") != "docker":
         return ""
@@ -62,6 +68,27 @@ def machine_key(run: Run) -> str:
         return ""
     name = engine.get("name")
     return name if isinstance(name, str) and name else docker_host
+
+
+def machine_id(run: Run) -> str:
+    """The stable id results.json gives a run's machine (`runs[].machine`, the keys of `machines`)."""
+    return machine_key(run) or HOST_MACHINE
+
+
+def machine_facts(run: Run) -> dict[str, Any]:
+    """What a run's own engine recorded of its machine, for the top-level `machines` map."""
+    raw = run.get("engine")
+    engine: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    gpus = []
+    if engine.get("gpu_name"):
+        gpus.append({"index": engine.get("gpu_index", 0), "name": engine["gpu_name"],
+                     "compute_capability": engine.get("gpu_compute_capability"),
+                     "driver_version": engine.get("gpu_driver_version"), "uuid": engine.get("gpu_uuid")})
+    facts: dict[str, Any] = {"gpus": gpus, "engine": {k: engine.get(k) for k in ("kind", "docker_host", "name")
+                                                      if engine.get(k) is not None}}
+    if isinstance(engine.get("cpu"), dict):
+        facts["cpu"] = engine["cpu"]
+    return facts
 
 
 def group_runs_by_machine(runs: Iterable[Run]) -> dict[str, list[Run]]:
@@ -249,14 +276,24 @@ class ResultsWriter:
 
     def add_run(self, run: Run) -> None:
         # A re-run of the same cell replaces the older record (this is what --resume relies on).
+        run.setdefault("machine", machine_id(run))
+        machines = self.doc.setdefault("machines", {})
+        if run["machine"] == HOST_MACHINE:
+            machines.setdefault(HOST_MACHINE, {k: self.doc["host"].get(k) for k in ("cpu", "gpus", "os")})
+        else:
+            known = machines.setdefault(run["machine"], machine_facts(run))
+            for gpu in machine_facts(run)["gpus"]:  # a machine's GPUs are learnt run by run
+                if all(g.get("uuid") != gpu.get("uuid") or g.get("name") != gpu.get("name") for g in known["gpus"]):
+                    known["gpus"].append(gpu)
         key = run_key(run)
         runs = [r for r in self.doc["runs"] if run_key(r) != key]
         runs.append(run)
         self.doc["runs"] = runs
         self.save()
 
-    def set_findings(self, findings: Iterable[dict[str, Any]]) -> None:
+    def set_findings(self, findings: Iterable[dict[str, Any]], verdicts: Iterable[dict[str, Any]] = ()) -> None:
         self.doc["findings"] = list(findings)
+        self.doc["verdicts"] = list(verdicts)
         self.save()
 
     def save(self) -> None:

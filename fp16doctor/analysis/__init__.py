@@ -1,37 +1,128 @@
-"""The analysis: a results document in, ranked findings out. Pure: no I/O, no framework import.
+"""The analysis: a results document in, ranked findings and verdicts out. Pure: no I/O, no framework import.
 
-`analyse(doc)` runs one rule per finding id of CONTRACT.md (see `rules.py`) and ranks what they find:
-critical before warning before info, then causes of the step time before advice (CAUSE_ORDER), then
-by confidence. `roofline.estimate(doc)` gives the best-case fp32/fp16 step times the rules use.
+Three stages, each reading the one typed view of the document (context.py):
+1. rules (analysis/rules/, registered in registry.py) read the evidence and each say at most one finding;
+2. the accounting (causes.py) splits each 16-bit run's difference against its float32 partner over causes,
+   measured ops first, then experiments, then estimates;
+3. speed findings are issued per pair with the time they explain, and one verdict per pair names the cause
+   that explains the most (verdicts.py).
+Ranking: critical before warning before info, then the registry's order, then confidence.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from fp16doctor.analysis.causes import Accounting, Share, account
 from fp16doctor.analysis.context import build_context
-from fp16doctor.analysis.rules import RULES
+from fp16doctor.analysis.registry import RANK, REGISTRY, SPEED_CAUSES, rules
+from fp16doctor.analysis.rules.common import make_finding
+from fp16doctor.analysis.values import fmt_ms
+from fp16doctor.analysis.verdicts import verdicts
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
-# Within one severity, causes that decide the step time come before advice about how fp16 is switched on.
-CAUSE_ORDER = (
-    "stack_incompatible_gpu", "no_fast_fp16_hardware", "numerics_unstable", "no_tensor_cores",
-    "host_fp16_emulation", "input_pipeline_bound", "small_model_overhead", "pure_float16_floatx", "old_stack",
-    "tensor_cores_not_eligible", "cast_overhead", "tf32_baseline", "measurement_warmup", "fp16_faster",
-)
+
+Finding = dict[str, Any]
 
 
-def analyse(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Ranked findings for one results document (any optional key may be missing)."""
-    ctx = build_context(doc)
-    findings = [f for f in (rule(ctx) for rule in RULES.values()) if f is not None]
-    order = {fid: i for i, fid in enumerate(CAUSE_ORDER)}
-    findings.sort(key=lambda f: (SEVERITY_RANK.get(f["severity"], 3), order.get(f["id"], 99),
-                                 -f["confidence"]))
+@dataclass(frozen=True)
+class Diagnosis:
+    findings: list[Finding]
+    verdicts: list[dict[str, Any]]
+
+
+# Titles and fixes for causes that only the accounting finds (no document-level rule of their own).
+_ACCOUNTED_ADVICE = {
+    "slow_fp16_kernels": (
+        "critical",
+        "The framework ran a slow (reference or non-Tensor-Core) kernel for these 16-bit ops. Try the switch "
+        "that routes them elsewhere (on TensorFlow for CPU: TF_ENABLE_ONEDNN_OPTS=0), a newer framework "
+        "release, or a 16-bit type this device runs fast (bfloat16 where it has bfloat16 units); else train "
+        "in float32.",
+    ),
+    "fast_16bit_kernels": ("info", "Keep the 16-bit precision: its kernels are what made the step faster."),
+    "framework_setting": (
+        "warning",
+        "Set the switch the experiment measured for this workload, and re-check after framework upgrades.",
+    ),
+}
+
+
+def _speed_finding(acc: Accounting, share: Share, base: Finding | None) -> Finding:
+    pair = acc.pair
+    reduced = pair.reduced
+    spec = REGISTRY[share.cause]
+    summary = (f"accounts for {fmt_ms(share.ms)} of the {fmt_ms(acc.magnitude_ms)} difference between "
+               f"{reduced.precision} ({fmt_ms(reduced.step_ms)}) and float32 ({fmt_ms(pair.fp32.step_ms)}) "
+               f"on {reduced.stack} ({share.basis.replace('_', ' ')})")
+    if base is not None:
+        finding = copy.deepcopy(base)
+        finding["evidence"] = [summary, *share.evidence, *[e for e in base.get("evidence", [])
+                                                           if e not in share.evidence]]
+    else:
+        severity, recommendation = _ACCOUNTED_ADVICE.get(share.cause, ("warning", ""))
+        title = spec.title
+        if share.cause == "slow_fp16_kernels" and share.ops:
+            op = share.ops[0]
+            title = f"{op.get('layer') or op.get('name')} {str(op['pass']).replace('_', ' ')} ran " \
+                    f"{op.get('impl') or 'a slow kernel'} in {reduced.precision}"
+        finding = make_finding(share.cause, title, severity, 0.9 if share.basis != "estimate" else 0.6,
+                               [summary, *share.evidence], recommendation)
+    finding.update(
+        explains_ms=round(share.ms, 3),
+        basis=share.basis,
+        machine=reduced.machine,
+        stack=reduced.stack,
+        variant=reduced.variant,
+        precision=reduced.precision,
+    )
+    if share.ops:
+        finding["ops"] = share.ops[:10]
+    if share.confirmed_by:
+        finding["confirmed_by"] = share.confirmed_by
+    return finding
+
+
+def _rank(findings: list[Finding]) -> list[Finding]:
+    findings.sort(key=lambda f: (SEVERITY_RANK.get(f.get("severity", ""), 3), RANK.get(str(f.get("id")), 99),
+                                 -(f.get("explains_ms") or 0), -float(f.get("confidence") or 0)))
     for rank, finding in enumerate(findings, start=1):
         finding["rank"] = rank
     return findings
 
 
-__all__ = ["analyse"]
+def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
+    """Ranked findings and per-pair verdicts for one results document (any optional key may be missing)."""
+    ctx = build_context(doc)
+    by_rule: dict[str, Finding] = {}
+    for fid, rule in rules():
+        found = rule(ctx)
+        if found is not None:
+            by_rule[fid] = found
+    accountings = account(ctx, set(by_rule))
+    findings: list[Finding] = []
+    accounted: set[str] = set()
+    for acc in accountings:
+        for share in acc.shares:
+            if share.cause in SPEED_CAUSES:
+                findings.append(_speed_finding(acc, share, by_rule.get(share.cause)))
+                accounted.add(share.cause)
+    for fid, finding in by_rule.items():
+        if fid in accounted:
+            continue
+        # A finding that explains no measured time still stands as evidence; it is no cause of speed.
+        finding.setdefault("explains_ms", None)
+        finding.setdefault("basis", None)
+        findings.append(finding)
+    return Diagnosis(_rank(findings), verdicts(accountings))
+
+
+def analyse(doc: Mapping[str, Any]) -> list[Finding]:
+    """Ranked findings only (what `explain` without --json and older callers print)."""
+    return diagnose_document(doc).findings
+
+
+__all__ = ["Diagnosis", "analyse", "diagnose_document"]

@@ -20,8 +20,11 @@ from fp16doctor.analysis.values import (
 from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS, CPU_FP16_FLAGS
 from fp16doctor.knowledge.cuda import version_at_least
 from fp16doctor.knowledge.gpus import GpuFacts, gpu_facts
+from fp16doctor.results import HOST_MACHINE, machine_id
 
-REDUCED = ("float16", "mixed_float16")
+REDUCED = ("float16", "mixed_float16")  # the float16 precisions the fp16 rules judge
+BF16 = ("bfloat16", "mixed_bfloat16")
+SIXTEEN_BIT = REDUCED + BF16
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,69 @@ class Software:
 
 
 @dataclass(frozen=True)
+class OpItem:
+    """One measured op of a run's profiled window (`runs[].ops.items`)."""
+
+    name: str
+    layer: str | None
+    pass_: str
+    dtype: str | None
+    impl: str | None
+    tensor_cores: bool | None
+    ms_per_step: float
+    calls_per_step: float | None
+    op_type: str | None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What pairs an op with its float32 counterpart: the layer, the pass and the kind of op."""
+        return (self.layer or "", self.pass_, _op_kind(self.op_type or self.name))
+
+
+def _op_kind(name: str) -> str:
+    """Conv2DBackpropFilter / _MklNativeConv2DBackpropFilterWithBias / convolution -> conv; what precision and
+    implementation prefixes would otherwise keep apart."""
+    lowered = name.lower()
+    for kind in ("conv", "matmul", "gemm", "inner_product", "pool", "relu", "softmax", "sigmoid", "cast",
+                 "reorder", "transpose", "bias", "apply", "reduce", "sum"):
+        if kind in lowered:
+            return {"gemm": "matmul", "inner_product": "matmul"}.get(kind, kind)
+    return lowered
+
+
+@dataclass(frozen=True)
+class OpsView:
+    source: str | None
+    coverage: float | None
+    window_kind: str | None
+    items: tuple[OpItem, ...]
+
+    def total_ms(self) -> float:
+        return sum(i.ms_per_step for i in self.items)
+
+
+def _ops_view(value: Any) -> OpsView | None:
+    ops = as_mapping(value)
+    items = []
+    for raw in as_list(ops.get("items")):
+        item = as_mapping(raw)
+        ms = as_number(item.get("ms_per_step"))
+        name = as_str(item.get("name"))
+        if ms is None or ms < 0 or name is None:
+            continue
+        tc = item.get("tensor_cores")
+        items.append(OpItem(name, as_str(item.get("layer")), as_str(item.get("pass")) or "other",
+                            as_str(item.get("dtype")), as_str(item.get("impl")),
+                            tc if isinstance(tc, bool) else None, ms, as_number(item.get("calls_per_step")),
+                            as_str(item.get("op_type"))))
+    if not items:
+        return None
+    window = as_mapping(ops.get("window"))
+    return OpsView(as_str(ops.get("source")), as_number(ops.get("coverage")), as_str(window.get("kind")),
+                   tuple(items))
+
+
+@dataclass(frozen=True)
 class RunView:
     index: int
     stack: str
@@ -131,6 +197,14 @@ class RunView:
     batch_size: int | None
     images: int | None  # examples per epoch, when the workload says
     model: ModelInfo | None
+    machine: str = HOST_MACHINE
+    bound: bool = False  # cut short by the slow-run rule: its step time is a lower bound
+    ops: OpsView | None = None
+    experiment: Mapping[str, Any] | None = None
+    loss_scale_last: float | None = None
+    loss_scale_first: float | None = None
+    step_losses: tuple[float, ...] = ()
+    image_pixels: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -144,6 +218,11 @@ class RunView:
     def label(self) -> str:
         variant = "" if self.variant == "original" else f", {self.variant}"
         return f"{self.stack} / {self.precision}{variant}"
+
+
+def _pixels(workload: Mapping[str, Any]) -> int | None:
+    height, width = as_int(workload.get("image_height")), as_int(workload.get("image_width"))
+    return height * width if height and width else None
 
 
 def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
@@ -179,6 +258,15 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
         batch_size=as_int(workload.get("batch_size")),
         images=as_int(workload.get("images")),
         model=model_for_run(run),
+        machine=machine_id(dict(run)),
+        bound=run.get("bound") is True or workload.get("stop_reason") == "slow_step_bound"
+        or run.get("stop_reason") == "slow_step_bound",
+        ops=_ops_view(run.get("ops")),
+        experiment=as_mapping(run.get("experiment")) or None,
+        loss_scale_first=as_number(loss.get("scale_first")),
+        loss_scale_last=as_number(loss.get("scale_last")),
+        image_pixels=_pixels(workload),
+        step_losses=tuple(v for v in (as_number(x) for x in as_list(run.get("losses"))) if v is not None),
     )
 
 
@@ -252,37 +340,63 @@ class Pair:
         )
 
 
+@dataclass(frozen=True)
+class MachineFacts:
+    """One machine's hardware as its runs' records say: the host, or a Docker engine's machine."""
+
+    cpu: CpuFacts
+    gpus: dict[int, GpuFacts]
+    drivers: dict[int, str | None]
+    os: str | None
+
+
 @dataclass
 class Context:
     doc: Mapping[str, Any]
     runs: list[RunView]
-    gpus: dict[int, GpuFacts]
+    gpus: dict[int, GpuFacts]  # the host's (machine "host")
     cpu: CpuFacts
     os: str | None
     drivers: dict[int, str | None] = field(default_factory=dict)
     pairs: list[Pair] = field(default_factory=list)
+    machines: dict[str, MachineFacts] = field(default_factory=dict)
 
-    def _gpu_index(self, run: RunView) -> int | None:
-        """The host.gpus entry a "gpu:N" run used: N if listed, else the first GPU (one-GPU hosts)."""
-        if not run.on_gpu or not self.gpus:
+    def machine_of(self, run: RunView) -> MachineFacts:
+        """A run is judged against its own machine's hardware, never the local host's by default."""
+        found = self.machines.get(run.machine)
+        if found is not None:
+            return found
+        return MachineFacts(CpuFacts(None, None), {}, {}, None)
+
+    def cpu_for(self, run: RunView) -> CpuFacts:
+        return self.machine_of(run).cpu
+
+    def _gpu_index(self, run: RunView) -> tuple[MachineFacts, int] | None:
+        """The GPU entry a "gpu:N" run used on its machine: N if listed, else the first GPU (one-GPU hosts)."""
+        machine = self.machine_of(run)
+        if not run.on_gpu or not machine.gpus:
             return None
         parsed = _to_int(run.device.split(":", 1)[1]) if ":" in run.device else None
         index = parsed if parsed is not None else 0
-        return index if index in self.gpus else next(iter(self.gpus))
+        return machine, index if index in machine.gpus else next(iter(machine.gpus))
 
     def gpu_for(self, run: RunView) -> GpuFacts | None:
-        index = self._gpu_index(run)
-        return None if index is None else self.gpus[index]
+        found = self._gpu_index(run)
+        return None if found is None else found[0].gpus[found[1]]
 
     def driver_for(self, run: RunView) -> str | None:
-        index = self._gpu_index(run)
-        return None if index is None else self.drivers.get(index)
+        found = self._gpu_index(run)
+        return None if found is None else found[0].drivers.get(found[1])
 
     def ok_runs(self) -> list[RunView]:
         return [r for r in self.runs if r.ok]
 
     def reduced_runs(self) -> list[RunView]:
+        """The float16 runs (pure and mixed); bfloat16 runs have rules of their own."""
         return [r for r in self.runs if r.precision in REDUCED]
+
+    def fp16_pairs(self) -> list[Pair]:
+        return [p for p in self.pairs if p.reduced.precision in REDUCED]
 
     @property
     def windows(self) -> bool:
@@ -293,34 +407,58 @@ def _to_int(text: str) -> int | None:
     return int(text) if text.isascii() and text.isdigit() else None
 
 
-def build_context(doc: Mapping[str, Any]) -> Context:
-    host = as_mapping(doc.get("host"))
+def _machine_facts(record: Mapping[str, Any]) -> MachineFacts:
     gpus: dict[int, GpuFacts] = {}
     drivers: dict[int, str | None] = {}
-    for position, gpu in enumerate(as_list(host.get("gpus"))):
+    for position, gpu in enumerate(as_list(record.get("gpus"))):
         gpu = as_mapping(gpu)
         index = as_int(gpu.get("index"))
-        facts = gpu_facts(as_str(gpu.get("name")), as_str(gpu.get("compute_capability")))
         key = index if index is not None else position
-        gpus[key] = facts
+        gpus[key] = gpu_facts(as_str(gpu.get("name")), as_str(gpu.get("compute_capability")))
         drivers[key] = as_str(gpu.get("driver_version"))
-    cpu = as_mapping(host.get("cpu"))
+    cpu = as_mapping(record.get("cpu"))
     raw_flags = cpu.get("flags")
     flags = (
         frozenset(str(f).lower() for f in raw_flags if isinstance(f, str))
         if isinstance(raw_flags, (list, tuple))
         else None
     )
+    return MachineFacts(CpuFacts(as_str(cpu.get("model")), flags), gpus, drivers, as_str(record.get("os")))
+
+
+def _engine_machine(run: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A remote engine's machine as its run recorded it (GPU name, compute capability, driver)."""
+    engine = as_mapping(run.get("engine"))
+    gpus = []
+    if as_str(engine.get("gpu_name")):
+        gpus.append({"index": engine.get("gpu_index", 0), "name": engine.get("gpu_name"),
+                     "compute_capability": engine.get("gpu_compute_capability"),
+                     "driver_version": engine.get("gpu_driver_version")})
+    return {"gpus": gpus, "cpu": as_mapping(engine.get("cpu"))}
+
+
+def build_context(doc: Mapping[str, Any]) -> Context:
+    host_record = as_mapping(doc.get("host"))
+    host = _machine_facts(host_record)
     runs = [v for v in (_run_view(i, as_mapping(r)) for i, r in enumerate(as_list(doc.get("runs")))) if v]
-    ctx = Context(doc, runs, gpus, CpuFacts(as_str(cpu.get("model")), flags), as_str(host.get("os")), drivers)
-    by_key: dict[tuple[str, str, str], dict[str, RunView]] = {}
+    ctx = Context(doc, runs, host.gpus, host.cpu, host.os, host.drivers)
+    recorded = as_mapping(doc.get("machines"))
+    ctx.machines[HOST_MACHINE] = host
+    for name, facts in recorded.items():
+        if name != HOST_MACHINE and isinstance(facts, Mapping):
+            ctx.machines[str(name)] = _machine_facts(facts)
+    raw_runs = as_list(doc.get("runs"))
+    for run in runs:
+        if run.machine not in ctx.machines:
+            ctx.machines[run.machine] = _machine_facts(_engine_machine(as_mapping(raw_runs[run.index])))
+    by_key: dict[tuple[str, str, str, str], dict[str, RunView]] = {}
     for run in ctx.ok_runs():
-        by_key.setdefault((run.stack, run.device, run.variant), {})[run.precision] = run
+        by_key.setdefault((run.machine, run.stack, run.device, run.variant), {})[run.precision] = run
     for cell in by_key.values():
         fp32 = cell.get("float32")
         if fp32 is None:
             continue
-        for precision in REDUCED:
+        for precision in SIXTEEN_BIT:
             if precision in cell:
                 ctx.pairs.append(Pair(fp32, cell[precision]))
     return ctx

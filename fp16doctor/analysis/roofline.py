@@ -190,7 +190,7 @@ def _estimate(ctx: Context, reduced: RunView, fp32: RunView | None) -> RooflineE
 def estimate_context(ctx: Context) -> list[RooflineEstimate]:
     out = []
     seen = set()
-    for pair in ctx.pairs:
+    for pair in ctx.fp16_pairs():
         out.append(_estimate(ctx, pair.reduced, pair.fp32))
         seen.add(pair.reduced.index)
     for run in ctx.ok_runs():

@@ -182,9 +182,30 @@ NUMPY_FP16_ISSUES = (
     "https://github.com/numpy/numpy/issues/7571",
     "https://github.com/numpy/numpy/issues/11590",
 )
-# Measured for the seed script (SEED facts): one Keras-2.1.5-style batch of 128 images, decode excluded,
-# on a 2-core x86 machine.
-SEED_HOST_BATCH_MS = {"float16": 170.0, "float32": 26.0, "batch_size": 128.0}
+@dataclass(frozen=True)
+class HostBatchEstimate:
+    """Host time to build one ImageDataGenerator batch in float16 and float32: an estimate, used only where a
+    results file carries no measured input time of its own."""
+
+    float16_ms: float
+    float32_ms: float
+    batch_size: int
+    image_pixels: int  # height x width of the images it was measured on
+    source: str
+
+    def scaled_excess_ms(self, batch_size: int | None, image_pixels: int | None) -> float:
+        """The float16 excess, scaled linearly to another batch and image size (numpy's work is per element)."""
+        scale = (batch_size or self.batch_size) / self.batch_size
+        scale *= (image_pixels or self.image_pixels) / self.image_pixels
+        return (self.float16_ms - self.float32_ms) * scale
+
+
+# One Keras-2.1.5-style batch (rescale + flips, decode excluded) of 128 images at 224x336, on a 2-core x86
+# machine; numpy emulates float16 arithmetic in software (numpy issues 7571, 11590, 28753).
+HOST_FP16_BATCH_ESTIMATE = HostBatchEstimate(
+    float16_ms=170.0, float32_ms=26.0, batch_size=128, image_pixels=224 * 336,
+    source="a Keras 2.1.5-style ImageDataGenerator batch timed on a 2-core x86 machine",
+)
 
 
 # TensorFlow reads both variables with default true (tensorflow/core/util/matmul_autotune.cc:

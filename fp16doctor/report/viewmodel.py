@@ -21,10 +21,10 @@ from markupsafe import Markup
 from fp16doctor import __version__
 from fp16doctor.analysis import analyse
 from fp16doctor.analysis.context import noise_band
+from fp16doctor.analysis.fixes import fix_for
 from fp16doctor.analysis.roofline import estimate
 from fp16doctor.knowledge.cpu import CPU_FP16_REPORT_FLAGS
 from fp16doctor.report import charts
-from fp16doctor.report.fixes import fix_for
 from fp16doctor.report.formatting import format_ms, precision_rank
 from fp16doctor.report.redact import redact, redact_text
 from fp16doctor.results import group_runs_by_machine

@@ -53,10 +53,25 @@ def _best_case(estimates: Sequence[RooflineEstimate]) -> Text | None:
     return text
 
 
-def findings_text(doc: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> RenderableType:
-    """Measured runs, the roofline, then each finding with evidence and recommendation, most
+def verdicts_text(verdicts: Sequence[Mapping[str, Any]]) -> Text | None:
+    """The analysis' verdict per 16-bit run, as it phrased it."""
+    if not verdicts:
+        return None
+    text = Text("Verdict\n", style="bold")
+    for verdict in verdicts:
+        style = {"slower": "red", "faster": "green"}.get(str(verdict.get("outcome")), "")
+        text.append(f"  {verdict.get('headline', '')}\n", style=style)
+    return text
+
+
+def findings_text(doc: Mapping[str, Any], findings: Sequence[Mapping[str, Any]],
+                  verdicts: Sequence[Mapping[str, Any]] = ()) -> RenderableType:
+    """The verdicts, measured runs, the roofline, then each finding with evidence and recommendation, most
     important first."""
     parts: list[RenderableType] = []
+    headline = verdicts_text(verdicts)
+    if headline is not None:
+        parts.append(headline)
     measured = _measured(doc)
     if measured is not None:
         parts.append(measured)
@@ -74,7 +89,11 @@ def findings_text(doc: Mapping[str, Any], findings: Sequence[Mapping[str, Any]])
         text.append(f"{finding.get('rank', '-')}. {severity.upper()} ", style=style)
         text.append(f"{finding.get('id', '?')}", style="bold")
         text.append(f": {finding.get('title', '')} ")
-        text.append(f"(confidence {finding.get('confidence', '?')})\n", style="dim")
+        explains = finding.get("explains_ms")
+        accounts = (f"explains {fmt_ms(float(explains))} of {finding.get('precision')} on {finding.get('stack')}, "
+                    f"{str(finding.get('basis') or '').replace('_', ' ')}; "
+                    if isinstance(explains, (int, float)) else "")
+        text.append(f"({accounts}confidence {finding.get('confidence', '?')})\n", style="dim")
         for line in finding.get("evidence", []) or []:
             text.append(f"   - {line}\n")
         recommendation = finding.get("recommendation")

@@ -32,9 +32,15 @@ def rule_no_fast_fp16_hardware(ctx: Context) -> Finding | None:
     confidence = 0.0
     runs: list[RunView] = []
     recs: list[str] = []
-    cpu_runs = [r for r in reduced if r.device == "cpu"]
-    if cpu_runs and ctx.cpu.native_fp16 is not True:
-        cpu = ctx.cpu
+    cpu_machines: dict[str, list[RunView]] = {}
+    for run in reduced:
+        if run.device == "cpu":
+            cpu_machines.setdefault(run.machine, []).append(run)
+    for cpu_runs in cpu_machines.values():
+        cpu = ctx.cpu_for(cpu_runs[0])
+        if cpu.native_fp16 is True:
+            # fp16 instructions exist; whether the framework used them fast is for the measured ops to say.
+            continue
         model = cpu.model or "this CPU"
         if cpu.flags is None:
             evidence.append(
@@ -89,7 +95,7 @@ def rule_no_fast_fp16_hardware(ctx: Context) -> Finding | None:
         )
     if not evidence:
         return None
-    pairs = [p for p in ctx.pairs if p.reduced in runs]
+    pairs = [p for p in ctx.fp16_pairs() if p.reduced in runs]
     evidence += [p.describe() for p in pairs]
     severity = (
         "critical" if any(p.slower for p in pairs) else "info" if any(p.faster for p in pairs) else "warning"
@@ -143,7 +149,7 @@ def rule_no_tensor_cores(ctx: Context) -> Finding | None:
             )
     if not evidence:
         return None
-    pairs = [p for p in ctx.pairs if p.reduced in runs]
+    pairs = [p for p in ctx.fp16_pairs() if p.reduced in runs]
     evidence += [p.describe() for p in pairs]
     best = [e for e in roofline_estimates(ctx) if e.predicted_speedup and any(e.stack == r.stack for r in runs)]
     gain = ""
@@ -283,7 +289,7 @@ def rule_tf32_baseline(ctx: Context) -> Finding | None:
         confidence = max(confidence, (0.85 if run.software.known else 0.6) - (0 if m else 0.15))
     if not evidence:
         return None
-    evidence += [p.describe() for p in ctx.pairs if p.fp32 in runs]
+    evidence += [p.describe() for p in ctx.fp16_pairs() if p.fp32 in runs]
     sw = first_software(runs)
     if sw.framework == "torch":
         code = "torch.backends.cuda.matmul.allow_tf32 = False; torch.backends.cudnn.allow_tf32 = False"

@@ -18,9 +18,9 @@ from fp16doctor.knowledge.cuda import (
     version_at_least,
 )
 from fp16doctor.knowledge.frameworks import (
+    HOST_FP16_BATCH_ESTIMATE,
     KERAS_USES_KERAS_PREPROCESSING_SINCE,
     NUMPY_FP16_ISSUES,
-    SEED_HOST_BATCH_MS,
     has_feature,
 )
 
@@ -54,7 +54,7 @@ def _inferred_input_bound(ctx: Context) -> tuple[list[str], list[RunView]]:
     (fit_generator's default); if the GPU's best case is a small part of the float32 step, that is where
     the rest of the step most likely goes."""
     estimates = {(e.stack, e.device): e for e in roofline_estimates(ctx)}
-    for pair in ctx.pairs:
+    for pair in ctx.fp16_pairs():
         f = pair.fp32
         e = estimates.get((f.stack, f.device))
         if (f.workload_name == "seed_cnn" and f.variant == "original" and f.on_gpu and f.input_ms is None
@@ -151,7 +151,7 @@ def _generator_in_floatx(sw: Software) -> tuple[bool | None, str]:
 
 def _host_gain(ctx: Context, runs: list[RunView]) -> str | None:
     """The measured host time float16 batches add per step, if both input times are known."""
-    for pair in ctx.pairs:
+    for pair in ctx.fp16_pairs():
         if pair.reduced in runs and pair.reduced.input_ms and pair.fp32.input_ms:
             return f"up to {fmt_ms(pair.reduced.input_ms - pair.fp32.input_ms)} per step (the host's float16 excess)"
     return None
@@ -163,7 +163,7 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
     confidence = 0.0
     measured_no = False
     major = False
-    for pair in ctx.pairs:
+    for pair in ctx.fp16_pairs():
         r, f = pair.reduced, pair.fp32
         if r.input_ms is None or f.input_ms is None:
             continue
@@ -193,20 +193,21 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
             in_floatx, why = _generator_in_floatx(run.software)
             if not in_floatx:
                 continue
-            measured_batch = int(SEED_HOST_BATCH_MS["batch_size"])
+            est = HOST_FP16_BATCH_ESTIMATE
+            measured_batch = est.batch_size
             line = (
                 f"{run.stack}: {why}; numpy has no fast float16 arithmetic on x86 ({NUMPY_FP16_ISSUES[0]}). "
-                f"For this script a 2-core x86 host was measured at about {SEED_HOST_BATCH_MS['float16']:.0f} ms "
-                f"per batch of {measured_batch} in float16 vs {SEED_HOST_BATCH_MS['float32']:.0f} ms in float32 "
+                f"Estimate (no input time was measured): {est.source} took about {est.float16_ms:.0f} ms "
+                f"per batch of {measured_batch} in float16 vs {est.float32_ms:.0f} ms in float32 "
                 "(decode excluded"
             )
             batch = run.batch_size or measured_batch
             if batch != measured_batch:  # a scaled figure is said to be one, not passed off as measured
                 scale = batch / measured_batch
-                line += (f"; about {SEED_HOST_BATCH_MS['float16'] * scale:.0f} vs "
-                         f"{SEED_HOST_BATCH_MS['float32'] * scale:.0f} ms scaled to this run's batch of {batch}")
+                line += (f"; about {est.float16_ms * scale:.0f} vs "
+                         f"{est.float32_ms * scale:.0f} ms scaled to this run's batch of {batch}")
             line += ")"
-            grown = next((p for p in ctx.pairs if p.reduced is run), None)
+            grown = next((p for p in ctx.fp16_pairs() if p.reduced is run), None)
             major = True
             if grown and grown.slower and grown.fp32.step_ms and run.step_ms:
                 line += f"; the measured step grew by {fmt_ms(run.step_ms - grown.fp32.step_ms)}"

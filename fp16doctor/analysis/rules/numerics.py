@@ -44,12 +44,12 @@ def rule_pure_float16_floatx(ctx: Context) -> Finding | None:
         f"{', '.join(stacks_of(runs))}: {how}: weight updates smaller than 1/2048 of a weight round "
         f"away{epsilon}"
     ]
-    pairs = [p for p in ctx.pairs if p.reduced in runs]
+    pairs = [p for p in ctx.fp16_pairs() if p.reduced in runs]
     evidence += [p.describe() for p in pairs]
     unstable = [r for r in runs if r.loss_nan]
     if unstable:
         evidence.append(f"loss became NaN/inf in {', '.join(r.label for r in unstable)}")
-    mixed = [p for p in ctx.pairs if p.reduced.precision == "mixed_float16"]
+    mixed = [p for p in ctx.fp16_pairs() if p.reduced.precision == "mixed_float16"]
     if mixed:
         evidence += [p.describe() for p in mixed]
     faster_only = bool(pairs) and all(p.faster for p in pairs)
@@ -66,46 +66,74 @@ def rule_pure_float16_floatx(ctx: Context) -> Finding | None:
     )
 
 
+# A loss "stops improving" only when float32 improved by more than this many times its own step-to-step
+# spread over the same number of steps, and the 16-bit run did not improve at all.
+PLATEAU_SPREAD_MULTIPLE = 3.0
+# A dynamic loss scale that fell by this factor or more collapsed (each overflow halves it).
+LOSS_SCALE_COLLAPSE = 2.0 ** 10
+
+
+def _step_spread(losses: tuple[float, ...]) -> float:
+    """The typical step-to-step change of a loss curve (median absolute difference)."""
+    diffs = sorted(abs(b - a) for a, b in zip(losses, losses[1:], strict=False))
+    return diffs[len(diffs) // 2] if diffs else 0.0
+
+
 def rule_numerics_unstable(ctx: Context) -> Finding | None:
+    """Only evidence that noise cannot give: a non-finite loss, a collapsing loss scale, or a loss that stops
+    improving over as many steps as float32 improved over, beyond float32's own step-to-step spread."""
     evidence: list[str] = []
     runs: list[RunView] = []
+    severity = "info"
     confidence = 0.0
     for pair in ctx.pairs:
         r, f = pair.reduced, pair.fp32
         if r.loss_nan and not f.loss_nan:
             evidence.append(f"{r.label}: loss became NaN/inf; float32 stayed finite")
-            confidence = max(confidence, 0.95)
+            severity, confidence = "critical", max(confidence, 0.95)
             runs.append(r)
-        elif (
-            r.loss_first is not None
-            and r.loss_last is not None
-            and f.loss_first is not None
-            and f.loss_last is not None
-            and f.loss_last < 0.98 * f.loss_first
-            and r.loss_last >= 0.995 * r.loss_first
-        ):
-            evidence.append(
-                f"{r.label}: loss {r.loss_first:.4g} -> {r.loss_last:.4g} (not improving) while "
-                f"float32 went {f.loss_first:.4g} -> {f.loss_last:.4g}"
-            )
-            confidence = max(confidence, 0.6)
+            continue
+        first_scale, last_scale = r.loss_scale_first, r.loss_scale_last
+        if first_scale and last_scale and first_scale / last_scale >= LOSS_SCALE_COLLAPSE:
+            evidence.append(f"{r.label}: the dynamic loss scale fell from {first_scale:g} to "
+                            f"{last_scale:g} (gradients kept overflowing)")
+            if last_scale < 1:
+                severity = "critical"
+            elif severity == "info":
+                severity = "warning"
+            confidence = max(confidence, 0.8)
             runs.append(r)
-    for run in ctx.reduced_runs():
+            continue
+        n = min(len(r.step_losses), len(f.step_losses))
+        if n >= 6:
+            ours, theirs = r.step_losses[:n], f.step_losses[:n]
+            spread = _step_spread(theirs)
+            gained = theirs[0] - theirs[-1]
+            if spread > 0 and gained > PLATEAU_SPREAD_MULTIPLE * spread and ours[0] - ours[-1] <= 0:
+                evidence.append(
+                    f"{r.label}: loss {ours[0]:.4g} -> {ours[-1]:.4g} over {n} steps while float32 went "
+                    f"{theirs[0]:.4g} -> {theirs[-1]:.4g} ({gained / spread:.1f}x its step-to-step spread)"
+                )
+                severity = "warning" if severity == "info" else severity
+                confidence = max(confidence, 0.7)
+                runs.append(r)
+    for run in ctx.runs:
         if (
-            run.status == "failed"
+            run.precision != "float32"
+            and run.status == "failed"
             and run.error
-            and any(w in run.error.lower() for w in ("nan", "inf", "overflow"))
+            and any(w in run.error.lower() for w in ("nan", "inf ", "overflow"))
         ):
             evidence.append(f"{run.label} failed: {run.error[:160]}")
-            confidence = max(confidence, 0.8)
+            severity, confidence = "critical", max(confidence, 0.8)
             runs.append(run)
     if not evidence:
         return None
     sw = first_software(runs)
     return make_finding(
         "numerics_unstable",
-        "fp16 training is numerically unstable here",
-        "critical",
+        "16-bit training is numerically unstable here",
+        severity,
         confidence,
         evidence,
         "Use mixed precision with loss scaling rather than pure fp16, and keep the output layer in float32. "

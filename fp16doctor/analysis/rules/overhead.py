@@ -21,7 +21,7 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
     evidence: list[str] = []
     runs: list[RunView] = []
     by_cell = {
-        (p.reduced.stack, p.reduced.device, p.reduced.variant, p.reduced.precision): p for p in ctx.pairs
+        (p.reduced.stack, p.reduced.device, p.reduced.variant, p.reduced.precision): p for p in ctx.fp16_pairs()
     }
     worse_than_fp32 = False
     for (stack, device, variant, precision), pair in by_cell.items():
@@ -78,7 +78,7 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
     runs: list[RunView] = []
     confidence = 0.0
     estimates = {(e.stack, e.device, e.precision): e for e in roofline_estimates(ctx)}
-    for pair in ctx.pairs:
+    for pair in ctx.fp16_pairs():
         f = pair.fp32
         if not f.on_gpu or f.step_ms is None or f.variant != "original" and f.variant != "synthetic_input":
             continue
@@ -110,7 +110,7 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
             runs.append(pair.reduced)
     if not evidence:
         return None
-    evidence += [p.describe() for p in ctx.pairs if p.reduced in runs]
+    evidence += [p.describe() for p in ctx.fp16_pairs() if p.reduced in runs]
     return make_finding(
         "small_model_overhead",
         "Too little work per step: launch and framework overhead dominate",

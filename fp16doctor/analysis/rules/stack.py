@@ -102,7 +102,7 @@ def rule_old_stack(ctx: Context) -> Finding | None:
             "this question)"
         )
     sw = first_software(runs)
-    pairs = [p for p in ctx.pairs if p.reduced in runs]
+    pairs = [p for p in ctx.fp16_pairs() if p.reduced in runs]
     already_faster = bool(pairs) and all(p.faster for p in pairs)
     gain = ""
     best = [e for e in roofline_estimates(ctx) if e.predicted_speedup and e.stack in {r.stack for r in runs}]

@@ -13,15 +13,12 @@ from typing import Any
 import pytest
 
 from fp16doctor.analysis import analyse
+from fp16doctor.analysis.registry import REGISTRY
 from fp16doctor.results import validate
 
 CASES_DIR = Path(__file__).resolve().parents[2] / "data" / "cases"
 CASE_FILES = sorted(CASES_DIR.glob("*.json"))
-CONTRACT_IDS = {
-    "no_fast_fp16_hardware", "no_tensor_cores", "tensor_cores_not_eligible", "input_pipeline_bound",
-    "host_fp16_emulation", "cast_overhead", "small_model_overhead", "old_stack", "pure_float16_floatx",
-    "numerics_unstable", "measurement_warmup", "tf32_baseline", "stack_incompatible_gpu", "fp16_faster",
-}
+CONTRACT_IDS = set(REGISTRY)  # every id the analysis may speak, registered once
 
 
 def _load(path: Path) -> dict[str, Any]:

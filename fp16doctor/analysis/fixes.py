@@ -60,7 +60,7 @@ def flavour_label(software: Mapping[str, Any]) -> str:
 #  Keras 3 policies and LossScaleOptimizer: https://keras.io/api/mixed_precision/
 #  ImageDataGenerator(dtype=...): tf.keras 2.x and Keras 3's legacy class accept dtype; Keras 2.1.5's has none
 #  and builds batches in K.floatx().
-_SNIPPETS: dict[str, dict[str, str]] = {
+SNIPPETS: dict[str, dict[str, str]] = {
     "pure_float16_floatx": {
         KERAS2_TF1: (
             '# ~/.keras/keras.json: keep "floatx": "float32" (pure float16 keeps weights and\n'
@@ -147,7 +147,7 @@ def fix_for(finding: Mapping[str, Any], software: Mapping[str, Any]) -> Fix | No
     if isinstance(own, str) and own.strip():
         return Fix(flavour_label(software), own.strip())
     flavour = flavour_of(software)
-    table = _SNIPPETS.get(str(finding.get("id")), {})
+    table = SNIPPETS.get(str(finding.get("id")), {})
     if flavour is None or flavour not in table:
         return None
     return Fix(flavour_label(software), table[flavour])

@@ -1,0 +1,95 @@
+"""The finding registry: every finding id, registered once, with what the rest of fp16doctor needs to know of it.
+
+Ranking, the verdict, the report, terminal output and the tests read this table; adding a finding is one
+entry here plus its rule function in the family's module under analysis/rules/ (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fp16doctor.analysis.context import Context
+from fp16doctor.analysis.fixes import SNIPPETS
+from fp16doctor.analysis.rules import causal, hardware, host_input, numerics, outcome, overhead, stack
+from fp16doctor.analysis.rules.common import Finding
+
+Rule = Callable[[Context], Finding | None]
+
+FAMILIES = ("stack", "hardware", "kernels", "host_input", "overhead", "numerics", "outcome", "experiment")
+
+
+@dataclass(frozen=True)
+class FindingSpec:
+    id: str
+    family: str
+    title: str
+    # Whether this finding can be the cause of a step-time difference. Advice about how 16 bits were switched on,
+    # numerics and measurement caveats never are: they are shown, never named as the reason for a speed.
+    causes_speed: bool
+    rule: Rule | None  # None: made by the causal accounting (analysis/causes.py), not by a document rule
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    fixes: Mapping[str, str] = field(default_factory=dict)  # Keras flavour -> code (analysis/fixes.py)
+
+    @property
+    def rank(self) -> int:
+        return RANK[self.id]
+
+
+# In rank order: within one severity, a finding earlier here is listed first.
+SPECS: tuple[FindingSpec, ...] = (
+    FindingSpec("stack_incompatible_gpu", "stack", "The stack cannot run on this GPU or driver", True,
+                stack.rule_stack_incompatible_gpu),
+    FindingSpec("slow_fp16_kernels", "kernels", "A slow kernel ran the 16-bit ops", True, None,
+                thresholds={"min_share_of_difference": causal.SLOW_KERNEL_MIN_SHARE}),
+    FindingSpec("no_fast_fp16_hardware", "hardware", "This device computes fp16 no faster than fp32", True,
+                hardware.rule_no_fast_fp16_hardware),
+    FindingSpec("bf16_unsupported", "hardware", "bfloat16 has no arithmetic units on this device", True,
+                causal.rule_bf16_unsupported),
+    FindingSpec("numerics_unstable", "numerics", "16-bit training is numerically unstable here", False,
+                numerics.rule_numerics_unstable, fixes=SNIPPETS.get("numerics_unstable", {}),
+                thresholds={"loss_plateau_spread_multiple": numerics.PLATEAU_SPREAD_MULTIPLE}),
+    FindingSpec("no_tensor_cores", "hardware", "fast fp16 arithmetic but no Tensor Cores", True,
+                hardware.rule_no_tensor_cores),
+    FindingSpec("framework_setting", "experiment", "One framework switch changes the result", True, None,
+                thresholds={"min_change": causal.SETTING_MIN_CHANGE}),
+    FindingSpec("host_fp16_emulation", "host_input", "Host-side preprocessing runs in float16", True,
+                host_input.rule_host_fp16_emulation, fixes=SNIPPETS.get("host_fp16_emulation", {})),
+    FindingSpec("input_pipeline_bound", "host_input", "Producing batches on the host dominates the step", True,
+                host_input.rule_input_pipeline_bound, fixes=SNIPPETS.get("input_pipeline_bound", {})),
+    FindingSpec("cast_overhead", "overhead", "Casts and layout changes eat the 16-bit gain", True,
+                overhead.rule_cast_overhead),
+    FindingSpec("small_model_overhead", "overhead", "Too little work per step", True,
+                overhead.rule_small_model_overhead),
+    FindingSpec("pure_float16_floatx", "numerics", "floatx=float16 is pure fp16, not mixed precision", False,
+                numerics.rule_pure_float16_floatx, fixes=SNIPPETS.get("pure_float16_floatx", {})),
+    FindingSpec("old_stack", "stack", "The stack predates fast fp16 paths", True, stack.rule_old_stack),
+    FindingSpec("tensor_cores_not_eligible", "hardware", "Layers kept off Tensor Cores by their shapes", True,
+                hardware.rule_tensor_cores_not_eligible),
+    FindingSpec("fast_16bit_kernels", "kernels", "16-bit kernels saved time", True, None),
+    FindingSpec("bf16_preferred", "hardware", "bfloat16 is this device's fast 16-bit type", False,
+                causal.rule_bf16_preferred),
+    FindingSpec("tf32_baseline", "hardware", "float32 already runs on Tensor Cores (TF32)", False,
+                hardware.rule_tf32_baseline, fixes=SNIPPETS.get("tf32_baseline", {})),
+    FindingSpec("measurement_warmup", "overhead", "The first steps are much slower than the rest", False,
+                overhead.rule_measurement_warmup),
+    FindingSpec("fp16_faster", "outcome", "16 bits are faster here", False, outcome.rule_fp16_faster),
+)
+
+REGISTRY: dict[str, FindingSpec] = {s.id: s for s in SPECS}
+RANK: dict[str, int] = {s.id: i for i, s in enumerate(SPECS)}
+SPEED_CAUSES = frozenset(s.id for s in SPECS if s.causes_speed)
+assert all(s.family in FAMILIES for s in SPECS), "every finding belongs to a known family"
+
+
+def spec(finding_id: str) -> FindingSpec | None:
+    return REGISTRY.get(finding_id)
+
+
+def can_cause_speed(finding: Mapping[str, Any]) -> bool:
+    return str(finding.get("id")) in SPEED_CAUSES
+
+
+def rules() -> list[tuple[str, Rule]]:
+    return [(s.id, s.rule) for s in SPECS if s.rule is not None]

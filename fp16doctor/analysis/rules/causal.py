@@ -1,0 +1,132 @@
+"""Kernel and bfloat16 rules: what the measured ops say ran, and bfloat16's place on this device.
+
+The accounting that turns these into time (explains_ms) is analysis/causes.py; the thresholds live here.
+"""
+
+from __future__ import annotations
+
+from fp16doctor.analysis.context import BF16, Context, OpItem, Pair, RunView
+from fp16doctor.analysis.rules.common import Finding, make_finding
+from fp16doctor.analysis.values import fmt_ms
+from fp16doctor.knowledge.gpus import cc_tuple
+
+# A slow kernel is named the cause only when it accounts for at least this share of the difference it is
+# measured in; smaller ones stay evidence.
+SLOW_KERNEL_MIN_SHARE = 0.05
+# framework_setting: a switch must move the step by at least this much (and beyond both runs' spread).
+SETTING_MIN_CHANGE = 0.10
+# bf16_preferred: mixed_bfloat16 at least this much faster than the float16 runs (and than float32's spread).
+BF16_PREFERRED_MIN_GAIN = 0.10
+
+# oneDNN names its reference (unoptimised, loop-nest) implementations "ref:..." (`ref:any`, `gemm:ref`);
+# https://uxlfoundation.github.io/oneDNN/dev_guide_verbose.html lists the impl field; "ref" means none of
+# the jit/brgemm kernels applied. XLA:CPU and Eigen fallbacks carry "generic" in their names.
+REFERENCE_IMPL_MARKERS = ("ref:", ":ref", "gemm:ref", "reference", "generic")
+CONV_MATMUL_KINDS = ("conv", "matmul")
+
+
+def is_reference_impl(impl: str | None) -> bool:
+    if not impl:
+        return False
+    lowered = impl.lower()
+    return lowered == "ref" or any(marker in lowered for marker in REFERENCE_IMPL_MARKERS)
+
+
+def slow_kernel_item(item: OpItem, run: RunView, ctx: Context) -> bool:
+    """A 16-bit op that ran a slow kernel where a fast one exists: a reference implementation, or a
+    non-Tensor-Core conv/matmul kernel on a Tensor Core GPU (known only when the kernel name says so)."""
+    if is_reference_impl(item.impl):
+        return True
+    gpu = ctx.gpu_for(run)
+    return (
+        item.tensor_cores is False
+        and item.key[2] in CONV_MATMUL_KINDS
+        and gpu is not None
+        and bool(gpu.tensor_cores)
+        and (item.dtype or "").lower() in ("float16", "half", "f16", "bfloat16", "bf16")
+    )
+
+
+def describe_op(item: OpItem) -> str:
+    where = item.layer or item.name
+    impl = f" ran {item.impl}" if item.impl else ""
+    return f"{where} {item.pass_.replace('_', ' ')}{impl}"
+
+
+def _bf16_pairs(ctx: Context) -> list[Pair]:
+    return [p for p in ctx.pairs if p.reduced.precision in BF16]
+
+
+def rule_bf16_unsupported(ctx: Context) -> Finding | None:
+    """bfloat16 asked for on a device without bfloat16 arithmetic: judged by the flags / compute capability,
+    with the measured step times as the evidence of what it cost."""
+    evidence: list[str] = []
+    runs: list[RunView] = []
+    for run in ctx.runs:
+        if run.precision not in BF16:
+            continue
+        if run.on_gpu:
+            gpu = ctx.gpu_for(run)
+            cc = cc_tuple(gpu.compute_capability) if gpu is not None else None
+            if gpu is None or cc is None or cc >= (8, 0):
+                continue
+            what = f"{gpu.label}: compute capability {gpu.compute_capability} has no bfloat16 arithmetic " \
+                   "(it arrived with 8.0, Ampere; CUDA C Programming Guide)"
+        else:
+            cpu = ctx.cpu_for(run)
+            if cpu.flags is None or cpu.bf16_flags:
+                continue
+            what = f"{cpu.model or 'this CPU'}: no avx512_bf16 / amx_bf16 (x86) or bf16 (Arm) among its flags"
+        pair = next((p for p in ctx.pairs if p.reduced is run), None)
+        line = what + ("; " + pair.describe() if pair else "")
+        if line not in evidence:
+            evidence.append(line)
+        runs.append(run)
+    if not evidence:
+        return None
+    return make_finding(
+        "bf16_unsupported",
+        "bfloat16 has no arithmetic units on this device",
+        "warning",
+        0.85,
+        evidence,
+        "bfloat16 is emulated here (converted to float32 for each operation); train in float32, or use float16 "
+        "mixed precision where the device has fast float16.",
+        stacks=sorted({r.stack for r in runs}),
+    )
+
+
+def rule_bf16_preferred(ctx: Context) -> Finding | None:
+    """mixed_bfloat16 measured faster than float32 and than the float16 runs on the same machine and stack."""
+    evidence: list[str] = []
+    best: Pair | None = None
+    for pair in _bf16_pairs(ctx):
+        if pair.reduced.precision != "mixed_bfloat16" or not pair.faster:
+            continue
+        fp16 = [p for p in ctx.fp16_pairs() if p.fp32 is pair.fp32]
+        assert pair.reduced.step_ms is not None
+        beaten = [p for p in fp16 if p.reduced.step_ms and
+                  p.reduced.step_ms > pair.reduced.step_ms * (1 + BF16_PREFERRED_MIN_GAIN)]
+        if fp16 and len(beaten) < len(fp16):
+            continue
+        line = pair.describe()
+        if beaten:
+            line += "; " + ", ".join(f"{p.reduced.precision} {fmt_ms(p.reduced.step_ms)}" for p in beaten)
+        evidence.append(line)
+        if best is None or pair.speedup > best.speedup:
+            best = pair
+    if best is None:
+        return None
+    return make_finding(
+        "bf16_preferred",
+        f"bfloat16 is this device's fast 16-bit type: mixed_bfloat16 is {best.speedup:.2f}x faster than float32",
+        "info",
+        0.9,
+        evidence,
+        "Use bfloat16 mixed precision here (no loss scaling needed: bfloat16 has float32's range):\n"
+        "    keras.mixed_precision.set_dtype_policy('mixed_bfloat16')",
+        precision="mixed_bfloat16",
+        machine=best.reduced.machine,
+        stack=best.reduced.stack,
+        speedup=round(best.speedup, 3),
+    )
