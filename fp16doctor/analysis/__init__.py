@@ -18,6 +18,7 @@ from typing import Any
 
 from fp16doctor.analysis.causes import Accounting, Share, account
 from fp16doctor.analysis.context import build_context
+from fp16doctor.analysis.experiments import experiment_evidence
 from fp16doctor.analysis.registry import RANK, REGISTRY, SPEED_CAUSES, rules
 from fp16doctor.analysis.rules.common import make_finding
 from fp16doctor.analysis.values import fmt_ms
@@ -83,6 +84,10 @@ def _speed_finding(acc: Accounting, share: Share, base: Finding | None) -> Findi
         finding["ops"] = share.ops[:10]
     if share.confirmed_by:
         finding["confirmed_by"] = share.confirmed_by
+        measured = next((e for e in share.evidence if e.startswith(("confirmed: ", "with "))), None)
+        if measured:
+            finding["recommendation"] = (f"Measured on this machine: {measured.removeprefix('confirmed: ')}. "
+                                         + str(finding.get("recommendation", "")))
     return finding
 
 
@@ -117,6 +122,15 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
         finding.setdefault("explains_ms", None)
         finding.setdefault("basis", None)
         findings.append(finding)
+    tried = experiment_evidence(ctx)
+    for finding in findings:
+        # A confirmed cause already quotes its experiment.
+        lines = [] if finding.get("confirmed_by") else tried.get(str(finding.get("id")), [])
+        finding["evidence"] = [*finding.get("evidence", []), *[line for line in lines
+                                                              if line not in finding.get("evidence", [])]]
+        if finding.get("basis") == "estimate" and not finding.get("confirmed_by"):
+            finding["recommendation"] = ("Unconfirmed (estimated, no experiment changed this one thing): "
+                                         + str(finding.get("recommendation", "")))
     return Diagnosis(_rank(findings), verdicts(accountings))
 
 

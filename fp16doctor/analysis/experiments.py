@@ -1,0 +1,132 @@
+"""Which short experiments confirm or refute the causes found so far: each changes one thing of one run.
+
+Pure: the results document in, a plan out; diagnose runs the plan like any other runs (variant + experiment),
+and the accounting (causes.py) reads their step times back as evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fp16doctor.analysis.causes import ExperimentResult, account
+from fp16doctor.analysis.context import Context, RunView, build_context
+from fp16doctor.analysis.registry import rules
+from fp16doctor.analysis.rules.causal import is_reference_impl
+from fp16doctor.knowledge.gpus import cc_tuple
+
+# An experiment whose expected effect is below this share of the step is not worth its run.
+MIN_EXPECTED_SHARE = 0.05
+# Without measured ops, a CPU float16 run this many times slower than float32 on TensorFlow still points at
+# oneDNN's kernels (TensorFlow hands float16 to oneDNN only on CPUs with fp16 instructions).
+ONEDNN_SUSPECT_RATIO = 3.0
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One variant of one run: what it changes, and which finding it tests."""
+
+    variant: str
+    changes: Mapping[str, Any]
+    tests: str
+    precision: str  # the precision of the run it changes (tf32_off changes float32)
+
+
+ONEDNN_OFF = Experiment("onednn_off", {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}}, "slow_fp16_kernels", "")
+FLOAT32_BATCHES = Experiment("float32_batches", {"batch_dtype": "float32"}, "host_fp16_emulation", "")
+CHANNELS_PADDED = Experiment("channels_padded", {"input_channels": 8}, "tensor_cores_not_eligible", "")
+TF32_OFF = Experiment("tf32_off", {"env": {"NVIDIA_TF32_OVERRIDE": "0"}}, "tf32_baseline", "float32")
+XLA = Experiment("xla", {"jit_compile": True}, "small_model_overhead", "")
+EXPERIMENTS = (ONEDNN_OFF, FLOAT32_BATCHES, CHANNELS_PADDED, TF32_OFF, XLA)
+EXPERIMENT_VARIANTS = tuple(e.variant for e in EXPERIMENTS)
+
+
+def _item(run: RunView, exp: Experiment, reason: str, skip: str | None = None) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "machine": run.machine,
+        "stack": run.stack,
+        "precision": exp.precision or run.precision,
+        "variant": exp.variant,
+        "experiment": {"changes": dict(exp.changes), "tests": exp.tests},
+        "reason": reason,
+    }
+    if skip:
+        item["skip_reason"] = skip
+    return item
+
+
+def _tensorflow(run: RunView) -> bool:
+    return bool(run.software.tensorflow) and (run.software.keras_backend in (None, "tensorflow"))
+
+
+def plan(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every experiment the evidence points at, run or skipped (`skip_reason` says why it is not worth it)."""
+    ctx = build_context(doc)
+    found = {fid: f for fid, rule in rules() if (f := rule(ctx)) is not None}
+    planned: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    done = {(r.machine, r.stack, r.precision, r.variant) for r in ctx.runs}
+
+    def add(run: RunView, exp: Experiment, reason: str, expected_ms: float | None) -> None:
+        key = (run.machine, run.stack, exp.precision or run.precision, exp.variant)
+        if key in done or key in planned:
+            return
+        step = run.step_ms or 0.0
+        skip = None
+        if expected_ms is not None and step and expected_ms < MIN_EXPECTED_SHARE * step:
+            skip = (f"its expected effect ({expected_ms:.0f} ms) is under {MIN_EXPECTED_SHARE:.0%} of the "
+                    f"{step:.0f} ms step")
+        planned[key] = _item(run, exp, reason, skip)
+
+    for acc in account(ctx, set(found)):
+        if not acc.significant or acc.pair.reduced.variant != "original":
+            continue
+        reduced, fp32 = acc.pair.reduced, acc.pair.fp32
+        slower = acc.difference_ms > 0
+        ref_ms = sum(i.ms_per_step for i in (reduced.ops.items if reduced.ops else ()) if is_reference_impl(i.impl))
+        if slower and not reduced.on_gpu and _tensorflow(reduced):
+            if ref_ms:
+                add(reduced, ONEDNN_OFF, "oneDNN ran reference kernels for 16-bit ops", ref_ms)
+            elif reduced.ops is None and acc.pair.ratio >= ONEDNN_SUSPECT_RATIO:
+                add(reduced, ONEDNN_OFF, f"{reduced.precision} is {acc.pair.ratio:.0f}x slower on the CPU and no "
+                    "ops were measured to say which kernels ran", None)
+        if slower and reduced.precision == "float16" and "host_fp16_emulation" in found \
+                and reduced.workload_name == "seed_cnn":
+            excess = (reduced.input_ms - fp32.input_ms) if reduced.input_ms and fp32.input_ms else None
+            add(reduced, FLOAT32_BATCHES, "the host builds float16 batches", excess)
+        if reduced.on_gpu and "tensor_cores_not_eligible" in found and reduced.workload_name == "seed_cnn":
+            add(reduced, CHANNELS_PADDED, "a layer's channel count keeps it off Tensor Cores", None)
+        if "small_model_overhead" in found and _tensorflow(reduced) and (reduced.software.keras or "").startswith("3"):
+            add(reduced, XLA, "launch and framework overhead dominate the step", None)
+        gpu = ctx.gpu_for(fp32)
+        cc = cc_tuple(gpu.compute_capability) if gpu is not None else None
+        if cc is not None and cc >= (8, 0):
+            add(fp32, TF32_OFF, "float32 may already run on Tensor Cores as TF32", None)
+    return list(planned.values())
+
+
+def plan_experiments(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The experiments worth running (what diagnose runs after the main matrix)."""
+    return [item for item in plan(doc) if "skip_reason" not in item]
+
+
+def skipped_experiments(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [item for item in plan(doc) if "skip_reason" in item]
+
+
+def experiment_evidence(ctx: Context) -> dict[str, list[str]]:
+    """finding id -> "with X the step went from A to B" lines, from every experiment run that finished."""
+    lines: dict[str, list[str]] = {}
+    for run in ctx.ok_runs():
+        if not run.experiment:
+            continue
+        base = next((r for r in ctx.ok_runs() if r.machine == run.machine and r.stack == run.stack
+                     and r.precision == run.precision and r.variant == "original" and not r.experiment), None)
+        if base is None:
+            continue
+        changes = run.experiment.get("changes")
+        result = ExperimentResult(run, base, str(run.experiment.get("tests") or ""),
+                                  changes if isinstance(changes, Mapping) else {})
+        verdict = "changed the result" if result.significant() else "made no significant difference"
+        lines.setdefault(result.tests, []).append(f"experiment: {result.describe()}: {verdict}")
+    return lines

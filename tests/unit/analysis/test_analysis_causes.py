@@ -1,0 +1,193 @@
+"""The causal accounting and the verdicts: which cause explains how much of each 16-bit run's difference."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from fp16doctor.analysis import diagnose_document
+from fp16doctor.analysis.experiments import plan, plan_experiments
+from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+XEON_FLAGS = ["avx2", "f16c", "avx512f", "avx512_fp16", "avx512_bf16", "amx_bf16", "amx_int8"]
+EPYC_AVX2_FLAGS = ["avx2", "f16c", "fma"]
+
+
+def mentions_ms(line: str, ms: float) -> bool:
+    """Whether a sentence quotes this duration, in whatever unit the formatter chose."""
+    for number, unit in re.findall(r"(\d[\d,]*(?:\.\d+)?)\s*(ms|s)\b", line):
+        value = float(number.replace(",", "")) * (1000.0 if unit == "s" else 1.0)
+        if abs(value - ms) <= 0.01 * ms:
+            return True
+    return False
+
+
+def op(layer: str, pass_: str, ms: float, impl: str, dtype: str, name: str = "Conv2DBackpropFilter") -> dict[str, Any]:
+    return {"name": f"{layer}/{name}", "layer": layer, "pass": pass_, "dtype": dtype, "impl": impl,
+            "tensor_cores": None, "ms_per_step": ms, "calls_per_step": 1, "op_type": name}
+
+
+def run(precision: str, ms: float, device: str = "cpu", **extra: Any) -> dict[str, Any]:
+    r: dict[str, Any] = {"stack": "host", "precision": precision, "variant": "original", "device": device,
+                         "status": "ok", "software": {"tensorflow": "2.21.0", "keras": "3.15.1",
+                                                      "keras_backend": "tensorflow"},
+                         "step_time_ms": {"median": ms, "p10": ms * 0.97, "p90": ms * 1.03, "n": 5}}
+    r.update(extra)
+    return r
+
+
+def doc(*runs: dict[str, Any], flags: list[str] | None = None, gpus: list[dict[str, Any]] | None = None,
+        **top: Any) -> dict[str, Any]:
+    return {"schema_version": 1, "host": {"cpu": {"model": "test CPU", "flags": flags or XEON_FLAGS},
+                                          "gpus": gpus or []}, "runs": list(runs), **top}
+
+
+def xeon_like() -> dict[str, Any]:
+    """The shape of what the Xeon recordings show: float16 conv weight gradients on oneDNN's reference kernel."""
+    fp32_ops = [op("conv2d", "backward_weights", 6.0, "brg_conv_bwd_w:avx10_1_512", "float32"),
+                op("conv2d", "forward", 5.0, "brg_conv_fwd:avx10_1_512", "float32", "Conv2D"),
+                op("conv2d_1", "backward_weights", 4.0, "brg_conv_bwd_w:avx10_1_512", "float32")]
+    fp16_ops = [op("conv2d", "backward_weights", 13200.0, "ref:any", "float16"),
+                op("conv2d", "forward", 25.0, "brg_conv_fwd:avx10_1_512", "float16", "Conv2D"),
+                op("conv2d_1", "backward_weights", 7400.0, "ref:any", "float16"),
+                op("conv2d_1", "layout", 300.0, "jit:uni", "float16", "reorder")]
+    return doc(run("float32", 126.0, ops={"source": "onednn_verbose", "coverage": 0.9, "items": fp32_ops}),
+               run("float16", 24500.0, bound=True, stop_reason="slow_step_bound",
+                   step_time_ms={"median": 24500.0, "p10": 24500.0, "p90": 24500.0, "n": 1},
+                   loss={"first": 0.69, "last": 0.69, "nan_or_inf": False},
+                   ops={"source": "onednn_verbose", "coverage": 0.92, "items": fp16_ops}))
+
+
+def test_measured_reference_kernel_is_the_cause_and_explains_most_of_the_time() -> None:
+    diagnosis = diagnose_document(xeon_like())
+    (verdict,) = diagnosis.verdicts
+    assert verdict["cause"] == "slow_fp16_kernels" and verdict["basis"] == "measured_ops"
+    assert verdict["explained_share"] >= 0.5 and verdict["bound"] is True
+    assert verdict["headline"].startswith("float16 is >= ")
+    slow = next(f for f in diagnosis.findings if f["id"] == "slow_fp16_kernels")
+    assert "conv2d" in slow["title"] and "ref:any" in slow["title"]
+    assert any("ref:any" in line and mentions_ms(line, 13200.0) for line in slow["evidence"])
+    assert slow["precision"] == "float16" and slow["machine"] == "host" and slow["explains_ms"] > 10000
+
+
+def test_explained_never_exceeds_the_difference_and_advice_is_never_a_cause() -> None:
+    docs = [xeon_like(), *(json.loads(p.read_text()) for p in sorted((DATA / "cases").glob("*.json")))]
+    for d in docs:
+        diagnosis = diagnose_document(d)
+        for verdict in diagnosis.verdicts:
+            assert 0.0 <= verdict["explained_share"] <= 1.0
+            assert verdict["cause"] is None or verdict["cause"] in SPEED_CAUSES
+            total = sum(c["explains_ms"] for c in verdict["causes"])
+            assert total <= abs(verdict["difference_ms"]) + 1e-6
+        for finding in diagnosis.findings:
+            if not REGISTRY[finding["id"]].causes_speed:
+                assert finding.get("explains_ms") is None
+
+
+def test_seed_example_is_blamed_on_host_float16_batches_marked_estimated() -> None:
+    d = json.loads((DATA / "examples" / "seed-titanv-tf1.7.json").read_text())
+    (verdict,) = diagnose_document(d).verdicts
+    assert verdict["cause"] == "host_fp16_emulation" and verdict["basis"] == "estimate"
+    assert "estimated" in verdict["headline"]
+    if verdict["explained_share"] < 0.5:
+        assert "unexplained" in verdict["headline"]
+
+
+def test_difference_inside_the_spread_has_no_cause() -> None:
+    d = doc(run("float32", 100.0, step_time_ms={"median": 100.0, "p10": 90.0, "p90": 110.0}),
+            run("float16", 103.0, step_time_ms={"median": 103.0, "p10": 93.0, "p90": 113.0}),
+            flags=EPYC_AVX2_FLAGS)
+    (verdict,) = diagnose_document(d).verdicts
+    assert verdict["outcome"] == "no_significant_difference" and verdict["cause"] is None
+
+
+def test_remote_engine_runs_are_judged_against_their_own_gpu() -> None:
+    h200 = {"index": 0, "name": "NVIDIA H200", "compute_capability": "9.0"}
+    engine = {"kind": "docker", "docker_host": "ssh://lab", "name": "lab", "gpu_name": "NVIDIA GeForce GTX 1080",
+              "gpu_compute_capability": "6.1", "gpu_driver_version": "535.54"}
+    d = doc(run("float32", 100.0, device="gpu:0", stack="tf2.15-keras2", engine=engine),
+            run("float16", 180.0, device="gpu:0", stack="tf2.15-keras2", engine=engine), gpus=[h200])
+    diagnosis = diagnose_document(d)
+    ids = {f["id"] for f in diagnosis.findings}
+    assert "tf32_baseline" not in ids  # the local H200 is not where these runs ran
+    hardware = next(f for f in diagnosis.findings if f["id"] == "no_fast_fp16_hardware")
+    assert any("GTX 1080" in line for line in hardware["evidence"])
+    assert not any("H200" in line for line in hardware["evidence"])
+    (verdict,) = diagnosis.verdicts
+    assert verdict["machine"] == "lab" and verdict["cause"] == "no_fast_fp16_hardware"
+
+
+def test_runs_pair_within_a_machine_only() -> None:
+    remote = {"kind": "docker", "docker_host": "tcp://other:2375", "name": "other"}
+    d = doc(run("float32", 100.0), run("float16", 300.0, engine=remote), flags=EPYC_AVX2_FLAGS)
+    assert diagnose_document(d).verdicts == []
+
+
+def test_oneDNN_off_experiment_confirms_and_quotes_both_times() -> None:
+    d = xeon_like()
+    d["runs"].append(run("float16", 823.0, variant="onednn_off",
+                         experiment={"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}},
+                                     "tests": "slow_fp16_kernels"}))
+    diagnosis = diagnose_document(d)
+    slow = next(f for f in diagnosis.findings if f["id"] == "slow_fp16_kernels")
+    assert slow["confirmed_by"] == "onednn_off"
+    assert any("TF_ENABLE_ONEDNN_OPTS=0" in line and mentions_ms(line, 24500.0) and mentions_ms(line, 823.0)
+               for line in slow["evidence"])
+    assert slow["recommendation"].startswith("Measured on this machine")
+    assert len(diagnosis.verdicts) == 1  # the experiment is evidence, not a verdict of its own
+
+
+def test_planner_starts_oneDNN_off_from_measured_reference_kernels() -> None:
+    planned = plan_experiments(xeon_like())
+    assert [(p["variant"], p["precision"], p["experiment"]["tests"]) for p in planned] == \
+        [("onednn_off", "float16", "slow_fp16_kernels")]
+    assert planned[0]["experiment"]["changes"] == {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}}
+
+
+def test_planner_does_not_repeat_an_experiment_already_run() -> None:
+    d = xeon_like()
+    d["runs"].append(run("float16", 823.0, variant="onednn_off",
+                         experiment={"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}},
+                                     "tests": "slow_fp16_kernels"}))
+    assert plan_experiments(d) == []
+
+
+def test_planner_float32_batches_from_host_float16_work_and_skips_tiny_effects() -> None:
+    seed = {"name": "seed_cnn", "batch_size": 32, "image_height": 112, "image_width": 168}
+    sw = {"tensorflow": "2.15.0", "keras": "2.15.0", "keras_backend": "tensorflow", "keras_api": "keras2"}
+    big = doc(run("float32", 140.0, workload=seed, software=sw, input_time_ms={"median": 19.0}),
+              run("float16", 790.0, workload=seed, software=sw, input_time_ms={"median": 80.0}),
+              flags=EPYC_AVX2_FLAGS)
+    variants = {p["variant"]: p for p in plan(big)}
+    assert "float32_batches" in variants and "skip_reason" not in variants["float32_batches"]
+    small = doc(run("float32", 140.0, workload=seed, software=sw, input_time_ms={"median": 19.0}),
+                run("float16", 790.0, workload=seed, software=sw, input_time_ms={"median": 25.0}),
+                flags=EPYC_AVX2_FLAGS)
+    skipped = {p["variant"]: p for p in plan(small)}["float32_batches"]
+    assert "under 5%" in skipped["skip_reason"]
+
+
+def test_bf16_unsupported_on_a_cpu_without_bf16_and_on_volta() -> None:
+    cpu = doc(run("float32", 100.0), run("mixed_bfloat16", 400.0), flags=EPYC_AVX2_FLAGS)
+    assert "bf16_unsupported" in {f["id"] for f in diagnose_document(cpu).findings}
+    v100 = {"index": 0, "name": "Tesla V100-SXM2-16GB", "compute_capability": "7.0"}
+    gpu = doc(run("float32", 100.0, device="gpu:0"), run("mixed_bfloat16", 160.0, device="gpu:0"), gpus=[v100])
+    finding = next(f for f in diagnose_document(gpu).findings if f["id"] == "bf16_unsupported")
+    assert any("7.0" in line for line in finding["evidence"])
+
+
+def test_bf16_preferred_with_the_measured_ratio() -> None:
+    d = doc(run("float32", 116.0), run("float16", 900.0), run("mixed_bfloat16", 59.0))
+    finding = next(f for f in diagnose_document(d).findings if f["id"] == "bf16_preferred")
+    assert "1.97x" in finding["title"] and "mixed_bfloat16" in finding["recommendation"]
+
+
+def test_faster_16_bit_run_names_what_saved_time_never_the_outcome() -> None:
+    a100 = {"index": 0, "name": "NVIDIA A100-SXM4-40GB", "compute_capability": "8.0"}
+    d = doc(run("float32", 200.0, device="gpu:0"), run("mixed_float16", 110.0, device="gpu:0"), gpus=[a100])
+    (verdict,) = diagnose_document(d).verdicts
+    assert verdict["outcome"] == "faster" and verdict["cause"] != "fp16_faster"
+    assert verdict["cause"] == "fast_16bit_kernels" and verdict["basis"] == "estimate"
