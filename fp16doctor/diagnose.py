@@ -7,45 +7,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from fp16doctor.engines.base import SIZES, RunSpec, WorkloadSize
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
+from fp16doctor.options import HOST_STACK, DiagnoseOptions, Progress
 from fp16doctor.results import PRECISIONS, Document, ResultsWriter, load, new_document, run_key
 from fp16doctor.workload.dataset import class_folders
-
-HOST_STACK = "host"
-
-
-class Progress(Protocol):
-    """What diagnose tells the user while it works (the CLI draws it; tests record it)."""
-
-    def note(self, message: str) -> None: ...
-    def start_run(self, spec: RunSpec, total: int, index: int) -> None: ...
-    def event(self, event: dict[str, Any]) -> None: ...
-    def finish_run(self, record: dict[str, Any]) -> None: ...
-
-
-@dataclass
-class DiagnoseOptions:
-    out_dir: Path
-    size: str | None = None  # "quick" | "full"; None: full with a GPU, quick without
-    stacks: list[str] = field(default_factory=list)
-    precisions: list[str] = field(default_factory=list)
-    docker_hosts: list[str] = field(default_factory=list)
-    data_dir: Path | None = None
-    include_host: bool = True
-    force: bool = False
-    resume: bool = False
-    python: str | None = None  # the host Python that runs the workload (default: this one)
-    ca_bundle: Path | None = None  # for stack builds behind a TLS proxy (default: build.default_ca_bundle())
-    wheelhouse: Path | None = None  # stack builds install from these wheels only
-    variants: list[str] | None = None  # default: original everywhere + synthetic_input per size
-    argv: list[str] = field(default_factory=lambda: list(sys.argv))
 
 
 @dataclass
@@ -152,7 +123,7 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         raise DoctorError("--docker-host without --stack runs nothing in Docker",
                           hint="add --stack NAME (see `fp16doctor stacks list`), e.g. --stack cpu")
     if options.stacks:
-        from fp16doctor.stack_runs import parse_docker_host
+        from fp16doctor.scheduler import parse_docker_host
         from fp16doctor.stacks import get_stack
 
         for name in options.stacks:
@@ -221,7 +192,7 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         if host_specs:
             _run_on_host(host_specs, host, backend, options, writer, progress, len(todo))
         if stack_specs:
-            from fp16doctor.stack_runs import run_stack_specs
+            from fp16doctor.scheduler import run_stack_specs
 
             extra_findings += run_stack_specs(stack_specs, host, options, writer, progress,
                                               offset=len(host_specs), total=len(todo))

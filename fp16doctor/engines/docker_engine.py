@@ -276,26 +276,20 @@ def run_in_stack(
     gpu: dict[str, Any] | None,
     on_event: EventCallback,
     *,
-    image: str | None = None,
+    image: str,
     run_id: str | None = None,
     timeout_s: float | None = None,
-    build_options: Any = None,
     log: Log | None = None,
 ) -> dict[str, Any]:
     """Run the workload for one RunSpec in a fresh container of `stack` and return its run record.
 
     `gpu` is a host GPU dict (index, uuid, ...) to pin with a DeviceRequest, or None for the CPU.
-    `image` defaults to ensure_image(stack) on that engine. The container is removed in every case,
+    `image` is the stack's image on that engine (engines.build.ensure_image). The container is removed in every case,
     KeyboardInterrupt included; a failure becomes status "failed" with the classified reason and the
     log tail, never an exception (except DoctorError when the engine cannot be reached at all).
     """
     run_id = run_id or RUN_ID
     log = log or (lambda _line: None)
-    if image is None:
-        from fp16doctor.stacks.build import BuildOptions, ensure_image
-
-        options = build_options if build_options is not None else BuildOptions(docker_host=docker_host)
-        image = ensure_image(stack, docker_host, options, log)
     client = client_for(docker_host)
 
     use_gpu = gpu is not None and stack.gpu

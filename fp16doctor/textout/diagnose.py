@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Protocol
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-if TYPE_CHECKING:
-    from fp16doctor.diagnose import DiagnoseOutcome
+
+class DiagnoseOutcome(Protocol):
+    """What the summary reads of diagnose's outcome (diagnose.DiagnoseOutcome has it; diagnose sits above)."""
+
+    @property
+    def document(self) -> dict[str, Any]: ...
+    @property
+    def results_path(self) -> Path: ...
+    @property
+    def report_path(self) -> Path | None: ...
+    @property
+    def failed(self) -> list[dict[str, Any]]: ...
+
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 

@@ -15,8 +15,8 @@ from docker_env import ca_bundle, require_engine
 
 from fp16doctor.engines import docker_engine
 from fp16doctor.engines.base import QUICK, RunSpec
+from fp16doctor.engines.build import BuildOptions, build_stack, ensure_image
 from fp16doctor.stacks import get_stack
-from fp16doctor.stacks.build import BuildOptions, build_stack, ensure_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

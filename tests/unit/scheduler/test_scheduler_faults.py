@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scale_fakes import Fleet, RecordingProgress, options, plan, writer
+from scheduler_fakes import Fleet, RecordingProgress, options, plan, writer
 
 from fp16doctor import probe
 from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
 from fp16doctor.engines import docker_engine
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL
-from fp16doctor.stack_runs import run_stack_specs
+from fp16doctor.scheduler import run_stack_specs
 
 A, B = "tcp://node-a:2376", "tcp://node-b:2376"
 

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from fp16doctor.diagnose import DiagnoseOptions, plan_runs
-from fp16doctor.engines import docker_engine
+from fp16doctor.engines import build, docker_engine
 from fp16doctor.engines.base import QUICK, RunSpec, base_run_record
 from fp16doctor.errors import DoctorError
 from fp16doctor.results import PRECISIONS, ResultsWriter, new_document
-from fp16doctor.stacks import StackSpec, build
+from fp16doctor.stacks import StackSpec
 
 STEP_MS = {"float32": 100.0, "float16": 160.0, "mixed_float16": 120.0}
 

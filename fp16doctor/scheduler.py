@@ -25,9 +25,9 @@ from fp16doctor.results import LOCAL_DOCKER_SCHEMES
 from fp16doctor.stacks import StackSpec, get_stack
 
 if TYPE_CHECKING:
-    from fp16doctor.diagnose import DiagnoseOptions, Progress
+    from fp16doctor.engines.build import BuildOptions
+    from fp16doctor.options import DiagnoseOptions, Progress
     from fp16doctor.results import ResultsWriter
-    from fp16doctor.stacks.build import BuildOptions
     from fp16doctor.stacks.preflight import Verdict
 
 GPU_SELECTOR = "#gpus="  # --docker-host URL#gpus=0,2 (indices or UUIDs); #gpus=none: CPU only
@@ -149,7 +149,7 @@ class Slot:
 def build_options_for(options: DiagnoseOptions, docker_host: str | None) -> BuildOptions:
     """How to build a stack's image on one engine: diagnose's --ca-bundle / --wheelhouse, else the CA
     bundle the environment names (build.default_ca_bundle)."""
-    from fp16doctor.stacks.build import BuildOptions, default_ca_bundle
+    from fp16doctor.engines.build import BuildOptions, default_ca_bundle
 
     return BuildOptions(docker_host=docker_host, ca_bundle=options.ca_bundle or default_ca_bundle(),
                         wheelhouse=options.wheelhouse)
@@ -406,7 +406,7 @@ class _Matrix:
 
     def image_for(self, engine: Engine, stack: StackSpec) -> str | None:
         """The stack's image on this engine: already there, built there, or copied from another engine."""
-        from fp16doctor.stacks.build import ensure_image
+        from fp16doctor.engines.build import ensure_image
 
         with engine.image_lock:
             if stack.name in engine.images:
@@ -500,7 +500,7 @@ def _connect(engine: Engine, host: Mapping[str, Any], first_stack: StackSpec | N
 
 def _gpus_after_build(engine: Engine, stack: StackSpec, options: DiagnoseOptions) -> list[dict[str, Any]] | None:
     from fp16doctor.engines import docker_engine
-    from fp16doctor.stacks.build import ensure_image
+    from fp16doctor.engines.build import ensure_image
 
     try:
         image = ensure_image(stack, engine.docker_host, build_options_for(options, engine.docker_host),
