@@ -87,6 +87,7 @@ class Engine:
     image_errors: dict[str, str] = field(default_factory=dict)  # stack -> why no image here
     image_lock: threading.Lock = field(default_factory=threading.Lock)
     swept: list[str] = field(default_factory=list)  # stopped containers of earlier runs, removed
+    orphans: list[str] = field(default_factory=list)  # containers of a killed fp16doctor, removed
     gpu_note: str = ""  # why its GPUs are unknown
 
     @property
@@ -482,6 +483,8 @@ def _connect(engine: Engine, host: Mapping[str, Any], first_stack: StackSpec | N
         engine.facts = docker_engine.engine_facts(engine.docker_host).to_dict()
         # Containers an earlier diagnose left when this engine died under it (they stopped with it).
         engine.swept = docker_engine.cleanup(engine.docker_host, stopped_only=True)["containers"]
+        # Containers still running for an fp16doctor that was killed (SIGKILL leaves them to run on).
+        engine.orphans = docker_engine.remove_orphans(engine.docker_host)
         if engine.local:
             gpus = [g for g in host.get("gpus") or [] if isinstance(g, dict)]
         else:
@@ -577,6 +580,9 @@ def run_stack_specs(
             if engine.swept:
                 progress.note(f"removed {len(engine.swept)} stopped fp16doctor container(s) on {engine.label} "
                               "left by an earlier run")
+            if engine.orphans:
+                progress.note(f"removed {len(engine.orphans)} fp16doctor container(s) on {engine.label} whose "
+                              f"fp16doctor was killed mid-run: {', '.join(engine.orphans)}")
 
     # Pre-flight per stack and engine; a stack no engine can run is skipped with the reason.
     findings: list[dict[str, Any]] = []

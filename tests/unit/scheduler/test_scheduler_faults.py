@@ -38,6 +38,18 @@ def test_an_engine_unreachable_at_start_leaves_every_run_to_the_other(
     assert engines[B]["status"] == "failed" and engines[A]["status"] == "ok"
 
 
+def test_containers_of_a_killed_fp16doctor_are_removed_when_the_engine_is_reached_and_said(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    engine = fleet.add(A, orphans=["fp16doctor-old-cpu-float16-original-abc123"])
+    run_stack_specs(plan("cpu"), {"gpus": []}, options(tmp_path, A), writer(tmp_path), progress, 0, 4)
+
+    assert engine.orphans == []
+    assert any(f"removed 1 fp16doctor container(s) on {A} whose fp16doctor was killed mid-run: "
+               "fp16doctor-old-cpu-float16-original-abc123" in note for note in progress.notes)
+    assert [r["status"] for r in _runs(tmp_path)] == ["ok"] * 4
+
+
 def test_every_engine_unreachable_fails_every_run_with_the_reason(
     tmp_path: Path, fleet: Fleet, progress: RecordingProgress
 ) -> None:
