@@ -9,7 +9,8 @@ set -euo pipefail
 
 SOCKET="${FP16DOCTOR_DOCKER_SOCKET:-/var/run/docker.sock}"
 BASE_TAG="debian:bookworm-slim"
-MIRROR="${FP16DOCTOR_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+# A mirror only when one is named; otherwise debootstrap uses its own default for the suite.
+MIRROR="${FP16DOCTOR_DEBIAN_MIRROR:-}"
 LOG="${FP16DOCTOR_DOCKERD_LOG:-/var/log/fp16doctor-dockerd.log}"
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -47,7 +48,7 @@ if ! docker -H "unix://$SOCKET" image inspect "$BASE_TAG" >/dev/null 2>&1; then
   say "building $BASE_TAG with debootstrap (no registry needed)"
   rootfs="$(mktemp -d /tmp/fp16doctor-rootfs.XXXXXX)"
   trap '$SUDO rm -rf "$rootfs"' EXIT
-  $SUDO debootstrap --variant=minbase bookworm "$rootfs" "$MIRROR" >/dev/null
+  $SUDO debootstrap --variant=minbase bookworm "$rootfs" ${MIRROR:+"$MIRROR"} >/dev/null
   # Same trims as the official slim image: no apt lists, no docs caches.
   $SUDO rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb
   $SUDO tar -C "$rootfs" -c . | docker -H "unix://$SOCKET" import \

@@ -33,8 +33,8 @@ from docker_env import ca_bundle  # noqa: E402
 from scale_second_engine import SecondEngine  # noqa: E402
 
 from fp16doctor.engines import docker_engine  # noqa: E402
+from fp16doctor.engines.build import BuildOptions, ensure_image  # noqa: E402
 from fp16doctor.stacks import get_stack  # noqa: E402
-from fp16doctor.stacks.build import BuildOptions, ensure_image  # noqa: E402
 
 FIRST = "unix:///var/run/docker.sock"
 

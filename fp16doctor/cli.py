@@ -209,7 +209,7 @@ def stacks_build(
     wheelhouse: Path | None = typer.Option(None, "--wheelhouse", help="Install pip packages from this folder."),
 ) -> None:
     """Build (or refresh from cache) one stack's image."""
-    from fp16doctor.stacks.build import BuildOptions, build_stack, default_ca_bundle
+    from fp16doctor.engines.build import BuildOptions, build_stack, default_ca_bundle
 
     options = BuildOptions(docker_host=docker_host, ca_bundle=ca_bundle or default_ca_bundle(), wheelhouse=wheelhouse)
     result = build_stack(name, options,

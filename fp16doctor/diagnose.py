@@ -7,45 +7,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from fp16doctor.engines.base import SIZES, RunSpec, WorkloadSize
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
+from fp16doctor.options import HOST_STACK, DiagnoseOptions, Progress
 from fp16doctor.results import PRECISIONS, Document, ResultsWriter, load, new_document, run_key
 from fp16doctor.workload.dataset import class_folders
-
-HOST_STACK = "host"
-
-
-class Progress(Protocol):
-    """What diagnose tells the user while it works (the CLI draws it; tests record it)."""
-
-    def note(self, message: str) -> None: ...
-    def start_run(self, spec: RunSpec, total: int, index: int) -> None: ...
-    def event(self, event: dict[str, Any]) -> None: ...
-    def finish_run(self, record: dict[str, Any]) -> None: ...
-
-
-@dataclass
-class DiagnoseOptions:
-    out_dir: Path
-    size: str | None = None  # "quick" | "full"; None: full with a GPU, quick without
-    stacks: list[str] = field(default_factory=list)
-    precisions: list[str] = field(default_factory=list)
-    docker_hosts: list[str] = field(default_factory=list)
-    data_dir: Path | None = None
-    include_host: bool = True
-    force: bool = False
-    resume: bool = False
-    python: str | None = None  # the host Python that runs the workload (default: this one)
-    ca_bundle: Path | None = None  # for stack builds behind a TLS proxy (default: build.default_ca_bundle())
-    wheelhouse: Path | None = None  # stack builds install from these wheels only
-    variants: list[str] | None = None  # default: original everywhere + synthetic_input per size
-    argv: list[str] = field(default_factory=lambda: list(sys.argv))
 
 
 @dataclass
@@ -119,6 +90,45 @@ def _host_keras(host: dict[str, Any]) -> tuple[bool, str | None]:
     return usable, backend
 
 
+# What the workload imports besides the framework: (probe key, name, what to pip install).
+# Pillow loads the images (workload/dataset.py, flow_from_directory).
+WORKLOAD_MODULES = (("numpy", "NumPy", "numpy"), ("pillow", "Pillow", "pillow"))
+# SciPy only under the Keras 2 API (keras 2.x, tf_keras): its ImageDataGenerator.apply_transform always
+# calls apply_affine_transform, which raises "Image transformations require SciPy" without it, even for
+# the script's flips (tf_keras/src/preprocessing/image.py); Keras 3's legacy copy needs SciPy only for
+# rotations, shifts and zooms (keras/src/legacy/preprocessing/image.py).
+KERAS2_MODULES = (("scipy", "SciPy", "scipy"),)
+KERAS3_BACKENDS = ("tensorflow", "jax", "torch")
+
+
+def check_workload_imports(host: dict[str, Any], backend: str | None) -> None:
+    """Stop before any run when the target Python lacks what the workload imports, naming the package.
+
+    Reads the probe's answers (a child process of the target Python imported each one); a module the
+    probe did not ask about (an older results file, a probe without it) is not held against the host.
+    """
+    frameworks = host.get("frameworks") or {}
+    python = (host.get("python") or {}).get("executable") or "the target Python"
+    keras = frameworks.get("keras") or {}
+    keras3 = _major(keras.get("version")) >= 3 and not keras.get("error")
+    for key, name, package in WORKLOAD_MODULES + (() if keras3 else KERAS2_MODULES):
+        if key not in frameworks:
+            continue
+        entry = frameworks[key]
+        if entry is None or entry.get("error"):
+            why = "cannot import" if entry is None else f"has a broken {name} ({entry['error']}) and cannot use"
+            raise DoctorError(f"{python} {why} {name}, which the workload needs",
+                              hint=f"{python} -m pip install {package}")
+    if keras3 and backend in KERAS3_BACKENDS and backend in frameworks:
+        entry = frameworks.get(backend)
+        if entry is None or entry.get("error"):
+            raise DoctorError(f"{python} has Keras {keras.get('version')} but no working backend for it "
+                              f"(KERAS_BACKEND={backend})",
+                              hint=f"{python} -m pip install "
+                                   + ("tensorflow-cpu" if backend == "tensorflow" else backend)
+                                   + " (or set KERAS_BACKEND to an installed one: tensorflow, jax, torch)")
+
+
 def plan_runs(
     stacks: list[str], precisions: list[str], size: WorkloadSize, variants: list[str] | None,
     data_dir: str | None,
@@ -152,7 +162,7 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         raise DoctorError("--docker-host without --stack runs nothing in Docker",
                           hint="add --stack NAME (see `fp16doctor stacks list`), e.g. --stack cpu")
     if options.stacks:
-        from fp16doctor.stack_runs import parse_docker_host
+        from fp16doctor.scheduler import parse_docker_host
         from fp16doctor.stacks import get_stack
 
         for name in options.stacks:
@@ -182,6 +192,7 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
                 hint="pip install 'fp16doctor[tensorflow]' (CPU-only: [tensorflow-cpu]; or [jax] / [torch]),"
                 " or use --stack cpu --no-host to run in Docker",
             )
+        check_workload_imports(host, backend)
 
     results_path = options.out_dir / "results.json"
     doc = new_document(host)
@@ -221,7 +232,7 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         if host_specs:
             _run_on_host(host_specs, host, backend, options, writer, progress, len(todo))
         if stack_specs:
-            from fp16doctor.stack_runs import run_stack_specs
+            from fp16doctor.scheduler import run_stack_specs
 
             extra_findings += run_stack_specs(stack_specs, host, options, writer, progress,
                                               offset=len(host_specs), total=len(todo))

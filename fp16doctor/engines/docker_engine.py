@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -42,6 +43,10 @@ PRECISION_LABEL = "org.fp16doctor.precision"
 VARIANT_LABEL = "org.fp16doctor.variant"
 CONTEXT_LABEL = "org.fp16doctor.context-hash"
 VERSION_LABEL = "org.fp16doctor.version"
+# The fp16doctor process that started a container (machine and pid), so a later fp16doctor can tell a
+# container whose owner was killed (SIGKILL leaves it running under containerd-shim) from a live run.
+OWNER_HOST_LABEL = "org.fp16doctor.owner-host"
+OWNER_PID_LABEL = "org.fp16doctor.owner-pid"
 
 WORKLOAD_DIR = "/opt/fp16doctor/workload"
 # The Dockerfile writes fp16doctor-python, a wrapper for the stack's own interpreter (venv or system).
@@ -57,6 +62,11 @@ _clients_lock = threading.Lock()  # guards the two dicts; never held while an en
 _connect_locks: dict[str | None, threading.Lock] = {}  # one connection attempt per engine at a time
 # Process-wide: a run id groups the containers of one fp16doctor invocation.
 RUN_ID = uuid.uuid4().hex[:12]
+
+
+def owner_labels() -> dict[str, str]:
+    """This process as the owner of the containers it starts."""
+    return {OWNER_HOST_LABEL: socket.gethostname(), OWNER_PID_LABEL: str(os.getpid())}
 
 
 def engine_label(docker_host: str | None) -> str:
@@ -276,26 +286,20 @@ def run_in_stack(
     gpu: dict[str, Any] | None,
     on_event: EventCallback,
     *,
-    image: str | None = None,
+    image: str,
     run_id: str | None = None,
     timeout_s: float | None = None,
-    build_options: Any = None,
     log: Log | None = None,
 ) -> dict[str, Any]:
     """Run the workload for one RunSpec in a fresh container of `stack` and return its run record.
 
     `gpu` is a host GPU dict (index, uuid, ...) to pin with a DeviceRequest, or None for the CPU.
-    `image` defaults to ensure_image(stack) on that engine. The container is removed in every case,
+    `image` is the stack's image on that engine (engines.build.ensure_image). The container is removed in every case,
     KeyboardInterrupt included; a failure becomes status "failed" with the classified reason and the
     log tail, never an exception (except DoctorError when the engine cannot be reached at all).
     """
     run_id = run_id or RUN_ID
     log = log or (lambda _line: None)
-    if image is None:
-        from fp16doctor.stacks.build import BuildOptions, ensure_image
-
-        options = build_options if build_options is not None else BuildOptions(docker_host=docker_host)
-        image = ensure_image(stack, docker_host, options, log)
     client = client_for(docker_host)
 
     use_gpu = gpu is not None and stack.gpu
@@ -326,6 +330,7 @@ def run_in_stack(
         PRECISION_LABEL: spec.precision,
         VARIANT_LABEL: spec.variant,
         VERSION_LABEL: __version__,
+        **owner_labels(),
     }
     result: dict[str, Any] | None = None
     error_event: dict[str, Any] | None = None
@@ -463,6 +468,51 @@ def cleanup(
     return removed
 
 
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, under another user
+    return True
+
+
+def _orphaned(labels: dict[str, str]) -> bool:
+    """Started by an fp16doctor on this machine whose process is gone. A container of another machine,
+    or without owner labels (older versions), is never judged: its owner may be alive."""
+    pid = labels.get(OWNER_PID_LABEL, "")
+    if labels.get(OWNER_HOST_LABEL) != socket.gethostname() or not pid.isdigit():
+        return False
+    return int(pid) != os.getpid() and not _process_alive(int(pid))
+
+
+def remove_orphans(docker_host: str | None) -> list[str]:
+    """Remove the fp16doctor containers (running or not) whose owning process on this machine is gone.
+
+    Returns their names. Another live fp16doctor's runs on the same engine are never touched.
+    """
+    client = client_for(docker_host)
+    try:
+        containers = client.containers.list(all=True, filters={"label": [f"{MANAGED_LABEL}=true"]})
+    except (APIError, RequestException, OSError) as exc:
+        forget_client(docker_host)
+        raise DoctorError(f"cannot list the containers of {engine_label(docker_host)}: {_short(exc)}",
+                          hint="check that the engine is running") from exc
+    removed: list[str] = []
+    for container in containers:
+        if not _orphaned(dict(container.labels or {})):
+            continue
+        try:
+            container.remove(force=True)
+            removed.append(str(container.name))
+        except NotFound:
+            pass
+        except (APIError, RequestException, OSError):
+            pass  # removal already in progress, or the engine went away with the container
+    return removed
+
+
 # ----------------------------------------------------------------------------------- several engines
 
 # nvidia-smi's CSV query; compute_cap needs driver 510 or newer (nvidia-smi --help-query-gpu).
@@ -519,7 +569,7 @@ def engine_gpus(docker_host: str | None, image: str | None = None) -> list[dict[
                 image, entrypoint=["nvidia-smi"],
                 command=[f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
                 device_requests=request, environment={"NVIDIA_DRIVER_CAPABILITIES": "utility"},
-                labels={MANAGED_LABEL: "true", RUN_ID_LABEL: RUN_ID}, network_mode="none",
+                labels={MANAGED_LABEL: "true", RUN_ID_LABEL: RUN_ID, **owner_labels()}, network_mode="none",
                 remove=True, stdout=True, stderr=False,
             )
         except docker.errors.ContainerError:

@@ -3,7 +3,8 @@
 # ruff: noqa: TID251, UP031, BLE001
 """Runs inside the target Python (any version from 3.5 on): describes one framework, prints one JSON line.
 
-Usage: python -c "$(this file)" NAME    with NAME in python, numpy, tensorflow, keras, tf_keras, jax, torch.
+Usage: python -c "$(this file)" NAME    with NAME in python, numpy, tensorflow, keras, tf_keras, jax, torch,
+pillow, scipy.
 Prints `@@fp16doctor-probe {json}` as its last line: null when the framework is not installed, else a dict
 (with "error" when it is installed but broken). Keep it Python 3.5 valid: no f-strings, no annotations.
 """
@@ -160,6 +161,24 @@ def describe_torch():
     return info
 
 
+def describe_pillow():
+    if not installed("PIL"):
+        return None
+    import PIL
+    from PIL import Image  # what the workload's dataset and flow_from_directory load images with
+
+    return {"version": getattr(PIL, "__version__", None) or getattr(Image, "VERSION", None)}
+
+
+def describe_scipy():
+    if not installed("scipy"):
+        return None
+    import scipy
+    from scipy import ndimage  # noqa: F401  ImageDataGenerator's transforms (even flips) go through it
+
+    return {"version": scipy.__version__}
+
+
 DESCRIBERS = {
     "python": describe_python,
     "numpy": describe_numpy,
@@ -168,6 +187,8 @@ DESCRIBERS = {
     "tf_keras": describe_tf_keras,
     "jax": describe_jax,
     "torch": describe_torch,
+    "pillow": describe_pillow,
+    "scipy": describe_scipy,
 }
 
 

@@ -20,7 +20,8 @@ from typing import Any
 
 from fp16doctor.errors import DoctorError
 
-FRAMEWORKS = ("numpy", "tensorflow", "keras", "tf_keras", "jax", "torch")
+# Pillow and SciPy too: the workload cannot run without them (see diagnose's check before any run).
+FRAMEWORKS = ("numpy", "tensorflow", "keras", "tf_keras", "jax", "torch", "pillow", "scipy")
 MARKER = "@@fp16doctor-probe "
 SCRIPT_PATH = Path(__file__).with_name("framework_script.py")
 DEFAULT_TIMEOUT_S = 60.0

@@ -2,27 +2,43 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Protocol
 
+from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-if TYPE_CHECKING:
-    from fp16doctor.diagnose import DiagnoseOutcome
+
+class DiagnoseOutcome(Protocol):
+    """What the summary reads of diagnose's outcome (diagnose.DiagnoseOutcome has it; diagnose sits above)."""
+
+    @property
+    def document(self) -> dict[str, Any]: ...
+    @property
+    def results_path(self) -> Path: ...
+    @property
+    def report_path(self) -> Path | None: ...
+    @property
+    def failed(self) -> list[dict[str, Any]]: ...
+
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def runs_table(runs: list[dict]) -> Table:
-    """One row per run; narrow enough for an 80-column terminal."""
-    table = Table(title="Runs", title_justify="left", show_edge=False, pad_edge=False)
-    table.add_column("run", no_wrap=True)
-    table.add_column("input", no_wrap=True)
-    table.add_column("device", no_wrap=True)
-    table.add_column("ms/step", justify="right", no_wrap=True)
-    table.add_column("p10-p90", justify="right", no_wrap=True)
-    table.add_column("vs f32", justify="right", no_wrap=True)
+    """One row per run; fits an 80-column terminal, so a failed run's reason goes below (run_notes)."""
+    # No column rules, so at 80 columns the characters go to the values; a long run name wraps at its
+    # space rather than push the table past the terminal's width.
+    table = Table(title="Runs", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  padding=(0, 1), collapse_padding=True)
+    table.add_column("run", overflow="fold")
+    table.add_column("input", overflow="fold")
+    table.add_column("device", overflow="fold")
+    table.add_column("ms/step", justify="right", overflow="fold")
+    table.add_column("p10-p90", justify="right", overflow="fold")
+    table.add_column("vs f32", justify="right", overflow="fold")
     table.add_column("status", overflow="fold")
     baseline = {
         (r["stack"], r.get("variant", "original")): r["step_time_ms"]["median"]
@@ -42,14 +58,31 @@ def runs_table(runs: list[dict]) -> Table:
             table.add_row(name, source, r.get("device", ""), f"{step['median']:.1f}", spread, ratio,
                           Text("ok", style="green"))
         else:
-            table.add_row(name, source, r.get("device", ""), "–", "–", "–",
-                          Text(f"{r.get('status')}: {r.get('error', '')}"[:120], style="red"))
+            status = Text(f"{r.get('status')}", style="red" if r.get("status") == "failed" else "yellow")
+            table.add_row(name, source, r.get("device", ""), "–", "–", "–", status)
     return table
+
+
+def run_notes(runs: list[dict]) -> list[Text]:
+    """Why each run that did not finish did not, one paragraph per run below the table; wrapped by the
+    terminal, so a long error never widens the table."""
+    lines: list[Text] = []
+    for r in runs:
+        if r.get("status") == "ok":
+            continue
+        label = f"{r['stack']} / {r['precision']} / {r.get('variant', 'original')}"
+        style = "red" if r.get("status") == "failed" else "yellow"
+        lines.append(Text.assemble((f"{r.get('status')}: ", style), (label, "bold"),
+                                   f": {' '.join(str(r.get('error') or r.get('status')).split())}"))
+    return lines
 
 
 def diagnose_summary_text(outcome: DiagnoseOutcome) -> RenderableType:
     doc = outcome.document
     parts: list[RenderableType] = [runs_table(doc.get("runs", []))]
+    notes = run_notes(doc.get("runs", []))
+    if notes:
+        parts += [Text(""), *notes]
     findings = doc.get("findings") or []
     if findings:
         parts.append(Text("\nFindings", style="bold"))

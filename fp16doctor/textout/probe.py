@@ -111,6 +111,8 @@ def _frameworks(host: dict[str, Any]) -> list[RenderableType]:
         ("tf_keras", "tf_keras"),
         ("jax", "JAX"),
         ("torch", "PyTorch"),
+        ("pillow", "Pillow"),
+        ("scipy", "SciPy"),
     ):
         _row(grid, label, _framework_line(name, frameworks.get(name)))
     return [_section("Frameworks"), grid]

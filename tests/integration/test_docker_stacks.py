@@ -15,8 +15,8 @@ from docker_env import ca_bundle, require_engine
 
 from fp16doctor.engines import docker_engine
 from fp16doctor.engines.base import QUICK, RunSpec
+from fp16doctor.engines.build import BuildOptions, build_stack, ensure_image
 from fp16doctor.stacks import get_stack
-from fp16doctor.stacks.build import BuildOptions, build_stack, ensure_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -77,3 +77,40 @@ def test_a_container_that_cannot_start_fails_cleanly(engine: None) -> None:
     assert record["status"] == "failed"
     assert "fp16doctor-python" in record["error"] or "fp16doctor-python" in " ".join(record["log_tail"])
     assert docker_engine.leftover_containers(None, run_id) == []
+
+
+# A stand-in fp16doctor: starts a labelled container as run_in_stack does, says its name, then waits.
+OWNER_SCRIPT = """
+import sys, time
+from fp16doctor.engines import docker_engine
+client = docker_engine.client_for(None)
+labels = {docker_engine.MANAGED_LABEL: "true", docker_engine.RUN_ID_LABEL: sys.argv[1],
+          **docker_engine.owner_labels()}
+container = client.containers.run("debian:bookworm-slim", ["sleep", "300"], labels=labels, detach=True,
+                                  network_mode="none", name="fp16doctor-" + sys.argv[1])
+print(container.name, flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_killed_fp16doctors_running_container_is_removed_by_the_next(engine: None) -> None:
+    if docker_engine.image_id(None, "debian:bookworm-slim") is None:
+        pytest.fail("debian:bookworm-slim is missing: run `bash .ci/docker-up.sh`")
+    run_id = f"itorphan{os.getpid()}"
+    owner = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT, run_id], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        name = owner.stdout.readline().strip()
+        assert name == f"fp16doctor-{run_id}"
+        # A live owner's container is left alone.
+        assert name not in docker_engine.remove_orphans(None)
+        owner.kill()  # SIGKILL: no cleanup runs, the container keeps running under containerd-shim
+        owner.wait(timeout=30)
+        running = docker_engine.client_for(None).containers.list(filters={"name": name})
+        assert [c.name for c in running] == [name]
+        assert name in docker_engine.remove_orphans(None)
+        assert docker_engine.leftover_containers(None, run_id) == []
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+        docker_engine.cleanup(None, run_id=run_id)

@@ -24,9 +24,9 @@ from docker_env import ca_bundle, require_engine
 from scale_second_engine import SecondEngine
 
 from fp16doctor.engines import docker_engine
+from fp16doctor.engines.build import BuildOptions, ensure_image
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL
 from fp16doctor.stacks import get_stack
-from fp16doctor.stacks.build import BuildOptions, ensure_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

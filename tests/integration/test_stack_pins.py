@@ -1,29 +1,25 @@
-"""Every pin of every stack exists on PyPI for that stack's own Python and platform.
+"""Every pin of every stack exists on the package index for that stack's own Python and platform.
 
-Asks PyPI's simple index (PEP 691 JSON, the API pip itself uses) for each pinned release and accepts it
-when a wheel's tags fit the stack's interpreter, glibc and pip (pip before 19.0 knows only manylinux1),
-or when a source release's requires-python admits the stack's Python. Needs network access to PyPI
-(through the TLS proxy's CA where there is one: SSL_CERT_FILE or the system bundle).
+Asks pip itself (`pip index versions`, through whatever index pip is configured to use: pip.conf,
+PIP_INDEX_URL, a mirror) which releases it would install for the stack's interpreter, ABI and the
+manylinux tags its glibc and pip accept (pip before 19.0 knows only manylinux1); a source release
+counts when its requires-python admits the stack's Python. Needs that index to be reachable.
 """
 
 from __future__ import annotations
 
-import json
-import urllib.request
+import re
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
-from typing import Any
 
 import pytest
-from packaging.specifiers import SpecifierSet
-from packaging.tags import Tag, compatible_tags, cpython_tags
-from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
-from packaging.version import Version
 
 from fp16doctor.stacks import StackSpec, all_stacks
 
 pytestmark = pytest.mark.slow
-INDEX = "https://pypi.org/simple"
+PIP_INDEX = [sys.executable, "-m", "pip", "index", "versions", "--disable-pip-version-check"]
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -45,75 +41,68 @@ def platforms(stack: StackSpec) -> list[str]:
     return tags
 
 
-def supported_tags(stack: StackSpec) -> set[Tag]:
+def target_options(stack: StackSpec) -> list[str]:
+    """pip's options that make it choose files for the stack's interpreter instead of this one."""
     major, minor = _version_tuple(stack.python)[:2]
     abi = f"cp{major}{minor}m" if (major, minor) < (3, 8) else f"cp{major}{minor}"
-    plats = platforms(stack)
-    tags = set(cpython_tags((major, minor), abis=[abi, "abi3", "none"], platforms=plats))
-    tags |= set(compatible_tags((major, minor), interpreter=f"cp{major}{minor}", platforms=plats))
-    return tags
+    options = ["--python-version", f"{major}.{minor}", "--implementation", "cp"]
+    for tag in (abi, "abi3", "none"):
+        options += ["--abi", tag]
+    for platform in platforms(stack):
+        options += ["--platform", platform]
+    return options
 
 
 @cache
-def project_files(name: str) -> tuple[dict[str, Any], ...]:
-    request = urllib.request.Request(f"{INDEX}/{canonicalize_name(name)}/",
-                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return tuple(json.load(response)["files"])
+def versions(name: str, options: tuple[str, ...]) -> frozenset[str]:
+    """The versions pip would pick from for `name` with these options (empty: none at all)."""
+    done = subprocess.run([*PIP_INDEX, name, *options], capture_output=True, text=True, timeout=300)
+    listed = re.search(r"^Available versions: (.+)$", done.stdout, re.MULTILINE)
+    if done.returncode != 0 and "No matching distribution" not in done.stderr:
+        raise OSError(f"pip index versions {name} failed: {done.stderr.strip()[-300:]}")
+    return frozenset(v.strip() for v in listed.group(1).split(",")) if listed else frozenset()
 
 
 def pin_problem(stack: StackSpec, requirement: str) -> str | None:
     """None when the pin installs for this stack, else what is wrong."""
     name, _, version = requirement.partition("==")
-    wanted = Version(version)
-    python = stack.python
-    tags = supported_tags(stack)
-    release: list[dict[str, Any]] = []
-    for entry in project_files(name):
-        filename = entry["filename"]
-        try:
-            if filename.endswith(".whl"):
-                _, file_version, _, file_tags = parse_wheel_filename(filename)
-            elif filename.endswith((".tar.gz", ".zip")):
-                _, file_version = parse_sdist_filename(filename)
-                file_tags = frozenset()
-            else:
-                continue
-        except ValueError:
-            continue
-        if file_version != wanted:
-            continue
-        release.append(entry)
-        requires = entry.get("requires-python")
-        if requires and not SpecifierSet(requires).contains(python, prereleases=True):
-            continue
-        if filename.endswith(".whl"):
-            if file_tags & tags:
-                return None
-        else:
-            return None  # a source release this Python admits (pip builds it)
-    if not release:
-        return f"{requirement}: no such release on PyPI"
-    names = [e["filename"] for e in release]
-    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-    return (f"{requirement}: none of its files ({shown}) installs on Python {python} "
+    wheels = versions(name, ("--only-binary", ":all:", *target_options(stack)))
+    if version in wheels:
+        return None
+    major, minor = _version_tuple(stack.python)[:2]
+    sources = versions(name, ("--no-binary", ":all:", "--python-version", f"{major}.{minor}"))
+    if version in sources:
+        return None  # a source release this Python admits (pip builds it)
+    if version not in versions(name, ("--ignore-requires-python",)):
+        return f"{requirement}: no such release on the package index"
+    return (f"{requirement}: no file of it installs on Python {stack.python} "
             f"with pip {stack.base.pip} on glibc {stack.base.glibc}")
 
 
-@pytest.mark.parametrize("stack", all_stacks(), ids=lambda s: s.name)
-def test_every_pin_exists_on_pypi_for_the_stacks_python(stack: StackSpec) -> None:
+def index_reachable() -> str | None:
+    """None when pip's index answers, else why not."""
     try:
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            problems = [p for p in pool.map(lambda r: pin_problem(stack, r), stack.requirements) if p]
-    except OSError as exc:  # URLError is an OSError
-        pytest.skip(f"PyPI is not reachable from here: {exc}")
+        if versions("pip", ()):
+            return None
+        return "pip's configured index lists no pip at all"
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+
+
+@pytest.mark.parametrize("stack", all_stacks(), ids=lambda s: s.name)
+def test_every_pin_exists_on_the_index_for_the_stacks_python(stack: StackSpec) -> None:
+    unreachable = index_reachable()
+    if unreachable:
+        pytest.skip(f"the package index is not reachable from here: {unreachable}")
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        problems = [p for p in pool.map(lambda r: pin_problem(stack, r), stack.requirements) if p]
     assert not problems, "\n".join(problems)
 
 
 def test_the_check_rejects_a_wheel_only_release_for_an_older_python() -> None:
     old = next(s for s in all_stacks() if s.python.startswith("3.5"))
-    try:
-        problem = pin_problem(old, "numpy==2.0.0")  # wheels for CPython >= 3.9 only
-    except OSError as exc:
-        pytest.skip(f"PyPI is not reachable from here: {exc}")
+    unreachable = index_reachable()
+    if unreachable:
+        pytest.skip(f"the package index is not reachable from here: {unreachable}")
+    problem = pin_problem(old, "numpy==2.0.0")  # wheels for CPython >= 3.9 only
     assert problem is not None and "numpy==2.0.0" in problem

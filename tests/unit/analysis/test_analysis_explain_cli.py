@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,8 +18,9 @@ from fp16doctor.analysis import analyse
 from fp16doctor.errors import DoctorError
 from fp16doctor.results import validate
 
-SEED_EXAMPLE = Path("/work/shared/examples/seed-titanv-tf1.7.json")
-CASES_DIR = Path(__file__).resolve().parents[2] / "data" / "cases"
+DATA = Path(__file__).resolve().parents[2] / "data"
+SEED_EXAMPLE = DATA / "examples" / "seed-titanv-tf1.7.json"
+CASES_DIR = DATA / "cases"
 
 
 def run_explain(path: Path, *extra: str) -> tuple[int, str, str]:
@@ -56,8 +56,8 @@ def test_explain_json_on_the_original_question() -> None:
     assert not ids & {"no_fast_fp16_hardware", "no_tensor_cores", "fp16_faster", "tf32_baseline"}
 
 
-@pytest.mark.skipif(not SEED_EXAMPLE.exists(), reason="shared example not present")
-def test_explain_on_the_shared_seed_example() -> None:
+def test_explain_on_the_seed_example() -> None:
+    assert SEED_EXAMPLE.is_file(), f"test data missing: {SEED_EXAMPLE}"
     code, stdout, _ = run_explain(SEED_EXAMPLE, "--json")
     assert code == 0
     ids = [f["id"] for f in json.loads(stdout)["findings"]]

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from fp16doctor.textout.diagnose import runs_table
+from fp16doctor.textout.diagnose import run_notes, runs_table
 
 
 def _render(runs: list[dict]) -> str:
@@ -25,3 +25,39 @@ def test_runs_kept_by_resume_with_null_percentiles_still_print() -> None:
     text = _render(runs)
     assert "390-420" in text
     assert "host float16" in text and "800.0" in text and "0.50x" in text
+
+
+def test_the_table_fits_80_columns_and_a_failed_runs_reason_goes_below_it() -> None:
+    error = ("InternalError: no kernel image is available for execution on the device (compute capability 3.5 "
+             "is below what this TensorFlow build targets)")
+    runs = [
+        {"stack": "tf1.15-ngc23.03", "precision": "float32", "variant": "synthetic_input", "device": "gpu:0",
+         "status": "ok", "step_time_ms": {"median": 123.4, "p10": 120.0, "p90": 130.0}},
+        {"stack": "tf1.15-ngc23.03", "precision": "float16", "variant": "synthetic_input", "device": "gpu:0",
+         "status": "ok", "step_time_ms": {"median": 23456.7, "p10": 23000.0, "p90": 24000.0}},
+        {"stack": "tf1.15-ngc23.03", "precision": "mixed_float16", "variant": "original", "device": "gpu:0",
+         "status": "failed", "error": error},
+        {"stack": "tf1.7-cuda9.0", "precision": "mixed_float16", "variant": "original", "device": "cpu",
+         "status": "skipped", "error": "Keras 2.1.5 has no mixed-precision dtype policy"},
+    ]
+    out = io.StringIO()
+    console = Console(file=out, width=80, color_system=None)
+    console.print(runs_table(runs))
+    for note in run_notes(runs):
+        console.print(note)
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert "…" not in text, text  # nothing was cut to fit
+    assert "23456.7" in text and "23000-24000" in text and "0.01x" in text
+    table, below = text.split("failed: ", 1)
+    assert "InternalError" not in table and "Keras 2.1.5" not in table
+    assert " ".join(below.split()).startswith(f"tf1.15-ngc23.03 / mixed_float16 / original: {error}")
+    assert "skipped: tf1.7-cuda9.0 / mixed_float16 / original: Keras 2.1.5 has no" in " ".join(below.split())
+
+
+def test_a_short_run_row_stays_on_one_line_at_80_columns() -> None:
+    runs = [{"stack": "host", "precision": "mixed_float16", "variant": "synthetic_input", "device": "cpu",
+             "status": "ok", "step_time_ms": {"median": 22000.0, "p10": 21900.0, "p90": 22100.0}}]
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(runs_table(runs))
+    assert any("host mixed_float16" in line and "22000.0" in line for line in out.getvalue().splitlines())

@@ -1,7 +1,7 @@
 """compose/ generated from the catalogue: one service per stack, plus each stack's requirements file.
 
-    python -m fp16doctor.stacks.compose          # write compose/stacks.yaml and compose/requirements/
-    python -m fp16doctor.stacks.compose --check  # exit 1 when compose/ is out of date
+    python -m fp16doctor.engines.compose          # write compose/stacks.yaml and compose/requirements/
+    python -m fp16doctor.engines.compose --check  # exit 1 when compose/ is out of date
 
 The files are usable on their own, from the repository root:
     docker compose -f compose/stacks.yaml build cpu
@@ -16,21 +16,13 @@ import sys
 from pathlib import Path
 
 from fp16doctor.engines.base import QUICK
+from fp16doctor.engines.build import EXTRAS_GITIGNORE, EXTRAS_README
 from fp16doctor.engines.docker_engine import MANAGED_LABEL, STACK_LABEL  # the labels cleanup finds
 from fp16doctor.stacks import StackSpec, all_stacks
 
 COMPOSE_FILE = "stacks.yaml"
 REQUIREMENTS_DIR = "requirements"
 EXTRAS_DIR = "build-extras"
-EXTRAS_GITIGNORE = "ca-bundle.crt\nwheelhouse/\n"
-EXTRAS_README = """\
-Optional inputs to every stack build (copied into the image before pip runs):
-
-  ca-bundle.crt   a CA bundle pip trusts (corporate or CI TLS proxies)
-  wheelhouse/     *.whl files; when present pip installs from here only (--no-index)
-
-`fp16doctor stacks build --ca-bundle/--wheelhouse` fills these for you in its in-memory build context.
-"""
 
 
 def _q(value: str) -> str:
@@ -78,7 +70,7 @@ def service_yaml(spec: StackSpec) -> list[str]:
 
 def render_compose(stacks: list[StackSpec]) -> str:
     lines = [
-        "# GENERATED from fp16doctor/stacks/stacks.toml by `python -m fp16doctor.stacks.compose`;",
+        "# GENERATED from fp16doctor/stacks/stacks.toml by `python -m fp16doctor.engines.compose`;",
         "# do not edit: change the catalogue and regenerate.",
         "# From the repository root:",
         "#   docker compose -f compose/stacks.yaml build cpu",
@@ -127,7 +119,7 @@ def default_compose_dir() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fp16doctor.stacks.compose", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m fp16doctor.engines.compose", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", type=Path, default=default_compose_dir(), help="the compose/ directory")
     parser.add_argument("--check", action="store_true", help="exit 1 when the files are out of date")

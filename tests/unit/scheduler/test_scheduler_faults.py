@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scale_fakes import Fleet, RecordingProgress, options, plan, writer
+from scheduler_fakes import Fleet, RecordingProgress, options, plan, writer
 
 from fp16doctor import probe
 from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
 from fp16doctor.engines import docker_engine
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL
-from fp16doctor.stack_runs import run_stack_specs
+from fp16doctor.scheduler import run_stack_specs
 
 A, B = "tcp://node-a:2376", "tcp://node-b:2376"
 
@@ -36,6 +36,18 @@ def test_an_engine_unreachable_at_start_leaves_every_run_to_the_other(
     assert f"engine {B} unreachable: connection refused" in progress.notes
     engines = {e["docker_host"]: e for e in json.loads((tmp_path / "results.json").read_text())["engines"]}
     assert engines[B]["status"] == "failed" and engines[A]["status"] == "ok"
+
+
+def test_containers_of_a_killed_fp16doctor_are_removed_when_the_engine_is_reached_and_said(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    engine = fleet.add(A, orphans=["fp16doctor-old-cpu-float16-original-abc123"])
+    run_stack_specs(plan("cpu"), {"gpus": []}, options(tmp_path, A), writer(tmp_path), progress, 0, 4)
+
+    assert engine.orphans == []
+    assert any(f"removed 1 fp16doctor container(s) on {A} whose fp16doctor was killed mid-run: "
+               "fp16doctor-old-cpu-float16-original-abc123" in note for note in progress.notes)
+    assert [r["status"] for r in _runs(tmp_path)] == ["ok"] * 4
 
 
 def test_every_engine_unreachable_fails_every_run_with_the_reason(

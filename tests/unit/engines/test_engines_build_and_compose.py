@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fp16doctor.errors import DoctorError
-from fp16doctor.stacks import all_stacks, get_stack
-from fp16doctor.stacks.build import (
+from fp16doctor.engines.build import (
     BuildOptions,
     build_args,
     context_files,
@@ -18,14 +16,16 @@ from fp16doctor.stacks.build import (
     dockerfile_path,
     make_tar,
 )
-from fp16doctor.stacks.compose import default_compose_dir, expected_files, render_compose, stale_files
+from fp16doctor.engines.compose import default_compose_dir, expected_files, render_compose, stale_files
+from fp16doctor.errors import DoctorError
+from fp16doctor.stacks import all_stacks, get_stack
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_compose_files_are_in_sync_with_the_catalogue() -> None:
     stale = stale_files(default_compose_dir())
-    assert not stale, f"run `python -m fp16doctor.stacks.compose` to regenerate: {stale}"
+    assert not stale, f"run `python -m fp16doctor.engines.compose` to regenerate: {stale}"
 
 
 def test_every_stack_is_a_compose_service_and_gpu_stacks_reserve_a_gpu() -> None:

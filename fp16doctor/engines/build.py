@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import IO
 
 from fp16doctor import __version__
+from fp16doctor.engines import docker_engine
 from fp16doctor.errors import DoctorError
 from fp16doctor.stacks import StackSpec, get_stack
-from fp16doctor.stacks.compose import EXTRAS_GITIGNORE, EXTRAS_README
 
 Log = Callable[[str], None]
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -32,6 +32,16 @@ REQUIREMENTS_PATH = "compose/requirements/{stack}.txt"
 EXTRAS_PATH = "compose/build-extras"
 WORKLOAD_PATH = "fp16doctor/workload"
 _SPOOL_BYTES = 64 * 1024 * 1024  # contexts larger than this (wheelhouses) spill to a temporary file
+# compose/build-extras/ holds the same two files, so compose and fp16doctor builds share layers.
+EXTRAS_GITIGNORE = "ca-bundle.crt\nwheelhouse/\n"
+EXTRAS_README = """\
+Optional inputs to every stack build (copied into the image before pip runs):
+
+  ca-bundle.crt   a CA bundle pip trusts (corporate or CI TLS proxies)
+  wheelhouse/     *.whl files; when present pip installs from here only (--no-index)
+
+`fp16doctor stacks build --ca-bundle/--wheelhouse` fills these for you in its in-memory build context.
+"""
 
 _build_locks: dict[tuple[str | None, str], threading.Lock] = {}
 _build_locks_guard = threading.Lock()
@@ -171,9 +181,8 @@ def make_tar(files: dict[str, bytes | Path]) -> IO[bytes]:
 
 
 def image_labels(stack: StackSpec, digest: str) -> dict[str, str]:
-    from fp16doctor.engines.docker_engine import CONTEXT_LABEL, MANAGED_LABEL, STACK_LABEL, VERSION_LABEL
-
-    return {MANAGED_LABEL: "true", STACK_LABEL: stack.name, CONTEXT_LABEL: digest, VERSION_LABEL: __version__}
+    return {docker_engine.MANAGED_LABEL: "true", docker_engine.STACK_LABEL: stack.name,
+            docker_engine.CONTEXT_LABEL: digest, docker_engine.VERSION_LABEL: __version__}
 
 
 def _lock_for(docker_host: str | None, tag: str) -> threading.Lock:
@@ -183,8 +192,6 @@ def _lock_for(docker_host: str | None, tag: str) -> threading.Lock:
 
 def build(stack: StackSpec, options: BuildOptions, log: Log, docker_host: str | None = None) -> BuildResult:
     """Build the stack's image on one engine (the layer cache makes an unchanged rebuild fast)."""
-    from fp16doctor.engines import docker_engine
-
     host = docker_host if docker_host is not None else options.docker_host
     files = context_files(stack, options)
     args = build_args(stack, options)
@@ -212,8 +219,6 @@ def build_stack(name: str, options: BuildOptions, log: Log) -> BuildResult:
 
 def ensure_image(stack: StackSpec, docker_host: str | None, options: BuildOptions, log: Log) -> str:
     """The stack's image tag on this engine, built only when the engine lacks this exact context."""
-    from fp16doctor.engines import docker_engine
-
     files = context_files(stack, options)
     tag = image_tag(stack, context_hash(files, build_args(stack, options)))
     with _lock_for(docker_host, tag):

@@ -25,9 +25,9 @@ from fp16doctor.results import LOCAL_DOCKER_SCHEMES
 from fp16doctor.stacks import StackSpec, get_stack
 
 if TYPE_CHECKING:
-    from fp16doctor.diagnose import DiagnoseOptions, Progress
+    from fp16doctor.engines.build import BuildOptions
+    from fp16doctor.options import DiagnoseOptions, Progress
     from fp16doctor.results import ResultsWriter
-    from fp16doctor.stacks.build import BuildOptions
     from fp16doctor.stacks.preflight import Verdict
 
 GPU_SELECTOR = "#gpus="  # --docker-host URL#gpus=0,2 (indices or UUIDs); #gpus=none: CPU only
@@ -87,6 +87,7 @@ class Engine:
     image_errors: dict[str, str] = field(default_factory=dict)  # stack -> why no image here
     image_lock: threading.Lock = field(default_factory=threading.Lock)
     swept: list[str] = field(default_factory=list)  # stopped containers of earlier runs, removed
+    orphans: list[str] = field(default_factory=list)  # containers of a killed fp16doctor, removed
     gpu_note: str = ""  # why its GPUs are unknown
 
     @property
@@ -149,7 +150,7 @@ class Slot:
 def build_options_for(options: DiagnoseOptions, docker_host: str | None) -> BuildOptions:
     """How to build a stack's image on one engine: diagnose's --ca-bundle / --wheelhouse, else the CA
     bundle the environment names (build.default_ca_bundle)."""
-    from fp16doctor.stacks.build import BuildOptions, default_ca_bundle
+    from fp16doctor.engines.build import BuildOptions, default_ca_bundle
 
     return BuildOptions(docker_host=docker_host, ca_bundle=options.ca_bundle or default_ca_bundle(),
                         wheelhouse=options.wheelhouse)
@@ -406,7 +407,7 @@ class _Matrix:
 
     def image_for(self, engine: Engine, stack: StackSpec) -> str | None:
         """The stack's image on this engine: already there, built there, or copied from another engine."""
-        from fp16doctor.stacks.build import ensure_image
+        from fp16doctor.engines.build import ensure_image
 
         with engine.image_lock:
             if stack.name in engine.images:
@@ -482,6 +483,8 @@ def _connect(engine: Engine, host: Mapping[str, Any], first_stack: StackSpec | N
         engine.facts = docker_engine.engine_facts(engine.docker_host).to_dict()
         # Containers an earlier diagnose left when this engine died under it (they stopped with it).
         engine.swept = docker_engine.cleanup(engine.docker_host, stopped_only=True)["containers"]
+        # Containers still running for an fp16doctor that was killed (SIGKILL leaves them to run on).
+        engine.orphans = docker_engine.remove_orphans(engine.docker_host)
         if engine.local:
             gpus = [g for g in host.get("gpus") or [] if isinstance(g, dict)]
         else:
@@ -500,7 +503,7 @@ def _connect(engine: Engine, host: Mapping[str, Any], first_stack: StackSpec | N
 
 def _gpus_after_build(engine: Engine, stack: StackSpec, options: DiagnoseOptions) -> list[dict[str, Any]] | None:
     from fp16doctor.engines import docker_engine
-    from fp16doctor.stacks.build import ensure_image
+    from fp16doctor.engines.build import ensure_image
 
     try:
         image = ensure_image(stack, engine.docker_host, build_options_for(options, engine.docker_host),
@@ -577,6 +580,9 @@ def run_stack_specs(
             if engine.swept:
                 progress.note(f"removed {len(engine.swept)} stopped fp16doctor container(s) on {engine.label} "
                               "left by an earlier run")
+            if engine.orphans:
+                progress.note(f"removed {len(engine.orphans)} fp16doctor container(s) on {engine.label} whose "
+                              f"fp16doctor was killed mid-run: {', '.join(engine.orphans)}")
 
     # Pre-flight per stack and engine; a stack no engine can run is skipped with the reason.
     findings: list[dict[str, Any]] = []

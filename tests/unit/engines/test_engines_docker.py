@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -226,6 +230,38 @@ def test_cleanup_removes_labelled_leftovers_only(fake: FakeClient) -> None:
     removed = docker_engine.cleanup(None, run_id="r1")
     assert removed["containers"] == ["fp16doctor-a"]
     assert list(fake.containers.live) == ["postgres"]
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # reaped: no process has this pid now (until the kernel hands it out again)
+    return child.pid
+
+
+def test_containers_whose_fp16doctor_was_killed_are_removed_and_live_ones_kept(fake: FakeClient) -> None:
+    here = socket.gethostname()
+    managed = {docker_engine.MANAGED_LABEL: "true"}
+
+    def container(name: str, **owner: str) -> None:
+        fake.containers.live[name] = FakeContainer(fake, name, {**managed, **owner}, [], b"", 0, False)
+
+    container("orphan", **{docker_engine.OWNER_HOST_LABEL: here, docker_engine.OWNER_PID_LABEL: str(_dead_pid())})
+    container("mine", **docker_engine.owner_labels())
+    container("other-machine", **{docker_engine.OWNER_HOST_LABEL: "elsewhere",
+                                  docker_engine.OWNER_PID_LABEL: str(_dead_pid())})
+    container("older-version")  # no owner labels: its owner cannot be judged
+    fake.containers.live["postgres"] = FakeContainer(fake, "postgres", {}, [], b"", 0, False)
+
+    assert docker_engine.remove_orphans(None) == ["orphan"]
+    assert sorted(fake.containers.live) == ["mine", "older-version", "other-machine", "postgres"]
+
+
+def test_every_run_container_names_its_owner(fake: FakeClient) -> None:
+    fake.script["stdout"] = [proto("result", run={"status": "ok", "device": "cpu"})]
+    docker_engine.run_in_stack(spec(), get_stack("cpu"), None, None, lambda e: None, image=IMAGE)
+    labels = fake.containers.created[0]["labels"]
+    assert labels[docker_engine.OWNER_PID_LABEL] == str(os.getpid())
+    assert labels[docker_engine.OWNER_HOST_LABEL] == socket.gethostname()
 
 
 def test_build_streams_progress_and_reports_errors(fake: FakeClient) -> None:

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from fp16doctor.diagnose import DiagnoseOptions, plan_runs
-from fp16doctor.engines import docker_engine
+from fp16doctor.engines import build, docker_engine
 from fp16doctor.engines.base import QUICK, RunSpec, base_run_record
 from fp16doctor.errors import DoctorError
 from fp16doctor.results import PRECISIONS, ResultsWriter, new_document
-from fp16doctor.stacks import StackSpec, build
+from fp16doctor.stacks import StackSpec
 
 STEP_MS = {"float32": 100.0, "float16": 160.0, "mixed_float16": 120.0}
 
@@ -41,6 +41,7 @@ class FakeEngine:
     builds: int = 0
     empty: bool = False  # no image yet to run nvidia-smi in
     smi_fails: bool = False  # nvidia-smi cannot run in any image there
+    orphans: list[str] = field(default_factory=list)  # containers of a killed fp16doctor, still running
 
     def refuse(self) -> DoctorError:
         return DoctorError(f"cannot reach the Docker engine at {self.url}: connection refused", hint="start it")
@@ -66,7 +67,7 @@ class Fleet:
         for name, fake in (("engine_facts", self.engine_facts), ("engine_gpus", self.engine_gpus),
                            ("client_for", self.client_for), ("forget_client", lambda _host: None),
                            ("run_in_stack", self.run_in_stack), ("cleanup", self.cleanup),
-                           ("copy_image", self.copy_image)):
+                           ("copy_image", self.copy_image), ("remove_orphans", self.remove_orphans)):
             monkeypatch.setattr(docker_engine, name, fake)
         monkeypatch.setattr(build, "ensure_image", self.ensure_image)
 
@@ -119,6 +120,11 @@ class Fleet:
             self.containers -= set(gone)
         self.release.set()
         return {"containers": gone, "images": []}
+
+    def remove_orphans(self, docker_host: str | None) -> list[str]:
+        engine = self._engine(docker_host)
+        gone, engine.orphans = engine.orphans, []
+        return gone
 
     def run_in_stack(self, spec: RunSpec, stack: StackSpec, docker_host: str | None,
                      gpu: dict[str, Any] | None, on_event: Callable[[dict[str, Any]], None],

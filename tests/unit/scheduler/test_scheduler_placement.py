@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from scale_fakes import Fleet, RecordingProgress, gpu, options, plan, writer
+from scheduler_fakes import Fleet, RecordingProgress, gpu, options, plan, writer
 
 from fp16doctor.engines import docker_engine
 from fp16doctor.engines.base import RUN_TIMEOUT_S
-from fp16doctor.stack_runs import run_stack_specs
+from fp16doctor.scheduler import run_stack_specs
 
 A, B = "tcp://node-a:2376", "tcp://node-b:2376"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from scale_fakes import Fleet, RecordingProgress
+from scheduler_fakes import Fleet, RecordingProgress
 
 
 @pytest.fixture

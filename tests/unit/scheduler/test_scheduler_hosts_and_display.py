@@ -12,7 +12,7 @@ from fp16doctor.engines.base import QUICK, RunSpec
 from fp16doctor.errors import DoctorError
 from fp16doctor.progress import LiveProgress
 from fp16doctor.results import group_runs_by_machine
-from fp16doctor.stack_runs import EngineTarget, parse_docker_host, select_gpus
+from fp16doctor.scheduler import EngineTarget, parse_docker_host, select_gpus
 
 
 @pytest.mark.parametrize(("text", "target"), [

@@ -1,0 +1,43 @@
+"""What a diagnose was asked to do, and what it tells the user while it works.
+
+Shared by diagnose and the scheduler it hands container runs to, so neither imports the other's
+module for them (the layers in docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from fp16doctor.engines.base import RunSpec
+
+HOST_STACK = "host"
+
+
+class Progress(Protocol):
+    """What diagnose tells the user while it works (the CLI draws it; tests record it)."""
+
+    def note(self, message: str) -> None: ...
+    def start_run(self, spec: RunSpec, total: int, index: int) -> None: ...
+    def event(self, event: dict[str, Any]) -> None: ...
+    def finish_run(self, record: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class DiagnoseOptions:
+    out_dir: Path
+    size: str | None = None  # "quick" | "full"; None: full with a GPU, quick without
+    stacks: list[str] = field(default_factory=list)
+    precisions: list[str] = field(default_factory=list)
+    docker_hosts: list[str] = field(default_factory=list)
+    data_dir: Path | None = None
+    include_host: bool = True
+    force: bool = False
+    resume: bool = False
+    python: str | None = None  # the host Python that runs the workload (default: this one)
+    ca_bundle: Path | None = None  # for stack builds behind a TLS proxy (default: build.default_ca_bundle())
+    wheelhouse: Path | None = None  # stack builds install from these wheels only
+    variants: list[str] | None = None  # default: original everywhere + synthetic_input per size
+    argv: list[str] = field(default_factory=lambda: list(sys.argv))
