@@ -10,7 +10,6 @@ from fp16doctor.attribution.layers import OnednnLayerMatcher, ScopeResolver
 from fp16doctor.attribution.passes import tf_pass
 from fp16doctor.attribution.records import OpRecord, union_ms
 from fp16doctor.attribution.xplane import XPROF_MISSING, XplaneData, read_xplane, xprof_available
-from fp16doctor.errors import DoctorError
 from fp16doctor.knowledge.kernels import tensor_core_use
 
 # Below this share of the window's wall time the listed ops leave too much unexplained to rank causes on.
@@ -228,6 +227,3 @@ def build_ops(artifacts: Mapping[str, Any], model_layers: Sequence[Mapping[str, 
         ops["missing"] = "; ".join(missing)
     ops["items"] = [record.item(steps) for record in sorted(records, key=lambda r: -r.total_ms)]
     return ops
-
-
-__all__ = ["build_ops", "DoctorError", "LOW_COVERAGE"]

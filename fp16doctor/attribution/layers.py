@@ -96,6 +96,12 @@ def _shape(layer: Layer) -> list[int] | None:
     return [int(d) for d in shape] if isinstance(shape, list) else None
 
 
+def _spatial_matches(layer: Layer, fields: Mapping[str, int]) -> bool:
+    """The layer's output height and width are the primitive's (true when the layer's shape is unknown)."""
+    shape = _shape(layer)
+    return shape is None or shape[:2] == [fields.get("oh"), fields.get("ow")]
+
+
 def _is(layer: Layer, *kinds: str) -> bool:
     return any(kind in str(layer.get("type", "")) for kind in kinds)
 
@@ -132,8 +138,8 @@ class OnednnLayerMatcher:
                 if _is(layer, "Conv")
                 and layer.get("in_channels") == f.get("ic")
                 and layer.get("out_channels") == f.get("oc")
-                and (layer.get("kernel") in (None, [f.get("kh"), f.get("kw")]))
-                and (_shape(layer) is None or _shape(layer)[:2] == [f.get("oh"), f.get("ow")])  # type: ignore[index]
+                and layer.get("kernel") in (None, [f.get("kh"), f.get("kw")])
+                and _spatial_matches(layer, f)
             ]
             return self._pick(cands, pass_name), pass_name
         if kind == "pooling":

@@ -37,6 +37,7 @@ ONEDNN_DTYPES = {
 # "src:f16::blocked..." (v3.1+), "src_f32:p:blocked..." (v1.x to v3.0), "diff_weights:bf16..."
 _MD = re.compile(r"^(diff_)?(src|wei|weights|dst|bia|bias|data|ws)[_:]([a-z0-9_]+?)(?::|$)")
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
+_LEADING_STAMP = re.compile(r"^(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?):")
 
 PROP_TO_PASS = {
     "forward_training": "forward",
@@ -101,13 +102,15 @@ def _dtypes(mds: str) -> tuple[tuple[str, str], ...]:
 
 def parse_line(line: str, index: int = 0) -> OnednnExec | None:
     """One verbose line -> OnednnExec, or None for info/create lines and anything unreadable."""
-    fields = line.strip().split(",")
+    text = line.strip()
+    leading = _LEADING_STAMP.match(text)  # "1.60704e+12:dnnl_verbose,exec,..." (oneDNN verbose RFC, 2020)
+    start_ms = float(leading.group(1)) if leading else None
+    fields = text[leading.end():].split(",") if leading else text.split(",")
     if len(fields) < 8 or fields[0] not in MARKERS:
         return None
     rest = fields[1:]
     if rest and rest[0] == "v1":
         rest = rest[1:]
-    start_ms = None
     if rest and _NUMBER.match(rest[0]):
         start_ms = float(rest[0])
         rest = rest[1:]

@@ -66,6 +66,13 @@ def test_timestamped_line_gives_a_start():
     assert record is not None and record.start_ms == 1700000000123.5 and record.ms == 12.5
 
 
+def test_leading_timestamp_form():
+    line = ("1.60704e+12:dnnl_verbose,exec,cpu,reorder,rnn_data_reorder,undef,"
+            "src_f32::blocked:abcd:f0 dst_u8::blocked:abcd:f0,,,2x3x224x224,3.3728")
+    record = onednn.parse_line(line)
+    assert record is not None and record.start_ms == 1.60704e12 and record.pass_hint == "cast"
+
+
 def test_unreadable_lines_are_skipped():
     assert onednn.parse_line("onednn_verbose,v1,primitive,exec,cpu,convolution,ref:any") is None
     assert onednn.parse_line("Epoch 1/1") is None
