@@ -1,0 +1,229 @@
+"""build_ops: raw profile artifacts of one run -> its ``runs[].ops`` object (docs/architecture.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fp16doctor.attribution import onednn, tf1_step_stats, torch_events
+from fp16doctor.attribution.layers import OnednnLayerMatcher, ScopeResolver
+from fp16doctor.attribution.passes import tf_pass
+from fp16doctor.attribution.records import OpRecord, union_ms
+from fp16doctor.attribution.xplane import XPROF_MISSING, XplaneData, read_xplane, xprof_available
+from fp16doctor.knowledge.kernels import tensor_core_use
+
+# Below this share of the window's wall time the listed ops leave too much unexplained to rank causes on.
+LOW_COVERAGE = 0.7
+
+# oneDNN primitive kinds that can implement a TensorFlow op type (matched on the op type's words).
+_TF_TYPE_TO_PRIMITIVES = (
+    ("Conv", ("convolution", "deconvolution")),
+    ("Pool", ("pooling",)),
+    ("MatMul", ("inner_product", "matmul", "gemm_api")),
+    ("Relu", ("eltwise",)),
+    ("Elu", ("eltwise",)),
+    ("Tanh", ("eltwise",)),
+    ("Sigmoid", ("eltwise",)),
+    ("BatchNorm", ("batch_normalization",)),
+    ("Softmax", ("softmax",)),
+)
+
+
+def _layer_dtypes(model_layers: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    return {str(layer["name"]): str(layer["compute_dtype"]) for layer in model_layers
+            if layer.get("name") and layer.get("compute_dtype")}
+
+
+# ---------------------------------------------------------------- oneDNN
+
+
+def _onednn_records(execs: list[onednn.OnednnExec], model_layers: Sequence[Mapping[str, Any]]) -> list[OpRecord]:
+    matcher = OnednnLayerMatcher(model_layers)
+    grouped: dict[tuple[Any, ...], OpRecord] = {}
+    for record in execs:
+        layer, pass_name = matcher.match(record)
+        pass_name = pass_name or "other"
+        key = (record.primitive, record.impl, pass_name, record.desc, layer, record.src_dtype)
+        op = grouped.get(key)
+        if op is None:
+            op = grouped[key] = OpRecord(
+                name=f"{record.primitive}:{pass_name}:{record.desc}",
+                pass_=pass_name,
+                total_ms=0.0,
+                calls=0,
+                layer=layer,
+                dtype=record.src_dtype,
+                impl=record.impl or None,
+                op_type=record.primitive,
+                shape=record.desc,
+            )
+        op.total_ms += record.ms
+        op.calls += 1
+        if record.start_ms is not None:
+            op.intervals.append((record.start_ms, record.start_ms + record.ms))
+    return list(grouped.values())
+
+
+# ---------------------------------------------------------------- TensorFlow profiler
+
+
+def _xplane_records(data: XplaneData, model_layers: Sequence[Mapping[str, Any]]) -> list[OpRecord]:
+    device_names = {op.name for op in data.ops if op.on_device}
+    kernels_by_op: dict[str, list[Any]] = {}
+    for kernel in data.kernels:
+        kernels_by_op.setdefault(kernel.op_name, []).append(kernel)
+    resolver = ScopeResolver(model_layers, [op.name for op in data.ops] + list(kernels_by_op))
+    records = []
+    for op in data.ops:
+        if op.name in device_names and not op.on_device:
+            continue  # the host side of a GPU op is its launch; the device row carries its time
+        record = OpRecord(
+            name=op.name,
+            pass_=tf_pass(op.name, op.op_type),
+            total_ms=op.self_us / 1000.0,
+            calls=op.occurrences,
+            layer=resolver.layer_of(op.name, op.op_type),
+            op_type=op.op_type,
+            intervals=[(lo / 1000.0, hi / 1000.0) for lo, hi in op.intervals],
+        )
+        kernels = sorted(kernels_by_op.get(op.name, []), key=lambda k: -k.total_us)
+        if kernels:
+            record.impl = kernels[0].name
+            record.tensor_cores = _kernel_tc(kernels[0])
+            if len(kernels) > 1:
+                record.extra["kernels"] = [k.name for k in kernels[:5]]
+        records.append(record)
+    if not device_names:
+        # Kernels that name no op (older traces): list them on their own, by kernel name.
+        for kernel in kernels_by_op.get("", []):
+            records.append(OpRecord(
+                name=kernel.name, pass_="other", total_ms=kernel.total_us / 1000.0, calls=kernel.occurrences,
+                impl=kernel.name, tensor_cores=_kernel_tc(kernel), op_type="kernel"))
+    return records
+
+
+def _kernel_tc(kernel: Any) -> bool | None:
+    by_name = tensor_core_use(kernel.name)
+    if by_name is not None:
+        return by_name
+    return True if kernel.uses_tensor_core else None  # xprof's "false" is not proof: it only knows some names
+
+
+def _merge_impl(tf_records: list[OpRecord], dnn_records: list[OpRecord]) -> int:
+    """Gives each TensorFlow op the oneDNN implementation that ran it (same layer, pass and kind, the one
+    with the most time); returns how many ops got one."""
+    merged = 0
+    for record in tf_records:
+        if record.layer is None or record.op_type is None:
+            continue
+        kinds: tuple[str, ...] = ()
+        for word, primitives in _TF_TYPE_TO_PRIMITIVES:
+            if word in record.op_type:
+                kinds = primitives
+                break
+        candidates = [
+            d for d in dnn_records
+            if d.layer == record.layer and d.pass_ == record.pass_ and d.op_type in kinds and d.impl
+        ]
+        if not candidates:
+            continue
+        best = max(candidates, key=lambda d: d.total_ms)
+        record.impl = best.impl
+        record.dtype = best.dtype or record.dtype
+        record.extra["onednn_ms"] = round(sum(d.total_ms for d in candidates), 3)
+        merged += 1
+    return merged
+
+
+# ---------------------------------------------------------------- the entry point
+
+
+def build_ops(artifacts: Mapping[str, Any], model_layers: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Turns one run's raw profile artifacts into its ``ops`` object; None when nothing usable was given.
+
+    ``artifacts`` (all keys optional): ``window`` {steps, wall_ms (per step), kind}, ``onednn_lines`` (raw
+    verbose lines, window markers allowed), ``xplane_path`` (+ ``xplane_framework``: "tensorflow" | "jax"),
+    ``torch_events`` (fp16doctor.workload.profile_export's list), ``tf1_step_stats`` (RunMetadata.step_stats
+    as a dict). A trace that cannot be read raises DoctorError.
+    """
+    window = dict(artifacts.get("window") or {})
+    steps = max(int(window.get("steps") or 1), 1)
+    notes: list[str] = []
+    missing: list[str] = []
+    sources: list[str] = []
+    records: list[OpRecord] = []
+
+    dnn_records: list[OpRecord] = []
+    lines = artifacts.get("onednn_lines")
+    if lines:
+        window_lines, marker_wall_ms = onednn.window_lines(str(line) for line in lines)
+        if window.get("wall_ms") is None and marker_wall_ms is not None:
+            window["wall_ms"] = marker_wall_ms
+        dnn_records = _onednn_records(onednn.parse_lines(window_lines), model_layers)
+
+    xplane_path = artifacts.get("xplane_path")
+    if xplane_path:
+        if xprof_available():
+            source = "jax_profiler" if artifacts.get("xplane_framework") == "jax" else "tf_profiler"
+            tf_records = _xplane_records(read_xplane(str(xplane_path)), model_layers)
+            if tf_records:
+                sources.append(source)
+                records = tf_records
+                if dnn_records:
+                    if _merge_impl(tf_records, dnn_records):
+                        sources.append("onednn_verbose")
+                    dnn_records = []  # their time is inside the TensorFlow ops; listing both would count it twice
+        else:
+            missing.append(XPROF_MISSING)
+
+    if not records and dnn_records:
+        records = dnn_records
+        sources.append("onednn_verbose")
+
+    events = artifacts.get("torch_events")
+    if events and not records:
+        records = torch_events.records(events, model_layers)
+        if records:
+            sources.append("torch_profiler")
+
+    step_stats = artifacts.get("tf1_step_stats")
+    if step_stats and not records:
+        records = tf1_step_stats.records(step_stats, model_layers)
+        if records:
+            sources.append("tf1_run_metadata")
+
+    if not records:
+        return None
+
+    layer_dtypes = _layer_dtypes(model_layers)
+    for record in records:
+        if record.dtype is None and record.layer in layer_dtypes:
+            record.dtype = layer_dtypes[record.layer]
+
+    ops: dict[str, Any] = {"source": sources[0]}
+    if len(sources) > 1:
+        ops["sources"] = sources
+    window.setdefault("steps", steps)
+    ops["window"] = window
+    wall_ms = window.get("wall_ms")
+    coverage = None
+    if wall_ms:
+        total_wall = float(wall_ms) * steps
+        intervals = [span for record in records for span in record.intervals]
+        if intervals:
+            coverage = min(union_ms(intervals) / total_wall, 1.0)
+        else:
+            coverage = min(sum(record.total_ms for record in records) / total_wall, 1.0)
+            notes.append("no timestamps in this source: coverage is the sum of op times over the window's wall "
+                         "time (capped at 1), so overlapping ops can overstate it")
+    else:
+        notes.append("the window's wall time is unknown: no coverage")
+    ops["coverage"] = round(coverage, 4) if coverage is not None else None
+    if coverage is not None and coverage < LOW_COVERAGE:
+        notes.append(f"the listed ops account for only {coverage:.0%} of the window's wall time")
+    if notes:
+        ops["coverage_note"] = "; ".join(notes)
+    if missing:
+        ops["missing"] = "; ".join(missing)
+    ops["items"] = [record.item(steps) for record in sorted(records, key=lambda r: -r.total_ms)]
+    return ops

@@ -1,0 +1,151 @@
+"""TensorFlow 2 / JAX profiler traces (``*.xplane.pb``), read with ``xprof`` (the maintained reader behind
+TensorBoard's profile plugin; ``pip install fp16doctor[profile]``).
+
+Tools used (xprof.convert.raw_to_tool_data.xspace_to_tool_data):
+- ``framework_op_stats``: per op (name, type, occurrences, self time; host and device rows);
+- ``trace_viewer``: the op events with start and duration, for coverage (the union of their intervals);
+- ``kernel_stats``: GPU kernels with the op that launched them and xprof's own Tensor Core flags.
+xprof writes a cache (``ALL_HOSTS.op_stats_v2.pb``) beside the trace and reuses it for any trace in that
+folder, so each trace is read from a private temporary copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from fp16doctor.errors import DoctorError
+
+XPROF_MISSING = "xprof not installed: no TensorFlow profiler times (pip install 'fp16doctor[profile]')"
+
+
+@dataclass
+class XplaneOp:
+    name: str
+    op_type: str
+    on_device: bool
+    occurrences: int
+    self_us: float
+    intervals: list[tuple[float, float]] = field(default_factory=list)  # microseconds
+
+
+@dataclass
+class XplaneKernel:
+    name: str
+    op_name: str
+    occurrences: int
+    total_us: float
+    tensor_core_eligible: bool | None
+    uses_tensor_core: bool | None
+
+
+@dataclass
+class XplaneData:
+    ops: list[XplaneOp]
+    kernels: list[XplaneKernel]
+    has_device: bool
+
+
+def xprof_available() -> bool:
+    try:
+        from xprof.convert import raw_to_tool_data  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _tool(path: str, tool: str, params: dict[str, Any]) -> Any:
+    from xprof.convert import raw_to_tool_data
+
+    data, _content_type = raw_to_tool_data.xspace_to_tool_data([path], tool, params)
+    if data is None:
+        return None
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", "replace")
+    return json.loads(data)
+
+
+def _table(data: Any) -> list[dict[str, Any]]:
+    """A gviz DataTable (or a list of them) -> rows as {column id: value}."""
+    tables = data if isinstance(data, list) else [data]
+    rows: list[dict[str, Any]] = []
+    for table in tables:
+        if not isinstance(table, dict) or "cols" not in table:
+            continue
+        ids = [col.get("id") for col in table["cols"]]
+        for row in table.get("rows", []):
+            values = [cell.get("v") if isinstance(cell, dict) else None for cell in row.get("c", [])]
+            rows.append(dict(zip(ids, values, strict=False)))
+        break  # the first table is the per-op one; later ones repeat it per device kind
+    return rows
+
+
+def _intervals(trace: Any) -> dict[str, list[tuple[float, float]]]:
+    """Op name -> [(start_us, end_us)] from trace_viewer's events (``args.long_name`` = "name:type")."""
+    found: dict[str, list[tuple[float, float]]] = {}
+    events = trace.get("traceEvents", []) if isinstance(trace, dict) else []
+    for event in events:
+        if event.get("ph") != "X" or "dur" not in event:
+            continue
+        args = event.get("args") or {}
+        long_name = args.get("long_name") or args.get("tf_op")
+        if not long_name:
+            continue
+        name = str(long_name).rsplit(":", 1)[0]
+        start = float(event.get("ts", 0.0))
+        found.setdefault(name, []).append((start, start + float(event["dur"])))
+    return found
+
+
+def read_xplane(path: str) -> XplaneData:
+    """Reads one trace. Raises DoctorError when xprof is missing or the file cannot be read."""
+    if not xprof_available():
+        raise DoctorError(XPROF_MISSING, "install the profile extra: pip install 'fp16doctor[profile]'")
+    if not os.path.isfile(path):
+        raise DoctorError(f"profiler trace not found: {path}", "the workload's profile.xplane path must exist")
+    workdir = tempfile.mkdtemp(prefix="fp16doctor-xplane-")
+    try:
+        copy = os.path.join(workdir, os.path.basename(path))
+        shutil.copyfile(path, copy)
+        params = {"use_saved_result": False}
+        try:
+            op_rows = _table(_tool(copy, "framework_op_stats", params))
+            trace = _tool(copy, "trace_viewer", params)
+            kernel_rows = _table(_tool(copy, "kernel_stats", params))
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise DoctorError(f"cannot read profiler trace {path}: {exc}", "re-record the trace") from exc
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    intervals = _intervals(trace)
+    ops = []
+    for row in op_rows:
+        op_type = str(row.get("type") or "")
+        if op_type == "IDLE":
+            continue
+        name = str(row.get("operation") or "")
+        ops.append(
+            XplaneOp(
+                name=name,
+                op_type=op_type,
+                on_device=str(row.get("host_or_device", "")).lower() == "device",
+                occurrences=int(row.get("occurrences") or 0),
+                self_us=float(row.get("total_self_time") or 0.0),
+                intervals=intervals.get(name, []),
+            )
+        )
+    kernels = [
+        XplaneKernel(
+            name=str(row.get("kernel_name") or ""),
+            op_name=str(row.get("op_name") or ""),
+            occurrences=int(row.get("occurrences") or 0),
+            total_us=float(row.get("total_duration_us") or 0.0),
+            tensor_core_eligible=row.get("is_op_tensor_core_eligible"),
+            uses_tensor_core=row.get("is_kernel_using_tensor_core"),
+        )
+        for row in kernel_rows
+    ]
+    return XplaneData(ops=ops, kernels=kernels, has_device=any(op.on_device for op in ops) or bool(kernels))

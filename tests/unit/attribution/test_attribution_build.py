@@ -1,0 +1,141 @@
+"""build_ops on real recordings: the Xeon (AVX512-FP16, AMX-BF16) where float16 weight gradients run oneDNN's
+reference kernel, this project's AVX2-only AMD EPYC, a Keras 3 on torch profile, TF1 step stats and a public
+GPU trace."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from attribution_data import EPYC, PUBLIC, RECORDINGS, XEON, artifacts, model_layers
+
+from fp16doctor.attribution import build, build_ops
+from fp16doctor.knowledge.kernels import is_reference_impl
+
+CONV_LAYERS = ("conv2d", "conv2d_1", "conv2d_2", "conv2d_3")
+pytest.importorskip("xprof", reason="the TensorFlow profiler traces need the profile extra (xprof)")
+
+
+def _items(ops, layer, pass_name):
+    return [item for item in ops["items"] if item["layer"] == layer and item["pass"] == pass_name]
+
+
+@pytest.fixture(scope="module")
+def xeon():
+    return {p: build_ops(artifacts(XEON, p), model_layers(p)) for p in ("float32", "float16", "mixed_bfloat16")}
+
+
+def test_xeon_merges_profiler_times_with_onednn_implementations(xeon):
+    for ops in xeon.values():
+        assert ops["source"] == "tf_profiler" and ops["sources"] == ["tf_profiler", "onednn_verbose"]
+        assert ops["coverage"] >= 0.7
+
+
+def test_xeon_float16_weight_gradients_run_the_reference_kernel_on_their_own_layer(xeon):
+    ops = xeon["float16"]
+    for layer in CONV_LAYERS:
+        (item,) = _items(ops, layer, "backward_weights")
+        assert item["impl"] == "ref:any" and is_reference_impl(item["impl"])
+        assert item["dtype"] == "float16"
+        assert item["ms_per_step"] > 1000
+        assert "Conv2DBackpropFilter" in item["name"]
+    # the biggest item of the step is one of them
+    assert ops["items"][0]["impl"] == "ref:any"
+
+
+def test_xeon_float32_and_bfloat16_weight_gradients(xeon):
+    for layer in CONV_LAYERS:
+        (f32,) = _items(xeon["float32"], layer, "backward_weights")
+        assert f32["impl"] and not is_reference_impl(f32["impl"]) and f32["ms_per_step"] < 100
+        (bf16,) = _items(xeon["mixed_bfloat16"], layer, "backward_weights")
+        assert "amx" in bf16["impl"] and bf16["dtype"] == "bfloat16"
+
+
+def test_xeon_onednn_alone_still_names_layers_by_shape():
+    ops = build_ops({"onednn_lines": artifacts(XEON, "float16")["onednn_lines"]}, model_layers("float16"))
+    assert ops["source"] == "onednn_verbose" and "sources" not in ops
+    assert ops["window"]["wall_ms"] == 24473.1  # from the end marker
+    assert "no timestamps" in ops["coverage_note"] and ops["coverage"] >= 0.7
+    for layer in CONV_LAYERS:
+        (item,) = _items(ops, layer, "backward_weights")
+        assert item["impl"] == "ref:any" and item["ms_per_step"] > 1000
+    first = _items(ops, "conv2d", "backward_weights")[0]
+    assert first["shape"].startswith("mb32_ic3oc32_ih112oh112") and first["ms_per_step"] == 10698.8
+
+
+def test_without_xprof_the_ops_say_what_is_lost(monkeypatch):
+    monkeypatch.setattr(build, "xprof_available", lambda: False)
+    ops = build_ops(artifacts(XEON, "float16"), model_layers("float16"))
+    assert ops["source"] == "onednn_verbose" and "xprof not installed" in ops["missing"]
+
+
+# ---- AMD EPYC, AVX2 only (this project's CI machine): TensorFlow keeps its own kernels on this CPU
+
+
+@pytest.fixture(scope="module")
+def epyc():
+    return {p: build_ops(artifacts(EPYC, p), model_layers(p)) for p in ("float32", "float16", "mixed_bfloat16")}
+
+
+def test_epyc_avx2_each_conv_layer_and_pass_is_timed(epyc):
+    for precision, ops in epyc.items():
+        assert ops["source"] == "tf_profiler" and ops["coverage"] >= 0.7
+        for layer in CONV_LAYERS:
+            for pass_name in ("backward_weights", "backward_data" if layer != "conv2d" else "forward"):
+                (item,) = [i for i in _items(ops, layer, pass_name) if "Conv" in i["op_type"]]
+                assert item["ms_per_step"] > 0
+                assert item["dtype"] == {"mixed_bfloat16": "bfloat16"}.get(precision, precision)
+
+
+def test_epyc_avx2_runs_no_onednn_convolution_and_no_reference_kernel(epyc):
+    for ops in epyc.values():
+        assert "sources" not in ops  # only gemm_api lines: nothing to give the TensorFlow ops
+        assert not any(item["op_type"].startswith("_Mkl") for item in ops["items"])
+        assert not any(is_reference_impl(item["impl"]) for item in ops["items"])
+
+
+# ---- Keras 3 on PyTorch (CPU), TF1 step stats, a public GPU trace
+
+
+def _recorded(path):
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("precision", ["float32", "float16"])
+def test_torch_profiler_recording(precision):
+    data = _recorded(RECORDINGS / "cpu-epyc-torch2.13-keras3" / f"{precision}.torch_events.json")
+    ops = build_ops({"window": data["window"], "torch_events": data["torch_events"]}, data["model_layers"])
+    assert ops["source"] == "torch_profiler" and ops["coverage"] >= 0.7
+    convs = [i for i in ops["items"] if i["layer"] == "conv2d" and i["pass"] == "forward" and i["impl"]]
+    assert convs and all(i["dtype"] == precision for i in convs)
+    backward = {i["layer"] for i in ops["items"] if i["pass"].startswith("backward")}
+    assert {"conv2d", "conv2d_1", "dense"} <= backward  # layers reach backward ops through autograd sequence numbers
+    impls = {i["impl"] for i in convs}
+    if precision == "float32":
+        assert impls == {"aten::mkldnn_convolution"}
+    else:  # this torch's CPU float16 convolution takes the slow (im2col + GEMM) path
+        assert all(is_reference_impl(impl) for impl in impls)
+
+
+def test_tf1_step_stats_recording():
+    data = _recorded(RECORDINGS / "cpu-epyc-tf1-run-metadata" / "float32.step_stats.json")
+    ops = build_ops({"window": data["window"], "tf1_step_stats": data["tf1_step_stats"]}, data["model_layers"])
+    assert ops["source"] == "tf1_run_metadata" and ops["coverage"] > 0.5
+    (filter_grad,) = [i for i in _items(ops, "conv2d_1", "backward_weights") if i["op_type"] == "Conv2DBackpropFilter"]
+    assert filter_grad["dtype"] == "float32" and filter_grad["ms_per_step"] > 0
+    assert {i["pass"] for i in ops["items"]} >= {"forward", "backward_data", "backward_weights", "optimizer"}
+    assert any(i["layer"] == "dense" and i["pass"] == "backward_weights" for i in ops["items"])
+
+
+def test_public_gpu_trace_lists_kernels_with_tensor_core_verdicts():
+    ops = build_ops({"xplane_path": str(PUBLIC / "gpu-volta-tf2.xplane.pb")}, [])
+    kernels = {i["impl"]: i["tensor_cores"] for i in ops["items"] if i.get("op_type") == "kernel"}
+    assert kernels["volta_scudnn_128x64_relu_interior_nn_v1"] is False
+    assert kernels["volta_sgemm_64x64_nn"] is False
+    assert any(v is None for v in kernels.values())  # names the table does not know stay unknown
+    assert "window's wall time is unknown" in ops["coverage_note"] and ops["coverage"] is None
+
+
+def test_nothing_usable_gives_none():
+    assert build_ops({}, []) is None
+    assert build_ops({"onednn_lines": ["Epoch 1/1"]}, []) is None
