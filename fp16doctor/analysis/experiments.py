@@ -13,8 +13,8 @@ from typing import Any
 from fp16doctor.analysis.causes import ExperimentResult, account
 from fp16doctor.analysis.context import Context, RunView, build_context
 from fp16doctor.analysis.registry import rules
-from fp16doctor.analysis.rules.causal import is_reference_impl
 from fp16doctor.knowledge.gpus import cc_tuple
+from fp16doctor.knowledge.kernels import is_reference_impl
 
 # An experiment whose expected effect is below this share of the step is not worth its run.
 MIN_EXPECTED_SHARE = 0.05

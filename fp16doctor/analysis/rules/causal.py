@@ -9,6 +9,7 @@ from fp16doctor.analysis.context import BF16, Context, OpItem, Pair, RunView
 from fp16doctor.analysis.rules.common import Finding, make_finding
 from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.knowledge.gpus import cc_tuple
+from fp16doctor.knowledge.kernels import is_reference_impl
 
 # A slow kernel is named the cause only when it accounts for at least this share of the difference it is
 # measured in; smaller ones stay evidence.
@@ -18,18 +19,7 @@ SETTING_MIN_CHANGE = 0.10
 # bf16_preferred: mixed_bfloat16 at least this much faster than the float16 runs (and than float32's spread).
 BF16_PREFERRED_MIN_GAIN = 0.10
 
-# oneDNN names its reference (unoptimised, loop-nest) implementations "ref:..." (`ref:any`, `gemm:ref`);
-# https://uxlfoundation.github.io/oneDNN/dev_guide_verbose.html lists the impl field; "ref" means none of
-# the jit/brgemm kernels applied. XLA:CPU and Eigen fallbacks carry "generic" in their names.
-REFERENCE_IMPL_MARKERS = ("ref:", ":ref", "gemm:ref", "reference", "generic")
 CONV_MATMUL_KINDS = ("conv", "matmul")
-
-
-def is_reference_impl(impl: str | None) -> bool:
-    if not impl:
-        return False
-    lowered = impl.lower()
-    return lowered == "ref" or any(marker in lowered for marker in REFERENCE_IMPL_MARKERS)
 
 
 def slow_kernel_item(item: OpItem, run: RunView, ctx: Context) -> bool:
