@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,6 +103,43 @@ def _intervals(trace: Any) -> dict[str, list[tuple[float, float]]]:
     return found
 
 
+TOOLS = ("framework_op_stats", "trace_viewer", "kernel_stats")
+XPROF_TIMEOUT_S = 300.0
+
+
+def _read_tools_isolated(copy: str, path: str) -> dict[str, Any]:
+    """Runs xprof in a child process: its C++ logging writes straight to stderr (and a broken trace can take
+    the reader down), neither of which may reach diagnose's own terminal output."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", "fp16doctor.attribution.xplane", copy], capture_output=True,
+                              text=True, timeout=XPROF_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise DoctorError(f"cannot read profiler trace {path}: {exc.__class__.__name__}",
+                          "re-record the trace") from None
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        detail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        raise DoctorError(f"cannot read profiler trace {path}: {detail}", "re-record the trace")
+    try:
+        found = json.loads(lines[-1])
+    except json.JSONDecodeError:
+        raise DoctorError(f"cannot read profiler trace {path}: unreadable reader output",
+                          "re-record the trace") from None
+    return found if isinstance(found, dict) else {}
+
+
+def _main(argv: list[str]) -> int:
+    """`python -m fp16doctor.attribution.xplane TRACE`: the three tools' answers as one JSON line on stdout."""
+    params = {"use_saved_result": False}
+    try:
+        found = {tool: _tool(argv[0], tool, params) for tool in TOOLS}
+    except (ValueError, RuntimeError, OSError) as exc:
+        print(f"{exc.__class__.__name__}: {exc}", file=sys.stderr)
+        return 1
+    sys.stdout.write(json.dumps(found) + "\n")
+    return 0
+
+
 def read_xplane(path: str) -> XplaneData:
     """Reads one trace. Raises DoctorError when xprof is missing or the file cannot be read."""
     if not xprof_available():
@@ -111,16 +150,12 @@ def read_xplane(path: str) -> XplaneData:
     try:
         copy = os.path.join(workdir, os.path.basename(path))
         shutil.copyfile(path, copy)
-        params = {"use_saved_result": False}
-        try:
-            op_rows = _table(_tool(copy, "framework_op_stats", params))
-            trace = _tool(copy, "trace_viewer", params)
-            kernel_rows = _table(_tool(copy, "kernel_stats", params))
-        except (ValueError, RuntimeError, OSError) as exc:
-            raise DoctorError(f"cannot read profiler trace {path}: {exc}", "re-record the trace") from exc
+        tools = _read_tools_isolated(copy, path)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    intervals = _intervals(trace)
+    op_rows = _table(tools.get("framework_op_stats"))
+    kernel_rows = _table(tools.get("kernel_stats"))
+    intervals = _intervals(tools.get("trace_viewer"))
     ops = []
     for row in op_rows:
         op_type = str(row.get("type") or "")
@@ -149,3 +184,7 @@ def read_xplane(path: str) -> XplaneData:
         for row in kernel_rows
     ]
     return XplaneData(ops=ops, kernels=kernels, has_device=any(op.on_device for op in ops) or bool(kernels))
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
