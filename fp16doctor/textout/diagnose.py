@@ -8,6 +8,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from fp16doctor.textout.ops import time_went_text
+
 if TYPE_CHECKING:
     from fp16doctor.diagnose import DiagnoseOutcome
 
@@ -50,6 +52,9 @@ def runs_table(runs: list[dict]) -> Table:
 def diagnose_summary_text(outcome: DiagnoseOutcome) -> RenderableType:
     doc = outcome.document
     parts: list[RenderableType] = [runs_table(doc.get("runs", []))]
+    went = time_went_text(doc)  # the verdicts, then each 16-bit run's biggest op differences
+    if went is not None:
+        parts += [Text(""), went]
     findings = doc.get("findings") or []
     if findings:
         parts.append(Text("\nFindings", style="bold"))
