@@ -151,6 +151,7 @@ class ChartsView:
     split: Markup
     speedup: Markup
     speedup_has_prediction: bool
+    precisions: list[str] = field(default_factory=list)  # those drawn, for the legends
 
 
 @dataclass(frozen=True)
@@ -994,6 +995,7 @@ def _machine_charts(rows: Sequence[RunRow], predicted: Mapping[tuple[str, str], 
         split=charts.split_chart(split_bars),
         speedup=charts.speedup_chart(speed_bars),
         speedup_has_prediction=any(b.predicted is not None for b in speed_bars),
+        precisions=sorted({r.precision for r in ok}, key=precision_rank),
     )
 
 

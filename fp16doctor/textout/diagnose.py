@@ -8,8 +8,6 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fp16doctor.textout.ops import time_went_text
-
 if TYPE_CHECKING:
     from fp16doctor.diagnose import DiagnoseOutcome
 
@@ -52,10 +50,12 @@ def runs_table(runs: list[dict]) -> Table:
 def diagnose_summary_text(outcome: DiagnoseOutcome) -> RenderableType:
     doc = outcome.document
     parts: list[RenderableType] = [runs_table(doc.get("runs", []))]
-    went = time_went_text(doc)  # the verdicts, then each 16-bit run's biggest op differences
+    findings = doc.get("findings") or []
+    from fp16doctor.textout.ops import time_went_text  # the verdicts, then each 16-bit run's top op differences
+
+    went = time_went_text(doc)
     if went is not None:
         parts += [Text(""), went]
-    findings = doc.get("findings") or []
     if findings:
         parts.append(Text("\nFindings", style="bold"))
         for f in findings[:6]:
