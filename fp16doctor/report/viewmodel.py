@@ -281,11 +281,23 @@ class ComparisonRow:
     machine: str
     stack: str
     variant: str
-    float32_ms: float | None
-    float16_ms: float | None
-    mixed_ms: float | None
-    float16_speedup: float | None
-    mixed_speedup: float | None
+    times_ms: dict[str, float]  # median step per precision that completed
+
+    def ms(self, precision: str) -> float | None:
+        return self.times_ms.get(precision)
+
+    def speedup(self, precision: str) -> float | None:
+        """float32 median / this precision's (above 1: faster)."""
+        base, other = self.times_ms.get("float32"), self.times_ms.get(precision)
+        return base / other if (base and other) else None
+
+    @property
+    def float32_ms(self) -> float | None:
+        return self.ms("float32")
+
+
+# The 16-bit columns of the comparison: the float16 ones always (the question), bfloat16 where measured.
+COMPARISON_ALWAYS = ("float16", "mixed_float16")
 
 
 @dataclass(frozen=True)
@@ -297,6 +309,7 @@ class ReportView:
     documents: list[DocumentView]
     comparison: list[ComparisonRow]
     comparison_chart: Markup
+    comparison_precisions: list[str]
     results_json: Markup
     generator: str = field(default_factory=lambda: f"fp16doctor {__version__}")
 
@@ -1066,22 +1079,13 @@ def _comparison(documents: Sequence[DocumentView]) -> list[ComparisonRow]:
                 if r.ok and r.median_ms is not None:
                     cells.setdefault((r.stack, r.variant, r.engine), {})[r.precision] = r.median_ms
             for (stack, variant, engine), times in cells.items():
-                f32 = times.get("float32")
-                f16 = times.get("float16")
-                mixed = times.get("mixed_float16")
-                out.append(
-                    ComparisonRow(
-                        machine=m.name,
-                        stack=f"{stack} · {engine}" if engine else stack,
-                        variant=variant,
-                        float32_ms=f32,
-                        float16_ms=f16,
-                        mixed_ms=mixed,
-                        float16_speedup=(f32 / f16) if (f32 and f16) else None,
-                        mixed_speedup=(f32 / mixed) if (f32 and mixed) else None,
-                    )
-                )
+                out.append(ComparisonRow(m.name, f"{stack} · {engine}" if engine else stack, variant, times))
     return out
+
+
+def comparison_precisions(rows: Sequence[ComparisonRow]) -> list[str]:
+    seen = {p for r in rows for p in r.times_ms if p != "float32"}
+    return sorted(seen | set(COMPARISON_ALWAYS), key=precision_rank)
 
 
 def embed_json(docs: Sequence[Mapping[str, Any]]) -> Markup:
@@ -1129,6 +1133,7 @@ def build_report(docs: Sequence[Mapping[str, Any]], sources: Sources | None = No
         headline=[v for m in machines for v in m.verdicts],
         documents=documents,
         comparison=comparison,
+        comparison_precisions=comparison_precisions(comparison),
         comparison_chart=charts.step_time_chart(comparison_bars, "Median step time on every machine"),
         results_json=embed_json(docs),
     )

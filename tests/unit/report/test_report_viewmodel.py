@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 import pytest
-from report_helpers import FAKE_FINDINGS, fixed_sources
+from report_helpers import FAKE_FINDINGS, fixed_sources, load_fixture
 
 from fp16doctor.analysis.registry import REGISTRY
 from fp16doctor.report.viewmodel import Sources, build_report
@@ -253,14 +253,22 @@ def test_comparison_rows_and_heading_name_both_machines(seed_doc, cpu_doc, sourc
     report = build_report([seed_doc, cpu_doc], sources)
     assert report.heading == "float16 vs float32 on NVIDIA TITAN V and Example EPYC (CPU only)"
     by_machine = {r.machine: r for r in report.comparison}
-    assert by_machine["NVIDIA TITAN V"].float16_speedup == pytest.approx(0.625)
-    assert by_machine["Example EPYC (CPU only)"].mixed_ms == 990.0
+    assert by_machine["NVIDIA TITAN V"].speedup("float16") == pytest.approx(0.625)
+    assert by_machine["Example EPYC (CPU only)"].ms("mixed_float16") == 990.0
+    assert report.comparison_precisions == ["float16", "mixed_float16"]
     # one line per verdict, machine by machine: float16 on the TITAN V, float16 and mixed_float16 on the EPYC
     assert [(v.machine, v.precision) for v in report.headline] == [
         ("NVIDIA TITAN V", "float16"),
         ("Example EPYC (CPU only)", "float16"),
         ("Example EPYC (CPU only)", "mixed_float16"),
     ]
+
+
+def test_comparison_adds_bfloat16_columns_where_measured(seed_doc, sources):
+    report = build_report([seed_doc, load_fixture("cpu-xeon-ops")], sources)
+    assert report.comparison_precisions == ["float16", "mixed_float16", "mixed_bfloat16"]
+    xeon = next(r for r in report.comparison if r.machine.startswith("Example Xeon"))
+    assert xeon.speedup("mixed_bfloat16") == pytest.approx(126 / 58)
 
 
 def test_reproduce_from_recorded_invocation_is_redacted(rich_doc, sources):
