@@ -610,12 +610,16 @@ def verdict_view(name: str, verdict: Mapping[str, Any], findings: Sequence[Mappi
         detail = BASIS_LABEL.get(basis or "", "")
         if cause_ms is not None and difference is not None:
             detail += f"{': ' if detail else ''}{fmt_ms(cause_ms)} of the {fmt_ms(abs(difference))} difference"
-        sentence += f", mostly because {_cause_phrase(_cause_title(verdict, findings))}"
-        sentence += f" ({detail})" if detail else ""
         share = _num(verdict.get("explained_share"))
+        # "mostly" only when the cause accounts for at least half of the difference, as the numbers say.
+        own = cause_ms / abs(difference) if (cause_ms is not None and difference) else share
+        sentence += f", {'partly' if own is not None and own < HALF else 'mostly'} because "
+        sentence += _cause_phrase(_cause_title(verdict, findings))
+        sentence += f" ({detail})" if detail else ""
         unexplained = _positive(verdict.get("unexplained_ms"))
-        if share is not None and share < HALF and unexplained is not None:
-            sentence += f"; {fmt_ms(unexplained)} ({1 - share:.0%}) of it is unexplained"
+        if share is not None and share < HALF:
+            amount = f"{fmt_ms(unexplained)} ({1 - share:.0%})" if unexplained is not None else f"{1 - share:.0%}"
+            sentence += f"; {amount} of it is unexplained"
     elif tone in ("slower", "faster"):
         amount = f"the {fmt_ms(abs(difference))} difference" if difference is not None else "it"
         sentence += f"; no finding explains {amount}"
@@ -802,7 +806,7 @@ def time_table(anchor: str, comparison: OpComparison) -> TimeTableView:
                 f"Low coverage: the {label} run's listed ops account for only {side.coverage:.0%} of its window's "
                 "wall time; the rest of that step is not attributed to any op."
             )
-    window = f"{comparison.precision}: {_window_words(reduced)}"
+    window = f"{_text(comparison.precision)}: {_window_words(reduced)}"
     if fp32 is not None:
         window += f"; float32: {_window_words(fp32)}"
     return TimeTableView(

@@ -107,7 +107,7 @@ def test_cut_short_run_verdict_says_at_least(tmp_path):
     [verdict] = _report(doc).headline
     assert verdict.bound and verdict.tone == "slower"
     assert verdict.figure == "≥ 175× slower"
-    assert "(22.1 s vs 126 ms per step; cut short: at least 175× slower)" in verdict.sentence
+    assert "(22.1 s vs 126 ms per step; cut short: at least 175× slower), mostly because" in verdict.sentence
 
 
 def test_seed_style_file_without_ops_gets_an_estimated_verdict():
@@ -135,7 +135,11 @@ def test_saved_verdicts_are_used_when_there_are_no_runs_to_recompute_from():
     doc = {"schema_version": 1, "host": {"gpus": []}, "runs": [], "verdicts": [saved]}
     [verdict] = _report(doc).headline
     assert verdict.figure == "2.00× slower" and verdict.cause_id == "old_stack"
-    assert "mostly because the stack predates fast fp16 paths" in verdict.sentence
+    assert verdict.sentence == "On CPU only (no GPU), float16 is 2.00× slower than float32 (stack cpu), mostly because " \
+                               "the stack predates fast fp16 paths."
+    saved["explained_share"] = 0.3
+    assert "partly because the stack predates fast fp16 paths; 70% of it is unexplained." in \
+        _report(doc).headline[0].sentence
 
 
 def test_runs_win_over_saved_verdicts(ops_doc):
