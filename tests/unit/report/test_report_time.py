@@ -135,8 +135,10 @@ def test_saved_verdicts_are_used_when_there_are_no_runs_to_recompute_from():
     doc = {"schema_version": 1, "host": {"gpus": []}, "runs": [], "verdicts": [saved]}
     [verdict] = _report(doc).headline
     assert verdict.figure == "2.00× slower" and verdict.cause_id == "old_stack"
-    assert verdict.sentence == "On CPU only (no GPU), float16 is 2.00× slower than float32 (stack cpu), mostly because " \
-                               "the stack predates fast fp16 paths."
+    assert verdict.sentence == (
+        "On CPU only (no GPU), float16 is 2.00× slower than float32 (stack cpu), mostly because the stack predates "
+        "fast fp16 paths."
+    )
     saved["explained_share"] = 0.3
     assert "partly because the stack predates fast fp16 paths; 70% of it is unexplained." in \
         _report(doc).headline[0].sentence
