@@ -173,3 +173,16 @@ def test_hostile_op_names_are_text(ops_doc):
     html = render_view(_report(doc))
     assert "<script>alert(1)" not in html and "<img src=x" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_tensor_core_use_is_shown_where_a_kernel_name_said_it(ops_doc):
+    doc = copy.deepcopy(ops_doc)
+    for item in doc["runs"][1]["ops"]["items"]:
+        if item["layer"] == "conv2d_1" and item["pass"] in ("forward", "backward_data"):
+            item["tensor_cores"] = item["pass"] == "forward"  # true on one, false on the other
+    table = next(t for t in _report(doc).documents[0].machines[0].time_tables if t.precision == "float16")
+    marks = {(r.layer, r.pass_label): r.tensor_cores for r in table.rows}
+    assert table.show_tensor_cores
+    assert marks[("conv2d_1", "forward")] == "yes" and marks[("conv2d_1", "backward data")] == "no"
+    assert marks[("conv2d", "backward weights")] == ""  # unknown stays unknown, never "no"
+    assert "Tensor Cores" in _text(render_view(_report(doc)))
