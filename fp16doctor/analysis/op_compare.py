@@ -32,7 +32,6 @@ class OpDiff:
     tensor_cores: bool | None  # the 16-bit kernels' Tensor Core use: true if any said so, null if none knew
     dtypes: tuple[str, ...]
     ops: int  # how many measured ops (both runs) the row sums
-    has_layer: bool = True
     rows: int = 1  # more than one: the rest of a table, summed
 
 
@@ -44,7 +43,6 @@ class OpsSide:
     coverage: float | None
     window_kind: str | None  # "after_timing" or "first_step" (a run cut short by the slow-run rule)
     window_steps: int | None
-    window_wall_ms: float | None
     total_ms: float
 
 
@@ -79,7 +77,7 @@ class OpComparison:
         summed = OpDiff(
             f"{len(rest)} more", "", total([r.reduced_ms for r in rest]), total([r.fp32_ms for r in rest]),
             total([r.difference_ms for r in rest]),
-            (), (), None, (), sum(r.ops for r in rest), has_layer=False, rows=len(rest),
+            (), (), None, (), sum(r.ops for r in rest), rows=len(rest),
         )
         return head, summed
 
@@ -111,8 +109,7 @@ def _side(run: RunView, ops: OpsView, raw_run: Mapping[str, Any]) -> OpsSide:
     source = " + ".join(merged) if len(merged) > 1 else ops.source
     steps = as_number(window.get("steps"))
     return OpsSide(source, ops.coverage, ops.window_kind or ("first_step" if run.bound else None),
-                   int(steps) if steps is not None and steps > 0 else None, as_number(window.get("wall_ms")),
-                   ops.total_ms())
+                   int(steps) if steps is not None and steps > 0 else None, ops.total_ms())
 
 
 def compare(reduced: RunView, fp32: RunView, doc: Mapping[str, Any]) -> OpComparison | None:
@@ -142,7 +139,6 @@ def compare(reduced: RunView, fp32: RunView, doc: Mapping[str, Any]) -> OpCompar
             tensor_cores=_tensor_cores(mine),
             dtypes=tuple(dict.fromkeys(i.dtype for i in mine if i.dtype)),
             ops=len(mine) + len(other),
-            has_layer=sample.layer is not None,
         ))
     rows.sort(key=lambda r: (-abs(r.difference_ms or 0.0), -(r.reduced_ms or 0.0)))
     fp32_side = (_side(fp32, fp32.ops, as_mapping(raw_runs[fp32.index])) if fp32.ops is not None
