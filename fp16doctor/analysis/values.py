@@ -56,14 +56,23 @@ def median_of(value: Any) -> float | None:
 
 
 def fmt_ms(value: float | None) -> str:
-    """Milliseconds for people: '812 ms', '3.3 ms', '0.042 ms'."""
+    """Milliseconds for people, everywhere fp16doctor prints a time (analysis evidence, report, terminal):
+    '812 ms', '51 ms', '3.3 ms', '0.042 ms', seconds from 10 s ('22.0 s', '125 s'); a dash when unknown.
+    A negative value (time saved) keeps its sign."""
     if value is None:
-        return "?"
-    if value >= 10:
-        return f"{value:.0f} ms"
-    if value >= 1:
-        return f"{value:.1f} ms"
-    return f"{value:.2g} ms"
+        return "\u2014"
+    sign, value = ("-", -value) if value < 0 else ("", value)
+    if value >= 100_000:
+        text = f"{value / 1000:.0f} s"
+    elif value >= 10_000:
+        text = f"{value / 1000:.1f} s"
+    elif value >= 10:
+        text = f"{value:.0f} ms"
+    elif value >= 1:
+        text = f"{value:.1f} ms"
+    else:
+        text = f"{value:.2g} ms"
+    return sign + text
 
 
 def fmt_flops(value: float) -> str:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-from fp16doctor.report.formatting import format_ms, format_ratio
+from fp16doctor.analysis.values import fmt_ms
+from fp16doctor.report.formatting import format_ratio
 
 WIDTH = 760
 LABEL_W = 250
@@ -144,7 +145,7 @@ def step_time_chart(bars: Sequence[StepBar], title: str = "Median step time with
         body.append(
             f'<rect class="bar {_css_class(bar.precision)}" x="{LABEL_W}" y="{mid - BAR_H / 2:.1f}" '
             f'width="{w:.1f}" height="{BAR_H}" rx="2"><title>{escape(bar.label)}: median '
-            f"{escape(format_ms(bar.median_ms))}</title></rect>"
+            f"{escape(fmt_ms(bar.median_ms))}</title></rect>"
         )
         if bar.p10_ms is not None and bar.p90_ms is not None:
             x1, x2 = LABEL_W + bar.p10_ms * scale, LABEL_W + bar.p90_ms * scale
@@ -154,7 +155,7 @@ def step_time_chart(bars: Sequence[StepBar], title: str = "Median step time with
         end = LABEL_W + max(w, (bar.p90_ms or 0.0) * scale)
         body.append(
             f'<text class="value" x="{end + 6:.1f}" y="{mid:.1f}" dominant-baseline="middle">'
-            f"{escape(format_ms(bar.median_ms))}</text>"
+            f"{escape(fmt_ms(bar.median_ms))}</text>"
         )
     return _frame(height, title, body)
 
@@ -178,13 +179,13 @@ def split_chart(bars: Sequence[SplitBar], title: str = "Where a step goes: host 
         body.append(_label(mid, bar.label))
         body.append(
             f'<rect class="bar input" x="{LABEL_W}" y="{mid - BAR_H / 2:.1f}" width="{w_in:.1f}" '
-            f'height="{BAR_H}"><title>input {escape(format_ms(bar.input_ms))}</title></rect>'
+            f'height="{BAR_H}"><title>input {escape(fmt_ms(bar.input_ms))}</title></rect>'
         )
         body.append(
             f'<rect class="bar {_css_class(bar.precision)}" x="{LABEL_W + w_in:.1f}" '
             f'y="{mid - BAR_H / 2:.1f}" '
             f'width="{w_cp:.1f}" height="{BAR_H}"><title>compute and the rest '
-            f"{escape(format_ms(bar.compute_ms))}</title></rect>"
+            f"{escape(fmt_ms(bar.compute_ms))}</title></rect>"
         )
         share = bar.input_ms / total if total > 0 else 0.0
         body.append(

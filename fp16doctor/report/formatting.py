@@ -1,21 +1,20 @@
-"""Numbers as a reader sees them, shared by the HTML template, the charts and the markdown summary."""
+"""Numbers as a reader sees them, shared by the HTML template, the charts and the markdown summary.
+
+Milliseconds have one formatter for all of fp16doctor: `fp16doctor.analysis.values.fmt_ms`."""
 
 from __future__ import annotations
 
+from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.results import PRECISIONS
 
 
-def format_ms(value: float | None) -> str:
-    """Milliseconds with three significant digits: 512 ms, 51.2 ms, 5.12 ms; seconds past 10 s."""
+def format_delta(value: float | None) -> str:
+    """A signed time difference: "+12.5 s" (16 bits took longer), "−3.1 ms" (16 bits saved it)."""
     if value is None:
         return "—"
-    if value >= 10_000:
-        return f"{value / 1000:.1f} s"
-    if value >= 100:
-        return f"{value:.0f} ms"
-    if value >= 10:
-        return f"{value:.1f} ms"
-    return f"{value:.2f} ms"
+    if value == 0:
+        return "±0 ms"
+    return ("+" if value > 0 else "\u2212") + fmt_ms(abs(value))
 
 
 def format_ratio(value: float | None) -> str:

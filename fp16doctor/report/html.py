@@ -7,6 +7,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.errors import DoctorError
 from fp16doctor.report import formatting
 from fp16doctor.report.viewmodel import ReportView
@@ -39,7 +40,8 @@ def _environment(directory: Path) -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters["ms"] = formatting.format_ms
+    env.filters["ms"] = fmt_ms
+    env.filters["delta"] = formatting.format_delta
     env.filters["ratio"] = formatting.format_ratio
     env.filters["pct"] = formatting.format_pct
     env.filters["rate"] = formatting.format_rate

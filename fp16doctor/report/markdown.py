@@ -1,6 +1,7 @@
 """A short markdown summary, fit to paste into a GitHub issue or a forum post.
 
-GPU and stack, the verdict, one table of the runs, the top findings and the command that reproduces it.
+GPU and stack, the verdicts, one table of the runs, where the time went (measured ops), the top findings
+and the command that reproduces it.
 Text from results files is escaped so it renders as text: no HTML, no links, no broken tables.
 """
 
@@ -8,8 +9,9 @@ from __future__ import annotations
 
 import re
 
-from fp16doctor.report.formatting import format_ms, format_rate, format_ratio
-from fp16doctor.report.viewmodel import DocumentView, MachineView, ReportView, RunRow
+from fp16doctor.analysis.values import fmt_ms
+from fp16doctor.report.formatting import format_delta, format_rate, format_ratio
+from fp16doctor.report.viewmodel import DocumentView, MachineView, ReportView, RunRow, TimeTableView
 
 TOP_FINDINGS = 3
 # What could turn text into markup inside a line or a table cell (GFM leaves intraword _ alone).
@@ -51,7 +53,7 @@ def _speedup(row: RunRow) -> str:
 def _spread(row: RunRow) -> str:
     if row.p10_ms is None or row.p90_ms is None:
         return "—"
-    return f"{format_ms(row.p10_ms)} – {format_ms(row.p90_ms)}"
+    return f"{fmt_ms(row.p10_ms)} – {fmt_ms(row.p90_ms)}"
 
 
 def _status(row: RunRow) -> str:
@@ -81,7 +83,7 @@ def _machine_table(machine: MachineView) -> list[str]:
             cells.append(md_text(row.engine))
         share = f"{row.input_share * 100:.0f} %" if row.input_share is not None else "—"
         cells += [
-            format_ms(row.median_ms),
+            fmt_ms(row.median_ms),
             _spread(row),
             format_rate(row.images_per_s),
             _speedup(row),
@@ -92,6 +94,53 @@ def _machine_table(machine: MachineView) -> list[str]:
     return lines
 
 
+TOP_OPS_MD = 8  # the summary keeps the biggest differences; the HTML report lists more
+
+
+def _time_table(table: TimeTableView) -> list[str]:
+    """"Where the time went" for one 16-bit run: float32 beside it per layer and pass, biggest first."""
+    bound = " (cut short: at least this long)" if table.bound else ""
+    source = md_code(table.source) + (f", coverage {table.coverage:.0%}" if table.coverage is not None else "")
+    out = [
+        f"**Where the time went, {md_text(table.title)}:** {md_text(table.precision)} step "
+        f"{fmt_ms(table.step_ms)}{bound}, float32 {fmt_ms(table.fp32_step_ms)}; ops from {source}; window: "
+        f"{md_text(table.window)}.",
+        "",
+    ]
+    for note in table.notes:
+        out += [f"> {md_text(note)}", ""]
+    tc = table.show_tensor_cores
+    out += [
+        f"| layer | pass | float32 | {md_text(table.precision)} | difference | implementation |"
+        + (" Tensor Cores |" if tc else ""),
+        "| --- | --- | --: | --: | --: | --- |" + (" --- |" if tc else ""),
+    ]
+    rows = [r for r in table.rows if not r.is_rest]
+    shown, hidden = rows[:TOP_OPS_MD], rows[TOP_OPS_MD:] + [r for r in table.rows if r.is_rest]
+    for row in shown:
+        impl = md_code(row.impl) if row.impl else "—"
+        if row.fp32_impl and row.fp32_impl == row.impl:
+            impl += " (same in float32)"
+        elif row.fp32_impl:
+            impl += f" (float32: {md_code(row.fp32_impl)})"
+        out.append(
+            f"| {md_code(row.layer)} | {md_text(row.pass_label)} | {fmt_ms(row.fp32_ms)} | {fmt_ms(row.reduced_ms)} "
+            f"| {format_delta(row.difference_ms)} | {impl} |" + (f" {row.tensor_cores or '—'} |" if tc else "")
+        )
+    if hidden:
+        def total(values: list[float | None]) -> float | None:
+            known = [v for v in values if v is not None]
+            return sum(known) if known else None
+
+        diff = total([r.difference_ms for r in hidden])
+        out.append(
+            f"| {sum(r.rows for r in hidden)} more, summed | | {fmt_ms(total([r.fp32_ms for r in hidden]))} "
+            f"| {fmt_ms(total([r.reduced_ms for r in hidden]))} | {format_delta(diff)} | |" + (" |" if tc else "")
+        )
+    out.append("")
+    return out
+
+
 def _document(doc: DocumentView, many: bool) -> list[str]:
     out: list[str] = []
     for machine in doc.machines:
@@ -99,10 +148,14 @@ def _document(doc: DocumentView, many: bool) -> list[str]:
         if machine.details:
             out.append("")
             out.append(md_text(" · ".join(machine.details)))
-        out += ["", f"**Verdict:** {md_text(machine.verdict.sentence)}"]
         out.append("")
+        for verdict in machine.verdicts:
+            out.append(f"**Verdict:** {md_text(verdict.sentence)}")
+            out.append("")
         out += _machine_table(machine) if machine.rows else ["No runs in this results file."]
         out.append("")
+        for table in machine.time_tables:
+            out += _time_table(table)
     software = [sw for sw in doc.environment.software if any(sw.values.values())]
     if software:
         stacks = []
@@ -128,6 +181,10 @@ def _document(doc: DocumentView, many: bool) -> list[str]:
             plain_id = re.fullmatch(r"[A-Za-z0-9_.-]+", finding.id)
             ident = md_code(finding.id) if plain_id else md_text(finding.id)
             line = f"{i}. **{md_text(finding.title)}** ({ident}, {md_text(finding.severity)})"
+            if finding.explains_ms is not None:
+                basis = f", {finding.basis}" if finding.basis else ""
+                scope = f" of {md_text(finding.scope)}" if finding.scope else ""
+                line += f" — accounts for {fmt_ms(finding.explains_ms)} per step{scope}{basis}"
             if finding.recommendation:
                 line += f" — {md_text(first_sentence(finding.recommendation))}"
             out.append(line)

@@ -1,9 +1,11 @@
 """What the report shows, computed before any template runs.
 
 `build_report(docs)` turns one or more results documents into typed, redacted view objects: the
-verdict sentence, the run table with derived numbers (images/s, speedup vs float32, input share),
-ranked findings with the fix as code for that stack, the environment and the command that reproduces
-the measurement. Templates and the markdown renderer only format these objects.
+analysis' verdicts in words (the report phrases them, never picks a cause), where the time went per layer
+and pass (measured ops, float32 beside each 16-bit run), the run table with derived numbers (images/s,
+speedup vs float32, input share), ranked findings with the time they explain and the fix as code for that
+stack, the environment and the command that reproduces the measurement. Templates and the markdown
+renderer only format these objects.
 
 Every optional key of results.json may be missing; a missing number shows as a dash, never a crash.
 """
@@ -19,15 +21,18 @@ from typing import Any
 from markupsafe import Markup
 
 from fp16doctor import __version__
-from fp16doctor.analysis import analyse
-from fp16doctor.analysis.context import noise_band
+from fp16doctor.analysis import Diagnosis, diagnose_document
+from fp16doctor.analysis.causes import HALF
 from fp16doctor.analysis.fixes import fix_for
+from fp16doctor.analysis.op_compare import LOW_COVERAGE, OpComparison, OpDiff, OpsSide, op_comparisons
+from fp16doctor.analysis.registry import REGISTRY
 from fp16doctor.analysis.roofline import estimate
+from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.knowledge.cpu import CPU_FP16_REPORT_FLAGS
 from fp16doctor.report import charts
-from fp16doctor.report.formatting import format_ms, precision_rank
+from fp16doctor.report.formatting import precision_rank
 from fp16doctor.report.redact import redact, redact_text
-from fp16doctor.results import group_runs_by_machine
+from fp16doctor.results import HOST_MACHINE, group_runs_by_machine
 from fp16doctor.stacks import all_stacks
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
@@ -73,22 +78,32 @@ class RunRow:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    sentence: str
-    ratio: float | None  # reduced-precision step time / float32 step time (>1: slower)
-    tone: str  # "slower", "faster", "same" or "unknown"
+class VerdictView:
+    """One verdict of the analysis (a 16-bit run against float32 on one machine), as a reader sees it."""
+
+    machine: str  # the machine's display name
+    stack: str
+    variant: str
+    precision: str | None  # None: no verdict could be made on this machine (sentence says why)
+    tone: str  # "slower", "faster", "same" (inside the runs' spread) or "unknown"
+    speedup: float | None  # float32 step / this step, the verdict's `ratio` (below 1: slower)
+    bound: bool  # the 16-bit run was cut short: it is at least this much slower
     cause_id: str | None
+    basis: str | None
+    sentence: str
 
     @property
     def figure(self) -> str:
-        """The ratio as a reader says it: "1.60× slower", "1.25× faster"."""
-        if self.ratio is None:
+        """The ratio as a reader says it: "1.60× slower", "≥ 166× slower", "1.25× faster"."""
+        if self.speedup is None or self.speedup <= 0:
             return "no ratio"
         if self.tone == "slower":
-            return f"{self.ratio:.2f}× slower"
+            return f"{'≥ ' if self.bound else ''}{times(1 / self.speedup)} slower"
         if self.tone == "faster":
-            return f"{1 / self.ratio:.2f}× faster"
-        return "same speed"
+            return f"{times(self.speedup)} faster"
+        if self.tone == "same":
+            return "same speed"
+        return "no ratio"
 
 
 @dataclass(frozen=True)
@@ -113,6 +128,21 @@ class FindingView:
     recommendation: str  # prose only, code blocks left out (the markdown summary uses it)
     recommendation_parts: list[TextPart]  # prose and indented code blocks, in order
     fix: FixView | None  # code for the stack, when the recommendation brings none of its own
+    explains_ms: float | None = None  # the time this cause accounts for (speed findings only)
+    basis: str | None = None  # "measured", "confirmed by experiment" or "estimated"
+    scope: str = ""  # the run it speaks of: "float16 vs float32, stack host"
+    ops: tuple[FindingOpView, ...] = ()
+
+
+@dataclass(frozen=True)
+class FindingOpView:
+    """A measured op a speed finding names: which layer and pass, what ran and how long."""
+
+    where: str  # "conv2d backward weights"
+    impl: str
+    dtype: str
+    ms_per_step: float | None
+    fp32_ms_per_step: float | None
 
 
 @dataclass(frozen=True)
@@ -121,6 +151,68 @@ class ChartsView:
     split: Markup
     speedup: Markup
     speedup_has_prediction: bool
+    precisions: list[str] = field(default_factory=list)  # those drawn, for the legends
+
+
+@dataclass(frozen=True)
+class OpRowView:
+    """One row of "Where the time went": a layer and pass, float32 beside the 16-bit run."""
+
+    layer: str
+    pass_label: str  # "backward weights"; empty on the summed rest
+    fp32_ms: float | None  # None: that run listed no op here
+    reduced_ms: float | None
+    difference_ms: float | None
+    impl: str  # the 16-bit run's implementations (kernels), biggest first
+    fp32_impl: str
+    tensor_cores: str  # "yes", "no" or "" (not knowable from the kernel's name)
+    dtype: str
+    ops: int
+    rows: int  # 1, or how many rows the summed rest holds
+    is_rest: bool  # the rows past the top ones, summed
+    fp32_bar_pct: float  # bar lengths, as a share of the table's biggest time
+    reduced_bar_pct: float
+
+
+@dataclass(frozen=True)
+class TimeTableView:
+    """One 16-bit run's measured ops against its float32 partner's (same machine, stack and variant)."""
+
+    anchor: str
+    precision: str
+    stack: str
+    variant: str
+    step_ms: float
+    fp32_step_ms: float
+    bound: bool
+    source: str
+    fp32_source: str
+    coverage: float | None
+    fp32_coverage: float | None
+    low_coverage: bool
+    window: str  # what the profiled window was, in words
+    notes: list[str]
+    rows: list[OpRowView]
+    reduced_total_ms: float
+    fp32_total_ms: float | None
+
+    @property
+    def show_tensor_cores(self) -> bool:
+        """Only where some kernel's name said whether it used Tensor Cores (never on a CPU)."""
+        return any(r.tensor_cores for r in self.rows)
+
+    @property
+    def total_difference_ms(self) -> float | None:
+        return None if self.fp32_total_ms is None else self.reduced_total_ms - self.fp32_total_ms
+
+    @property
+    def title(self) -> str:
+        parts = [f"{self.precision} vs float32"]
+        if self.stack not in ("", "host"):
+            parts.append(f"stack {self.stack}")
+        if self.variant != "original":
+            parts.append(self.variant)
+        return ", ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -128,11 +220,12 @@ class MachineView:
     anchor: str
     name: str
     details: list[str]
-    verdict: Verdict
+    verdicts: list[VerdictView]
     rows: list[RunRow]
     show_engine: bool
     show_variant: bool
     charts: ChartsView
+    time_tables: list[TimeTableView] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -188,11 +281,23 @@ class ComparisonRow:
     machine: str
     stack: str
     variant: str
-    float32_ms: float | None
-    float16_ms: float | None
-    mixed_ms: float | None
-    float16_speedup: float | None
-    mixed_speedup: float | None
+    times_ms: dict[str, float]  # median step per precision that completed
+
+    def ms(self, precision: str) -> float | None:
+        return self.times_ms.get(precision)
+
+    def speedup(self, precision: str) -> float | None:
+        """float32 median / this precision's (above 1: faster)."""
+        base, other = self.times_ms.get("float32"), self.times_ms.get(precision)
+        return base / other if (base and other) else None
+
+    @property
+    def float32_ms(self) -> float | None:
+        return self.ms("float32")
+
+
+# The 16-bit columns of the comparison: the float16 ones always (the question), bfloat16 where measured.
+COMPARISON_ALWAYS = ("float16", "mixed_float16")
 
 
 @dataclass(frozen=True)
@@ -200,10 +305,11 @@ class ReportView:
     title: str
     heading: str
     subtitle: str
-    headline: list[Verdict]
+    headline: list[VerdictView]
     documents: list[DocumentView]
     comparison: list[ComparisonRow]
     comparison_chart: Markup
+    comparison_precisions: list[str]
     results_json: Markup
     generator: str = field(default_factory=lambda: f"fp16doctor {__version__}")
 
@@ -289,8 +395,8 @@ def _rank_findings(findings: Sequence[Mapping[str, Any]]) -> list[Mapping[str, A
     return [f for _, f in sorted(enumerate(findings), key=key)]
 
 
-def real_analyse(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    return analyse(doc)
+def real_diagnose(doc: dict[str, Any]) -> Diagnosis:
+    return diagnose_document(doc)
 
 
 def real_roofline(doc: dict[str, Any]) -> dict[tuple[str, str], float]:
@@ -311,18 +417,33 @@ def real_known_stacks() -> set[str] | None:
 class Sources:
     """Where the report gets what a results file may lack; tests substitute fixed ones."""
 
-    analyse: Callable[[dict[str, Any]], list[dict[str, Any]]] = real_analyse
+    diagnose: Callable[[dict[str, Any]], Diagnosis] = real_diagnose
     roofline: Callable[[dict[str, Any]], dict[tuple[str, str], float]] = real_roofline
     known_stacks: Callable[[], set[str] | None] = real_known_stacks
 
 
-def findings_of(doc: Mapping[str, Any], sources: Sources) -> tuple[list[dict[str, Any]], str]:
-    """The document's own findings, or the analysis run now when it has none."""
+@dataclass(frozen=True)
+class Decided:
+    """What the report shows of the analysis for one document: findings and verdicts, and where from."""
+
+    findings: list[dict[str, Any]]
+    findings_source: str  # "results" (as written by diagnose), "analysis" (computed now) or "none"
+    verdicts: list[dict[str, Any]]
+
+
+def decided(doc: Mapping[str, Any], sources: Sources) -> Decided:
+    """The document's own findings, else the analysis' of its runs; the verdicts the analysis makes of its runs
+    now, else (a file with no runs to recompute from) the verdicts it saved."""
     own = [f for f in _list(doc.get("findings")) if isinstance(f, dict)]
+    saved_verdicts = [v for v in _list(doc.get("verdicts")) if isinstance(v, dict)]
+    if not _runs(doc) and (own or saved_verdicts):
+        return Decided(own, "results" if own else "none", saved_verdicts)
+    diagnosis = sources.diagnose(dict(doc))
+    verdicts = [v for v in diagnosis.verdicts if isinstance(v, dict)]
     if own:
-        return own, "results"
-    computed = [f for f in sources.analyse(dict(doc)) if isinstance(f, dict)]
-    return computed, ("analysis" if computed else "none")
+        return Decided(own, "results", verdicts)
+    computed = [f for f in diagnosis.findings if isinstance(f, dict)]
+    return Decided(computed, "analysis" if computed else "none", verdicts)
 
 
 # ---------------------------------------------------------------------------------------- runs
@@ -382,78 +503,148 @@ def _ordered(rows: list[RunRow]) -> list[RunRow]:
 
 # ---------------------------------------------------------------------------------------- verdict
 
+BASIS_LABEL = {"measured_ops": "measured", "experiment": "confirmed by experiment", "estimate": "estimated"}
+OUTCOME_TONE = {"slower": "slower", "faster": "faster", "no_significant_difference": "same"}
 
-def _headline_pair(rows: Sequence[RunRow]) -> tuple[RunRow, RunRow] | None:
-    """float32 against float16 (the user's question) or else mixed_float16, preferring the original script."""
-    for variant_first in (True, False):
-        for precision in ("float16", "mixed_float16"):
-            for r in rows:
-                if r.precision != precision or not r.ok or (variant_first and r.variant != "original"):
-                    continue
-                base = next(
-                    (
-                        b
-                        for b in rows
-                        if b.precision == "float32"
-                        and b.ok
-                        and (b.engine, b.stack, b.variant) == (r.engine, r.stack, r.variant)
-                    ),
-                    None,
-                )
-                if base is not None:
-                    return base, r
-    return None
+
+def times(factor: float) -> str:
+    """1.6 -> "1.60×", 9.57 -> "9.57×", 166.4 -> "166×"."""
+    return f"{factor:.0f}×" if factor >= 100 else f"{factor:.2f}×"
 
 
 def _cause_phrase(title: str) -> str:
     title = title.strip().rstrip(".")
-    # "Pure float16 ..." -> "pure float16 ...", but keep acronyms such as "GPU ..." or "TF 1.7 ...".
-    if len(title) > 1 and title[0].isupper() and title[1].islower():
+    # "Pure float16 ..." -> "pure float16 ...", "A slow kernel ..." -> "a slow kernel ...", but keep acronyms
+    # such as "GPU ..." or "TF 1.7 ...".
+    if len(title) > 1 and title[0].isupper() and (title[1].islower() or title[1] == " "):
         title = title[0].lower() + title[1:]
     return title
 
 
-# Findings that cannot explain the ratio of two median steps: fp16_faster restates it, and
-# measurement_warmup is about the first steps, which the medians leave out.
-NOT_A_CAUSE = ("fp16_faster", "measurement_warmup")
+def _matches(finding: Mapping[str, Any], verdict: Mapping[str, Any]) -> int:
+    """How closely a finding speaks of a verdict's run (-1: not at all): same id, then machine, stack, precision."""
+    if finding.get("id") != verdict.get("cause"):
+        return -1
+    score = 0
+    for key in ("machine", "stack", "precision", "variant"):
+        value = finding.get(key)
+        if value is None:
+            continue
+        if value != verdict.get(key, "original" if key == "variant" else None):
+            return -1
+        score += 1
+    return score
 
 
-def build_verdict(name: str, rows: Sequence[RunRow], findings: Sequence[Mapping[str, Any]]) -> Verdict:
-    pair = _headline_pair(rows)
-    ranked = _rank_findings(findings)
-    if pair is None:
-        failed = [r for r in rows if r.status != "ok"]
-        why = f" ({len(failed)} of {len(rows)} runs did not complete)" if failed else ""
-        return Verdict(
-            f"On {name}, no float32 run and reduced-precision run both completed, so there is no ratio to report{why}.",
-            None,
-            "unknown",
-            None,
-        )
-    base, other = pair
-    assert base.median_ms is not None and other.median_ms is not None
-    ratio = other.median_ms / base.median_ms
-    times = f"{format_ms(other.median_ms)} vs {format_ms(base.median_ms)} per step"
-    stack = f" with stack {base.stack}" if base.stack not in ("", "host") else ""
-    # The same noise band as the findings, so the verdict never claims a difference they call noise.
-    band = noise_band((base.median_ms, base.p10_ms, base.p90_ms), (other.median_ms, other.p10_ms, other.p90_ms))
-    if ratio > 1 + band:
-        tone, comparison = "slower", f"{ratio:.2f}× slower than"
-    elif 1 / ratio > 1 + band:
-        tone, comparison = "faster", f"{1 / ratio:.2f}× faster than"
-    else:
-        tone, comparison = "same", "about as fast as"
-    causes = [f for f in ranked if f.get("id") not in NOT_A_CAUSE and _text(f.get("title"))]
-    cause = causes[0] if causes else None
-    sentence = f"On {name}, {other.precision} is {comparison} float32 ({times}{stack})"
-    if cause is None:
-        sentence += "." if tone == "faster" else "; no finding explains it yet."
+def _cause_title(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> str:
+    """The title of the finding the verdict names (the most specific one for its run), else the registry's."""
+    cause = str(verdict.get("cause"))
+    scored = [(_matches(f, verdict), i) for i, f in enumerate(findings)]
+    best = max((s for s in scored if s[0] >= 0), default=None, key=lambda s: (s[0], -s[1]))
+    if best is not None:
+        title = _text(findings[best[1]].get("title"))
+        if title:
+            return title
+    spec = REGISTRY.get(cause)
+    return spec.title if spec is not None else cause
+
+
+def _speedup(verdict: Mapping[str, Any]) -> float | None:
+    """float32 step / this step: from the two step times when the verdict gives them (its `ratio` is rounded),
+    else its `ratio`."""
+    step, fp32 = _positive(verdict.get("step_ms")), _positive(verdict.get("fp32_step_ms"))
+    if step and fp32:
+        return fp32 / step
+    return _positive(verdict.get("ratio"))
+
+
+def _tone(verdict: Mapping[str, Any], speedup: float | None) -> str:
+    tone = OUTCOME_TONE.get(str(verdict.get("outcome")))
+    if tone is not None:
+        return tone
+    # A saved verdict of the contract's short shape has no outcome: the ratio is all it says.
+    if speedup is None:
+        return "unknown"
+    return "slower" if speedup < 1 else "faster" if speedup > 1 else "same"
+
+
+def verdict_view(name: str, verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> VerdictView:
+    """The analysis' verdict in words: nothing here chooses a cause or judges a difference, it only phrases
+    what the verdict says (its outcome, cause, basis, bound and unexplained share)."""
+    precision = _text(verdict.get("precision")) or "16-bit"
+    stack = _text(verdict.get("stack")) or "host"
+    variant = _text(verdict.get("variant")) or "original"
+    speedup = _speedup(verdict)
+    tone = _tone(verdict, speedup)
+    bound = verdict.get("bound") is True
+    cause = _text(verdict.get("cause")) or None
+    basis = _text(verdict.get("basis")) or None
+    step, fp32 = _positive(verdict.get("step_ms")), _positive(verdict.get("fp32_step_ms"))
+    context = [f"{fmt_ms(step)} vs {fmt_ms(fp32)} per step"] if (step and fp32) else []
+    if stack not in ("", "host"):
+        context.append(f"stack {stack}")
+    if variant != "original":
+        context.append(variant)
+    if speedup is None:
+        headline = _text(verdict.get("headline"))
+        sentence = f"On {name}: {headline}" if headline else f"On {name}, {precision} has no ratio to float32."
+        return VerdictView(name, stack, variant, precision, "unknown", None, bound, cause, basis,
+                           sentence.rstrip(".") + ".")
+    if tone == "slower" and bound:
+        context.append(f"cut short: at least {times(1 / speedup)} slower")
+        comparison = "slower than"
+    elif tone == "slower":
+        comparison = f"{times(1 / speedup)} slower than"
     elif tone == "faster":
-        # A finding beside a speedup is what limits it further, not why it is fast.
-        sentence += f"; what holds it back: {_cause_phrase(_text(cause.get('title')))}."
+        comparison = f"{times(speedup)} faster than"
     else:
-        sentence += f", mostly because {_cause_phrase(_text(cause.get('title')))}."
-    return Verdict(sentence, ratio, tone, str(cause.get("id")) if cause else None)
+        comparison = "about as fast as"
+        context.append("the difference is inside the runs' spread")
+    sentence = f"On {name}, {precision} is {comparison} float32"
+    if context:
+        sentence += f" ({'; '.join(context)})"
+    difference = _num(verdict.get("difference_ms"))
+    if cause is not None and tone in ("slower", "faster"):
+        shares = [c for c in _list(verdict.get("causes")) if isinstance(c, dict) and c.get("id") == cause]
+        cause_ms = _positive(shares[0].get("explains_ms")) if shares else None
+        detail = BASIS_LABEL.get(basis or "", "")
+        if cause_ms is not None and difference is not None:
+            detail += f"{': ' if detail else ''}{fmt_ms(cause_ms)} of the {fmt_ms(abs(difference))} difference"
+        share = _num(verdict.get("explained_share"))
+        # "mostly" only when the cause accounts for at least half of the difference, as the numbers say.
+        own = cause_ms / abs(difference) if (cause_ms is not None and difference) else share
+        sentence += f", {'partly' if own is not None and own < HALF else 'mostly'} because "
+        sentence += _cause_phrase(_cause_title(verdict, findings))
+        sentence += f" ({detail})" if detail else ""
+        unexplained = _positive(verdict.get("unexplained_ms"))
+        if share is not None and share < HALF:
+            amount = f"{fmt_ms(unexplained)} ({1 - share:.0%})" if unexplained is not None else f"{1 - share:.0%}"
+            sentence += f"; {amount} of it is unexplained"
+    elif tone in ("slower", "faster"):
+        amount = f"the {fmt_ms(abs(difference))} difference" if difference is not None else "it"
+        sentence += f"; no finding explains {amount}"
+    return VerdictView(name, stack, variant, precision, tone, speedup, bound, cause, basis, sentence + ".")
+
+
+def no_verdict(name: str, rows: Sequence[RunRow]) -> VerdictView:
+    """A machine on which the analysis could pair no 16-bit run with a float32 run."""
+    failed = [r for r in rows if r.status != "ok"]
+    why = f" ({len(failed)} of {len(rows)} runs did not complete)" if failed else ""
+    return VerdictView(
+        name, "", "original", None, "unknown", None, False, None, None,
+        f"On {name}, no float32 run and 16-bit run both completed, so there is no ratio to report{why}.",
+    )
+
+
+def machine_verdicts(
+    name: str, key: str, rows: Sequence[RunRow], verdicts: Sequence[Mapping[str, Any]],
+    findings: Sequence[Mapping[str, Any]],
+) -> list[VerdictView]:
+    """The verdicts on one machine (`key` as results.machine_key gives it: "" for the results' own host)."""
+    mine = [v for v in verdicts if (_text(v.get("machine")) or HOST_MACHINE) == (key or HOST_MACHINE)]
+    if not mine:
+        return [no_verdict(name, rows)]
+    return [verdict_view(name, v, findings) for v in mine]
 
 
 # ---------------------------------------------------------------------------------------- sections
@@ -511,9 +702,132 @@ def _finding_views(
                 recommendation=" ".join(p.text for p in parts if p.kind == "text"),
                 recommendation_parts=parts,
                 fix=FixView(_text(fix.flavour_label), redact_text(fix.code)) if fix else None,
+                explains_ms=_num(f.get("explains_ms")),
+                basis=BASIS_LABEL.get(str(f.get("basis"))),
+                scope=_finding_scope(f),
+                ops=tuple(_finding_ops(f)),
             )
         )
     return views
+
+
+def pass_label(value: Any) -> str:
+    return _text(value).replace("_", " ")
+
+
+def _finding_scope(finding: Mapping[str, Any]) -> str:
+    """The run a speed finding speaks of, in words: "float16 vs float32, stack tf2.21, on gpu-node"."""
+    precision = _text(finding.get("precision"))
+    if not precision:
+        return ""
+    parts = [f"{precision} vs float32"]
+    stack = _text(finding.get("stack"))
+    if stack and stack != "host":
+        parts.append(f"stack {stack}")
+    variant = _text(finding.get("variant"))
+    if variant and variant != "original":
+        parts.append(variant)
+    machine = _text(finding.get("machine"))
+    if machine and machine != HOST_MACHINE:
+        parts.append(f"on {machine}")
+    return ", ".join(parts)
+
+
+FINDING_OPS = 5  # a finding lists its biggest ops; "Where the time went" has the rest
+
+
+def _finding_ops(finding: Mapping[str, Any]) -> list[FindingOpView]:
+    out = []
+    for op in _list(finding.get("ops"))[:FINDING_OPS]:
+        if not isinstance(op, dict):
+            continue
+        where = " ".join(p for p in (_text(op.get("layer")) or _text(op.get("name")), pass_label(op.get("pass"))) if p)
+        out.append(FindingOpView(where or "?", _text(op.get("impl")), _text(op.get("dtype")),
+                                 _num(op.get("ms_per_step")), _num(op.get("float32_ms_per_step"))))
+    return out
+
+
+# ---------------------------------------------------------------------------------------- where the time went
+
+TOP_OPS = 12  # rows per table; the rest are summed into one
+WINDOW_WORDS = {
+    "after_timing": "a profiled window after the timed steps",
+    "first_step": "the first step of a run cut short (its only step, profiled)",
+}
+
+
+def _window_words(side: OpsSide) -> str:
+    words = WINDOW_WORDS.get(side.window_kind or "", "a profiled window")
+    if side.window_steps and side.window_kind != "first_step":
+        words += f" ({side.window_steps} step{'s' if side.window_steps != 1 else ''})"
+    return words
+
+
+def _impl_text(impls: Sequence[str], limit: int = 2) -> str:
+    shown = [_text(i) for i in impls[:limit]]
+    more = f" +{len(impls) - limit}" if len(impls) > limit else ""
+    return ", ".join(shown) + more
+
+
+def _op_row(row: OpDiff, biggest: float, is_rest: bool) -> OpRowView:
+    def bar(ms: float | None) -> float:
+        return round(100.0 * (ms or 0.0) / biggest, 1) if biggest > 0 else 0.0
+
+    tc = "" if row.tensor_cores is None else ("yes" if row.tensor_cores else "no")
+    return OpRowView(
+        layer=_text(row.layer),
+        pass_label=pass_label(row.pass_),
+        fp32_ms=row.fp32_ms,
+        reduced_ms=row.reduced_ms,
+        difference_ms=row.difference_ms,
+        impl=_impl_text(row.impls),
+        fp32_impl=_impl_text(row.fp32_impls),
+        tensor_cores=tc,
+        dtype=_text(", ".join(row.dtypes)),
+        ops=row.ops,
+        rows=row.rows,
+        is_rest=is_rest,
+        fp32_bar_pct=bar(row.fp32_ms),
+        reduced_bar_pct=bar(row.reduced_ms),
+    )
+
+
+def time_table(anchor: str, comparison: OpComparison) -> TimeTableView:
+    head, rest = comparison.top(TOP_OPS)
+    shown = [*head, *([rest] if rest else [])]
+    biggest = max([max(r.reduced_ms or 0.0, r.fp32_ms or 0.0) for r in shown], default=0.0)
+    reduced, fp32 = comparison.reduced, comparison.fp32
+    notes = []
+    if fp32 is None:
+        notes.append("The float32 run has no measured ops, so only the 16-bit side is shown.")
+    for label, side in (("16-bit", reduced), ("float32", fp32)):
+        if side is not None and side.coverage is not None and side.coverage < LOW_COVERAGE:
+            notes.append(
+                f"Low coverage: the {label} run's listed ops account for only {side.coverage:.0%} of its window's "
+                "wall time; the rest of that step is not attributed to any op."
+            )
+    window = f"{_text(comparison.precision)}: {_window_words(reduced)}"
+    if fp32 is not None:
+        window += f"; float32: {_window_words(fp32)}"
+    return TimeTableView(
+        anchor=anchor,
+        precision=_text(comparison.precision),
+        stack=_text(comparison.stack),
+        variant=_text(comparison.variant),
+        step_ms=comparison.step_ms,
+        fp32_step_ms=comparison.fp32_step_ms,
+        bound=comparison.bound,
+        source=_text(reduced.source) or "unknown",
+        fp32_source=_text(fp32.source) if fp32 is not None else "",
+        coverage=reduced.coverage,
+        fp32_coverage=fp32.coverage if fp32 is not None else None,
+        low_coverage=comparison.low_coverage,
+        window=window,
+        notes=notes,
+        rows=[_op_row(r, biggest, r is rest) for r in shown],
+        reduced_total_ms=reduced.total_ms,
+        fp32_total_ms=fp32.total_ms if fp32 is not None else None,
+    )
 
 
 def _environment(doc: Mapping[str, Any]) -> EnvironmentView:
@@ -698,12 +1012,15 @@ def _machine_charts(rows: Sequence[RunRow], predicted: Mapping[tuple[str, str], 
         split=charts.split_chart(split_bars),
         speedup=charts.speedup_chart(speed_bars),
         speedup_has_prediction=any(b.predicted is not None for b in speed_bars),
+        precisions=sorted({r.precision for r in ok}, key=precision_rank),
     )
 
 
 def _document_view(index: int, doc: Mapping[str, Any], used_names: dict[str, int], sources: Sources) -> DocumentView:
-    findings, source = findings_of(doc, sources)
+    analysis = decided(doc, sources)
+    findings = analysis.findings
     predicted = sources.roofline(dict(doc))
+    comparisons = op_comparisons(doc)
     groups = group_runs_by_machine(_runs(doc))
     if not groups:
         groups[""] = []
@@ -721,23 +1038,26 @@ def _document_view(index: int, doc: Mapping[str, Any], used_names: dict[str, int
             rows = [replace(r, engine="") for r in rows]
         rows = _ordered(_with_speedups(rows))
         all_rows += rows
+        anchor = f"machine-{index + 1}-{m_index + 1}"
+        mine = [c for c in comparisons if c.machine == (key or HOST_MACHINE)]
         machines.append(
             MachineView(
-                anchor=f"machine-{index + 1}-{m_index + 1}",
+                anchor=anchor,
                 name=name,
                 details=details,
-                verdict=build_verdict(name, rows, findings),
+                verdicts=machine_verdicts(name, key, rows, analysis.verdicts, findings),
                 rows=rows,
                 show_engine=len(engines) > 1,
                 show_variant=any(r.variant != "original" for r in rows),
                 charts=_machine_charts(rows, predicted),
+                time_tables=[time_table(f"{anchor}-time-{i + 1}", c) for i, c in enumerate(mine)],
             )
         )
     software_by_stack: dict[str, dict[str, Any]] = {}
     for run in _runs(doc):
         software_by_stack.setdefault(str(run.get("stack")), _dict(run.get("software")))
-    pair = _headline_pair(all_rows)
-    default_stack = pair[0].stack if pair else (all_rows[0].stack if all_rows else None)
+    judged = [v.stack for m in machines for v in m.verdicts if v.precision is not None]
+    default_stack = judged[0] if judged else (all_rows[0].stack if all_rows else None)
     tool = _dict(doc.get("tool"))
     return DocumentView(
         anchor=f"results-{index + 1}",
@@ -747,7 +1067,7 @@ def _document_view(index: int, doc: Mapping[str, Any], used_names: dict[str, int
         note=_text(doc.get("note")) or None,
         machines=machines,
         findings=_finding_views(findings, software_by_stack, default_stack),
-        findings_source=source,
+        findings_source=analysis.findings_source,
         environment=_environment(doc),
         reproduce=_reproduce(doc, all_rows, sources.known_stacks()),
         workload=_workload(doc),
@@ -763,22 +1083,13 @@ def _comparison(documents: Sequence[DocumentView]) -> list[ComparisonRow]:
                 if r.ok and r.median_ms is not None:
                     cells.setdefault((r.stack, r.variant, r.engine), {})[r.precision] = r.median_ms
             for (stack, variant, engine), times in cells.items():
-                f32 = times.get("float32")
-                f16 = times.get("float16")
-                mixed = times.get("mixed_float16")
-                out.append(
-                    ComparisonRow(
-                        machine=m.name,
-                        stack=f"{stack} · {engine}" if engine else stack,
-                        variant=variant,
-                        float32_ms=f32,
-                        float16_ms=f16,
-                        mixed_ms=mixed,
-                        float16_speedup=(f32 / f16) if (f32 and f16) else None,
-                        mixed_speedup=(f32 / mixed) if (f32 and mixed) else None,
-                    )
-                )
+                out.append(ComparisonRow(m.name, f"{stack} · {engine}" if engine else stack, variant, times))
     return out
+
+
+def comparison_precisions(rows: Sequence[ComparisonRow]) -> list[str]:
+    seen = {p for r in rows for p in r.times_ms if p != "float32"}
+    return sorted(seen | set(COMPARISON_ALWAYS), key=precision_rank)
 
 
 def embed_json(docs: Sequence[Mapping[str, Any]]) -> Markup:
@@ -823,9 +1134,10 @@ def build_report(docs: Sequence[Mapping[str, Any]], sources: Sources | None = No
         title=f"fp16doctor: {heading}",
         heading=heading,
         subtitle=subtitle,
-        headline=[m.verdict for m in machines],
+        headline=[v for m in machines for v in m.verdicts],
         documents=documents,
         comparison=comparison,
+        comparison_precisions=comparison_precisions(comparison),
         comparison_chart=charts.step_time_chart(comparison_bars, "Median step time on every machine"),
         results_json=embed_json(docs),
     )

@@ -84,6 +84,11 @@ def diagnose_summary_text(outcome: DiagnoseOutcome) -> RenderableType:
     if notes:
         parts += [Text(""), *notes]
     findings = doc.get("findings") or []
+    from fp16doctor.textout.ops import time_went_text  # the verdicts, then each 16-bit run's top op differences
+
+    went = time_went_text(doc)
+    if went is not None:
+        parts += [Text(""), went]
     if findings:
         parts.append(Text("\nFindings", style="bold"))
         for f in findings[:6]:

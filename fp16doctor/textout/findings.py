@@ -31,7 +31,7 @@ def _measured(doc: Mapping[str, Any]) -> Text | None:
             continue
         step = run.get("step_time_ms")
         median = _number(step.get("median")) if isinstance(step, Mapping) else None
-        shown = f"{median:.1f} ms/step" if median is not None else str(run.get("status", "?"))
+        shown = f"{fmt_ms(median)}/step" if median is not None else str(run.get("status", "?"))
         variant = run.get("variant", "original")
         suffix = "" if variant == "original" else f" / {variant}"
         lines.append(f"  {run.get('stack', '?')} / {run.get('precision', '?')}{suffix} "

@@ -24,6 +24,7 @@ pytestmark = pytest.mark.browser
 
 TESTS = Path(__file__).resolve().parent.parent
 SEED = TESTS / "data" / "examples" / "seed-titanv-tf1.7.json"
+OPS = TESTS / "unit" / "report" / "fixtures" / "cpu-xeon-ops.json"  # hand-written, with measured ops
 HOSTILE_TITLE_SCRIPT = "</title><script>document.title='pwned'</script>"
 
 
@@ -151,6 +152,19 @@ def test_comparison_renders_both_machines(tmp_path: Path) -> None:
     dom, events = _run(page, tmp_path, "--dump-dom")
     assert "NVIDIA TITAN V" in dom and "NVIDIA H200" in dom and "Across machines" in dom
     assert _page_requests(events) == []
+
+
+def test_where_the_time_went_renders_offline(tmp_path: Path) -> None:
+    page = tmp_path / "ops.html"
+    write_report([json.loads(OPS.read_text(encoding="utf-8"))], page, "html")
+    dom, events = _run(page, tmp_path, "--dump-dom")
+    assert "Where the time went" in dom and "ref:any" in dom and "backward weights" in dom
+    assert _page_requests(events) == []
+    shot = tmp_path / "report-where-the-time-went.png"
+    _run(page, tmp_path, f"--screenshot={shot}", "--window-size=1200,2600", "--hide-scrollbars")
+    assert _png_size(shot) == (1200, 2600)
+    assert shot.stat().st_size > 20_000, "a rendered page, not a blank one"
+    _keep(shot)
 
 
 def test_controls_prove_the_checks_can_fail(tmp_path: Path) -> None:

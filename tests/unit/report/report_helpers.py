@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from fp16doctor.analysis import Diagnosis, diagnose_document
 from fp16doctor.report.viewmodel import Sources
 
 HERE = Path(__file__).resolve().parent
@@ -43,9 +44,17 @@ def fixed_sources(
     findings: list[dict[str, Any]] | None = None,
     predicted: dict[tuple[str, str], float] | None = None,
     known: set[str] | None = None,
+    verdicts: list[dict[str, Any]] | None = None,
 ) -> Sources:
+    """Fixed findings (FAKE_FINDINGS unless given); the verdicts are the analysis' own of the document's runs
+    unless given, since the report only renders them."""
+
+    def diagnose(doc: dict[str, Any]) -> Diagnosis:
+        chosen = verdicts if verdicts is not None else diagnose_document(doc).verdicts
+        return Diagnosis(copy.deepcopy(findings if findings is not None else FAKE_FINDINGS), copy.deepcopy(chosen))
+
     return Sources(
-        analyse=lambda doc: copy.deepcopy(findings if findings is not None else FAKE_FINDINGS),
+        diagnose=diagnose,
         roofline=lambda doc: dict(predicted or {}),
         known_stacks=lambda: set(known) if known is not None else {"cpu", "tf1.7-cuda9.0", "tf2.16-cuda12"},
     )

@@ -6,8 +6,9 @@ import copy
 from typing import Any
 
 import pytest
-from report_helpers import FAKE_FINDINGS, fixed_sources
+from report_helpers import FAKE_FINDINGS, fixed_sources, load_fixture
 
+from fp16doctor.analysis.registry import REGISTRY
 from fp16doctor.report.viewmodel import Sources, build_report
 
 
@@ -15,18 +16,69 @@ def _machine(doc: dict[str, Any], sources: Sources, index: int = 0):
     return build_report([doc], sources).documents[0].machines[index]
 
 
-def test_seed_verdict_names_ratio_times_and_top_cause(seed_doc, sources):
-    machine = _machine(seed_doc, sources)
-    verdict = machine.verdict
+SEED_VERDICT = {
+    "machine": "host", "stack": "user", "variant": "original", "precision": "float16", "ratio": 0.625,
+    "step_ms": 800.0, "fp32_step_ms": 500.0, "difference_ms": 300.0, "outcome": "slower", "bound": False,
+    "cause": "host_fp16_emulation", "basis": "estimate", "explained_share": 0.48, "unexplained_ms": 156.0,
+    "causes": [{"id": "host_fp16_emulation", "explains_ms": 144.0, "basis": "estimate"}],
+    "headline": "float16 is 1.60x slower than float32 on user: ...",
+}
+
+
+def test_seed_verdict_renders_what_the_analysis_decided(seed_doc):
+    machine = _machine(seed_doc, fixed_sources(verdicts=[SEED_VERDICT]))
+    [verdict] = machine.verdicts
     assert verdict.tone == "slower"
-    assert verdict.ratio == pytest.approx(1.6)
+    assert verdict.speedup == pytest.approx(0.625)
     assert verdict.figure == "1.60× slower"
-    assert "float16 is 1.60× slower than float32" in verdict.sentence
-    assert "800 ms vs 500 ms per step" in verdict.sentence
-    # critical beats warning, whatever the order the analysis returned them in
-    assert verdict.cause_id == "host_fp16_emulation"
-    assert "mostly because the host builds float16 batches" in verdict.sentence
+    assert verdict.cause_id == "host_fp16_emulation" and verdict.basis == "estimate"
+    # the cause's title is the finding's (the fixed one here), the basis and the unexplained part as the verdict
+    # says; "partly", since the cause accounts for less than half of the difference
+    assert verdict.sentence == (
+        "On NVIDIA TITAN V, float16 is 1.60× slower than float32 (800 ms vs 500 ms per step; stack user), "
+        "partly because the host builds float16 batches with emulated numpy arithmetic "
+        "(estimated: 144 ms of the 300 ms difference); 156 ms (52%) of it is unexplained."
+    )
     assert machine.name == "NVIDIA TITAN V"
+
+
+def test_verdict_cause_comes_from_the_analysis_not_from_the_findings_rank(seed_doc):
+    # The findings rank pure_float16_floatx first; the verdict still names what the analysis named.
+    findings = [dict(FAKE_FINDINGS[0], rank=1), dict(FAKE_FINDINGS[1], rank=2)]
+    verdict = _machine(seed_doc, fixed_sources(findings=findings, verdicts=[SEED_VERDICT])).verdicts[0]
+    assert verdict.cause_id == "host_fp16_emulation"
+    assert "floatx" not in verdict.sentence
+
+
+def test_cause_title_from_the_registry_when_no_finding_names_it(seed_doc):
+    verdict = _machine(seed_doc, fixed_sources(findings=[], verdicts=[SEED_VERDICT])).verdicts[0]
+    assert "partly because host-side preprocessing runs in float16 (estimated:" in verdict.sentence
+
+
+def test_cause_title_from_the_finding_of_the_same_run(seed_doc):
+    elsewhere = dict(FAKE_FINDINGS[1], title="Elsewhere", machine="gpu-node", stack="user", precision="float16")
+    here = dict(FAKE_FINDINGS[1], title="Here", machine="host", stack="user", precision="float16")
+    vague = dict(FAKE_FINDINGS[1], title="Vague")
+    sources = fixed_sources(findings=[vague, elsewhere, here], verdicts=[SEED_VERDICT])
+    assert "partly because here (estimated" in _machine(seed_doc, sources).verdicts[0].sentence
+
+
+def test_well_explained_verdict_says_nothing_is_unexplained(seed_doc):
+    verdict = dict(SEED_VERDICT, explained_share=0.9, unexplained_ms=30.0,
+                   causes=[{"id": "host_fp16_emulation", "explains_ms": 270.0, "basis": "measured_ops"}],
+                   basis="measured_ops")
+    sentence = _machine(seed_doc, fixed_sources(verdicts=[verdict])).verdicts[0].sentence
+    assert "mostly because the host builds" in sentence
+    assert "(measured: 270 ms of the 300 ms difference)." in sentence and "unexplained" not in sentence
+
+
+def test_cut_short_verdict_is_a_bound(seed_doc):
+    verdict = dict(SEED_VERDICT, bound=True, step_ms=22050.0, fp32_step_ms=126.0, difference_ms=21924.0,
+                   ratio=0.0057, explained_share=0.9, unexplained_ms=2000.0)
+    view = _machine(seed_doc, fixed_sources(verdicts=[verdict])).verdicts[0]
+    assert view.figure == "≥ 175× slower"
+    assert "float16 is slower than float32 (22.1 s vs 126 ms per step; stack user; cut short: at least 175× " \
+           "slower)" in view.sentence
 
 
 def test_findings_from_results_are_used_before_the_analysis(rich_doc, sources):
@@ -41,9 +93,10 @@ def test_doc_without_findings_gets_the_analysis(seed_doc, sources):
     assert {f.id for f in doc.findings} == {f["id"] for f in FAKE_FINDINGS}
 
 
-def test_no_findings_at_all_still_gives_a_verdict(seed_doc):
-    machine = _machine(seed_doc, fixed_sources(findings=[]))
-    assert machine.verdict.sentence.endswith("no finding explains it yet.")
+def test_verdict_without_a_cause_says_nothing_explains_the_difference(seed_doc):
+    verdict = dict(SEED_VERDICT, cause=None, basis=None, causes=[], explained_share=0.0, unexplained_ms=300.0)
+    machine = _machine(seed_doc, fixed_sources(findings=[], verdicts=[verdict]))
+    assert machine.verdicts[0].sentence.endswith("; no finding explains the 300 ms difference.")
 
 
 def test_run_table_derived_numbers(rich_doc, sources):
@@ -103,15 +156,15 @@ def test_minimal_document_with_only_required_keys(sources):
     report = build_report([doc], fixed_sources(findings=[]))
     machine = report.documents[0].machines[0]
     assert machine.name == "CPU only (no GPU)"
-    assert machine.verdict.tone == "faster"
-    assert "mixed_float16 is 1.25× faster than float32" in machine.verdict.sentence
+    assert machine.verdicts[0].tone == "faster"
+    assert "mixed_float16 is 1.25× faster than float32 (8.0 ms vs 10 ms per step)" in machine.verdicts[0].sentence
     row = machine.rows[0]
     assert row.images_per_s is None and row.input_share is None and row.first_step_ms is None
 
 
 def test_no_runs_and_no_baseline(sources):
     empty = build_report([{"schema_version": 1, "host": {"gpus": []}, "runs": []}], sources)
-    assert empty.documents[0].machines[0].verdict.tone == "unknown"
+    assert empty.documents[0].machines[0].verdicts[0].tone == "unknown"
     only_fp16 = {
         "schema_version": 1,
         "host": {"gpus": [{"name": "G"}]},
@@ -126,8 +179,8 @@ def test_no_runs_and_no_baseline(sources):
             },
         ],
     }
-    verdict = build_report([only_fp16], sources).documents[0].machines[0].verdict
-    assert verdict.ratio is None
+    [verdict] = build_report([only_fp16], sources).documents[0].machines[0].verdicts
+    assert verdict.speedup is None and verdict.figure == "no ratio"
     assert "1 of 2 runs did not complete" in verdict.sentence
 
 
@@ -152,7 +205,7 @@ def test_same_speed_within_five_percent(sources):
             },
         ],
     }
-    verdict = build_report([doc], fixed_sources(findings=[])).documents[0].machines[0].verdict
+    verdict = build_report([doc], fixed_sources(findings=[])).documents[0].machines[0].verdicts[0]
     assert verdict.tone == "same" and verdict.figure == "same speed"
 
 
@@ -161,7 +214,8 @@ def test_cpu_diagnosis(cpu_doc, sources):
     machine = report.documents[0].machines[0]
     assert machine.name == "Example EPYC (CPU only)"
     assert report.documents[0].environment.gpus == []
-    assert "9.57× slower" in machine.verdict.sentence
+    assert [v.precision for v in machine.verdicts] == ["float16", "mixed_float16"]
+    assert "float16 is 9.57× slower" in machine.verdicts[0].sentence
     assert ("CPU fp16-related flags", "avx2, f16c, avx512_bf16") in report.documents[0].environment.host
 
 
@@ -201,9 +255,22 @@ def test_comparison_rows_and_heading_name_both_machines(seed_doc, cpu_doc, sourc
     report = build_report([seed_doc, cpu_doc], sources)
     assert report.heading == "float16 vs float32 on NVIDIA TITAN V and Example EPYC (CPU only)"
     by_machine = {r.machine: r for r in report.comparison}
-    assert by_machine["NVIDIA TITAN V"].float16_speedup == pytest.approx(0.625)
-    assert by_machine["Example EPYC (CPU only)"].mixed_ms == 990.0
-    assert len(report.headline) == 2
+    assert by_machine["NVIDIA TITAN V"].speedup("float16") == pytest.approx(0.625)
+    assert by_machine["Example EPYC (CPU only)"].ms("mixed_float16") == 990.0
+    assert report.comparison_precisions == ["float16", "mixed_float16"]
+    # one line per verdict, machine by machine: float16 on the TITAN V, float16 and mixed_float16 on the EPYC
+    assert [(v.machine, v.precision) for v in report.headline] == [
+        ("NVIDIA TITAN V", "float16"),
+        ("Example EPYC (CPU only)", "float16"),
+        ("Example EPYC (CPU only)", "mixed_float16"),
+    ]
+
+
+def test_comparison_adds_bfloat16_columns_where_measured(seed_doc, sources):
+    report = build_report([seed_doc, load_fixture("cpu-xeon-ops")], sources)
+    assert report.comparison_precisions == ["float16", "mixed_float16", "mixed_bfloat16"]
+    xeon = next(r for r in report.comparison if r.machine.startswith("Example Xeon"))
+    assert xeon.speedup("mixed_bfloat16") == pytest.approx(126 / 58)
 
 
 def test_reproduce_from_recorded_invocation_is_redacted(rich_doc, sources):
@@ -259,10 +326,13 @@ def test_real_analysis_plugs_in(seed_doc):
     """With the real analysis and roofline (whatever they find), the report still builds and says why."""
     report = build_report([seed_doc])
     doc = report.documents[0]
-    assert doc.machines[0].verdict.ratio == pytest.approx(1.6)
-    if doc.findings:
-        assert doc.findings_source == "analysis"
-        assert "mostly because" in doc.machines[0].verdict.sentence
+    [verdict] = doc.machines[0].verdicts
+    assert verdict.speedup == pytest.approx(0.625) and verdict.tone == "slower"
+    assert doc.findings_source == "analysis"
+    # whatever it names, the cause is a finding that can cause a speed difference, and the sentence says so
+    assert verdict.cause_id is None or REGISTRY[verdict.cause_id].causes_speed
+    if verdict.cause_id is not None:
+        assert "ly because" in verdict.sentence  # mostly or partly, as the cause's share says
 
 
 def test_analysis_rank_wins_over_severity(seed_doc):
@@ -272,7 +342,6 @@ def test_analysis_rank_wins_over_severity(seed_doc):
     ]
     report = build_report([seed_doc], fixed_sources(findings=findings))
     assert [f.id for f in report.documents[0].findings] == ["pure_float16_floatx", "host_fp16_emulation"]
-    assert report.documents[0].machines[0].verdict.cause_id == "pure_float16_floatx"
 
 
 def test_recommendation_code_blocks_are_kept_apart_and_replace_the_table_snippet(seed_doc):
@@ -319,33 +388,26 @@ def test_reproduce_from_recorded_matrix_when_argv_is_not_a_diagnose_command(seed
     )
 
 
-def test_faster_verdict_does_not_call_a_limit_its_cause(sources):
+def test_faster_verdict_names_what_saved_the_time():
     doc = {
         "schema_version": 1,
         "host": {"gpus": [{"name": "G"}]},
         "runs": [
-            {
-                "stack": "host",
-                "precision": "float32",
-                "device": "gpu:0",
-                "status": "ok",
-                "step_time_ms": {"median": 300},
-            },
-            {
-                "stack": "host",
-                "precision": "float16",
-                "device": "gpu:0",
-                "status": "ok",
-                "step_time_ms": {"median": 200},
-            },
+            {"stack": "host", "precision": p, "device": "gpu:0", "status": "ok", "step_time_ms": {"median": m}}
+            for p, m in (("float32", 300), ("float16", 200))
         ],
     }
-    faster = {"id": "fp16_faster", "title": "float16 is 1.5x faster", "severity": "info", "confidence": 0.9}
+    faster = {"machine": "host", "stack": "host", "variant": "original", "precision": "float16", "ratio": 1.5,
+              "step_ms": 200.0, "fp32_step_ms": 300.0, "difference_ms": -100.0, "outcome": "faster",
+              "cause": "fast_16bit_kernels", "basis": "measured_ops", "explained_share": 0.8, "unexplained_ms": 20.0,
+              "causes": [{"id": "fast_16bit_kernels", "explains_ms": 80.0, "basis": "measured_ops"}]}
     limit = {"id": "input_pipeline_bound", "title": "Input pipeline dominates", "severity": "warning"}
-    only = build_report([doc], fixed_sources(findings=[faster])).documents[0].machines[0].verdict
-    assert only.sentence == "On G, float16 is 1.50× faster than float32 (200 ms vs 300 ms per step)."
-    both = build_report([doc], fixed_sources(findings=[faster, limit])).documents[0].machines[0].verdict
-    assert both.sentence.endswith("; what holds it back: input pipeline dominates.")
+    verdict = build_report([doc], fixed_sources(findings=[limit], verdicts=[faster])).documents[0].machines[0]
+    assert verdict.verdicts[0].sentence == (
+        "On G, float16 is 1.50× faster than float32 (200 ms vs 300 ms per step), mostly because 16-bit kernels "
+        "saved time (measured: 80 ms of the 100 ms difference)."
+    )
+    assert verdict.verdicts[0].tone == "faster" and verdict.verdicts[0].figure == "1.50× faster"
 
 
 def test_verdict_claims_no_difference_inside_the_measured_spread():
@@ -359,13 +421,14 @@ def test_verdict_claims_no_difference_inside_the_measured_spread():
             for p, median in (("float32", 100.0), ("mixed_float16", 112.0))
         ],
     }
-    verdict = build_report([doc], fixed_sources(findings=[])).documents[0].machines[0].verdict
+    verdict = build_report([doc], fixed_sources(findings=[])).documents[0].machines[0].verdicts[0]
     assert verdict.tone == "same" and "about as fast as float32" in verdict.sentence
+    assert "inside the runs' spread" in verdict.sentence and "because" not in verdict.sentence
     # With a tight spread the same medians are a real difference.
     for run in doc["runs"]:
         step = run["step_time_ms"]
         step["p10"], step["p90"] = step["median"] * 0.99, step["median"] * 1.01
-    verdict = build_report([doc], fixed_sources(findings=[])).documents[0].machines[0].verdict
+    verdict = build_report([doc], fixed_sources(findings=[])).documents[0].machines[0].verdicts[0]
     assert verdict.tone == "slower" and verdict.figure == "1.12× slower"
 
 
@@ -382,6 +445,6 @@ def test_slow_first_steps_are_not_named_the_cause_of_a_slower_median():
     }
     warmup = {"id": "measurement_warmup", "title": "The first steps are much slower than the rest",
               "severity": "info", "confidence": 0.8, "evidence": ["first step 9000 ms"], "recommendation": "x"}
-    verdict = build_report([doc], fixed_sources(findings=[warmup])).documents[0].machines[0].verdict
-    assert verdict.tone == "slower" and verdict.cause_id is None
-    assert "first steps" not in verdict.sentence and "no finding explains it yet" in verdict.sentence
+    verdict = build_report([doc], fixed_sources(findings=[warmup])).documents[0].machines[0].verdicts[0]
+    assert verdict.tone == "slower" and verdict.cause_id != "measurement_warmup"
+    assert "first steps" not in verdict.sentence
