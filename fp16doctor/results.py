@@ -23,6 +23,8 @@ PRECISIONS = ("float32", "float16", "mixed_float16")
 VARIANTS = ("original", "synthetic_input")
 RUN_STATUSES = ("ok", "failed", "skipped")
 SEVERITIES = ("info", "warning", "critical")
+# runs[].ops.coverage below this: the listed ops leave much of the window unattributed, and reports say so.
+LOW_COVERAGE = 0.7
 
 Document = dict[str, Any]
 Run = dict[str, Any]

@@ -25,6 +25,9 @@ from fp16doctor.knowledge.frameworks import HOST_FP16_BATCH_ESTIMATE
 
 BASES = ("measured_ops", "experiment", "estimate")
 HALF = 0.5  # below this share explained, the verdict says what is unexplained
+# A measured op group smaller than this share of the difference names no cause of its own (a 0.1 ms input op
+# in a 700 ms difference is noise, not host-side float16 work).
+MIN_MEASURED_SHARE = 0.01
 
 
 @dataclass
@@ -145,6 +148,8 @@ def _account_ops(acc: Accounting, ctx: Context) -> None:
     for share in sorted(per_cause.values(), key=lambda s: -s.ms):
         share.ops.sort(key=lambda o: -abs(o["difference_ms"]))
         share.ms *= scale
+        if share.ms < MIN_MEASURED_SHARE * acc.magnitude_ms:
+            continue
         if share.cause == "slow_fp16_kernels" and share.ms < SLOW_KERNEL_MIN_SHARE * acc.magnitude_ms:
             continue
         share.evidence = _ops_evidence(share, reduced, fp32)

@@ -12,10 +12,10 @@ from typing import Any
 
 from fp16doctor.analysis.context import OpItem, OpsView, RunView, build_context
 from fp16doctor.analysis.values import as_list, as_mapping, as_number, as_str
+from fp16doctor.results import LOW_COVERAGE
 
 # The share of the window's wall time the listed ops must cover before their sum stands for the step; below
 # it the report says that much of the step is not attributed (the attribution stage warns at the same level).
-LOW_COVERAGE = 0.7
 
 
 @dataclass(frozen=True)

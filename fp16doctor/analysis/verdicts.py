@@ -46,7 +46,8 @@ def verdict_for(acc: Accounting) -> Verdict:
     elif top is not None:
         basis = {"measured_ops": "measured", "experiment": "confirmed by an experiment",
                  "estimate": "estimated"}[top.basis]
-        headline += (f": mostly because {_cause_phrase(top.cause)} ({basis}: {fmt_ms(top.ms)} of the "
+        how = "mostly" if top.ms >= HALF * acc.magnitude_ms else "partly"
+        headline += (f": {how} because {_cause_phrase(top.cause)} ({basis}: {fmt_ms(top.ms)} of the "
                      f"{fmt_ms(acc.magnitude_ms)} difference)")
     else:
         headline += f"; no measured cause explains the {fmt_ms(acc.magnitude_ms)} difference"

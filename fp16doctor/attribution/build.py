@@ -11,9 +11,9 @@ from fp16doctor.attribution.passes import tf_pass
 from fp16doctor.attribution.records import OpRecord, union_ms
 from fp16doctor.attribution.xplane import XPROF_MISSING, XplaneData, read_xplane, xprof_available
 from fp16doctor.knowledge.kernels import tensor_core_use
+from fp16doctor.results import LOW_COVERAGE
 
 # Below this share of the window's wall time the listed ops leave too much unexplained to rank causes on.
-LOW_COVERAGE = 0.7
 
 # oneDNN primitive kinds that can implement a TensorFlow op type (matched on the op type's words).
 _TF_TYPE_TO_PRIMITIVES = (
