@@ -19,7 +19,7 @@ from fp16doctor.errors import DoctorError
 from fp16doctor.redaction import redact_home_paths
 
 SCHEMA_VERSION = 1
-PRECISIONS = ("float32", "float16", "mixed_float16")
+PRECISIONS = ("float32", "float16", "mixed_float16", "bfloat16", "mixed_bfloat16")
 VARIANTS = ("original", "synthetic_input")
 RUN_STATUSES = ("ok", "failed", "skipped")
 SEVERITIES = ("info", "warning", "critical")
