@@ -188,6 +188,10 @@ class ScriptTimer(run_workload.StepTimer):
         return super(ScriptTimer, self).end_step(logs)
 
 
+def _finite(value):
+    return value if value == value and value not in (float("inf"), float("-inf")) else None
+
+
 def _first_value(result):
     """train_on_batch returns the loss, [loss, metrics...] or (Keras 3, return_dict) a dict."""
     if isinstance(result, dict):
@@ -544,8 +548,9 @@ def run(args):
             "first_step_ms": round(timer.first_step_ms, 3),
             "warmup_step_ms": [round(v, 3) for v in timer.warmup_ms],
             "step_ms_all": [round(v, 3) for v in steps],
-            "loss": {"first": losses[0] if losses else None, "last": losses[-1] if losses else None,
-                     "nan_or_inf": bool(bad)},
+            # results.json is strict JSON: a NaN or infinite loss is said by nan_or_inf, its value is null.
+            "loss": {"first": _finite(losses[0]) if losses else None,
+                     "last": _finite(losses[-1]) if losses else None, "nan_or_inf": bool(bad)},
         })
         workload["per_step"] = True
     else:

@@ -6,6 +6,7 @@ file, where it writes {"step_ms": [...]} when training ends. It is independent o
 tests can check fp16doctor's step times of the same script against it.
 """
 
+import atexit
 import json
 import os
 import time
@@ -32,7 +33,12 @@ def callbacks(callback_base):
             self.step_ms.append((time.perf_counter() - self.t0) * 1000.0)
 
         def on_train_end(self, logs=None):
+            self.save()
+
+        def save(self):
             with open(path, "w") as fh:
                 json.dump({"step_ms": self.step_ms}, fh)
 
-    return [BatchTimer()]
+    timer = BatchTimer()
+    atexit.register(timer.save)  # also when training is stopped by an exception (no on_train_end)
+    return [timer]

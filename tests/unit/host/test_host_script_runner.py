@@ -19,7 +19,7 @@ FAKE_KERAS = Path(__file__).resolve().parent / "fake_keras"
 
 
 def run_script(tmp_path: Path, body: str, *options: str, args: tuple[str, ...] = (),
-               precision: str = "float32") -> tuple[dict[str, Any], str, Path]:
+               precision: str = "float32", **env_extra: str) -> tuple[dict[str, Any], str, Path]:
     """Run `body` as train.py under the runner; (final event, the script's log, its working dir)."""
     script_dir = tmp_path / "project"
     script_dir.mkdir(exist_ok=True)
@@ -27,7 +27,7 @@ def run_script(tmp_path: Path, body: str, *options: str, args: tuple[str, ...] =
     script.write_text(textwrap.dedent(body))
     log = tmp_path / "train.log"
     workdir = tmp_path / "scratch"
-    env = {**os.environ, "PYTHONPATH": str(FAKE_KERAS), "KERAS_BACKEND": "fake"}
+    env = {**os.environ, "PYTHONPATH": str(FAKE_KERAS), "KERAS_BACKEND": "fake", **env_extra}
     proc = subprocess.run(
         [sys.executable, "-u", str(RUNNER), "--precision", precision, "--log", str(log),
          "--workdir", str(workdir), "--warmup-steps", "2", *options, "--", str(script), *args],
@@ -94,6 +94,17 @@ def test_several_fit_calls_rewarm_and_are_counted(tmp_path: Path) -> None:
     # 4 steps of the first call (2 warm-up, 2 measured), then 1 warm-up step for the second call.
     assert workload["fit_calls"] == 2 and workload["warmup_steps"] == 3 and workload["steps_measured"] == 6
     assert any("called fit 2 times" in note for note in workload["notes"])
+
+
+def test_a_non_finite_loss_is_flagged_and_kept_out_of_the_json(tmp_path: Path) -> None:
+    body = """
+        import keras
+        model = keras.Model()
+        for _ in range(10):
+            model.train_on_batch(None, None)
+    """
+    final, _, _ = run_script(tmp_path, body, "--steps", "3", FAKE_LOSS="inf")
+    assert final["run"]["loss"] == {"first": None, "last": None, "nan_or_inf": True}
 
 
 def test_train_on_batch_loop_is_timed_per_call(tmp_path: Path) -> None:

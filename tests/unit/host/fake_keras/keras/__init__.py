@@ -8,6 +8,7 @@ import time
 
 __version__ = "3.0.0-fake"
 STEP_S = float(os.environ.get("FAKE_STEP_S", "0.002"))
+LOSS = float(os.environ.get("FAKE_LOSS", "0.5"))
 
 
 def _read_floatx():
@@ -102,7 +103,7 @@ class Model:
             for step in range(steps_per_epoch):
                 time.sleep(STEP_S)
                 for cb in cbs:
-                    cb.on_train_batch_end(step, {"loss": 0.5})
+                    cb.on_train_batch_end(step, {"loss": LOSS})
                 if self.stop_training:
                     break
             time.sleep(STEP_S * 5)  # "validation"
@@ -113,4 +114,4 @@ class Model:
 
     def train_on_batch(self, x, y):
         time.sleep(STEP_S)
-        return [0.5, 1.0]
+        return [LOSS, 1.0]
