@@ -81,6 +81,7 @@ def prepare_script(
         steps=steps,
         log_dir=str(log_dir.resolve()),
         read_only_dirs=tuple(dict.fromkeys(read_only)),
+        label=display_path(path),
     )
 
 

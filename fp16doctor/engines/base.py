@@ -64,6 +64,7 @@ class ScriptSpec:
     steps: int | None = None  # exactly this many measured steps; None: the size's statistics decide
     log_dir: str | None = None  # the script's own output is kept here, one file per run
     read_only_dirs: tuple[str, ...] = ()  # what a container sees of the host: the script's folder, --data
+    label: str = ""  # the path as results show it (home as ~); the content is never stored
 
     def log_name(self, spec: RunSpec) -> str:
         suffix = "" if spec.variant == "original" else f"-{spec.variant}"
@@ -79,7 +80,7 @@ def script_runner_args(spec: RunSpec, workdir: str, log_path: str) -> list[str]:
     assert script is not None
     size = spec.size
     args = ["--precision", spec.precision, "--log", log_path, "--workdir", workdir,
-            "--warmup-steps", str(size.warmup_steps)]
+            "--warmup-steps", str(size.warmup_steps), "--script-label", script.label or script.path]
     if script.steps:
         args += ["--steps", str(script.steps)]
     else:

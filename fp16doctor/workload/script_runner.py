@@ -92,6 +92,7 @@ def parse_args(argv):
     p.add_argument("--backend", default=None)
     p.add_argument("--log", required=True, help="the script's stdout and stderr go here")
     p.add_argument("--workdir", required=True, help="the script's working directory (writable)")
+    p.add_argument("--script-label", default=None, help="the script's path as results may show it")
     p.add_argument("--steps", type=int, default=None, help="exactly this many measured steps")
     p.add_argument("--warmup-steps", type=int, default=2)
     p.add_argument("--min-steps", type=int, default=5)
@@ -507,8 +508,8 @@ def run(args):
         emit("error", status="failed", error=failure["message"], script_failure=failure)
         return 1
 
-    workload = {"name": "script", "script": args.script, "script_sha256": script_sha256,
-                "script_args": list(args.script_args), "workdir": args.workdir, "api": timed or ["custom_loop"],
+    workload = {"name": "script", "script": args.script_label or args.script, "script_sha256": script_sha256,
+                "api": timed or ["custom_loop"],
                 "fit_calls": timer.fit_calls, "steps_measured": len(steps), "warmup_steps": len(timer.warmup_ms),
                 "steps_requested": args.steps, "stop_reason": timer.stop_reason, "ended": ended,
                 "keras_module": session.keras_name, "precision_applied": session.precision_note,

@@ -80,6 +80,14 @@ def test_script_spec_hashes_mounts_and_makes_typed_paths_absolute(tmp_path: Path
     assert Path(spec.log_dir or "").is_dir() and spec.steps == 20
 
 
+def test_runs_show_the_script_with_home_as_a_tilde(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    spec = prepare_script(_script(tmp_path), [], None, tmp_path / "out", None)
+    assert spec.label == "~/proj/train.py"
+    cmd = HostEngine(python="python3").command(RunSpec("host", "float32", "original", QUICK, script=spec), tmp_path)
+    assert cmd[cmd.index("--script-label") + 1] == "~/proj/train.py"
+
+
 def test_host_command_runs_the_runner_with_the_scripts_arguments_after_the_separator(tmp_path: Path) -> None:
     script = ScriptSpec(path="/work/train.py", args=("--epochs", "3"), steps=20, log_dir=str(tmp_path))
     spec = RunSpec("host", "mixed_float16", "original", QUICK, script=script)

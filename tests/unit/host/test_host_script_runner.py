@@ -30,7 +30,8 @@ def run_script(tmp_path: Path, body: str, *options: str, args: tuple[str, ...] =
     env = {**os.environ, "PYTHONPATH": str(FAKE_KERAS), "KERAS_BACKEND": "fake", **env_extra}
     proc = subprocess.run(
         [sys.executable, "-u", str(RUNNER), "--precision", precision, "--log", str(log),
-         "--workdir", str(workdir), "--warmup-steps", "2", *options, "--", str(script), *args],
+         "--workdir", str(workdir), "--warmup-steps", "2", "--script-label", "~/project/train.py", *options,
+         "--", str(script), *args],
         capture_output=True, text=True, env=env, timeout=60)
     events = [json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines()
               if line.startswith("@@fp16doctor ")]
@@ -64,7 +65,7 @@ def test_fit_is_timed_and_stopped_after_n_measured_steps(tmp_path: Path) -> None
     # The script got its own arguments and a scratch working directory; the code after fit did not run.
     assert "argv ['--epochs', '3']" in log and f"cwd {workdir}" in log
     assert "after fit" not in log
-    assert len(workload["script_sha256"]) == 64
+    assert len(workload["script_sha256"]) == 64 and workload["script"] == "~/project/train.py"
 
 
 def test_float16_comes_from_keras_json_and_mixed_policy_is_set_before_the_model(tmp_path: Path) -> None:
