@@ -98,10 +98,12 @@ def _tail_hint(failure: dict[str, Any], log: str | None) -> str:
     return f"its last lines: {tail}{where}"
 
 
-def _stacks_accepting(names: list[str]) -> list[str]:
+def _stacks_accepting(names: list[str]) -> tuple[list[str], bool]:
+    """The catalogue's stacks whose Keras accepts all of `names`, and whether each of them needs a GPU."""
     from fp16doctor.stacks import all_stacks
 
-    return [s.name for s in all_stacks() if accepts(s.keras, names)]
+    stacks = [s for s in all_stacks() if accepts(s.keras, names)]
+    return [s.name for s in stacks], bool(stacks) and all(s.needs_gpu for s in stacks)
 
 
 def _keras2_api_error(run: dict[str, Any], script: ScriptSpec | None) -> DoctorError:
@@ -113,10 +115,10 @@ def _keras2_api_error(run: dict[str, Any], script: ScriptSpec | None) -> DoctorE
     else:
         what = ", ".join(f"Model.{n}" for n in names)
     keras = failure.get("keras") or (run.get("software") or {}).get("keras")
-    stacks = _stacks_accepting(names)
+    stacks, need_gpu = _stacks_accepting(names)
     message = (f"the script uses {what}, which Keras {keras or '(this version)'} rejects "
                f"({run.get('error', '')}); {', '.join(names)} exist in the Keras 2 stacks: "
-               f"{', '.join(stacks) or 'none in the catalogue'}")
+               f"{', '.join(stacks) or 'none in the catalogue'}{' (each needs an NVIDIA GPU)' if need_gpu else ''}")
     target = f"--script {display_path(script.path)}" if script else "--script ..."
     hint = (f"run it where that API exists (fp16doctor diagnose {target} --stack {stacks[0]} --no-host)"
             if stacks else "update the script to this Keras's API")
