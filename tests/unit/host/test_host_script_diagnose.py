@@ -168,3 +168,25 @@ def test_diagnose_script_plans_one_run_per_precision_keeps_results_and_explains(
     assert len(doc["runs"]) == 2 and doc["invocation"]["script"]["sha256"] == cpu_host[0].script.sha256
     assert "print('training')" not in (tmp_path / "out" / "results.json").read_text()
     assert (tmp_path / "out" / "report.html").exists()
+
+
+def test_the_report_names_the_script_and_its_hash(tmp_path: Path) -> None:
+    from fp16doctor.report import write_report
+    from fp16doctor.results import new_document
+
+    doc = new_document(json.loads(json.dumps(CPU_HOST)))
+    doc["runs"] = [{"stack": "host", "precision": p, "variant": "original", "device": "cpu", "status": "ok",
+                    "step_time_ms": {"median": ms, "p10": ms, "p90": ms, "n": 20},
+                    "workload": {"name": "script", "script": "~/proj/train.py", "script_sha256": "c0ffee" * 10}}
+                   for p, ms in (("float32", 20.0), ("float16", 42.0))]
+    write_report([doc], tmp_path / "report.html", "html")
+    html = (tmp_path / "report.html").read_text()
+    assert "~/proj/train.py" in html and "c0ffee" * 10 in html
+
+
+def test_a_script_digest_survives_redaction_but_an_opaque_blob_does_not() -> None:
+    from fp16doctor.report.redact import REDACTED, redact
+
+    digest = hashlib.sha256(b"train").hexdigest()
+    assert redact({"script_sha256": digest}) == {"script_sha256": digest}
+    assert redact({"note": digest})["note"] == REDACTED
