@@ -88,6 +88,13 @@ def diagnose(
         None, "--python", help="Run the host workload with this Python (e.g. a venv with TensorFlow)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print results.json to stdout when done."),
+    script: Path | None = typer.Option(
+        None, "--script", help="Diagnose your own Keras training script (run unchanged) instead of the built-in one."
+    ),
+    script_arg: list[str] = typer.Option(
+        [], "--script-arg", help="An argument for --script; repeatable, in order (write --script-arg=--flag)."
+    ),
+    steps: int | None = typer.Option(None, "--steps", help="With --script: measure exactly N training steps."),
 ) -> None:
     """Probe, run the workload per stack x precision, analyse, and write results.json and report.html."""
     from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
@@ -108,6 +115,9 @@ def diagnose(
         python=python,
         ca_bundle=ca_bundle,
         wheelhouse=wheelhouse,
+        script=script,
+        script_args=list(script_arg),
+        steps=steps,
     )
     try:
         with LiveProgress(err, enabled=not as_json or sys.stderr.isatty()) as progress:

@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from fp16doctor.engines.base import SIZES, RunSpec, WorkloadSize
-from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
+from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, DoctorError
 from fp16doctor.options import HOST_STACK, DiagnoseOptions, Progress
 from fp16doctor.results import PRECISIONS, Document, ResultsWriter, load, new_document, run_key
 from fp16doctor.workload.dataset import class_folders
@@ -156,8 +156,21 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     if options.python and not shutil.which(options.python):
         raise DoctorError(f"--python {options.python} is not an executable",
                           hint="pass the path of a Python interpreter, e.g. ~/venvs/tf/bin/python")
-    data_dir = _check_data(options.data_dir)
+    if options.script is None and (options.steps is not None or options.script_args):
+        raise DoctorError("--steps and --script-arg apply to your own script", hint="add --script train.py",
+                          exit_code=EXIT_USAGE)
+    if options.script is not None and options.data_dir is not None and not options.data_dir.is_dir():
+        raise DoctorError(f"--data {options.data_dir} is not a directory",
+                          hint="with --script, --data names the folder your script reads (mounted in stacks)")
+    # A script reads its data its own way: --data only has to be a folder.
+    data_dir = _check_data(options.data_dir) if options.script is None else (
+        str(options.data_dir.resolve()) if options.data_dir else None)
     _check_out_dir(options.out_dir)
+    script = None
+    if options.script is not None:
+        from fp16doctor.user_script import prepare_script
+
+        script = prepare_script(options.script, options.script_args, options.steps, options.out_dir, data_dir)
     if options.docker_hosts and not options.stacks:
         raise DoctorError("--docker-host without --stack runs nothing in Docker",
                           hint="add --stack NAME (see `fp16doctor stacks list`), e.g. --stack cpu")
@@ -207,6 +220,8 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
             progress.note(f"--resume: {len(finished) - len(doc['runs'])} finished run(s) in {results_path} "
                           f"were measured at another size or on other data; running them again "
                           f"(size {size.name}, {data} data)")
+        if script is not None:  # a run of another version of the script is no baseline either
+            doc["runs"] = [r for r in doc["runs"] if (r.get("workload") or {}).get("script_sha256") == script.sha256]
         doc["created"] = previous.get("created", doc["created"])
     doc["invocation"] = {
         "argv": ["fp16doctor", *options.argv[1:]],
@@ -216,9 +231,16 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         "docker_hosts": options.docker_hosts,
         "data": "user" if data_dir else "synthetic",
     }
+    if script is not None:
+        from fp16doctor.user_script import invocation_entry
+
+        doc["invocation"]["script"] = invocation_entry(script)
+        doc["invocation"]["data"] = "script"  # the script reads its own data
     writer = ResultsWriter(results_path, doc)
 
-    specs = plan_runs(stacks, precisions, size, options.variants, data_dir)
+    specs = plan_runs(stacks, precisions, size, ["original"] if script else options.variants, data_dir)
+    if script is not None:
+        specs = [replace(s, script=script, data_dir=None) for s in specs]
     done = {run_key(r) for r in doc["runs"]}
     todo = [s for s in specs if (s.stack, s.precision, s.variant) not in done]
     if done and options.resume:
@@ -255,6 +277,14 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         report_path = None
     if interrupted:
         raise KeyboardInterrupt
+    if script is not None:
+        from fp16doctor.user_script import run_notes, script_failure
+
+        for note in run_notes(doc["runs"]):
+            progress.note(note)
+        error = script_failure(doc["runs"], script)
+        if error is not None:
+            raise error  # results.json and the report keep what did run
     failed = [r for r in doc["runs"] if r.get("status") == "failed"]
     exit_code = EXIT_PARTIAL if failed else EXIT_OK
     return DiagnoseOutcome(doc, results_path, report_path, exit_code, failed)

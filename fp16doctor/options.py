@@ -40,4 +40,7 @@ class DiagnoseOptions:
     ca_bundle: Path | None = None  # for stack builds behind a TLS proxy (default: build.default_ca_bundle())
     wheelhouse: Path | None = None  # stack builds install from these wheels only
     variants: list[str] | None = None  # default: original everywhere + synthetic_input per size
+    script: Path | None = None  # the user's own training script, run instead of the seed workload
+    script_args: list[str] = field(default_factory=list)
+    steps: int | None = None  # --script: exactly this many measured steps (default: the size decides)
     argv: list[str] = field(default_factory=lambda: list(sys.argv))

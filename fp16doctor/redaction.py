@@ -68,6 +68,7 @@ _TOKEN_SHAPES = [
 # (sha256:...) and UUIDs are identifiers, not secrets, and are kept so a run can be traced.
 _LONG_OPAQUE = re.compile(r"(?<![A-Za-z0-9:+/_=-])[A-Za-z0-9+/_=-]{32,}(?![A-Za-z0-9+/_=-])")
 _DIGEST_PREFIX = re.compile(r"(sha256|sha512|sha1|md5):$", re.IGNORECASE)
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 def _looks_opaque(candidate: str) -> bool:
@@ -121,6 +122,8 @@ def redact(value: Any, key: str = "") -> Any:
         return [redact(v, key) for v in value]
     if key and SECRET_KEY.search(key) and value not in (None, "", True, False):
         return REDACTED
+    if isinstance(value, str) and key.endswith("sha256") and _HEX_DIGEST.fullmatch(value):
+        return value  # a content digest named as one (workload.script_sha256) identifies, it does not unlock
     if isinstance(value, str):
         return redact_text(value)
     return value

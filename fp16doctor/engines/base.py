@@ -55,6 +55,41 @@ RUN_TIMEOUT_S = 3600.0
 
 
 @dataclass(frozen=True)
+class ScriptSpec:
+    """The user's own training script (`diagnose --script`), run unchanged by workload/script_runner.py."""
+
+    path: str  # absolute
+    args: tuple[str, ...] = ()
+    sha256: str = ""
+    steps: int | None = None  # exactly this many measured steps; None: the size's statistics decide
+    log_dir: str | None = None  # the script's own output is kept here, one file per run
+    read_only_dirs: tuple[str, ...] = ()  # what a container sees of the host: the script's folder, --data
+    label: str = ""  # the path as results show it (home as ~); the content is never stored
+
+    def log_name(self, spec: RunSpec) -> str:
+        suffix = "" if spec.variant == "original" else f"-{spec.variant}"
+        return f"{spec.stack}-{spec.precision}{suffix}.log"
+
+
+SCRIPT_RUNNER = "script_runner.py"
+
+
+def script_runner_args(spec: RunSpec, workdir: str, log_path: str) -> list[str]:
+    """The runner's command line after `python -u script_runner.py` (host and container alike)."""
+    script = spec.script
+    assert script is not None
+    size = spec.size
+    args = ["--precision", spec.precision, "--log", log_path, "--workdir", workdir,
+            "--warmup-steps", str(size.warmup_steps), "--script-label", script.label or script.path]
+    if script.steps:
+        args += ["--steps", str(script.steps)]
+    else:
+        args += ["--min-steps", str(size.min_steps), "--max-steps", str(size.max_steps),
+                 "--max-measure-s", str(size.max_measure_s)]
+    return [*args, "--", script.path, *script.args]
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """One cell of the matrix: where (stack), how (precision, variant) and how big (size)."""
 
@@ -64,6 +99,7 @@ class RunSpec:
     size: WorkloadSize
     data_dir: str | None = None  # the user's own train directory (host engine only)
     extra_env: dict[str, str] = field(default_factory=dict)
+    script: ScriptSpec | None = None  # set: run the user's script instead of the seed workload
 
     def workload_args(self) -> list[str]:
         args = ["--precision", self.precision, "--variant", self.variant, *self.size.to_args()]

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
+import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,14 +28,17 @@ from requests.exceptions import RequestException
 
 from fp16doctor import __version__
 from fp16doctor.engines.base import (
+    SCRIPT_RUNNER,
     EventCallback,
     RunSpec,
     base_run_record,
     merge_workload_result,
     parse_protocol_line,
+    script_runner_args,
 )
 from fp16doctor.engines.failures import classify, log_tail
 from fp16doctor.errors import DoctorError
+from fp16doctor.results import LOCAL_DOCKER_SCHEMES
 from fp16doctor.stacks import StackSpec
 
 MANAGED_LABEL = "org.fp16doctor.managed"
@@ -272,6 +277,41 @@ def _lines(chunks: Iterator[bytes]) -> Iterator[str]:
         yield pending.decode("utf-8", "replace")
 
 
+def script_container_options(spec: RunSpec, scratch: str, user: str | None) -> dict[str, Any]:
+    """How a container runs the user's script: the script's folder and the data folder read-only at the
+    same paths as on this machine (so its own paths keep working), `scratch` writable as its working
+    directory and log, and nothing else of the host. `user` ("uid:gid") keeps what the script writes
+    removable by the user who ran fp16doctor."""
+    script = spec.script
+    assert script is not None
+    volumes: dict[str, dict[str, str]] = {d: {"bind": d, "mode": "ro"} for d in script.read_only_dirs}
+    volumes[scratch] = {"bind": scratch, "mode": "rw"}
+    options: dict[str, Any] = {
+        "entrypoint": ["fp16doctor-python", f"{WORKLOAD_DIR}/{SCRIPT_RUNNER}"],
+        "command": script_runner_args(spec, f"{scratch}/work", f"{scratch}/{script.log_name(spec)}"),
+        "volumes": volumes,
+        "working_dir": scratch,
+    }
+    if user:
+        options["user"] = user
+    return options
+
+
+def _host_user() -> str | None:
+    getuid, getgid = getattr(os, "getuid", None), getattr(os, "getgid", None)
+    return f"{getuid()}:{getgid()}" if getuid and getgid else None
+
+
+def _keep_script_log(spec: RunSpec, scratch: str, record: dict[str, Any]) -> None:
+    script = spec.script
+    assert script is not None
+    source = os.path.join(scratch, script.log_name(spec))
+    if script.log_dir and os.path.exists(source):
+        target = os.path.join(script.log_dir, script.log_name(spec))
+        shutil.copyfile(source, target)
+        record["script_log"] = target
+
+
 def _device_for(spec_device: Any, gpu: dict[str, Any] | None) -> Any:
     """The workload sees its one GPU as gpu:0; the record names the host's index."""
     if gpu is not None and isinstance(spec_device, str) and spec_device.startswith("gpu"):
@@ -317,6 +357,17 @@ def run_in_stack(
         # would hand every GPU to a run meant for the CPU.
         env["NVIDIA_VISIBLE_DEVICES"] = "void"
     record = base_run_record(spec, f"gpu:{gpu.get('index', 0)}" if use_gpu and gpu else "cpu")
+    scratch: str | None = None
+    create_args: dict[str, Any] = {"entrypoint": WORKLOAD_ENTRYPOINT, "command": spec.workload_args()}
+    if spec.script is not None:
+        if not engine_label(docker_host).startswith(LOCAL_DOCKER_SCHEMES):
+            # Bind mounts name the engine machine's paths: the script's folder is only here.
+            record.update(status="failed", failure_kind="remote_engine",
+                          error=f"a script run needs a Docker engine on this machine (the script's folder is "
+                                f"mounted from here); {engine_label(docker_host)} is remote")
+            return record
+        scratch = tempfile.mkdtemp(prefix="fp16doctor-script-")
+        create_args = script_container_options(spec, scratch, _host_user())
     record["engine"] = {
         "kind": "docker",
         "docker_host": engine_label(docker_host),
@@ -344,8 +395,7 @@ def run_in_stack(
         try:
             container = client.containers.create(
                 image,
-                entrypoint=WORKLOAD_ENTRYPOINT,
-                command=spec.workload_args(),
+                **create_args,
                 name=_container_name(spec, run_id),
                 labels=labels,
                 environment=env,
@@ -397,6 +447,9 @@ def run_in_stack(
                 pass
             except (DockerException, RequestException, OSError) as exc:
                 log(f"could not remove container {container.name}: {_short(exc)}")
+        if scratch is not None:
+            _keep_script_log(spec, scratch, record)
+            shutil.rmtree(scratch, ignore_errors=True)
 
     if result is not None and error_event is None and exit_code == 0:
         merged = merge_workload_result(record, result)
@@ -414,6 +467,8 @@ def run_in_stack(
     elif failure.kind == "unknown" and error_event and error_event.get("error"):
         reason = str(error_event["error"])
     kind = "timeout" if timed_out.is_set() else failure.kind
+    if error_event and isinstance(error_event.get("script_failure"), dict):
+        record["script_failure"] = error_event["script_failure"]
     record.update(status="failed", error=reason, failure_kind=kind, exit_code=exit_code,
                   log_tail=log_tail(output + ("\n" + detail if detail else "")))
     return record

@@ -16,11 +16,13 @@ from typing import Any
 
 from fp16doctor.engines.base import (
     RUN_TIMEOUT_S,
+    SCRIPT_RUNNER,
     EventCallback,
     RunSpec,
     base_run_record,
     merge_workload_result,
     parse_protocol_line,
+    script_runner_args,
 )
 
 WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workload"
@@ -63,7 +65,13 @@ class HostEngine:
         self.sampler = sampler
         self.timeout_s = timeout_s
 
-    def command(self, spec: RunSpec) -> list[str]:
+    def command(self, spec: RunSpec, scratch: Path | None = None) -> list[str]:
+        if spec.script is not None:
+            # The user's script: its working directory and (without a log_dir) its log go in scratch.
+            assert scratch is not None
+            cmd = [self.python, "-u", str(WORKLOAD_DIR / SCRIPT_RUNNER),
+                   *script_runner_args(spec, str(scratch / "work"), str(script_log_path(spec, scratch)))]
+            return cmd[:3] + (["--backend", self.backend] if self.backend else []) + cmd[3:]
         cmd = [self.python, "-u", str(self.script), *spec.workload_args(), "--cache-dir", str(self.cache_dir)]
         if self.backend:
             cmd += ["--backend", self.backend]
@@ -88,7 +96,7 @@ class HostEngine:
             with open(stderr_path, "wb") as stderr_file, sampling as sampler:
                 # A new session (POSIX): Ctrl-C reaches us, and we stop the child ourselves.
                 proc = subprocess.Popen(
-                    self.command(spec),
+                    self.command(spec, Path(tmp)),
                     stdout=subprocess.PIPE,
                     stderr=stderr_file,
                     env=self.environment(spec),
@@ -133,6 +141,8 @@ class HostEngine:
             usage = sampler.summary() if sampler is not None else None
             log_tail = _tail(stderr_path)
         record["wall_s"] = round(time.monotonic() - started, 3)
+        if spec.script is not None and spec.script.log_dir:
+            record["script_log"] = str(script_log_path(spec, Path(tmp)))
         if final is not None and final["event"] == "result":
             record = merge_workload_result(record, final["run"])
             if usage:
@@ -143,6 +153,8 @@ class HostEngine:
             record["error"] = final.get("error", "the workload failed")
             if final.get("traceback"):
                 record["traceback"] = final["traceback"]
+            if final.get("script_failure"):
+                record["script_failure"] = final["script_failure"]
         elif returncode is None:
             record["error"] = f"timed out after {self.timeout_s:.0f} s"
         else:
@@ -150,6 +162,12 @@ class HostEngine:
         if log_tail:
             record["log_tail"] = log_tail
         return record
+
+
+def script_log_path(spec: RunSpec, scratch: Path) -> Path:
+    """Where the runner writes the script's own output: the script's log_dir, else the run's scratch."""
+    assert spec.script is not None
+    return Path(spec.script.log_dir or scratch) / spec.script.log_name(spec)
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:

@@ -940,6 +940,9 @@ def _workload(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
         out = []
         if wl.get("name"):
             out.append(("workload", _text(wl["name"])))
+        if wl.get("script_sha256"):  # the user's own script: named and hashed, its content never stored
+            out.append(("script", _text(wl.get("script"))))
+            out.append(("script digest", _text(f"sha256:{wl['script_sha256']}")))
         if wl.get("image_height") and wl.get("image_width"):
             channels = f"×{wl['channels']}" if wl.get("channels") else ""
             out.append(("image", _text(f"{wl['image_height']}×{wl['image_width']}{channels}")))

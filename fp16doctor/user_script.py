@@ -1,0 +1,162 @@
+"""`diagnose --script`: the user's own training script checked, hashed and described; its failures explained.
+
+The script runs unchanged under workload/script_runner.py (one process per precision, like the seed
+workload). Here, on fp16doctor's side: a missing script is a usage error, its path is shown with the
+home directory as ~, its content is never stored (only its SHA-256), and when every run failed for one
+reason, that reason becomes the one-line error: Keras 2 API a newer Keras rejects (naming the stacks of
+the catalogue that still have it), or a script that fails under float32 as well.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from fp16doctor.engines.base import ScriptSpec
+from fp16doctor.errors import EXIT_USAGE, DoctorError
+from fp16doctor.knowledge.keras_api import accepts
+
+SCRIPT_LOG_DIR = "script-logs"
+MIN_STEPS = 3  # a median worth the name
+HINT_TAIL_LINES = 3
+
+
+def display_path(path: str | Path) -> str:
+    """The path as a report may show it: the home directory becomes ~."""
+    text = str(path)
+    home = os.path.expanduser("~")
+    if home not in ("", "/", "~") and (text == home or text.startswith(home.rstrip("/") + "/")):
+        return "~" + text[len(home.rstrip("/")):]
+    return text
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 16), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _absolute_if_path(arg: str, cwd: Path) -> str:
+    # The script runs in a scratch directory, so a relative path the user typed (and that exists
+    # here) is handed over absolute; anything else is passed exactly as given.
+    if arg.startswith("-") or os.path.isabs(arg):
+        return arg
+    candidate = cwd / arg
+    return str(candidate.resolve()) if candidate.exists() else arg
+
+
+def prepare_script(
+    script: Path, args: list[str], steps: int | None, out_dir: Path, data_dir: str | None,
+) -> ScriptSpec:
+    """Check the script and describe it for the engines; DoctorError (usage) when it cannot run."""
+    if not script.exists():
+        raise DoctorError(f"--script {script}: no such file",
+                          hint="pass the path of your training script, e.g. --script ./train.py",
+                          exit_code=EXIT_USAGE)
+    if not script.is_file():
+        raise DoctorError(f"--script {script} is not a file",
+                          hint="pass the training script itself (a .py file), not its folder",
+                          exit_code=EXIT_USAGE)
+    if steps is not None and steps < MIN_STEPS:
+        raise DoctorError(f"--steps {steps} is too few to time", hint=f"pass --steps {MIN_STEPS} or more (20 "
+                          "gives a steady median)", exit_code=EXIT_USAGE)
+    path = script.resolve()
+    try:
+        digest = sha256_of(path)
+    except OSError as exc:
+        raise DoctorError(f"cannot read --script {script} ({exc.strerror or exc.__class__.__name__})",
+                          hint="check the file's permissions", exit_code=EXIT_USAGE) from None
+    log_dir = out_dir / SCRIPT_LOG_DIR
+    log_dir.mkdir(parents=True, exist_ok=True)
+    cwd = Path.cwd()
+    read_only = [str(path.parent)] + ([data_dir] if data_dir else [])
+    return ScriptSpec(
+        path=str(path),
+        args=tuple(_absolute_if_path(a, cwd) for a in args),
+        sha256=digest,
+        steps=steps,
+        log_dir=str(log_dir.resolve()),
+        read_only_dirs=tuple(dict.fromkeys(read_only)),
+        label=display_path(path),
+    )
+
+
+def invocation_entry(spec: ScriptSpec) -> dict[str, Any]:
+    """What results.json's invocation says about the script: where, which version, never its content."""
+    return {"path": display_path(spec.path), "sha256": spec.sha256, "args": [display_path(a) for a in spec.args],
+            "steps": spec.steps, "logs": display_path(spec.log_dir or "")}
+
+
+def _tail_hint(failure: dict[str, Any], log: str | None) -> str:
+    lines = [ln.strip() for ln in str(failure.get("output_tail") or "").splitlines() if ln.strip()]
+    tail = " | ".join(lines[-HINT_TAIL_LINES:]) or "(it printed nothing)"
+    where = f" (all of it: {display_path(log)})" if log else ""
+    return f"its last lines: {tail}{where}"
+
+
+def _stacks_accepting(names: list[str]) -> tuple[list[str], bool]:
+    """The catalogue's stacks whose Keras accepts all of `names`, and whether each of them needs a GPU."""
+    from fp16doctor.stacks import all_stacks
+
+    stacks = [s for s in all_stacks() if accepts(s.keras, names)]
+    return [s.name for s in stacks], bool(stacks) and all(s.needs_gpu for s in stacks)
+
+
+def _keras2_api_error(run: dict[str, Any], script: ScriptSpec | None) -> DoctorError:
+    failure = run["script_failure"]
+    names = list(failure.get("arguments") or failure.get("methods") or [])
+    if failure.get("kind") == "keras2_arguments":
+        callee = failure.get("callable") or "the optimizer"
+        what = f"{callee}({', '.join(f'{n}=...' for n in names)})"
+    else:
+        what = ", ".join(f"Model.{n}" for n in names)
+    keras = failure.get("keras") or (run.get("software") or {}).get("keras")
+    stacks, need_gpu = _stacks_accepting(names)
+    message = (f"the script uses {what}, which Keras {keras or '(this version)'} rejects "
+               f"({run.get('error', '')}); {', '.join(names)} exist in the Keras 2 stacks: "
+               f"{', '.join(stacks) or 'none in the catalogue'}{' (each needs an NVIDIA GPU)' if need_gpu else ''}")
+    target = f"--script {display_path(script.path)}" if script else "--script ..."
+    hint = (f"run it where that API exists (fp16doctor diagnose {target} --stack {stacks[0]} --no-host)"
+            if stacks else "update the script to this Keras's API")
+    if failure.get("kind") == "keras2_arguments":
+        hint += ", or write learning_rate= and drop decay= for this Keras"
+    return DoctorError(message, hint=hint)
+
+
+def script_failure(runs: list[dict[str, Any]], script: ScriptSpec | None = None) -> DoctorError | None:
+    """The one reason to report when no run of the script worked, or when float32 failed too."""
+    failed = [r for r in runs if r.get("status") == "failed" and isinstance(r.get("script_failure"), dict)]
+    if not failed:
+        return None
+    ok = [r for r in runs if r.get("status") == "ok"]
+    api = [r for r in failed if r["script_failure"].get("kind") in ("keras2_arguments", "keras2_methods")]
+    if api and not ok:
+        return _keras2_api_error(api[0], script)
+    fp32 = [r for r in failed if r.get("precision") == "float32" and r["script_failure"].get("kind") == "exception"]
+    if fp32:
+        run = fp32[0]
+        others = [r for r in failed if r.get("precision") != "float32"]
+        lead = "the script fails under float32 as well" if others else "the script fails under float32"
+        return DoctorError(f"{lead}: it is the script's fault, not the precision's ({run.get('error')})",
+                           hint=_tail_hint(run["script_failure"], run.get("script_log")))
+    if not ok:
+        run = failed[0]
+        return DoctorError(f"no run of the script worked: {run.get('error')}",
+                           hint=_tail_hint(run["script_failure"], run.get("script_log")))
+    return None
+
+
+def run_notes(runs: list[dict[str, Any]]) -> list[str]:
+    """What the runner could not measure or changed its mind about, once per distinct note."""
+    notes: list[str] = []
+    seen: set[str] = set()
+    for run in runs:
+        for note in (run.get("workload") or {}).get("notes") or []:
+            if note not in seen:
+                seen.add(note)
+                notes.append(f"{run.get('stack')} / {run.get('precision')}: {note}")
+    return notes

@@ -1,0 +1,607 @@
+# -*- coding: utf-8 -*-
+"""Runs the user's own training script, unchanged, under one precision, and times its training steps.
+
+    python -u script_runner.py --precision P --log FILE --workdir DIR [--steps N ...] -- train.py [ARGS]
+
+Like run_workload.py this runs inside the target Python (down to Python 3.5 with Keras 2.1.5), so it
+stays valid Python 3.5 with stdlib, numpy and Keras only, and reports through "@@fp16doctor {json}"
+lines. The precision is applied from outside, as a user would: a private keras.json (floatx), and for
+the mixed policies the global dtype policy, set the moment the script imports Keras. An import hook
+wraps Model.fit / fit_generator / train_on_batch of whichever Keras the script imports (Keras 3,
+tf_keras, Keras 2), so a callback the script never sees times each step with run_workload's StepTimer.
+After N measured steps the runner stops the script by an exception (any Keras), and the code after that
+point (evaluation, saving) does not run.
+
+The script runs through runpy as __main__ with sys.argv = [script, ARGS...] and its own folder first
+on sys.path, in DIR (a fresh, writable scratch directory: the script's folder may be read-only in a
+container, and a checkpoint written relative to the working directory must not overwrite the user's
+own, once per precision). Its stdout and stderr (Python's and the framework's C++ logs) go to FILE;
+the protocol keeps the runner's original stdout.
+"""
+from __future__ import division, print_function
+
+import argparse
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import runpy
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import run_workload  # noqa: E402  (sits beside this file, inside the image too)
+
+sys.path.remove(HERE)
+# The user's script may have its own `dataset` or `run_workload` module: ours must not shadow them.
+for _name in ("run_workload", "dataset"):
+    sys.modules.pop(_name, None)
+
+PREFIX = run_workload.PREFIX
+PRECISIONS = ("float32", "float16", "mixed_float16", "bfloat16", "mixed_bfloat16")
+KERAS_MODULES = ("keras", "tf_keras")
+TRAIN_METHODS = ("fit", "fit_generator", "train_on_batch")
+# Positional index of `callbacks` (after self): fit(x, y, batch_size, epochs, verbose, callbacks),
+# fit_generator(generator, steps_per_epoch, epochs, verbose, callbacks) in Keras 2.1-2.3 and tf_keras.
+CALLBACKS_POSITION = {"fit": 5, "fit_generator": 4}
+# Keras 2 API that later Keras rejects: the runner names what the script used (fp16doctor's host side
+# names the stacks where it still exists).
+KERAS2_ARGUMENTS = ("lr", "decay")
+KERAS2_METHODS = ("fit_generator", "evaluate_generator", "predict_generator")
+OUTPUT_TAIL_LINES = 30
+MIN_MEASURED_STEPS = 3  # a median worth the name
+
+_protocol = [None]  # the runner's own stdout, once the script's output goes to the log
+_session = [None]  # what the runner learnt before the script failed (which Keras)
+
+
+def emit(event, **fields):
+    fields["event"] = event
+    out = _protocol[0] or sys.stdout
+    out.write(PREFIX + json.dumps(fields, sort_keys=True) + "\n")
+    out.flush()
+
+
+# StepTimer reports each step through run_workload.emit: send it down the protocol channel too.
+run_workload.emit = emit
+
+
+class Enough(BaseException):
+    """Raised from the timing callback after the last measured step. A BaseException, so the script's
+    own `except Exception:` cannot swallow it."""
+
+
+class Skip(Exception):
+    """This precision cannot be applied to this Keras at all (the run is skipped, not failed)."""
+
+
+class NotApplied(Exception):
+    """The precision did not take (fp16doctor's failure, not the script's)."""
+
+
+def parse_args(argv):
+    if "--" not in argv:
+        raise SystemExit("usage: script_runner.py [options] -- SCRIPT [ARGS...]")
+    cut = argv.index("--")
+    p = argparse.ArgumentParser(description="fp16doctor: run a user's training script, measured")
+    p.add_argument("--precision", choices=PRECISIONS, required=True)
+    p.add_argument("--backend", default=None)
+    p.add_argument("--log", required=True, help="the script's stdout and stderr go here")
+    p.add_argument("--workdir", required=True, help="the script's working directory (writable)")
+    p.add_argument("--script-label", default=None, help="the script's path as results may show it")
+    p.add_argument("--steps", type=int, default=None, help="exactly this many measured steps")
+    p.add_argument("--warmup-steps", type=int, default=2)
+    p.add_argument("--min-steps", type=int, default=5)
+    p.add_argument("--max-steps", type=int, default=60)
+    p.add_argument("--max-measure-s", type=float, default=8.0)
+    p.add_argument("--stable-tolerance", type=float, default=0.05)
+    args = p.parse_args(argv[:cut])
+    rest = argv[cut + 1:]
+    if not rest:
+        raise SystemExit("script_runner.py: no script after --")
+    args.script = os.path.abspath(rest[0])
+    args.script_args = rest[1:]
+    return args
+
+
+def redirect_output(log_path):
+    """fd 1 and 2 -> the log (the framework's C++ logs too); the protocol keeps a copy of fd 1."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _protocol[0] = os.fdopen(os.dup(1), "w")
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+
+
+def output_tail(log_path, lines=OUTPUT_TAIL_LINES):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        with open(log_path, "rb") as fh:
+            data = fh.read()[-20000:]
+    except (IOError, OSError):
+        return ""
+    return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
+
+
+def sha256_of(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 16), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------- timing
+
+class ScriptTimer(run_workload.StepTimer):
+    """StepTimer, plus what a script does that the built-in workload does not: several fit calls
+    (the first step after each is warm-up again: new data adapter, maybe a retrace) and epoch ends
+    (validation and epoch callbacks run there: excluded from the step after them, timed apart)."""
+
+    def __init__(self, *args, **kwargs):
+        super(ScriptTimer, self).__init__(*args, **kwargs)
+        self.fit_calls = 0
+        self.rewarm = False
+        self.epoch_end_ms = []
+        self.steps_in_epoch = 0
+
+    def fit_begin(self):
+        self.fit_calls += 1
+        if self.start is None:
+            self.begin()
+        else:
+            self.last = self.clock()
+            self.rewarm = True
+
+    def epoch_begin(self):
+        self.steps_in_epoch = 0
+        if self.start is not None:
+            self.last = self.clock()
+
+    def epoch_end(self):
+        if self.steps_in_epoch and self.last is not None:
+            self.epoch_end_ms.append(round((self.clock() - self.last) * 1000.0, 3))
+
+    def end_step(self, logs):
+        self.steps_in_epoch += 1
+        if self.start is None:  # train_on_batch before any fit: the first call starts the clock
+            self.begin()
+        if self.rewarm and self.stop_reason is None:
+            self.rewarm = False
+            loss = (logs or {}).get("loss")
+            loss = float(loss) if loss is not None else None
+            now = self.clock()
+            elapsed_ms = (now - self.last) * 1000.0
+            self.last = now
+            if loss is not None:
+                self.losses.append(loss)
+            self.warmup_ms.append(elapsed_ms)
+            emit("step", phase="warmup", index=len(self.warmup_ms) + len(self.step_ms) - 1,
+                 ms=round(elapsed_ms, 3), loss=loss)
+            return self.should_stop(now)
+        return super(ScriptTimer, self).end_step(logs)
+
+
+def _finite(value):
+    return value if value == value and value not in (float("inf"), float("-inf")) else None
+
+
+def _first_value(result):
+    """train_on_batch returns the loss, [loss, metrics...] or (Keras 3, return_dict) a dict."""
+    if isinstance(result, dict):
+        return result.get("loss")
+    if isinstance(result, (list, tuple)):
+        return result[0] if result else None
+    return result
+
+
+class Session(object):
+    """What the runner learns while the script runs: which Keras, which model, which calls."""
+
+    def __init__(self, args, timer):
+        self.args = args
+        self.timer = timer
+        self.keras = None  # the Keras the script trains with (the first imported, until a model says)
+        self.keras_name = None
+        self.modules = {}
+        self.import_s = 0.0
+        self.depth = 0
+        self.calls = []
+        self.model = None
+        self.model_info = None
+        self.precision_note = None
+        self.policy_at_first_call = None
+        self.notes = []
+
+    # -------------------------------------------------------- precision, applied when Keras loads
+
+    def on_keras_import(self, name, module, seconds):
+        # Both may load (tf.keras can be either): each gets the precision and the patches.
+        self.modules[name] = module
+        self.import_s += seconds
+        if self.keras is None:
+            self.keras, self.keras_name = module, name
+        apply_precision(self, module, name)
+        patch_models(self, module)
+
+    # -------------------------------------------------------- the wrapped training entry points
+
+    def call(self, method, orig, model, args, kwargs):
+        if self.depth:  # Keras 2.1's Sequential.fit calls its inner Model.fit: time the outer call only
+            return orig(model, *args, **kwargs)
+        self.depth += 1
+        try:
+            self.saw_model(model)
+            if method not in self.calls:
+                self.calls.append(method)
+            if method == "train_on_batch":
+                result = orig(model, *args, **kwargs)
+                if self.timer.end_step({"loss": _first_value(result)}):
+                    raise Enough()
+                return result
+            args, kwargs = _with_callback(method, args, kwargs, make_callback(self.keras, self.timer))
+            return orig(model, *args, **kwargs)
+        finally:
+            self.depth -= 1
+
+    def saw_model(self, model):
+        if self.model is not None:
+            return
+        self.model = model
+        root = type(model).__module__.split(".")[0]
+        if root in self.modules:
+            self.keras, self.keras_name = self.modules[root], root
+        self.policy_at_first_call = global_policy_name(self.keras)
+        try:
+            self.model_info = run_workload.describe_model(model)
+        except Exception as exc:  # noqa: BLE001  (an unusual model is described less, never fatal)
+            self.notes.append("the model could not be described (%s: %s)" % (exc.__class__.__name__, exc))
+
+
+def _with_callback(method, args, kwargs, callback):
+    position = CALLBACKS_POSITION.get(method, -1)
+    if 0 <= position < len(args):
+        args = list(args)
+        args[position] = list(args[position] or []) + [callback]
+        return tuple(args), kwargs
+    kwargs = dict(kwargs)
+    kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [callback]
+    return args, kwargs
+
+
+def make_callback(keras, timer):
+    class _ScriptTimerCallback(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            timer.fit_begin()
+
+        def on_epoch_begin(self, epoch, logs=None):
+            timer.epoch_begin()
+
+        def on_batch_end(self, batch, logs=None):
+            if timer.end_step(logs):
+                self.model.stop_training = True
+                raise Enough()
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.on_batch_end(batch, logs)
+
+        def on_epoch_end(self, epoch, logs=None):
+            timer.epoch_end()
+
+    return _ScriptTimerCallback()
+
+
+def _wrap(session, method, orig):
+    @functools.wraps(orig)
+    def patched(self, *args, **kwargs):
+        return session.call(method, orig, self, args, kwargs)
+
+    patched._fp16doctor = True
+    return patched
+
+
+def _lookup(module, dotted):
+    obj = module
+    for part in dotted.split("."):
+        try:
+            obj = getattr(obj, part)
+        except Exception:  # noqa: BLE001  (lazy modules raise what they like)
+            return None
+    return obj
+
+
+def patch_models(session, module):
+    # Keras 3 and tf_keras: Model (Sequential inherits). Keras 2.1: models.Sequential has its own fit.
+    seen = []
+    for dotted in ("Model", "models.Model", "models.Sequential", "engine.training.Model"):
+        cls = _lookup(module, dotted)
+        if not isinstance(cls, type) or cls in seen:
+            continue
+        seen.append(cls)
+        for method in TRAIN_METHODS:
+            orig = getattr(cls, method, None)
+            if orig is None or getattr(orig, "_fp16doctor", False):
+                continue
+            setattr(cls, method, _wrap(session, method, orig))
+
+
+def keras_version(module):
+    return getattr(module, "__version__", None) or "?"
+
+
+def keras_major(module):
+    try:
+        return int(keras_version(module).split(".")[0])
+    except ValueError:
+        return 0
+
+
+def global_policy_name(keras):
+    mp = getattr(keras, "mixed_precision", None)
+    for name in ("dtype_policy", "global_policy"):
+        getter = getattr(mp, name, None) if mp is not None else None
+        if getter is not None:
+            try:
+                return str(getter().name)
+            except Exception:  # noqa: BLE001
+                return None
+    return None
+
+
+def apply_precision(session, keras, name):
+    precision = session.args.precision
+    version = keras_version(keras)
+    if precision == "float16" and keras.backend.floatx() != "float16":
+        raise NotApplied("keras.json floatx=float16 was not picked up (floatx is %s)" % keras.backend.floatx())
+    if precision == "float16":
+        session.precision_note = {"how": "keras.json floatx", "floatx": "float16"}
+    elif precision == "bfloat16":
+        # Keras 3 rejects "bfloat16" in keras.json but accepts it from keras.config.set_floatx.
+        if keras_major(keras) < 3:
+            raise Skip("floatx=bfloat16 needs Keras 3; Keras %s accepts float16, float32 and float64 only" % version)
+        keras.config.set_floatx("bfloat16")
+        session.precision_note = {"how": "keras.config.set_floatx after import (keras.json rejects bfloat16)",
+                                  "floatx": "bfloat16"}
+    elif precision.startswith("mixed_"):
+        mp = getattr(keras, "mixed_precision", None)
+        setter = None
+        if mp is not None:
+            setter = (getattr(mp, "set_dtype_policy", None) or getattr(mp, "set_global_policy", None)
+                      or _lookup(mp, "experimental.set_policy"))
+        if setter is None:
+            raise Skip("%s needs a Keras dtype policy (tf.keras in TF >= 2.1, or Keras 3); Keras %s has none"
+                       % (precision, version))
+        setter(precision)
+        session.precision_note = {"how": "dtype policy injected by fp16doctor before the script built its model",
+                                  "policy": precision, "call": "%s.mixed_precision.%s" % (name, setter.__name__)}
+    else:
+        session.precision_note = {"how": "keras.json floatx", "floatx": "float32"}
+
+
+class KerasImportHook(object):
+    """A meta-path finder that finds `keras` / `tf_keras` as the normal finders do, and calls back
+    the moment the module has executed, before the script's next line."""
+
+    def __init__(self, on_import):
+        self.on_import = on_import
+        self.busy = set()
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in KERAS_MODULES or fullname in self.busy:
+            return None
+        self.busy.add(fullname)
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self.busy.discard(fullname)
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return None
+        original = loader.exec_module
+        hook = self
+
+        def exec_module(module):
+            started = time.perf_counter()
+            original(module)
+            hook.on_import(fullname, module, time.perf_counter() - started)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+# ---------------------------------------------------------------- running the script
+
+def recognise_keras2_api(exc, tb, script):
+    """The Keras 2 API a newer Keras rejects (RMSprop(lr=..., decay=...), fit_generator), named from
+    the exception and the script's own line that raised it; None when it is another error."""
+    message = str(exc)
+    source = " ".join(frame[3] or "" for frame in traceback.extract_tb(tb) if frame[0] == script)
+    if isinstance(exc, (TypeError, ValueError)):
+        used = [a for a in KERAS2_ARGUMENTS
+                if re.search(r"\b%s\s*=" % a, source) or re.search(r"['\"]%s['\"]|\b%s is deprecated" % (a, a),
+                                                                   message)]
+        if used:
+            callee = re.search(r"(\w+)\s*\([^()]*\b(?:%s)\s*=" % "|".join(used), source)
+            return {"kind": "keras2_arguments", "arguments": used,
+                    "callable": callee.group(1) if callee else None}
+    if isinstance(exc, AttributeError):
+        missing = [m for m in KERAS2_METHODS if ("'%s'" % m) in message]
+        if missing:
+            return {"kind": "keras2_methods", "methods": missing}
+    return None
+
+
+def run(args):
+    backend = args.backend or os.environ.get("KERAS_BACKEND") or run_workload.user_keras_config().get("backend") \
+        or "tensorflow"
+    script_sha256 = sha256_of(args.script)
+    keras_dir, _ = run_workload.prepare_keras_home(args.precision, backend)
+    if args.steps:
+        warmup, min_steps, max_steps, budget, tolerance = args.warmup_steps, args.steps, args.steps, 1e12, -1.0
+    else:
+        warmup, min_steps, max_steps = args.warmup_steps, args.min_steps, args.max_steps
+        budget, tolerance = args.max_measure_s, args.stable_tolerance
+    # Not KERAS_MAX_EPOCHS / KERAS_MAX_STEPS_PER_EPOCH (Keras 3, keras/src/backend/config.py): they cap
+    # each fit call, not the run, and the second *sets* steps_per_epoch where the script left it None,
+    # so an in-memory dataset with fewer batches "runs out of data" and its training is cut short.
+    # The runner's own exception (Enough) stops every Keras after the last measured step instead.
+    timer = ScriptTimer(warmup, min_steps, max_steps, budget, tolerance)
+    session = Session(args, timer)
+    _session[0] = session
+    sys.meta_path.insert(0, KerasImportHook(session.on_keras_import))
+
+    if not os.path.isdir(args.workdir):
+        os.makedirs(args.workdir)
+    os.chdir(args.workdir)
+    sys.argv = [args.script] + list(args.script_args)
+    sys.path.insert(0, os.path.dirname(args.script))  # as `python train.py` would
+    emit("phase", phase="train", script_sha256=script_sha256)
+    redirect_output(args.log)
+    started = time.perf_counter()
+    ended = "completed"
+    exit_code = None
+    try:
+        runpy.run_path(args.script, run_name="__main__")
+    except Enough:
+        ended = "stopped"
+    except SystemExit as exc:
+        exit_code = exc.code
+        ended = "exited" if exc.code in (None, 0) else "exit_status"
+    script_s = time.perf_counter() - started
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+    software, device = {"python": "%d.%d.%d" % sys.version_info[:3]}, "cpu"
+    api = None
+    if session.keras is not None:
+        kind = "tf_keras" if session.keras_name == "tf_keras" else (
+            "keras3" if keras_major(session.keras) >= 3 else "keras2")
+        backend_name = "tensorflow"
+        try:
+            backend_name = session.keras.backend.backend()
+        except Exception:  # noqa: BLE001
+            pass
+        api = run_workload.KerasAPI(kind, session.keras, None, None, backend_name)
+        software, device = run_workload.software_info(api)
+
+    timed = list(session.calls)
+    steps = timer.step_ms
+    failure = None
+    if ended == "exit_status":
+        failure = {"kind": "exited", "exit_status": exit_code,
+                   "message": "the script exited with status %s" % exit_code}
+    elif ended != "stopped" and timed and len(steps) < MIN_MEASURED_STEPS:
+        failure = {"kind": "too_few_steps",
+                   "message": "the script ended after %d training step(s) (%d warm-up, %d measured); "
+                              "fp16doctor needs %d warm-up and at least %d measured steps"
+                              % (len(timer.warmup_ms) + len(steps), len(timer.warmup_ms), len(steps),
+                                 warmup, MIN_MEASURED_STEPS)}
+    if failure is not None:
+        failure.update(steps_measured=len(steps), output_tail=output_tail(args.log))
+        emit("error", status="failed", error=failure["message"], script_failure=failure)
+        return 1
+
+    workload = {"name": "script", "script": args.script_label or args.script, "script_sha256": script_sha256,
+                "api": timed or ["custom_loop"],
+                "fit_calls": timer.fit_calls, "steps_measured": len(steps), "warmup_steps": len(timer.warmup_ms),
+                "steps_requested": args.steps, "stop_reason": timer.stop_reason, "ended": ended,
+                "keras_module": session.keras_name, "precision_applied": session.precision_note,
+                "policy_at_first_call": session.policy_at_first_call}
+    notes = list(session.notes)
+    if timer.epoch_end_ms:
+        workload["epoch_end_ms"] = timer.epoch_end_ms
+        notes.append("the time from an epoch's last step to its end (validation, epoch-end callbacks) is "
+                     "excluded from the step times and kept apart in workload.epoch_end_ms")
+    if timer.fit_calls > 1:
+        notes.append("the script called fit %d times; the first step of each call counts as warm-up"
+                     % timer.fit_calls)
+    if ended in ("completed", "exited") and steps and args.steps and len(steps) < args.steps:
+        workload["stop_reason"] = "script_ended"
+        notes.append("the script ended after %d measured steps (%d asked)" % (len(steps), args.steps))
+    if session.precision_note and session.policy_at_first_call and args.precision.startswith("mixed_") \
+            and session.policy_at_first_call != args.precision:
+        notes.append("the script set its own dtype policy (%s) over the injected %s"
+                     % (session.policy_at_first_call, args.precision))
+    result = {"status": "ok", "device": device, "software": software, "workload": workload,
+              "keras_config": {"floatx": session.keras.backend.floatx() if session.keras is not None else None,
+                               "config_path": os.path.join(keras_dir, "keras.json")},
+              "timing": {"import_s": round(session.import_s, 3), "script_s": round(script_s, 3)}}
+    if session.model_info is not None:
+        result["model"] = session.model_info
+        by_dtype = {}
+        for layer in session.model_info.get("layers", []):
+            key = "%s compute, %s variables" % (layer.get("compute_dtype") or "unknown",
+                                                layer.get("variable_dtype") or "no")
+            by_dtype.setdefault(key, []).append(layer.get("name"))
+        workload["layer_dtypes"] = by_dtype
+    if steps:
+        losses = timer.losses
+        bad = [v for v in losses if v != v or v in (float("inf"), float("-inf"))]
+        result.update({
+            "step_time_ms": run_workload.summary(steps),
+            "first_step_ms": round(timer.first_step_ms, 3),
+            "warmup_step_ms": [round(v, 3) for v in timer.warmup_ms],
+            "step_ms_all": [round(v, 3) for v in steps],
+            # results.json is strict JSON: a NaN or infinite loss is said by nan_or_inf, its value is null.
+            "loss": {"first": _finite(losses[0]) if losses else None,
+                     "last": _finite(losses[-1]) if losses else None, "nan_or_inf": bool(bad)},
+        })
+        workload["per_step"] = True
+    else:
+        # A custom loop (GradientTape, a torch loop): the whole script, less the Keras import, is all
+        # there is to time; the step count, warm-up and loss are the script's own business.
+        whole_ms = round(max(script_s - session.import_s, 0.0) * 1000.0, 3)
+        result["step_time_ms"] = {"median": whole_ms, "p10": whole_ms, "p90": whole_ms, "n": 1}
+        workload.update(per_step=False, timing="whole_run", whole_run_ms=whole_ms)
+        notes.append("no fit, fit_generator or train_on_batch call: the whole script was timed (%.1f s, "
+                     "Keras import excluded); per-step time, warm-up, loss and the number of steps could "
+                     "not be measured" % (whole_ms / 1000.0))
+        if args.precision.startswith("mixed_"):
+            workload["numerics_comparable"] = False
+            notes.append("an injected mixed policy in a custom loop has no loss scaling: no numerics "
+                         "finding is drawn from this run")
+    workload["notes"] = notes
+    emit("result", run=result)
+    return 0
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if not os.path.isfile(args.script):
+        emit("error", status="failed", error="no script at %s" % args.script)
+        return 1
+    try:
+        return run(args)
+    except Skip as exc:
+        emit("error", status="skipped", error=str(exc))
+        return 0
+    except NotApplied as exc:
+        emit("error", status="failed", error=str(exc))
+        return 1
+    except KeyboardInterrupt:
+        emit("error", status="failed", error="interrupted")
+        return 130
+    except Exception as exc:  # noqa: BLE001  (the script's own failure: reported, with its output)
+        _, _, tb = sys.exc_info()
+        failure = {"kind": "exception", "exception": exc.__class__.__name__}
+        recognised = recognise_keras2_api(exc, tb, args.script)
+        if recognised is not None:
+            failure.update(recognised)
+        if _session[0] is not None and _session[0].keras is not None:
+            failure["keras"] = keras_version(_session[0].keras)
+            failure["keras_module"] = _session[0].keras_name
+        failure["output_tail"] = output_tail(args.log)
+        emit("error", status="failed", error="%s: %s" % (exc.__class__.__name__, exc),
+             traceback=traceback.format_exc()[-4000:], script_failure=failure)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""`diagnose --script --stack cpu` on a real Docker engine: the container sees the script's folder
+(read-only) and its scratch directory, and nothing else of this machine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from docker_env import ca_bundle, require_engine
+
+from fp16doctor.engines import docker_engine
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PROBE_SCRIPT = """
+    import os
+    import sys
+    import numpy as np
+    import keras
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    print("sibling visible:", os.path.exists(os.path.join(here, "data.txt")))
+    print("other host folder visible:", os.path.exists(sys.argv[1]))
+    try:
+        open(os.path.join(here, "written.txt"), "w").close()
+        print("own folder writable: True")
+    except OSError:
+        print("own folder writable: False")
+    open("checkpoint.txt", "w").close()
+    print("cwd writable: True")
+    x = np.random.rand(256, 8).astype("float32")
+    y = (x.sum(axis=1) > 4).astype("float32")
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+    model.compile(loss="mse", optimizer="sgd")
+    model.fit(x, y, batch_size=8, epochs=2, verbose=0)
+"""
+
+
+def test_a_script_runs_in_a_stack_seeing_only_its_folder(tmp_path: Path) -> None:
+    require_engine()
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(textwrap.dedent(PROBE_SCRIPT))
+    (project / "data.txt").write_text("x\n")
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    command = [sys.executable, "-m", "fp16doctor", "diagnose", "--script", str(project / "train.py"),
+               "--script-arg", str(secret), "--stack", "cpu", "--no-host", "--precision", "float32",
+               "--steps", "5", "--out", str(tmp_path / "out")]
+    ca = ca_bundle()
+    if ca is not None:
+        command += ["--ca-bundle", str(ca)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=3600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads((tmp_path / "out" / "results.json").read_text())["runs"][0]
+    assert run["status"] == "ok" and run["engine"]["kind"] == "docker", run.get("error")
+    assert run["workload"]["name"] == "script" and run["step_time_ms"]["n"] == 5
+    log = Path(run["script_log"]).read_text()
+    assert "sibling visible: True" in log and "other host folder visible: False" in log
+    assert "own folder writable: False" in log and "cwd writable: True" in log
+    assert not (project / "written.txt").exists() and sorted(p.name for p in project.iterdir()) == ["data.txt",
+                                                                                                   "train.py"]
+    assert docker_engine.leftover_containers(None) == []

@@ -1,0 +1,192 @@
+"""diagnose --script without a framework: checking the script, the plan and command line, and the one
+message a user gets when the script itself cannot run (Keras 2 API, a float32 failure)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import fp16doctor.probe as probe
+from fp16doctor.cli import app
+from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
+from fp16doctor.engines import host as host_engine
+from fp16doctor.engines.base import QUICK, RunSpec, ScriptSpec
+from fp16doctor.engines.host import HostEngine
+from fp16doctor.errors import EXIT_USAGE, DoctorError
+from fp16doctor.stacks import all_stacks
+from fp16doctor.user_script import display_path, prepare_script, script_failure
+
+CPU_HOST = {
+    "cpu": {"model": "AMD EPYC", "cores": 2, "flags": ["avx2"]}, "gpus": [], "nvml": {"error": "no driver"},
+    "os": "Linux", "python": {"version": "3.11.7", "executable": "/usr/bin/python3"},
+    "frameworks": {"keras": {"version": "3.15.1", "backend": "tensorflow"}, "tensorflow": {"version": "2.21.0"}},
+}
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+
+    def start_run(self, spec: RunSpec, total: int, index: int) -> None:
+        pass
+
+    def event(self, event: dict[str, Any]) -> None:
+        pass
+
+    def finish_run(self, record: dict[str, Any]) -> None:
+        pass
+
+
+def _script(tmp_path: Path) -> Path:
+    path = tmp_path / "proj" / "train.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("print('training')\n")
+    return path
+
+
+def test_missing_script_is_a_usage_error_with_a_hint(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["diagnose", "--script", str(tmp_path / "nope.py"), "--out", str(tmp_path)])
+    assert isinstance(result.exception, DoctorError) and result.exception.exit_code == EXIT_USAGE
+    assert result.exception.message.endswith("nope.py: no such file") and "--script" in result.exception.hint
+    with pytest.raises(DoctorError, match="not a file"):
+        prepare_script(tmp_path, [], None, tmp_path / "out", None)
+    with pytest.raises(DoctorError, match="too few"):
+        prepare_script(_script(tmp_path), [], 2, tmp_path / "out", None)
+
+
+def test_steps_without_a_script_is_a_usage_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["diagnose", "--steps", "20", "--out", str(tmp_path)])
+    assert isinstance(result.exception, DoctorError) and result.exception.exit_code == EXIT_USAGE
+
+
+def test_script_spec_hashes_mounts_and_makes_typed_paths_absolute(tmp_path: Path, monkeypatch) -> None:
+    script = _script(tmp_path)
+    (tmp_path / "data").mkdir()
+    monkeypatch.chdir(tmp_path)
+    spec = prepare_script(script, ["data", "--epochs", "3", "not-a-path"], 20, tmp_path / "out",
+                          str(tmp_path / "data"))
+    assert spec.sha256 == hashlib.sha256(script.read_bytes()).hexdigest()
+    # The script runs in a scratch directory: a relative path the user typed must still name the same folder.
+    assert spec.args == (str(tmp_path / "data"), "--epochs", "3", "not-a-path")
+    assert spec.read_only_dirs == (str(script.parent), str(tmp_path / "data"))
+    assert Path(spec.log_dir or "").is_dir() and spec.steps == 20
+
+
+def test_runs_show_the_script_with_home_as_a_tilde(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    spec = prepare_script(_script(tmp_path), [], None, tmp_path / "out", None)
+    assert spec.label == "~/proj/train.py"
+    cmd = HostEngine(python="python3").command(RunSpec("host", "float32", "original", QUICK, script=spec), tmp_path)
+    assert cmd[cmd.index("--script-label") + 1] == "~/proj/train.py"
+
+
+def test_host_command_runs_the_runner_with_the_scripts_arguments_after_the_separator(tmp_path: Path) -> None:
+    script = ScriptSpec(path="/work/train.py", args=("--epochs", "3"), steps=20, log_dir=str(tmp_path))
+    spec = RunSpec("host", "mixed_float16", "original", QUICK, script=script)
+    cmd = HostEngine(python="/usr/bin/python3", backend="jax").command(spec, tmp_path)
+    assert cmd[:3] == ["/usr/bin/python3", "-u", str(host_engine.WORKLOAD_DIR / "script_runner.py")]
+    assert cmd[cmd.index("--precision") + 1] == "mixed_float16" and cmd[cmd.index("--backend") + 1] == "jax"
+    assert cmd[cmd.index("--steps") + 1] == "20"
+    assert cmd[cmd.index("--log") + 1] == str(tmp_path / "host-mixed_float16.log")
+    assert cmd[cmd.index("--workdir") + 1] == str(tmp_path / "work")
+    assert cmd[cmd.index("--") + 1:] == ["/work/train.py", "--epochs", "3"]
+
+
+def test_home_paths_are_shown_with_a_tilde(monkeypatch) -> None:
+    monkeypatch.setenv("HOME", "/home/ada")
+    assert display_path("/home/ada/proj/train.py") == "~/proj/train.py"
+    assert display_path("/home/adam/train.py") == "/home/adam/train.py"
+
+
+def _failed(precision: str, failure: dict[str, Any], error: str = "") -> dict[str, Any]:
+    return {"stack": "host", "precision": precision, "status": "failed", "error": error, "script_failure": failure}
+
+
+def test_keras2_arguments_name_the_stacks_of_the_catalogue_that_have_them() -> None:
+    failure = {"kind": "keras2_arguments", "arguments": ["lr", "decay"], "callable": "RMSprop", "keras": "3.15.1"}
+    error = script_failure([_failed(p, failure, "ValueError: Argument(s) not recognized: {'lr': 0.0001}")
+                            for p in ("float32", "float16")])
+    assert error is not None
+    assert "RMSprop(lr=..., decay=...)" in error.message and "Keras 3.15.1 rejects" in error.message
+    # Named from stacks.toml: every Keras before 2.11 has both, no Keras 3 stack does.
+    for stack in all_stacks():
+        has_both = stack.keras.startswith(("2.1.", "2.2.", "2.3."))
+        assert (stack.name in error.message) == has_both, stack.name
+    assert "tf1.7-cuda9.0" in error.message and "tf1.13-cuda10.0" in error.message
+    assert "--stack tf1.7-cuda9.0" in error.hint and "learning_rate=" in error.hint
+
+
+def test_a_float32_failure_is_the_scripts_fault_with_its_last_lines() -> None:
+    failure = {"kind": "exception", "output_tail": "loading\nTraceback ...\nKeyError: 'label'"}
+    runs = [_failed("float32", failure, "KeyError: 'label'"), _failed("float16", failure, "KeyError: 'label'")]
+    error = script_failure(runs)
+    assert error is not None
+    assert error.message.startswith("the script fails under float32 as well: it is the script's fault")
+    assert "KeyError: 'label'" in error.message and "its last lines:" in error.hint
+
+
+def test_one_failed_16_bit_run_beside_working_runs_is_no_script_error() -> None:
+    runs = [{"stack": "host", "precision": "float32", "status": "ok"},
+            _failed("float16", {"kind": "exception"}, "FloatingPointError")]
+    assert script_failure(runs) is None
+
+
+@pytest.fixture
+def cpu_host(monkeypatch: pytest.MonkeyPatch) -> list[RunSpec]:
+    specs: list[RunSpec] = []
+    monkeypatch.setattr(probe, "probe_host", lambda python=None: json.loads(json.dumps(CPU_HOST)))
+
+    def fake_run(self, spec: RunSpec, on_event, gpu_index=None):  # type: ignore[no-untyped-def]
+        specs.append(spec)
+        return {"stack": spec.stack, "precision": spec.precision, "variant": spec.variant, "device": "cpu",
+                "status": "failed", "error": "ValueError: Argument(s) not recognized: {'lr': 0.0001}",
+                "script_failure": {"kind": "keras2_arguments", "arguments": ["lr"], "callable": "SGD",
+                                   "keras": "3.15.1"}}
+
+    monkeypatch.setattr(host_engine.HostEngine, "run", fake_run)
+    return specs
+
+
+def test_diagnose_script_plans_one_run_per_precision_keeps_results_and_explains(tmp_path: Path, cpu_host) -> None:
+    script = _script(tmp_path)
+    options = DiagnoseOptions(out_dir=tmp_path / "out", script=script, script_args=["x"], steps=20,
+                              precisions=["float32", "float16"])
+    with pytest.raises(DoctorError, match=r"SGD\(lr=\.\.\.\)"):
+        run_diagnose(options, Recorder())
+    # No synthetic_input variant for a script; each run carries the script.
+    assert [(s.precision, s.variant) for s in cpu_host] == [("float32", "original"), ("float16", "original")]
+    assert {s.script.path if s.script else None for s in cpu_host} == {str(script.resolve())}
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert len(doc["runs"]) == 2 and doc["invocation"]["script"]["sha256"] == cpu_host[0].script.sha256
+    assert "print('training')" not in (tmp_path / "out" / "results.json").read_text()
+    assert (tmp_path / "out" / "report.html").exists()
+
+
+def test_the_report_names_the_script_and_its_hash(tmp_path: Path) -> None:
+    from fp16doctor.report import write_report
+    from fp16doctor.results import new_document
+
+    doc = new_document(json.loads(json.dumps(CPU_HOST)))
+    doc["runs"] = [{"stack": "host", "precision": p, "variant": "original", "device": "cpu", "status": "ok",
+                    "step_time_ms": {"median": ms, "p10": ms, "p90": ms, "n": 20},
+                    "workload": {"name": "script", "script": "~/proj/train.py", "script_sha256": "c0ffee" * 10}}
+                   for p, ms in (("float32", 20.0), ("float16", 42.0))]
+    write_report([doc], tmp_path / "report.html", "html")
+    html = (tmp_path / "report.html").read_text()
+    assert "~/proj/train.py" in html and "c0ffee" * 10 in html
+
+
+def test_a_script_digest_survives_redaction_but_an_opaque_blob_does_not() -> None:
+    from fp16doctor.report.redact import REDACTED, redact
+
+    digest = hashlib.sha256(b"train").hexdigest()
+    assert redact({"script_sha256": digest}) == {"script_sha256": digest}
+    assert redact({"note": digest})["note"] == REDACTED

@@ -1,0 +1,179 @@
+"""The script runner (fp16doctor/workload/script_runner.py) on small scripts against a stand-in Keras:
+the precision applied from outside, the steps timed by a callback the script never sees, the stop after
+N steps, and each way a script can end, without TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+RUNNER = Path(__file__).resolve().parents[3] / "fp16doctor" / "workload" / "script_runner.py"
+FAKE_KERAS = Path(__file__).resolve().parent / "fake_keras"
+
+
+def run_script(tmp_path: Path, body: str, *options: str, args: tuple[str, ...] = (),
+               precision: str = "float32", **env_extra: str) -> tuple[dict[str, Any], str, Path]:
+    """Run `body` as train.py under the runner; (final event, the script's log, its working dir)."""
+    script_dir = tmp_path / "project"
+    script_dir.mkdir(exist_ok=True)
+    script = script_dir / "train.py"
+    script.write_text(textwrap.dedent(body))
+    log = tmp_path / "train.log"
+    workdir = tmp_path / "scratch"
+    env = {**os.environ, "PYTHONPATH": str(FAKE_KERAS), "KERAS_BACKEND": "fake", **env_extra}
+    proc = subprocess.run(
+        [sys.executable, "-u", str(RUNNER), "--precision", precision, "--log", str(log),
+         "--workdir", str(workdir), "--warmup-steps", "2", "--script-label", "~/project/train.py", *options,
+         "--", str(script), *args],
+        capture_output=True, text=True, env=env, timeout=60)
+    events = [json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines()
+              if line.startswith("@@fp16doctor ")]
+    final = [e for e in events if e["event"] in ("result", "error")]
+    assert final, proc.stdout + proc.stderr
+    return final[-1], log.read_text() if log.exists() else "", workdir
+
+
+FIT = """
+    import os, sys
+    import keras
+    print("argv", sys.argv[1:], "cwd", os.getcwd())
+    print("policy at build", keras.Model().dtype_policy_name, "floatx", keras.backend.floatx())
+    keras.Model().fit(epochs=3, steps_per_epoch=4, callbacks=[])
+    print("after fit")
+"""
+
+
+def test_fit_is_timed_and_stopped_after_n_measured_steps(tmp_path: Path) -> None:
+    final, log, workdir = run_script(tmp_path, FIT, "--steps", "5", args=("--epochs", "3"))
+    assert final["event"] == "result", final
+    run = final["run"]
+    workload = run["workload"]
+    assert run["status"] == "ok" and run["step_time_ms"]["n"] == 5
+    assert workload["name"] == "script" and workload["steps_measured"] == 5 and workload["warmup_steps"] == 2
+    assert workload["stop_reason"] == "max_steps" and workload["ended"] == "stopped"
+    assert workload["api"] == ["fit"] and workload["fit_calls"] == 1
+    # The validation pause at the end of the first epoch is timed apart, not in a step.
+    assert len(workload["epoch_end_ms"]) == 1 and workload["epoch_end_ms"][0] >= 5.0
+    assert max(run["step_ms_all"]) < workload["epoch_end_ms"][0]
+    # The script got its own arguments and a scratch working directory; the code after fit did not run.
+    assert "argv ['--epochs', '3']" in log and f"cwd {workdir}" in log
+    assert "after fit" not in log
+    assert len(workload["script_sha256"]) == 64 and workload["script"] == "~/project/train.py"
+
+
+def test_float16_comes_from_keras_json_and_mixed_policy_is_set_before_the_model(tmp_path: Path) -> None:
+    final, log, _ = run_script(tmp_path, FIT, "--steps", "3", precision="float16")
+    assert "floatx float16" in log and final["run"]["workload"]["precision_applied"]["how"] == "keras.json floatx"
+    final, log, _ = run_script(tmp_path, FIT, "--steps", "3", precision="mixed_float16")
+    assert "policy at build mixed_float16" in log
+    applied = final["run"]["workload"]["precision_applied"]
+    assert "injected" in applied["how"] and applied["policy"] == "mixed_float16"
+    assert final["run"]["workload"]["policy_at_first_call"] == "mixed_float16"
+
+
+def test_bfloat16_floatx_is_set_after_import_on_keras_3(tmp_path: Path) -> None:
+    final, log, _ = run_script(tmp_path, FIT, "--steps", "3", precision="bfloat16")
+    assert "floatx bfloat16" in log and final["run"]["keras_config"]["floatx"] == "bfloat16"
+
+
+def test_several_fit_calls_rewarm_and_are_counted(tmp_path: Path) -> None:
+    body = """
+        import keras
+        model = keras.Model()
+        model.fit(epochs=1, steps_per_epoch=4)
+        model.fit(epochs=1, steps_per_epoch=10)
+    """
+    final, _, _ = run_script(tmp_path, body, "--steps", "6")
+    workload = final["run"]["workload"]
+    # 4 steps of the first call (2 warm-up, 2 measured), then 1 warm-up step for the second call.
+    assert workload["fit_calls"] == 2 and workload["warmup_steps"] == 3 and workload["steps_measured"] == 6
+    assert any("called fit 2 times" in note for note in workload["notes"])
+
+
+def test_a_non_finite_loss_is_flagged_and_kept_out_of_the_json(tmp_path: Path) -> None:
+    body = """
+        import keras
+        model = keras.Model()
+        for _ in range(10):
+            model.train_on_batch(None, None)
+    """
+    final, _, _ = run_script(tmp_path, body, "--steps", "3", FAKE_LOSS="inf")
+    assert final["run"]["loss"] == {"first": None, "last": None, "nan_or_inf": True}
+
+
+def test_train_on_batch_loop_is_timed_per_call(tmp_path: Path) -> None:
+    body = """
+        import keras
+        model = keras.Model()
+        for _ in range(100):
+            model.train_on_batch(None, None)
+    """
+    final, _, _ = run_script(tmp_path, body, "--steps", "5")
+    run = final["run"]
+    assert run["workload"]["api"] == ["train_on_batch"] and run["step_time_ms"]["n"] == 5
+    assert run["loss"]["last"] == 0.5
+
+
+def test_custom_loop_gets_whole_run_timing_and_says_what_is_missing(tmp_path: Path) -> None:
+    body = """
+        import time
+        import keras
+        time.sleep(0.2)
+    """
+    final, _, _ = run_script(tmp_path, body, "--steps", "5", precision="mixed_float16")
+    run = final["run"]
+    workload = run["workload"]
+    assert workload["per_step"] is False and workload["timing"] == "whole_run"
+    assert run["step_time_ms"]["median"] >= 200.0 and run["step_time_ms"]["n"] == 1
+    assert any("per-step time" in note for note in workload["notes"])
+    assert workload["numerics_comparable"] is False
+
+
+def test_script_that_ends_before_enough_steps_fails_clearly(tmp_path: Path) -> None:
+    body = """
+        import keras
+        keras.Model().fit(epochs=1, steps_per_epoch=3)
+    """
+    final, _, _ = run_script(tmp_path, body, "--steps", "5")
+    assert final["event"] == "error" and final["script_failure"]["kind"] == "too_few_steps"
+    assert "ended after 3 training step(s) (2 warm-up, 1 measured)" in final["error"]
+
+
+def test_keras2_optimizer_arguments_are_named(tmp_path: Path) -> None:
+    body = """
+        import keras
+        print("building")
+        my_rmsprop = keras.optimizers.RMSprop(lr=0.0001, rho=0.9, epsilon=1e-04, decay=0.0)
+    """
+    final, log, _ = run_script(tmp_path, body, "--steps", "5")
+    failure = final["script_failure"]
+    assert final["event"] == "error" and failure["kind"] == "keras2_arguments"
+    assert failure["arguments"] == ["lr", "decay"] and failure["callable"] == "RMSprop"
+    assert failure["keras"] == "3.0.0-fake" and "building" in failure["output_tail"]
+
+
+def test_script_exception_is_reported_with_its_output(tmp_path: Path) -> None:
+    final, _, _ = run_script(tmp_path, "print('loading data')\nraise FileNotFoundError('C:\\\\my_dir\\\\train')\n")
+    assert final["event"] == "error" and final["error"].startswith("FileNotFoundError")
+    assert final["script_failure"]["kind"] == "exception"
+    assert "loading data" in final["script_failure"]["output_tail"]
+
+
+def test_the_scripts_own_modules_are_not_shadowed_by_the_runners(tmp_path: Path) -> None:
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "dataset.py").write_text("WHO = 'the user'\n")
+    final, log, _ = run_script(tmp_path, "import dataset\nprint('dataset is', dataset.WHO)\n")
+    assert "dataset is the user" in log, final
+
+
+@pytest.mark.parametrize("code", ["raise SystemExit(3)", "import sys; sys.exit('bad arguments')"])
+def test_nonzero_exit_is_a_failure(tmp_path: Path, code: str) -> None:
+    final, _, _ = run_script(tmp_path, code + "\n")
+    assert final["event"] == "error" and final["script_failure"]["kind"] == "exited"
