@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -28,6 +29,8 @@ MAX_WINDOW_LINES = 20000
 # explains by arithmetic alone (a GPU without fast fp16 is 2x-64x; a CPU emulating it, 5x-10x), so a
 # run cut there is pathological, and one step of it says so as well as five.
 SLOW_STEP_MULTIPLE = 50.0
+# Benchmarks and tests force the slow path on a machine where no precision is pathological.
+SLOW_STEP_MULTIPLE_ENV = "FP16DOCTOR_SLOW_STEP_MULTIPLE"
 # The first step also pays one-off costs (tracing, autotuning, compiling), which a 16-bit run may pay
 # twice over: its bound adds this multiple of float32's own first step.
 FIRST_STEP_ALLOWANCE = 2.0
@@ -91,7 +94,7 @@ class RunSpec:
 
     @property
     def bound_ms(self) -> float | None:
-        return SLOW_STEP_MULTIPLE * self.reference_ms if self.reference_ms else None
+        return slow_step_multiple() * self.reference_ms if self.reference_ms else None
 
     @property
     def first_step_bound_ms(self) -> float | None:
@@ -116,6 +119,15 @@ class RunSpec:
     def slug(self) -> str:
         """The cell as one file name: host-float16-original."""
         return "-".join(part.replace("/", "_") for part in (self.stack, self.precision, self.variant))
+
+
+def slow_step_multiple() -> float:
+    """SLOW_STEP_MULTIPLE, unless the environment sets another (a positive number)."""
+    try:
+        value = float(os.environ.get(SLOW_STEP_MULTIPLE_ENV, ""))
+    except ValueError:
+        return SLOW_STEP_MULTIPLE
+    return value if value > 0 else SLOW_STEP_MULTIPLE
 
 
 def _float32_partner(spec: RunSpec, runs: Iterable[Mapping[str, Any]], variant: str) -> Mapping[str, Any] | None:
@@ -171,7 +183,7 @@ def base_run_record(spec: RunSpec, device: str) -> dict[str, Any]:
     if spec.experiment is not None:
         record["experiment"] = dict(spec.experiment)
     if spec.bound_ms is not None:
-        record["slow_step_bound"] = {"multiple": SLOW_STEP_MULTIPLE, "float32_step_ms": spec.reference_ms,
+        record["slow_step_bound"] = {"multiple": slow_step_multiple(), "float32_step_ms": spec.reference_ms,
                                      "float32_first_step_ms": spec.reference_first_step_ms,
                                      "limit_ms": round(spec.bound_ms, 3),
                                      "first_step_limit_ms": round(spec.first_step_bound_ms or 0.0, 3)}

@@ -454,7 +454,9 @@ def _attach_container_ops(record: dict[str, Any], capture: WindowCapture, archiv
             try:
                 with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
                     members = [m for m in tar.getmembers() if m.isfile() or m.isdir()]  # no links, no devices
-                    tar.extractall(tmp, members=members)  # noqa: S202 (regular files and folders only)
+                    # The "data" filter (Python >= 3.10.12) also refuses absolute paths and "..".
+                    safe: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                    tar.extractall(tmp, members=members, **safe)  # noqa: S202
                 local = Path(tmp) / Path(CONTAINER_PROFILE_DIR).name
             except (tarfile.TarError, OSError) as exc:
                 error = f"could not unpack the container's profile: {_short(exc)}"

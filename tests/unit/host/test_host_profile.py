@@ -3,8 +3,10 @@ attribution, raw files removed (or kept), and a profile that cannot be read neve
 
 from __future__ import annotations
 
+import io
 import json
 import sys
+import tarfile
 import textwrap
 import types
 from pathlib import Path
@@ -158,3 +160,56 @@ def test_keep_profiles_keeps_the_raw_files(monkeypatch: pytest.MonkeyPatch, tmp_
     assert json.loads((kept / "after_timing" / "torch_events.json").read_text())[0]["name"] == "aten::convolution"
     assert (kept / "after_timing" / "onednn_verbose.log").read_text().strip() == REF_CONV
     assert record["ops_error"] == "the attribution found no ops in this profile"
+
+
+def _tar(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+class _StoppedContainer:
+    """What docker's get_archive gives for the profile folder of a finished container."""
+
+    def __init__(self, archive: bytes) -> None:
+        self.archive = archive
+        self.asked: list[str] = []
+
+    def get_archive(self, path: str) -> tuple[list[bytes], dict[str, Any]]:
+        self.asked.append(path)
+        return [self.archive[:100], self.archive[100:]], {"name": Path(path).name}
+
+
+def test_a_container_runs_profile_is_copied_out_and_read_like_a_host_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from fp16doctor.engines import docker_engine
+
+    seen: list[dict[str, Any]] = []
+    _install_attribution(monkeypatch, lambda artifacts, layers: seen.append(artifacts) or {"items": []})
+    inside = docker_engine.CONTAINER_PROFILE_DIR
+    events = [{"name": "aten::convolution", "ts_us": 1.0, "dur_us": 2.0}]
+    container = _StoppedContainer(_tar({"fp16doctor-profile/after_timing/torch_events.json":
+                                        json.dumps(events).encode()}))
+    archive, error = docker_engine._copy_profile_out(container)
+    assert container.asked == [inside] and error is None
+    record = _record({"window": {"kind": "after_timing", "steps": 2, "wall_ms": 300.0}, "onednn": False,
+                      "dir": inside, "torch_events_path": f"{inside}/after_timing/torch_events.json"})
+    docker_engine._attach_container_ops(record, WindowCapture(), archive, error, None)
+    assert seen[0]["torch_events"] == events and record["ops"] == {"items": []}
+    assert "ops_error" not in record
+
+
+def test_a_profile_that_cannot_be_copied_out_leaves_the_run_as_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fp16doctor.engines import docker_engine
+
+    _install_attribution(monkeypatch, lambda artifacts, layers: {"items": []})
+    archive, error = docker_engine._copy_profile_out(object())  # an engine API without get_archive
+    record = _record({"window": {"kind": "after_timing"}, "onednn": False, "dir": "/tmp/fp16doctor-profile",
+                      "xplane": "/tmp/fp16doctor-profile/after_timing/plugins/profile/1/vm.xplane.pb"})
+    docker_engine._attach_container_ops(record, WindowCapture(), archive, error, None)
+    assert record["status"] == "ok" and "ops" not in record
+    assert record["ops_error"].startswith("could not copy the profile out of the container")
