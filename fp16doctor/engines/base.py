@@ -213,6 +213,7 @@ class WindowCapture:
         self.windows: dict[str, list[str]] = {}
         self.truncated: set[str] = set()
         self.max_lines = max_lines
+        self.outside = 0  # oneDNN execution lines printed outside any window (during the timed steps)
         self._kind: str | None = None
 
     def feed(self, line: str) -> bool:
@@ -232,6 +233,8 @@ class WindowCapture:
                 lines.append(line.rstrip("\n"))
             else:
                 self.truncated.add(self._kind)
+        elif ",exec," in line:
+            self.outside += 1
         return True
 
 
@@ -289,6 +292,9 @@ def attach_ops(record: dict[str, Any], capture: WindowCapture, local_dir: Path |
     present = sorted(k for k in (*PROFILE_PATH_KEYS, "onednn_lines")
                      if artifacts.get(k) and (k == "onednn_lines" or Path(str(artifacts[k])).exists()))
     summary: dict[str, Any] = {"window": window, "artifacts": present}
+    if capture.outside:
+        # What oneDNN printed while the timed steps ran: a cost on them (benchmarks/onednn_verbose_overhead.py).
+        summary["onednn_lines_outside_window"] = capture.outside
     ops, why = _build_ops(artifacts, (record.get("model") or {}).get("layers") or []) if present else (
         None, "the profiled window recorded nothing")
     if ops is not None:

@@ -33,6 +33,7 @@ WINDOW_END = "=== fp16doctor-window-end"
 # component but gemm_api, whose thousands of small calls per step (Eigen contractions on AVX2 CPUs)
 # would slow every step down; primitives (convolution, pooling, reorder, inner_product ...) stay.
 ONEDNN_VERBOSE_SETTING = "profile_exec,filter=^(?!gemm_api)"
+ONEDNN_FILTER_SINCE_TF = (2, 17)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dataset  # noqa: E402  (sits beside this file, inside the image too)
@@ -815,7 +816,7 @@ def in_memory_batches(generator, batches):
     return np.concatenate(xs), np.concatenate(ys)
 
 
-def set_variant_environment(variant, backend, profiling):
+def set_variant_environment(variant, backend):
     """What must be in the environment before the framework loads; returns what was set."""
     env = {}
     if variant == "onednn_off" and backend == "tensorflow":
@@ -823,17 +824,32 @@ def set_variant_environment(variant, backend, profiling):
     if variant == "tf32_off":
         # Read by cuBLAS and cuDNN themselves, so it holds for every framework (NVIDIA's TF32 notes).
         env["NVIDIA_TF32_OVERRIDE"] = "0"
-    if profiling and backend == "tensorflow" and "ONEDNN_VERBOSE" not in os.environ:
-        # oneDNN reads it once per process and TensorFlow exports no switch: on for the whole run,
-        # and the engine keeps only the lines between the window markers.
-        env["ONEDNN_VERBOSE"] = ONEDNN_VERBOSE_SETTING
     os.environ.update(env)
     return env
 
 
+def enable_onednn_verbose(api):
+    """oneDNN reads ONEDNN_VERBOSE once, when it first runs a primitive, and TensorFlow exports no switch:
+    set it once TensorFlow is loaded (its version known) and before any step, on for the whole run; the
+    engine keeps only the lines between the window markers. Only where the oneDNN reads the filter
+    (TensorFlow >= 2.17; TF 2.21 ships oneDNN 3.7.3): an older one reads a longer value as 0, and "1"
+    would print every gemm_api call of every timed step."""
+    if api.backend_name != "tensorflow" or "ONEDNN_VERBOSE" in os.environ:
+        return {}
+    import tensorflow as tf
+    try:
+        version = tuple(int(p) for p in tf.__version__.split(".")[:2])
+    except ValueError:
+        return {}
+    if version < ONEDNN_FILTER_SINCE_TF:
+        return {}
+    os.environ["ONEDNN_VERBOSE"] = ONEDNN_VERBOSE_SETTING
+    return {"ONEDNN_VERBOSE": ONEDNN_VERBOSE_SETTING}
+
+
 def apply_variant(api, variant, device, env):
     """The experiment's one change that needs the framework loaded; Skip where it cannot apply here."""
-    applied = dict(("env " + k, v) for k, v in env.items() if k != "ONEDNN_VERBOSE")
+    applied = dict(("env " + k, v) for k, v in env.items())
     if variant == "onednn_off":
         if api.backend_name == "torch":
             import torch
@@ -873,7 +889,7 @@ def run(args):
     keras_dir, keras_config = prepare_keras_home(args.precision, backend)
     # In a container the engine names the folder by environment (it copies it out afterwards).
     profile_dir = args.profile_dir or os.environ.get("FP16DOCTOR_PROFILE_DIR")
-    env = set_variant_environment(args.variant, backend, bool(profile_dir))
+    env = set_variant_environment(args.variant, backend)
 
     emit("phase", phase="data")
     if args.data:
@@ -889,6 +905,7 @@ def run(args):
     software, device = software_info(api)
     emit("phase", phase="build", device=device, software=software)
     applied = apply_variant(api, args.variant, device, env)
+    onednn_env = enable_onednn_verbose(api) if profile_dir else {}
 
     mixed = args.precision in MIXED_POLICIES
     if mixed:
@@ -908,7 +925,7 @@ def run(args):
     profiler = None
     if profile_dir:
         try:
-            profiler = WindowProfiler(api, profile_dir, "ONEDNN_VERBOSE" in env)
+            profiler = WindowProfiler(api, profile_dir, bool(onednn_env))
         except Exception as exc:  # noqa: BLE001  (no profile is no reason to lose the measurement)
             emit("log", message="profiling is off: %s: %s" % (exc.__class__.__name__, exc))
     model = build_seed_model(api, args.height, args.width, mixed,

@@ -37,6 +37,7 @@ def test_only_the_lines_between_a_windows_markers_are_kept() -> None:
              "=== fp16doctor-window-end 1767.0 ms_per_step 130.0 steps 2 kind after_timing", POOL]
     consumed = [capture.feed(line + "\n") for line in lines]
     assert capture.windows == {"first_step": [REF_CONV], "after_timing": [POOL, POOL]}
+    assert capture.outside == 3  # printed while the timed steps ran: counted, not kept
     assert consumed[5] is False  # ordinary output is left to the log
     assert all(consumed[i] for i in (0, 1, 2, 3, 4))
 
@@ -146,6 +147,7 @@ def test_the_host_engine_hands_the_window_to_the_attribution_and_removes_the_raw
     # The raw files lived in the run's temporary folder, which is gone.
     assert not Path(artifacts["torch_events_path"]).exists()
     assert "kept" not in record["profile"] and "ops_error" not in record
+    assert record["profile"]["onednn_lines_outside_window"] == 3
     assert {"event": "phase", "phase": "attribution"} in events
 
 
