@@ -168,3 +168,19 @@ def test_float32_and_runs_without_a_measured_float32_are_not_bounded() -> None:
     failed = {**_run("float32"), "status": "failed"}
     assert with_slow_step_bound(f16, [failed]).bound_ms is None
     assert with_slow_step_bound(RunSpec("cpu", "float16", "original", QUICK), [_run("float32")]).bound_ms is None
+
+
+def test_stacks_whose_keras_lacks_bfloat16_skip_it_with_the_reason() -> None:
+    from fp16doctor.stack_runs import precision_skip_reason
+    from fp16doctor.stacks import get_stack
+
+    old = get_stack("tf1.7-cuda9.0")
+    reason = precision_skip_reason(old, "mixed_bfloat16") or ""
+    assert "Keras 2.1.5" in reason and "mixed_bfloat16" in reason
+    assert "refuses floatx bfloat16" in (precision_skip_reason(old, "bfloat16") or "")
+    keras2 = get_stack("tf2.15-keras2")  # a dtype policy, but Keras 2 checks floatx against float16/32/64
+    assert precision_skip_reason(keras2, "mixed_bfloat16") is None
+    assert "refuses floatx bfloat16" in (precision_skip_reason(keras2, "bfloat16") or "")
+    cpu = get_stack("cpu")
+    assert all(precision_skip_reason(cpu, p) is None for p in PRECISIONS)
+    assert cpu.to_dict()["precisions"] == list(PRECISIONS)
