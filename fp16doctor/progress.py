@@ -118,11 +118,13 @@ class LiveProgress:
         return waiting_text(row, self.clock()) or row.status
 
     def render(self) -> RenderableType:
-        with self.lock:
-            lines = [Text.assemble(("⏵ ", "cyan"), (row.label, "bold"),
-                                   (f"  on {row.where}" if row.where else "", "cyan"), "  ",
-                                   (self.status_of(row), "dim"))
-                     for row in self.rows.values()]
+        # Called by rich's refresh thread under its own lock: taking ours here could deadlock against a
+        # worker that holds ours and waits for rich's. A snapshot of the rows is enough to draw.
+        rows = list(self.rows.values())
+        lines = [Text.assemble(("⏵ ", "cyan"), (row.label, "bold"),
+                               (f"  on {row.where}" if row.where else "", "cyan"), "  ",
+                               (self.status_of(row), "dim"))
+                 for row in rows]
         return Group(*lines) if lines else Text("")
 
     def _draw(self) -> None:
