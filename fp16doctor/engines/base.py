@@ -289,7 +289,19 @@ def attach_ops(record: dict[str, Any], capture: WindowCapture, local_dir: Path |
             artifacts["torch_events"] = json.loads(Path(torch_path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             errors.append(f"cannot read the torch profile: {exc.__class__.__name__}")
-    present = sorted(k for k in (*PROFILE_PATH_KEYS, "onednn_lines")
+    if isinstance(artifacts.get("xplane"), str):
+        # The attribution's names for the trace and whose it is.
+        artifacts["xplane_path"] = artifacts["xplane"]
+        artifacts["xplane_framework"] = "jax" if profile.get("backend") == "jax" else "tensorflow"
+    tf1_path = artifacts.get("tf1_step_stats")
+    if isinstance(tf1_path, str):
+        artifacts["tf1_step_stats_path"] = tf1_path
+        try:
+            artifacts["tf1_step_stats"] = _merge_step_stats(json.loads(Path(tf1_path).read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            artifacts.pop("tf1_step_stats")
+            errors.append(f"cannot read the TF1 step stats: {exc.__class__.__name__}")
+    present = sorted(k for k in ("xplane", "torch_events_path", "tf1_step_stats_path", "onednn_lines")
                      if artifacts.get(k) and (k == "onednn_lines" or Path(str(artifacts[k])).exists()))
     summary: dict[str, Any] = {"window": window, "artifacts": present}
     if capture.outside:
@@ -310,6 +322,16 @@ def attach_ops(record: dict[str, Any], capture: WindowCapture, local_dir: Path |
         except OSError as exc:
             record["ops_error"] = "; ".join([*errors, f"could not keep the profile: {exc}"])
     record["profile"] = summary
+
+
+def _merge_step_stats(recorded: Any) -> dict[str, Any]:
+    """The workload's {"steps": [step_stats, ...]} (one RunMetadata.step_stats per window step, as
+    MessageToDict gives it) as one step_stats holding every step's nodes, device by device."""
+    devices: dict[str, list[Any]] = {}
+    for step in recorded.get("steps", []) if isinstance(recorded, dict) else []:
+        for dev in step.get("devStats", []) if isinstance(step, dict) else []:
+            devices.setdefault(str(dev.get("device", "")), []).extend(dev.get("nodeStats", []))
+    return {"devStats": [{"device": name, "nodeStats": nodes} for name, nodes in devices.items()]}
 
 
 def _build_ops(artifacts: dict[str, Any], layers: list[Any]) -> tuple[dict[str, Any] | None, str]:
