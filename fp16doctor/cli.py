@@ -68,7 +68,20 @@ def diagnose(
     full: bool = typer.Option(False, "--full", help="The script's own size (336x224, batch 128), even on a CPU."),
     stack: list[str] = typer.Option([], "--stack", help="Run in this pinned stack (Docker); repeatable."),
     precision: list[str] = typer.Option(
-        [], "--precision", help="float32, float16 or mixed_float16; repeatable (default: all three)."
+        [], "--precision",
+        help="float32, float16, mixed_float16, bfloat16 or mixed_bfloat16; repeatable (default: the first three,"
+        " plus mixed_bfloat16 where the device has bfloat16 arithmetic).",
+    ),
+    variant: list[str] = typer.Option(
+        [], "--variant",
+        help="original, synthetic_input, onednn_off, float32_batches, channels_padded, tf32_off or xla;"
+        " repeatable; replaces the default (original, plus synthetic_input): include original to compare.",
+    ),
+    no_experiments: bool = typer.Option(
+        False, "--no-experiments", help="Do not run the experiments the analysis plans to confirm a cause."
+    ),
+    keep_profiles: bool = typer.Option(
+        False, "--keep-profiles", help="Keep each run's raw profile (traces, oneDNN lines) in --out/profiles."
     ),
     docker_host: list[str] = typer.Option(
         [],
@@ -107,6 +120,9 @@ def diagnose(
         size=("quick" if quick else "full" if full else None),
         stacks=list(stack),
         precisions=list(precision),
+        variants=list(variant) or None,
+        experiments=not no_experiments,
+        keep_profiles=keep_profiles,
         docker_hosts=list(docker_host),
         data_dir=data,
         include_host=not no_host,

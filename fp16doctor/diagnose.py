@@ -8,15 +8,33 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from fp16doctor.engines.base import SIZES, RunSpec, WorkloadSize
+from fp16doctor.engines.base import SIZES, RunSpec, WorkloadSize, with_slow_step_bound
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, DoctorError
+from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS
+from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.options import HOST_STACK, DiagnoseOptions, Progress
-from fp16doctor.results import PRECISIONS, Document, ResultsWriter, load, new_document, run_key
+from fp16doctor.results import (
+    PRECISIONS,
+    VARIANT_CHANGES,
+    VARIANTS,
+    Document,
+    ResultsWriter,
+    load,
+    new_document,
+    run_key,
+)
 from fp16doctor.workload.dataset import class_folders
+
+# The matrix every diagnose runs; mixed_bfloat16 joins it where the device computes in bfloat16.
+BASE_PRECISIONS = ("float32", "float16", "mixed_float16")
+# bfloat16 arithmetic on NVIDIA GPUs starts with Ampere (compute capability 8.0; CUDA C Programming
+# Guide, "Arithmetic Instructions": __nv_bfloat16 arithmetic needs sm_80).
+BF16_MIN_COMPUTE_CAPABILITY = (8, 0)
 
 
 @dataclass
@@ -42,10 +60,44 @@ def _check_out_dir(out_dir: Path) -> None:
 
 
 def _check_precisions(precisions: list[str]) -> list[str]:
+    """The precisions asked for, checked, float32 first (its step sets the others' slow-step bound)."""
     for p in precisions:
         if p not in PRECISIONS:
             raise DoctorError(f"unknown precision {p!r}", hint=f"use one of: {', '.join(PRECISIONS)}")
-    return list(dict.fromkeys(precisions)) or list(PRECISIONS)
+    return _float32_first(dict.fromkeys(precisions))
+
+
+def _check_variants(variants: list[str] | None) -> list[str] | None:
+    if not variants:
+        return None
+    for v in variants:
+        if v not in VARIANTS:
+            raise DoctorError(f"unknown variant {v!r}", hint=f"use one of: {', '.join(VARIANTS)}")
+    return list(dict.fromkeys(variants))
+
+
+def _float32_first(precisions: Iterable[str]) -> list[str]:
+    return sorted(precisions, key=lambda p: p != "float32")
+
+
+def device_has_bfloat16(host: Mapping[str, Any]) -> bool:
+    """Whether the device the host runs use computes in bfloat16: with NVIDIA GPUs, any of compute
+    capability 8.0 or newer; without, a CPU with BF16 instructions (knowledge/cpu.py CPU_BF16_FLAGS:
+    AVX512-BF16, AMX-BF16, Arm BF16)."""
+    gpus = [g for g in host.get("gpus") or [] if isinstance(g, Mapping)]
+    if gpus:
+        return any((cc_tuple(g.get("compute_capability")) or (0, 0)) >= BF16_MIN_COMPUTE_CAPABILITY for g in gpus)
+    cpu = host.get("cpu")
+    if not isinstance(cpu, Mapping):
+        return False
+    flags = cpu.get("flags")
+    return bool(set(flags if isinstance(flags, list) else []) & set(CPU_BF16_FLAGS)) or cpu.get("bf16_native") is True
+
+
+def default_precisions(host: Mapping[str, Any]) -> list[str]:
+    """The matrix when --precision is not given: float32, float16 and mixed_float16 everywhere, and
+    mixed_bfloat16 where the device has bfloat16 arithmetic (elsewhere it would only be emulated)."""
+    return [*BASE_PRECISIONS, *(["mixed_bfloat16"] if device_has_bfloat16(host) else [])]
 
 
 def _check_data(data_dir: Path | None) -> str | None:
@@ -134,11 +186,13 @@ def plan_runs(
     data_dir: str | None,
 ) -> list[RunSpec]:
     specs: list[RunSpec] = []
+    precisions = _float32_first(precisions)
     for stack in stacks:
-        for precision in precisions:
-            cell_variants = variants or ["original"]
-            specs += [RunSpec(stack, precision, v, size, data_dir=data_dir if stack == HOST_STACK else None)
-                      for v in cell_variants]
+        for v in variants or ["original"]:
+            experiment = {"changes": VARIANT_CHANGES[v], "tests": None} if v in VARIANT_CHANGES else None
+            specs += [RunSpec(stack, precision, v, size, data_dir=data_dir if stack == HOST_STACK else None,
+                              experiment=experiment)
+                      for precision in precisions]
         if variants is None:
             # synthetic_input (batches already in memory) isolates device compute from the input
             # pipeline; the quick size keeps only float32's to stay within its time budget.
@@ -153,6 +207,7 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
 
     started = time.monotonic()
     precisions = _check_precisions(options.precisions)
+    variants = _check_variants(options.variants)
     if options.python and not shutil.which(options.python):
         raise DoctorError(f"--python {options.python} is not an executable",
                           hint="pass the path of a Python interpreter, e.g. ~/venvs/tf/bin/python")
@@ -195,6 +250,7 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         reason = (host.get("nvml") or {}).get("error") or "NVML found no device"
         progress.note(f"no NVIDIA GPU ({reason}): diagnosing the CPU, size {size.name}")
     stacks = ([HOST_STACK] if options.include_host else []) + list(dict.fromkeys(options.stacks))
+    precisions = precisions or default_precisions(host)
 
     backend: str | None = None
     if options.include_host:
@@ -228,6 +284,8 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         "size": size.name,
         "stacks": stacks,
         "precisions": precisions,
+        "variants": variants,
+        "experiments": options.experiments,
         "docker_hosts": options.docker_hosts,
         "data": "user" if data_dir else "synthetic",
     }
@@ -238,7 +296,7 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         doc["invocation"]["data"] = "script"  # the script reads its own data
     writer = ResultsWriter(results_path, doc)
 
-    specs = plan_runs(stacks, precisions, size, ["original"] if script else options.variants, data_dir)
+    specs = plan_runs(stacks, precisions, size, ["original"] if script else variants, data_dir)
     if script is not None:
         specs = [replace(s, script=script, data_dir=None) for s in specs]
     done = {run_key(r) for r in doc["runs"]}
@@ -249,15 +307,14 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     extra_findings: list[dict[str, Any]] = []
     interrupted = False
     try:
-        host_specs = [s for s in todo if s.stack == HOST_STACK]
-        stack_specs = [s for s in todo if s.stack != HOST_STACK]
-        if host_specs:
-            _run_on_host(host_specs, host, backend, options, writer, progress, len(todo))
-        if stack_specs:
-            from fp16doctor.scheduler import run_stack_specs
-
-            extra_findings += run_stack_specs(stack_specs, host, options, writer, progress,
-                                              offset=len(host_specs), total=len(todo))
+        extra_findings += _run_specs(todo, host, backend, options, writer, progress)
+        if options.experiments:
+            planned = experiment_specs(plan_experiments(doc, progress), stacks, size, data_dir,
+                                       {run_key(r) for r in doc["runs"]})
+            if planned:
+                progress.note(f"{len(planned)} experiment run(s), each changing one thing: "
+                              + ", ".join(f"{s.precision} {s.variant}" for s in planned))
+                extra_findings += _run_specs(planned, host, backend, options, writer, progress)
     except KeyboardInterrupt:
         interrupted = True
 
@@ -290,6 +347,58 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     return DiagnoseOutcome(doc, results_path, report_path, exit_code, failed)
 
 
+def _run_specs(
+    todo: list[RunSpec], host: dict[str, Any], backend: str | None, options: DiagnoseOptions,
+    writer: ResultsWriter, progress: Progress,
+) -> list[dict[str, Any]]:
+    """Run specs on the host, then in their stacks; every record is written as it finishes."""
+    host_specs = [s for s in todo if s.stack == HOST_STACK]
+    stack_specs = [s for s in todo if s.stack != HOST_STACK]
+    if host_specs:
+        _run_on_host(host_specs, host, backend, options, writer, progress, len(todo))
+    if not stack_specs:
+        return []
+    from fp16doctor.scheduler import run_stack_specs
+
+    return run_stack_specs(stack_specs, host, options, writer, progress, offset=len(host_specs), total=len(todo))
+
+
+def plan_experiments(doc: Document, progress: Progress) -> list[dict[str, Any]]:
+    """The experiments the analysis asks for after the main matrix; the ones not worth a run are said."""
+    from fp16doctor.analysis.experiments import plan
+
+    items = plan(doc)
+    for item in items:
+        if "skip_reason" in item:
+            progress.note(f"experiment {item['precision']} {item['variant']} skipped: {item['skip_reason']}")
+    return [item for item in items if "skip_reason" not in item]
+
+
+def experiment_specs(
+    items: Iterable[Mapping[str, Any]], stacks: list[str], size: WorkloadSize, data_dir: str | None,
+    done: set[tuple[str, str, str]],
+) -> list[RunSpec]:
+    """Planned experiments as run specs: only for stacks this diagnose runs, each cell once, not the
+    cells already measured (so --resume picks up where it stopped), float32 first in each group."""
+    specs: dict[tuple[str, str, str], RunSpec] = {}
+    for item in items:
+        stack, precision, variant = (str(item.get(k)) for k in ("stack", "precision", "variant"))
+        key = (stack, precision, variant)
+        if stack not in stacks or precision not in PRECISIONS or variant not in VARIANTS or key in done:
+            continue
+        experiment = item.get("experiment")
+        if not isinstance(experiment, Mapping):
+            experiment = {"changes": VARIANT_CHANGES.get(variant, {}), "tests": None}
+        experiment = dict(experiment)
+        if item.get("reason"):
+            experiment.setdefault("reason", str(item["reason"]))
+        specs.setdefault(key, RunSpec(stack, precision, variant, size,
+                                      data_dir=data_dir if stack == HOST_STACK else None,
+                                      experiment=experiment))
+    order = {group: i for i, group in enumerate(dict.fromkeys((s.stack, s.variant) for s in specs.values()))}
+    return sorted(specs.values(), key=lambda s: (order[(s.stack, s.variant)], s.precision != "float32"))
+
+
 def _run_on_host(
     specs: list[RunSpec], host: dict[str, Any], backend: str | None, options: DiagnoseOptions,
     writer: ResultsWriter, progress: Progress, total: int,
@@ -302,8 +411,11 @@ def _run_on_host(
         from fp16doctor.probe.nvml import UtilizationSampler
 
         sampler = UtilizationSampler
-    engine = HostEngine(python=options.python, backend=backend, sampler=sampler)
+    keep = options.out_dir / "profiles" if options.keep_profiles else None
+    engine = HostEngine(python=options.python, backend=backend, sampler=sampler, keep_profiles=keep)
     for index, spec in enumerate(specs):
+        # float32 ran first: its step sets this run's slow-step bound.
+        spec = with_slow_step_bound(spec, writer.doc["runs"])
         progress.start_run(spec, total, index)
         record = engine.run(spec, progress.event, gpu_index=0 if gpus else None)
         if gpus and record.get("device", "").startswith("gpu"):

@@ -43,4 +43,6 @@ class DiagnoseOptions:
     script: Path | None = None  # the user's own training script, run instead of the seed workload
     script_args: list[str] = field(default_factory=list)
     steps: int | None = None  # --script: exactly this many measured steps (default: the size decides)
+    experiments: bool = True  # run the experiments the analysis plans after the main matrix
+    keep_profiles: bool = False  # keep each run's raw profile under out_dir/profiles
     argv: list[str] = field(default_factory=lambda: list(sys.argv))

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import statistics
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
@@ -25,7 +27,11 @@ PHASES = {
     "build": "building the model",
     "input_timed": "input pipeline timed",
     "train": "training (warm-up)",
+    "window": "profiling a few steps",
+    "attribution": "reading the profile",
 }
+# A step running longer than this gets a line saying what the run is waiting for.
+SLOW_NOTICE_S = 5.0
 
 
 @dataclass
@@ -36,14 +42,43 @@ class _Row:
     status: str = "starting"
     where: str = ""  # the engine and GPU it runs on, when several could
     steps: list[float] = field(default_factory=list)
+    precision: str = ""
+    reference_ms: float | None = None  # float32's median step, where it ran first
+    step_index: int = 0  # the step now running (1-based); 0 when not training
+    step_started: float | None = None  # monotonic time the running step began
+
+
+def waiting_text(row: _Row, now: float) -> str | None:
+    """"float16: step 1 running for 12 s (float32 took 130 ms/step)" once a step has run long."""
+    if row.step_started is None or not row.step_index:
+        return None
+    waited = now - row.step_started
+    if waited < SLOW_NOTICE_S:
+        return None
+    text = f"{row.precision}: step {row.step_index} running for {waited:.0f} s"
+    if row.reference_ms:
+        text += f" (float32 took {row.reference_ms:.0f} ms/step)"
+    return text
+
+
+class _Rows:
+    """The live rows, rendered afresh at every refresh, so a waiting time counts up by itself."""
+
+    def __init__(self, progress: LiveProgress) -> None:
+        self.progress = progress
+
+    def __rich__(self) -> RenderableType:
+        return self.progress.render()
 
 
 class LiveProgress:
     """Implements diagnose's Progress protocol with rich; silent when disabled (e.g. --json to a pipe)."""
 
-    def __init__(self, console: Console, enabled: bool = True) -> None:
+    def __init__(self, console: Console, enabled: bool = True,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.console = console
         self.enabled = enabled
+        self.clock = clock
         self.live: Live | None = None
         self.rows: dict[str, _Row] = {}  # in-flight runs by spec label, in start order
         self.current = ""  # the row events without a "run" key belong to
@@ -67,7 +102,7 @@ class LiveProgress:
 
     def __enter__(self) -> LiveProgress:
         if self.enabled:
-            self.live = Live(Text(""), console=self.console, refresh_per_second=8, transient=True)
+            self.live = Live(_Rows(self), console=self.console, refresh_per_second=4, transient=True)
             self.live.__enter__()
         return self
 
@@ -79,12 +114,22 @@ class LiveProgress:
         if live is not None:
             live.__exit__(exc_type, exc, tb)
 
+    def status_of(self, row: _Row) -> str:
+        return waiting_text(row, self.clock()) or row.status
+
+    def render(self) -> RenderableType:
+        # Called by rich's refresh thread under its own lock: taking ours here could deadlock against a
+        # worker that holds ours and waits for rich's. A snapshot of the rows is enough to draw.
+        rows = list(self.rows.values())
+        lines = [Text.assemble(("⏵ ", "cyan"), (row.label, "bold"),
+                               (f"  on {row.where}" if row.where else "", "cyan"), "  ",
+                               (self.status_of(row), "dim"))
+                 for row in rows]
+        return Group(*lines) if lines else Text("")
+
     def _draw(self) -> None:
         if self.live is not None:
-            lines = [Text.assemble(("⏵ ", "cyan"), (row.label, "bold"),
-                                   (f"  on {row.where}" if row.where else "", "cyan"), "  ", (row.status, "dim"))
-                     for row in self.rows.values()]
-            self.live.update(Group(*lines) if lines else Text(""))
+            self.live.refresh()
 
     def note(self, message: str) -> None:
         if self.enabled:
@@ -93,7 +138,8 @@ class LiveProgress:
 
     def start_run(self, spec: RunSpec, total: int, index: int) -> None:
         with self.lock:
-            self.rows[spec.label] = _Row(f"[{index + 1}/{total}] {spec.label} ({spec.size.name})")
+            self.rows[spec.label] = _Row(f"[{index + 1}/{total}] {spec.label} ({spec.size.name})",
+                                         precision=spec.precision, reference_ms=spec.reference_ms)
             self.current = spec.label
             self._draw()
 
@@ -104,15 +150,26 @@ class LiveProgress:
                 return
             kind = event.get("event")
             if kind == "phase":
-                row.status = PHASES.get(str(event.get("phase")), str(event.get("phase")))
+                phase = str(event.get("phase"))
+                row.status = PHASES.get(phase, phase)
+                if phase == "train":
+                    row.step_index, row.step_started = 1, self.clock()
+                elif phase not in ("window",):
+                    row.step_index, row.step_started = 0, None
             elif kind == "step":
                 ms = float(event.get("ms", 0.0))
-                if event.get("phase") == "measure":
+                if event.get("bound"):
+                    row.status = (f"step {int(event.get('index', 0)) + 1}: {ms:.0f} ms, beyond the slow-step "
+                                  f"bound of {float(event.get('limit_ms', 0.0)):.0f} ms: stopping here")
+                elif event.get("phase") == "measure":
                     row.steps.append(ms)
                     row.status = (f"step {len(row.steps)}: {ms:.0f} ms, "
                                   f"median {statistics.median(row.steps):.0f} ms")
+                elif event.get("phase") == "window":
+                    row.status = f"profiling: step {int(event.get('index', 0)) + 1}: {ms:.0f} ms"
                 else:
                     row.status = f"warm-up step {int(event.get('index', 0)) + 1}: {ms:.0f} ms"
+                row.step_index, row.step_started = row.step_index + 1, self.clock()
             elif kind == "log":
                 row.status = str(event.get("message", ""))[:100]
             elif kind == "placed":
@@ -133,7 +190,14 @@ class LiveProgress:
         if where:
             label += f" on {where}"
         status = record.get("status")
-        if status == "ok":
+        if status == "ok" and record.get("bound"):
+            step = record["step_time_ms"]
+            bound = record.get("slow_step_bound") or {}
+            why = (f"over {bound['multiple']:.0f}x float32's {bound['float32_step_ms']:.0f} ms"
+                   if bound.get("multiple") and bound.get("float32_step_ms") else "over the slow-step bound")
+            line = Text.assemble(("✓ ", "yellow"), (label, "bold"),
+                                 f"  {step['median']:.1f} ms for its one step (stopped there: {why})")
+        elif status == "ok":
             step = record["step_time_ms"]
             line = Text.assemble(("✓ ", "green"), (label, "bold"),
                                  f"  {step['median']:.1f} ms/step (p10 {step.get('p10', 0):.1f}, "

@@ -20,7 +20,16 @@ from fp16doctor.redaction import redact_home_paths
 
 SCHEMA_VERSION = 1
 PRECISIONS = ("float32", "float16", "mixed_float16", "bfloat16", "mixed_bfloat16")
-VARIANTS = ("original", "synthetic_input")
+REDUCED_PRECISIONS = PRECISIONS[1:]  # the 16-bit ones, each compared with float32
+# What each experiment variant changes, and nothing else (a run's `experiment.changes`).
+VARIANT_CHANGES: dict[str, dict[str, Any]] = {
+    "onednn_off": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}},
+    "float32_batches": {"batch_dtype": "float32"},  # the ImageDataGenerator's batches; the model stays 16-bit
+    "channels_padded": {"input_channels": 8},  # zero channels added in the model; the first conv sees 8
+    "tf32_off": {"env": {"NVIDIA_TF32_OVERRIDE": "0"}},
+    "xla": {"jit_compile": True},
+}
+VARIANTS = ("original", "synthetic_input", *VARIANT_CHANGES)
 RUN_STATUSES = ("ok", "failed", "skipped")
 SEVERITIES = ("info", "warning", "critical")
 # runs[].ops.coverage below this: the listed ops leave much of the window unattributed, and reports say so.
@@ -181,7 +190,7 @@ def validate(doc: Any, source: str = "results") -> Document:
             if key in run and run[key] is not None:
                 _check_type(source, f"{where}.{key}", run[key], str, "a string")
         for key in ("software", "workload", "engine", "model", "loss", "input_time_ms",
-                    "gpu_utilization_pct"):
+                    "gpu_utilization_pct", "experiment", "ops"):
             if key in run and run[key] is not None:
                 _check_type(source, f"{where}.{key}", run[key], dict, "an object")
         if run["status"] == "ok":

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fp16doctor.engines.base import RUN_TIMEOUT_S, RunSpec, base_run_record
+from fp16doctor.engines.base import RUN_TIMEOUT_S, RunSpec, base_run_record, with_slow_step_bound
 from fp16doctor.errors import DoctorError
 from fp16doctor.results import LOCAL_DOCKER_SCHEMES
 from fp16doctor.stacks import StackSpec, get_stack
@@ -172,9 +172,12 @@ def precision_skip_reason(stack: StackSpec, precision: str) -> str | None:
     """Why a stack cannot run a precision at all, or None."""
     if stack.supports_precision(precision):
         return None
-    if precision == "mixed_float16":
-        return (f"Keras {stack.keras} in the {stack.name} stack has no mixed-precision dtype policy "
-                "(a tf.keras and Keras 3 API); float16 via floatx is its only fp16 mode")
+    if precision in ("mixed_float16", "mixed_bfloat16"):
+        return (f"Keras {stack.keras} in the {stack.name} stack has no mixed-precision dtype policy for "
+                f"{precision} (a tf.keras >= 2.1 and Keras 3 API); float16 via floatx is its only 16-bit mode")
+    if precision == "bfloat16":
+        return (f"Keras {stack.keras} in the {stack.name} stack refuses floatx bfloat16 "
+                "(only Keras 3's keras.config.set_floatx accepts it)")
     return f"the {stack.name} stack cannot run {precision}"
 
 
@@ -335,6 +338,8 @@ class _Matrix:
         image = self.image_for(engine, stack)
         if image is None or self.stopping:
             return None
+        with self.io_lock:  # float32's step, where it finished, sets the slow-step bound
+            spec = with_slow_step_bound(spec, list(self.writer.doc.get("runs", [])))
         verdict = engine.verdicts[spec.stack]
         gpu = slot.gpu if verdict.use_gpu else None
         label = spec.label
@@ -356,9 +361,10 @@ class _Matrix:
             if self.show_where:
                 self.progress.event({"event": "placed", "run": label, "where": slot.where})
         try:
+            keep = self.options.out_dir / "profiles" / spec.slug if self.options.keep_profiles else None
             record = docker_engine.run_in_stack(spec, stack, engine.docker_host, gpu, on_event,
                                                 image=image, run_id=docker_engine.RUN_ID,
-                                                timeout_s=RUN_TIMEOUT_S)
+                                                timeout_s=RUN_TIMEOUT_S, keep_profile=keep)
         except DoctorError as exc:  # the engine did not answer before the container started
             with self.cond:
                 self.running.pop(label, None)

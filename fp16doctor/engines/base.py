@@ -7,12 +7,33 @@ object. Engines only parse those lines; they never import the framework.
 
 from __future__ import annotations
 
+import importlib
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import os
+import shutil
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 PROTOCOL_PREFIX = "@@fp16doctor "
+# The workload brackets its profiled window with these lines on stdout (run_workload.py).
+WINDOW_START = "=== fp16doctor-window-start"
+WINDOW_END = "=== fp16doctor-window-end"
+ONEDNN_PREFIXES = ("onednn_verbose", "dnnl_verbose", "mkldnn_verbose")
+# oneDNN lines kept per window: a window's steps run tens to hundreds of primitives each.
+MAX_WINDOW_LINES = 20000
+
+# Slow-step bound: a 16-bit run whose warm-up step takes longer than this multiple of float32's median
+# step (same stack and variant) stops after that step. 50x is far beyond anything a precision change
+# explains by arithmetic alone (a GPU without fast fp16 is 2x-64x; a CPU emulating it, 5x-10x), so a
+# run cut there is pathological, and one step of it says so as well as five.
+SLOW_STEP_MULTIPLE = 50.0
+# Benchmarks and tests force the slow path on a machine where no precision is pathological.
+SLOW_STEP_MULTIPLE_ENV = "FP16DOCTOR_SLOW_STEP_MULTIPLE"
+# The first step also pays one-off costs (tracing, autotuning, compiling), which a 16-bit run may pay
+# twice over: its bound adds this multiple of float32's own first step.
+FIRST_STEP_ALLOWANCE = 2.0
 
 
 @dataclass(frozen=True)
@@ -28,6 +49,7 @@ class WorkloadSize:
     max_steps: int
     max_measure_s: float  # stop measuring after this long even if the median is not yet stable
     input_batches: int  # batches timed to measure host input time
+    profile_steps: int = 2  # the profiled window after the timed steps
 
     def to_args(self) -> list[str]:
         return [
@@ -43,11 +65,11 @@ class WorkloadSize:
 
 
 FULL = WorkloadSize("full", 224, 336, 128, warmup_steps=3, min_steps=10, max_steps=200,
-                    max_measure_s=120.0, input_batches=5)
+                    max_measure_s=120.0, input_batches=5, profile_steps=3)
 # Quick: the size SEED.md measured on a 2-core CPU; float16 there runs ~1 s/step, so the time budget
 # (not the step count) usually ends a run, and the whole diagnose stays within 90 s.
 QUICK = WorkloadSize("quick", 112, 168, 32, warmup_steps=2, min_steps=5, max_steps=60,
-                     max_measure_s=8.0, input_batches=3)
+                     max_measure_s=8.0, input_batches=3, profile_steps=2)
 SIZES = {s.name: s for s in (FULL, QUICK)}
 # The most one run may take, on the host or in a container: a hung driver call prints nothing and
 # would otherwise hold the diagnose forever.
@@ -100,16 +122,73 @@ class RunSpec:
     data_dir: str | None = None  # the user's own train directory (host engine only)
     extra_env: dict[str, str] = field(default_factory=dict)
     script: ScriptSpec | None = None  # set: run the user's script instead of the seed workload
+    # {"changes": {...}, "tests": "<finding id>" | None}: the run is an experiment (CONTRACT.md)
+    experiment: dict[str, Any] | None = None
+    # float32's median and first step for the same stack and variant: they set the slow-step bound
+    reference_ms: float | None = None
+    reference_first_step_ms: float | None = None
+
+    @property
+    def bound_ms(self) -> float | None:
+        return slow_step_multiple() * self.reference_ms if self.reference_ms else None
+
+    @property
+    def first_step_bound_ms(self) -> float | None:
+        if self.bound_ms is None:
+            return None
+        return self.bound_ms + FIRST_STEP_ALLOWANCE * (self.reference_first_step_ms or 0.0)
 
     def workload_args(self) -> list[str]:
-        args = ["--precision", self.precision, "--variant", self.variant, *self.size.to_args()]
+        args = ["--precision", self.precision, "--variant", self.variant, *self.size.to_args(),
+                "--profile-steps", str(self.size.profile_steps)]
         if self.data_dir:
             args += ["--data", self.data_dir]
+        if self.bound_ms is not None and self.first_step_bound_ms is not None:
+            args += ["--bound-ms", f"{self.bound_ms:.3f}", "--first-step-bound-ms", f"{self.first_step_bound_ms:.3f}"]
         return args
 
     @property
     def label(self) -> str:
         return f"{self.stack} / {self.precision} / {self.variant}"
+
+    @property
+    def slug(self) -> str:
+        """The cell as one file name: host-float16-original."""
+        return "-".join(part.replace("/", "_") for part in (self.stack, self.precision, self.variant))
+
+
+def slow_step_multiple() -> float:
+    """SLOW_STEP_MULTIPLE, unless the environment sets another (a positive number)."""
+    try:
+        value = float(os.environ.get(SLOW_STEP_MULTIPLE_ENV, ""))
+    except ValueError:
+        return SLOW_STEP_MULTIPLE
+    return value if value > 0 else SLOW_STEP_MULTIPLE
+
+
+def _float32_partner(spec: RunSpec, runs: Iterable[Mapping[str, Any]], variant: str) -> Mapping[str, Any] | None:
+    for run in runs:
+        step = run.get("step_time_ms")
+        median = step.get("median") if isinstance(step, dict) else None
+        if (run.get("stack") == spec.stack and run.get("precision") == "float32"
+                and run.get("variant", "original") == variant and run.get("status") == "ok"
+                and not run.get("bound") and isinstance(median, (int, float)) and median > 0):
+            return run
+    return None
+
+
+def with_slow_step_bound(spec: RunSpec, runs: Iterable[Mapping[str, Any]]) -> RunSpec:
+    """The spec with its float32 reference (same stack and variant, else the stack's original), which
+    sets the slow-step bound; unchanged for float32 itself or when no float32 run finished."""
+    if spec.precision == "float32":
+        return spec
+    runs = list(runs)
+    partner = _float32_partner(spec, runs, spec.variant) or _float32_partner(spec, runs, "original")
+    if partner is None:
+        return spec
+    first = partner.get("first_step_ms")
+    return replace(spec, reference_ms=float(partner["step_time_ms"]["median"]),
+                   reference_first_step_ms=float(first) if isinstance(first, (int, float)) else None)
 
 
 # Called with each protocol event as it arrives ({"event": "step", "ms": ...}, ...).
@@ -130,13 +209,21 @@ def parse_protocol_line(line: str) -> dict[str, Any] | None:
 
 
 def base_run_record(spec: RunSpec, device: str) -> dict[str, Any]:
-    return {
+    record: dict[str, Any] = {
         "stack": spec.stack,
         "precision": spec.precision,
         "variant": spec.variant,
         "device": device,
         "size": spec.size.name,
     }
+    if spec.experiment is not None:
+        record["experiment"] = dict(spec.experiment)
+    if spec.bound_ms is not None:
+        record["slow_step_bound"] = {"multiple": slow_step_multiple(), "float32_step_ms": spec.reference_ms,
+                                     "float32_first_step_ms": spec.reference_first_step_ms,
+                                     "limit_ms": round(spec.bound_ms, 3),
+                                     "first_step_limit_ms": round(spec.first_step_bound_ms or 0.0, 3)}
+    return record
 
 
 def merge_workload_result(record: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
@@ -147,3 +234,152 @@ def merge_workload_result(record: dict[str, Any], result: dict[str, Any]) -> dic
             continue
         merged[key] = value
     return merged
+
+
+# ------------------------------------------------------------------------------- the profiled window
+
+
+class WindowCapture:
+    """Keeps the oneDNN verbose lines of each profiled window (by its kind) and drops every other line.
+
+    With ONEDNN_VERBOSE on for the whole process, every step prints; only the window's lines matter.
+    """
+
+    def __init__(self, max_lines: int = MAX_WINDOW_LINES) -> None:
+        self.windows: dict[str, list[str]] = {}
+        self.truncated: set[str] = set()
+        self.max_lines = max_lines
+        self.outside = 0  # oneDNN execution lines printed outside any window (during the timed steps)
+        self._kind: str | None = None
+
+    def feed(self, line: str) -> bool:
+        """Take one stdout line; True when it was a window marker or a oneDNN line (not for the log)."""
+        if line.startswith(WINDOW_START):
+            self._kind = _marker_field(line, "kind") or "window"
+            self.windows[self._kind] = []
+            return True
+        if line.startswith(WINDOW_END):
+            self._kind = None
+            return True
+        if not line.startswith(ONEDNN_PREFIXES):
+            return False
+        if self._kind is not None:
+            lines = self.windows[self._kind]
+            if len(lines) < self.max_lines:
+                lines.append(line.rstrip("\n"))
+            else:
+                self.truncated.add(self._kind)
+        elif ",exec," in line:
+            self.outside += 1
+        return True
+
+
+def _marker_field(line: str, name: str) -> str | None:
+    """ "=== fp16doctor-window-start 1764.2 kind first_step" -> "first_step" for name "kind"."""
+    words = line.split()
+    for i, word in enumerate(words[:-1]):
+        if word == name:
+            return words[i + 1]
+    return None
+
+
+# Paths the workload's `profile` may name; relocated when the files were copied out of a container.
+PROFILE_PATH_KEYS = ("xplane", "torch_events_path", "tf1_step_stats")
+
+
+def attach_ops(record: dict[str, Any], capture: WindowCapture, local_dir: Path | None,
+               keep_dir: Path | None = None) -> None:
+    """Turn the run's raw profile into `record["ops"]` (fp16doctor.attribution), or say why not in
+    `record["ops_error"]`. `local_dir` holds the workload's profile folder here (for a container: the
+    copy taken out of it); `keep_dir`, when given, receives a copy of the raw files. Never raises for
+    a profile it cannot read: the run's measurement stands without it."""
+    profile = record.get("profile")
+    if not isinstance(profile, dict):
+        return
+    window = profile.get("window") if isinstance(profile.get("window"), dict) else None
+    kind = str((window or {}).get("kind", ""))
+    remote_dir = str(profile.get("dir") or "")
+    artifacts: dict[str, Any] = {k: v for k, v in profile.items() if k not in ("dir", "error")}
+    artifacts["device"] = record.get("device")
+    for key in PROFILE_PATH_KEYS:
+        path = artifacts.get(key)
+        if isinstance(path, str) and local_dir is not None and remote_dir and path.startswith(remote_dir):
+            artifacts[key] = str(local_dir / path[len(remote_dir):].lstrip("/"))
+    lines = capture.windows.get(kind, []) if profile.get("onednn") else []
+    if lines:
+        artifacts["onednn_lines"] = lines
+        if local_dir is not None and local_dir.is_dir():
+            log = local_dir / kind / "onednn_verbose.log"
+            try:
+                log.parent.mkdir(parents=True, exist_ok=True)
+                log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+                artifacts["onednn_log"] = str(log)
+            except OSError:
+                pass  # the lines themselves are in the artifacts
+    errors = [str(profile["error"])] if profile.get("error") else []
+    if kind in capture.truncated:
+        errors.append(f"oneDNN verbose output cut at {capture.max_lines} lines")
+    torch_path = artifacts.get("torch_events_path")
+    if isinstance(torch_path, str):
+        try:
+            artifacts["torch_events"] = json.loads(Path(torch_path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            errors.append(f"cannot read the torch profile: {exc.__class__.__name__}")
+    if isinstance(artifacts.get("xplane"), str):
+        # The attribution's names for the trace and whose it is.
+        artifacts["xplane_path"] = artifacts["xplane"]
+        artifacts["xplane_framework"] = "jax" if profile.get("backend") == "jax" else "tensorflow"
+    tf1_path = artifacts.get("tf1_step_stats")
+    if isinstance(tf1_path, str):
+        artifacts["tf1_step_stats_path"] = tf1_path
+        try:
+            artifacts["tf1_step_stats"] = _merge_step_stats(json.loads(Path(tf1_path).read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            artifacts.pop("tf1_step_stats")
+            errors.append(f"cannot read the TF1 step stats: {exc.__class__.__name__}")
+    present = sorted(k for k in ("xplane", "torch_events_path", "tf1_step_stats_path", "onednn_lines")
+                     if artifacts.get(k) and (k == "onednn_lines" or Path(str(artifacts[k])).exists()))
+    summary: dict[str, Any] = {"window": window, "artifacts": present}
+    if capture.outside:
+        # What oneDNN printed while the timed steps ran: a cost on them (benchmarks/onednn_verbose_overhead.py).
+        summary["onednn_lines_outside_window"] = capture.outside
+    ops, why = _build_ops(artifacts, (record.get("model") or {}).get("layers") or []) if present else (
+        None, "the profiled window recorded nothing")
+    if ops is not None:
+        record["ops"] = ops
+    else:
+        errors.insert(0, why)
+    if errors:
+        record["ops_error"] = "; ".join(e for e in errors if e)
+    if keep_dir is not None and local_dir is not None and local_dir.is_dir():
+        try:
+            shutil.copytree(local_dir, keep_dir, dirs_exist_ok=True)
+            summary["kept"] = str(keep_dir)
+        except OSError as exc:
+            record["ops_error"] = "; ".join([*errors, f"could not keep the profile: {exc}"])
+    record["profile"] = summary
+
+
+def _merge_step_stats(recorded: Any) -> dict[str, Any]:
+    """The workload's {"steps": [step_stats, ...]} (one RunMetadata.step_stats per window step, as
+    MessageToDict gives it) as one step_stats holding every step's nodes, device by device."""
+    devices: dict[str, list[Any]] = {}
+    for step in recorded.get("steps", []) if isinstance(recorded, dict) else []:
+        for dev in step.get("devStats", []) if isinstance(step, dict) else []:
+            devices.setdefault(str(dev.get("device", "")), []).extend(dev.get("nodeStats", []))
+    return {"devStats": [{"device": name, "nodeStats": nodes} for name, nodes in devices.items()]}
+
+
+def _build_ops(artifacts: dict[str, Any], layers: list[Any]) -> tuple[dict[str, Any] | None, str]:
+    try:
+        # Imported when needed: the attribution reads traces (xprof) that a run without a profile never needs.
+        module = importlib.import_module("fp16doctor.attribution")
+    except ImportError as exc:
+        return None, f"no attribution here ({exc})"
+    try:
+        ops = module.build_ops(artifacts, layers)
+    except Exception as exc:  # noqa: BLE001  (a parser's failure must not lose the measured run; it is recorded)
+        return None, f"attribution failed: {exc.__class__.__name__}: {exc}"
+    if not isinstance(ops, dict):
+        return None, "the attribution found no ops in this profile"
+    return ops, ""

@@ -9,15 +9,18 @@ fp16doctor labels, so leftovers can be found and removed.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
 import socket
+import tarfile
 import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 import docker
@@ -28,9 +31,12 @@ from requests.exceptions import RequestException
 
 from fp16doctor import __version__
 from fp16doctor.engines.base import (
+    ONEDNN_PREFIXES,
     SCRIPT_RUNNER,
     EventCallback,
     RunSpec,
+    WindowCapture,
+    attach_ops,
     base_run_record,
     merge_workload_result,
     parse_protocol_line,
@@ -59,6 +65,8 @@ WORKLOAD_ENTRYPOINT = ["fp16doctor-python", f"{WORKLOAD_DIR}/run_workload.py"]
 GPU_CAPABILITIES = ["gpu", "compute", "utility"]
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 OUTPUT_TAIL_LINES = 200
+# Where the workload records its profiled window inside the container; copied out before removal.
+CONTAINER_PROFILE_DIR = "/tmp/fp16doctor-profile"
 
 Log = Callable[[str], None]
 
@@ -330,6 +338,7 @@ def run_in_stack(
     run_id: str | None = None,
     timeout_s: float | None = None,
     log: Log | None = None,
+    keep_profile: Path | None = None,
 ) -> dict[str, Any]:
     """Run the workload for one RunSpec in a fresh container of `stack` and return its run record.
 
@@ -343,7 +352,9 @@ def run_in_stack(
     client = client_for(docker_host)
 
     use_gpu = gpu is not None and stack.gpu
-    env = {"KERAS_BACKEND": stack.keras_backend, **spec.extra_env}
+    # The profile folder goes by environment, so the command stays the spec's workload arguments.
+    env = {"KERAS_BACKEND": stack.keras_backend, "FP16DOCTOR_PROFILE_DIR": CONTAINER_PROFILE_DIR,
+           **spec.extra_env}
     device_requests = None
     if use_gpu:
         assert gpu is not None
@@ -389,6 +400,9 @@ def run_in_stack(
     oom_killed = False
     output = ""
     container = None
+    capture = WindowCapture()
+    profile_tar: bytes | None = None
+    profile_error: str | None = None
     watchdog: threading.Timer | None = None
     timed_out = threading.Event()
     try:
@@ -420,6 +434,7 @@ def run_in_stack(
             for line in _lines(container.logs(stream=True, follow=True, stdout=True, stderr=False)):
                 event = parse_protocol_line(line)
                 if event is None:
+                    capture.feed(line)
                     continue
                 if event.get("event") == "result" and isinstance(event.get("run"), dict):
                     result = event["run"]
@@ -431,7 +446,11 @@ def run_in_stack(
             container.reload()
             oom_killed = bool(container.attrs.get("State", {}).get("OOMKilled", False))
             raw = container.logs(stdout=True, stderr=True, tail=OUTPUT_TAIL_LINES)
-            output = raw.decode("utf-8", "replace")
+            # oneDNN's verbose lines (the profiled window) say nothing about why a run failed.
+            output = "\n".join(line for line in raw.decode("utf-8", "replace").splitlines()
+                               if not line.startswith(ONEDNN_PREFIXES))
+            if result is not None and isinstance(result.get("profile"), dict):
+                profile_tar, profile_error = _copy_profile_out(container)
         except (APIError, RequestException, OSError, DockerException) as exc:
             output = (output + "\n" + str(exc)).strip()
             if isinstance(exc, (RequestException, OSError)):
@@ -455,6 +474,7 @@ def run_in_stack(
         merged = merge_workload_result(record, result)
         merged.setdefault("status", "ok")
         merged["device"] = _device_for(merged.get("device"), gpu if use_gpu else None)
+        _attach_container_ops(merged, capture, profile_tar, profile_error, keep_profile)
         return merged
     if error_event is not None and error_event.get("status") == "skipped":
         record.update(status="skipped", error=str(error_event.get("error", "skipped by the workload")))
@@ -472,6 +492,36 @@ def run_in_stack(
     record.update(status="failed", error=reason, failure_kind=kind, exit_code=exit_code,
                   log_tail=log_tail(output + ("\n" + detail if detail else "")))
     return record
+
+
+def _copy_profile_out(container: Any) -> tuple[bytes | None, str | None]:
+    """The container's profile folder as a tar archive (docker cp works on a stopped container)."""
+    try:
+        chunks, _stat = container.get_archive(CONTAINER_PROFILE_DIR)
+        return b"".join(chunks), None
+    except (AttributeError, APIError, NotFound, RequestException, OSError) as exc:
+        return None, f"could not copy the profile out of the container: {_short(exc)}"
+
+
+def _attach_container_ops(record: dict[str, Any], capture: WindowCapture, archive: bytes | None,
+                          error: str | None, keep_profile: Path | None) -> None:
+    if not isinstance(record.get("profile"), dict):
+        return
+    with tempfile.TemporaryDirectory(prefix="fp16doctor-profile-") as tmp:
+        local: Path | None = None
+        if archive is not None:
+            try:
+                with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                    members = [m for m in tar.getmembers() if m.isfile() or m.isdir()]  # no links, no devices
+                    # The "data" filter (Python >= 3.10.12) also refuses absolute paths and "..".
+                    safe: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                    tar.extractall(tmp, members=members, **safe)  # noqa: S202
+                local = Path(tmp) / Path(CONTAINER_PROFILE_DIR).name
+            except (tarfile.TarError, OSError) as exc:
+                error = f"could not unpack the container's profile: {_short(exc)}"
+        attach_ops(record, capture, local, keep_profile)
+    if error:
+        record["ops_error"] = "; ".join(e for e in (error, record.get("ops_error")) if e)
 
 
 # -------------------------------------------------------------------------------------------- cleanup

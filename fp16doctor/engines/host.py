@@ -19,6 +19,8 @@ from fp16doctor.engines.base import (
     SCRIPT_RUNNER,
     EventCallback,
     RunSpec,
+    WindowCapture,
+    attach_ops,
     base_run_record,
     merge_workload_result,
     parse_protocol_line,
@@ -57,6 +59,7 @@ class HostEngine:
         sampler: SamplerFactory | None = None,
         timeout_s: float = RUN_TIMEOUT_S,
         script: Path = WORKLOAD_SCRIPT,
+        keep_profiles: Path | None = None,
     ) -> None:
         self.python = python or sys.executable
         self.script = script
@@ -64,8 +67,9 @@ class HostEngine:
         self.backend = backend
         self.sampler = sampler
         self.timeout_s = timeout_s
+        self.keep_profiles = keep_profiles  # copy each run's raw profile below here (else deleted)
 
-    def command(self, spec: RunSpec, scratch: Path | None = None) -> list[str]:
+    def command(self, spec: RunSpec, scratch: Path | None = None, profile_dir: Path | None = None) -> list[str]:
         if spec.script is not None:
             # The user's script: its working directory and (without a log_dir) its log go in scratch.
             assert scratch is not None
@@ -75,6 +79,8 @@ class HostEngine:
         cmd = [self.python, "-u", str(self.script), *spec.workload_args(), "--cache-dir", str(self.cache_dir)]
         if self.backend:
             cmd += ["--backend", self.backend]
+        if profile_dir is not None:
+            cmd += ["--profile-dir", str(profile_dir)]
         return cmd
 
     def environment(self, spec: RunSpec) -> dict[str, str]:
@@ -88,15 +94,17 @@ class HostEngine:
         record["engine"] = {"kind": "host", "python": self.python}
         started = time.monotonic()
         final: dict[str, Any] | None = None
+        capture = WindowCapture()
         with tempfile.TemporaryDirectory(prefix="fp16doctor-run-") as tmp:
             stderr_path = Path(tmp) / "stderr.log"
+            profile_dir = Path(tmp) / "profile"
             sampling: AbstractContextManager[Any] = (
                 self.sampler(gpu_index) if self.sampler is not None and gpu_index is not None else nullcontext()
             )
             with open(stderr_path, "wb") as stderr_file, sampling as sampler:
                 # A new session (POSIX): Ctrl-C reaches us, and we stop the child ourselves.
                 proc = subprocess.Popen(
-                    self.command(spec, Path(tmp)),
+                    self.command(spec, Path(tmp), profile_dir),
                     stdout=subprocess.PIPE,
                     stderr=stderr_file,
                     env=self.environment(spec),
@@ -120,6 +128,7 @@ class HostEngine:
                     for line in proc.stdout:
                         event = parse_protocol_line(line)
                         if event is None:
+                            capture.feed(line)
                             continue
                         if not warm and event.get("phase") == "measure" and hasattr(sampler, "clear"):
                             # Utilisation counts from the first measured step: import and warm-up
@@ -140,14 +149,21 @@ class HostEngine:
                         proc.stdout.close()
             usage = sampler.summary() if sampler is not None else None
             log_tail = _tail(stderr_path)
+            if final is not None and final["event"] == "result":
+                record = merge_workload_result(record, final["run"])
+                if usage:
+                    record.update(usage)
+                if "profile" in record:
+                    on_event({"event": "phase", "phase": "attribution"})
+                keep = self.keep_profiles / spec.slug if self.keep_profiles is not None else None
+                attach_ops(record, capture, profile_dir, keep)
+                record["wall_s"] = round(time.monotonic() - started, 3)
+                if spec.script is not None and spec.script.log_dir:
+                    record["script_log"] = str(script_log_path(spec, Path(tmp)))
+                return record
         record["wall_s"] = round(time.monotonic() - started, 3)
         if spec.script is not None and spec.script.log_dir:
             record["script_log"] = str(script_log_path(spec, Path(tmp)))
-        if final is not None and final["event"] == "result":
-            record = merge_workload_result(record, final["run"])
-            if usage:
-                record.update(usage)
-            return record
         record["status"] = final.get("status", "failed") if final else "failed"
         if final is not None:
             record["error"] = final.get("error", "the workload failed")

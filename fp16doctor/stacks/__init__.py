@@ -70,9 +70,12 @@ class StackSpec:
         return out
 
     def supports_precision(self, precision: str) -> bool:
-        """float32/float16 run everywhere; mixed_float16 needs a Keras with a dtype-policy API."""
-        if precision == "mixed_float16":
+        """float32/float16 run everywhere; the mixed policies need a Keras with a dtype-policy API;
+        floatx bfloat16 only Keras 3 accepts (Keras 2 and tf_keras check floatx against float16/32/64)."""
+        if precision in ("mixed_float16", "mixed_bfloat16"):
             return self.mixed_precision != "none"
+        if precision == "bfloat16":
+            return self.keras.split(".")[0].isdigit() and int(self.keras.split(".")[0]) >= 3
         return precision in PRECISIONS
 
     def requirements_text(self) -> str:

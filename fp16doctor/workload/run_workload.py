@@ -10,6 +10,7 @@ from __future__ import division, print_function
 
 import argparse
 import atexit
+import inspect
 import json
 import math
 import os
@@ -20,8 +21,19 @@ import time
 import traceback
 
 PREFIX = "@@fp16doctor "
-PRECISIONS = ("float32", "float16", "mixed_float16")
-VARIANTS = ("original", "synthetic_input")
+PRECISIONS = ("float32", "float16", "mixed_float16", "bfloat16", "mixed_bfloat16")
+MIXED_POLICIES = ("mixed_float16", "mixed_bfloat16")
+# original: the script as posted; synthetic_input: the same model on batches already in memory; the rest
+# are experiments that change one thing (fp16doctor/engines/base.py VARIANT_CHANGES says what).
+VARIANTS = ("original", "synthetic_input", "onednn_off", "float32_batches", "channels_padded", "tf32_off", "xla")
+# The profiled window's markers on stdout; oneDNN's verbose lines between them belong to the window.
+WINDOW_START = "=== fp16doctor-window-start"
+WINDOW_END = "=== fp16doctor-window-end"
+# oneDNN >= 3.3 reads "profile_exec,filter=REGEX" (src/common/verbose.cpp): execution lines of every
+# component but gemm_api, whose thousands of small calls per step (Eigen contractions on AVX2 CPUs)
+# would slow every step down; primitives (convolution, pooling, reorder, inner_product ...) stay.
+ONEDNN_VERBOSE_SETTING = "profile_exec,filter=^(?!gemm_api)"
+ONEDNN_FILTER_SINCE_TF = (2, 17)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dataset  # noqa: E402  (sits beside this file, inside the image too)
@@ -68,6 +80,12 @@ def parse_args(argv):
     p.add_argument("--data", default=None, help="train directory with one folder per class")
     p.add_argument("--cache-dir", default=None, help="where the synthetic dataset is kept")
     p.add_argument("--backend", default=None, help="Keras 3 backend (tensorflow, jax, torch)")
+    p.add_argument("--bound-ms", type=float, default=None,
+                   help="a warm-up step longer than this ends the run after it (a slow-step bound)")
+    p.add_argument("--first-step-bound-ms", type=float, default=None,
+                   help="the same for the first step, which also pays tracing and autotuning")
+    p.add_argument("--profile-dir", default=None, help="record the profiled window here (none: no profile)")
+    p.add_argument("--profile-steps", type=int, default=2, help="steps in the window after the timed steps")
     return p.parse_args(argv)
 
 
@@ -85,7 +103,8 @@ def user_keras_config():
 
 def prepare_keras_home(precision, backend):
     """A private keras.json, so the user's own config cannot leak in; float16 is set exactly as the
-    user did it: floatx in keras.json, epsilon left at its 1e-07 default."""
+    user did it: floatx in keras.json, epsilon left at its 1e-07 default. keras.json refuses floatx
+    bfloat16 (Keras 3 accepts only float16/32/64 there), so bfloat16 is set after import."""
     home = tempfile.mkdtemp(prefix="fp16doctor-keras-")
     atexit.register(shutil.rmtree, home, True)  # one per run: do not leave them in /tmp
     keras_dir = os.path.join(home, ".keras")
@@ -135,17 +154,40 @@ class KerasAPI(object):
         # `lr`/`decay` were renamed or removed later; decay=0.0 was a no-op anyway.
         return opt(learning_rate=0.0001, rho=0.9, epsilon=1e-04)
 
-    def set_mixed_policy(self):
+    def set_mixed_policy(self, policy="mixed_float16"):
         mp = getattr(self.keras, "mixed_precision", None)
         if mp is None:
-            raise Skip("mixed_float16 needs a Keras dtype policy (tf.keras in TF >= 2.1, or Keras 3); "
-                       "Keras %s has none" % self.version)
+            raise Skip("Keras %s has no %s policy (a dtype policy needs tf.keras in TF >= 2.1, or Keras 3)"
+                       % (self.version, policy))
         if hasattr(mp, "set_dtype_policy"):
-            mp.set_dtype_policy("mixed_float16")
+            mp.set_dtype_policy(policy)
         elif hasattr(mp, "set_global_policy"):
-            mp.set_global_policy("mixed_float16")
+            mp.set_global_policy(policy)
         else:
-            mp.experimental.set_policy("mixed_float16")
+            mp.experimental.set_policy(policy)
+
+    def set_bfloat16_floatx(self):
+        """Pure bfloat16, as floatx=float16 is pure float16: only Keras 3 accepts it."""
+        config = getattr(self.keras, "config", None)
+        if self.name != "keras3-legacy" or config is None or not hasattr(config, "set_floatx"):
+            # tf_keras and Keras 2 check floatx against {float16, float32, float64}.
+            raise Skip("%s %s refuses floatx bfloat16 (only Keras 3's keras.config.set_floatx accepts it)"
+                       % ("tf_keras" if self.name == "tf_keras" else "Keras", self.version))
+        config.set_floatx("bfloat16")
+
+    def compile(self, model, jit_compile=False, run_options=None):
+        kwargs = {}
+        if jit_compile:
+            kwargs["jit_compile"] = True
+        if run_options is not None:
+            # TF1 Keras hands these to Session.run (Keras 2.1.5 docs of Model.compile's **kwargs).
+            kwargs["options"], kwargs["run_metadata"] = run_options
+        try:
+            model.compile(loss="binary_crossentropy", optimizer=self.rmsprop(), metrics=["accuracy"], **kwargs)
+        except TypeError as exc:
+            if not jit_compile:
+                raise
+            raise Skip("Keras %s cannot compile with jit_compile (XLA): %s" % (self.version, exc))
 
     def fit_stream(self, model, generator, steps_per_epoch, epochs, callbacks):
         if self.name == "keras2" and hasattr(model, "fit_generator"):
@@ -245,11 +287,32 @@ def software_info(api):
 
 # ---------------------------------------------------------------- the user's model, as posted
 
-def build_seed_model(api, height, width, mixed):
+def pad_channels_layer(api, height, width, channels):
+    """Zero channels appended to the 3-channel input inside the model, so the first conv is built for
+    `channels` (Tensor Core convolutions want multiples of 8) while the batches stay as they were."""
+    ops = getattr(api.keras, "ops", None) or api.keras.backend
+    extra = channels - 3
+
+    def pad(t):
+        zeros = ops.zeros_like(t)
+        parts = [t] + [zeros] * (extra // 3)
+        if extra % 3:
+            parts.append(zeros[:, :, :, :extra % 3])
+        return ops.concatenate(parts, axis=-1)
+
+    return api.layers.Lambda(pad, input_shape=(height, width, 3), output_shape=(height, width, channels),
+                             name="pad_channels")
+
+
+def build_seed_model(api, height, width, mixed, pad_to=None, jit_compile=False, run_options=None):
     L = api.layers
     model = api.keras.models.Sequential()
-    model.add(L.Conv2D(32, (3, 3), input_shape=(height, width, 3), padding="same",
-                       kernel_initializer="lecun_normal"))
+    if pad_to:
+        model.add(pad_channels_layer(api, height, width, pad_to))
+        model.add(L.Conv2D(32, (3, 3), padding="same", kernel_initializer="lecun_normal"))
+    else:
+        model.add(L.Conv2D(32, (3, 3), input_shape=(height, width, 3), padding="same",
+                           kernel_initializer="lecun_normal"))
     model.add(L.Activation("relu"))
     model.add(L.MaxPooling2D(pool_size=(2, 2)))
     model.add(L.Conv2D(32, (3, 3), padding="same"))
@@ -269,7 +332,7 @@ def build_seed_model(api, height, width, mixed):
         model.add(L.Activation("sigmoid", dtype="float32"))
     else:
         model.add(L.Activation("sigmoid"))
-    model.compile(loss="binary_crossentropy", optimizer=api.rmsprop(), metrics=["accuracy"])
+    api.compile(model, jit_compile=jit_compile, run_options=run_options)
     return model
 
 
@@ -327,15 +390,26 @@ class StepTimer(object):
 
     The loss is read as a Python float on every step, which also waits for the device, so an
     asynchronous backend cannot make a step look faster than it is.
+
+    Slow-step bound: a warm-up step longer than `bound_ms` (the first step: `first_step_bound_ms`)
+    ends the run after that step, which becomes its only measured step (`bound` = True), so a run
+    that is hundreds of times slower than float32 costs one step, not five.
+
+    Profiled window: with `window_steps`, once the measurement is done the run goes on for that many
+    steps, kept apart from the timed ones (`window_ms`); the caller profiles them.
     """
 
-    def __init__(self, warmup_steps, min_steps, max_steps, max_measure_s, tolerance, clock=time.perf_counter):
+    def __init__(self, warmup_steps, min_steps, max_steps, max_measure_s, tolerance, clock=time.perf_counter,
+                 bound_ms=None, first_step_bound_ms=None, window_steps=0):
         self.clock = clock
         self.warmup_steps = warmup_steps
         self.min_steps = min_steps
         self.max_steps = max_steps
         self.max_measure_s = max_measure_s
         self.tolerance = tolerance
+        self.bound_ms = bound_ms
+        self.first_step_bound_ms = first_step_bound_ms if first_step_bound_ms is not None else bound_ms
+        self.window_steps = window_steps
         self.model = None
         self.start = None
         self.last = None
@@ -343,14 +417,28 @@ class StepTimer(object):
         self.first_step_ms = None
         self.warmup_ms = []
         self.step_ms = []
+        self.window_ms = []
         self.losses = []
         self.stop_reason = None
+        self.bound = False
+        self.bound_limit_ms = None
+        self.in_window = False
+        self.done = False
+
+    @property
+    def may_be_bound(self):
+        return self.bound_ms is not None or self.first_step_bound_ms is not None
 
     def begin(self):
         self.start = self.last = self.clock()
 
+    def skip_time(self):
+        """Leave out of the next step what ran since the last one (the profiler starting or stopping)."""
+        self.last = self.clock()
+
     def end_step(self, logs):
-        if self.stop_reason is not None:
+        """Record one finished step; True when training should stop."""
+        if self.done:
             # Keras 2.0-era loops honour stop_training only at the end of an epoch: ignore the rest.
             return True
         loss = (logs or {}).get("loss")
@@ -358,22 +446,43 @@ class StepTimer(object):
         now = self.clock()
         elapsed_ms = (now - self.last) * 1000.0
         self.last = now
+        if self.in_window:
+            self.window_ms.append(elapsed_ms)
+            emit("step", phase="window", index=len(self.window_ms) - 1, ms=round(elapsed_ms, 3), loss=loss)
+            self.done = len(self.window_ms) >= self.window_steps
+            return self.done
         if loss is not None:
             self.losses.append(loss)
         done = len(self.warmup_ms) + len(self.step_ms)
-        if self.first_step_ms is None:
-            self.first_step_ms = elapsed_ms
+        if self.first_step_ms is None or len(self.warmup_ms) < self.warmup_steps:
+            first = self.first_step_ms is None
+            if first:
+                self.first_step_ms = elapsed_ms
             self.warmup_ms.append(elapsed_ms)
+            limit = self.first_step_bound_ms if first else self.bound_ms
+            if limit is not None and elapsed_ms > limit:
+                # Far beyond float32 already: this step is the measurement, a bound on the slowdown.
+                self.step_ms = [elapsed_ms]
+                self.bound = True
+                self.bound_limit_ms = limit
+                self.stop_reason = "slow_step_bound"
+                self.done = True
+                emit("step", phase="measure", index=done, ms=round(elapsed_ms, 3), loss=loss, bound=True,
+                     limit_ms=round(limit, 3))
+                return True
             emit("step", phase="warmup", index=done, ms=round(elapsed_ms, 3), loss=loss)
-        elif len(self.warmup_ms) < self.warmup_steps:
-            self.warmup_ms.append(elapsed_ms)
-            emit("step", phase="warmup", index=done, ms=round(elapsed_ms, 3), loss=loss)
-        else:
-            if self.measure_start is None:
-                self.measure_start = now - elapsed_ms / 1000.0
-            self.step_ms.append(elapsed_ms)
-            emit("step", phase="measure", index=done, ms=round(elapsed_ms, 3), loss=loss)
-        return self.should_stop(now)
+            return False
+        if self.measure_start is None:
+            self.measure_start = now - elapsed_ms / 1000.0
+        self.step_ms.append(elapsed_ms)
+        emit("step", phase="measure", index=done, ms=round(elapsed_ms, 3), loss=loss)
+        if not self.should_stop(now):
+            return False
+        if self.window_steps > 0:
+            self.in_window = True
+            return False
+        self.done = True
+        return True
 
     def should_stop(self, now):
         n = len(self.step_ms)
@@ -395,26 +504,295 @@ class StepTimer(object):
         return False
 
 
-def make_callback(api, timer):
+# ---------------------------------------------------------------- the profiled window
+
+def flush_native_stdout():
+    """oneDNN prints with C stdio; flush it so its lines and our markers keep their order."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError, TypeError):
+        pass  # Windows has no CDLL(None): Python's own flush is all there is
+
+
+class WindowProfiler(object):
+    """Records raw profiles of one window of steps; it never parses them, and never fails the run.
+
+    TensorFlow 2.x and JAX: the profiler's xplane trace. TensorFlow 1.x: RunMetadata step stats through
+    Keras' compile(options=..., run_metadata=...). PyTorch: torch.profiler, with a record_function range
+    per Keras layer. oneDNN (TensorFlow and PyTorch on the CPU): its verbose lines on stdout between
+    WINDOW_START and WINDOW_END. Each window gets its own folder under `root`.
+    """
+
+    def __init__(self, api, root, onednn_env):
+        self.api = api
+        self.root = root
+        self.backend = api.backend_name
+        self.onednn = onednn_env or self.backend == "torch"
+        self.kind = None
+        self.windows = {}
+        self.errors = []
+        self.t0 = None
+        self.model = None
+        self.tf_major = None
+        self.run_options = None  # TF1: (RunOptions, RunMetadata), handed to compile
+        self.tf1_steps = []
+        self.torch_prof = None
+        self.torch_verbose = None
+        self.wrapped = []
+        if self.backend == "tensorflow":
+            import tensorflow as tf
+            self.tf_major = int(tf.__version__.split(".")[0])
+            if self.tf_major < 2:
+                self.run_options = (tf.RunOptions(trace_level=tf.RunOptions.NO_TRACE), tf.RunMetadata())
+
+    def _note(self, what, exc):
+        self.errors.append("%s: %s: %s" % (what, exc.__class__.__name__, exc))
+
+    def start(self, kind, clock):
+        self.kind = kind
+        folder = os.path.join(self.root, kind)
+        window = {"folder": folder}
+        self.windows[kind] = window
+        try:
+            os.makedirs(folder)
+            self._start_backend(folder)
+        except Exception as exc:  # noqa: BLE001  (a profiler that cannot start leaves the run as it was)
+            self._note("starting the %s profiler" % self.backend, exc)
+        if self.onednn:
+            flush_native_stdout()
+            sys.stdout.write("%s %.3f kind %s\n" % (WINDOW_START, time.time(), kind))
+            sys.stdout.flush()
+        self.t0 = clock()
+
+    def after_step(self):
+        if self.run_options is not None and self.kind is not None:
+            try:
+                from google.protobuf import json_format
+                self.tf1_steps.append(json_format.MessageToDict(self.run_options[1].step_stats))
+            except Exception as exc:  # noqa: BLE001
+                self._note("reading TF1 step stats", exc)
+
+    def stop(self, steps, clock):
+        if self.kind is None:
+            return
+        wall_ms = (clock() - self.t0) * 1000.0
+        steps = max(1, steps)
+        if self.onednn:
+            flush_native_stdout()
+            sys.stdout.write("%s %.3f ms_per_step %.3f steps %d kind %s\n"
+                             % (WINDOW_END, time.time(), wall_ms / steps, steps, self.kind))
+            sys.stdout.flush()
+        window = self.windows[self.kind]
+        # wall_ms is per step, as the attribution reads it; total_ms is the whole window.
+        window["window"] = {"kind": self.kind, "steps": steps, "wall_ms": round(wall_ms / steps, 3),
+                            "total_ms": round(wall_ms, 3)}
+        try:
+            self._stop_backend(window)
+        except Exception as exc:  # noqa: BLE001
+            self._note("stopping the %s profiler" % self.backend, exc)
+        self.kind = None
+
+    # -- per backend
+
+    def _start_backend(self, folder):
+        if self.backend == "tensorflow" and self.tf_major >= 2:
+            import tensorflow as tf
+            tf.profiler.experimental.start(folder)
+        elif self.backend == "tensorflow":
+            import tensorflow as tf
+            self.tf1_steps = []
+            self.run_options[0].trace_level = tf.RunOptions.FULL_TRACE
+            self._tf1_rebuild_callable()
+        elif self.backend == "jax":
+            import jax
+            jax.profiler.start_trace(folder)
+        elif self.backend == "torch":
+            import torch
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if torch.cuda.is_available():
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            self._label_layers(True)
+            self.torch_prof = torch.profiler.profile(activities=activities, record_shapes=True)
+            self.torch_prof.start()
+            if torch.backends.mkldnn.is_available():
+                # PyTorch switches oneDNN's verbose mode at run time: on for the window only.
+                self.torch_verbose = torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON)
+                self.torch_verbose.__enter__()
+
+    def _stop_backend(self, window):
+        folder = window["folder"]
+        if self.backend == "tensorflow" and self.tf_major >= 2:
+            import tensorflow as tf
+            tf.profiler.experimental.stop()
+            window["xplane"] = first_file(folder, ".xplane.pb")
+        elif self.backend == "tensorflow":
+            import tensorflow as tf
+            self.run_options[0].trace_level = tf.RunOptions.NO_TRACE
+            self._tf1_rebuild_callable()
+            path = os.path.join(folder, "tf1_step_stats.json")
+            with open(path, "w") as fh:
+                json.dump({"steps": self.tf1_steps}, fh)
+            window["tf1_step_stats"] = path
+        elif self.backend == "jax":
+            import jax
+            jax.profiler.stop_trace()
+            window["xplane"] = first_file(folder, ".xplane.pb")
+        elif self.backend == "torch":
+            if self.torch_verbose is not None:
+                self.torch_verbose.__exit__(None, None, None)
+                self.torch_verbose = None
+            prof, self.torch_prof = self.torch_prof, None
+            if prof is not None:
+                prof.stop()
+            self._label_layers(False)
+            if prof is not None:
+                from profile_export import export_torch_events
+                path = os.path.join(folder, "torch_events.json")
+                with open(path, "w") as fh:
+                    json.dump(export_torch_events(prof), fh)
+                window["torch_events_path"] = path
+
+    def _tf1_rebuild_callable(self):
+        # Keras 2.2.4 bakes the RunOptions into a callable when it first runs; drop it so the next
+        # step makes a new one with the trace level now set (Keras 2.1.5 reads them on every call).
+        fn = getattr(self.model, "train_function", None)
+        if fn is not None and hasattr(fn, "_callable_fn"):
+            fn._callable_fn = None
+
+    def _label_layers(self, on):
+        """torch ops carry no Keras name scope: a record_function range per layer call names them."""
+        if not on:
+            for layer, had_own in self.wrapped:
+                if had_own is None:
+                    try:
+                        del layer.call
+                    except AttributeError:
+                        pass
+                else:
+                    layer.call = had_own
+            self.wrapped = []
+            return
+        if self.model is None:
+            return
+        import torch
+
+        for layer in self.model.layers:
+            own = layer.__dict__.get("call")
+            try:
+                layer.call = labelled_call(torch, layer.name, layer.call)
+            except (AttributeError, TypeError, ValueError) as exc:
+                self._note("labelling layer %s" % layer.name, exc)
+                continue
+            self.wrapped.append((layer, own))
+
+    def result(self, kind):
+        """What the engine needs about the window `kind`; the other windows' folders are removed."""
+        for other, window in self.windows.items():
+            if other != kind:
+                shutil.rmtree(window["folder"], True)
+        out = dict(self.windows.get(kind) or {})
+        out.pop("folder", None)
+        if kind not in self.windows:
+            self.errors.append("no %s window was recorded" % kind)
+        out.update({"backend": self.backend, "onednn": bool(self.onednn), "dir": self.root})
+        if self.errors:
+            out["error"] = "; ".join(self.errors)[:2000]
+        return out
+
+
+def labelled_call(torch, name, original):
+    import functools
+
+    from profile_export import LAYER_PREFIX
+
+    def call(*args, **kwargs):
+        with torch.autograd.profiler.record_function(LAYER_PREFIX + name):
+            return original(*args, **kwargs)
+
+    return functools.wraps(original)(call)
+
+
+def first_file(folder, suffix):
+    for dirpath, _, files in os.walk(folder):
+        for name in sorted(files):
+            if name.endswith(suffix):
+                return os.path.join(dirpath, name)
+    return None
+
+
+def make_callback(api, timer, profiler=None):
     base = api.keras.callbacks.Callback
 
     class _TimerCallback(base):
         def on_train_begin(self, logs=None):
+            if profiler is not None and timer.may_be_bound:
+                # The first step may be the only one (slow-step bound): profile it, to be sure.
+                profiler.model = self.model
+                profiler.start("first_step", timer.clock)
             timer.begin()
 
         def on_batch_end(self, batch, logs=None):
-            if timer.end_step(logs):
+            if timer.done:
+                self.model.stop_training = True
+                return
+            stop = timer.end_step(logs)
+            if profiler is not None:
+                profiler.after_step()
+                if profiler.kind == "first_step":
+                    profiler.stop(1, timer.clock)
+                    timer.skip_time()
+                if timer.in_window and profiler.kind is None and not timer.window_ms and not timer.done:
+                    emit("phase", phase="window", steps=timer.window_steps)
+                    profiler.model = self.model
+                    profiler.start("after_timing", timer.clock)
+                    timer.skip_time()
+                if stop and profiler.kind is not None:
+                    profiler.stop(len(timer.window_ms), timer.clock)
+            if stop:
                 self.model.stop_training = True
 
         def on_train_batch_end(self, batch, logs=None):
             self.on_batch_end(batch, logs)
 
+        def on_train_end(self, logs=None):
+            if profiler is not None and profiler.kind is not None:
+                profiler.stop(len(timer.window_ms) or 1, timer.clock)
+
     return _TimerCallback()
 
 
-def make_generator(api, train_dir, height, width, batch_size):
+class _Float32Backend(object):
+    """Keras 2.1.5's image module as seen through this: floatx() is float32, the rest is the backend."""
+
+    def __init__(self, backend):
+        self._backend = backend
+
+    def floatx(self):
+        return "float32"
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+
+def make_generator(api, train_dir, height, width, batch_size, batch_dtype=None):
     # As posted: rescale on the host, random flips, batches built in K.floatx().
-    datagen = api.ImageDataGenerator(rescale=1. / 255, horizontal_flip=True, vertical_flip=True)
+    kwargs = {}
+    if batch_dtype is not None:
+        try:
+            accepts_dtype = "dtype" in inspect.signature(api.ImageDataGenerator.__init__).parameters
+        except (TypeError, ValueError):
+            accepts_dtype = False
+        if accepts_dtype:  # Keras 3's legacy class, tf_keras, keras_preprocessing >= 1.0.6
+            kwargs["dtype"] = batch_dtype
+        else:
+            # Keras 2.1.5's DirectoryIterator asks K.floatx() for every batch: give only the image
+            # module a backend whose floatx() is float32, so the model itself is left as it is.
+            module = sys.modules[api.ImageDataGenerator.__module__]
+            if not hasattr(module, "K"):
+                raise Skip("this Keras' ImageDataGenerator takes no dtype and reads no K.floatx() to redirect")
+            module.K = _Float32Backend(module.K)
+    datagen = api.ImageDataGenerator(rescale=1. / 255, horizontal_flip=True, vertical_flip=True, **kwargs)
     return datagen.flow_from_directory(train_dir, target_size=(height, width), batch_size=batch_size,
                                        class_mode="binary")
 
@@ -441,6 +819,72 @@ def in_memory_batches(generator, batches):
     return np.concatenate(xs), np.concatenate(ys)
 
 
+def set_variant_environment(variant, backend):
+    """What must be in the environment before the framework loads; returns what was set."""
+    env = {}
+    if variant == "onednn_off" and backend == "tensorflow":
+        env["TF_ENABLE_ONEDNN_OPTS"] = "0"  # TensorFlow reads it when it loads
+    if variant == "tf32_off":
+        # Read by cuBLAS and cuDNN themselves, so it holds for every framework (NVIDIA's TF32 notes).
+        env["NVIDIA_TF32_OVERRIDE"] = "0"
+    os.environ.update(env)
+    return env
+
+
+def enable_onednn_verbose(api):
+    """oneDNN reads ONEDNN_VERBOSE once, when it first runs a primitive, and TensorFlow exports no switch:
+    set it once TensorFlow is loaded (its version known) and before any step, on for the whole run; the
+    engine keeps only the lines between the window markers. Only where the oneDNN reads the filter
+    (TensorFlow >= 2.17; TF 2.21 ships oneDNN 3.7.3): an older one reads a longer value as 0, and "1"
+    would print every gemm_api call of every timed step."""
+    if api.backend_name != "tensorflow" or "ONEDNN_VERBOSE" in os.environ:
+        return {}
+    import tensorflow as tf
+    try:
+        version = tuple(int(p) for p in tf.__version__.split(".")[:2])
+    except ValueError:
+        return {}
+    if version < ONEDNN_FILTER_SINCE_TF:
+        return {}
+    os.environ["ONEDNN_VERBOSE"] = ONEDNN_VERBOSE_SETTING
+    # Each line then starts with its time, so the attribution can measure how much of the window it covers.
+    os.environ.setdefault("ONEDNN_VERBOSE_TIMESTAMP", "1")
+    return {"ONEDNN_VERBOSE": ONEDNN_VERBOSE_SETTING}
+
+
+def apply_variant(api, variant, device, env):
+    """The experiment's one change that needs the framework loaded; Skip where it cannot apply here."""
+    applied = dict(("env " + k, v) for k, v in env.items())
+    if variant == "onednn_off":
+        if api.backend_name == "torch":
+            import torch
+            torch.backends.mkldnn.enabled = False  # PyTorch's switch for the same library
+            applied["torch.backends.mkldnn.enabled"] = False
+        elif api.backend_name != "tensorflow":
+            raise Skip("onednn_off: the %s backend does not run its ops through oneDNN by default"
+                       % api.backend_name)
+    elif variant == "tf32_off" and not device.startswith("gpu"):
+        raise Skip("tf32_off: TF32 exists only on NVIDIA GPUs of compute capability 8.0 and newer; "
+                   "this run is on the CPU")
+    elif variant == "xla":
+        if api.backend_name != "tensorflow":
+            raise Skip("xla: an experiment for the TensorFlow backend (JAX always compiles with XLA, and "
+                       "torch.compile takes minutes)")
+        import tensorflow as tf
+        if int(tf.__version__.split(".")[0]) < 2:
+            raise Skip("xla: Keras %s on TensorFlow %s has no jit_compile" % (api.version, tf.__version__))
+        applied["jit_compile"] = True
+    elif variant == "float32_batches":
+        applied["batch_dtype"] = "float32"
+    elif variant == "channels_padded":
+        applied["input_channels_in_model"] = PADDED_CHANNELS
+    return applied
+
+
+# Tensor Core convolutions want channel counts that are multiples of 8 (cuDNN 7 developer guide).
+PADDED_CHANNELS = 8
+
+
 def run(args):
     started = time.perf_counter()
     backend = args.backend or os.environ.get("KERAS_BACKEND") or user_keras_config().get("backend") \
@@ -448,6 +892,9 @@ def run(args):
     cache_root = args.cache_dir or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "fp16doctor")
     keras_dir, keras_config = prepare_keras_home(args.precision, backend)
+    # In a container the engine names the folder by environment (it copies it out afterwards).
+    profile_dir = args.profile_dir or os.environ.get("FP16DOCTOR_PROFILE_DIR")
+    env = set_variant_environment(args.variant, backend)
 
     emit("phase", phase="data")
     if args.data:
@@ -462,24 +909,44 @@ def run(args):
     import_s = time.perf_counter() - t0
     software, device = software_info(api)
     emit("phase", phase="build", device=device, software=software)
+    applied = apply_variant(api, args.variant, device, env)
+    onednn_env = enable_onednn_verbose(api) if profile_dir else {}
+    if profile_dir and api.backend_name == "torch":
+        os.environ.setdefault("ONEDNN_VERBOSE_TIMESTAMP", "1")  # read when the window first turns verbose on
 
-    mixed = args.precision == "mixed_float16"
+    mixed = args.precision in MIXED_POLICIES
     if mixed:
-        api.set_mixed_policy()
-    if args.precision == "float16" and api.floatx() != "float16":
-        raise RuntimeError("keras.json floatx=float16 was not picked up (floatx is %s)" % api.floatx())
+        api.set_mixed_policy(args.precision)
+    elif args.precision == "bfloat16":
+        api.set_bfloat16_floatx()
+    if args.precision in ("float16", "bfloat16") and api.floatx() != args.precision:
+        raise RuntimeError("floatx %s was not picked up (floatx is %s)" % (args.precision, api.floatx()))
 
-    generator = make_generator(api, train_dir, args.height, args.width, args.batch_size)
+    generator = make_generator(api, train_dir, args.height, args.width, args.batch_size,
+                               "float32" if args.variant == "float32_batches" else None)
     input_ms, batch_dtype = time_input(generator, args.input_batches)
+    if args.variant == "float32_batches" and batch_dtype != "float32":
+        raise Skip("float32_batches: this Keras' generator still built %s batches" % batch_dtype)
     emit("phase", phase="input_timed", input_time_ms=input_ms, batch_dtype=batch_dtype)
 
-    model = build_seed_model(api, args.height, args.width, mixed)
+    profiler = None
+    if profile_dir:
+        try:
+            profiler = WindowProfiler(api, profile_dir, bool(onednn_env))
+        except Exception as exc:  # noqa: BLE001  (no profile is no reason to lose the measurement)
+            emit("log", message="profiling is off: %s: %s" % (exc.__class__.__name__, exc))
+    model = build_seed_model(api, args.height, args.width, mixed,
+                             pad_to=PADDED_CHANNELS if args.variant == "channels_padded" else None,
+                             jit_compile=args.variant == "xla",
+                             run_options=profiler.run_options if profiler is not None else None)
     timer = StepTimer(args.warmup_steps, args.min_steps, args.max_steps, args.max_measure_s,
-                      args.stable_tolerance)
-    callback = make_callback(api, timer)
-    total_steps = args.warmup_steps + args.max_steps
+                      args.stable_tolerance, bound_ms=args.bound_ms, first_step_bound_ms=args.first_step_bound_ms,
+                      window_steps=args.profile_steps if profiler is not None else 0)
+    callback = make_callback(api, timer, profiler)
+    total_steps = args.warmup_steps + args.max_steps + timer.window_steps
     emit("phase", phase="train")
-    if args.variant == "original":
+    streamed = args.variant != "synthetic_input"
+    if streamed:
         steps_per_epoch = max(1, int(math.ceil(generator.samples / float(args.batch_size))))
         epochs = int(math.ceil(total_steps / float(steps_per_epoch)))
         api.fit_stream(model, generator, steps_per_epoch, epochs, [callback])
@@ -506,8 +973,10 @@ def run(args):
             "batch_size": args.batch_size, "steps_measured": len(timer.step_ms),
             "warmup_steps": len(timer.warmup_ms), "stop_reason": timer.stop_reason,
             "data": "user" if args.data else "synthetic", "images": generator.samples,
-            "api": "fit_generator" if api.name == "keras2" and args.variant == "original" else "fit",
+            "api": "fit_generator" if api.name == "keras2" and streamed else "fit",
+            "jit_compile": _jit_compile(model),
         },
+        "stop_reason": timer.stop_reason,
         "step_time_ms": summary(timer.step_ms),
         "first_step_ms": round(timer.first_step_ms, 3),
         "warmup_step_ms": [round(v, 3) for v in timer.warmup_ms],
@@ -520,9 +989,23 @@ def run(args):
         "batch_dtype": batch_dtype,
         "timing": {"import_s": round(import_s, 3), "total_s": round(time.perf_counter() - started, 3)},
     }
-    if args.variant == "original":
+    if applied:
+        result["variant_applied"] = applied
+    if timer.bound:
+        result["bound"] = True
+        result["bound_limit_ms"] = round(timer.bound_limit_ms, 3)
+    if timer.window_ms:
+        result["window_step_ms"] = [round(v, 3) for v in timer.window_ms]
+    if profiler is not None:
+        result["profile"] = profiler.result("first_step" if timer.bound else "after_timing")
+    if streamed:
         result["input_time_ms"] = input_ms
     emit("result", run=result)
+
+
+def _jit_compile(model):
+    value = getattr(model, "jit_compile", None)
+    return value if isinstance(value, bool) else None
 
 
 def main(argv=None):

@@ -15,6 +15,7 @@ from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
 from fp16doctor.engines import host as host_engine
 from fp16doctor.engines.base import RunSpec
 from fp16doctor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, DoctorError
+from fp16doctor.results import VARIANT_CHANGES
 
 H200_HOST = {
     "cpu": {"model": "Intel(R) Xeon(R) Platinum 8480C", "cores": 16, "flags": ["avx512_fp16", "amx_bf16"]},
@@ -29,8 +30,9 @@ H200_HOST = {
 
 # Step times per (precision, variant) in ms: what a GPU run might report, for the plumbing only.
 CANNED = {("float32", "original"): 60.0, ("float16", "original"): 45.0, ("mixed_float16", "original"): 40.0,
+          ("mixed_bfloat16", "original"): 41.0,
           ("float32", "synthetic_input"): 30.0, ("float16", "synthetic_input"): 14.0,
-          ("mixed_float16", "synthetic_input"): 15.0}
+          ("mixed_float16", "synthetic_input"): 15.0, ("mixed_bfloat16", "synthetic_input"): 15.5}
 
 
 class Recorder:
@@ -62,7 +64,8 @@ def gpu_host(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         if spec.precision == "mixed_float16" and spec.variant == "original":
             return {"stack": spec.stack, "precision": spec.precision, "variant": spec.variant,
                     "device": "gpu:0", "status": "failed", "error": "ResourceExhaustedError: OOM"}
-        ms = CANNED[(spec.precision, spec.variant)]
+        # Experiment variants (planned by the analysis) take their original cell's canned time.
+        ms = CANNED.get((spec.precision, spec.variant)) or CANNED[(spec.precision, "original")]
         return {"stack": spec.stack, "precision": spec.precision, "variant": spec.variant, "device": "gpu:0",
                 "status": "ok", "engine": {"kind": "host"},
                 "step_time_ms": {"median": ms, "p10": ms * 0.98, "p90": ms * 1.03, "n": 20},
@@ -85,8 +88,10 @@ def test_with_a_gpu_diagnose_runs_the_full_size_on_it(tmp_path: Path, gpu_host) 
     assert {c["gpu_index"] for c in gpu_host} == {0}
     assert all(c["sampler"] is not None for c in gpu_host) and {c["backend"] for c in gpu_host} == {"jax"}
     assert any("NVIDIA H200" in n for n in progress.notes)
+    # An H200 (compute capability 9.0) computes in bfloat16: mixed_bfloat16 joins the default matrix.
+    assert doc["invocation"]["precisions"] == ["float32", "float16", "mixed_float16", "mixed_bfloat16"]
     # Full size isolates compute for every precision.
-    assert len([c for c in gpu_host if c["spec"].variant == "synthetic_input"]) == 3
+    assert len([c for c in gpu_host if c["spec"].variant == "synthetic_input"]) == 4
     ok = [r for r in doc["runs"] if r["status"] == "ok"]
     assert all(r["engine"]["gpu_uuid"] == "GPU-0f0e" for r in ok)
     # One run failed: the others are kept, the exit status says partial, and it is named.
@@ -107,7 +112,10 @@ def test_resume_runs_only_what_is_missing(tmp_path: Path, gpu_host) -> None:
     assert outcome.exit_code == EXIT_PARTIAL  # it fails again, and says so
     assert any("resuming" in n for n in progress.notes)
     doc = json.loads((tmp_path / "results.json").read_text())
-    assert len(doc["runs"]) == 6
+    main_matrix = [r for r in doc["runs"] if r["variant"] not in VARIANT_CHANGES]
+    assert len(main_matrix) == 8
+    # The experiments of the first diagnose are kept, not run again.
+    assert all(not c["spec"].experiment for c in gpu_host[first:])
 
 
 def test_precisions_can_be_narrowed(tmp_path: Path, gpu_host) -> None:

@@ -107,3 +107,50 @@ def test_the_private_keras_home_is_removed_when_the_workload_exits(tmp_path: Pat
     keras_dir = Path(done.stdout.strip())
     assert keras_dir.parent.parent == tmp_path  # it was made where we looked
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_first_step_beyond_the_bound_is_the_whole_measurement() -> None:
+    # The Xeon case: float32 130 ms/step (first step 2 s), float16 22 s per step.
+    wl = _workload_module()
+    wl.emit = lambda *a, **k: None
+    timer = wl.StepTimer(warmup_steps=2, min_steps=5, max_steps=60, max_measure_s=8.0, tolerance=0.05,
+                         bound_ms=50 * 130.0, first_step_bound_ms=50 * 130.0 + 2 * 2000.0, window_steps=2)
+    stopped = _drive(timer, [22.0] * 10)
+    assert stopped == 0 and timer.done
+    assert timer.stop_reason == "slow_step_bound" and timer.bound and timer.bound_limit_ms == 10500.0
+    assert timer.step_ms == [22000.0] and timer.first_step_ms == 22000.0
+    assert timer.window_ms == []  # that step is the profiled window: no further steps
+    assert wl.summary(timer.step_ms) == {"median": 22000.0, "p10": 22000.0, "p90": 22000.0, "n": 1}
+
+
+def test_a_later_warmup_step_beyond_the_bound_ends_warmup_and_the_run() -> None:
+    wl = _workload_module()
+    wl.emit = lambda *a, **k: None
+    # The first step stays under its allowance for one-off costs; the second is the steady 16-bit step.
+    timer = wl.StepTimer(warmup_steps=3, min_steps=5, max_steps=60, max_measure_s=8.0, tolerance=0.05,
+                         bound_ms=5000.0, first_step_bound_ms=9000.0)
+    assert _drive(timer, [8.0, 6.0, 6.0, 6.0]) == 1
+    assert timer.step_ms == [6000.0] and timer.warmup_ms == [8000.0, 6000.0]
+    assert timer.stop_reason == "slow_step_bound"
+
+
+def test_steps_under_the_bound_keep_the_statistical_rules() -> None:
+    wl = _workload_module()
+    wl.emit = lambda *a, **k: None
+    timer = wl.StepTimer(warmup_steps=2, min_steps=6, max_steps=100, max_measure_s=1e9, tolerance=0.05,
+                         bound_ms=5000.0, first_step_bound_ms=9000.0)
+    stopped = _drive(timer, [4.2, 0.3] + [0.1] * 20)
+    assert not timer.bound and timer.stop_reason == "stable" and stopped == 7 and len(timer.step_ms) == 6
+
+
+def test_the_profiled_window_follows_the_timed_steps_and_stays_out_of_them() -> None:
+    wl = _workload_module()
+    wl.emit = lambda *a, **k: None
+    timer = wl.StepTimer(warmup_steps=1, min_steps=4, max_steps=100, max_measure_s=1e9, tolerance=0.05,
+                         window_steps=2)
+    stopped = _drive(timer, [2.0] + [0.1] * 4 + [0.5, 0.5] + [0.1] * 5)
+    assert timer.stop_reason == "stable" and len(timer.step_ms) == 4
+    assert stopped == 6 and [round(v) for v in timer.window_ms] == [500, 500]
+    assert all(abs(v - 100.0) < 1e-6 for v in timer.step_ms)
+    # Keras 2.0-era loops run on to the end of the epoch: later steps change nothing.
+    assert timer.end_step({"loss": 0.5}) is True and len(timer.window_ms) == 2

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from fp16doctor.diagnose import DiagnoseOptions, plan_runs
+from fp16doctor.diagnose import BASE_PRECISIONS, DiagnoseOptions, plan_runs
 from fp16doctor.engines import build, docker_engine
 from fp16doctor.engines.base import QUICK, RunSpec, base_run_record
 from fp16doctor.errors import DoctorError
-from fp16doctor.results import PRECISIONS, ResultsWriter, new_document
+from fp16doctor.results import ResultsWriter, new_document
 from fp16doctor.stacks import StackSpec
 
 STEP_MS = {"float32": 100.0, "float16": 160.0, "mixed_float16": 120.0}
@@ -188,7 +188,7 @@ class RecordingProgress:
 
 def plan(*stacks: str) -> list[RunSpec]:
     """The quick plan diagnose makes: every precision, plus float32 on synthetic input."""
-    return plan_runs(list(stacks), list(PRECISIONS), QUICK, None, None)
+    return plan_runs(list(stacks), list(BASE_PRECISIONS), QUICK, None, None)
 
 
 def options(tmp_path: Path, *hosts: str, force: bool = False) -> DiagnoseOptions:
