@@ -171,7 +171,6 @@ def test_float32_and_runs_without_a_measured_float32_are_not_bounded() -> None:
 
 def test_stacks_whose_keras_lacks_bfloat16_skip_it_with_the_reason() -> None:
     from fp16doctor.scheduler import precision_skip_reason
-
     from fp16doctor.stacks import get_stack
 
     old = get_stack("tf1.7-cuda9.0")
