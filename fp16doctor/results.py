@@ -7,6 +7,7 @@ treated alike; this module owns loading, checking and writing them.
 from __future__ import annotations
 
 import json
+import math
 import os
 import uuid
 from collections.abc import Iterable
@@ -257,8 +258,19 @@ def load(path: str | Path) -> Document:
     return validate(doc, source=str(p))
 
 
+def _json_safe(value: Any) -> Any:
+    """NaN and infinities have no JSON spelling: they become null (a run's nan_or_inf keeps the fact)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def dump(doc: Document) -> str:
-    return json.dumps(doc, indent=2, sort_keys=False, allow_nan=False, default=str) + "\n"
+    return json.dumps(_json_safe(doc), indent=2, sort_keys=False, allow_nan=False, default=str) + "\n"
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from fp16doctor.analysis.causes import Accounting, Share, account
 from fp16doctor.analysis.context import build_context
-from fp16doctor.analysis.experiments import experiment_evidence
+from fp16doctor.analysis.experiments import experiment_evidence, setting_findings
 from fp16doctor.analysis.registry import RANK, REGISTRY, SPEED_CAUSES, rules
 from fp16doctor.analysis.rules.common import make_finding
 from fp16doctor.analysis.values import fmt_ms
@@ -107,7 +107,7 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
         found = rule(ctx)
         if found is not None:
             by_rule[fid] = found
-    accountings = account(ctx, set(by_rule))
+    accountings = account(ctx, by_rule)
     findings: list[Finding] = []
     accounted: set[str] = set()
     for acc in accountings:
@@ -122,6 +122,9 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
         finding.setdefault("explains_ms", None)
         finding.setdefault("basis", None)
         findings.append(finding)
+    findings += [f for f in setting_findings(ctx) if not any(
+        g["id"] == "framework_setting" and g.get("stack") == f["stack"] and g.get("precision") == f["precision"]
+        for g in findings)]
     tried = experiment_evidence(ctx)
     for finding in findings:
         # A confirmed cause already quotes its experiment.

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fp16doctor.analysis.context import BF16, REDUCED, Context, OpItem, Pair, RunView
+from fp16doctor.analysis.registry import SPEED_CAUSES
 from fp16doctor.analysis.rules.causal import (
     SETTING_MIN_CHANGE,
     SLOW_KERNEL_MIN_SHARE,
@@ -27,7 +28,7 @@ BASES = ("measured_ops", "experiment", "estimate")
 HALF = 0.5  # below this share explained, the verdict says what is unexplained
 # A measured op group smaller than this share of the difference names no cause of its own (a 0.1 ms input op
 # in a 700 ms difference is noise, not host-side float16 work).
-MIN_MEASURED_SHARE = 0.01
+MIN_MEASURED_SHARE = 0.02
 
 
 @dataclass
@@ -186,18 +187,31 @@ class ExperimentResult:
     changes: Mapping[str, Any]
 
     @property
+    def run_ms(self) -> float:
+        """The experiment's step, like for like: a cut-short base is one first step, so it is compared with the
+        experiment's first step (tracing and autotuning included on both sides)."""
+        assert self.run.step_ms is not None
+        if self.base.bound and not self.run.bound and self.run.first_step_ms:
+            return self.run.first_step_ms
+        return self.run.step_ms
+
+    @property
     def delta_ms(self) -> float:
-        assert self.run.step_ms is not None and self.base.step_ms is not None
-        return self.base.step_ms - self.run.step_ms  # positive: the change made the step faster
+        assert self.base.step_ms is not None
+        return self.base.step_ms - self.run_ms  # positive: the change made the step faster
 
     def significant(self) -> bool:
-        pair = Pair(self.base, self.run)
-        return abs(self.delta_ms) >= SETTING_MIN_CHANGE * (self.base.step_ms or 0) and (pair.slower or pair.faster)
+        base = self.base.step_ms or 0.0
+        if abs(self.delta_ms) < SETTING_MIN_CHANGE * base:
+            return False
+        if self.base.bound or self.run.bound:
+            return True  # one step each: no spread to compare with, and the 10 % floor already holds
+        return Pair(self.base, self.run).slower or Pair(self.base, self.run).faster
 
     def describe(self) -> str:
-        return (f"with {describe_changes(self.changes)} the {self.base.precision} step went from "
-                f"{fmt_ms(self.base.step_ms)} to {fmt_ms(self.run.step_ms)}"
-                f"{' (lower bound: cut short)' if self.run.bound else ''}")
+        first = " first" if self.base.bound and not self.run.bound else ""
+        return (f"with {describe_changes(self.changes)} the {self.base.precision}{first} step went from "
+                f"{'>= ' if self.base.bound else ''}{fmt_ms(self.base.step_ms)} to {fmt_ms(self.run_ms)}")
 
 
 def describe_changes(changes: Mapping[str, Any]) -> str:
@@ -225,38 +239,51 @@ SETTING_EXPERIMENTS = ("onednn_off", "tf32_off", "xla")  # variants that flip a 
 
 
 def _account_experiments(acc: Accounting, ctx: Context) -> None:
+    """An experiment that made a slower 16-bit step faster confirms the cause it tests and accounts for what it
+    removed; each experiment's delta is credited to one cause only."""
+    if acc.difference_ms <= 0:
+        return  # experiments test causes of slowness; a change that slows a faster run explains nothing here
     for exp in experiments_for(ctx, acc.pair.reduced):
-        if not exp.significant():
+        if not exp.significant() or exp.delta_ms <= 0:
             continue
-        same_direction = (exp.delta_ms > 0) == (acc.difference_ms > 0)
-        existing = next((s for s in acc.shares if s.cause == exp.tests), None)
-        if existing is not None and same_direction:
+        cause = exp.tests if exp.tests in SPEED_CAUSES else (
+            "framework_setting" if exp.run.variant in SETTING_EXPERIMENTS else None)
+        if cause is None:
+            continue
+        existing = next((s for s in acc.shares if s.cause == cause), None)
+        if existing is not None:
             existing.confirmed_by = exp.run.variant
             existing.evidence.append(f"confirmed: {exp.describe()}")
+            # What the switch removed beyond what the ops measured is this cause's too.
+            existing.ms += min(max(0.0, exp.delta_ms - existing.ms), acc.remaining_ms())
             continue
-        if same_direction and exp.tests:
-            acc.add(Share(exp.tests, abs(exp.delta_ms), "experiment", [exp.describe()],
-                          confirmed_by=exp.run.variant))
-        if exp.run.variant in SETTING_EXPERIMENTS and same_direction:
-            acc.add(Share("framework_setting", abs(exp.delta_ms), "experiment", [exp.describe()],
-                          confirmed_by=exp.run.variant))
+        acc.add(Share(cause, exp.delta_ms, "experiment", [exp.describe()], confirmed_by=exp.run.variant))
 
 
 # ---------------------------------------------------------------------------------------- estimates
 
 
-def _account_estimates(acc: Accounting, ctx: Context, rule_ids: set[str]) -> None:
+def _applies(finding: Mapping[str, Any] | None, run: RunView) -> bool:
+    """A document-wide rule's finding speaks for this run's stack (where it names its stacks)."""
+    if finding is None:
+        return False
+    stacks = finding.get("stacks")
+    return not isinstance(stacks, list) or not stacks or run.stack in stacks
+
+
+def _account_estimates(acc: Accounting, ctx: Context, found: Mapping[str, Mapping[str, Any]]) -> None:
     """Table-based causes for what measured ops and experiments left unclaimed (hand-written or older files)."""
     reduced, fp32 = acc.pair.reduced, acc.pair.fp32
+    measured = reduced.ops is not None and fp32.ops is not None
     if acc.difference_ms <= 0:
-        if "fp16_faster" in rule_ids and reduced.ops is None:
+        if "fp16_faster" in found and not measured:
             gpu = ctx.gpu_for(reduced)
             if gpu is not None and gpu.tensor_cores:
                 acc.add(Share("fast_16bit_kernels", acc.remaining_ms(), "estimate",
                               [f"{gpu.label} has Tensor Cores; no ops were measured to say which kernels saved "
                                "the time"]))
         return
-    if "host_fp16_emulation" in rule_ids and reduced.precision == "float16":
+    if _applies(found.get("host_fp16_emulation"), reduced) and reduced.precision == "float16":
         if reduced.input_ms is not None and fp32.input_ms is not None:
             excess = reduced.input_ms - fp32.input_ms
             if excess > 0:
@@ -270,9 +297,11 @@ def _account_estimates(acc: Accounting, ctx: Context, rule_ids: set[str]) -> Non
                           [f"estimated {fmt_ms(excess)} per batch from {est.source} "
                            f"({fmt_ms(est.float16_ms)} vs {fmt_ms(est.float32_ms)} per {est.batch_size} images), "
                            "scaled to this run's batch and image size"]))
-    hardware = [c for c in ("no_fast_fp16_hardware", "no_tensor_cores", "bf16_unsupported") if c in rule_ids]
+    if measured:
+        return  # with ops on both sides, what they do not attribute stays unexplained: flags are no measurement
+    hardware = [c for c in ("no_fast_fp16_hardware", "no_tensor_cores", "bf16_unsupported") if c in found]
     for cause in hardware:
-        if cause == "bf16_unsupported" and reduced.precision not in BF16:
+        if cause == "bf16_unsupported" and (reduced.precision not in BF16 or not _lacks_bf16(reduced, ctx)):
             continue
         if cause != "bf16_unsupported" and reduced.precision not in REDUCED:
             continue
@@ -282,8 +311,8 @@ def _account_estimates(acc: Accounting, ctx: Context, rule_ids: set[str]) -> Non
         if cause == "no_tensor_cores" and not (gpu is not None and gpu.tensor_cores is False):
             continue
         acc.add(Share(cause, acc.remaining_ms(), "estimate",
-                      ["no ops were measured: the rest of the difference is put down to the device's 16-bit "
-                       "arithmetic, from its facts"]))
+                      ["not measured: no ops were recorded, so the rest of the difference is put down to the "
+                       "device's 16-bit arithmetic from its facts (an upper bound, not a measurement)"]))
 
 
 def _slow_fp16_device(run: RunView, ctx: Context) -> bool:
@@ -296,7 +325,7 @@ def _slow_fp16_device(run: RunView, ctx: Context) -> bool:
 # ---------------------------------------------------------------------------------------- the whole
 
 
-def account(ctx: Context, rule_ids: set[str]) -> list[Accounting]:
+def account(ctx: Context, found: Mapping[str, Mapping[str, Any]]) -> list[Accounting]:
     """Every 16-bit run with a float32 partner on its machine, its difference split over causes."""
     result = []
     for pair in ctx.pairs:
@@ -308,7 +337,7 @@ def account(ctx: Context, rule_ids: set[str]) -> list[Accounting]:
         if acc.significant:
             _account_ops(acc, ctx)
             _account_experiments(acc, ctx)
-            _account_estimates(acc, ctx, rule_ids)
+            _account_estimates(acc, ctx, found)
             acc.shares.sort(key=lambda s: -s.ms)
         result.append(acc)
     return result

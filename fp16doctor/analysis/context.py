@@ -330,7 +330,7 @@ class Pair:
         verdict = (
             f"{self.speedup:.2f}x faster"
             if self.faster
-            else f"{self.ratio:.2f}x slower"
+            else f"{'>= ' if r.bound else ''}{self.ratio:.2f}x slower"
             if self.slower
             else "no measurable difference"
         )

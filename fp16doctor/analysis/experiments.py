@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fp16doctor.analysis.causes import ExperimentResult, account
+from fp16doctor.analysis.causes import ExperimentResult, account, describe_changes
 from fp16doctor.analysis.context import Context, RunView, build_context
 from fp16doctor.analysis.registry import rules
+from fp16doctor.analysis.rules.common import make_finding
 from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.knowledge.kernels import is_reference_impl
 
@@ -78,7 +79,7 @@ def plan(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                     f"{step:.0f} ms step")
         planned[key] = _item(run, exp, reason, skip)
 
-    for acc in account(ctx, set(found)):
+    for acc in account(ctx, found):
         if not acc.significant or acc.pair.reduced.variant != "original":
             continue
         reduced, fp32 = acc.pair.reduced, acc.pair.fp32
@@ -98,10 +99,12 @@ def plan(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
             add(reduced, CHANNELS_PADDED, "a layer's channel count keeps it off Tensor Cores", None)
         if "small_model_overhead" in found and _tensorflow(reduced) and (reduced.software.keras or "").startswith("3"):
             add(reduced, XLA, "launch and framework overhead dominate the step", None)
-        gpu = ctx.gpu_for(fp32)
+    for run in ctx.ok_runs():
+        # Where float32 may already run on Tensor Cores (TF32), fp16 can look no better: measure float32 without.
+        gpu = ctx.gpu_for(run)
         cc = cc_tuple(gpu.compute_capability) if gpu is not None else None
-        if cc is not None and cc >= (8, 0):
-            add(fp32, TF32_OFF, "float32 may already run on Tensor Cores as TF32", None)
+        if run.precision == "float32" and run.variant == "original" and cc is not None and cc >= (8, 0):
+            add(run, TF32_OFF, "float32 may already run on Tensor Cores as TF32", None)
     return list(planned.values())
 
 
@@ -130,3 +133,40 @@ def experiment_evidence(ctx: Context) -> dict[str, list[str]]:
         verdict = "changed the result" if result.significant() else "made no significant difference"
         lines.setdefault(result.tests, []).append(f"experiment: {result.describe()}: {verdict}")
     return lines
+
+
+SETTING_VARIANTS = ("onednn_off", "tf32_off", "xla")
+
+
+def setting_findings(ctx: Context) -> list[dict[str, Any]]:
+    """framework_setting: one switch measured to change a step by >= 10 % and beyond both runs' spread, with
+    the step times with and without it (the cause it tested carries the time it explains)."""
+    found = []
+    for run in ctx.ok_runs():
+        if not run.experiment or run.variant not in SETTING_VARIANTS:
+            continue
+        base = next((r for r in ctx.ok_runs() if r.machine == run.machine and r.stack == run.stack
+                     and r.precision == run.precision and r.variant == "original" and not r.experiment), None)
+        if base is None:
+            continue
+        changes = run.experiment.get("changes")
+        result = ExperimentResult(run, base, str(run.experiment.get("tests") or ""),
+                                  changes if isinstance(changes, Mapping) else {})
+        if not result.significant():
+            continue
+        faster = result.delta_ms > 0
+        found.append(make_finding(
+            "framework_setting",
+            f"{run.variant}: {'faster' if faster else 'slower'} {run.precision} step with one switch changed",
+            "warning" if faster else "info",
+            0.9,
+            [result.describe()],
+            (f"Set {describe_changes(result.changes)} for this workload on this machine: measured "
+             f"{abs(result.delta_ms) / (base.step_ms or 1):.0%} {'less' if faster else 'more'} time per step."
+             if faster else f"Leave {describe_changes(result.changes)} unset here: it made the step slower."),
+            machine=run.machine, stack=run.stack, precision=run.precision, variant=run.variant,
+            switch=dict(result.changes), step_ms_with=round(result.run_ms, 3), step_ms_without=base.step_ms,
+            explains_ms=None, basis="experiment",
+        ))
+    return found
+

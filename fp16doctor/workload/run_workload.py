@@ -885,6 +885,36 @@ def apply_variant(api, variant, device, env):
 PADDED_CHANNELS = 8
 
 
+def _finite(value):
+    """The loss as a JSON-safe number: None for NaN and infinities."""
+    if value is None or value != value or value in (float("inf"), float("-inf")):
+        return None
+    return value
+
+
+def _as_float(value):
+    try:
+        return float(value.numpy() if hasattr(value, "numpy") else value)
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def _loss_scale(model):
+    """The dynamic loss scale after training (Keras 3: dynamic_scale; tf.keras: loss_scale), or None."""
+    optimizer = getattr(model, "optimizer", None)
+    for attr in ("dynamic_scale", "loss_scale"):
+        value = getattr(optimizer, attr, None)
+        if value is not None and not callable(value):
+            return _finite(_as_float(value))
+    return None
+
+
+def _initial_loss_scale(model):
+    optimizer = getattr(model, "optimizer", None)
+    value = getattr(optimizer, "initial_scale", None)
+    return _finite(_as_float(value)) if value is not None and _loss_scale(model) is not None else None
+
+
 def run(args):
     started = time.perf_counter()
     backend = args.backend or os.environ.get("KERAS_BACKEND") or user_keras_config().get("backend") \
@@ -963,7 +993,7 @@ def run(args):
     if not timer.step_ms:
         raise RuntimeError("training stopped before any step was measured")
     losses = timer.losses
-    bad = [v for v in losses if v != v or v in (float("inf"), float("-inf"))]
+    bad = [v for v in losses if not _finite(v)]
     result = {
         "status": "ok",
         "device": device,
@@ -981,8 +1011,11 @@ def run(args):
         "first_step_ms": round(timer.first_step_ms, 3),
         "warmup_step_ms": [round(v, 3) for v in timer.warmup_ms],
         "step_ms_all": [round(v, 3) for v in timer.step_ms],
-        "loss": {"first": losses[0] if losses else None, "last": losses[-1] if losses else None,
-                 "nan_or_inf": bool(bad)},
+        # Non-finite values are null in JSON (nan_or_inf says so); every step's loss, for the numerics rule.
+        "loss": {"first": _finite(losses[0]) if losses else None, "last": _finite(losses[-1]) if losses else None,
+                 "nan_or_inf": bool(bad), "scale_first": _initial_loss_scale(model),
+                 "scale_last": _loss_scale(model)},
+        "losses": [None if _finite(v) is None else round(v, 6) for v in losses],
         "model": describe_model(model),
         "keras_config": {"floatx": api.floatx(), "epsilon": keras_config["epsilon"],
                          "config_path": os.path.join(keras_dir, "keras.json")},

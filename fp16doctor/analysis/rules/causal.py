@@ -28,13 +28,12 @@ def slow_kernel_item(item: OpItem, run: RunView, ctx: Context) -> bool:
     if is_reference_impl(item.impl):
         return True
     gpu = ctx.gpu_for(run)
-    return (
-        item.tensor_cores is False
-        and item.key[2] in CONV_MATMUL_KINDS
-        and gpu is not None
-        and bool(gpu.tensor_cores)
-        and (item.dtype or "").lower() in ("float16", "half", "f16", "bfloat16", "bf16")
-    )
+    dtype = (item.dtype or "").lower()
+    if item.tensor_cores is not False or item.key[2] not in CONV_MATMUL_KINDS or gpu is None or not gpu.tensor_cores:
+        return False
+    if dtype in ("bfloat16", "bf16"):
+        return gpu.tf32 is True  # bfloat16 Tensor Core math arrived with 8.0, as TF32 did
+    return dtype in ("float16", "half", "f16")
 
 
 def describe_op(item: OpItem) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from fp16doctor.analysis.advice import (
     keras_floatx_note,
     mixed_precision_code,
@@ -71,6 +73,8 @@ def rule_pure_float16_floatx(ctx: Context) -> Finding | None:
 PLATEAU_SPREAD_MULTIPLE = 3.0
 # A dynamic loss scale that fell by this factor or more collapsed (each overflow halves it).
 LOSS_SCALE_COLLAPSE = 2.0 ** 10
+# A failed 16-bit run whose error says its numbers went non-finite (not "maintenance" or "stack overflow").
+NON_FINITE_ERROR = re.compile(r"\b(nan|inf|infinity|non-finite|not finite)\b|overflow encountered|loss scale", re.I)
 
 
 def _step_spread(losses: tuple[float, ...]) -> float:
@@ -94,7 +98,8 @@ def rule_numerics_unstable(ctx: Context) -> Finding | None:
             runs.append(r)
             continue
         first_scale, last_scale = r.loss_scale_first, r.loss_scale_last
-        if first_scale and last_scale and first_scale / last_scale >= LOSS_SCALE_COLLAPSE:
+        collapsed = last_scale == 0 or (first_scale and last_scale and first_scale / last_scale >= LOSS_SCALE_COLLAPSE)
+        if first_scale and last_scale is not None and collapsed:
             evidence.append(f"{r.label}: the dynamic loss scale fell from {first_scale:g} to "
                             f"{last_scale:g} (gradients kept overflowing)")
             if last_scale < 1:
@@ -122,7 +127,7 @@ def rule_numerics_unstable(ctx: Context) -> Finding | None:
             run.precision != "float32"
             and run.status == "failed"
             and run.error
-            and any(w in run.error.lower() for w in ("nan", "inf ", "overflow"))
+            and NON_FINITE_ERROR.search(run.error)
         ):
             evidence.append(f"{run.label} failed: {run.error[:160]}")
             severity, confidence = "critical", max(confidence, 0.8)

@@ -191,3 +191,85 @@ def test_faster_16_bit_run_names_what_saved_time_never_the_outcome() -> None:
     (verdict,) = diagnose_document(d).verdicts
     assert verdict["outcome"] == "faster" and verdict["cause"] != "fp16_faster"
     assert verdict["cause"] == "fast_16bit_kernels" and verdict["basis"] == "estimate"
+
+
+# ---- what a review of the accounting found, kept as tests
+
+
+def test_one_experiment_credits_one_cause_only() -> None:
+    d = doc(run("float32", 100.0), run("float16", 10000.0),
+            run("float16", 3000.0, variant="onednn_off",
+                experiment={"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}}, "tests": "slow_fp16_kernels"}),
+            flags=XEON_FLAGS)
+    (verdict,) = diagnose_document(d).verdicts
+    assert [c["id"] for c in verdict["causes"]] == ["slow_fp16_kernels"]
+    assert verdict["causes"][0]["explains_ms"] == 7000.0 and verdict["causes"][0]["basis"] == "experiment"
+    setting = next(f for f in diagnose_document(d).findings if f["id"] == "framework_setting")
+    assert setting["explains_ms"] is None and mentions_ms(setting["evidence"][0], 3000.0)
+
+
+def test_an_experiment_that_slows_a_faster_run_explains_nothing() -> None:
+    a100 = {"index": 0, "name": "NVIDIA A100-SXM4-40GB", "compute_capability": "8.0"}
+    d = doc(run("float32", 100.0, device="gpu:0"), run("mixed_float16", 60.0, device="gpu:0"),
+            run("mixed_float16", 90.0, device="gpu:0", variant="xla",
+                experiment={"changes": {"jit_compile": True}, "tests": "small_model_overhead"}), gpus=[a100])
+    (verdict,) = diagnose_document(d).verdicts
+    assert verdict["cause"] != "small_model_overhead"
+    assert all(c["basis"] != "experiment" for c in verdict["causes"])
+
+
+def test_measured_ops_leave_the_rest_unexplained_instead_of_a_flag_estimate() -> None:
+    ops = {"source": "onednn_verbose", "coverage": 0.9}
+    d = doc(run("float32", 100.0, ops={**ops, "items": [op("conv2d", "forward", 50.0, "jit:avx2", "float32")]}),
+            run("float16", 1000.0, ops={**ops, "items": [op("conv2d", "forward", 100.0, "jit:avx2", "float16")]}),
+            flags=EPYC_AVX2_FLAGS)
+    (verdict,) = diagnose_document(d).verdicts
+    assert verdict["basis"] == "measured_ops" and verdict["explained_share"] < 0.1
+    assert "unexplained" in verdict["headline"]
+
+
+def test_a_finding_on_one_machine_is_no_estimate_for_another() -> None:
+    v100 = {"kind": "docker", "docker_host": "ssh://a", "name": "a", "gpu_name": "Tesla V100-SXM2-16GB",
+            "gpu_compute_capability": "7.0"}
+    a100 = {"kind": "docker", "docker_host": "ssh://b", "name": "b", "gpu_name": "NVIDIA A100-SXM4-40GB",
+            "gpu_compute_capability": "8.0"}
+    d = doc(run("float32", 100.0, device="gpu:0", engine=v100),
+            run("mixed_bfloat16", 200.0, device="gpu:0", engine=v100),
+            run("float32", 100.0, device="gpu:0", engine=a100),
+            run("mixed_bfloat16", 150.0, device="gpu:0", engine=a100))
+    verdicts = {v["machine"]: v for v in diagnose_document(d).verdicts}
+    assert verdicts["a"]["cause"] == "bf16_unsupported"
+    assert verdicts["b"]["cause"] != "bf16_unsupported"
+
+
+def test_bfloat16_on_a_pre_ampere_tensor_core_gpu_is_not_a_slow_kernel() -> None:
+    v100 = {"index": 0, "name": "Tesla V100-SXM2-16GB", "compute_capability": "7.0"}
+    gpu_op = {"name": "conv", "layer": "conv2d", "pass": "forward", "dtype": "bfloat16", "op_type": "Conv2D",
+              "impl": "implicit_convolve_sgemm", "tensor_cores": False, "ms_per_step": 80.0}
+    f32_op = {**gpu_op, "dtype": "float32", "ms_per_step": 40.0}
+    d = doc(run("float32", 100.0, device="gpu:0", ops={"source": "tf_profiler", "items": [f32_op]}),
+            run("mixed_bfloat16", 140.0, device="gpu:0", ops={"source": "tf_profiler", "items": [gpu_op]}),
+            gpus=[v100])
+    (verdict,) = diagnose_document(d).verdicts
+    assert verdict["cause"] == "bf16_unsupported"
+
+
+def test_tf32_off_is_planned_even_when_16_bits_look_no_better() -> None:
+    a100 = {"index": 0, "name": "NVIDIA A100-SXM4-40GB", "compute_capability": "8.0"}
+    d = doc(run("float32", 100.0, device="gpu:0"), run("mixed_float16", 98.0, device="gpu:0"), gpus=[a100])
+    assert [(p["variant"], p["precision"]) for p in plan_experiments(d)] == [("tf32_off", "float32")]
+
+
+def test_a_cut_short_base_is_compared_with_the_experiments_first_step() -> None:
+    d = xeon_like()
+    d["runs"].append(run("float16", 800.0, variant="onednn_off", first_step_ms=2500.0,
+                         experiment={"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}},
+                                     "tests": "slow_fp16_kernels"}))
+    setting = next(f for f in diagnose_document(d).findings if f["id"] == "framework_setting")
+    assert "first step" in setting["evidence"][0] and mentions_ms(setting["evidence"][0], 2500.0)
+
+
+def test_an_error_that_merely_contains_nan_is_no_instability() -> None:
+    d = doc(run("float32", 100.0), {**run("float16", 0.0), "status": "failed", "step_time_ms": None,
+                                     "error": "RuntimeError: maintenance window; stack overflow in the loader"})
+    assert "numerics_unstable" not in {f["id"] for f in diagnose_document(d).findings}

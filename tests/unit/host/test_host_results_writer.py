@@ -30,3 +30,12 @@ def test_results_file_is_written_whole_with_the_umask_mode_and_no_temporary_left
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
     assert [p.name for p in path.parent.iterdir()] == ["results.json"]
     assert json.loads(path.read_text())["runs"][0]["status"] == "skipped"
+
+
+def test_a_non_finite_loss_is_written_as_null_not_a_crash(tmp_path: Path) -> None:
+    doc = new_document({"gpus": []})
+    writer = ResultsWriter(tmp_path / "results.json", doc)
+    writer.add_run({"stack": "host", "precision": "float16", "variant": "original", "device": "cpu", "status": "ok",
+                    "step_time_ms": {"median": 10.0}, "loss": {"first": 0.7, "last": float("nan"), "nan_or_inf": True}})
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["runs"][0]["loss"] == {"first": 0.7, "last": None, "nan_or_inf": True}
