@@ -39,6 +39,7 @@ def _ok(doc: dict, precision: str, variant: str = "original") -> dict:
 
 @pytest.mark.slow
 def test_quick_diagnose_measures_all_three_precisions_and_explains_them(quick) -> None:
+    """What must hold on any CPU, whether float16 is 2x or 150x slower there (or faster)."""
     proc, out = quick
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads((out / "results.json").read_text())
@@ -47,22 +48,35 @@ def test_quick_diagnose_measures_all_three_precisions_and_explains_them(quick) -
     f32, f16, mixed = _ok(doc, "float32"), _ok(doc, "float16"), _ok(doc, "mixed_float16")
     synth = _ok(doc, "float32", "synthetic_input")
     for run in (f32, f16, mixed, synth):
-        assert run["device"] == "cpu"
-        assert run["step_time_ms"]["n"] >= 3 and run["first_step_ms"] > 0
+        assert run["device"] == "cpu" and run["machine"] == "host"
+        # A run finishes within its bound: cut short after one step, or measured over several.
+        assert run["step_time_ms"]["n"] >= 3 or (run.get("bound") and run["step_time_ms"]["n"] == 1)
+        assert run["first_step_ms"] > 0
         assert run["workload"]["image_height"] == 112 and run["workload"]["batch_size"] == 32
         assert run["model"]["layers"][0]["in_channels"] == 3
         assert sum(layer["params"] for layer in run["model"]["layers"]) == run["model"]["params"]
+        # What ran was measured: ops per layer and pass, covering most of the profiled window.
+        ops = run.get("ops")
+        assert ops is not None, run.get("ops_error")
+        assert {"conv2d", "conv2d_1"} <= {item["layer"] for item in ops["items"]}
+        assert ops["coverage"] > 0 and (ops["coverage"] >= 0.7 or "coverage_note" in ops)
     # floatx=float16 really reached Keras: float16 batches and float16 weights, as the user had.
     assert f16["batch_dtype"] == "float16" and f16["model"]["layers"][0]["variable_dtype"] == "float16"
     assert mixed["model"]["layers"][0]["variable_dtype"] == "float32"
     assert mixed["model"]["optimizer"] == "LossScaleOptimizer"
-    # This CPU has no native fp16 arithmetic: float16 is clearly slower than float32 here.
-    assert f16["step_time_ms"]["median"] > 1.5 * f32["step_time_ms"]["median"]
     assert f32["input_time_ms"]["median"] > 0 and "input_time_ms" not in synth
     assert not f32["loss"]["nan_or_inf"]
-    ids = {f["id"] for f in doc["findings"]}
-    assert "no_fast_fp16_hardware" in ids
-    assert "fp16_faster" not in ids
+    # One verdict per 16-bit run; its cause can cause speed, and explains at least half or says what is not.
+    verdicts = {(v["precision"], v["variant"]): v for v in doc["verdicts"]}
+    assert {("float16", "original"), ("mixed_float16", "original")} <= set(verdicts)
+    registry_causes = {f["id"] for f in doc["findings"] if f.get("explains_ms") is not None}
+    for verdict in verdicts.values():
+        assert verdict["cause"] is None or verdict["cause"] in registry_causes
+        assert verdict["cause"] not in ("pure_float16_floatx", "numerics_unstable", "measurement_warmup",
+                                        "fp16_faster")
+        if verdict["outcome"] != "no_significant_difference" and verdict["explained_share"] < 0.5:
+            assert "unexplained" in verdict["headline"] or verdict["cause"] is None
+    assert "Verdict" in proc.stdout and "Where the time went" in proc.stdout
     for finding in doc["findings"]:
         assert finding["evidence"] and any(ch.isdigit() for ch in " ".join(finding["evidence"]))
 
