@@ -92,7 +92,9 @@ def _group(items: Sequence[OpItem]) -> dict[tuple[str, str], list[OpItem]]:
 
 def _impls(items: Sequence[OpItem]) -> tuple[str, ...]:
     ranked = sorted(items, key=lambda i: -i.ms_per_step)
-    return tuple(dict.fromkeys(i.impl for i in ranked if i.impl))
+    # Where no implementation name was recorded (TensorFlow's own CPU kernels carry none), the op type is
+    # what names the kernel that ran.
+    return tuple(dict.fromkeys(i.impl or i.op_type for i in ranked if i.impl or i.op_type))
 
 
 def _tensor_cores(items: Sequence[OpItem]) -> bool | None:

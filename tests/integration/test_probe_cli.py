@@ -108,6 +108,7 @@ def test_probe_of_a_python_without_frameworks(bare_python: str) -> None:
     assert host["python"]["version"] == "{}.{}.{}".format(*sys.version_info[:3])
     assert host["frameworks"] == {
         "numpy": None, "tensorflow": None, "keras": None, "tf_keras": None, "jax": None, "torch": None,
+        "pillow": None, "scipy": None,
     }
     assert host["keras_config"]["floatx"] in ("float32", "float16", "float64")  # reported without Keras
 
