@@ -61,9 +61,10 @@ class Accounting:
         return max(0.0, self.magnitude_ms - self.claimed_ms())
 
     def add(self, share: Share) -> None:
-        """Adds a share, never beyond the difference: what is already claimed stays claimed."""
+        """Adds a share, never beyond the difference: what is already claimed stays claimed. A share too small
+        to matter (under MIN_MEASURED_SHARE of the difference) names no cause: its finding stays evidence."""
         share.ms = min(share.ms, self.remaining_ms())
-        if share.ms <= 0:
+        if share.ms <= 0 or share.ms < MIN_MEASURED_SHARE * self.magnitude_ms:
             return
         existing = next((s for s in self.shares if s.cause == share.cause), None)
         if existing is None:

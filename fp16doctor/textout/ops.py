@@ -44,7 +44,7 @@ def ops_table(comparison: OpComparison, count: int = TOP_OPS) -> RenderableType:
     table.add_column("float32", justify="right", no_wrap=True)
     table.add_column(comparison.precision, justify="right", no_wrap=True)
     table.add_column("diff", justify="right", no_wrap=True)
-    table.add_column("implementation", overflow="fold")
+    table.add_column("implementation", overflow="ellipsis", no_wrap=True)
     # Rows with a difference first; without float32 ops there is none, and the 16-bit times lead.
     compared = [r for r in comparison.rows if r.difference_ms is not None] or list(comparison.rows)
     for row in compared[:count]:
