@@ -222,21 +222,23 @@ def describe_changes(changes: Mapping[str, Any]) -> str:
     return ", ".join(parts) or "the change"
 
 
-def experiments_for(ctx: Context, reduced: RunView) -> list[ExperimentResult]:
-    """Experiment runs that changed one thing of this 16-bit run (same machine, stack and precision)."""
+SETTING_EXPERIMENTS = ("onednn_off", "tf32_off", "xla")  # variants that flip a framework switch
+
+
+def experiment_results(ctx: Context) -> list[ExperimentResult]:
+    """Every finished experiment run, against the original run of its machine, stack and precision."""
     found = []
     for run in ctx.ok_runs():
-        if not run.experiment or run is reduced or run.machine != reduced.machine or run.stack != reduced.stack:
+        if not run.experiment:
             continue
-        if run.precision != reduced.precision or reduced.variant != "original":
+        base = next((r for r in ctx.ok_runs() if r.machine == run.machine and r.stack == run.stack
+                     and r.precision == run.precision and r.variant == "original" and not r.experiment), None)
+        if base is None:
             continue
-        tests = run.experiment.get("tests")
         changes = run.experiment.get("changes")
-        found.append(ExperimentResult(run, reduced, str(tests or ""), changes if isinstance(changes, Mapping) else {}))
+        found.append(ExperimentResult(run, base, str(run.experiment.get("tests") or ""),
+                                      changes if isinstance(changes, Mapping) else {}))
     return found
-
-
-SETTING_EXPERIMENTS = ("onednn_off", "tf32_off", "xla")  # variants that flip a framework switch
 
 
 def _account_experiments(acc: Accounting, ctx: Context) -> None:
@@ -244,7 +246,7 @@ def _account_experiments(acc: Accounting, ctx: Context) -> None:
     removed; each experiment's delta is credited to one cause only."""
     if acc.difference_ms <= 0:
         return  # experiments test causes of slowness; a change that slows a faster run explains nothing here
-    for exp in experiments_for(ctx, acc.pair.reduced):
+    for exp in (e for e in experiment_results(ctx) if e.base is acc.pair.reduced):
         if not exp.significant() or exp.delta_ms <= 0:
             continue
         cause = exp.tests if exp.tests in SPEED_CAUSES else (

@@ -10,12 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fp16doctor.analysis.causes import ExperimentResult, account, describe_changes
+from fp16doctor.analysis.causes import SETTING_EXPERIMENTS, account, describe_changes, experiment_results
 from fp16doctor.analysis.context import Context, RunView, build_context
 from fp16doctor.analysis.registry import rules
 from fp16doctor.analysis.rules.common import make_finding
 from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.knowledge.kernels import is_reference_impl
+from fp16doctor.results import VARIANT_CHANGES
 
 # An experiment whose expected effect is below this share of the step is not worth its run.
 MIN_EXPECTED_SHARE = 0.05
@@ -34,11 +35,11 @@ class Experiment:
     precision: str  # the precision of the run it changes (tf32_off changes float32)
 
 
-ONEDNN_OFF = Experiment("onednn_off", {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}}, "slow_fp16_kernels", "")
-FLOAT32_BATCHES = Experiment("float32_batches", {"batch_dtype": "float32"}, "host_fp16_emulation", "")
-CHANNELS_PADDED = Experiment("channels_padded", {"input_channels": 8}, "tensor_cores_not_eligible", "")
-TF32_OFF = Experiment("tf32_off", {"env": {"NVIDIA_TF32_OVERRIDE": "0"}}, "tf32_baseline", "float32")
-XLA = Experiment("xla", {"jit_compile": True}, "small_model_overhead", "")
+ONEDNN_OFF = Experiment("onednn_off", VARIANT_CHANGES["onednn_off"], "slow_fp16_kernels", "")
+FLOAT32_BATCHES = Experiment("float32_batches", VARIANT_CHANGES["float32_batches"], "host_fp16_emulation", "")
+CHANNELS_PADDED = Experiment("channels_padded", VARIANT_CHANGES["channels_padded"], "tensor_cores_not_eligible", "")
+TF32_OFF = Experiment("tf32_off", VARIANT_CHANGES["tf32_off"], "tf32_baseline", "float32")
+XLA = Experiment("xla", VARIANT_CHANGES["xla"], "small_model_overhead", "")
 EXPERIMENTS = (ONEDNN_OFF, FLOAT32_BATCHES, CHANNELS_PADDED, TF32_OFF, XLA)
 EXPERIMENT_VARIANTS = tuple(e.variant for e in EXPERIMENTS)
 
@@ -120,39 +121,19 @@ def skipped_experiments(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
 def experiment_evidence(ctx: Context) -> dict[str, list[str]]:
     """finding id -> "with X the step went from A to B" lines, from every experiment run that finished."""
     lines: dict[str, list[str]] = {}
-    for run in ctx.ok_runs():
-        if not run.experiment:
-            continue
-        base = next((r for r in ctx.ok_runs() if r.machine == run.machine and r.stack == run.stack
-                     and r.precision == run.precision and r.variant == "original" and not r.experiment), None)
-        if base is None:
-            continue
-        changes = run.experiment.get("changes")
-        result = ExperimentResult(run, base, str(run.experiment.get("tests") or ""),
-                                  changes if isinstance(changes, Mapping) else {})
+    for result in experiment_results(ctx):
         verdict = "changed the result" if result.significant() else "made no significant difference"
         lines.setdefault(result.tests, []).append(f"experiment: {result.describe()}: {verdict}")
     return lines
-
-
-SETTING_VARIANTS = ("onednn_off", "tf32_off", "xla")
 
 
 def setting_findings(ctx: Context) -> list[dict[str, Any]]:
     """framework_setting: one switch measured to change a step by >= 10 % and beyond both runs' spread, with
     the step times with and without it (the cause it tested carries the time it explains)."""
     found = []
-    for run in ctx.ok_runs():
-        if not run.experiment or run.variant not in SETTING_VARIANTS:
-            continue
-        base = next((r for r in ctx.ok_runs() if r.machine == run.machine and r.stack == run.stack
-                     and r.precision == run.precision and r.variant == "original" and not r.experiment), None)
-        if base is None:
-            continue
-        changes = run.experiment.get("changes")
-        result = ExperimentResult(run, base, str(run.experiment.get("tests") or ""),
-                                  changes if isinstance(changes, Mapping) else {})
-        if not result.significant():
+    for result in experiment_results(ctx):
+        run, base = result.run, result.base
+        if run.variant not in SETTING_EXPERIMENTS or not result.significant():
             continue
         faster = result.delta_ms > 0
         found.append(make_finding(

@@ -94,7 +94,8 @@ def _impls(items: Sequence[OpItem]) -> tuple[str, ...]:
     ranked = sorted(items, key=lambda i: -i.ms_per_step)
     # Where no implementation name was recorded (TensorFlow's own CPU kernels carry none), the op type is
     # what names the kernel that ran.
-    return tuple(dict.fromkeys(i.impl or i.op_type for i in ranked if i.impl or i.op_type))
+    names = [i.impl or i.op_type for i in ranked]
+    return tuple(dict.fromkeys(n for n in names if n))
 
 
 def _tensor_cores(items: Sequence[OpItem]) -> bool | None:
