@@ -251,6 +251,9 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         progress.note(f"no NVIDIA GPU ({reason}): diagnosing the CPU, size {size.name}")
     stacks = ([HOST_STACK] if options.include_host else []) + list(dict.fromkeys(options.stacks))
     precisions = precisions or default_precisions(host)
+    if "float32" not in precisions:
+        progress.note("no float32 in --precision: the 16-bit runs have no baseline here, so no slow-step bound "
+                      "and no verdict (add --precision float32)")
 
     backend: str | None = None
     if options.include_host:
@@ -278,6 +281,8 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
                           f"(size {size.name}, {data} data)")
         if script is not None:  # a run of another version of the script is no baseline either
             doc["runs"] = [r for r in doc["runs"] if (r.get("workload") or {}).get("script_sha256") == script.sha256]
+        else:  # nor is a run of the user's script for the built-in workload
+            doc["runs"] = [r for r in doc["runs"] if (r.get("workload") or {}).get("name") != "script"]
         doc["created"] = previous.get("created", doc["created"])
     doc["invocation"] = {
         "argv": ["fp16doctor", *options.argv[1:]],
@@ -308,7 +313,10 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     interrupted = False
     try:
         extra_findings += _run_specs(todo, host, backend, options, writer, progress)
-        if options.experiments:
+        if options.experiments and script is not None:
+            # The experiment variants change the built-in workload; a script's runs are not rewritten.
+            progress.note("experiments are not run for --script: each would change the seed workload, not yours")
+        elif options.experiments:
             planned = experiment_specs(plan_experiments(doc, progress), stacks, size, data_dir,
                                        {run_key(r) for r in doc["runs"]})
             if planned:
@@ -364,10 +372,15 @@ def _run_specs(
 
 
 def plan_experiments(doc: Document, progress: Progress) -> list[dict[str, Any]]:
-    """The experiments the analysis asks for after the main matrix; the ones not worth a run are said."""
+    """The experiments the analysis asks for after the main matrix; the ones not worth a run are said.
+    A planner that breaks costs the experiments, never the measured runs, the analysis or the report."""
     from fp16doctor.analysis.experiments import plan
 
-    items = plan(doc)
+    try:
+        items = plan(doc)
+    except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError) as exc:
+        progress.note(f"no experiments: planning them failed ({exc.__class__.__name__}: {exc})")
+        return []
     for item in items:
         if "skip_reason" in item:
             progress.note(f"experiment {item['precision']} {item['variant']} skipped: {item['skip_reason']}")

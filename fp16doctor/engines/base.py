@@ -218,7 +218,7 @@ def base_run_record(spec: RunSpec, device: str) -> dict[str, Any]:
     }
     if spec.experiment is not None:
         record["experiment"] = dict(spec.experiment)
-    if spec.bound_ms is not None:
+    if spec.bound_ms is not None and spec.script is None:  # the script runner does not cut runs short
         record["slow_step_bound"] = {"multiple": slow_step_multiple(), "float32_step_ms": spec.reference_ms,
                                      "float32_first_step_ms": spec.reference_first_step_ms,
                                      "limit_ms": round(spec.bound_ms, 3),

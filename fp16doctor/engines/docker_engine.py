@@ -316,7 +316,11 @@ def _keep_script_log(spec: RunSpec, scratch: str, record: dict[str, Any]) -> Non
     source = os.path.join(scratch, script.log_name(spec))
     if script.log_dir and os.path.exists(source):
         target = os.path.join(script.log_dir, script.log_name(spec))
-        shutil.copyfile(source, target)
+        try:
+            shutil.copyfile(source, target)
+        except OSError as exc:  # the run's result matters more than its log
+            record.setdefault("notes", []).append(f"the script's log was not kept: {exc.strerror or exc}")
+            return
         record["script_log"] = target
 
 

@@ -109,6 +109,8 @@ class HostEngine:
                     stderr=stderr_file,
                     env=self.environment(spec),
                     text=True,
+                    encoding="utf-8",
+                    errors="replace",  # a stray byte in the workload's output must not lose the run
                     bufsize=1,
                     start_new_session=True,
                 )
