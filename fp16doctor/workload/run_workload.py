@@ -831,20 +831,38 @@ def set_variant_environment(variant, backend):
     return env
 
 
-def enable_onednn_verbose(api):
-    """oneDNN reads ONEDNN_VERBOSE once, when it first runs a primitive, and TensorFlow exports no switch:
-    set it once TensorFlow is loaded (its version known) and before any step, on for the whole run; the
-    engine keeps only the lines between the window markers. Only where the oneDNN reads the filter
-    (TensorFlow >= 2.17; TF 2.21 ships oneDNN 3.7.3): an older one reads a longer value as 0, and "1"
-    would print every gemm_api call of every timed step."""
-    if api.backend_name != "tensorflow" or "ONEDNN_VERBOSE" in os.environ:
-        return {}
-    import tensorflow as tf
+TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-intel", "tensorflow-macos", "tf-nightly")
+
+
+def installed_version(names):
+    """A distribution's version without importing it (Python >= 3.8; None on older Pythons)."""
     try:
-        version = tuple(int(p) for p in tf.__version__.split(".")[:2])
+        from importlib import metadata
+    except ImportError:
+        return None
+    for name in names:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def enable_onednn_verbose(backend):
+    """oneDNN reads ONEDNN_VERBOSE once, when it first runs a primitive, and TensorFlow exports no switch,
+    so it is on for the whole run and the engine keeps only the lines between the window markers. It is
+    set before the framework loads: setting a variable while the framework's threads read the environment
+    corrupts the C library's heap. Only where the oneDNN reads the filter (TensorFlow >= 2.17; TF 2.21
+    ships oneDNN 3.7.3): an older one reads a longer value as 0, and "1" would print every gemm_api call of
+    every timed step."""
+    if backend != "tensorflow" or "ONEDNN_VERBOSE" in os.environ:
+        return {}
+    version = installed_version(TENSORFLOW_DISTRIBUTIONS)
+    try:
+        parsed = tuple(int(p) for p in (version or "").split(".")[:2])
     except ValueError:
         return {}
-    if version < ONEDNN_FILTER_SINCE_TF:
+    if len(parsed) < 2 or parsed < ONEDNN_FILTER_SINCE_TF:
         return {}
     os.environ["ONEDNN_VERBOSE"] = ONEDNN_VERBOSE_SETTING
     # Each line then starts with its time, so the attribution can measure how much of the window it covers.
@@ -933,6 +951,11 @@ def run(args):
         per_class = max(2 * args.batch_size, 64)
         train_dir = dataset.ensure_dataset(cache_root, args.height, args.width, per_class)
 
+    # Everything the framework reads from the environment is set before it loads (see enable_onednn_verbose).
+    onednn_env = enable_onednn_verbose(backend) if profile_dir else {}
+    if profile_dir and backend == "torch":
+        os.environ.setdefault("ONEDNN_VERBOSE_TIMESTAMP", "1")  # read when the window first turns verbose on
+
     emit("phase", phase="import")
     t0 = time.perf_counter()
     api = load_keras(backend)
@@ -940,9 +963,6 @@ def run(args):
     software, device = software_info(api)
     emit("phase", phase="build", device=device, software=software)
     applied = apply_variant(api, args.variant, device, env)
-    onednn_env = enable_onednn_verbose(api) if profile_dir else {}
-    if profile_dir and api.backend_name == "torch":
-        os.environ.setdefault("ONEDNN_VERBOSE_TIMESTAMP", "1")  # read when the window first turns verbose on
 
     mixed = args.precision in MIXED_POLICIES
     if mixed:
