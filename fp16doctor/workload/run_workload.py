@@ -9,6 +9,7 @@ Keras 2. It reports to the engine through stdout lines "@@fp16doctor {json}".
 from __future__ import division, print_function
 
 import argparse
+import importlib
 import atexit
 import inspect
 import json
@@ -837,7 +838,7 @@ TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-intel", 
 def installed_version(names):
     """A distribution's version without importing it (Python >= 3.8; None on older Pythons)."""
     try:
-        from importlib import metadata
+        metadata = importlib.import_module("importlib.metadata")  # Python 3.8+; older ones answer None
     except ImportError:
         return None
     for name in names:
@@ -856,6 +857,10 @@ def enable_onednn_verbose(backend):
     ships oneDNN 3.7.3): an older one reads a longer value as 0, and "1" would print every gemm_api call of
     every timed step."""
     if backend != "tensorflow" or "ONEDNN_VERBOSE" in os.environ:
+        return {}
+    if os.environ.get("FP16DOCTOR_ONEDNN_VERBOSE") != "1":
+        # Opt-in: with verbose on for a whole TensorFlow run, runs crashed now and then (SIGSEGV, heap
+        # corruption) on a 2-core CPU; the TensorFlow profiler's op times and types are recorded regardless.
         return {}
     version = installed_version(TENSORFLOW_DISTRIBUTIONS)
     try:
