@@ -273,3 +273,18 @@ def test_an_error_that_merely_contains_nan_is_no_instability() -> None:
     d = doc(run("float32", 100.0), {**run("float16", 0.0), "status": "failed", "step_time_ms": None,
                                      "error": "RuntimeError: maintenance window; stack overflow in the loader"})
     assert "numerics_unstable" not in {f["id"] for f in diagnose_document(d).findings}
+
+
+def test_without_implementation_names_a_pathological_slowdown_still_plans_oneDNN_off_and_it_confirms() -> None:
+    """TensorFlow's profiler gives op types, not oneDNN's implementation names: the experiment decides."""
+    d = xeon_like()
+    for r in d["runs"]:
+        for item in r["ops"]["items"]:
+            item["impl"] = None
+    assert [p["variant"] for p in plan_experiments(d)] == ["onednn_off"]
+    d["runs"].append(run("float16", 823.0, variant="onednn_off", first_step_ms=900.0,
+                         experiment={"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}},
+                                     "tests": "slow_fp16_kernels"}))
+    (verdict,) = diagnose_document(d).verdicts
+    assert verdict["cause"] == "slow_fp16_kernels" and verdict["basis"] == "experiment"
+    assert verdict["explained_share"] >= 0.5
