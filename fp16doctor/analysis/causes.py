@@ -24,7 +24,6 @@ from fp16doctor.analysis.rules.causal import (
 from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.knowledge.frameworks import HOST_FP16_BATCH_ESTIMATE
 
-BASES = ("measured_ops", "experiment", "estimate")
 HALF = 0.5  # below this share explained, the verdict says what is unexplained
 # A measured op group smaller than this share of the difference names no cause of its own (a 0.1 ms input op
 # in a 700 ms difference is noise, not host-side float16 work).

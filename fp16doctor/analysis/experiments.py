@@ -115,9 +115,6 @@ def plan_experiments(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [item for item in plan(doc) if "skip_reason" not in item]
 
 
-def skipped_experiments(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [item for item in plan(doc) if "skip_reason" in item]
-
 
 def experiment_evidence(ctx: Context) -> dict[str, list[str]]:
     """finding id -> "with X the step went from A to B" lines, from every experiment run that finished."""
@@ -151,4 +148,3 @@ def setting_findings(ctx: Context) -> list[dict[str, Any]]:
             explains_ms=None, basis="experiment",
         ))
     return found
-

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from fp16doctor.analysis.context import Context
 from fp16doctor.analysis.fixes import SNIPPETS
@@ -86,9 +85,6 @@ assert all(s.family in FAMILIES for s in SPECS), "every finding belongs to a kno
 def spec(finding_id: str) -> FindingSpec | None:
     return REGISTRY.get(finding_id)
 
-
-def can_cause_speed(finding: Mapping[str, Any]) -> bool:
-    return str(finding.get("id")) in SPEED_CAUSES
 
 
 def rules() -> list[tuple[str, Rule]]:

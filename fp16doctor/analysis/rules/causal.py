@@ -36,11 +36,6 @@ def slow_kernel_item(item: OpItem, run: RunView, ctx: Context) -> bool:
     return dtype in ("float16", "half", "f16")
 
 
-def describe_op(item: OpItem) -> str:
-    where = item.layer or item.name
-    impl = f" ran {item.impl}" if item.impl else ""
-    return f"{where} {item.pass_.replace('_', ' ')}{impl}"
-
 
 def _bf16_pairs(ctx: Context) -> list[Pair]:
     return [p for p in ctx.pairs if p.reduced.precision in BF16]
