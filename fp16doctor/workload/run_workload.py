@@ -433,6 +433,10 @@ class StepTimer(object):
     def begin(self):
         self.start = self.last = self.clock()
 
+    def train_begin(self):
+        """A fit call begins (the built-in workload makes one)."""
+        self.begin()
+
     def skip_time(self):
         """Leave out of the next step what ran since the last one (the profiler starting or stopping)."""
         self.last = self.clock()
@@ -722,45 +726,80 @@ def first_file(folder, suffix):
     return None
 
 
-def make_callback(api, timer, profiler=None):
-    base = api.keras.callbacks.Callback
+class StepHooks(object):
+    """The step timer and the window profiler, driven by a training loop: the built-in workload's
+    callback and the script runner's (its fit callback and its train_on_batch wrapper) both call these.
 
-    class _TimerCallback(base):
+    train_begin: before the first step of a fit call (the first step may be the only one, under the
+    slow-step bound: it is profiled, to be sure). step_end: after each step; True when training should
+    stop. train_end: when a fit call ends (a window still open is closed with what it has)."""
+
+    def __init__(self, timer, profiler=None):
+        self.timer = timer
+        self.profiler = profiler
+
+    def train_begin(self, model):
+        timer, profiler = self.timer, self.profiler
+        if profiler is not None and timer.may_be_bound and timer.start is None:
+            profiler.model = model
+            profiler.start("first_step", timer.clock)
+        timer.train_begin()
+
+    def step_end(self, model, logs):
+        timer, profiler = self.timer, self.profiler
+        if timer.done:
+            return True
+        stop = timer.end_step(logs)
+        if profiler is not None:
+            profiler.after_step()
+            if profiler.kind == "first_step":
+                profiler.stop(1, timer.clock)
+                timer.skip_time()
+            if timer.in_window and profiler.kind is None and not timer.window_ms and not timer.done:
+                emit("phase", phase="window", steps=timer.window_steps)
+                profiler.model = model
+                profiler.start("after_timing", timer.clock)
+                timer.skip_time()
+            if stop and profiler.kind is not None:
+                profiler.stop(len(timer.window_ms), timer.clock)
+        return stop
+
+    def train_end(self):
+        profiler = self.profiler
+        if profiler is not None and profiler.kind is not None:
+            profiler.stop(len(self.timer.window_ms) or 1, self.timer.clock)
+
+    def result_fields(self):
+        """What the run's result says about the bound and the window (both runners)."""
+        timer, out = self.timer, {}
+        if timer.bound:
+            out["bound"] = True
+            out["bound_limit_ms"] = round(timer.bound_limit_ms, 3)
+        if timer.window_ms:
+            out["window_step_ms"] = [round(v, 3) for v in timer.window_ms]
+        if self.profiler is not None:
+            out["profile"] = self.profiler.result("first_step" if timer.bound else "after_timing")
+        return out
+
+
+def make_callback(api, timer, profiler=None):
+    hooks = StepHooks(timer, profiler)
+
+    class _TimerCallback(api.keras.callbacks.Callback):
         def on_train_begin(self, logs=None):
-            if profiler is not None and timer.may_be_bound:
-                # The first step may be the only one (slow-step bound): profile it, to be sure.
-                profiler.model = self.model
-                profiler.start("first_step", timer.clock)
-            timer.begin()
+            hooks.train_begin(self.model)
 
         def on_batch_end(self, batch, logs=None):
-            if timer.done:
-                self.model.stop_training = True
-                return
-            stop = timer.end_step(logs)
-            if profiler is not None:
-                profiler.after_step()
-                if profiler.kind == "first_step":
-                    profiler.stop(1, timer.clock)
-                    timer.skip_time()
-                if timer.in_window and profiler.kind is None and not timer.window_ms and not timer.done:
-                    emit("phase", phase="window", steps=timer.window_steps)
-                    profiler.model = self.model
-                    profiler.start("after_timing", timer.clock)
-                    timer.skip_time()
-                if stop and profiler.kind is not None:
-                    profiler.stop(len(timer.window_ms), timer.clock)
-            if stop:
+            if hooks.step_end(self.model, logs):
                 self.model.stop_training = True
 
         def on_train_batch_end(self, batch, logs=None):
             self.on_batch_end(batch, logs)
 
         def on_train_end(self, logs=None):
-            if profiler is not None and profiler.kind is not None:
-                profiler.stop(len(timer.window_ms) or 1, timer.clock)
+            hooks.train_end()
 
-    return _TimerCallback()
+    return _TimerCallback(), hooks
 
 
 class _Float32Backend(object):
@@ -849,18 +888,18 @@ def installed_version(names):
     return None
 
 
-def enable_onednn_verbose(backend):
+def enable_onednn_verbose(backend, variant="original"):
     """oneDNN reads ONEDNN_VERBOSE once, when it first runs a primitive, and TensorFlow exports no switch,
     so it is on for the whole run and the engine keeps only the lines between the window markers. It is
     set before the framework loads: setting a variable while the framework's threads read the environment
     corrupts the C library's heap. Only where the oneDNN reads the filter (TensorFlow >= 2.17; TF 2.21
     ships oneDNN 3.7.3): an older one reads a longer value as 0, and "1" would print every gemm_api call of
-    every timed step."""
-    if backend != "tensorflow" or "ONEDNN_VERBOSE" in os.environ:
+    every timed step. Not for the oneDNN-off experiment (nothing to name), nor with
+    FP16DOCTOR_ONEDNN_VERBOSE=0. The caller primes oneDNN once the framework is loaded
+    (prime_onednn_verbose)."""
+    if backend != "tensorflow" or "ONEDNN_VERBOSE" in os.environ or variant == "onednn_off":
         return {}
-    if os.environ.get("FP16DOCTOR_ONEDNN_VERBOSE") != "1":
-        # Opt-in: with verbose on for a whole TensorFlow run, runs crashed now and then (SIGSEGV, heap
-        # corruption) on a 2-core CPU; the TensorFlow profiler's op times and types are recorded regardless.
+    if os.environ.get("FP16DOCTOR_ONEDNN_VERBOSE") == "0":
         return {}
     version = installed_version(TENSORFLOW_DISTRIBUTIONS)
     try:
@@ -873,6 +912,21 @@ def enable_onednn_verbose(backend):
     # Each line then starts with its time, so the attribution can measure how much of the window it covers.
     os.environ.setdefault("ONEDNN_VERBOSE_TIMESTAMP", "1")
     return {"ONEDNN_VERBOSE": ONEDNN_VERBOSE_SETTING}
+
+
+def prime_onednn_verbose():
+    """Make oneDNN's first call on this thread, before the model runs ops on several threads at once.
+
+    oneDNN 3.x parses ONEDNN_VERBOSE on its first call into shared state without a lock (get_verbose in
+    src/common/verbose.cpp: the filter's component list is a static string appended to): two of
+    TensorFlow's threads making their first oneDNN call together corrupt the heap, and the run dies with
+    SIGSEGV or "malloc(): unaligned tcache chunk detected" (about one TensorFlow run in seven on a 2-core
+    CPU). One small eager convolution (TensorFlow hands it to oneDNN) is that first call."""
+    import tensorflow as tf
+
+    tf.nn.conv2d(tf.ones([1, 4, 4, 1]), tf.ones([1, 1, 1, 1]), 1, "VALID").numpy()
+    tf.matmul(tf.ones([2, 2]), tf.ones([2, 2])).numpy()
+    flush_native_stdout()
 
 
 def apply_variant(api, variant, device, env):
@@ -957,7 +1011,7 @@ def run(args):
         train_dir = dataset.ensure_dataset(cache_root, args.height, args.width, per_class)
 
     # Everything the framework reads from the environment is set before it loads (see enable_onednn_verbose).
-    onednn_env = enable_onednn_verbose(backend) if profile_dir else {}
+    onednn_env = enable_onednn_verbose(backend, args.variant) if profile_dir else {}
     if profile_dir and backend == "torch":
         os.environ.setdefault("ONEDNN_VERBOSE_TIMESTAMP", "1")  # read when the window first turns verbose on
 
@@ -965,6 +1019,11 @@ def run(args):
     t0 = time.perf_counter()
     api = load_keras(backend)
     import_s = time.perf_counter() - t0
+    if onednn_env:
+        try:
+            prime_onednn_verbose()
+        except Exception as exc:  # noqa: BLE001  (then the names are at risk, the run is not)
+            emit("log", message="oneDNN was not primed: %s: %s" % (exc.__class__.__name__, exc))
     software, device = software_info(api)
     emit("phase", phase="build", device=device, software=software)
     applied = apply_variant(api, args.variant, device, env)
@@ -997,7 +1056,7 @@ def run(args):
     timer = StepTimer(args.warmup_steps, args.min_steps, args.max_steps, args.max_measure_s,
                       args.stable_tolerance, bound_ms=args.bound_ms, first_step_bound_ms=args.first_step_bound_ms,
                       window_steps=args.profile_steps if profiler is not None else 0)
-    callback = make_callback(api, timer, profiler)
+    callback, hooks = make_callback(api, timer, profiler)
     total_steps = args.warmup_steps + args.max_steps + timer.window_steps
     emit("phase", phase="train")
     streamed = args.variant != "synthetic_input"
@@ -1049,13 +1108,7 @@ def run(args):
     }
     if applied:
         result["variant_applied"] = applied
-    if timer.bound:
-        result["bound"] = True
-        result["bound_limit_ms"] = round(timer.bound_limit_ms, 3)
-    if timer.window_ms:
-        result["window_step_ms"] = [round(v, 3) for v in timer.window_ms]
-    if profiler is not None:
-        result["profile"] = profiler.result("first_step" if timer.bound else "after_timing")
+    result.update(hooks.result_fields())
     if streamed:
         result["input_time_ms"] = input_ms
     emit("result", run=result)
