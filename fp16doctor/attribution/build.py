@@ -27,6 +27,21 @@ _TF_TYPE_TO_PRIMITIVES = (
     ("BatchNorm", ("batch_normalization",)),
     ("Softmax", ("softmax",)),
 )
+# aten op names (lower case) -> the oneDNN primitives that run them on the CPU (PyTorch's mkldnn ops).
+_TORCH_TYPE_TO_PRIMITIVES = (
+    ("conv", ("convolution", "deconvolution")),
+    ("pool", ("pooling",)),
+    ("linear", ("inner_product", "matmul", "gemm_api")),
+    ("addmm", ("inner_product", "matmul", "gemm_api")),
+    ("matmul", ("matmul", "gemm_api")),
+    ("aten::mm", ("matmul", "gemm_api")),
+    ("relu", ("eltwise",)),
+    ("threshold", ("eltwise",)),
+    ("sigmoid", ("eltwise",)),
+    ("tanh", ("eltwise",)),
+    ("batch_norm", ("batch_normalization",)),
+    ("softmax", ("softmax",)),
+)
 
 
 def _layer_dtypes(model_layers: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -109,21 +124,28 @@ def _kernel_tc(kernel: Any) -> bool | None:
     return True if kernel.uses_tensor_core else None  # xprof's "false" is not proof: it only knows some names
 
 
-def _merge_impl(tf_records: list[OpRecord], dnn_records: list[OpRecord]) -> int:
-    """Gives each TensorFlow op the oneDNN implementation that ran it (same layer, pass and kind, the one
-    with the most time); returns how many ops got one."""
+def _merge_impl(op_records: list[OpRecord], dnn_records: list[OpRecord],
+                type_map: Sequence[tuple[str, tuple[str, ...]]] = _TF_TYPE_TO_PRIMITIVES) -> int:
+    """Gives each framework op (TensorFlow's, or PyTorch's with `_TORCH_TYPE_TO_PRIMITIVES`) the oneDNN
+    implementation that ran it (same layer, pass and kind, the one with the most time); returns how many
+    ops got one."""
     merged = 0
-    for record in tf_records:
+    lower = type_map is _TORCH_TYPE_TO_PRIMITIVES
+    for record in op_records:
         if record.layer is None or record.op_type is None:
             continue
+        op_type = record.op_type.lower() if lower else record.op_type
         kinds: tuple[str, ...] = ()
-        for word, primitives in _TF_TYPE_TO_PRIMITIVES:
-            if word in record.op_type:
+        for word, primitives in type_map:
+            if word in op_type:
                 kinds = primitives
                 break
+        # PyTorch's convolution_backward computes both gradients in one op: any backward pass matches it.
+        both_backward = lower and record.pass_.startswith("backward")
         candidates = [
             d for d in dnn_records
-            if d.layer == record.layer and d.pass_ == record.pass_ and d.op_type in kinds and d.impl
+            if d.layer == record.layer and d.op_type in kinds and d.impl
+            and (d.pass_ == record.pass_ or (both_backward and d.pass_.startswith("backward")))
         ]
         if not candidates:
             continue
@@ -176,15 +198,20 @@ def build_ops(artifacts: Mapping[str, Any], model_layers: Sequence[Mapping[str, 
         else:
             missing.append(XPROF_MISSING)
 
-    if not records and dnn_records:
-        records = dnn_records
-        sources.append("onednn_verbose")
-
     events = artifacts.get("torch_events")
     if events and not records:
+        # PyTorch's profiler sees every op; oneDNN's lines only its primitives: they name the kernels.
         records = torch_events.records(events, model_layers)
         if records:
             sources.append("torch_profiler")
+            if dnn_records:
+                if _merge_impl(records, dnn_records, _TORCH_TYPE_TO_PRIMITIVES):
+                    sources.append("onednn_verbose")
+                dnn_records = []  # their time is inside the torch ops
+
+    if not records and dnn_records:
+        records = dnn_records
+        sources.append("onednn_verbose")
 
     step_stats = artifacts.get("tf1_step_stats")
     if step_stats and not records:

@@ -4,6 +4,7 @@ GPU trace."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -139,3 +140,22 @@ def test_public_gpu_trace_lists_kernels_with_tensor_core_verdicts():
 def test_nothing_usable_gives_none():
     assert build_ops({}, []) is None
     assert build_ops({"onednn_lines": ["Epoch 1/1"]}, []) is None
+
+
+def test_torch_ops_get_onednn_kernel_names_from_the_same_window():
+    """Recorded by fp16doctor on an AVX2 EPYC (README beside it): the torch profiler's ops stay the ops
+    (its coverage), and oneDNN's lines of the same window name the convolutions' kernels."""
+    folder = RECORDINGS / "cpu-epyc-avx2-torch2.13-seed"
+    data = json.loads(gzip.decompress((folder / "float32.torch_events.json.gz").read_bytes()))
+    lines = (folder / "float32.onednn_verbose.log").read_text().splitlines()
+    ops = build_ops({"window": data["window"], "torch_events": data["torch_events"], "onednn_lines": lines},
+                    data["model_layers"])
+    assert ops["source"] == "torch_profiler" and ops["sources"] == ["torch_profiler", "onednn_verbose"]
+    assert ops["coverage"] >= 0.7
+    assert not any(i["op_type"] == "convolution" for i in ops["items"])  # oneDNN's own records are not listed twice
+    convs = [i for i in ops["items"] if i["layer"] in ("conv2d", "conv2d_1", "conv2d_2", "conv2d_3")
+             and "conv" in i["name"] and i["ms_per_step"] > 1.0]
+    assert convs and all(i["impl"] and ":avx2" in i["impl"] for i in convs), convs
+    forward = [i for i in convs if i["pass"] == "forward"]
+    assert forward and all(i["impl"].startswith("brg_conv_fwd") for i in forward)
+    assert not any(is_reference_impl(i["impl"]) for i in ops["items"])
