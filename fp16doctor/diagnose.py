@@ -13,13 +13,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from fp16doctor.engines.base import SIZES, RunSpec, WorkloadSize, with_slow_step_bound
+from fp16doctor.engines.base import SIZES, RunSpec, ScriptSpec, WorkloadSize, with_slow_step_bound
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, DoctorError
 from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS
 from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.options import HOST_STACK, DiagnoseOptions, Progress
 from fp16doctor.results import (
     PRECISIONS,
+    SCRIPT_VARIANTS,
     VARIANT_CHANGES,
     VARIANTS,
     Document,
@@ -214,6 +215,10 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     if options.script is None and (options.steps is not None or options.script_args):
         raise DoctorError("--steps and --script-arg apply to your own script", hint="add --script train.py",
                           exit_code=EXIT_USAGE)
+    if options.script is not None and variants and any(v not in SCRIPT_VARIANTS for v in variants):
+        other = next(v for v in variants if v not in SCRIPT_VARIANTS)
+        raise DoctorError(f"--variant {other} changes the built-in workload's model or data, not a script's",
+                          hint=f"with --script use one of: {', '.join(SCRIPT_VARIANTS)}", exit_code=EXIT_USAGE)
     if options.script is not None and options.data_dir is not None and not options.data_dir.is_dir():
         raise DoctorError(f"--data {options.data_dir} is not a directory",
                           hint="with --script, --data names the folder your script reads (mounted in stacks)")
@@ -301,7 +306,7 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         doc["invocation"]["data"] = "script"  # the script reads its own data
     writer = ResultsWriter(results_path, doc)
 
-    specs = plan_runs(stacks, precisions, size, ["original"] if script else variants, data_dir)
+    specs = plan_runs(stacks, precisions, size, (variants or ["original"]) if script else variants, data_dir)
     if script is not None:
         specs = [replace(s, script=script, data_dir=None) for s in specs]
     done = {run_key(r) for r in doc["runs"]}
@@ -313,12 +318,11 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     interrupted = False
     try:
         extra_findings += _run_specs(todo, host, backend, options, writer, progress)
-        if options.experiments and script is not None:
-            # The experiment variants change the built-in workload; a script's runs are not rewritten.
-            progress.note("experiments are not run for --script: each would change the seed workload, not yours")
-        elif options.experiments:
+        if options.experiments:
             planned = experiment_specs(plan_experiments(doc, progress), stacks, size, data_dir,
                                        {run_key(r) for r in doc["runs"]})
+            if script is not None:
+                planned = _script_experiments(planned, script, progress)
             if planned:
                 progress.note(f"{len(planned)} experiment run(s), each changing one thing: "
                               + ", ".join(f"{s.precision} {s.variant}" for s in planned))
@@ -369,6 +373,17 @@ def _run_specs(
     from fp16doctor.scheduler import run_stack_specs
 
     return run_stack_specs(stack_specs, host, options, writer, progress, offset=len(host_specs), total=len(todo))
+
+
+def _script_experiments(planned: list[RunSpec], script: ScriptSpec, progress: Progress) -> list[RunSpec]:
+    """The planned experiments a script can take unchanged (an environment variable or a compile argument);
+    the others would rewrite its model or its data, and are said, not run."""
+    kept = [replace(s, script=script, data_dir=None) for s in planned if s.variant in SCRIPT_VARIANTS]
+    for spec in planned:
+        if spec.variant not in SCRIPT_VARIANTS:
+            progress.note(f"experiment {spec.precision} {spec.variant} not run: it changes the built-in "
+                          "workload's model or data, and your script runs unchanged")
+    return kept
 
 
 def plan_experiments(doc: Document, progress: Progress) -> list[dict[str, Any]]:

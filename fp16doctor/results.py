@@ -31,6 +31,9 @@ VARIANT_CHANGES: dict[str, dict[str, Any]] = {
     "xla": {"jit_compile": True},
 }
 VARIANTS = ("original", "synthetic_input", *VARIANT_CHANGES)
+# The variants that run a user's script unchanged (workload/script_runner.py VARIANTS): an environment
+# variable or a compile argument, never its model or its data.
+SCRIPT_VARIANTS = ("original", "onednn_off", "tf32_off", "xla")
 RUN_STATUSES = ("ok", "failed", "skipped")
 SEVERITIES = ("info", "warning", "critical")
 # runs[].ops.coverage below this: the listed ops leave much of the window unattributed, and reports say so.

@@ -128,7 +128,24 @@ def _keras2_api_error(run: dict[str, Any], script: ScriptSpec | None) -> DoctorE
 
 
 def script_failure(runs: list[dict[str, Any]], script: ScriptSpec | None = None) -> DoctorError | None:
-    """The one reason to report when no run of the script worked, or when float32 failed too."""
+    """The one reason to report when the script could not be compared anywhere: judged per stack (each
+    stack is its own Keras), an error only when no stack has a working comparison; a stack that failed
+    beside one that worked is left to its run records and the report."""
+    stacks: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        stacks.setdefault(str(run.get("stack")), []).append(run)
+    errors = [(stack, error) for stack, group in stacks.items()
+              if (error := _stack_failure(group, script)) is not None]
+    if not errors or len(errors) < len(stacks):
+        return None
+    stack, error = errors[0]
+    if len(stacks) > 1:
+        error.message = f"on stack {stack}, {error.message}"
+    return error
+
+
+def _stack_failure(runs: list[dict[str, Any]], script: ScriptSpec | None) -> DoctorError | None:
+    """The one reason to report when no run of the script worked on a stack, or when float32 failed too."""
     failed = [r for r in runs if r.get("status") == "failed" and isinstance(r.get("script_failure"), dict)]
     if not failed:
         return None

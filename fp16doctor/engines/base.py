@@ -96,18 +96,23 @@ class ScriptSpec:
 SCRIPT_RUNNER = "script_runner.py"
 
 
-def script_runner_args(spec: RunSpec, workdir: str, log_path: str) -> list[str]:
+def script_runner_args(spec: RunSpec, workdir: str, log_path: str, profile_dir: str | None = None) -> list[str]:
     """The runner's command line after `python -u script_runner.py` (host and container alike)."""
     script = spec.script
     assert script is not None
     size = spec.size
-    args = ["--precision", spec.precision, "--log", log_path, "--workdir", workdir,
-            "--warmup-steps", str(size.warmup_steps), "--script-label", script.label or script.path]
+    args = ["--precision", spec.precision, "--variant", spec.variant, "--log", log_path, "--workdir", workdir,
+            "--warmup-steps", str(size.warmup_steps), "--script-label", script.label or script.path,
+            "--profile-steps", str(size.profile_steps)]
     if script.steps:
         args += ["--steps", str(script.steps)]
     else:
         args += ["--min-steps", str(size.min_steps), "--max-steps", str(size.max_steps),
                  "--max-measure-s", str(size.max_measure_s)]
+    if spec.bound_ms is not None and spec.first_step_bound_ms is not None:
+        args += ["--bound-ms", f"{spec.bound_ms:.3f}", "--first-step-bound-ms", f"{spec.first_step_bound_ms:.3f}"]
+    if profile_dir is not None:
+        args += ["--profile-dir", profile_dir]
     return [*args, "--", script.path, *script.args]
 
 
@@ -218,7 +223,7 @@ def base_run_record(spec: RunSpec, device: str) -> dict[str, Any]:
     }
     if spec.experiment is not None:
         record["experiment"] = dict(spec.experiment)
-    if spec.bound_ms is not None and spec.script is None:  # the script runner does not cut runs short
+    if spec.bound_ms is not None:
         record["slow_step_bound"] = {"multiple": slow_step_multiple(), "float32_step_ms": spec.reference_ms,
                                      "float32_first_step_ms": spec.reference_first_step_ms,
                                      "limit_ms": round(spec.bound_ms, 3),
@@ -272,6 +277,24 @@ class WindowCapture:
         elif ",exec," in line:
             self.outside += 1
         return True
+
+
+def split_script_log(path: str | Path, capture: WindowCapture) -> None:
+    """A script run's log holds the script's own output and, interleaved, oneDNN's verbose lines and the
+    window markers (the runner sends the script's stdout there, and oneDNN prints to the same stream):
+    those go to `capture`, and the log keeps the script's output alone. A log that cannot be read or
+    rewritten is left as it is."""
+    log = Path(path)
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    kept = [line for line in text.splitlines(keepends=True) if not capture.feed(line)]
+    if len(kept) != len(text.splitlines()):
+        try:
+            log.write_text("".join(kept), encoding="utf-8")
+        except OSError:
+            pass
 
 
 def _marker_field(line: str, name: str) -> str | None:

@@ -41,6 +41,7 @@ from fp16doctor.engines.base import (
     merge_workload_result,
     parse_protocol_line,
     script_runner_args,
+    split_script_log,
 )
 from fp16doctor.engines.failures import classify, log_tail
 from fp16doctor.errors import DoctorError
@@ -296,7 +297,8 @@ def script_container_options(spec: RunSpec, scratch: str, user: str | None) -> d
     volumes[scratch] = {"bind": scratch, "mode": "rw"}
     options: dict[str, Any] = {
         "entrypoint": ["fp16doctor-python", f"{WORKLOAD_DIR}/{SCRIPT_RUNNER}"],
-        "command": script_runner_args(spec, f"{scratch}/work", f"{scratch}/{script.log_name(spec)}"),
+        "command": script_runner_args(spec, f"{scratch}/work", f"{scratch}/{script.log_name(spec)}",
+                                      CONTAINER_PROFILE_DIR),
         "volumes": volumes,
         "working_dir": scratch,
     }
@@ -310,10 +312,11 @@ def _host_user() -> str | None:
     return f"{getuid()}:{getgid()}" if getuid and getgid else None
 
 
-def _keep_script_log(spec: RunSpec, scratch: str, record: dict[str, Any]) -> None:
+def _keep_script_log(spec: RunSpec, scratch: str, record: dict[str, Any], capture: WindowCapture) -> None:
     script = spec.script
     assert script is not None
     source = os.path.join(scratch, script.log_name(spec))
+    split_script_log(source, capture)  # oneDNN's window lines went to the script's log
     if script.log_dir and os.path.exists(source):
         target = os.path.join(script.log_dir, script.log_name(spec))
         try:
@@ -471,7 +474,7 @@ def run_in_stack(
             except (DockerException, RequestException, OSError) as exc:
                 log(f"could not remove container {container.name}: {_short(exc)}")
         if scratch is not None:
-            _keep_script_log(spec, scratch, record)
+            _keep_script_log(spec, scratch, record, capture)
             shutil.rmtree(scratch, ignore_errors=True)
 
     if result is not None and error_event is None and exit_code == 0:

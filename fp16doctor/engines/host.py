@@ -25,6 +25,7 @@ from fp16doctor.engines.base import (
     merge_workload_result,
     parse_protocol_line,
     script_runner_args,
+    split_script_log,
 )
 
 WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workload"
@@ -74,7 +75,8 @@ class HostEngine:
             # The user's script: its working directory and (without a log_dir) its log go in scratch.
             assert scratch is not None
             cmd = [self.python, "-u", str(WORKLOAD_DIR / SCRIPT_RUNNER),
-                   *script_runner_args(spec, str(scratch / "work"), str(script_log_path(spec, scratch)))]
+                   *script_runner_args(spec, str(scratch / "work"), str(script_log_path(spec, scratch)),
+                                       str(profile_dir) if profile_dir is not None else None)]
             return cmd[:3] + (["--backend", self.backend] if self.backend else []) + cmd[3:]
         cmd = [self.python, "-u", str(self.script), *spec.workload_args(), "--cache-dir", str(self.cache_dir)]
         if self.backend:
@@ -150,6 +152,9 @@ class HostEngine:
                     if proc.stdout is not None:
                         proc.stdout.close()
             usage = sampler.summary() if sampler is not None else None
+            if spec.script is not None:
+                # The script's stdout went to its log, oneDNN's window lines with it.
+                split_script_log(script_log_path(spec, Path(tmp)), capture)
             log_tail = _tail(stderr_path)
             if final is not None and final["event"] == "result":
                 record = merge_workload_result(record, final["run"])

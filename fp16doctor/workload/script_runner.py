@@ -44,8 +44,12 @@ for _name in ("run_workload", "dataset"):
 
 PREFIX = run_workload.PREFIX
 PRECISIONS = ("float32", "float16", "mixed_float16", "bfloat16", "mixed_bfloat16")
+# The experiments that apply to any script: each changes the environment or a compile argument, never
+# the model or its data (run_workload.VARIANTS has the others, for the built-in workload only).
+VARIANTS = ("original", "onednn_off", "tf32_off", "xla")
 KERAS_MODULES = ("keras", "tf_keras")
 TRAIN_METHODS = ("fit", "fit_generator", "train_on_batch")
+WRAPPED_METHODS = TRAIN_METHODS + ("compile",)
 # Positional index of `callbacks` (after self): fit(x, y, batch_size, epochs, verbose, callbacks),
 # fit_generator(generator, steps_per_epoch, epochs, verbose, callbacks) in Keras 2.1-2.3 and tf_keras.
 CALLBACKS_POSITION = {"fit": 5, "fit_generator": 4}
@@ -100,6 +104,11 @@ def parse_args(argv):
     p.add_argument("--max-steps", type=int, default=60)
     p.add_argument("--max-measure-s", type=float, default=8.0)
     p.add_argument("--stable-tolerance", type=float, default=0.05)
+    p.add_argument("--variant", choices=VARIANTS, default="original", help="the experiment's one change")
+    p.add_argument("--bound-ms", type=float, default=None, help="slow-step bound (see run_workload.py)")
+    p.add_argument("--first-step-bound-ms", type=float, default=None)
+    p.add_argument("--profile-dir", default=None, help="record a profiled window of steps here")
+    p.add_argument("--profile-steps", type=int, default=3, help="steps in the profiled window")
     args = p.parse_args(argv[:cut])
     rest = argv[cut + 1:]
     if not rest:
@@ -148,13 +157,12 @@ class ScriptTimer(run_workload.StepTimer):
 
     def __init__(self, *args, **kwargs):
         super(ScriptTimer, self).__init__(*args, **kwargs)
-        self.fit_calls = 0
         self.rewarm = False
         self.epoch_end_ms = []
         self.steps_in_epoch = 0
 
-    def fit_begin(self):
-        self.fit_calls += 1
+    def train_begin(self):
+        """A fit call begins (or the first train_on_batch call)."""
         if self.start is None:
             self.begin()
         else:
@@ -172,8 +180,6 @@ class ScriptTimer(run_workload.StepTimer):
 
     def end_step(self, logs):
         self.steps_in_epoch += 1
-        if self.start is None:  # train_on_batch before any fit: the first call starts the clock
-            self.begin()
         if self.rewarm and self.stop_reason is None:
             self.rewarm = False
             loss = (logs or {}).get("loss")
@@ -206,9 +212,15 @@ def _first_value(result):
 class Session(object):
     """What the runner learns while the script runs: which Keras, which model, which calls."""
 
-    def __init__(self, args, timer):
+    def __init__(self, args, timer, onednn_env=None, variant_env=None):
         self.args = args
         self.timer = timer
+        self.hooks = run_workload.StepHooks(timer)  # the profiler joins once Keras (and its backend) loads
+        self.onednn_env = onednn_env or {}
+        self.variant_env = variant_env or {}
+        self.variant_applied = None
+        self.compile_kwargs = {}  # what every compile call gets (TF1 trace options, the XLA experiment)
+        self.fit_calls = 0
         self.keras = None  # the Keras the script trains with (the first imported, until a model says)
         self.keras_name = None
         self.modules = {}
@@ -227,10 +239,41 @@ class Session(object):
         # Both may load (tf.keras can be either): each gets the precision and the patches.
         self.modules[name] = module
         self.import_s += seconds
-        if self.keras is None:
+        first = self.keras is None
+        if first:
             self.keras, self.keras_name = module, name
         apply_precision(self, module, name)
+        if first:
+            self.prepare_run(module, name)
         patch_models(self, module)
+
+    def prepare_run(self, module, name):
+        """Once the script's Keras (and so its backend) has loaded: the experiment's change and the profiler."""
+        api = keras_api(module, name)
+        _, device = run_workload.software_info(api)
+        try:
+            self.variant_applied = run_workload.apply_variant(api, self.args.variant, device, self.variant_env)
+        except run_workload.Skip as exc:
+            raise Skip(str(exc))
+        if self.variant_applied.pop("jit_compile", None):
+            self.compile_kwargs["jit_compile"] = True
+            self.variant_applied["compile(jit_compile=True)"] = True
+        if not self.args.profile_dir:
+            return
+        if self.onednn_env and api.backend_name == "tensorflow":
+            try:
+                run_workload.prime_onednn_verbose()
+            except Exception as exc:  # noqa: BLE001  (then the names are at risk, the run is not)
+                self.notes.append("oneDNN was not primed: %s: %s" % (exc.__class__.__name__, exc))
+        try:
+            profiler = run_workload.WindowProfiler(api, self.args.profile_dir, bool(self.onednn_env))
+        except Exception as exc:  # noqa: BLE001  (no profile is no reason to lose the measurement)
+            self.notes.append("profiling was off: %s: %s" % (exc.__class__.__name__, exc))
+            return
+        if profiler.run_options is not None:
+            # TF1 Keras hands compile's options and run_metadata to Session.run: how step stats are traced.
+            self.compile_kwargs["options"], self.compile_kwargs["run_metadata"] = profiler.run_options
+        self.hooks.profiler = profiler
 
     # -------------------------------------------------------- the wrapped training entry points
 
@@ -239,18 +282,35 @@ class Session(object):
             return orig(model, *args, **kwargs)
         self.depth += 1
         try:
+            if method == "compile":
+                return orig(model, *args, **self.with_compile_kwargs(kwargs))
             self.saw_model(model)
             if method not in self.calls:
                 self.calls.append(method)
             if method == "train_on_batch":
+                if self.timer.start is None:  # the first call starts the clock (and maybe the profile)
+                    self.hooks.train_begin(model)
                 result = orig(model, *args, **kwargs)
-                if self.timer.end_step({"loss": _first_value(result)}):
+                if self.hooks.step_end(model, {"loss": _first_value(result)}):
+                    self.hooks.train_end()
                     raise Enough()
                 return result
-            args, kwargs = _with_callback(method, args, kwargs, make_callback(self.keras, self.timer))
+            args, kwargs = _with_callback(method, args, kwargs, make_callback(self.keras, self))
             return orig(model, *args, **kwargs)
         finally:
             self.depth -= 1
+
+    def with_compile_kwargs(self, kwargs):
+        if not self.compile_kwargs:
+            return kwargs
+        merged = dict(kwargs)
+        if "jit_compile" in self.compile_kwargs and merged.get("jit_compile") not in (None, "auto", True):
+            self.notes.append("the script compiled with jit_compile=%r; the XLA experiment set it to True"
+                              % (merged.get("jit_compile"),))
+        for key, value in self.compile_kwargs.items():
+            if key == "jit_compile" or key not in merged:
+                merged[key] = value
+        return merged
 
     def saw_model(self, model):
         if self.model is not None:
@@ -277,17 +337,21 @@ def _with_callback(method, args, kwargs, callback):
     return args, kwargs
 
 
-def make_callback(keras, timer):
+def make_callback(keras, session):
+    timer, hooks = session.timer, session.hooks
+
     class _ScriptTimerCallback(keras.callbacks.Callback):
         def on_train_begin(self, logs=None):
-            timer.fit_begin()
+            session.fit_calls += 1
+            hooks.train_begin(self.model)
 
         def on_epoch_begin(self, epoch, logs=None):
             timer.epoch_begin()
 
         def on_batch_end(self, batch, logs=None):
-            if timer.end_step(logs):
+            if hooks.step_end(self.model, logs):
                 self.model.stop_training = True
+                hooks.train_end()
                 raise Enough()
 
         def on_train_batch_end(self, batch, logs=None):
@@ -295,6 +359,9 @@ def make_callback(keras, timer):
 
         def on_epoch_end(self, epoch, logs=None):
             timer.epoch_end()
+
+        def on_train_end(self, logs=None):
+            hooks.train_end()
 
     return _ScriptTimerCallback()
 
@@ -326,11 +393,22 @@ def patch_models(session, module):
         if not isinstance(cls, type) or cls in seen:
             continue
         seen.append(cls)
-        for method in TRAIN_METHODS:
+        for method in WRAPPED_METHODS:
             orig = getattr(cls, method, None)
             if orig is None or getattr(orig, "_fp16doctor", False):
                 continue
             setattr(cls, method, _wrap(session, method, orig))
+
+
+def keras_api(module, name):
+    """run_workload's view of the Keras the script imported (for software_info, the variant, the profiler)."""
+    kind = "tf_keras" if name == "tf_keras" else ("keras3" if keras_major(module) >= 3 else "keras2")
+    backend_name = "tensorflow"
+    try:
+        backend_name = module.backend.backend()
+    except Exception:  # noqa: BLE001  (Keras 2.1's backend() is there; anything odd means TensorFlow)
+        pass
+    return run_workload.KerasAPI(kind, module, None, None, backend_name)
 
 
 def keras_version(module):
@@ -453,8 +531,15 @@ def run(args):
     # each fit call, not the run, and the second *sets* steps_per_epoch where the script left it None,
     # so an in-memory dataset with fewer batches "runs out of data" and its training is cut short.
     # The runner's own exception (Enough) stops every Keras after the last measured step instead.
-    timer = ScriptTimer(warmup, min_steps, max_steps, budget, tolerance)
-    session = Session(args, timer)
+    profile_dir = args.profile_dir or os.environ.get("FP16DOCTOR_PROFILE_DIR")  # a container's, by environment
+    args.profile_dir = profile_dir
+    # Before the script imports its framework: what the framework reads from the environment when it loads.
+    variant_env = run_workload.set_variant_environment(args.variant, backend)
+    onednn_env = run_workload.enable_onednn_verbose(backend, args.variant) if profile_dir else {}
+    timer = ScriptTimer(warmup, min_steps, max_steps, budget, tolerance, bound_ms=args.bound_ms,
+                        first_step_bound_ms=args.first_step_bound_ms,
+                        window_steps=max(0, args.profile_steps) if profile_dir else 0)
+    session = Session(args, timer, onednn_env, variant_env)
     _session[0] = session
     sys.meta_path.insert(0, KerasImportHook(session.on_keras_import))
 
@@ -480,17 +565,8 @@ def run(args):
     sys.stderr.flush()
 
     software, device = {"python": "%d.%d.%d" % sys.version_info[:3]}, "cpu"
-    api = None
     if session.keras is not None:
-        kind = "tf_keras" if session.keras_name == "tf_keras" else (
-            "keras3" if keras_major(session.keras) >= 3 else "keras2")
-        backend_name = "tensorflow"
-        try:
-            backend_name = session.keras.backend.backend()
-        except Exception:  # noqa: BLE001
-            pass
-        api = run_workload.KerasAPI(kind, session.keras, None, None, backend_name)
-        software, device = run_workload.software_info(api)
+        software, device = run_workload.software_info(keras_api(session.keras, session.keras_name))
 
     timed = list(session.calls)
     steps = timer.step_ms
@@ -511,7 +587,7 @@ def run(args):
 
     workload = {"name": "script", "script": args.script_label or args.script, "script_sha256": script_sha256,
                 "api": timed or ["custom_loop"],
-                "fit_calls": timer.fit_calls, "steps_measured": len(steps), "warmup_steps": len(timer.warmup_ms),
+                "fit_calls": session.fit_calls, "steps_measured": len(steps), "warmup_steps": len(timer.warmup_ms),
                 "steps_requested": args.steps, "stop_reason": timer.stop_reason, "ended": ended,
                 "keras_module": session.keras_name, "precision_applied": session.precision_note,
                 "policy_at_first_call": session.policy_at_first_call}
@@ -520,9 +596,9 @@ def run(args):
         workload["epoch_end_ms"] = timer.epoch_end_ms
         notes.append("the time from an epoch's last step to its end (validation, epoch-end callbacks) is "
                      "excluded from the step times and kept apart in workload.epoch_end_ms")
-    if timer.fit_calls > 1:
+    if session.fit_calls > 1:
         notes.append("the script called fit %d times; the first step of each call counts as warm-up"
-                     % timer.fit_calls)
+                     % session.fit_calls)
     if ended in ("completed", "exited") and steps and args.steps and len(steps) < args.steps:
         workload["stop_reason"] = "script_ended"
         notes.append("the script ended after %d measured steps (%d asked)" % (len(steps), args.steps))
@@ -555,6 +631,7 @@ def run(args):
                      "last": _finite(losses[-1]) if losses else None, "nan_or_inf": bool(bad)},
         })
         workload["per_step"] = True
+        result.update(session.hooks.result_fields())
     else:
         # A custom loop (GradientTape, a torch loop): the whole script, less the Keras import, is all
         # there is to time; the step count, warm-up and loss are the script's own business.
@@ -563,11 +640,14 @@ def run(args):
         workload.update(per_step=False, timing="whole_run", whole_run_ms=whole_ms)
         notes.append("no fit, fit_generator or train_on_batch call: the whole script was timed (%.1f s, "
                      "Keras import excluded); per-step time, warm-up, loss and the number of steps could "
-                     "not be measured" % (whole_ms / 1000.0))
+                     "not be measured%s" % (whole_ms / 1000.0, ", nor the ops of a profiled window"
+                                              if args.profile_dir else ""))
         if args.precision.startswith("mixed_"):
             workload["numerics_comparable"] = False
             notes.append("an injected mixed policy in a custom loop has no loss scaling: no numerics "
                          "finding is drawn from this run")
+    if session.variant_applied:
+        result["variant_applied"] = session.variant_applied
     workload["notes"] = notes
     emit("result", run=result)
     return 0

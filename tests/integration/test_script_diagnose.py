@@ -120,3 +120,29 @@ def test_a_custom_training_loop_gets_whole_run_timing(tmp_path: Path) -> None:
     assert run["status"] == "ok" and run["workload"]["per_step"] is False
     assert run["workload"]["timing"] == "whole_run" and run["step_time_ms"]["median"] > 0
     assert any("could not be measured" in note for note in run["workload"]["notes"])
+
+
+def test_script_runs_record_what_ran_and_leave_the_log_to_the_script(tmp_path: Path) -> None:
+    """Each run of a script gets a profiled window after its timed steps: ops per layer, as the built-in
+    workload's; oneDNN's lines and the window markers go to the ops, not into the script's log."""
+    done = diagnose(tmp_path, "keras3_sequential_fit.py", "--precision", "float32", "--precision", "float16",
+                    "--no-experiments")
+    assert done.returncode == 0, done.stderr[-3000:]
+    for run in json.loads(done.stdout)["runs"]:
+        assert run["status"] == "ok" and len(run["window_step_ms"]) == QUICK.profile_steps, run
+        ops = run.get("ops")
+        assert ops is not None, run.get("ops_error")
+        assert {"conv2d", "conv2d_1", "dense"} <= {item["layer"] for item in ops["items"]}
+        assert ops["coverage"] > 0 and (ops["coverage"] >= 0.7 or "coverage_note" in ops)
+        log = Path(run["script_log"]).read_text()
+        assert "Epoch 1/4" in log and "onednn_verbose" not in log and "fp16doctor-window" not in log
+
+
+def test_the_xla_experiment_runs_the_script_with_jit_compile(tmp_path: Path) -> None:
+    done = diagnose(tmp_path, "keras3_sequential_fit.py", "--precision", "float32", "--variant", "xla",
+                    "--no-experiments")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads(done.stdout)["runs"][0]
+    assert run["status"] == "ok" and run["variant"] == "xla", run
+    assert run["variant_applied"] == {"compile(jit_compile=True)": True}
+    assert run["experiment"]["changes"] == {"jit_compile": True}

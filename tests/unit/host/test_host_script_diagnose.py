@@ -190,3 +190,58 @@ def test_a_script_digest_survives_redaction_but_an_opaque_blob_does_not() -> Non
     digest = hashlib.sha256(b"train").hexdigest()
     assert redact({"script_sha256": digest}) == {"script_sha256": digest}
     assert redact({"note": digest})["note"] == REDACTED
+
+
+def test_a_variant_that_rewrites_the_model_is_refused_for_a_script(tmp_path: Path) -> None:
+    options = DiagnoseOptions(out_dir=tmp_path / "out", script=_script(tmp_path), variants=["channels_padded"])
+    with pytest.raises(DoctorError, match="changes the built-in workload") as info:
+        run_diagnose(options, Recorder())
+    assert info.value.exit_code == EXIT_USAGE and "onednn_off" in info.value.hint
+
+
+def test_experiments_for_a_script_run_the_script_itself_with_the_one_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 40x float16 slowdown on the CPU with no oneDNN names: the planner asks for oneDNN off, and the
+    experiment runs the user's script (bounded by its float32), not the built-in workload."""
+    monkeypatch.setattr(probe, "probe_host", lambda python=None: json.loads(json.dumps(CPU_HOST)))
+    specs: list[RunSpec] = []
+    step = {"float32": 10.0, "float16": 400.0}
+
+    def fake_run(self, spec: RunSpec, on_event, gpu_index=None):  # type: ignore[no-untyped-def]
+        specs.append(spec)
+        ms = step[spec.precision] / (40.0 if spec.variant == "onednn_off" else 1.0)
+        return {"stack": spec.stack, "precision": spec.precision, "variant": spec.variant, "device": "cpu",
+                "status": "ok", "step_time_ms": {"median": ms, "p10": ms * 0.98, "p90": ms * 1.02, "n": 20},
+                "software": {"tensorflow": "2.21.0", "keras": "3.15.1", "keras_backend": "tensorflow"},
+                "workload": {"name": "script", "script_sha256": spec.script.sha256 if spec.script else None},
+                **({"experiment": spec.experiment} if spec.experiment else {})}
+
+    monkeypatch.setattr(host_engine.HostEngine, "run", fake_run)
+    recorder = Recorder()
+    options = DiagnoseOptions(out_dir=tmp_path / "out", script=_script(tmp_path), steps=20,
+                              precisions=["float32", "float16"])
+    run_diagnose(options, recorder)
+    assert [(s.precision, s.variant) for s in specs] == [
+        ("float32", "original"), ("float16", "original"), ("float16", "onednn_off")]
+    experiment = specs[-1]
+    assert experiment.script is not None and experiment.script.sha256 == specs[0].script.sha256
+    assert experiment.reference_ms == 10.0 and experiment.bound_ms is not None
+    args = " ".join(HostEngine(python="/usr/bin/python3").command(experiment, tmp_path, tmp_path / "p"))
+    assert "--variant onednn_off" in args and f"--bound-ms {experiment.bound_ms:.3f}" in args
+    assert f"--profile-dir {tmp_path / 'p'}" in args
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    confirmed = [f for f in doc["findings"] if f["id"] == "slow_fp16_kernels"]
+    assert confirmed and confirmed[0].get("basis") == "experiment", doc["findings"]
+
+
+def test_script_failures_are_judged_per_stack() -> None:
+    """Keras 2 API that fails on the host's Keras 3 but runs in a Keras 2 stack is no error; failing on
+    every stack is, and the message names the stack it speaks of."""
+    failure = {"kind": "keras2_arguments", "arguments": ["lr"], "callable": "RMSprop", "keras": "3.15.1"}
+    host = [{**_failed(p, failure, "ValueError: lr"), "stack": "host"} for p in ("float32", "float16")]
+    keras2_ok = [{"stack": "tf2.15-keras2", "precision": p, "status": "ok"} for p in ("float32", "float16")]
+    assert script_failure(host + keras2_ok) is None
+    crash = {"kind": "exception", "output_tail": "KeyError: 'label'"}
+    keras2_failed = [{**_failed(p, crash, "KeyError: 'label'"), "stack": "tf2.15-keras2"} for p in ("float32",)]
+    error = script_failure(host + keras2_failed)
+    assert error is not None and error.message.startswith("on stack host, the script uses RMSprop(lr=...)")

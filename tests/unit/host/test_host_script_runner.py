@@ -177,3 +177,68 @@ def test_the_scripts_own_modules_are_not_shadowed_by_the_runners(tmp_path: Path)
 def test_nonzero_exit_is_a_failure(tmp_path: Path, code: str) -> None:
     final, _, _ = run_script(tmp_path, code + "\n")
     assert final["event"] == "error" and final["script_failure"]["kind"] == "exited"
+
+
+def test_the_first_train_on_batch_call_is_timed_from_its_start(tmp_path: Path) -> None:
+    body = """
+        import keras
+        model = keras.Model()
+        for _ in range(20):
+            model.train_on_batch(None, None)
+    """
+    final, _, _ = run_script(tmp_path, body, "--steps", "3", FAKE_STEP_S="0.02")
+    assert final["run"]["first_step_ms"] >= 15.0
+
+
+@pytest.mark.parametrize("loop", ["fit", "train_on_batch"])
+def test_a_step_beyond_the_slow_step_bound_ends_the_run_as_its_measurement(tmp_path: Path, loop: str) -> None:
+    body = {"fit": "keras.Model().fit(epochs=5, steps_per_epoch=10)",
+            "train_on_batch": "m = keras.Model()\nfor _ in range(50):\n    m.train_on_batch(None, None)"}[loop]
+    final, log, _ = run_script(tmp_path, "import keras\n" + body + "\nprint('after training')\n",
+                               "--steps", "5", "--bound-ms", "10", "--first-step-bound-ms", "10",
+                               FAKE_STEP_S="0.03")
+    run = final["run"]
+    assert run["status"] == "ok" and run["bound"] is True and run["bound_limit_ms"] == 10.0
+    assert run["step_time_ms"]["n"] == 1 and run["step_time_ms"]["median"] >= 25.0
+    assert run["workload"]["stop_reason"] == "slow_step_bound" and run["workload"]["ended"] == "stopped"
+    assert "after training" not in log
+
+
+def test_a_profiled_window_follows_the_measured_steps_and_leaves_the_log_to_the_script(tmp_path: Path) -> None:
+    profile = tmp_path / "profile"
+    final, log, _ = run_script(tmp_path, FIT, "--steps", "4", "--profile-dir", str(profile),
+                               "--profile-steps", "2", args=("--epochs", "3"))
+    run = final["run"]
+    # Measured steps first, then the window's two, kept apart from them.
+    assert run["step_time_ms"]["n"] == 4 and len(run["window_step_ms"]) == 2
+    assert run["profile"]["window"] == {**run["profile"]["window"], "kind": "after_timing", "steps": 2}
+    assert run["profile"]["backend"] == "fake" and run["profile"]["onednn"] is False
+
+
+def test_a_window_cut_short_by_the_end_of_the_script_is_closed_with_what_it_has(tmp_path: Path) -> None:
+    body = """
+        import keras
+        model = keras.Model()
+        for _ in range(6):
+            model.train_on_batch(None, None)
+    """
+    final, _, _ = run_script(tmp_path, body, "--steps", "3", "--profile-dir", str(tmp_path / "profile"),
+                             "--profile-steps", "3")
+    run = final["run"]
+    assert run["status"] == "ok" and run["step_time_ms"]["n"] == 3
+    assert len(run["window_step_ms"]) == 1
+
+
+@pytest.mark.parametrize("variant", ["xla", "onednn_off", "tf32_off"])
+def test_an_experiment_that_does_not_apply_to_the_scripts_backend_is_skipped_with_why(
+        tmp_path: Path, variant: str) -> None:
+    final, _, _ = run_script(tmp_path, FIT, "--steps", "3", "--variant", variant)
+    assert final["event"] == "error" and final["status"] == "skipped"
+    assert final["error"].startswith(variant + ":")
+
+
+def test_an_experiment_that_rewrites_the_model_is_no_script_variant(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, str(RUNNER), "--precision", "float32", "--log", str(tmp_path / "l"),
+                           "--workdir", str(tmp_path), "--variant", "channels_padded", "--", "train.py"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "invalid choice: 'channels_padded'" in proc.stderr

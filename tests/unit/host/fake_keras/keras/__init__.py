@@ -91,6 +91,9 @@ class Model:
     def count_params(self):
         return 0
 
+    def compile(self, optimizer=None, loss=None, **kwargs):
+        print("compile", sorted(kwargs.items()))
+
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose=1, callbacks=None, steps_per_epoch=4):
         cbs = list(callbacks or [])
         for cb in cbs:
