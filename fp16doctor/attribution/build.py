@@ -9,6 +9,7 @@ from fp16doctor.attribution import onednn, tf1_step_stats, torch_events
 from fp16doctor.attribution.layers import OnednnLayerMatcher, ScopeResolver
 from fp16doctor.attribution.passes import tf_pass
 from fp16doctor.attribution.records import OpRecord, union_ms
+from fp16doctor.attribution.xla_hlo import jax_pass, jax_scope, match_by_shape
 from fp16doctor.attribution.xplane import XPROF_MISSING, XplaneData, read_xplane, xprof_available
 from fp16doctor.knowledge.kernels import tensor_core_use
 from fp16doctor.results import LOW_COVERAGE
@@ -88,10 +89,14 @@ def _xplane_records(data: XplaneData, model_layers: Sequence[Mapping[str, Any]])
     for kernel in data.kernels:
         kernels_by_op.setdefault(kernel.op_name, []).append(kernel)
     resolver = ScopeResolver(model_layers, [op.name for op in data.ops] + list(kernels_by_op))
+    hlo_resolver = ScopeResolver(model_layers, ["/".join(jax_scope(op.name)) for op in data.ops if op.hlo_op])
     records = []
     for op in data.ops:
         if op.name in device_names and not op.on_device:
             continue  # the host side of a GPU op is its launch; the device row carries its time
+        if op.hlo_op is not None:
+            records.append(_hlo_record(op, hlo_resolver, model_layers))
+            continue
         record = OpRecord(
             name=op.name,
             pass_=tf_pass(op.name, op.op_type),
@@ -115,6 +120,22 @@ def _xplane_records(data: XplaneData, model_layers: Sequence[Mapping[str, Any]])
                 name=kernel.name, pass_="other", total_ms=kernel.total_us / 1000.0, calls=kernel.occurrences,
                 impl=kernel.name, tensor_cores=_kernel_tc(kernel), op_type="kernel"))
     return records
+
+
+def _hlo_record(op: Any, resolver: ScopeResolver, model_layers: Sequence[Mapping[str, Any]]) -> OpRecord:
+    """One HLO op of an XLA program on the CPU (attribution/xla_hlo.py): its layer from its framework op
+    name, or, when XLA's rewrites left none, from its shape."""
+    named = op.name != op.hlo_op
+    layer = resolver.layer_of("/".join(jax_scope(op.name))) if named else None
+    by_name = {str(entry.get("name")): entry for entry in model_layers}
+    pass_ = jax_pass(op.name if named else "", op.dims, by_name.get(layer or ""), op.hlo_op)
+    name = op.name
+    if not named and (match := match_by_shape(op.inner_opcode or "", op.dims, model_layers)) is not None:
+        layer, pass_ = match
+        name = f"{op.hlo_op} ({op.inner_opcode}, layer from its shape)"
+    return OpRecord(name=name, pass_=pass_, total_ms=op.self_us / 1000.0, calls=op.occurrences, layer=layer,
+                    dtype=op.dtype, impl=op.hlo_op, op_type=op.op_type, shape="x".join(str(d) for d in op.dims) or None,
+                    intervals=[(lo / 1000.0, hi / 1000.0) for lo, hi in op.intervals])
 
 
 def _kernel_tc(kernel: Any) -> bool | None:

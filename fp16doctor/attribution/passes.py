@@ -10,7 +10,7 @@ PASSES = ("forward", "backward_data", "backward_weights", "optimizer", "cast", "
 # the variable updates Keras 3 optimizers emit as plain ops.
 _TF_OPTIMIZER_TYPE = re.compile(r"^(_Mkl)?(Resource)?(Sparse)?Apply[A-Z]|^Assign(Add|Sub)VariableOp$")
 # Keras optimizer name scopes (Keras 3 snake-cases the class name: RMSprop -> rm_sprop).
-_OPTIMIZER_SCOPE = re.compile(
+OPTIMIZER_SCOPE = re.compile(
     r"^(rm_?s_?prop|adam_?w?|sgd|adagrad|adadelta|adamax|nadam|ftrl|lion|lamb|adafactor|loss_scale_optimizer|"
     r"training|optimizer)(_\d+)?$",
     re.IGNORECASE,
@@ -36,7 +36,7 @@ def tf_pass(op_name: str, op_type: str) -> str:
         return "layout"
     # TF1 Keras puts gradients under training/<Optimizer>/gradients/: a gradient before an optimizer scope.
     gradient = top == "gradient_tape" or "_grad/" in op_name or "/gradients/" in op_name or top == "gradients"
-    if _TF_OPTIMIZER_TYPE.search(bare) or (not gradient and _OPTIMIZER_SCOPE.match(top)):
+    if _TF_OPTIMIZER_TYPE.search(bare) or (not gradient and OPTIMIZER_SCOPE.match(top)):
         return "optimizer"
     if "BackpropFilter" in bare or bare.startswith("BiasAddGrad"):
         return "backward_weights"

@@ -20,6 +20,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
+from fp16doctor.attribution.xla_hlo import hlo_events, hlo_instructions, jax_scope
 from fp16doctor.errors import DoctorError
 
 XPROF_MISSING = "xprof not installed: no TensorFlow profiler times (pip install 'fp16doctor[profile]')"
@@ -33,6 +34,12 @@ class XplaneOp:
     occurrences: int
     self_us: float
     intervals: list[tuple[float, float]] = field(default_factory=list)  # microseconds
+    # An HLO op of an XLA program on the CPU (attribution.xla_hlo): its name is the framework op it came
+    # from (op_name), `hlo_op` XLA's own name for it, `dims` and `dtype` its output's.
+    hlo_op: str | None = None
+    dims: list[int] = field(default_factory=list)
+    dtype: str | None = None
+    inner_opcode: str | None = None  # the arithmetic inside a fusion (convolution, dot), when there is some
 
 
 @dataclass
@@ -172,6 +179,8 @@ def read_xplane(path: str) -> XplaneData:
                 intervals=intervals.get(name, []),
             )
         )
+    if not ops:
+        ops = _hlo_ops(path, tools.get("trace_viewer"))
     kernels = [
         XplaneKernel(
             name=str(row.get("kernel_name") or ""),
@@ -184,6 +193,29 @@ def read_xplane(path: str) -> XplaneData:
         for row in kernel_rows
     ]
     return XplaneData(ops=ops, kernels=kernels, has_device=any(op.on_device for op in ops) or bool(kernels))
+
+
+def _hlo_ops(path: str, trace: Any) -> list[XplaneOp]:
+    """No framework ops in xprof's table (JAX on the CPU): one op per executed HLO op, named by the
+    program's own metadata when the trace carries it (attribution/xla_hlo.py)."""
+    events = hlo_events(trace)
+    if not events:
+        return []
+    try:
+        with open(path, "rb") as fh:
+            programs = hlo_instructions(fh.read(), {module for module, _ in events})
+    except (OSError, ValueError, ImportError):
+        programs = {}  # the ops keep XLA's names, without layers
+    ops = []
+    for (module, hlo_op), found in events.items():
+        meta = programs.get(module, {}).get(hlo_op, {})
+        op_name = meta.get("op_name") or ""
+        ops.append(XplaneOp(name=op_name or hlo_op, op_type=jax_scope(op_name)[-1] if op_name else
+                            str(meta.get("opcode") or hlo_op), on_device=False, occurrences=len(found["intervals"]),
+                            self_us=max(float(found["self_us"]), 0.0), intervals=list(found["intervals"]),
+                            hlo_op=hlo_op, dims=list(meta.get("dims") or []), dtype=meta.get("dtype"),
+                            inner_opcode=meta.get("inner_opcode")))
+    return ops
 
 
 if __name__ == "__main__":

@@ -87,7 +87,11 @@ def test_bfloat16_is_floatx_on_keras3_and_a_policy_everywhere(tmp_path, backend,
     assert mixed["profile"]["window"]["steps"] == TINY.profile_steps == len(mixed["window_step_ms"])
     assert PROFILE_ARTIFACT[backend] in mixed["profile"]["artifacts"]
     assert mixed["step_time_ms"]["n"] == mixed["workload"]["steps_measured"] >= 3
-    assert "ops" in mixed or mixed["ops_error"]
+    # ... and what ran in it: ops with their layers, on every backend.
+    ops = mixed.get("ops")
+    assert ops is not None, mixed.get("ops_error")
+    assert {"conv2d", "dense"} <= {item["layer"] for item in ops["items"]}
+    assert ops["coverage"] > 0 and (ops["coverage"] >= 0.7 or "coverage_note" in ops)
 
 
 @pytest.mark.slow

@@ -159,3 +159,78 @@ def test_torch_ops_get_onednn_kernel_names_from_the_same_window():
     forward = [i for i in convs if i["pass"] == "forward"]
     assert forward and all(i["impl"].startswith("brg_conv_fwd") for i in forward)
     assert not any(is_reference_impl(i["impl"]) for i in ops["items"])
+
+
+# ---- Keras 3 on JAX (CPU): HLO ops named by the programs' own metadata
+
+
+@pytest.mark.parametrize("precision", ["float32", "float16"])
+def test_jax_cpu_trace_gives_hlo_ops_with_layers_and_passes(tmp_path, precision):
+    """Recorded by fp16doctor on an AVX2 EPYC (README beside it): xprof lists no framework ops for JAX on
+    the CPU; the trace's HLO ops, named by the HloProto in its metadata plane, cover the window."""
+    folder = RECORDINGS / "cpu-epyc-avx2-jax0.10-seed"
+    run = json.loads((folder / "runs.json").read_text())[precision]
+    trace = tmp_path / "vm.xplane.pb"
+    trace.write_bytes(gzip.decompress((folder / f"{precision}.xplane.pb.gz").read_bytes()))
+    ops = build_ops({"window": run["window"], "xplane_path": str(trace), "xplane_framework": "jax"},
+                    run["model_layers"])
+    assert ops["source"] == "jax_profiler" and ops["coverage"] >= 0.7
+    convs = [i for i in ops["items"] if i["name"].endswith("/conv_general_dilated")]
+    layers = {"conv2d", "conv2d_1", "conv2d_2", "conv2d_3"}
+    for layer in layers:
+        passes = {i["pass"] for i in convs if i["layer"] == layer}
+        # The first conv needs no gradient for its input: no backward_data there.
+        assert passes >= {"forward"} and (precision == "float16" or passes >= ({"backward_weights"} | (
+            {"backward_data"} if layer != "conv2d" else set())))
+    assert all(i["impl"] for i in convs) and any(i["dtype"] == precision for i in ops["items"])
+    assert any(i["pass"] == "optimizer" for i in ops["items"])
+    assert any(i["layer"] == "dense" for i in ops["items"])
+
+
+def test_xla_pass_rules():
+    from fp16doctor.attribution.xla_hlo import jax_pass, jax_scope
+
+    conv = {"name": "conv2d_1", "kernel": [3, 3], "in_channels": 32, "out_channels": 64}
+    assert jax_scope("jit(train_step)/transpose(jvp(conv2d_1))/conv_general_dilated") == [
+        "train_step", "conv2d_1", "conv_general_dilated"]
+    assert jax_pass("jit(train_step)/jvp(conv2d_1)/conv_general_dilated", [8, 28, 42, 64], conv) == "forward"
+    grad = "jit(train_step)/transpose(jvp(conv2d_1))/conv_general_dilated"
+    assert jax_pass(grad, [64, 3, 3, 32], conv) == "backward_weights"  # the kernel's dims, any order
+    assert jax_pass(grad, [8, 56, 84, 32], conv) == "backward_data"
+    assert jax_pass("jit(train_step)/transpose(jvp(conv2d_1))/reduce_sum", [64], conv) == "backward_weights"
+    assert jax_pass("jit(train_step)/rm_sprop/sub", [3, 3, 32, 64], conv) == "optimizer"
+    assert jax_pass("jit(train_step)/jvp(conv2d_1)/convert_element_type", [8], conv) == "cast"
+    assert jax_pass("", [64, 14], None, "transpose_copy_fusion.3") == "layout"
+    assert jax_pass("", [64, 14], None, "wrapped_iota.2") == "other"
+
+
+def test_hlo_events_take_nested_ops_out_of_their_parents_self_time():
+    from fp16doctor.attribution.xla_hlo import hlo_events
+
+    def event(op, ts, dur, tid=1):
+        return {"ph": "X", "ts": ts, "dur": dur, "pid": 1, "tid": tid, "name": op,
+                "args": {"hlo_module": "jit_step", "hlo_op": op}}
+
+    trace = {"traceEvents": [event("while.1", 0, 100), event("fusion.2", 10, 30), event("fusion.3", 50, 20),
+                             event("fusion.2", 0, 40, tid=2), {"ph": "X", "ts": 0, "dur": 5, "name": "python"}]}
+    found = hlo_events(trace)
+    assert found[("jit_step", "while.1")]["self_us"] == 50.0
+    assert found[("jit_step", "fusion.2")]["self_us"] == 70.0
+    assert found[("jit_step", "fusion.2")]["intervals"] == [(10.0, 40.0), (0.0, 40.0)]
+    assert len(found) == 3
+
+
+def test_xla_float16_convolutions_rewritten_to_float32_keep_their_layer_by_shape(tmp_path):
+    """XLA's CPU backend computes float16 convolutions in float32; the new instructions carry no op name.
+    Their layer and pass come from their shapes: the recorded float16 step's weight gradients land on the
+    conv whose kernel they match."""
+    folder = RECORDINGS / "cpu-epyc-avx2-jax0.10-seed"
+    run = json.loads((folder / "runs.json").read_text())["float16"]
+    trace = tmp_path / "vm.xplane.pb"
+    trace.write_bytes(gzip.decompress((folder / "float16.xplane.pb.gz").read_bytes()))
+    ops = build_ops({"window": run["window"], "xplane_path": str(trace), "xplane_framework": "jax"},
+                    run["model_layers"])
+    by_shape = [i for i in ops["items"] if i["name"].endswith("layer from its shape)")]
+    weights = {i["layer"] for i in by_shape if i["pass"] == "backward_weights"}
+    assert weights >= {"conv2d", "conv2d_1", "conv2d_2", "conv2d_3"}
+    assert all(i["dtype"] == "float32" for i in by_shape)  # computed in float32, as XLA rewrote them
