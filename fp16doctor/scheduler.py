@@ -208,6 +208,8 @@ class _Matrix:
         # (stack, variant) -> the hardware its runs use, and how many runs hold that pin
         self.pins: dict[tuple[str, str], str] = {}
         self.pin_holders: dict[tuple[str, str], int] = {}
+        # (stack, variant) groups whose float32 is running: their 16-bit runs wait for its step (the bound)
+        self.float32_running: set[tuple[str, str]] = set()
         self.cond = threading.Condition()
         self.io_lock = threading.Lock()  # results.json and the progress display, one writer at a time
 
@@ -253,9 +255,13 @@ class _Matrix:
                     return None
                 for item in self.pending:
                     spec = item[1]
+                    group = (spec.stack, spec.variant)
+                    if spec.precision != "float32" and group in self.float32_running:
+                        continue  # another GPU is free, but this run's bound comes from that float32's step
                     if self.eligible(slot, spec):
                         self.pending.remove(item)
-                        group = (spec.stack, spec.variant)
+                        if spec.precision == "float32":
+                            self.float32_running.add(group)
                         self.pins.setdefault(group, slot.hardware)
                         self.pin_holders[group] = self.pin_holders.get(group, 0) + 1
                         self.in_flight += 1
@@ -272,10 +278,15 @@ class _Matrix:
             self.pins.pop(group, None)
             self.pin_holders.pop(group, None)
 
+    def _finished(self, spec: RunSpec) -> None:
+        self.in_flight -= 1
+        if spec.precision == "float32":
+            self.float32_running.discard((spec.stack, spec.variant))
+
     def give_back(self, item: tuple[int, RunSpec]) -> None:
         """A run that never started (its engine went away, or has no image) waits for another slot."""
         with self.cond:
-            self.in_flight -= 1
+            self._finished(item[1])
             self._release(item[1])
             self.pending.append(item)
             self.pending.sort(key=lambda pending: pending[0])
@@ -283,7 +294,7 @@ class _Matrix:
 
     def done(self, spec: RunSpec, record: dict[str, Any]) -> None:
         with self.cond:
-            self.in_flight -= 1
+            self._finished(spec)
             if record.get("status") != "ok":
                 self._release(spec)  # nothing measured there: the group is not bound to that hardware
             stopping = self.stopping

@@ -215,3 +215,18 @@ def test_a_profile_that_cannot_be_copied_out_leaves_the_run_as_measured(monkeypa
     docker_engine._attach_container_ops(record, WindowCapture(), archive, error, None)
     assert record["status"] == "ok" and "ops" not in record
     assert record["ops_error"].startswith("could not copy the profile out of the container")
+
+
+def test_a_script_log_gives_its_window_lines_to_the_capture_and_keeps_the_scripts_output(tmp_path: Path) -> None:
+    from fp16doctor.engines.base import split_script_log
+
+    log = tmp_path / "host-float32.log"
+    log.write_text("\n".join(["Epoch 1/4", POOL, "=== fp16doctor-window-start 1766.0 kind after_timing", REF_CONV,
+                              "=== fp16doctor-window-end 1767.0 ms_per_step 130.0 steps 1 kind after_timing",
+                              "14/14 - 1s - loss: 0.69", ""]))
+    capture = WindowCapture()
+    split_script_log(log, capture)
+    assert log.read_text() == "Epoch 1/4\n14/14 - 1s - loss: 0.69\n"
+    assert capture.windows == {"after_timing": [REF_CONV]}
+    assert capture.outside == 1
+    split_script_log(tmp_path / "missing.log", capture)  # no log: nothing to do, no error

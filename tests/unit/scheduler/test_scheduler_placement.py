@@ -249,3 +249,20 @@ def test_every_container_run_has_the_run_time_limit(
     monkeypatch.setattr(docker_engine, "run_in_stack", recording_run)
     run_stack_specs(plan("cpu"), {"gpus": []}, options(tmp_path, A), writer(tmp_path), progress, 0, 4)
     assert limits == [RUN_TIMEOUT_S] * 4
+
+
+def test_16_bit_runs_wait_for_their_float32_even_with_a_second_gpu_free(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    """Two GPUs of one model: the second could start float16 at once, but float16's slow-step bound comes
+    from float32's step, so every 16-bit run starts after its float32 finished, and is bounded by it."""
+    fleet.add(A, gpus=[gpu(0, "NVIDIA A100-SXM4-80GB", "8.0"), gpu(1, "NVIDIA A100-SXM4-80GB", "8.0")])
+    run_stack_specs(plan("tf2.20-keras3"), {"gpus": []}, options(tmp_path, A), writer(tmp_path), progress, 0, 4)
+
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    originals = [r for r in runs if r["variant"] == "original"]
+    assert originals[0]["precision"] == "float32"
+    reduced = [r for r in originals if r["precision"] != "float32"]
+    assert reduced and all(r["slow_step_bound"]["float32_step_ms"] == originals[0]["step_time_ms"]["median"]
+                           for r in reduced)
+    assert fleet.max_in_flight == 2  # the GPUs still ran side by side (float32 beside synthetic_input, 16-bit runs)
