@@ -214,7 +214,8 @@ class _Matrix:
         self.io_lock = threading.Lock()  # results.json and the progress display, one writer at a time
 
     def pin_measured_groups(self) -> None:
-        """--resume: a group's missing precisions go to the hardware its measured ones ran on."""
+        """A group's missing precisions (--resume) and the experiments on a group go to the hardware its
+        measured runs ran on."""
         for run in self.writer.doc.get("runs", []):
             engine = run.get("engine") if isinstance(run.get("engine"), dict) else None
             if run.get("status") != "ok" or not engine or engine.get("kind") != "docker":
@@ -226,6 +227,12 @@ class _Matrix:
             group = (str(run.get("stack")), str(run.get("variant", "original")))
             self.pins.setdefault(group, hardware)
             self.pin_holders[group] = self.pin_holders.get(group, 0) + 1  # held for good
+        # An experiment changes one thing of the runs it tests: it runs on their hardware, not another.
+        for _, spec in self.pending:
+            group, original = (spec.stack, spec.variant), (spec.stack, "original")
+            if spec.experiment is not None and group not in self.pins and original in self.pins:
+                self.pins[group] = self.pins[original]
+                self.pin_holders[group] = 1  # held for good
 
     # --- what a slot may take
 

@@ -9,7 +9,7 @@ import pytest
 from scheduler_fakes import Fleet, RecordingProgress, gpu, options, plan, writer
 
 from fp16doctor.engines import docker_engine
-from fp16doctor.engines.base import RUN_TIMEOUT_S
+from fp16doctor.engines.base import QUICK, RUN_TIMEOUT_S, RunSpec
 from fp16doctor.scheduler import run_stack_specs
 
 A, B = "tcp://node-a:2376", "tcp://node-b:2376"
@@ -266,3 +266,22 @@ def test_16_bit_runs_wait_for_their_float32_even_with_a_second_gpu_free(
     assert reduced and all(r["slow_step_bound"]["float32_step_ms"] == originals[0]["step_time_ms"]["median"]
                            for r in reduced)
     assert fleet.max_in_flight == 2  # the GPUs still ran side by side (float32 beside synthetic_input, 16-bit runs)
+
+
+def test_an_experiment_runs_on_the_gpu_model_of_the_runs_it_tests(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    # The A100 engine comes first: left free to choose, the experiment would go there.
+    fleet.add(B, name="a100-node", gpus=[gpu(0, "NVIDIA A100-SXM4-80GB", "8.0")])
+    fleet.add(A, name="titan-box", gpus=[gpu(0, "NVIDIA TITAN V", "7.0")])
+    w = writer(tmp_path)
+    for precision, ms in (("float32", 100.0), ("mixed_float16", 90.0)):
+        w.add_run({"stack": "tf2.20-keras3", "precision": precision, "variant": "original", "device": "gpu:0",
+                   "status": "ok", "step_time_ms": {"median": ms},
+                   "engine": {"kind": "docker", "docker_host": A, "gpu_name": "NVIDIA TITAN V"}})
+    padded = RunSpec("tf2.20-keras3", "mixed_float16", "channels_padded", QUICK,
+                     experiment={"changes": {"input_channels": 8}, "tests": "tensor_cores_not_eligible"})
+    run_stack_specs([padded], {"gpus": []}, options(tmp_path, B, A), w, progress, 2, 1)
+
+    assert [label for label, _ in fleet.engines[A].runs] == [padded.label]
+    assert fleet.engines[B].runs == []
