@@ -109,7 +109,7 @@ class HostEngine:
                     self.command(spec, Path(tmp), profile_dir),
                     stdout=subprocess.PIPE,
                     stderr=stderr_file,
-                    env=self.environment(spec),
+                    env={**self.environment(spec), "FP16DOCTOR_SCRATCH": tmp},  # removed with tmp, even if killed
                     text=True,
                     encoding="utf-8",
                     errors="replace",  # a stray byte in the workload's output must not lose the run

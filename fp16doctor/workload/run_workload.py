@@ -106,7 +106,10 @@ def prepare_keras_home(precision, backend):
     """A private keras.json, so the user's own config cannot leak in; float16 is set exactly as the
     user did it: floatx in keras.json, epsilon left at its 1e-07 default. keras.json refuses floatx
     bfloat16 (Keras 3 accepts only float16/32/64 there), so bfloat16 is set after import."""
-    home = tempfile.mkdtemp(prefix="fp16doctor-keras-")
+    # Inside the engine's scratch folder when it names one (removed by the engine even when this process
+    # is killed); else in the temporary folder, removed at exit.
+    scratch = os.environ.get("FP16DOCTOR_SCRATCH")
+    home = tempfile.mkdtemp(prefix="fp16doctor-keras-", dir=scratch if scratch and os.path.isdir(scratch) else None)
     atexit.register(shutil.rmtree, home, True)  # one per run: do not leave them in /tmp
     keras_dir = os.path.join(home, ".keras")
     os.makedirs(keras_dir)

@@ -146,3 +146,22 @@ def test_a_silent_hang_is_stopped_at_the_time_limit(tmp_path: Path) -> None:
     assert time.monotonic() - started < 30
     assert record["status"] == "failed"
     assert record["error"] == "timed out after 1 s"
+
+
+def test_a_killed_workload_leaves_no_private_keras_home(tmp_path: Path) -> None:
+    """The workload's private keras.json lives in the engine's scratch folder, which the engine removes
+    even when it had to kill the workload (no exit handler runs then)."""
+    workload_dir = Path(__file__).resolve().parents[3] / "fp16doctor" / "workload"
+    script = _script(tmp_path, f"""
+        import json, sys, time
+        sys.path.insert(0, {str(workload_dir)!r})
+        import run_workload
+        keras_dir, _ = run_workload.prepare_keras_home("float16", "tensorflow")
+        print("@@fp16doctor " + json.dumps({{"event": "phase", "phase": "train", "keras_dir": keras_dir}}), flush=True)
+        time.sleep(60)
+    """)
+    events: list[dict] = []
+    record = HostEngine(script=script, cache_dir=tmp_path, timeout_s=2.0).run(SPEC, events.append)
+    assert record["status"] == "failed" and record["error"] == "timed out after 2 s"
+    keras_dir = next(e["keras_dir"] for e in events if "keras_dir" in e)
+    assert "fp16doctor-run-" in keras_dir and not Path(keras_dir).exists()
