@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -182,6 +183,20 @@ def check_workload_imports(host: dict[str, Any], backend: str | None) -> None:
                                    + " (or set KERAS_BACKEND to an installed one: tensorflow, jax, torch)")
 
 
+def _same_host_setup(run: Mapping[str, Any], python: str, backend: str | None) -> bool:
+    """A finished host run still compares with new ones: same interpreter, same Keras backend (where
+    both are known). Container runs are judged by their stack and size alone."""
+    if run.get("stack") != HOST_STACK:
+        return True
+    engine = run.get("engine") if isinstance(run.get("engine"), Mapping) else {}
+    recorded = engine.get("python") if isinstance(engine, Mapping) else None
+    if recorded and os.path.abspath(str(recorded)) != os.path.abspath(python):
+        return False
+    software = run.get("software") if isinstance(run.get("software"), Mapping) else {}
+    ran_on = software.get("keras_backend") if isinstance(software, Mapping) else None
+    return not (backend and ran_on and ran_on != backend)
+
+
 def plan_runs(
     stacks: list[str], precisions: list[str], size: WorkloadSize, variants: list[str] | None,
     data_dir: str | None,
@@ -284,6 +299,14 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
             progress.note(f"--resume: {len(finished) - len(doc['runs'])} finished run(s) in {results_path} "
                           f"were measured at another size or on other data; running them again "
                           f"(size {size.name}, {data} data)")
+        # Nor is a host run made by another Python or on another Keras backend.
+        python = options.python or sys.executable
+        kept = [r for r in doc["runs"] if _same_host_setup(r, python, backend)]
+        if len(kept) < len(doc["runs"]):
+            progress.note(f"--resume: {len(doc['runs']) - len(kept)} finished host run(s) were measured with "
+                          f"another Python or Keras backend; running them again ({python}, "
+                          f"{backend or 'its default backend'})")
+            doc["runs"] = kept
         if script is not None:  # a run of another version of the script is no baseline either
             doc["runs"] = [r for r in doc["runs"] if (r.get("workload") or {}).get("script_sha256") == script.sha256]
         else:  # nor is a run of the user's script for the built-in workload

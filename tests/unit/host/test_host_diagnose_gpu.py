@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +165,29 @@ def test_ctrl_c_while_probing_does_not_point_at_results_that_do_not_exist(
     assert result.exception.exit_code == EXIT_INTERRUPTED
     assert result.exception.message == "interrupted before any run"
     assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_resume_with_another_python_or_backend_runs_the_host_runs_again(
+    tmp_path: Path, gpu_host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path), Recorder())
+    path = tmp_path / "results.json"
+    doc = json.loads(path.read_text())
+    for run in doc["runs"]:
+        run["engine"]["python"] = "/opt/other-venv/bin/python"  # measured by another interpreter
+    path.write_text(json.dumps(doc))
+    first = len(gpu_host)
+    progress = Recorder()
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, resume=True), progress)
+    assert ("float32", "original") in [(c["spec"].precision, c["spec"].variant) for c in gpu_host[first:]]
+    assert any("another Python or Keras backend" in n for n in progress.notes)
+
+    # Same Python, but the runs were made on TensorFlow while Keras is now set to JAX: again.
+    doc = json.loads(path.read_text())
+    for run in doc["runs"]:
+        run["engine"]["python"] = sys.executable
+        run.setdefault("software", {})["keras_backend"] = "tensorflow"
+    path.write_text(json.dumps(doc))
+    second = len(gpu_host)
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, resume=True), Recorder())
+    assert ("float32", "original") in [(c["spec"].precision, c["spec"].variant) for c in gpu_host[second:]]
