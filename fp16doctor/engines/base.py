@@ -237,6 +237,9 @@ def merge_workload_result(record: dict[str, Any], result: dict[str, Any]) -> dic
     for key, value in result.items():
         if key in ("stack", "precision", "variant"):
             continue
+        if key == "cpu":  # the engine machine's CPU, as the workload saw it (a remote engine's too)
+            merged["engine"] = {**dict(merged.get("engine") or {}), "cpu": value}
+            continue
         merged[key] = value
     return merged
 

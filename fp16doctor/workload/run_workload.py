@@ -1112,9 +1112,35 @@ def run(args):
     if applied:
         result["variant_applied"] = applied
     result.update(hooks.result_fields())
+    cpu = cpu_facts()
+    if cpu is not None:
+        result["cpu"] = cpu
     if streamed:
         result["input_time_ms"] = input_ms
     emit("result", run=result)
+
+
+# The CPU flags that decide 16-bit speed (knowledge/cpu.py reads them): AVX-512 and AMX families, F16C.
+CPU_FLAG_PREFIXES = ("avx", "amx", "f16c", "fma")
+
+
+def cpu_facts(path="/proc/cpuinfo"):
+    """The CPU this process runs on, as the engine records it for a machine it cannot probe itself (a
+    remote Docker engine): model, the flags that matter, cores. None where /proc/cpuinfo is missing."""
+    model, flags = None, None
+    try:
+        with open(path) as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                key = key.strip().lower()
+                if key == "model name" and model is None:
+                    model = value.strip()
+                elif key in ("flags", "features") and flags is None:
+                    flags = sorted(f for f in value.split() if f.startswith(CPU_FLAG_PREFIXES))
+    except (IOError, OSError):
+        return None
+    cores = os.cpu_count() if hasattr(os, "cpu_count") else None
+    return {"model": model, "flags": flags or [], "cores": cores, "source": "the workload's /proc/cpuinfo"}
 
 
 def _jit_compile(model):

@@ -648,6 +648,9 @@ def run(args):
                          "finding is drawn from this run")
     if session.variant_applied:
         result["variant_applied"] = session.variant_applied
+    cpu = run_workload.cpu_facts()
+    if cpu is not None:
+        result["cpu"] = cpu
     workload["notes"] = notes
     emit("result", run=result)
     return 0
