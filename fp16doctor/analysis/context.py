@@ -136,6 +136,8 @@ def _op_kind(name: str) -> str:
                  "reorder", "transpose", "bias", "apply", "reduce", "sum"):
         if kind in lowered:
             return {"gemm": "matmul", "inner_product": "matmul"}.get(kind, kind)
+    if lowered == "dot" or lowered.startswith("dot_general"):  # XLA's matrix product (JAX's dot_general)
+        return "matmul"
     return lowered
 
 

@@ -122,6 +122,9 @@ def _xplane_records(data: XplaneData, model_layers: Sequence[Mapping[str, Any]])
     return records
 
 
+UNNAMED_XLA_OPS = "XLA's own ops (no framework op)"
+
+
 def _hlo_record(op: Any, resolver: ScopeResolver, model_layers: Sequence[Mapping[str, Any]]) -> OpRecord:
     """One HLO op of an XLA program on the CPU (attribution/xla_hlo.py): its layer from its framework op
     name, or, when XLA's rewrites left none, from its shape."""
@@ -129,12 +132,17 @@ def _hlo_record(op: Any, resolver: ScopeResolver, model_layers: Sequence[Mapping
     layer = resolver.layer_of("/".join(jax_scope(op.name))) if named else None
     by_name = {str(entry.get("name")): entry for entry in model_layers}
     pass_ = jax_pass(op.name if named else "", op.dims, by_name.get(layer or ""), op.hlo_op)
-    name = op.name
+    name, op_type = op.name, op.op_type
     if not named and (match := match_by_shape(op.inner_opcode or "", op.dims, model_layers)) is not None:
         layer, pass_ = match
         name = f"{op.hlo_op} ({op.inner_opcode}, layer from its shape)"
+        op_type = op.inner_opcode  # the kind of op, as the named ones of another run say it (convolution)
+    elif not named:
+        # XLA's numbering of its own ops (wrapped_iota.3) differs from one program to the next: one name
+        # for all of them, so two runs compare their total, not unrelated ops that share a number.
+        name = UNNAMED_XLA_OPS
     return OpRecord(name=name, pass_=pass_, total_ms=op.self_us / 1000.0, calls=op.occurrences, layer=layer,
-                    dtype=op.dtype, impl=op.hlo_op, op_type=op.op_type, shape="x".join(str(d) for d in op.dims) or None,
+                    dtype=op.dtype, impl=op.hlo_op, op_type=op_type, shape="x".join(str(d) for d in op.dims) or None,
                     intervals=[(lo / 1000.0, hi / 1000.0) for lo, hi in op.intervals])
 
 

@@ -185,6 +185,9 @@ def test_jax_cpu_trace_gives_hlo_ops_with_layers_and_passes(tmp_path, precision)
     assert all(i["impl"] for i in convs) and any(i["dtype"] == precision for i in ops["items"])
     assert any(i["pass"] == "optimizer" for i in ops["items"])
     assert any(i["layer"] == "dense" for i in ops["items"])
+    # XLA's own ops (no framework op) share one name: their numbers mean nothing across programs.
+    unnamed = [i for i in ops["items"] if i["layer"] is None and i["impl"].startswith("wrapped_iota")]
+    assert unnamed and {i["name"] for i in unnamed} == {build.UNNAMED_XLA_OPS}
 
 
 def test_xla_pass_rules():
@@ -234,3 +237,24 @@ def test_xla_float16_convolutions_rewritten_to_float32_keep_their_layer_by_shape
     weights = {i["layer"] for i in by_shape if i["pass"] == "backward_weights"}
     assert weights >= {"conv2d", "conv2d_1", "conv2d_2", "conv2d_3"}
     assert all(i["dtype"] == "float32" for i in by_shape)  # computed in float32, as XLA rewrote them
+
+
+def test_a_jax_float16_weight_gradient_pairs_with_its_float32_one(tmp_path):
+    """float16's rewritten convolution (no op name, layer by shape) and float32's named one are the same
+    kind of op on the same layer and pass, so the analysis compares them, not each with nothing."""
+    from fp16doctor.analysis.context import OpItem
+
+    folder = RECORDINGS / "cpu-epyc-avx2-jax0.10-seed"
+    keys = {}
+    for precision in ("float32", "float16"):
+        run = json.loads((folder / "runs.json").read_text())[precision]
+        trace = tmp_path / f"{precision}.xplane.pb"
+        trace.write_bytes(gzip.decompress((folder / f"{precision}.xplane.pb.gz").read_bytes()))
+        ops = build_ops({"window": run["window"], "xplane_path": str(trace), "xplane_framework": "jax"},
+                        run["model_layers"])
+        keys[precision] = {OpItem(layer=i["layer"], pass_=i["pass"], name=i["name"], impl=i["impl"],
+                                  dtype=i["dtype"], tensor_cores=i["tensor_cores"], ms_per_step=i["ms_per_step"],
+                                  calls_per_step=i["calls_per_step"], op_type=i.get("op_type")).key
+                           for i in ops["items"] if i["layer"] == "conv2d_1" and i["pass"] == "backward_weights"
+                           and i["ms_per_step"] > 10}
+    assert keys["float16"] == keys["float32"] == {("conv2d_1", "backward_weights", "conv")}
