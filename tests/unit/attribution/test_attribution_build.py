@@ -163,17 +163,22 @@ def test_torch_ops_get_onednn_kernel_names_from_the_same_window():
 
 # ---- Keras 3 on JAX (CPU): HLO ops named by the programs' own metadata
 
+JAX = RECORDINGS / "cpu-epyc-avx2-jax0.10-seed"
+
+
+def _jax_ops(tmp_path, precision):
+    run = json.loads((JAX / "runs.json").read_text())[precision]
+    trace = tmp_path / f"{precision}.xplane.pb"
+    trace.write_bytes(gzip.decompress((JAX / f"{precision}.xplane.pb.gz").read_bytes()))
+    return build_ops({"window": run["window"], "xplane_path": str(trace), "xplane_framework": "jax"},
+                     run["model_layers"])
+
 
 @pytest.mark.parametrize("precision", ["float32", "float16"])
 def test_jax_cpu_trace_gives_hlo_ops_with_layers_and_passes(tmp_path, precision):
     """Recorded by fp16doctor on an AVX2 EPYC (README beside it): xprof lists no framework ops for JAX on
     the CPU; the trace's HLO ops, named by the HloProto in its metadata plane, cover the window."""
-    folder = RECORDINGS / "cpu-epyc-avx2-jax0.10-seed"
-    run = json.loads((folder / "runs.json").read_text())[precision]
-    trace = tmp_path / "vm.xplane.pb"
-    trace.write_bytes(gzip.decompress((folder / f"{precision}.xplane.pb.gz").read_bytes()))
-    ops = build_ops({"window": run["window"], "xplane_path": str(trace), "xplane_framework": "jax"},
-                    run["model_layers"])
+    ops = _jax_ops(tmp_path, precision)
     assert ops["source"] == "jax_profiler" and ops["coverage"] >= 0.7
     convs = [i for i in ops["items"] if i["name"].endswith("/conv_general_dilated")]
     layers = {"conv2d", "conv2d_1", "conv2d_2", "conv2d_3"}
@@ -227,12 +232,7 @@ def test_xla_float16_convolutions_rewritten_to_float32_keep_their_layer_by_shape
     """XLA's CPU backend computes float16 convolutions in float32; the new instructions carry no op name.
     Their layer and pass come from their shapes: the recorded float16 step's weight gradients land on the
     conv whose kernel they match."""
-    folder = RECORDINGS / "cpu-epyc-avx2-jax0.10-seed"
-    run = json.loads((folder / "runs.json").read_text())["float16"]
-    trace = tmp_path / "vm.xplane.pb"
-    trace.write_bytes(gzip.decompress((folder / "float16.xplane.pb.gz").read_bytes()))
-    ops = build_ops({"window": run["window"], "xplane_path": str(trace), "xplane_framework": "jax"},
-                    run["model_layers"])
+    ops = _jax_ops(tmp_path, "float16")
     by_shape = [i for i in ops["items"] if i["name"].endswith("layer from its shape)")]
     weights = {i["layer"] for i in by_shape if i["pass"] == "backward_weights"}
     assert weights >= {"conv2d", "conv2d_1", "conv2d_2", "conv2d_3"}
@@ -244,14 +244,9 @@ def test_a_jax_float16_weight_gradient_pairs_with_its_float32_one(tmp_path):
     kind of op on the same layer and pass, so the analysis compares them, not each with nothing."""
     from fp16doctor.analysis.context import OpItem
 
-    folder = RECORDINGS / "cpu-epyc-avx2-jax0.10-seed"
     keys = {}
     for precision in ("float32", "float16"):
-        run = json.loads((folder / "runs.json").read_text())[precision]
-        trace = tmp_path / f"{precision}.xplane.pb"
-        trace.write_bytes(gzip.decompress((folder / f"{precision}.xplane.pb.gz").read_bytes()))
-        ops = build_ops({"window": run["window"], "xplane_path": str(trace), "xplane_framework": "jax"},
-                        run["model_layers"])
+        ops = _jax_ops(tmp_path, precision)
         keys[precision] = {OpItem(layer=i["layer"], pass_=i["pass"], name=i["name"], impl=i["impl"],
                                   dtype=i["dtype"], tensor_cores=i["tensor_cores"], ms_per_step=i["ms_per_step"],
                                   calls_per_step=i["calls_per_step"], op_type=i.get("op_type")).key
