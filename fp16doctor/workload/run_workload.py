@@ -1120,8 +1120,9 @@ def run(args):
     emit("result", run=result)
 
 
-# The CPU flags that decide 16-bit speed (knowledge/cpu.py reads them): AVX-512 and AMX families, F16C.
-CPU_FLAG_PREFIXES = ("avx", "amx", "f16c", "fma")
+# The CPU flags that decide 16-bit speed (knowledge/cpu.py reads them): x86's AVX-512 and AMX families
+# and F16C; Arm's half-precision (asimdhp, fphp) and bfloat16 (bf16, sve ones) features.
+CPU_FLAG_PREFIXES = ("avx", "amx", "f16c", "fma", "asimd", "fphp", "bf16", "sve")
 
 
 def cpu_facts(path="/proc/cpuinfo"):

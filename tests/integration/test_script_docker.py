@@ -61,7 +61,13 @@ def test_a_script_runs_in_a_stack_seeing_only_its_folder(tmp_path: Path) -> None
     run = json.loads((tmp_path / "out" / "results.json").read_text())["runs"][0]
     assert run["status"] == "ok" and run["engine"]["kind"] == "docker", run.get("error")
     assert run["workload"]["name"] == "script" and run["step_time_ms"]["n"] == 5
+    # What ran was measured in the container too, and the log keeps the script's output alone.
+    ops = run.get("ops")
+    assert ops is not None, run.get("ops_error")
+    assert {"dense", "dense_1"} <= {item["layer"] for item in ops["items"]}
+    assert isinstance(run["engine"]["cpu"]["flags"], list)  # the engine machine's CPU, as the container saw it
     log = Path(run["script_log"]).read_text()
+    assert "onednn_verbose" not in log and "fp16doctor-window" not in log
     assert "sibling visible: True" in log and "other host folder visible: False" in log
     assert "own folder writable: False" in log and "cwd writable: True" in log
     assert not (project / "written.txt").exists() and sorted(p.name for p in project.iterdir()) == ["data.txt",
