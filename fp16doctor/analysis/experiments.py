@@ -62,6 +62,18 @@ def _tensorflow(run: RunView) -> bool:
     return bool(run.software.tensorflow) and (run.software.keras_backend in (None, "tensorflow"))
 
 
+def _onednn_not_in_play(run: RunView) -> str | None:
+    """Why switching oneDNN off cannot change this run, when its trace says so: TensorFlow names the ops it
+    hands to oneDNN _Mkl* (_MklNativeConv2D ...); a profiler trace with none of them ran TensorFlow's own
+    kernels (on CPUs without AVX512-FP16 / AMX it keeps 16-bit types off oneDNN)."""
+    ops = run.ops
+    if ops is None or ops.source != "tf_profiler" or not ops.items:
+        return None
+    if any((item.op_type or "").startswith("_Mkl") for item in ops.items):
+        return None
+    return "TensorFlow's profiler shows no oneDNN op (_Mkl*) in this run: it ran TensorFlow's own kernels"
+
+
 def plan(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Every experiment the evidence points at, run or skipped (`skip_reason` says why it is not worth it)."""
     ctx = build_context(doc)
@@ -69,13 +81,12 @@ def plan(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     planned: dict[tuple[str, str, str, str], dict[str, Any]] = {}
     done = {(r.machine, r.stack, r.precision, r.variant) for r in ctx.runs}
 
-    def add(run: RunView, exp: Experiment, reason: str, expected_ms: float | None) -> None:
+    def add(run: RunView, exp: Experiment, reason: str, expected_ms: float | None, skip: str | None = None) -> None:
         key = (run.machine, run.stack, exp.precision or run.precision, exp.variant)
         if key in done or key in planned:
             return
         step = run.step_ms or 0.0
-        skip = None
-        if expected_ms is not None and step and expected_ms < MIN_EXPECTED_SHARE * step:
+        if skip is None and expected_ms is not None and step and expected_ms < MIN_EXPECTED_SHARE * step:
             skip = (f"its expected effect ({expected_ms:.0f} ms) is under {MIN_EXPECTED_SHARE:.0%} of the "
                     f"{step:.0f} ms step")
         planned[key] = _item(run, exp, reason, skip)
@@ -92,7 +103,8 @@ def plan(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
             elif acc.pair.ratio >= ONEDNN_SUSPECT_RATIO and not any(
                     i.impl for i in (reduced.ops.items if reduced.ops else ())):
                 add(reduced, ONEDNN_OFF, f"{reduced.precision} is {acc.pair.ratio:.0f}x slower on the CPU and no "
-                    "oneDNN implementation names were recorded to say which kernels ran", None)
+                    "oneDNN implementation names were recorded to say which kernels ran", None,
+                    skip=_onednn_not_in_play(reduced))
         if slower and reduced.precision == "float16" and "host_fp16_emulation" in found \
                 and reduced.workload_name == "seed_cnn":
             excess = (reduced.input_ms - fp32.input_ms) if reduced.input_ms and fp32.input_ms else None

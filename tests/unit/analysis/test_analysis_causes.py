@@ -288,3 +288,22 @@ def test_without_implementation_names_a_pathological_slowdown_still_plans_oneDNN
     (verdict,) = diagnose_document(d).verdicts
     assert verdict["cause"] == "slow_fp16_kernels" and verdict["basis"] == "experiment"
     assert verdict["explained_share"] >= 0.5
+
+
+def test_oneDNN_off_is_not_run_where_the_trace_shows_tensorflow_ran_its_own_kernels() -> None:
+    """An AVX2 CPU: the profiler's op types are TensorFlow's own (Conv2DBackpropFilter, not _MklNative...),
+    so switching oneDNN off could not change the step; the planner says so instead of spending a run."""
+    own = [op("conv2d", "backward_weights", 3000.0, None, "float16", "Conv2DBackpropFilter"),
+           op("conv2d", "forward", 20.0, None, "float16", "Conv2D")]
+    d = doc(run("float32", 100.0, ops={"source": "tf_profiler", "coverage": 0.95,
+                                       "items": [op("conv2d", "backward_weights", 60.0, None, "float32",
+                                                    "Conv2DBackpropFilter")]}),
+            run("float16", 3100.0, ops={"source": "tf_profiler", "coverage": 0.95, "items": own}))
+    from fp16doctor.analysis.experiments import plan
+
+    (item,) = [p for p in plan(d) if p["variant"] == "onednn_off"]
+    assert "own kernels" in item["skip_reason"]
+    assert not [p for p in plan_experiments(d) if p["variant"] == "onednn_off"]
+    for item_ in d["runs"][1]["ops"]["items"]:
+        item_["op_type"] = "_MklNative" + item_["op_type"]
+    assert [p["variant"] for p in plan_experiments(d)] == ["onednn_off"]
