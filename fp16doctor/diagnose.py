@@ -17,7 +17,7 @@ from typing import Any
 from fp16doctor.engines.base import SIZES, RunSpec, ScriptSpec, WorkloadSize, with_slow_step_bound
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, DoctorError
 from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS
-from fp16doctor.knowledge.gpus import cc_tuple
+from fp16doctor.knowledge.gpus import gpu_has_bfloat16
 from fp16doctor.options import HOST_STACK, DiagnoseOptions, Progress
 from fp16doctor.results import (
     PRECISIONS,
@@ -34,9 +34,6 @@ from fp16doctor.workload.dataset import class_folders
 
 # The matrix every diagnose runs; mixed_bfloat16 joins it where the device computes in bfloat16.
 BASE_PRECISIONS = ("float32", "float16", "mixed_float16")
-# bfloat16 arithmetic on NVIDIA GPUs starts with Ampere (compute capability 8.0; CUDA C Programming
-# Guide, "Arithmetic Instructions": __nv_bfloat16 arithmetic needs sm_80).
-BF16_MIN_COMPUTE_CAPABILITY = (8, 0)
 
 
 @dataclass
@@ -88,7 +85,7 @@ def device_has_bfloat16(host: Mapping[str, Any]) -> bool:
     AVX512-BF16, AMX-BF16, Arm BF16)."""
     gpus = [g for g in host.get("gpus") or [] if isinstance(g, Mapping)]
     if gpus:
-        return any((cc_tuple(g.get("compute_capability")) or (0, 0)) >= BF16_MIN_COMPUTE_CAPABILITY for g in gpus)
+        return any(gpu_has_bfloat16(g.get("compute_capability")) for g in gpus)
     cpu = host.get("cpu")
     if not isinstance(cpu, Mapping):
         return False
@@ -197,23 +194,33 @@ def _same_host_setup(run: Mapping[str, Any], python: str, backend: str | None) -
     return not (backend and ran_on and ran_on != backend)
 
 
+def _uses_gpu(stack: str) -> bool:
+    from fp16doctor.stacks import get_stack
+
+    return get_stack(stack).gpu
+
+
 def plan_runs(
     stacks: list[str], precisions: list[str], size: WorkloadSize, variants: list[str] | None,
-    data_dir: str | None,
+    data_dir: str | None, where_native: Iterable[str] = (),
 ) -> list[RunSpec]:
+    """The matrix; `where_native`: precisions added to the GPU stacks for engines whose devices are not
+    known yet, run only where a GPU computes them natively (RunSpec.native_only)."""
     specs: list[RunSpec] = []
-    precisions = _float32_first(precisions)
     for stack in stacks:
+        extra = [p for p in where_native if p not in precisions and stack != HOST_STACK and _uses_gpu(stack)]
+        ordered = _float32_first([*precisions, *extra])
         for v in variants or ["original"]:
             experiment = {"changes": VARIANT_CHANGES[v], "tests": None} if v in VARIANT_CHANGES else None
             specs += [RunSpec(stack, precision, v, size, data_dir=data_dir if stack == HOST_STACK else None,
-                              experiment=experiment)
-                      for precision in precisions]
+                              experiment=experiment, native_only=precision in extra)
+                      for precision in ordered]
         if variants is None:
             # synthetic_input (batches already in memory) isolates device compute from the input
             # pipeline; the quick size keeps only float32's to stay within its time budget.
-            synth = ["float32"] if size.name == "quick" else precisions
-            specs += [RunSpec(stack, p, "synthetic_input", size) for p in precisions if p in synth]
+            synth = ["float32"] if size.name == "quick" else ordered
+            specs += [RunSpec(stack, p, "synthetic_input", size, native_only=p in extra)
+                      for p in ordered if p in synth]
     return specs
 
 
@@ -329,7 +336,11 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         doc["invocation"]["data"] = "script"  # the script reads its own data
     writer = ResultsWriter(results_path, doc)
 
-    specs = plan_runs(stacks, precisions, size, (variants or ["original"]) if script else variants, data_dir)
+    # Remote engines' GPUs are known only once connected: bfloat16 is planned for their stacks, and the
+    # scheduler keeps it where a GPU computes in bfloat16 (it says why where none does).
+    where_native = ["mixed_bfloat16"] if not options.precisions and options.docker_hosts else []
+    specs = plan_runs(stacks, precisions, size, (variants or ["original"]) if script else variants, data_dir,
+                      where_native)
     if script is not None:
         specs = [replace(s, script=script, data_dir=None) for s in specs]
     done = {run_key(r) for r in doc["runs"]}

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from fp16doctor.engines.base import RUN_TIMEOUT_S, RunSpec, base_run_record, with_slow_step_bound
 from fp16doctor.errors import DoctorError
+from fp16doctor.knowledge.gpus import gpu_has_bfloat16
 from fp16doctor.results import LOCAL_DOCKER_SCHEMES
 from fp16doctor.stacks import StackSpec, get_stack
 
@@ -498,6 +499,18 @@ class _Matrix:
         return "; ".join(reasons) or "no engine could run it", kind
 
 
+def _not_native_reason(spec: RunSpec, stack: StackSpec, live: list[Engine]) -> str | None:
+    """Why a precision planned only where it is native does not run: no engine gives this stack a GPU that
+    computes in it (bfloat16: compute capability 8.0+). None: some engine does."""
+    gpus = [g for e in live if (v := e.verdicts.get(stack.name)) is not None and v.proceed and v.use_gpu
+            for g in e.gpus if g.get("index") in v.gpu_indices]
+    if any(gpu_has_bfloat16(g.get("compute_capability")) for g in gpus):
+        return None
+    have = ", ".join(sorted({f"{g.get('name')} ({g.get('compute_capability')})" for g in gpus})) or "no GPU for it"
+    return (f"{spec.precision} is planned where a GPU computes in bfloat16 (compute capability 8.0 or newer); "
+            f"the engines give the {stack.name} stack {have} (--precision {spec.precision} runs it anyway)")
+
+
 def _connect(engine: Engine, host: Mapping[str, Any], first_stack: StackSpec | None,
              options: DiagnoseOptions) -> None:
     """Ask the engine what it is and which GPUs it gives containers; on failure, record why."""
@@ -626,6 +639,12 @@ def run_stack_specs(
             for spec in [s for s in runnable if s.stack == name]:
                 runnable.remove(spec)
                 matrix.write(_skipped(spec, reason + " (--force tries anyway)"))
+
+    for spec in [s for s in runnable if s.native_only]:
+        reason = _not_native_reason(spec, stacks[spec.stack], live)
+        if reason is not None:
+            runnable.remove(spec)
+            matrix.write(_skipped(spec, reason))
 
     writer.doc["engines"] = [e.summary() for e in engines]
     matrix.pending = list(enumerate(runnable))

@@ -132,6 +132,9 @@ class RunSpec:
     # float32's median and first step for the same stack and variant: they set the slow-step bound
     reference_ms: float | None = None
     reference_first_step_ms: float | None = None
+    # A default precision planned before the engine's devices were known: run only where one computes it
+    # natively (mixed_bfloat16: a GPU of compute capability 8.0+), else skipped with the reason.
+    native_only: bool = False
 
     @property
     def bound_ms(self) -> float | None:

@@ -211,6 +211,15 @@ def architecture_for(compute_capability: str | None) -> Architecture | None:
     return None
 
 
+# bfloat16 arithmetic on NVIDIA GPUs starts with Ampere (compute capability 8.0; CUDA C Programming
+# Guide, "Arithmetic Instructions": __nv_bfloat16 arithmetic needs sm_80).
+BF16_MIN_COMPUTE_CAPABILITY = (8, 0)
+
+
+def gpu_has_bfloat16(compute_capability: str | None) -> bool:
+    return (cc_tuple(compute_capability) or (0, 0)) >= BF16_MIN_COMPUTE_CAPABILITY
+
+
 def cc_tuple(compute_capability: str | None) -> tuple[int, int] | None:
     if not compute_capability:
         return None

@@ -19,7 +19,7 @@ from fp16doctor.errors import DoctorError
 from fp16doctor.results import ResultsWriter, new_document
 from fp16doctor.stacks import StackSpec
 
-STEP_MS = {"float32": 100.0, "float16": 160.0, "mixed_float16": 120.0}
+STEP_MS = {"float32": 100.0, "float16": 160.0, "mixed_float16": 120.0, "mixed_bfloat16": 110.0}
 
 
 def gpu(index: int, name: str, cc: str, driver: str = "560.35.03") -> dict[str, Any]:
