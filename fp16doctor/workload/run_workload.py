@@ -923,8 +923,8 @@ def prime_onednn_verbose():
     oneDNN 3.x parses ONEDNN_VERBOSE on its first call into shared state without a lock (get_verbose in
     src/common/verbose.cpp: the filter's component list is a static string appended to): two of
     TensorFlow's threads making their first oneDNN call together corrupt the heap, and the run dies with
-    SIGSEGV or "malloc(): unaligned tcache chunk detected" (about one TensorFlow run in seven on a 2-core
-    CPU). One small eager convolution (TensorFlow hands it to oneDNN) is that first call."""
+    SIGSEGV or "malloc(): unaligned tcache chunk detected" (5 of 28 runs of a small model on a 2-core CPU;
+    0 of 60 primed: benchmarks/onednn_verbose_race.py). One small eager convolution is that first call."""
     import tensorflow as tf
 
     tf.nn.conv2d(tf.ones([1, 4, 4, 1]), tf.ones([1, 1, 1, 1]), 1, "VALID").numpy()
