@@ -47,7 +47,11 @@ PRECISIONS = ("float32", "float16", "mixed_float16", "bfloat16", "mixed_bfloat16
 # The experiments that apply to any script: each changes the environment or a compile argument, never
 # the model or its data (run_workload.VARIANTS has the others, for the built-in workload only).
 VARIANTS = ("original", "onednn_off", "tf32_off", "xla")
-KERAS_MODULES = ("keras", "tf_keras")
+# tf.keras was TensorFlow's own copy, tensorflow.python.keras, before TensorFlow 2.6 (from 2.6 it is the
+# keras package; the copy stays, unused by tf.keras, and is ignored there).
+TF_KERAS_MODULE = "tensorflow.python.keras"
+TF_KERAS_OWN_COPY_BEFORE = (2, 6)
+KERAS_MODULES = ("keras", "tf_keras", TF_KERAS_MODULE)
 TRAIN_METHODS = ("fit", "fit_generator", "train_on_batch")
 WRAPPED_METHODS = TRAIN_METHODS + ("compile",)
 # Positional index of `callbacks` (after self): fit(x, y, batch_size, epochs, verbose, callbacks),
@@ -236,7 +240,12 @@ class Session(object):
     # -------------------------------------------------------- precision, applied when Keras loads
 
     def on_keras_import(self, name, module, seconds):
-        # Both may load (tf.keras can be either): each gets the precision and the patches.
+        # Several may load (tf.keras can be either): each gets the precision and the patches.
+        if name == TF_KERAS_MODULE:
+            if not tf_keras_is_own_copy():
+                return
+            name = "tensorflow.keras"
+            self.modules["tensorflow"] = module  # its models' classes live under tensorflow.python.keras
         self.modules[name] = module
         self.import_s += seconds
         first = self.keras is None
@@ -318,7 +327,9 @@ class Session(object):
         self.model = model
         root = type(model).__module__.split(".")[0]
         if root in self.modules:
-            self.keras, self.keras_name = self.modules[root], root
+            # The Keras the model belongs to, by the name the script knows it ("tensorflow" is tf.keras).
+            self.keras = self.modules[root]
+            self.keras_name = "tensorflow.keras" if root == "tensorflow" else root
         self.policy_at_first_call = global_policy_name(self.keras)
         try:
             self.model_info = run_workload.describe_model(model)
@@ -398,6 +409,16 @@ def patch_models(session, module):
             if orig is None or getattr(orig, "_fp16doctor", False):
                 continue
             setattr(cls, method, _wrap(session, method, orig))
+
+
+def tf_keras_is_own_copy():
+    """Whether this TensorFlow's tf.keras is tensorflow.python.keras (TensorFlow before 2.6)."""
+    try:
+        from tensorflow.python.framework import versions
+        parts = tuple(int(p) for p in str(versions.__version__).split(".")[:2])
+    except (ImportError, AttributeError, ValueError):
+        return False
+    return len(parts) == 2 and parts < TF_KERAS_OWN_COPY_BEFORE
 
 
 def keras_api(module, name):

@@ -242,3 +242,35 @@ def test_an_experiment_that_rewrites_the_model_is_no_script_variant(tmp_path: Pa
                            "--workdir", str(tmp_path), "--variant", "channels_padded", "--", "train.py"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "invalid choice: 'channels_padded'" in proc.stderr
+
+
+FAKE_TF1 = Path(__file__).resolve().parent / "fake_tf1"
+
+
+def test_tf_keras_of_tensorflow_1_is_hooked_like_any_keras(tmp_path: Path) -> None:
+    """Before TensorFlow 2.6, tf.keras is TensorFlow's own copy (tensorflow.python.keras): a script that
+    trains with tf.keras gets its precision and its timing callback as with the keras package."""
+    body = """
+        import tensorflow as tf
+        print("floatx", tf.keras.backend.floatx())
+        tf.keras.Model().fit(epochs=3, steps_per_epoch=4)
+    """
+    final, log, _ = run_script(tmp_path, body, "--steps", "5", precision="float16",
+                               PYTHONPATH=os.pathsep.join([str(FAKE_TF1), str(FAKE_KERAS)]))
+    run = final["run"]
+    assert run["status"] == "ok" and run["step_time_ms"]["n"] == 5 and "floatx float16" in log
+    assert run["workload"]["keras_module"] == "tensorflow.keras" and run["workload"]["api"] == ["fit"]
+
+
+def test_tensorflows_own_keras_copy_is_left_alone_from_2_6(tmp_path: Path) -> None:
+    body = """
+        import tensorflow as tf
+        import keras
+        keras.Model().fit(epochs=3, steps_per_epoch=4)
+    """
+    # TensorFlow 2.15's copy would not have floatx float16: judged as the script's Keras, the run would fail.
+    final, _, _ = run_script(tmp_path, body, "--steps", "3", precision="float16", FAKE_TF_VERSION="2.15.0",
+                             FAKE_TF_KERAS_FLOATX="float32",
+                             PYTHONPATH=os.pathsep.join([str(FAKE_TF1), str(FAKE_KERAS)]))
+    assert final["event"] == "result", final
+    assert final["run"]["workload"]["keras_module"] == "keras" and final["run"]["keras_config"]["floatx"] == "float16"
