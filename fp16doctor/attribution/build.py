@@ -90,12 +90,13 @@ def _xplane_records(data: XplaneData, model_layers: Sequence[Mapping[str, Any]])
         kernels_by_op.setdefault(kernel.op_name, []).append(kernel)
     resolver = ScopeResolver(model_layers, [op.name for op in data.ops] + list(kernels_by_op))
     hlo_resolver = ScopeResolver(model_layers, ["/".join(jax_scope(op.name)) for op in data.ops if op.hlo_op])
+    layers_by_name = {str(entry.get("name")): entry for entry in model_layers}
     records = []
     for op in data.ops:
         if op.name in device_names and not op.on_device:
             continue  # the host side of a GPU op is its launch; the device row carries its time
         if op.hlo_op is not None:
-            records.append(_hlo_record(op, hlo_resolver, model_layers))
+            records.append(_hlo_record(op, hlo_resolver, model_layers, layers_by_name))
             continue
         record = OpRecord(
             name=op.name,
@@ -125,13 +126,13 @@ def _xplane_records(data: XplaneData, model_layers: Sequence[Mapping[str, Any]])
 UNNAMED_XLA_OPS = "XLA's own ops (no framework op)"
 
 
-def _hlo_record(op: Any, resolver: ScopeResolver, model_layers: Sequence[Mapping[str, Any]]) -> OpRecord:
+def _hlo_record(op: Any, resolver: ScopeResolver, model_layers: Sequence[Mapping[str, Any]],
+                layers_by_name: Mapping[str, Mapping[str, Any]]) -> OpRecord:
     """One HLO op of an XLA program on the CPU (attribution/xla_hlo.py): its layer from its framework op
     name, or, when XLA's rewrites left none, from its shape."""
     named = op.name != op.hlo_op
     layer = resolver.layer_of("/".join(jax_scope(op.name))) if named else None
-    by_name = {str(entry.get("name")): entry for entry in model_layers}
-    pass_ = jax_pass(op.name if named else "", op.dims, by_name.get(layer or ""), op.hlo_op)
+    pass_ = jax_pass(op.name if named else "", op.dims, layers_by_name.get(layer or ""), op.hlo_op)
     name, op_type = op.name, op.op_type
     if not named and (match := match_by_shape(op.inner_opcode or "", op.dims, model_layers)) is not None:
         layer, pass_ = match
@@ -153,24 +154,22 @@ def _kernel_tc(kernel: Any) -> bool | None:
     return True if kernel.uses_tensor_core else None  # xprof's "false" is not proof: it only knows some names
 
 
-def _merge_impl(op_records: list[OpRecord], dnn_records: list[OpRecord],
-                type_map: Sequence[tuple[str, tuple[str, ...]]] = _TF_TYPE_TO_PRIMITIVES) -> int:
-    """Gives each framework op (TensorFlow's, or PyTorch's with `_TORCH_TYPE_TO_PRIMITIVES`) the oneDNN
-    implementation that ran it (same layer, pass and kind, the one with the most time); returns how many
-    ops got one."""
+def _merge_impl(op_records: list[OpRecord], dnn_records: list[OpRecord], torch: bool = False) -> int:
+    """Gives each framework op (TensorFlow's, or with `torch` PyTorch's aten ops) the oneDNN implementation
+    that ran it (same layer, pass and kind, the one with the most time); returns how many ops got one."""
     merged = 0
-    lower = type_map is _TORCH_TYPE_TO_PRIMITIVES
+    type_map = _TORCH_TYPE_TO_PRIMITIVES if torch else _TF_TYPE_TO_PRIMITIVES
     for record in op_records:
         if record.layer is None or record.op_type is None:
             continue
-        op_type = record.op_type.lower() if lower else record.op_type
+        op_type = record.op_type.lower() if torch else record.op_type
         kinds: tuple[str, ...] = ()
         for word, primitives in type_map:
             if word in op_type:
                 kinds = primitives
                 break
         # PyTorch's convolution_backward computes both gradients in one op: any backward pass matches it.
-        both_backward = lower and record.pass_.startswith("backward")
+        both_backward = torch and record.pass_.startswith("backward")
         candidates = [
             d for d in dnn_records
             if d.layer == record.layer and d.op_type in kinds and d.impl
@@ -234,7 +233,7 @@ def build_ops(artifacts: Mapping[str, Any], model_layers: Sequence[Mapping[str, 
         if records:
             sources.append("torch_profiler")
             if dnn_records:
-                if _merge_impl(records, dnn_records, _TORCH_TYPE_TO_PRIMITIVES):
+                if _merge_impl(records, dnn_records, torch=True):
                     sources.append("onednn_verbose")
                 dnn_records = []  # their time is inside the torch ops
 

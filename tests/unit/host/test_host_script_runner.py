@@ -274,3 +274,15 @@ def test_tensorflows_own_keras_copy_is_left_alone_from_2_6(tmp_path: Path) -> No
                              PYTHONPATH=os.pathsep.join([str(FAKE_TF1), str(FAKE_KERAS)]))
     assert final["event"] == "result", final
     assert final["run"]["workload"]["keras_module"] == "keras" and final["run"]["keras_config"]["floatx"] == "float16"
+
+
+def test_the_runners_variants_are_the_ones_diagnose_plans_for_scripts() -> None:
+    """The runner stays standalone (it runs inside old stacks), so it keeps its own copy of the list."""
+    import ast
+
+    from fp16doctor.results import SCRIPT_VARIANTS
+
+    tree = ast.parse(RUNNER.read_text())
+    (copy,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
+               and any(getattr(t, "id", None) == "VARIANTS" for t in node.targets)]
+    assert tuple(ast.literal_eval(copy)) == SCRIPT_VARIANTS
