@@ -2,13 +2,14 @@
 # Bring up a Docker engine on a Debian CI machine with no registry access, idempotently:
 #   1. install Debian's docker.io and debootstrap if they are missing;
 #   2. start dockerd in the background if nothing answers on the socket, and wait for it;
-#   3. if the image debian:bookworm-slim (the `cpu` stack's base) is missing, build it with
-#      debootstrap and `docker import`, since Docker Hub may be unreachable.
+#   3. for each Debian base the CPU stacks use (debian:bookworm-slim for `cpu`, debian:bullseye-slim for
+#      `tf2.10-cpu`) that is missing, build it with debootstrap and `docker import`, since Docker Hub
+#      may be unreachable. FP16DOCTOR_DEBIAN_SUITES names fewer or more suites.
 # Safe to run again: every step checks before it acts.
 set -euo pipefail
 
 SOCKET="${FP16DOCTOR_DOCKER_SOCKET:-/var/run/docker.sock}"
-BASE_TAG="debian:bookworm-slim"
+SUITES="${FP16DOCTOR_DEBIAN_SUITES:-bookworm bullseye}"
 # A mirror only when one is named; otherwise debootstrap uses its own default for the suite.
 MIRROR="${FP16DOCTOR_DEBIAN_MIRROR:-}"
 LOG="${FP16DOCTOR_DOCKERD_LOG:-/var/log/fp16doctor-dockerd.log}"
@@ -44,15 +45,24 @@ if ! engine_up; then
 fi
 say "engine up: $(docker -H "unix://$SOCKET" version --format '{{.Server.Version}}')"
 
-if ! docker -H "unix://$SOCKET" image inspect "$BASE_TAG" >/dev/null 2>&1; then
-  say "building $BASE_TAG with debootstrap (no registry needed)"
+build_base() {  # build_base SUITE: debian:SUITE-slim from debootstrap, unless it is already there
+  local suite="$1" tag="debian:$1-slim" rootfs
+  if docker -H "unix://$SOCKET" image inspect "$tag" >/dev/null 2>&1; then
+    say "$tag present"
+    return
+  fi
+  say "building $tag with debootstrap (no registry needed)"
   rootfs="$(mktemp -d /tmp/fp16doctor-rootfs.XXXXXX)"
-  trap '$SUDO rm -rf "$rootfs"' EXIT
-  $SUDO debootstrap --variant=minbase bookworm "$rootfs" ${MIRROR:+"$MIRROR"} >/dev/null
+  $SUDO debootstrap --variant=minbase "$suite" "$rootfs" ${MIRROR:+"$MIRROR"} >/dev/null
   # Same trims as the official slim image: no apt lists, no docs caches.
   $SUDO rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb
   $SUDO tar -C "$rootfs" -c . | docker -H "unix://$SOCKET" import \
     --change 'CMD ["bash"]' --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    - "$BASE_TAG" >/dev/null
-fi
-say "$BASE_TAG present"
+    - "$tag" >/dev/null
+  $SUDO rm -rf "$rootfs"
+  say "$tag built"
+}
+
+for suite in $SUITES; do
+  build_base "$suite"
+done

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -98,12 +99,37 @@ def _tail_hint(failure: dict[str, Any], log: str | None) -> str:
     return f"its last lines: {tail}{where}"
 
 
-def _stacks_accepting(names: list[str]) -> tuple[list[str], bool]:
-    """The catalogue's stacks whose Keras accepts all of `names`, and whether each of them needs a GPU."""
+def _stacks_accepting(names: list[str], on_gpu: bool) -> tuple[list[str], bool]:
+    """The catalogue's stacks whose Keras accepts all of `names`, those that run on the failing run's kind
+    of device first, and whether each of them needs a GPU."""
     from fp16doctor.stacks import all_stacks
 
     stacks = [s for s in all_stacks() if accepts(s.keras, names)]
+    stacks.sort(key=lambda s: s.gpu != on_gpu)  # stable: the catalogue's order within each kind
     return [s.name for s in stacks], bool(stacks) and all(s.needs_gpu for s in stacks)
+
+
+def rerun_in_stack(script: ScriptSpec | None, stack: str) -> str:
+    """The command that runs the same script, with the same arguments, in `stack`: what a container must
+    see of this machine besides the script's folder (--data) is the folder holding the path arguments
+    that lie outside it."""
+    if script is None:
+        return f"fp16doctor diagnose --script ... --stack {stack} --no-host"
+    words = ["fp16doctor", "diagnose", "--script", display_path(script.path)]
+    for arg in script.args:
+        words += [f"--script-arg={arg}"] if arg.startswith("-") else ["--script-arg", arg]
+    data = list(script.read_only_dirs[1:])
+    if not data:
+        folder = os.path.dirname(script.path)
+        outside = [a for a in script.args if os.path.isabs(a) and os.path.exists(a)
+                   and os.path.commonpath([folder, a]) != folder]
+        if outside:
+            common = os.path.commonpath(outside)
+            data = [common if os.path.isdir(common) else os.path.dirname(common)]
+    for folder in data:
+        words += ["--data", folder]
+    words += ["--stack", stack, "--no-host"]
+    return " ".join(w if w.startswith("~/") else shlex.quote(w) for w in words)
 
 
 def _keras2_api_error(run: dict[str, Any], script: ScriptSpec | None) -> DoctorError:
@@ -115,12 +141,11 @@ def _keras2_api_error(run: dict[str, Any], script: ScriptSpec | None) -> DoctorE
     else:
         what = ", ".join(f"Model.{n}" for n in names)
     keras = failure.get("keras") or (run.get("software") or {}).get("keras")
-    stacks, need_gpu = _stacks_accepting(names)
+    stacks, need_gpu = _stacks_accepting(names, str(run.get("device") or "cpu").startswith("gpu"))
     message = (f"the script uses {what}, which Keras {keras or '(this version)'} rejects "
                f"({run.get('error', '')}); {', '.join(names)} exist in the Keras 2 stacks: "
                f"{', '.join(stacks) or 'none in the catalogue'}{' (each needs an NVIDIA GPU)' if need_gpu else ''}")
-    target = f"--script {display_path(script.path)}" if script else "--script ..."
-    hint = (f"run it where that API exists (fp16doctor diagnose {target} --stack {stacks[0]} --no-host)"
+    hint = (f"run it where that API exists ({rerun_in_stack(script, stacks[0])})"
             if stacks else "update the script to this Keras's API")
     if failure.get("kind") == "keras2_arguments":
         hint += ", or write learning_rate= and drop decay= for this Keras"

@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 from docker_env import ca_bundle, require_engine
 
@@ -72,4 +73,48 @@ def test_a_script_runs_in_a_stack_seeing_only_its_folder(tmp_path: Path) -> None
     assert "own folder writable: False" in log and "cwd writable: True" in log
     assert not (project / "written.txt").exists() and sorted(p.name for p in project.iterdir()) == ["data.txt",
                                                                                                    "train.py"]
+    assert docker_engine.leftover_containers(None) == []
+
+
+def _image_folders(root: Path, images: int) -> Path:
+    """A flow_from_directory folder: two classes of small random JPEGs (the script resizes them)."""
+    from PIL import Image  # the tensorflow extras install Pillow
+
+    rng = np.random.default_rng(0)
+    for cls in ("cats", "dogs"):
+        (root / cls).mkdir(parents=True)
+        for i in range(images // 2):
+            Image.fromarray(rng.integers(0, 255, (28, 42, 3), dtype=np.uint8)).save(root / cls / f"{i}.jpg")
+    return root
+
+
+def test_the_questions_script_runs_unchanged_where_keras_takes_its_optimizer_arguments(tmp_path: Path) -> None:
+    """The question's script, as posted, in tf2.10-cpu: Keras 2.10's RMSprop takes lr= and decay=, its
+    fit_generator runs, and the run is measured per step with what ran. float32 only: a float16 step of its
+    128 images at 224x336 takes minutes on a small CPU (docs/examples/cpu-epyc-avx2-tf2.10-seed-script)."""
+    require_engine()
+    if docker_engine.image_id(None, "debian:bullseye-slim") is None:
+        pytest.fail("debian:bullseye-slim is missing: run `bash .ci/docker-up.sh`")
+    data = tmp_path / "data"
+    # 512 training images: the script's 4 steps per epoch of 128; validation reads one short batch.
+    train, test = _image_folders(data / "train", 512), _image_folders(data / "test", 8)
+    script = ROOT / "tests" / "data" / "scripts" / "seed_question.py"
+    command = [sys.executable, "-m", "fp16doctor", "diagnose", "--script", str(script),
+               "--script-arg", str(train), "--script-arg", str(test), "--data", str(data),
+               "--stack", "tf2.10-cpu", "--no-host", "--precision", "float32", "--steps", "3",
+               "--out", str(tmp_path / "out")]
+    ca = ca_bundle()
+    if ca is not None:
+        command += ["--ca-bundle", str(ca)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=3600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = json.loads((tmp_path / "out" / "results.json").read_text())["runs"]
+    assert run["status"] == "ok", run.get("error")
+    assert run["software"]["keras"] == "2.10.0" and run["workload"]["per_step"] is True
+    assert run["step_time_ms"]["n"] == 3 and run["step_time_ms"]["median"] > 0
+    ops = run.get("ops")
+    assert ops is not None, run.get("ops_error")
+    assert {"conv2d", "conv2d_1", "conv2d_2", "conv2d_3", "dense"} <= {item["layer"] for item in ops["items"]}
+    log = Path(run["script_log"]).read_text()
+    assert "Found 512 images belonging to 2 classes." in log and "Epoch 1/32" in log
     assert docker_engine.leftover_containers(None) == []

@@ -41,11 +41,17 @@ def platforms(stack: StackSpec) -> list[str]:
     return tags
 
 
+def python_version(stack: StackSpec) -> str:
+    return ".".join(str(p) for p in _version_tuple(stack.python))
+
+
 def target_options(stack: StackSpec) -> list[str]:
     """pip's options that make it choose files for the stack's interpreter instead of this one."""
     major, minor = _version_tuple(stack.python)[:2]
     abi = f"cp{major}{minor}m" if (major, minor) < (3, 8) else f"cp{major}{minor}"
-    options = ["--python-version", f"{major}.{minor}", "--implementation", "cp"]
+    # The whole version where the stack records it: a requires-python may exclude early patch releases
+    # (cryptography 44 and later: ">=3.9,!=3.9.0,!=3.9.1").
+    options = ["--python-version", python_version(stack), "--implementation", "cp"]
     for tag in (abi, "abi3", "none"):
         options += ["--abi", tag]
     for platform in platforms(stack):
@@ -69,8 +75,7 @@ def pin_problem(stack: StackSpec, requirement: str) -> str | None:
     wheels = versions(name, ("--only-binary", ":all:", *target_options(stack)))
     if version in wheels:
         return None
-    major, minor = _version_tuple(stack.python)[:2]
-    sources = versions(name, ("--no-binary", ":all:", "--python-version", f"{major}.{minor}"))
+    sources = versions(name, ("--no-binary", ":all:", "--python-version", python_version(stack)))
     if version in sources:
         return None  # a source release this Python admits (pip builds it)
     if version not in versions(name, ("--ignore-requires-python",)):

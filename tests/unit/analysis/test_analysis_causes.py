@@ -307,3 +307,21 @@ def test_oneDNN_off_is_not_run_where_the_trace_shows_tensorflow_ran_its_own_kern
     for item_ in d["runs"][1]["ops"]["items"]:
         item_["op_type"] = "_MklNative" + item_["op_type"]
     assert [p["variant"] for p in plan_experiments(d)] == ["onednn_off"]
+
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples"
+
+
+def test_the_questions_script_and_the_built_in_workload_get_the_same_verdict_in_a_keras_2_stack() -> None:
+    """Recorded on a 2-core AVX2 EPYC in the tf2.10-cpu stack: the question's script, unchanged (Keras 2.10
+    takes its RMSprop(lr=..., decay=...)), and the built-in workload, analysed again from their runs."""
+    verdicts = {}
+    for name in ("cpu-epyc-avx2-tf2.10-seed-script", "cpu-epyc-avx2-tf2.10-quick"):
+        d = json.loads((EXAMPLES / name / "results.json").read_text())
+        assert {r["software"]["keras"] for r in d["runs"]} == {"2.10.0"}
+        (verdict,) = [v for v in diagnose_document(d).verdicts if v["precision"] == "float16"]
+        assert verdict["outcome"] == "slower" and verdict["basis"] == "measured_ops", name
+        assert verdict["explained_share"] >= 0.9, name
+        verdicts[d["invocation"]["data"]] = verdict["cause"]
+    assert set(verdicts) == {"script", "synthetic"}
+    assert verdicts["script"] == verdicts["synthetic"] == "no_fast_fp16_hardware"

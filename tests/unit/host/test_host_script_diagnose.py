@@ -18,8 +18,9 @@ from fp16doctor.engines import host as host_engine
 from fp16doctor.engines.base import QUICK, RunSpec, ScriptSpec
 from fp16doctor.engines.host import HostEngine
 from fp16doctor.errors import EXIT_USAGE, DoctorError
+from fp16doctor.knowledge.cuda import version_at_least
 from fp16doctor.stacks import all_stacks
-from fp16doctor.user_script import display_path, prepare_script, script_failure
+from fp16doctor.user_script import display_path, prepare_script, rerun_in_stack, script_failure
 
 CPU_HOST = {
     "cpu": {"model": "AMD EPYC", "cores": 2, "flags": ["avx2"]}, "gpus": [], "nvml": {"error": "no driver"},
@@ -116,12 +117,34 @@ def test_keras2_arguments_name_the_stacks_of_the_catalogue_that_have_them() -> N
                             for p in ("float32", "float16")])
     assert error is not None
     assert "RMSprop(lr=..., decay=...)" in error.message and "Keras 3.15.1 rejects" in error.message
-    # Named from stacks.toml: every Keras before 2.11 has both, no Keras 3 stack does.
-    for stack in all_stacks():
-        has_both = stack.keras.startswith(("2.1.", "2.2.", "2.3."))
-        assert (stack.name in error.message) == has_both, stack.name
+    # Named from stacks.toml: every Keras before 2.11 has both, no later one does.
+    named = set(error.message.rpartition("Keras 2 stacks: ")[2].split(", "))
+    assert named == {s.name for s in all_stacks() if version_at_least(s.keras, "2.11") is False}
     assert "tf1.7-cuda9.0" in error.message and "tf1.13-cuda10.0" in error.message
-    assert "--stack tf1.7-cuda9.0" in error.hint and "learning_rate=" in error.hint
+    assert "tf2.10-cpu" in error.message and "each needs an NVIDIA GPU" not in error.message
+    # Failed on the CPU: the hint is a stack that runs without a GPU; failed on a GPU: a GPU stack.
+    assert "--stack tf2.10-cpu" in error.hint and "learning_rate=" in error.hint
+    on_gpu = script_failure([{**_failed("float32", failure, "ValueError"), "device": "gpu:0"}])
+    assert on_gpu is not None and "--stack tf1.7-cuda9.0" in on_gpu.hint
+
+
+def test_the_hint_reruns_the_same_script_and_arguments_in_the_stack_seeing_their_data(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = _script(tmp_path)
+    (script.parent / "inside").mkdir()
+    for folder in ("data/train", "data/test"):
+        (tmp_path / folder).mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    outside = prepare_script(script, ["data/train", "data/test", "--epochs=2"], None, out, None)
+    command = rerun_in_stack(outside, "tf2.10-cpu")
+    assert command == (f"fp16doctor diagnose --script {script} --script-arg {tmp_path}/data/train --script-arg "
+                       f"{tmp_path}/data/test --script-arg=--epochs=2 --data {tmp_path}/data --stack tf2.10-cpu"
+                       " --no-host")
+    inside = prepare_script(script, ["proj/inside"], None, out, None)  # the script's folder is mounted anyway
+    assert "--data" not in rerun_in_stack(inside, "tf2.10-cpu")
+    named = prepare_script(script, ["data/train"], None, out, str(tmp_path))  # --data as the user gave it
+    assert rerun_in_stack(named, "cpu").endswith(f"--data {tmp_path} --stack cpu --no-host")
 
 
 def test_a_float32_failure_is_the_scripts_fault_with_its_last_lines() -> None:
