@@ -34,6 +34,13 @@ PHASES = {
 SLOW_NOTICE_S = 5.0
 
 
+def _size_text(spec: RunSpec) -> str:
+    """The built-in workload's size, or, for a user's script (whose model and batch are its own), its steps."""
+    if spec.script is None:
+        return spec.size.name
+    return f"script, {spec.script.steps} steps" if spec.script.steps else "script"
+
+
 @dataclass
 class _Row:
     """One run in flight."""
@@ -138,7 +145,7 @@ class LiveProgress:
 
     def start_run(self, spec: RunSpec, total: int, index: int) -> None:
         with self.lock:
-            self.rows[spec.label] = _Row(f"[{index + 1}/{total}] {spec.label} ({spec.size.name})",
+            self.rows[spec.label] = _Row(f"[{index + 1}/{total}] {spec.label} ({_size_text(spec)})",
                                          precision=spec.precision, reference_ms=spec.reference_ms)
             self.current = spec.label
             self._draw()

@@ -52,6 +52,14 @@ _ACCOUNTED_ADVICE = {
 }
 
 
+# Titles for causes the accounting names from measured ops when the cause's own rule did not fire (the
+# registry's title states the rule's threshold, e.g. that input dominates the step).
+_ACCOUNTED_TITLES = {
+    "input_pipeline_bound": "Producing batches on the host took longer in {precision} than in float32",
+}
+MINOR_SHARE = 0.10  # of a run's difference: below this, a cause the accounting names is information
+
+
 def _speed_finding(acc: Accounting, share: Share, base: Finding | None) -> Finding:
     pair = acc.pair
     reduced = pair.reduced
@@ -65,7 +73,11 @@ def _speed_finding(acc: Accounting, share: Share, base: Finding | None) -> Findi
                                                            if e not in share.evidence]]
     else:
         severity, recommendation = _ACCOUNTED_ADVICE.get(share.cause, ("warning", ""))
-        title = spec.title
+        # Only the accounting names this cause (its rule did not fire): say what was measured, and a small
+        # share is no warning.
+        title = _ACCOUNTED_TITLES.get(share.cause, spec.title).format(precision=reduced.precision)
+        if share.ms < MINOR_SHARE * acc.magnitude_ms:
+            severity = "info"
         if share.cause == "slow_fp16_kernels" and share.ops:
             op = share.ops[0]
             title = f"{op.get('layer') or op.get('name')} {str(op['pass']).replace('_', ' ')} ran " \

@@ -62,6 +62,7 @@ CALLBACKS_POSITION = {"fit": 5, "fit_generator": 4}
 KERAS2_ARGUMENTS = ("lr", "decay")
 KERAS2_METHODS = ("fit_generator", "evaluate_generator", "predict_generator")
 OUTPUT_TAIL_LINES = 30
+NOT_THE_SCRIPTS = ("onednn_verbose,", "dnnl_verbose,", "mkldnn_verbose,", "=== fp16doctor-window-")
 MIN_MEASURED_STEPS = 3  # a median worth the name
 
 _protocol = [None]  # the runner's own stdout, once the script's output goes to the log
@@ -141,7 +142,10 @@ def output_tail(log_path, lines=OUTPUT_TAIL_LINES):
             data = fh.read()[-20000:]
     except (IOError, OSError):
         return ""
-    return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
+    # The script's own output: oneDNN's verbose lines and the window markers share the stream but are
+    # fp16doctor's (diagnose moves them out of the log once the run ends).
+    own = [line for line in data.decode("utf-8", "replace").splitlines() if not line.startswith(NOT_THE_SCRIPTS)]
+    return "\n".join(own[-lines:])
 
 
 def sha256_of(path):
@@ -702,6 +706,7 @@ def main(argv=None):
         if _session[0] is not None and _session[0].keras is not None:
             failure["keras"] = keras_version(_session[0].keras)
             failure["keras_module"] = _session[0].keras_name
+        traceback.print_exc()  # into the script's log, as Python prints an uncaught exception
         failure["output_tail"] = output_tail(args.log)
         emit("error", status="failed", error="%s: %s" % (exc.__class__.__name__, exc),
              traceback=traceback.format_exc()[-4000:], script_failure=failure)

@@ -325,3 +325,21 @@ def test_the_questions_script_and_the_built_in_workload_get_the_same_verdict_in_
         verdicts[d["invocation"]["data"]] = verdict["cause"]
     assert set(verdicts) == {"script", "synthetic"}
     assert verdicts["script"] == verdicts["synthetic"] == "no_fast_fp16_hardware"
+
+
+def test_a_small_input_share_named_by_the_ops_alone_is_information_saying_what_was_measured() -> None:
+    """mixed_float16's input op took 1.5 ms longer in a 22 ms difference: the input does not dominate the step
+    (its rule does not fire), so the finding says what was measured, as information."""
+    fp32_ops = [op("conv2d", "backward_weights", 5.0, "Conv2DBackpropFilter", "float32"),
+                op("Iterator::Root", "input", 0.2, "Dataset", "float32", "Dataset")]
+    mixed_ops = [op("conv2d", "backward_weights", 25.5, "Conv2DBackpropFilter", "float16"),
+                 op("Iterator::Root", "input", 1.7, "Dataset", "float32", "Dataset")]
+    d = doc(run("float32", 20.0, ops={"source": "tf_profiler", "coverage": 0.9, "items": fp32_ops}),
+            run("mixed_float16", 42.0, ops={"source": "tf_profiler", "coverage": 0.9, "items": mixed_ops}),
+            flags=EPYC_AVX2_FLAGS)
+    diagnosis = diagnose_document(d)
+    (verdict,) = diagnosis.verdicts
+    assert verdict["cause"] == "no_fast_fp16_hardware"
+    (inputs,) = [f for f in diagnosis.findings if f["id"] == "input_pipeline_bound"]
+    assert inputs["severity"] == "info" and inputs["explains_ms"] < 0.1 * verdict["difference_ms"]
+    assert inputs["title"] == "Producing batches on the host took longer in mixed_float16 than in float32"

@@ -160,10 +160,34 @@ def test_keras2_optimizer_arguments_are_named(tmp_path: Path) -> None:
 
 
 def test_script_exception_is_reported_with_its_output(tmp_path: Path) -> None:
-    final, _, _ = run_script(tmp_path, "print('loading data')\nraise FileNotFoundError('C:\\\\my_dir\\\\train')\n")
+    body = """
+        import sys
+        print('loading data')
+        print('onednn_verbose,v1,info,oneDNN v3.12.0')
+        sys.stdout.flush()
+        raise FileNotFoundError('C:\\\\my_dir\\\\train')
+    """
+    final, log, _ = run_script(tmp_path, body)
     assert final["event"] == "error" and final["error"].startswith("FileNotFoundError")
     assert final["script_failure"]["kind"] == "exception"
-    assert "loading data" in final["script_failure"]["output_tail"]
+    # The tail a user is shown is the script's: its output and its traceback, as Python prints it, in the log
+    # too; oneDNN's lines on the same stream are not the script's.
+    tail = final["script_failure"]["output_tail"].splitlines()
+    assert "loading data" in tail and "onednn_verbose" not in "\n".join(tail)
+    assert tail[-1].startswith("FileNotFoundError") and "Traceback (most recent call last):" in log
+
+
+def test_the_runners_tail_leaves_out_the_lines_diagnose_moves_out_of_the_log() -> None:
+    import ast
+
+    from fp16doctor.engines.base import ONEDNN_PREFIXES, WINDOW_END, WINDOW_START
+
+    tree = ast.parse(RUNNER.read_text())
+    (copy,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
+               and any(getattr(t, "id", None) == "NOT_THE_SCRIPTS" for t in node.targets)]
+    prefixes = tuple(ast.literal_eval(copy))
+    for line in [f"{p},v1,info" for p in ONEDNN_PREFIXES] + [f"{WINDOW_START} 1.0", f"{WINDOW_END} 2.0"]:
+        assert line.startswith(prefixes), line
 
 
 def test_the_scripts_own_modules_are_not_shadowed_by_the_runners(tmp_path: Path) -> None:

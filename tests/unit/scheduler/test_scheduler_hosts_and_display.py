@@ -8,7 +8,7 @@ import threading
 import pytest
 from rich.console import Console
 
-from fp16doctor.engines.base import QUICK, RunSpec
+from fp16doctor.engines.base import QUICK, RunSpec, ScriptSpec
 from fp16doctor.errors import DoctorError
 from fp16doctor.progress import LiveProgress
 from fp16doctor.results import group_runs_by_machine
@@ -69,6 +69,17 @@ def test_live_progress_keeps_one_row_per_run_in_flight() -> None:
     assert list(progress.rows) == [f16.label] and progress.label.startswith("[2/4] cpu / float16")
     progress.event({"event": "phase", "phase": "train"})  # no "run" key: the host engine's single run
     assert progress.status == "training (warm-up)"
+
+
+def test_a_scripts_run_is_labelled_by_its_steps_not_the_built_in_size() -> None:
+    """A user's script has its own model and batch: the quick/full size does not describe it."""
+    progress = LiveProgress(Console(file=io.StringIO(), width=200, color_system=None), enabled=True)
+    progress.start_run(RunSpec("tf2.10-cpu", "float16", "original", QUICK, script=ScriptSpec("/p/train.py", steps=3)),
+                       2, 1)
+    progress.start_run(RunSpec("host", "float32", "original", QUICK, script=ScriptSpec("/p/train.py")), 2, 0)
+    labels = [row.label for row in progress.rows.values()]
+    assert labels == ["[2/2] tf2.10-cpu / float16 / original (script, 3 steps)",
+                      "[1/2] host / float32 / original (script)"]
 
 
 def test_closing_the_live_display_waits_for_a_worker_drawing_it() -> None:
