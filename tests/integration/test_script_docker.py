@@ -9,11 +9,11 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 from docker_env import ca_bundle, require_engine
 
 from fp16doctor.engines import docker_engine
+from fp16doctor.workload.dataset import ensure_dataset
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -76,18 +76,6 @@ def test_a_script_runs_in_a_stack_seeing_only_its_folder(tmp_path: Path) -> None
     assert docker_engine.leftover_containers(None) == []
 
 
-def _image_folders(root: Path, images: int) -> Path:
-    """A flow_from_directory folder: two classes of small random JPEGs (the script resizes them)."""
-    from PIL import Image  # the tensorflow extras install Pillow
-
-    rng = np.random.default_rng(0)
-    for cls in ("cats", "dogs"):
-        (root / cls).mkdir(parents=True)
-        for i in range(images // 2):
-            Image.fromarray(rng.integers(0, 255, (28, 42, 3), dtype=np.uint8)).save(root / cls / f"{i}.jpg")
-    return root
-
-
 def test_the_questions_script_runs_unchanged_where_keras_takes_its_optimizer_arguments(tmp_path: Path) -> None:
     """The question's script, as posted, in tf2.10-cpu: Keras 2.10's RMSprop takes lr= and decay=, its
     fit_generator runs, and the run is measured per step with what ran. float32 only: a float16 step of its
@@ -96,8 +84,9 @@ def test_the_questions_script_runs_unchanged_where_keras_takes_its_optimizer_arg
     if docker_engine.image_id(None, "debian:bullseye-slim") is None:
         pytest.fail("debian:bullseye-slim is missing: run `bash .ci/docker-up.sh`")
     data = tmp_path / "data"
-    # 512 training images: the script's 4 steps per epoch of 128; validation reads one short batch.
-    train, test = _image_folders(data / "train", 512), _image_folders(data / "test", 8)
+    # The built-in workload's image folders (two classes; the script resizes them): 512 training images
+    # for the script's 4 steps per epoch of 128; validation reads one short batch.
+    train, test = ensure_dataset(str(data), 28, 42, 256), ensure_dataset(str(data), 28, 42, 4)
     script = ROOT / "tests" / "data" / "scripts" / "seed_question.py"
     command = [sys.executable, "-m", "fp16doctor", "diagnose", "--script", str(script),
                "--script-arg", str(train), "--script-arg", str(test), "--data", str(data),
