@@ -172,6 +172,8 @@ class LiveProgress:
                     row.steps.append(ms)
                     row.status = (f"step {len(row.steps)}: {ms:.0f} ms, "
                                   f"median {statistics.median(row.steps):.0f} ms")
+                elif event.get("phase") == "before_window":
+                    row.status = f"{ms:.0f} ms, not profiled: the window starts clear of an epoch's first step"
                 elif event.get("phase") == "window":
                     row.status = f"profiling: step {int(event.get('index', 0)) + 1}: {ms:.0f} ms"
                 else:

@@ -274,6 +274,9 @@ def build_ops(artifacts: Mapping[str, Any], model_layers: Sequence[Mapping[str, 
     else:
         notes.append("the window's wall time is unknown: no coverage")
     ops["coverage"] = round(coverage, 4) if coverage is not None else None
+    if window.get("epoch_start"):
+        notes.append("the window holds an epoch's first step (one epoch is too short to leave it out): the time "
+                     "between two epochs, the data iterator torn down and rebuilt, runs in no op")
     if coverage is not None and coverage < LOW_COVERAGE:
         notes.append(f"the listed ops account for only {coverage:.0%} of the window's wall time")
     if notes:

@@ -60,6 +60,8 @@ def test_quick_diagnose_measures_all_three_precisions_and_explains_them(quick) -
         assert ops is not None, run.get("ops_error")
         assert {"conv2d", "conv2d_1"} <= {item["layer"] for item in ops["items"]}
         assert ops["coverage"] > 0 and (ops["coverage"] >= 0.7 or "coverage_note" in ops)
+        # ... in a window clear of an epoch's first step (four steps an epoch leave room for two).
+        assert ops["window"]["steps"] == QUICK.profile_steps and not ops["window"].get("epoch_start")
     # floatx=float16 really reached Keras: float16 batches and float16 weights, as the user had.
     assert f16["batch_dtype"] == "float16" and f16["model"]["layers"][0]["variable_dtype"] == "float16"
     assert mixed["model"]["layers"][0]["variable_dtype"] == "float32"

@@ -134,6 +134,7 @@ def test_script_runs_record_what_ran_and_leave_the_log_to_the_script(tmp_path: P
         assert ops is not None, run.get("ops_error")
         assert {"conv2d", "conv2d_1", "dense"} <= {item["layer"] for item in ops["items"]}
         assert ops["coverage"] > 0 and (ops["coverage"] >= 0.7 or "coverage_note" in ops)
+        assert not ops["window"].get("epoch_start")  # 14 steps an epoch: the window is placed clear of the first
         log = Path(run["script_log"]).read_text()
         assert "Epoch 1/4" in log and "onednn_verbose" not in log and "fp16doctor-window" not in log
 

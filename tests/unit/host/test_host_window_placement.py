@@ -1,0 +1,142 @@
+"""Where the profiled window goes: clear of an epoch's first step, where the time between two epochs
+(the data iterator torn down and rebuilt) runs in no op and would read as time no op accounts for."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+WORKLOAD = Path(__file__).resolve().parents[3] / "fp16doctor" / "workload" / "run_workload.py"
+
+
+@pytest.fixture()
+def wl() -> Any:
+    spec = importlib.util.spec_from_file_location("run_workload_window_placement", WORKLOAD)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.emit = lambda *a, **k: None
+    return module
+
+
+@pytest.mark.parametrize(("next_in_epoch", "per_epoch", "window", "left", "expected", "clear"), [
+    (1, 4, 2, 50, (0, 2), True),      # room in this epoch: now
+    (2, 4, 2, 50, (0, 2), True),
+    (3, 4, 2, 50, (2, 2), True),      # the window would reach the next epoch's first step: wait past it
+    (4, 4, 2, 50, (1, 2), True),      # the next step begins an epoch: leave it out
+    (8, 8, 2, 50, (1, 2), True),
+    (7, 8, 2, 50, (2, 2), True),
+    (4, 4, 2, 2, (0, 2), False),      # the fit call ends too soon to wait: now, as it is
+    (1, 2, 2, 50, (0, 1), True),      # two steps an epoch: one step, the second
+    (2, 2, 2, 50, (1, 1), True),
+    (1, 1, 2, 50, (0, 2), False),     # every step begins an epoch: nothing to avoid
+    (None, 4, 2, 50, (0, 2), False),  # a loop that does not say where it is
+    (4, 4, 2, None, (0, 2), False),
+])
+def test_the_window_is_placed_clear_of_an_epochs_first_step(wl: Any, next_in_epoch: int | None, per_epoch: int,
+                                                             window: int, left: int | None,
+                                                             expected: tuple[int, int], clear: bool) -> None:
+    delay, steps = wl.window_placement(next_in_epoch, per_epoch, window, left)
+    assert (delay, steps) == expected
+    if clear:
+        # No step in the window begins an epoch, and the fit call lasts to its end.
+        assert next_in_epoch is not None and left is not None
+        first = next_in_epoch + delay
+        assert all((first + k) % per_epoch != 0 for k in range(steps)) and delay + steps <= left
+
+
+def test_the_epoch_position_comes_from_what_keras_hands_its_callbacks(wl: Any) -> None:
+    # Keras 3 and tf.keras: params carry steps and epochs.
+    assert wl.epoch_position(1, 2, {"epochs": 5, "steps": 4, "verbose": 0}) == (3, 4, 13)
+    # Keras 2 fit on arrays: samples and batch size.
+    assert wl.epoch_position(0, 0, {"epochs": 2, "samples": 100, "batch_size": 32}) == (1, 4, 7)
+    assert wl.epoch_position(None, 3, {"steps": 4}) == (4, 4, None)
+    assert wl.epoch_position(0, 1, {"steps": None}) is None
+    assert wl.epoch_position(0, None, {"steps": 4}) is None
+    assert wl.epoch_position(0, 1, None) is None
+
+
+class _Profiler:
+    """Records when the window starts and stops, in steps."""
+
+    def __init__(self) -> None:
+        self.kind: str | None = None
+        self.model = None
+        self.epoch_start = False
+        self.events: list[tuple[str, int]] = []
+        self.step = 0
+
+    def after_step(self) -> None:
+        self.step += 1
+
+    def start(self, kind: str, clock: Any) -> None:
+        self.kind = kind
+        self.events.append(("start", self.step))
+
+    def stop(self, steps: int, clock: Any) -> None:
+        self.events.append(("stop", self.step))
+        self.kind = None
+
+
+def _train(wl: Any, per_epoch: int, epochs: int, window: int = 2,
+           step_s: float = 0.1) -> tuple[Any, _Profiler, list[int], int]:
+    """A fit loop of `epochs` x `per_epoch` steps; an epoch's first step takes 1 s more (the iterator's rebuild)."""
+    clock = [0.0]
+    timer = wl.StepTimer(warmup_steps=1, min_steps=4, max_steps=100, max_measure_s=1e9, tolerance=0.05,
+                         window_steps=window, clock=lambda: clock[0])
+    profiler = _Profiler()
+    hooks = wl.StepHooks(timer, profiler)
+    hooks.train_begin(None)
+    profiled: list[int] = []
+    steps = 0
+    params = {"epochs": epochs, "steps": per_epoch}
+    for epoch in range(epochs):
+        for batch in range(per_epoch):
+            clock[0] += step_s + (1.0 if batch == 0 and epoch else 0.0)
+            steps += 1
+            if profiler.kind == "after_timing":
+                profiled.append(batch)
+            if hooks.step_end(None, {"loss": 0.5}, (epoch, batch, params)):
+                return timer, profiler, profiled, steps
+    hooks.train_end()
+    return timer, profiler, profiled, steps
+
+
+@pytest.mark.parametrize("per_epoch", [3, 4, 5, 8])
+def test_the_window_holds_no_epochs_first_step_and_the_step_left_out_is_in_no_timing(wl: Any,
+                                                                                     per_epoch: int) -> None:
+    timer, profiler, profiled, steps = _train(wl, per_epoch, epochs=10)
+    assert timer.done and len(timer.window_ms) == 2 and len(profiled) == 2
+    assert 0 not in profiled  # no epoch's first step in the window
+    assert all(abs(ms - 100.0) < 1e-6 for ms in timer.window_ms)
+    assert not profiler.epoch_start
+    # The steps waited through (at most two here) are in neither the timed steps nor the window.
+    timed = len(timer.warmup_ms) + len(timer.step_ms)
+    assert [kind for kind, _ in profiler.events] == ["start", "stop"]
+    started = profiler.events[0][1]
+    assert timed <= started <= timed + 2 and steps == started + 2
+
+
+def test_where_an_epoch_is_one_step_the_window_says_it_holds_an_epochs_first_step(wl: Any) -> None:
+    timer, profiler, _, _ = _train(wl, per_epoch=1, epochs=20)
+    assert timer.done and len(timer.window_ms) == 2
+    assert profiler.epoch_start
+
+
+def test_a_loop_that_gives_no_position_profiles_the_next_steps_as_before(wl: Any) -> None:
+    clock = [0.0]
+    timer = wl.StepTimer(warmup_steps=1, min_steps=4, max_steps=100, max_measure_s=1e9, tolerance=0.05,
+                         window_steps=2, clock=lambda: clock[0])
+    profiler = _Profiler()
+    hooks = wl.StepHooks(timer, profiler)
+    hooks.train_begin(None)
+    steps = 0
+    while not timer.done and steps < 20:
+        clock[0] += 0.1
+        steps += 1
+        hooks.step_end(None, {"loss": 0.5})
+    # One warm-up and four timed steps, then the next two, profiled.
+    assert steps == 7 and profiler.events == [("start", 5), ("stop", 7)]
