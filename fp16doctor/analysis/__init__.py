@@ -53,7 +53,7 @@ _ACCOUNTED_ADVICE = {
 
 
 # Titles for causes the accounting names from measured ops when the cause's own rule did not fire (the
-# registry's title states the rule's threshold, e.g. that input dominates the step).
+# registry's title states the rule's threshold, e.g. that input takes a large share of the step).
 _ACCOUNTED_TITLES = {
     "input_pipeline_bound": "Producing batches on the host took longer in {precision} than in float32",
 }

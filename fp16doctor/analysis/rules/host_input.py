@@ -89,9 +89,11 @@ def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
         if synthetic is None or run.step_ms is None or synthetic.step_ms is None:
             continue
         if run.step_ms > 1.3 * synthetic.step_ms and run.step_ms - synthetic.step_ms > 5:
+            extra = run.step_ms - synthetic.step_ms
             evidence.append(
                 f"{stack} / {precision}: {fmt_ms(run.step_ms)} per step reading images vs "
-                f"{fmt_ms(synthetic.step_ms)} with synthetic in-memory input"
+                f"{fmt_ms(synthetic.step_ms)} with synthetic in-memory input: {fmt_ms(extra)} "
+                f"({extra / run.step_ms:.0%}) of the step is producing batches"
             )
             runs.append(run)
             confidence = max(confidence, 0.9)
@@ -109,7 +111,7 @@ def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
         advice += f"Expected gain: up to {fmt_ms(max(gains))} per step (measured against in-memory input)."
     return make_finding(
         "input_pipeline_bound",
-        "Producing batches on the host dominates the step",
+        "Producing batches on the host takes a large share of the step",
         "warning",
         confidence,
         evidence,

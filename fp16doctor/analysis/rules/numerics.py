@@ -68,8 +68,9 @@ def rule_pure_float16_floatx(ctx: Context) -> Finding | None:
     )
 
 
-# A loss "stops improving" only when float32 improved by more than this many times its own step-to-step
-# spread over the same number of steps, and the 16-bit run did not improve at all.
+# A loss "stops improving" only when float32 improved by more than this many times the step-to-step
+# spread of either curve over the same number of steps, and the 16-bit run did not improve at all. Both
+# are read as the change between the medians of each curve's halves, not between two single steps.
 PLATEAU_SPREAD_MULTIPLE = 3.0
 # A dynamic loss scale that fell by this factor or more collapsed (each overflow halves it).
 LOSS_SCALE_COLLAPSE = 2.0 ** 10
@@ -81,6 +82,13 @@ def _step_spread(losses: tuple[float, ...]) -> float:
     """The typical step-to-step change of a loss curve (median absolute difference)."""
     diffs = sorted(abs(b - a) for a, b in zip(losses, losses[1:], strict=False))
     return diffs[len(diffs) // 2] if diffs else 0.0
+
+
+def _half_gain(losses: tuple[float, ...]) -> float:
+    """How far a loss curve fell: its first half's median less its second half's."""
+    half = len(losses) // 2
+    first, second = sorted(losses[:half]), sorted(losses[len(losses) - half:])
+    return first[len(first) // 2] - second[len(second) // 2]
 
 
 def rule_numerics_unstable(ctx: Context) -> Finding | None:
@@ -112,12 +120,14 @@ def rule_numerics_unstable(ctx: Context) -> Finding | None:
         n = min(len(r.step_losses), len(f.step_losses))
         if n >= 6:
             ours, theirs = r.step_losses[:n], f.step_losses[:n]
-            spread = _step_spread(theirs)
-            gained = theirs[0] - theirs[-1]
-            if spread > 0 and gained > PLATEAU_SPREAD_MULTIPLE * spread and ours[0] - ours[-1] <= 0:
+            # A noisy 16-bit curve cannot show a stall that float32's gain would be lost in.
+            spread = max(_step_spread(theirs), _step_spread(ours))
+            gained = _half_gain(theirs)
+            if spread > 0 and gained > PLATEAU_SPREAD_MULTIPLE * spread and _half_gain(ours) <= 0:
                 evidence.append(
                     f"{r.label}: loss {ours[0]:.4g} -> {ours[-1]:.4g} over {n} steps while float32 went "
-                    f"{theirs[0]:.4g} -> {theirs[-1]:.4g} ({gained / spread:.1f}x its step-to-step spread)"
+                    f"{theirs[0]:.4g} -> {theirs[-1]:.4g} (its halves' medians {gained:.3g} apart, "
+                    f"{gained / spread:.1f}x the larger step-to-step spread)"
                 )
                 severity = "warning" if severity == "info" else severity
                 confidence = max(confidence, 0.7)
