@@ -7,9 +7,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from fp16doctor.analysis import diagnose_document
 from fp16doctor.analysis.experiments import plan, plan_experiments
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
+from fp16doctor.results import LOW_COVERAGE
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 XEON_FLAGS = ["avx2", "f16c", "avx512f", "avx512_fp16", "avx512_bf16", "amx_bf16", "amx_int8"]
@@ -310,6 +313,23 @@ def test_oneDNN_off_is_not_run_where_the_trace_shows_tensorflow_ran_its_own_kern
 
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples"
+
+
+MEASURED_EXAMPLES = ("cpu-epyc-avx2-quick", "cpu-epyc-avx2-quick-torch", "cpu-epyc-avx2-quick-jax",
+                     "cpu-epyc-avx2-tf2.10-quick", "cpu-epyc-avx2-tf2.10-seed-script")
+
+
+@pytest.mark.parametrize("name", MEASURED_EXAMPLES)
+def test_every_ok_run_of_a_measured_example_lists_ops_covering_most_of_its_window(name: str) -> None:
+    """The examples a user reads first: each ok run's ops cover at least LOW_COVERAGE of its profiled window,
+    a window after the timed steps that holds no epoch's first step."""
+    d = json.loads((EXAMPLES / name / "results.json").read_text())
+    ok = [r for r in d["runs"] if r["status"] == "ok"]
+    assert ok
+    for run in ok:
+        ops = run["ops"]
+        assert ops["coverage"] >= LOW_COVERAGE, (run["precision"], run["variant"], ops.get("coverage_note"))
+        assert ops["window"]["kind"] == "after_timing" and not ops["window"].get("epoch_start")
 
 
 def test_the_questions_script_and_the_built_in_workload_get_the_same_verdict_in_a_keras_2_stack() -> None:
