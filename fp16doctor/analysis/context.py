@@ -147,6 +147,7 @@ class OpsView:
     coverage: float | None
     window_kind: str | None
     items: tuple[OpItem, ...]
+    window_ms: float | None = None  # the window's wall time per step
 
     def total_ms(self) -> float:
         return sum(i.ms_per_step for i in self.items)
@@ -170,7 +171,7 @@ def _ops_view(value: Any) -> OpsView | None:
         return None
     window = as_mapping(ops.get("window"))
     return OpsView(as_str(ops.get("source")), as_number(ops.get("coverage")), as_str(window.get("kind")),
-                   tuple(items))
+                   tuple(items), as_number(window.get("wall_ms")))
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,22 @@ def _cause_phrase(cause: str) -> str:
     return title[0].lower() + title[1:]
 
 
+# Of the unexplained part, at least this share missing from the profiled windows is worth saying.
+WINDOW_MISS_SHARE = 0.5
+
+
+def _window_difference(acc: Accounting) -> float | None:
+    """How much slower (or faster, as the timed difference goes) the 16-bit window's steps were than float32's:
+    measured ops can account for no more than this. None unless both runs have a window after their timing."""
+    fp32, reduced = acc.pair.fp32.ops, acc.pair.reduced.ops
+    if fp32 is None or reduced is None or fp32.window_ms is None or reduced.window_ms is None:
+        return None
+    if fp32.window_kind != "after_timing" or reduced.window_kind != "after_timing":
+        return None
+    delta = reduced.window_ms - fp32.window_ms
+    return delta if acc.difference_ms > 0 else -delta
+
+
 def verdict_for(acc: Accounting) -> Verdict:
     pair = acc.pair
     reduced, fp32 = pair.reduced, pair.fp32
@@ -54,6 +70,15 @@ def verdict_for(acc: Accounting) -> Verdict:
     unexplained = max(0.0, acc.magnitude_ms - explained) if acc.significant else 0.0
     if acc.significant and top is not None and share < HALF:
         headline += f"; {fmt_ms(unexplained)} ({1 - share:.0%}) of it is unexplained"
+    window_delta = _window_difference(acc)
+    missed = acc.magnitude_ms - max(window_delta, 0.0) if window_delta is not None else 0.0
+    if acc.significant and share < HALF and missed >= WINDOW_MISS_SHARE * unexplained and missed > 0:
+        # The ops were measured in the windows: what the windows did not show, no op can account for.
+        assert reduced.ops is not None and fp32.ops is not None and window_delta is not None
+        headline += (f"; the profiled steps were {fmt_ms(max(window_delta, 0.0))} apart ({reduced.precision} "
+                     f"{fmt_ms(reduced.ops.window_ms)}, float32 {fmt_ms(fp32.ops.window_ms)} per step), so "
+                     f"{fmt_ms(missed)} of the timed difference did not recur there (the steps changed speed "
+                     "between the timing and the window)")
     return {
         "machine": reduced.machine,
         "stack": reduced.stack,
@@ -69,6 +94,8 @@ def verdict_for(acc: Accounting) -> Verdict:
         "basis": top.basis if top else None,
         "explained_share": round(share, 3),
         "unexplained_ms": round(unexplained, 3),
+        **({"window_difference_ms": round(window_delta if acc.difference_ms > 0 else -window_delta, 3)}
+           if window_delta is not None else {}),
         "causes": [{"id": s.cause, "explains_ms": round(s.ms, 3), "basis": s.basis,
                     **({"confirmed_by": s.confirmed_by} if s.confirmed_by else {})} for s in causes],
         "headline": headline,
