@@ -24,9 +24,15 @@ _TF_INPUT = re.compile(
 )
 
 
+# The function-call ops a tf.function's body runs under (TF 2.x traces name its ops
+# "StatefulPartitionedCall/gradient_tape/..."): not a scope of the model's.
+_TF_CALL_SCOPE = re.compile(r"^((Stateful)?PartitionedCall(_\d+)?/)+")
+
+
 def tf_pass(op_name: str, op_type: str) -> str:
     """Pass of a TensorFlow op (graph or eager), from its type and its name scope."""
     bare = re.sub(r"^_(Mkl)?(Native)?", "", op_type)
+    op_name = _TF_CALL_SCOPE.sub("", op_name)
     top = op_name.split("/", 1)[0]
     if _TF_INPUT.search(op_type) or top.startswith("IteratorGetNext"):
         return "input"

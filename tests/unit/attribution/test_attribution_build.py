@@ -253,3 +253,61 @@ def test_a_jax_float16_weight_gradient_pairs_with_its_float32_one(tmp_path):
                            for i in ops["items"] if i["layer"] == "conv2d_1" and i["pass"] == "backward_weights"
                            and i["ms_per_step"] > 10}
     assert keys["float16"] == keys["float32"] == {("conv2d_1", "backward_weights", "conv")}
+
+
+# ---- TensorFlow with Keras' image generator (tf.data from_generator)
+
+GENERATOR = RECORDINGS / "cpu-epyc-avx2-tf2.21-generator"
+
+
+def _generator_ops(tmp_path, precision):
+    run = json.loads((GENERATOR / "runs.json").read_text())[precision]
+    trace = tmp_path / f"{precision}.xplane.pb"
+    trace.write_bytes(gzip.decompress((GENERATOR / f"{precision}.xplane.pb.gz").read_bytes()))
+    return build_ops({"window": run["window"], "xplane_path": str(trace)}, run["model_layers"])
+
+
+@pytest.mark.parametrize("precision", ["float32", "float16"])
+def test_the_generators_python_is_input_time_counted_once(tmp_path, precision):
+    """Recorded by fp16doctor (README beside it): the generator's Python runs in a PyFunc op that the trace also
+    times inside its dataset op. It is the input pipeline's, not forward compute, and listed once."""
+    ops = _generator_ops(tmp_path, precision)
+    assert ops["source"] == "tf_profiler" and ops["coverage"] >= 0.7
+    assert not [i for i in ops["items"] if i["op_type"] in build.PY_FUNCTION_TYPES]
+    (generator,) = [i for i in ops["items"] if i["name"].endswith("::Generator")]
+    assert generator["pass"] == "input" and generator["includes"] == ["PyFunc"]
+    assert generator["ms_per_step"] > 0
+    assert not [i for i in ops["items"] if i["layer"] is None and i["pass"] == "forward" and i["ms_per_step"] > 1]
+    # Every op of the tf.function's body is named under StatefulPartitionedCall/: the scopes under it decide.
+    for item in ops["items"]:
+        scopes = item["name"].split("/")
+        if "gradient_tape" in scopes:
+            assert item["pass"] not in ("forward", "optimizer"), item
+        if "rm_sprop" in scopes:
+            assert item["pass"] == "optimizer", item
+    assert {"backward_weights", "backward_data", "optimizer", "forward", "input"} <= {i["pass"] for i in ops["items"]}
+
+
+@pytest.mark.parametrize(("name", "op_type", "expected"), [
+    ("StatefulPartitionedCall/gradient_tape/sequential_1/dense_1/MatMul/MatMul_1", "MatMul", "backward_weights"),
+    ("StatefulPartitionedCall/gradient_tape/sequential_1/dense_1/MatMul/MatMul", "MatMul", "backward_data"),
+    ("StatefulPartitionedCall/rm_sprop/Square_6", "Square", "optimizer"),
+    ("PartitionedCall/StatefulPartitionedCall_1/loss_scale_optimizer/AssignVariableOp", "AssignVariableOp",
+     "optimizer"),
+    ("StatefulPartitionedCall/sequential_1/conv2d_1/convolution", "Conv2D", "forward"),
+    ("gradient_tape/sequential/conv2d/Conv2DBackpropFilter", "Conv2DBackpropFilter", "backward_weights"),
+    ("training/RMSprop/gradients/conv2d_1/Conv2D_grad/Conv2DBackpropInput", "Conv2DBackpropInput", "backward_data"),
+])
+def test_tensorflow_passes_read_the_scopes_under_the_function_call(name, op_type, expected):
+    from fp16doctor.attribution.passes import tf_pass
+
+    assert tf_pass(name, op_type) == expected
+
+
+def test_a_python_op_with_no_dataset_op_to_hold_it_stays_listed_as_input():
+    records = [build.OpRecord("PyFunc", "forward", 40.0, 2, op_type="PyFunc", intervals=[(0.0, 20.0)]),
+               build.OpRecord("Iterator::Root", "input", 0.5, 2, op_type="Dataset"),
+               build.OpRecord("model/lambda/PyFunc", "forward", 5.0, 2, layer="lambda", op_type="PyFunc")]
+    kept = build.fold_python_input(records)
+    assert [(r.name, r.pass_) for r in kept] == [("PyFunc", "input"), ("Iterator::Root", "input"),
+                                                 ("model/lambda/PyFunc", "forward")]
