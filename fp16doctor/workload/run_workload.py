@@ -740,7 +740,7 @@ def first_file(folder, suffix):
 def window_placement(next_in_epoch, steps_per_epoch, window_steps, steps_left=None):
     """Where the profiled window starts, as (steps to run first, steps in the window), so that it
     holds no epoch's first step: the time between two epochs (the old data iterator torn down, a new
-    one built; 1.8 s of one 0.4 s step in a TensorFlow trace, inside no op) is no part of a step's work.
+    one built: 1.8 s inside no op, beside 0.4 s steps, in one TensorFlow trace) is no part of a step's work.
 
     next_in_epoch: the index in its epoch of the step that comes next; steps_left: the steps this fit
     call has left. Where either is unknown, an epoch is a single step or the fit call ends too soon,
