@@ -188,10 +188,11 @@ class ExperimentResult:
 
     @property
     def run_ms(self) -> float:
-        """The experiment's step, like for like: a cut-short base is one first step, so it is compared with the
-        experiment's first step (tracing and autotuning included on both sides)."""
+        """The experiment's step, like for like: a base cut short by its first step is compared with the
+        experiment's first step (tracing and autotuning included on both sides); one cut short by a later warm-up
+        step, with the experiment's steps."""
         assert self.run.step_ms is not None
-        if self.base.bound and not self.run.bound and self.run.first_step_ms:
+        if self.base.bound_on_first_step and not self.run.bound and self.run.first_step_ms:
             return self.run.first_step_ms
         return self.run.step_ms
 
@@ -209,7 +210,7 @@ class ExperimentResult:
         return Pair(self.base, self.run).slower or Pair(self.base, self.run).faster
 
     def describe(self) -> str:
-        first = " first" if self.base.bound and not self.run.bound else ""
+        first = " first" if self.base.bound_on_first_step and not self.run.bound else ""
         return (f"with {describe_changes(self.changes)} the {self.base.precision}{first} step went from "
                 f"{'>= ' if self.base.bound else ''}{fmt_ms(self.base.step_ms)} to {fmt_ms(self.run_ms)}")
 

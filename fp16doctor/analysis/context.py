@@ -214,6 +214,16 @@ class RunView:
         return self.status == "ok" and self.step_ms is not None
 
     @property
+    def bound_on_first_step(self) -> bool:
+        """Cut short by its first step (tracing and autotuning in it), not by a later warm-up step (whose own time
+        is then the step time, apart from the first's); a record that does not say is taken as the first."""
+        if not self.bound:
+            return False
+        if self.first_step_ms is None or self.step_ms is None:
+            return True
+        return abs(self.step_ms - self.first_step_ms) < 0.01
+
+    @property
     def on_gpu(self) -> bool:
         return self.device.startswith("gpu")
 

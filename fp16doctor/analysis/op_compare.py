@@ -41,7 +41,7 @@ class OpsSide:
 
     source: str | None  # "tf_profiler", or "tf_profiler + onednn_verbose" when two were merged
     coverage: float | None
-    window_kind: str | None  # "after_timing" or "first_step" (a run cut short by the slow-run rule)
+    window_kind: str | None  # "after_timing", or "first_step" / "bound_step": the step that met the slow-run bound
     window_steps: int | None
     total_ms: float
 

@@ -753,12 +753,13 @@ TOP_OPS = 12  # rows per table; the rest are summed into one
 WINDOW_WORDS = {
     "after_timing": "a profiled window after the timed steps",
     "first_step": "the first step of a run cut short (its only step, profiled)",
+    "bound_step": "the warm-up step that cut the run short (its measured step, profiled)",
 }
 
 
 def _window_words(side: OpsSide) -> str:
     words = WINDOW_WORDS.get(side.window_kind or "", "a profiled window")
-    if side.window_steps and side.window_kind != "first_step":
+    if side.window_steps and side.window_kind not in ("first_step", "bound_step"):
         words += f" ({side.window_steps} step{'s' if side.window_steps != 1 else ''})"
     return words
 

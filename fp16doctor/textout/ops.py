@@ -16,7 +16,8 @@ from fp16doctor.textout.findings import verdicts_text
 
 TOP_OPS = 5
 SHORT_PASS = {"backward_weights": "bwd weights", "backward_data": "bwd data"}
-WINDOW_WORDS = {"after_timing": "a window after the timed steps", "first_step": "the first step of a cut-short run"}
+WINDOW_WORDS = {"after_timing": "a window after the timed steps", "first_step": "the first step of a cut-short run",
+                "bound_step": "the step that cut the run short"}
 
 
 def _delta(value: float | None) -> str:

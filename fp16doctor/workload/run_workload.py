@@ -569,6 +569,8 @@ class WindowProfiler(object):
         window = {"folder": folder}
         self.windows[kind] = window
         try:
+            if os.path.isdir(folder):
+                shutil.rmtree(folder, True)  # a kind profiled again (bound_step: each warm-up step in turn)
             os.makedirs(folder)
             self._start_backend(folder)
         except Exception as exc:  # noqa: BLE001  (a profiler that cannot start leaves the run as it was)
@@ -781,8 +783,10 @@ class StepHooks(object):
     callback and the script runner's (its fit callback and its train_on_batch wrapper) both call these.
 
     train_begin: before the first step of a fit call (the first step may be the only one, under the
-    slow-step bound: it is profiled, to be sure). step_end: after each step; True when training should
-    stop. train_end: when a fit call ends (a window still open is closed with what it has).
+    slow-step bound: it is profiled, to be sure; so is each later warm-up step, `bound_step`, since the
+    bound may stop the run there instead, where that step, not the first with its tracing, is the
+    measurement). step_end: after each step; True when training should stop. train_end: when a fit call
+    ends (a window still open is closed with what it has).
     `position`, where the loop knows it: (epoch, batch index in it, the callback's params), so the
     window is placed clear of an epoch's first step (window_placement)."""
 
@@ -805,8 +809,11 @@ class StepHooks(object):
         stop = timer.end_step(logs)
         if profiler is not None:
             profiler.after_step()
-            if profiler.kind == "first_step":
+            if profiler.kind in ("first_step", "bound_step"):
                 profiler.stop(1, timer.clock)
+                warming = timer.first_step_ms is not None and len(timer.warmup_ms) < timer.warmup_steps
+                if warming and not timer.done:
+                    profiler.start("bound_step", timer.clock)  # the next warm-up step may meet the bound
                 timer.skip_time()
             where = epoch_position(*position) if position is not None else None
             if profiler.kind == "after_timing" and where is not None and where[0] == 1:
@@ -841,8 +848,15 @@ class StepHooks(object):
         if timer.window_ms:
             out["window_step_ms"] = [round(v, 3) for v in timer.window_ms]
         if self.profiler is not None:
-            out["profile"] = self.profiler.result("first_step" if timer.bound else "after_timing")
+            out["profile"] = self.profiler.result(self.window_kind())
         return out
+
+    def window_kind(self):
+        """The window that stands for the run: the step that met the slow-step bound, or the one after timing."""
+        timer = self.timer
+        if not timer.bound:
+            return "after_timing"
+        return "first_step" if len(timer.warmup_ms) <= 1 else "bound_step"
 
 
 def make_callback(api, timer, profiler=None):

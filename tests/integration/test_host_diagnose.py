@@ -143,6 +143,22 @@ def test_a_float16_run_beyond_its_slow_step_bound_stops_after_its_first_step(tmp
     assert len(steps) == 1 and steps[0]["bound"] is True
 
 
+def test_a_run_cut_short_by_its_second_warmup_step_is_profiled_on_that_step(tmp_path: Path) -> None:
+    """A first step under its allowance (a float32 first step so slow that any tracing fits), a second beyond
+    the bound: the second step is the measurement and the profiled window, not the first with its tracing."""
+    spec = RunSpec("host", "float16", "original", QUICK, reference_ms=0.01, reference_first_step_ms=1e7)
+    record = HostEngine(cache_dir=tmp_path, backend="tensorflow").run(spec, lambda e: None)
+    assert record["status"] == "ok", record.get("error")
+    assert record["bound"] is True and len(record["warmup_step_ms"]) == 2
+    assert record["step_time_ms"]["n"] == 1 and record["step_time_ms"]["median"] == record["warmup_step_ms"][1]
+    window = record["profile"]["window"]
+    assert window["kind"] == "bound_step" and window["steps"] == 1
+    ops = record.get("ops")
+    assert ops is not None, record.get("ops_error")
+    assert {"conv2d", "conv2d_1"} <= {item["layer"] for item in ops["items"]}
+    assert ops["coverage"] > 0 and (ops["coverage"] >= 0.7 or "coverage_note" in ops)
+
+
 @pytest.mark.slow
 def test_ctrl_c_keeps_finished_runs_and_exits_130(tmp_path: Path) -> None:
     proc = subprocess.Popen([*FP16DOCTOR, "diagnose", "--quick", "--out", str(tmp_path)],

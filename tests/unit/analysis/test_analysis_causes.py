@@ -272,6 +272,17 @@ def test_a_cut_short_base_is_compared_with_the_experiments_first_step() -> None:
     assert "first step" in setting["evidence"][0] and mentions_ms(setting["evidence"][0], 2500.0)
 
 
+def test_a_base_cut_short_by_a_later_warmup_step_is_compared_with_the_experiments_steps() -> None:
+    """Its measured step is its second, past tracing: the experiment's steady steps are the like for like."""
+    d = xeon_like()
+    d["runs"][1]["first_step_ms"] = 31000.0  # the first step stayed under its allowance; the second met the bound
+    d["runs"].append(run("float16", 800.0, variant="onednn_off", first_step_ms=2500.0,
+                         experiment={"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}},
+                                     "tests": "slow_fp16_kernels"}))
+    setting = next(f for f in diagnose_document(d).findings if f["id"] == "framework_setting")
+    assert "first step" not in setting["evidence"][0] and mentions_ms(setting["evidence"][0], 800.0)
+
+
 def test_an_error_that_merely_contains_nan_is_no_instability() -> None:
     d = doc(run("float32", 100.0), {**run("float16", 0.0), "status": "failed", "step_time_ms": None,
                                      "error": "RuntimeError: maintenance window; stack overflow in the loader"})

@@ -67,6 +67,7 @@ class _Profiler:
         self.model = None
         self.epoch_start = False
         self.events: list[tuple[str, int]] = []
+        self.kinds: list[str] = []  # the window each event was for
         self.step = 0
 
     def after_step(self) -> None:
@@ -75,9 +76,11 @@ class _Profiler:
     def start(self, kind: str, clock: Any) -> None:
         self.kind = kind
         self.events.append(("start", self.step))
+        self.kinds.append(kind)
 
     def stop(self, steps: int, clock: Any) -> None:
         self.events.append(("stop", self.step))
+        self.kinds.append(str(self.kind))
         self.kind = None
 
 
@@ -140,3 +143,40 @@ def test_a_loop_that_gives_no_position_profiles_the_next_steps_as_before(wl: Any
         hooks.step_end(None, {"loss": 0.5})
     # One warm-up and four timed steps, then the next two, profiled.
     assert steps == 7 and profiler.events == [("start", 5), ("stop", 7)]
+
+
+def _warmup(wl: Any, steps_ms: list[float], warmup_steps: int = 2) -> tuple[Any, Any, _Profiler]:
+    clock = [0.0]
+    timer = wl.StepTimer(warmup_steps=warmup_steps, min_steps=4, max_steps=100, max_measure_s=1e9, tolerance=0.05,
+                         bound_ms=1000.0, first_step_bound_ms=3000.0, window_steps=2, clock=lambda: clock[0])
+    profiler = _Profiler()
+    hooks = wl.StepHooks(timer, profiler)
+    hooks.train_begin(None)
+    for ms in steps_ms:
+        clock[0] += ms / 1000.0
+        if hooks.step_end(None, {"loss": 0.5}):
+            break
+    return timer, hooks, profiler
+
+
+def test_a_run_cut_short_by_a_later_warmup_step_is_profiled_on_that_step(wl: Any) -> None:
+    """The first step (tracing, autotuning) stays under its own allowance; the second meets the bound: that step
+    is the measurement, so it is the profiled window, not the first with its tracing."""
+    timer, hooks, profiler = _warmup(wl, [2500.0, 1500.0])
+    assert timer.bound and timer.step_ms == [1500.0] and timer.first_step_ms == 2500.0
+    assert [e for e, _ in profiler.events] == ["start", "stop", "start", "stop"]
+    assert profiler.kinds == ["first_step", "first_step", "bound_step", "bound_step"]
+    assert hooks.window_kind() == "bound_step"
+
+
+def test_a_run_cut_short_by_its_first_step_keeps_that_step_as_its_window(wl: Any) -> None:
+    timer, hooks, profiler = _warmup(wl, [3500.0])
+    assert timer.bound and hooks.window_kind() == "first_step"
+    assert profiler.kinds == ["first_step", "first_step"]
+
+
+def test_warmup_windows_of_a_run_that_is_not_cut_short_give_way_to_the_window_after_timing(wl: Any) -> None:
+    timer, hooks, profiler = _warmup(wl, [2500.0, 500.0] + [400.0] * 30)
+    assert not timer.bound and timer.done and hooks.window_kind() == "after_timing"
+    assert profiler.kinds[:4] == ["first_step", "first_step", "bound_step", "bound_step"]
+    assert profiler.kinds[-2:] == ["after_timing", "after_timing"]
