@@ -34,15 +34,14 @@ WINDOW_MISS_SHARE = 0.5
 
 
 def _window_difference(acc: Accounting) -> float | None:
-    """How much slower (or faster, as the timed difference goes) the 16-bit window's steps were than float32's:
-    measured ops can account for no more than this. None unless both runs have a window after their timing."""
+    """The 16-bit window's step less float32's (measured ops can account for no more than this, in the timed
+    difference's direction). None unless both runs have a window after their timing."""
     fp32, reduced = acc.pair.fp32.ops, acc.pair.reduced.ops
     if fp32 is None or reduced is None or fp32.window_ms is None or reduced.window_ms is None:
         return None
     if fp32.window_kind != "after_timing" or reduced.window_kind != "after_timing":
         return None
-    delta = reduced.window_ms - fp32.window_ms
-    return delta if acc.difference_ms > 0 else -delta
+    return reduced.window_ms - fp32.window_ms
 
 
 def verdict_for(acc: Accounting) -> Verdict:
@@ -71,11 +70,13 @@ def verdict_for(acc: Accounting) -> Verdict:
     if acc.significant and top is not None and share < HALF:
         headline += f"; {fmt_ms(unexplained)} ({1 - share:.0%}) of it is unexplained"
     window_delta = _window_difference(acc)
-    missed = acc.magnitude_ms - max(window_delta, 0.0) if window_delta is not None else 0.0
+    # The windows' difference in the direction of the timed one: what the ops there can account for at most.
+    shown = max(window_delta if acc.difference_ms > 0 else -window_delta, 0.0) if window_delta is not None else 0.0
+    missed = acc.magnitude_ms - shown if window_delta is not None else 0.0
     if acc.significant and share < HALF and missed >= WINDOW_MISS_SHARE * unexplained and missed > 0:
         # The ops were measured in the windows: what the windows did not show, no op can account for.
-        assert reduced.ops is not None and fp32.ops is not None and window_delta is not None
-        headline += (f"; the profiled steps were {fmt_ms(max(window_delta, 0.0))} apart ({reduced.precision} "
+        assert reduced.ops is not None and fp32.ops is not None
+        headline += (f"; the profiled steps were {fmt_ms(shown)} apart ({reduced.precision} "
                      f"{fmt_ms(reduced.ops.window_ms)}, float32 {fmt_ms(fp32.ops.window_ms)} per step), so "
                      f"{fmt_ms(missed)} of the timed difference did not recur there (the steps changed speed "
                      "between the timing and the window)")
@@ -94,8 +95,7 @@ def verdict_for(acc: Accounting) -> Verdict:
         "basis": top.basis if top else None,
         "explained_share": round(share, 3),
         "unexplained_ms": round(unexplained, 3),
-        **({"window_difference_ms": round(window_delta if acc.difference_ms > 0 else -window_delta, 3)}
-           if window_delta is not None else {}),
+        **({"window_difference_ms": round(window_delta, 3)} if window_delta is not None else {}),
         "causes": [{"id": s.cause, "explains_ms": round(s.ms, 3), "basis": s.basis,
                     **({"confirmed_by": s.confirmed_by} if s.confirmed_by else {})} for s in causes],
         "headline": headline,

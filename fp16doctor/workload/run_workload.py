@@ -787,13 +787,17 @@ class StepHooks(object):
     bound may stop the run there instead, where that step, not the first with its tracing, is the
     measurement). step_end: after each step; True when training should stop. train_end: when a fit call
     ends (a window still open is closed with what it has).
-    `position`, where the loop knows it: (epoch, batch index in it, the callback's params), so the
-    window is placed clear of an epoch's first step (window_placement)."""
+    epoch_begin, and step_end's `batch` and `params`, where the loop gives them (a fit callback): where
+    the step stands in its epoch, so the window is placed clear of an epoch's first step (window_placement)."""
 
     def __init__(self, timer, profiler=None):
         self.timer = timer
         self.profiler = profiler
         self.window_placed = False
+        self.epoch = None
+
+    def epoch_begin(self, epoch):
+        self.epoch = epoch
 
     def train_begin(self, model):
         timer, profiler = self.timer, self.profiler
@@ -802,7 +806,7 @@ class StepHooks(object):
             profiler.start("first_step", timer.clock)
         timer.train_begin()
 
-    def step_end(self, model, logs, position=None):
+    def step_end(self, model, logs, batch=None, params=None):
         timer, profiler = self.timer, self.profiler
         if timer.done:
             return True
@@ -815,7 +819,7 @@ class StepHooks(object):
                 if warming and not timer.done:
                     profiler.start("bound_step", timer.clock)  # the next warm-up step may meet the bound
                 timer.skip_time()
-            where = epoch_position(*position) if position is not None else None
+            where = epoch_position(self.epoch, batch, params)
             if profiler.kind == "after_timing" and where is not None and where[0] == 1:
                 profiler.epoch_start = True  # the step just ended began an epoch (no room to avoid it)
             if timer.in_window and not self.window_placed and not timer.done:
@@ -863,16 +867,14 @@ def make_callback(api, timer, profiler=None):
     hooks = StepHooks(timer, profiler)
 
     class _TimerCallback(api.keras.callbacks.Callback):
-        epoch = None
-
         def on_train_begin(self, logs=None):
             hooks.train_begin(self.model)
 
         def on_epoch_begin(self, epoch, logs=None):
-            self.epoch = epoch
+            hooks.epoch_begin(epoch)
 
         def on_batch_end(self, batch, logs=None):
-            if hooks.step_end(self.model, logs, (self.epoch, batch, getattr(self, "params", None))):
+            if hooks.step_end(self.model, logs, batch, getattr(self, "params", None)):
                 self.model.stop_training = True
 
         def on_train_batch_end(self, batch, logs=None):

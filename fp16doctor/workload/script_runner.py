@@ -356,18 +356,16 @@ def make_callback(keras, session):
     timer, hooks = session.timer, session.hooks
 
     class _ScriptTimerCallback(keras.callbacks.Callback):
-        epoch = None
-
         def on_train_begin(self, logs=None):
             session.fit_calls += 1
             hooks.train_begin(self.model)
 
         def on_epoch_begin(self, epoch, logs=None):
-            self.epoch = epoch
+            hooks.epoch_begin(epoch)
             timer.epoch_begin()
 
         def on_batch_end(self, batch, logs=None):
-            if hooks.step_end(self.model, logs, (self.epoch, batch, getattr(self, "params", None))):
+            if hooks.step_end(self.model, logs, batch, getattr(self, "params", None)):
                 self.model.stop_training = True
                 hooks.train_end()
                 raise Enough()

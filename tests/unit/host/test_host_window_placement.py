@@ -97,12 +97,13 @@ def _train(wl: Any, per_epoch: int, epochs: int, window: int = 2,
     steps = 0
     params = {"epochs": epochs, "steps": per_epoch}
     for epoch in range(epochs):
+        hooks.epoch_begin(epoch)
         for batch in range(per_epoch):
             clock[0] += step_s + (1.0 if batch == 0 and epoch else 0.0)
             steps += 1
             if profiler.kind == "after_timing":
                 profiled.append(batch)
-            if hooks.step_end(None, {"loss": 0.5}, (epoch, batch, params)):
+            if hooks.step_end(None, {"loss": 0.5}, batch, params):
                 return timer, profiler, profiled, steps
     hooks.train_end()
     return timer, profiler, profiled, steps
