@@ -335,7 +335,7 @@ def account(ctx: Context, found: Mapping[str, Mapping[str, Any]]) -> list[Accoun
         if pair.reduced.experiment:
             continue  # an experiment is evidence for its base run, not a verdict of its own
         assert pair.reduced.step_ms is not None and pair.fp32.step_ms is not None
-        diff = pair.reduced.step_ms - pair.fp32.step_ms
+        diff = pair.interval.difference_ms  # the medians' difference, or the rounds' mean paired difference
         acc = Accounting(pair, diff, pair.slower or pair.faster)
         if acc.significant:
             _account_ops(acc, ctx)

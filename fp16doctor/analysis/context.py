@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+from fp16doctor.analysis.intervals import DEFAULT_BAND, MAX_BAND, RatioInterval, Timing, band_of, ratio_interval
 from fp16doctor.analysis.model import ModelInfo, model_for_run
 from fp16doctor.analysis.values import (
     as_int,
@@ -208,6 +210,13 @@ class RunView:
     loss_scale_first: float | None = None
     step_losses: tuple[float, ...] = ()
     image_pixels: int | None = None
+    rounds: tuple[float, ...] = ()  # one step median per round, in order (`step_time_ms.rounds`)
+    design: str | None = None  # how its rounds ran beside float32's: "interleaved" | "sequential"
+
+    @property
+    def timing(self) -> Timing:
+        assert self.step_ms is not None
+        return Timing(self.step_ms, self.p10_ms, self.p90_ms, self.rounds, self.design)
 
     @property
     def ok(self) -> bool:
@@ -280,6 +289,8 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
         loss_scale_last=as_number(loss.get("scale_last")),
         image_pixels=_pixels(workload),
         step_losses=tuple(v for v in (as_number(x) for x in as_list(run.get("losses"))) if v is not None),
+        rounds=tuple(v for v in (as_positive(x) for x in as_list(step.get("rounds"))) if v is not None),
+        design=as_str(step.get("design")),
     )
 
 
@@ -300,13 +311,10 @@ class CpuFacts:
 
 
 def noise_band(*steps: tuple[float | None, float | None, float | None]) -> float:
-    """Relative spread of step-time medians, from each (median, p10, p90), at least 5 % and at most 50 %:
-    a difference between two medians below it is not claimed (the analysis and the report's verdict)."""
-    spreads = [0.05]
-    for median, p10, p90 in steps:
-        if p10 and p90 and median:
-            spreads.append((p90 - p10) / (2 * median))
-    return min(max(spreads), 0.5)
+    """Relative spread of step-time medians, from each (median, p10, p90), at least DEFAULT_BAND and at most
+    MAX_BAND (analysis/intervals.py): a difference between two medians below it is not claimed."""
+    spreads = [b for m, p10, p90 in steps if m and (b := band_of(Timing(m, p10, p90))) is not None]
+    return min(max([DEFAULT_BAND, *spreads]), MAX_BAND)
 
 
 @dataclass(frozen=True)
@@ -318,25 +326,25 @@ class Pair:
 
     @property
     def ratio(self) -> float:
-        """reduced step / float32 step: above 1 means fp16 is slower."""
-        assert self.reduced.step_ms is not None and self.fp32.step_ms is not None
-        return self.reduced.step_ms / self.fp32.step_ms
+        """reduced step / float32 step: above 1 means fp16 is slower (from the rounds, where the runs have them)."""
+        return 1.0 / self.interval.speedup
 
     @property
     def speedup(self) -> float:
         return 1.0 / self.ratio
 
-    def noise(self) -> float:
-        return noise_band((self.fp32.step_ms, self.fp32.p10_ms, self.fp32.p90_ms),
-                          (self.reduced.step_ms, self.reduced.p10_ms, self.reduced.p90_ms))
+    @cached_property
+    def interval(self) -> RatioInterval:
+        """float32's step over this one's, with the interval the two records support (intervals.py)."""
+        return ratio_interval(self.fp32.timing, self.reduced.timing)
 
     @property
     def slower(self) -> bool:
-        return self.ratio > 1 + self.noise()
+        return self.interval.outcome == "slower"
 
     @property
     def faster(self) -> bool:
-        return self.speedup > 1 + self.noise()
+        return self.interval.outcome == "faster"
 
     def describe(self) -> str:
         r, f = self.reduced, self.fp32

@@ -80,3 +80,34 @@ def fmt_flops(value: float) -> str:
         if value >= scale:
             return f"{value / scale:.3g} {unit}"
     return f"{value:.0f} FLOP"
+
+
+def ratio_digits(value: float, relative_width: float | None) -> int:
+    """Decimals a ratio earns from its interval's relative width: none from 10x (a 190x slowdown is not known
+    to a tenth), two under 10 % wide, else one; two where no width is known."""
+    if value >= 10:
+        return 0
+    if relative_width is None:
+        return 2
+    return 2 if relative_width < 0.10 else 1
+
+
+def fmt_times(value: float, relative_width: float | None = None) -> str:
+    """A ratio as printed everywhere: '2.24x', '2.2x' (a wider interval), '166x'."""
+    return f"{value:.{ratio_digits(value, relative_width)}f}x"
+
+
+def fmt_interval(low: float, high: float) -> str:
+    """An interval of ratios, with the digits its width earns: '2.1-2.4x', '0.97-1.03x'."""
+    mid = math.sqrt(low * high) if low > 0 and high > 0 else max(low, high)
+    digits = ratio_digits(mid, (high - low) / mid if mid else None)
+    return f"{low:.{digits}f}-{high:.{digits}f}x"
+
+
+def fmt_signed_ms(value: float | None) -> str:
+    """A signed time difference: '+12.5 s' (took longer), '\u22123.1 ms' (saved), '\u00b10 ms'."""
+    if value is None:
+        return "\u2014"
+    if value == 0:
+        return "\u00b10 ms"
+    return ("+" if value > 0 else "\u2212") + fmt_ms(abs(value))

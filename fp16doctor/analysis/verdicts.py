@@ -7,20 +7,39 @@ from typing import Any
 
 from fp16doctor.analysis.causes import HALF, Accounting
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
-from fp16doctor.analysis.values import fmt_ms
+from fp16doctor.analysis.values import fmt_interval, fmt_ms, fmt_times
 
 Verdict = dict[str, Any]
 
 
 def _ratio_phrase(acc: Accounting) -> tuple[str, str]:
-    """("166x slower", "slower") from the measured medians; a cut-short run's ratio is a bound."""
+    """("166x slower", "slower"), with the digits the interval supports; a cut-short run's ratio is a bound."""
     pair = acc.pair
+    interval = pair.interval
     if not acc.significant:
         return "no faster or slower (the difference is inside the runs' spread)", "no_significant_difference"
-    if acc.difference_ms > 0:
+    if interval.outcome == "slower":
         bound = ">= " if pair.reduced.bound else ""
-        return f"{bound}{pair.ratio:.2f}x slower", "slower"
-    return f"{pair.speedup:.2f}x faster", "faster"
+        return f"{bound}{fmt_times(pair.ratio, interval.relative_width)} slower", "slower"
+    return f"{fmt_times(pair.speedup, interval.relative_width)} faster", "faster"
+
+
+def _interval_note(acc: Accounting) -> str:
+    """' (95 % interval 2.1-2.4x, 5 paired rounds)': the interval in the headline's own direction."""
+    interval = acc.pair.interval
+    if interval.method not in ("paired_rounds", "unpaired_rounds"):
+        return ""
+    low, high = (1 / interval.high, 1 / interval.low) if acc.difference_ms > 0 else (interval.low, interval.high)
+    kind = "paired" if interval.method == "paired_rounds" else "unpaired"
+    return f" ({interval.confidence_level:.0%} interval {fmt_interval(low, high)}, {interval.repeats} {kind} rounds)"
+
+
+def _inside(acc: Accounting) -> str:
+    interval = acc.pair.interval
+    if interval.method in ("paired_rounds", "unpaired_rounds"):
+        return (f"the {interval.confidence_level:.0%} interval {fmt_interval(interval.low, interval.high)} of "
+                f"{interval.repeats} rounds")
+    return "the runs' spread"
 
 
 def _cause_phrase(cause: str) -> str:
@@ -54,10 +73,10 @@ def verdict_for(acc: Accounting) -> Verdict:
     top = causes[0] if causes else None
     where = reduced.stack if reduced.machine == "host" else f"{reduced.stack} on {reduced.machine}"
     variant = "" if reduced.variant == "original" else f", {reduced.variant}"
-    headline = f"{reduced.precision} is {phrase} than float32 on {where}{variant}"
+    headline = f"{reduced.precision} is {phrase} than float32 on {where}{variant}{_interval_note(acc)}"
     if outcome == "no_significant_difference":
         headline = f"{reduced.precision} is no faster or slower than float32 on {where}{variant} " \
-                   "(the difference is inside the runs' spread)"
+                   f"(the difference is inside {_inside(acc)})"
     elif top is not None:
         basis = {"measured_ops": "measured", "experiment": "confirmed by an experiment",
                  "estimate": "estimated"}[top.basis]
@@ -80,15 +99,21 @@ def verdict_for(acc: Accounting) -> Verdict:
                      f"{fmt_ms(reduced.ops.window_ms)}, float32 {fmt_ms(fp32.ops.window_ms)} per step), so "
                      f"{fmt_ms(missed)} of the timed difference did not recur there (the steps changed speed "
                      "between the timing and the window)")
+    interval = pair.interval
     return {
         "machine": reduced.machine,
         "stack": reduced.stack,
         "variant": reduced.variant,
         "precision": reduced.precision,
         "ratio": round(pair.speedup, 4),
+        "ratio_interval": [round(interval.low, 4), round(interval.high, 4)],
+        "confidence_level": interval.confidence_level,
+        "repeats": interval.repeats,
+        "interval_method": interval.method,
         "step_ms": reduced.step_ms,
         "fp32_step_ms": fp32.step_ms,
         "difference_ms": round(acc.difference_ms, 3),
+        "difference_interval_ms": [round(interval.difference_low_ms, 3), round(interval.difference_high_ms, 3)],
         "outcome": outcome,
         "bound": reduced.bound,
         "cause": top.cause if top else None,

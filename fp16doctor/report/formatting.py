@@ -4,17 +4,13 @@ Milliseconds have one formatter for all of fp16doctor: `fp16doctor.analysis.valu
 
 from __future__ import annotations
 
-from fp16doctor.analysis.values import fmt_ms
+from fp16doctor.analysis.values import fmt_signed_ms
 from fp16doctor.results import PRECISIONS
 
 
 def format_delta(value: float | None) -> str:
     """A signed time difference: "+12.5 s" (16 bits took longer), "−3.1 ms" (16 bits saved it)."""
-    if value is None:
-        return "—"
-    if value == 0:
-        return "±0 ms"
-    return ("+" if value > 0 else "\u2212") + fmt_ms(abs(value))
+    return fmt_signed_ms(value)
 
 
 def format_ratio(value: float | None) -> str:

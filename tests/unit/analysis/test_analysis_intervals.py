@@ -1,0 +1,101 @@
+"""Every ratio carries the interval its repeats support, and the outcome follows the interval."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from fp16doctor.analysis import diagnose_document
+from fp16doctor.analysis.intervals import DEFAULT_BAND, Timing, ratio_interval, t_quantile
+
+# Multiplicative round-to-round noise, zero-mean in logs: +n, -n, +n/2, -n/2, 0, ...
+PATTERN = (1.0, -1.0, 0.5, -0.5, 0.0, 0.8, -0.8)
+
+
+def rounds(median: float, noise: float, n: int = 7, shift: int = 0) -> list[float]:
+    return [median * math.exp(noise * PATTERN[(i + shift) % len(PATTERN)]) for i in range(n)]
+
+
+def run(precision: str, step: dict[str, Any]) -> dict[str, Any]:
+    return {"stack": "host", "precision": precision, "variant": "original", "device": "cpu", "status": "ok",
+            "step_time_ms": step}
+
+
+def doc_of(fp32: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    return {"schema_version": 1, "host": {"cpu": {"flags": ["avx2"]}, "gpus": []},
+            "runs": [run("float32", fp32), run("float16", other)]}
+
+
+def interleaved(median: float, noise: float, shift: int = 0) -> dict[str, Any]:
+    values = rounds(median, noise, shift=shift)
+    return {"median": sorted(values)[len(values) // 2], "rounds": values, "design": "interleaved", "n": 70}
+
+
+def test_three_percent_slower_with_one_percent_noise_is_slower() -> None:
+    verdict, = diagnose_document(doc_of(interleaved(100, 0.01), interleaved(103, 0.01, shift=3))).verdicts
+    assert verdict["outcome"] == "slower"
+    low, high = verdict["ratio_interval"]
+    assert low < verdict["ratio"] < high < 1
+    assert verdict["repeats"] == 7 and verdict["confidence_level"] == 0.95
+    assert "interval" in verdict["headline"] and "7 paired rounds" in verdict["headline"]
+
+
+def test_three_percent_slower_with_eight_percent_noise_is_no_difference() -> None:
+    verdict, = diagnose_document(doc_of(interleaved(100, 0.08), interleaved(103, 0.08, shift=3))).verdicts
+    assert verdict["outcome"] == "no_significant_difference"
+    low, high = verdict["ratio_interval"]
+    assert low < 1 < high
+    assert verdict["cause"] is None
+
+
+def test_paired_rounds_cancel_drift_that_unpaired_rounds_cannot() -> None:
+    """Both configurations drift together by 20 % over the rounds: pairing sees a steady 5 % while the same
+    rounds judged unpaired cannot tell."""
+    drift = [1.0, 1.05, 1.1, 1.15, 1.2]
+    fp32 = [100 * d for d in drift]
+    fp16 = [105 * d * (1.002 if i % 2 else 0.998) for i, d in enumerate(drift)]
+    paired = ratio_interval(Timing(100, rounds=tuple(fp32), design="interleaved"),
+                            Timing(105, rounds=tuple(fp16), design="interleaved"))
+    unpaired = ratio_interval(Timing(100, rounds=tuple(fp32), design="sequential"),
+                              Timing(105, rounds=tuple(fp16), design="sequential"))
+    assert paired.method == "paired_rounds" and paired.outcome == "slower"
+    assert unpaired.method == "unpaired_rounds" and unpaired.outcome == "no_significant_difference"
+    assert paired.high - paired.low < (unpaired.high - unpaired.low) / 5
+
+
+def test_interval_is_recomputed_from_the_document_alone() -> None:
+    """explain needs nothing but the rounds: the interval is a t interval on the per-round log ratios."""
+    fp32, fp16 = interleaved(100, 0.02), interleaved(150, 0.02, shift=2)
+    verdict, = diagnose_document(doc_of(fp32, fp16)).verdicts
+    logs = [math.log(a / b) for a, b in zip(fp32["rounds"], fp16["rounds"], strict=True)]
+    mean = sum(logs) / len(logs)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+    half = t_quantile(len(logs) - 1) * sd / math.sqrt(len(logs))
+    assert verdict["ratio_interval"] == pytest.approx([math.exp(mean - half), math.exp(mean + half)], abs=1e-4)
+    d_low, d_high = verdict["difference_interval_ms"]
+    assert d_low < verdict["difference_ms"] < d_high
+
+
+def test_a_median_without_spread_is_judged_by_the_stated_default_band() -> None:
+    inside = diagnose_document(doc_of({"median": 100.0}, {"median": 100.0 * (1 + DEFAULT_BAND) * 0.99})).verdicts
+    outside = diagnose_document(doc_of({"median": 100.0}, {"median": 100.0 * (1 + DEFAULT_BAND) * 1.01})).verdicts
+    assert inside[0]["outcome"] == "no_significant_difference"
+    assert outside[0]["outcome"] == "slower"
+    assert outside[0]["interval_method"] == "default_band" and outside[0]["repeats"] == 0
+
+
+def test_fewer_than_three_rounds_fall_back_to_the_spread() -> None:
+    fp32 = {"median": 100.0, "p10": 90.0, "p90": 110.0, "rounds": [100.0, 101.0], "design": "interleaved"}
+    fp16 = {"median": 130.0, "p10": 120.0, "p90": 140.0, "rounds": [130.0, 131.0], "design": "interleaved"}
+    verdict, = diagnose_document(doc_of(fp32, fp16)).verdicts
+    assert verdict["interval_method"] == "spread"
+    assert verdict["ratio_interval"][0] == pytest.approx(100 / 130 / 1.1, abs=1e-4)
+
+
+def test_printed_digits_follow_the_interval() -> None:
+    narrow = diagnose_document(doc_of(interleaved(100, 0.005), interleaved(224, 0.005, shift=1))).verdicts[0]
+    wide = diagnose_document(doc_of(interleaved(100, 0.08), interleaved(224, 0.08, shift=1))).verdicts[0]
+    assert "2.24x slower" in narrow["headline"]
+    assert "2.2x slower" in wide["headline"] and "2.24x" not in wide["headline"]
