@@ -164,7 +164,8 @@ def diagnose(
 @app.command()
 def explain(
     results: Path = typer.Argument(..., help="A results.json, ours or hand-written."),
-    as_json: bool = typer.Option(False, "--json", help='Print {"findings": [...], "verdicts": [...]} as JSON.'),
+    as_json: bool = typer.Option(
+        False, "--json", help='Print {"findings": [...], "verdicts": [...], "prescriptions": [...]} as JSON.'),
 ) -> None:
     """Re-run the analysis on a saved or hand-written results file and print the verdicts and findings."""
     from fp16doctor.analysis import diagnose_document
@@ -174,9 +175,10 @@ def explain(
     doc = load(results)
     diagnosis = diagnose_document(doc)
     if as_json:
-        _print_json({"findings": diagnosis.findings, "verdicts": diagnosis.verdicts})
+        _print_json({"findings": diagnosis.findings, "verdicts": diagnosis.verdicts,
+                     "prescriptions": diagnosis.prescriptions})
     else:
-        out.print(findings_text(doc, diagnosis.findings, diagnosis.verdicts))
+        out.print(findings_text(doc, diagnosis))
 
 
 @app.command()

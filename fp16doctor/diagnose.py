@@ -369,7 +369,7 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     findings = diagnosis.findings
     known = {f["id"] for f in findings}
     findings += [f for f in extra_findings if f["id"] not in known]
-    writer.set_findings(findings, diagnosis.verdicts)
+    writer.set_findings(findings, diagnosis.verdicts, diagnosis.prescriptions)
     from fp16doctor.report import write_report
 
     report_path: Path | None = options.out_dir / "report.html"

@@ -318,9 +318,11 @@ class ResultsWriter:
         self.doc["runs"] = runs
         self.save()
 
-    def set_findings(self, findings: Iterable[dict[str, Any]], verdicts: Iterable[dict[str, Any]] = ()) -> None:
+    def set_findings(self, findings: Iterable[dict[str, Any]], verdicts: Iterable[dict[str, Any]] = (),
+                     prescriptions: Iterable[dict[str, Any]] = ()) -> None:
         self.doc["findings"] = list(findings)
         self.doc["verdicts"] = list(verdicts)
+        self.doc["prescriptions"] = list(prescriptions)
         self.save()
 
     def save(self) -> None:

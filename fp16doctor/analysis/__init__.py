@@ -5,21 +5,26 @@ Three stages, each reading the one typed view of the document (context.py):
 2. the accounting (causes.py) splits each 16-bit run's difference against its float32 partner over causes,
    measured ops first, then experiments, then estimates;
 3. speed findings are issued per pair with the time they explain, and one verdict per pair names the cause
-   that explains the most (verdicts.py).
-Ranking: critical before warning before info, then the registry's order, then confidence.
+   that explains the most (verdicts.py);
+4. one prescription per machine and stack names the fastest measured safe configuration (prescribe.py), and every
+   finding that recommends a configuration is held to what was measured of it there.
+Ranking: the finding behind a prescription first, then by the time measured (explained or saved), then critical
+before warning before info, the registry's order and confidence.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from fp16doctor.analysis.advice import slow_kernel_advice
 from fp16doctor.analysis.causes import Accounting, Share, account
 from fp16doctor.analysis.context import build_context
 from fp16doctor.analysis.experiments import experiment_evidence, setting_findings
-from fp16doctor.analysis.registry import RANK, REGISTRY, SPEED_CAUSES, rules
+from fp16doctor.analysis.prescribe import hold_advice, prescribe
+from fp16doctor.analysis.registry import RANK, RECOMMENDS, REGISTRY, SPEED_CAUSES, rules
 from fp16doctor.analysis.rules.common import make_finding
 from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.analysis.verdicts import verdicts
@@ -33,17 +38,12 @@ Finding = dict[str, Any]
 class Diagnosis:
     findings: list[Finding]
     verdicts: list[dict[str, Any]]
+    prescriptions: list[dict[str, Any]] = field(default_factory=list)
 
 
 # Titles and fixes for causes that only the accounting finds (no document-level rule of their own).
 _ACCOUNTED_ADVICE = {
-    "slow_fp16_kernels": (
-        "critical",
-        "The framework ran a slow (reference or non-Tensor-Core) kernel for these 16-bit ops. Try the switch "
-        "that routes them elsewhere (on TensorFlow for CPU: TF_ENABLE_ONEDNN_OPTS=0), a newer framework "
-        "release, or a 16-bit type this device runs fast (bfloat16 where it has bfloat16 units); else train "
-        "in float32.",
-    ),
+    "slow_fp16_kernels": ("critical", ""),  # in the words of the run's framework: advice.slow_kernel_advice
     "fast_16bit_kernels": ("info", "Keep the 16-bit precision: its kernels are what made the step faster."),
     "framework_setting": (
         "warning",
@@ -73,6 +73,8 @@ def _speed_finding(acc: Accounting, share: Share, base: Finding | None) -> Findi
                                                            if e not in share.evidence]]
     else:
         severity, recommendation = _ACCOUNTED_ADVICE.get(share.cause, ("warning", ""))
+        if share.cause == "slow_fp16_kernels":
+            recommendation = slow_kernel_advice(reduced.software, reduced.on_gpu, tried=bool(share.confirmed_by))
         # Only the accounting names this cause (its rule did not fire): say what was measured, and a small
         # share is no warning.
         title = _ACCOUNTED_TITLES.get(share.cause, spec.title).format(precision=reduced.precision)
@@ -103,9 +105,19 @@ def _speed_finding(acc: Accounting, share: Share, base: Finding | None) -> Findi
     return finding
 
 
+def measured_time_ms(finding: Finding) -> float:
+    """The time a finding was measured to account for (explains_ms on measured ops or an experiment) or to save
+    (saves_ms: its recommended configuration measured faster); 0 for what rests on an estimate or on facts."""
+    explained = finding.get("explains_ms") if finding.get("basis") in ("measured_ops", "experiment") else None
+    values = [v for v in (explained, finding.get("saves_ms")) if isinstance(v, (int, float))]
+    return max(values, default=0.0)
+
+
 def _rank(findings: list[Finding]) -> list[Finding]:
-    findings.sort(key=lambda f: (SEVERITY_RANK.get(f.get("severity", ""), 3), RANK.get(str(f.get("id")), 99),
-                                 -(f.get("explains_ms") or 0), -float(f.get("confidence") or 0)))
+    """The prescription's evidence first, then by the time measured, then severity, registry order, confidence."""
+    findings.sort(key=lambda f: (0 if f.get("prescribed") else 1, 0 if measured_time_ms(f) > 0 else 1,
+                                 -measured_time_ms(f), SEVERITY_RANK.get(f.get("severity", ""), 3),
+                                 RANK.get(str(f.get("id")), 99), -float(f.get("confidence") or 0)))
     for rank, finding in enumerate(findings, start=1):
         finding["rank"] = rank
     return findings
@@ -146,7 +158,9 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
         if finding.get("basis") == "estimate" and not finding.get("confirmed_by"):
             finding["recommendation"] = ("Unconfirmed (estimated, no experiment changed this one thing): "
                                          + str(finding.get("recommendation", "")))
-    return Diagnosis(_rank(findings), verdicts(accountings))
+    prescriptions = prescribe(ctx, by_rule)
+    hold_advice(ctx, findings, prescriptions, RECOMMENDS)
+    return Diagnosis(_rank(findings), verdicts(accountings), prescriptions)
 
 
 def analyse(doc: Mapping[str, Any]) -> list[Finding]:

@@ -145,3 +145,77 @@ def upgraded(sw: Software) -> Software:
     if fw == "torch" and has_feature("torch_amp", sw.torch) is False:
         return replace(sw, torch=">= 1.10", cuda=None, cudnn=None)
     return sw
+
+
+# What each adoptable variant asks of a user's own setup, beside the precision (results.VARIANT_CHANGES).
+VARIANT_HOW = {
+    "onednn_off": "set TF_ENABLE_ONEDNN_OPTS=0 in the environment before TensorFlow starts",
+    "tf32_off": "set NVIDIA_TF32_OVERRIDE=0 in the environment (float32 without TF32)",
+    "xla": "compile the model with XLA: model.compile(..., jit_compile=True)",
+    "channels_padded": "pad the input to 8 channels (zeros) so the first convolution can use Tensor Cores",
+    "float32_batches": "build the batches in float32: ImageDataGenerator(..., dtype='float32')",
+}
+
+
+def _precision_how(precision: str, sw: Software, on_gpu: bool) -> str:
+    """The one change that selects a precision in the framework the run used."""
+    fw = sw.framework
+    mixed = precision.startswith("mixed_")
+    dtype = precision.removeprefix("mixed_")
+    if precision == "float32":
+        return "keep floatx float32 and no mixed precision policy (the default)"
+    if fw == "keras3":
+        if mixed:
+            return f"keras.mixed_precision.set_dtype_policy('{precision}') before building the model"
+        return f"keras.config.set_floatx('{dtype}') (or \"floatx\": \"{dtype}\" in $KERAS_HOME/keras.json)"
+    if fw == "tf.keras":
+        if mixed:
+            if has_feature("tf_keras_policy", sw.tensorflow) is False:
+                return ("tf.keras.mixed_precision.experimental.set_policy('"
+                        f"{precision}') before building the model")
+            return f"tf.keras.mixed_precision.set_global_policy('{precision}') before building the model"
+        return f"tf.keras.backend.set_floatx('{dtype}') (or \"floatx\": \"{dtype}\" in ~/.keras/keras.json)"
+    if fw in ("keras2", "tensorflow"):
+        if mixed:
+            return mixed_precision_code(sw).splitlines()[0]
+        return f"\"floatx\": \"{dtype}\" in ~/.keras/keras.json (or K.set_floatx('{dtype}'))"
+    if fw == "torch":
+        device = "cuda" if on_gpu else "cpu"
+        if mixed:
+            scaler = " with a GradScaler" if dtype == "float16" else ""
+            return f"with torch.autocast('{device}', dtype=torch.{dtype}): ... around the forward pass{scaler}"
+        return f"model.to(torch.{dtype}) and {dtype} inputs"
+    if fw == "jax":
+        if mixed:
+            return f"float32 parameters, the forward computation cast to jnp.{dtype} (e.g. a jmp policy)"
+        return f"parameters and inputs as jnp.{dtype}"
+    return f"{precision} in your framework's mixed precision API" if mixed else f"{dtype} weights and inputs"
+
+
+def how_to_use(precision: str, sw: Software, variant: str = "original", on_gpu: bool = False) -> str:
+    """The exact change for one measured configuration, in the words of the framework its run used."""
+    how = _precision_how(precision, sw, on_gpu)
+    extra = VARIANT_HOW.get(variant)
+    return f"{how}; and {extra}" if extra else how
+
+
+def slow_kernel_advice(sw: Software, on_gpu: bool, tried: bool = False) -> str:
+    """What to do about a slow 16-bit kernel, for the framework and device that ran it. The fix is the
+    prescription's measured configuration; switches nobody measured are named as untested, with how to test them."""
+    use = "Use the prescription's configuration (the fastest measured here)"
+    if on_gpu:
+        return (f"{use}. Non-Tensor-Core kernels ran these 16-bit ops: Tensor Cores need channel counts that are "
+                "multiples of 8 and a cuDNN that picks them (7.2+ converts, 7.3+ pads NCHW itself).")
+    if sw.framework == "torch" or (sw.framework == "keras3" and sw.keras_backend == "torch"):
+        return (f"{use}. PyTorch has no fast CPU kernel for these ops in 16 bits and ran its generic fallback "
+                "(aten::_slow_conv2d_*); bfloat16 has oneDNN kernels on CPUs with AVX512-BF16 or AMX, float16 "
+                "only with AVX512-FP16 or AMX-FP16.")
+    if sw.tensorflow and (sw.keras_backend in (None, "tensorflow")):
+        if tried:
+            return (f"{use}. oneDNN ran a reference (or generic) kernel for these 16-bit ops on this CPU; the "
+                    "experiment above measured TensorFlow's own kernels instead, and the prescription weighs that "
+                    "run against every other configuration measured here.")
+        return (f"{use}. oneDNN ran a reference (or generic) kernel for these 16-bit ops on this CPU; whether "
+                "TensorFlow's own kernels do better is untested until measured: "
+                "fp16doctor diagnose --variant original --variant onednn_off.")
+    return f"{use}: the framework ran a slow generic kernel for these 16-bit ops on this device."

@@ -85,8 +85,8 @@ class RatioInterval:
                     f", {self.repeats} {kind} rounds")
         half = (math.sqrt(self.high / self.low) - 1) if self.low > 0 else 0.0
         if self.method == "default_band":
-            return f"no spread recorded: judged with the default ±{half:.0%} band"
-        return f"judged by the runs' step spread (±{half:.0%})"
+            return f"no spread recorded, so judged with the default band of ±{half:.0%}"
+        return f"judged by the runs' step spread, ±{half:.0%}"
 
 
 def _logs(values: Sequence[float]) -> list[float]:

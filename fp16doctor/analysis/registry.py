@@ -30,6 +30,9 @@ class FindingSpec:
     rule: Rule | None  # None: made by the causal accounting (analysis/causes.py), not by a document rule
     thresholds: Mapping[str, float] = field(default_factory=dict)
     fixes: Mapping[str, str] = field(default_factory=dict)  # Keras flavour -> code (analysis/fixes.py)
+    # The configuration (precision, variant) its recommendation steers to, held to what was measured of it on the
+    # same machine (analysis/prescribe.py); None: it recommends no configuration.
+    recommends: tuple[str, str] | None = None
 
     @property
     def rank(self) -> int:
@@ -43,33 +46,36 @@ SPECS: tuple[FindingSpec, ...] = (
     FindingSpec("slow_fp16_kernels", "kernels", "A slow kernel ran the 16-bit ops", True, None,
                 thresholds={"min_share_of_difference": causal.SLOW_KERNEL_MIN_SHARE}),
     FindingSpec("no_fast_fp16_hardware", "hardware", "This device computes fp16 no faster than fp32", True,
-                hardware.rule_no_fast_fp16_hardware),
+                hardware.rule_no_fast_fp16_hardware, recommends=("float32", "original")),
     FindingSpec("bf16_unsupported", "hardware", "bfloat16 has no arithmetic units on this device", True,
-                causal.rule_bf16_unsupported),
+                causal.rule_bf16_unsupported, recommends=("float32", "original")),
     FindingSpec("numerics_unstable", "numerics", "16-bit training is numerically unstable here", False,
                 numerics.rule_numerics_unstable, fixes=SNIPPETS.get("numerics_unstable", {}),
-                thresholds={"loss_plateau_spread_multiple": numerics.PLATEAU_SPREAD_MULTIPLE}),
+                thresholds={"loss_plateau_spread_multiple": numerics.PLATEAU_SPREAD_MULTIPLE},
+                recommends=("mixed_float16", "original")),
     FindingSpec("no_tensor_cores", "hardware", "fast fp16 arithmetic but no Tensor Cores", True,
                 hardware.rule_no_tensor_cores),
     FindingSpec("framework_setting", "experiment", "One framework switch changes the result", True, None,
                 thresholds={"min_change": causal.SETTING_MIN_CHANGE}),
     FindingSpec("host_fp16_emulation", "host_input", "Host-side preprocessing runs in float16", True,
-                host_input.rule_host_fp16_emulation, fixes=SNIPPETS.get("host_fp16_emulation", {})),
+                host_input.rule_host_fp16_emulation, fixes=SNIPPETS.get("host_fp16_emulation", {}),
+                recommends=("float16", "float32_batches")),
     FindingSpec("input_pipeline_bound", "host_input",
                 "Producing batches on the host takes a large share of the step", True,
                 host_input.rule_input_pipeline_bound, fixes=SNIPPETS.get("input_pipeline_bound", {})),
     FindingSpec("cast_overhead", "overhead", "Casts and layout changes eat the 16-bit gain", True,
                 overhead.rule_cast_overhead),
     FindingSpec("small_model_overhead", "overhead", "Too little work per step", True,
-                overhead.rule_small_model_overhead),
+                overhead.rule_small_model_overhead, recommends=("mixed_float16", "xla")),
     FindingSpec("pure_float16_floatx", "numerics", "floatx=float16 is pure fp16, not mixed precision", False,
-                numerics.rule_pure_float16_floatx, fixes=SNIPPETS.get("pure_float16_floatx", {})),
+                numerics.rule_pure_float16_floatx, fixes=SNIPPETS.get("pure_float16_floatx", {}),
+                recommends=("mixed_float16", "original")),
     FindingSpec("old_stack", "stack", "The stack predates fast fp16 paths", True, stack.rule_old_stack),
     FindingSpec("tensor_cores_not_eligible", "hardware", "Layers kept off Tensor Cores by their shapes", True,
-                hardware.rule_tensor_cores_not_eligible),
+                hardware.rule_tensor_cores_not_eligible, recommends=("mixed_float16", "channels_padded")),
     FindingSpec("fast_16bit_kernels", "kernels", "16-bit kernels saved time", True, None),
     FindingSpec("bf16_preferred", "hardware", "bfloat16 is this device's fast 16-bit type", False,
-                causal.rule_bf16_preferred),
+                causal.rule_bf16_preferred, recommends=("mixed_bfloat16", "original")),
     FindingSpec("tf32_baseline", "hardware", "float32 already runs on Tensor Cores (TF32)", False,
                 hardware.rule_tf32_baseline, fixes=SNIPPETS.get("tf32_baseline", {})),
     FindingSpec("measurement_warmup", "overhead", "The first steps are much slower than the rest", False,
@@ -80,6 +86,7 @@ SPECS: tuple[FindingSpec, ...] = (
 REGISTRY: dict[str, FindingSpec] = {s.id: s for s in SPECS}
 RANK: dict[str, int] = {s.id: i for i, s in enumerate(SPECS)}
 SPEED_CAUSES = frozenset(s.id for s in SPECS if s.causes_speed)
+RECOMMENDS: dict[str, tuple[str, str]] = {s.id: s.recommends for s in SPECS if s.recommends is not None}
 assert all(s.family in FAMILIES for s in SPECS), "every finding belongs to a known family"
 
 

@@ -10,6 +10,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from fp16doctor.textout.prescription import prescriptions_text
+
 
 class DiagnoseOutcome(Protocol):
     """What the summary reads of diagnose's outcome (diagnose.DiagnoseOutcome has it; diagnose sits above)."""
@@ -86,6 +88,9 @@ def diagnose_summary_text(outcome: DiagnoseOutcome) -> RenderableType:
     findings = doc.get("findings") or []
     from fp16doctor.textout.ops import time_went_text  # the verdicts, then each 16-bit run's top op differences
 
+    prescription = prescriptions_text([p for p in doc.get("prescriptions") or [] if isinstance(p, dict)])
+    if prescription is not None:
+        parts += [Text(""), prescription]
     went = time_went_text(doc)
     if went is not None:
         parts += [Text(""), went]

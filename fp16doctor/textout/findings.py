@@ -12,8 +12,10 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from fp16doctor.analysis import Diagnosis
 from fp16doctor.analysis.roofline import RooflineEstimate, estimate
 from fp16doctor.analysis.values import fmt_ms
+from fp16doctor.textout.prescription import prescriptions_text
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 
@@ -64,12 +66,15 @@ def verdicts_text(verdicts: Sequence[Mapping[str, Any]]) -> Text | None:
     return text
 
 
-def findings_text(doc: Mapping[str, Any], findings: Sequence[Mapping[str, Any]],
-                  verdicts: Sequence[Mapping[str, Any]] = ()) -> RenderableType:
-    """The verdicts, measured runs, the roofline, then each finding with evidence and recommendation, most
-    important first."""
+def findings_text(doc: Mapping[str, Any], diagnosis: Diagnosis) -> RenderableType:
+    """The prescription, the verdicts, measured runs, the roofline, then each finding with evidence and
+    recommendation, most important first."""
+    findings = diagnosis.findings
     parts: list[RenderableType] = []
-    headline = verdicts_text(verdicts)
+    prescription = prescriptions_text(diagnosis.prescriptions)
+    if prescription is not None:
+        parts.append(prescription)
+    headline = verdicts_text(diagnosis.verdicts)
     if headline is not None:
         parts.append(headline)
     measured = _measured(doc)

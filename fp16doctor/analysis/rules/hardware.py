@@ -59,10 +59,9 @@ def rule_no_fast_fp16_hardware(ctx: Context) -> Finding | None:
         runs += cpu_runs
         rec = "On this CPU train in float32."
         if cpu.bf16_flags:
-            rec += (
-                " Its bfloat16 support may pay off instead (Keras 3 / tf.keras >= 2.4; measure it):\n"
-                "    keras.mixed_precision.set_dtype_policy('mixed_bfloat16')\n"
-            )
+            rec += (" Its bfloat16 units may pay off instead: untested until measured with "
+                    "fp16doctor diagnose --precision float32 --precision mixed_bfloat16 (the prescription says "
+                    "whether it was).")
         recs.append(rec)
     gpu_seen: set[str] = set()
     for run in reduced:

@@ -237,8 +237,7 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
         )
     elif fw in ("keras3", "tf.keras", "keras2"):
         rec = (
-            "Build batches in float32 whatever floatx says, and let the model cast on the device "
-            "(better still: floatx float32 and the mixed_float16 policy):\n"
+            "Build batches in float32 whatever floatx says, and let the model cast on the device:\n"
             "    datagen = ImageDataGenerator(rescale=1./255, horizontal_flip=True, vertical_flip=True,\n"
             "                                 dtype='float32')\n"
         )

@@ -154,6 +154,7 @@ def rule_numerics_unstable(ctx: Context) -> Finding | None:
         "Use mixed precision with loss scaling rather than pure fp16, and keep the output layer in float32. "
         + mixed_precision_code(sw),
         stacks=stacks_of(runs),
+        runs=[{"machine": r.machine, "stack": r.stack, "precision": r.precision, "variant": r.variant} for r in runs],
     )
 
 

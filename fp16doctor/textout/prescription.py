@@ -1,0 +1,55 @@
+"""The prescription for the terminal: what to use on each machine and stack, as the analysis decided it, then what
+was measured there and what nobody measured yet (with the command that measures it). Data in, a renderable out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.text import Text
+
+from fp16doctor.analysis.values import fmt_interval, fmt_ms, fmt_times
+
+
+def _config(entry: Mapping[str, Any]) -> str:
+    setting = entry.get("setting")
+    return f"{entry.get('precision')}" + (f" with {setting}" if setting else "")
+
+
+def _measured_line(entry: Mapping[str, Any]) -> str:
+    speedup = entry.get("speedup")
+    interval = entry.get("speedup_interval")
+    if entry.get("outcome") == "baseline":
+        return f"{_config(entry):<34} {fmt_ms(entry.get('step_ms')):>8}  the baseline"
+    ratio = fmt_times(float(speedup)) if isinstance(speedup, (int, float)) else "?"
+    spread = f" ({fmt_interval(*interval)})" if isinstance(interval, list) and len(interval) == 2 else ""
+    notes = [str(entry["unsafe"])] if entry.get("unsafe") else []
+    if entry.get("bound"):
+        notes.append("cut short: a bound")
+    note = f"  [{'; '.join(notes)}]" if notes else ""
+    return f"{_config(entry):<34} {fmt_ms(entry.get('step_ms')):>8}  {ratio}{spread} vs float32{note}"
+
+
+def prescriptions_text(prescriptions: Sequence[Mapping[str, Any]]) -> Text | None:
+    """'Prescription' and one block per machine and stack; None when nothing was measured to prescribe from."""
+    if not prescriptions:
+        return None
+    text = Text("Prescription\n", style="bold")
+    for p in prescriptions:
+        recommended = p.get("recommended") or {}
+        faster = recommended.get("precision") != "float32" or recommended.get("setting")
+        text.append(f"  {p.get('headline', '')}\n", style="bold green" if faster else "bold")
+        if recommended.get("how"):
+            text.append(f"    how: {recommended['how']}\n")
+        measured = [m for m in p.get("measured") or [] if isinstance(m, Mapping)]
+        if measured:
+            text.append("    measured here, fastest first:\n", style="dim")
+            for entry in measured:
+                text.append(f"      {_measured_line(entry)}\n", style="dim")
+        for idea in p.get("untested") or []:
+            text.append(f"    untested: {_config(idea)} ({idea.get('why')}): {idea.get('command')}\n",
+                        style="yellow")
+    return text
+
+
+__all__ = ["prescriptions_text"]
