@@ -99,8 +99,14 @@ def redact_text(text: str) -> str:
     """Replace every secret-looking part of one string with REDACTED, and home directories with ~."""
     if not text:
         return text
-    out = redact_home(text)
-    out = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", out)
+    return redact_secrets(redact_home(text))
+
+
+def redact_secrets(text: str) -> str:
+    """Replace every secret-looking part of one string with REDACTED (reads nothing but the string)."""
+    if not text:
+        return text
+    out = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
     for shape in _TOKEN_SHAPES:
         out = shape.sub(REDACTED, out)
     out = _ASSIGNMENT.sub(lambda m: f"{m['key']}{m['sep']}{REDACTED}", out)

@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from fp16doctor.analysis.advice import how_to_use
-from fp16doctor.analysis.context import BF16, Context, Pair, RunView
+from fp16doctor.analysis.context import BF16, Context, Pair, RunView, Software
 from fp16doctor.analysis.intervals import RatioInterval
 from fp16doctor.analysis.values import as_list, as_mapping, as_str, fmt_interval, fmt_ms, fmt_times
+from fp16doctor.knowledge.frameworks import has_feature
 from fp16doctor.knowledge.gpus import cc_tuple
+from fp16doctor.redaction import redact_secrets
 from fp16doctor.results import VARIANT_CHANGES
 
 Finding = dict[str, Any]
@@ -132,8 +134,13 @@ def _best(configs: Sequence[Measured], fp32: RunView) -> Measured:
 # ---------------------------------------------------------------------------------------- untested
 
 
+_DROPPED = ("--precision", "--variant", "--out", "--stack")  # chosen anew for the configuration to measure
+_DROPPED_ALONE = ("--resume", "--json", "--no-host")
+
+
 def _targeting(ctx: Context, run: RunView) -> list[str]:
-    """The invocation's targeting, kept in an untested configuration's command: its stack, engine and script."""
+    """The invocation's targeting, kept in an untested configuration's command (its engines, script, size),
+    narrowed to the run's own stack."""
     invocation = as_mapping(ctx.doc.get("invocation"))
     argv = [str(a) for a in as_list(invocation.get("argv"))]
     if argv:
@@ -142,13 +149,13 @@ def _targeting(ctx: Context, run: RunView) -> list[str]:
             if skip_next:
                 skip_next = False
                 continue
-            if arg in ("--precision", "--variant", "--out"):
+            if arg in _DROPPED:
                 skip_next = True
                 continue
-            if arg.startswith(("--precision=", "--variant=", "--out=")) or arg in ("--resume", "--json"):
+            if arg.startswith(tuple(f"{flag}=" for flag in _DROPPED)) or arg in _DROPPED_ALONE:
                 continue
             kept.append(arg)
-        return kept
+        return (["--stack", run.stack, "--no-host"] if run.stack != "host" else []) + kept
     raw = as_mapping(as_list(ctx.doc.get("runs"))[run.index]) if run.index < len(as_list(ctx.doc.get("runs"))) else {}
     engine, workload = as_mapping(raw.get("engine")), as_mapping(raw.get("workload"))
     out: list[str] = []
@@ -168,7 +175,20 @@ def _command(ctx: Context, run: RunView, precision: str, variant: str | None = N
     args = ["fp16doctor", "diagnose", *_targeting(ctx, run), "--precision", "float32", "--precision", precision]
     if variant:
         args += ["--variant", "original", "--variant", variant]
-    return shlex.join(args)
+    return redact_secrets(shlex.join(args))  # a URL's password or a token argument never reaches the page
+
+
+def has_mixed_precision(sw: Software) -> bool:
+    """Whether the run's framework has a dtype policy (or autocast) to switch to: Keras 3, tf.keras from TF 2.4,
+    PyTorch with autocast, JAX; multi-backend Keras 2 and TF 1.x have none a user would adopt."""
+    fw = sw.framework
+    if fw in ("keras3", "jax"):
+        return True
+    if fw == "tf.keras":
+        return has_feature("tf_keras_policy", sw.tensorflow) is not False
+    if fw == "torch":
+        return has_feature("torch_amp", sw.torch) is not False
+    return False
 
 
 def _untested(ctx: Context, fp32: RunView, configs: Sequence[Measured], best: Measured,
@@ -183,6 +203,8 @@ def _untested(ctx: Context, fp32: RunView, configs: Sequence[Measured], best: Me
                       "setting": setting_of(variant) if variant else None, "why": why,
                       "command": _command(ctx, fp32, precision, variant)})
 
+    if not has_mixed_precision(fp32.software):
+        return ideas  # an old stack has no mixed precision to try: old_stack says what to upgrade to
     gpu = ctx.gpu_for(fp32) if fp32.on_gpu else None
     cc = cc_tuple(gpu.compute_capability) if gpu is not None else None
     if not any(p in precisions for p in BF16):

@@ -141,8 +141,21 @@ def _time_table(table: TimeTableView) -> list[str]:
     return out
 
 
-def _document(doc: DocumentView, many: bool) -> list[str]:
+def _prescriptions(doc: DocumentView) -> list[str]:
+    """The analysis' prescription per machine and stack, in its own words, first."""
     out: list[str] = []
+    for p in doc.prescriptions:
+        out.append(f"**Prescription:** {md_text(p.headline)}")
+        if p.how:
+            out.append(f"How: {md_code(p.how)}")
+        for u in p.untested:
+            out.append(f"Untested: {md_text(u.config)} ({md_text(u.why)}): {md_code(u.command)}")
+        out.append("")
+    return out
+
+
+def _document(doc: DocumentView, many: bool) -> list[str]:
+    out: list[str] = _prescriptions(doc)
     for machine in doc.machines:
         out.append(f"### {md_text(machine.name)}" if many else f"**GPU / device:** {md_text(machine.name)}")
         if machine.details:

@@ -31,6 +31,7 @@ from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.knowledge.cpu import CPU_FP16_REPORT_FLAGS
 from fp16doctor.report import charts
 from fp16doctor.report.formatting import precision_rank
+from fp16doctor.report.prescription import PrescriptionView, prescription_views
 from fp16doctor.report.redact import redact, redact_text
 from fp16doctor.results import HOST_MACHINE, group_runs_by_machine
 from fp16doctor.stacks import all_stacks
@@ -271,6 +272,7 @@ class DocumentView:
     machines: list[MachineView]
     findings: list[FindingView]
     findings_source: str  # "results" (as written by diagnose) or "analysis" (computed now) or "none"
+    prescriptions: list[PrescriptionView]
     environment: EnvironmentView
     reproduce: ReproduceView
     workload: list[tuple[str, str]]
@@ -307,6 +309,7 @@ class ReportView:
     subtitle: str
     headline: list[VerdictView]
     documents: list[DocumentView]
+    prescriptions: list[PrescriptionView]
     comparison: list[ComparisonRow]
     comparison_chart: Markup
     comparison_precisions: list[str]
@@ -429,6 +432,7 @@ class Decided:
     findings: list[dict[str, Any]]
     findings_source: str  # "results" (as written by diagnose), "analysis" (computed now) or "none"
     verdicts: list[dict[str, Any]]
+    prescriptions: list[dict[str, Any]] = field(default_factory=list)
 
 
 def decided(doc: Mapping[str, Any], sources: Sources) -> Decided:
@@ -436,14 +440,16 @@ def decided(doc: Mapping[str, Any], sources: Sources) -> Decided:
     now, else (a file with no runs to recompute from) the verdicts it saved."""
     own = [f for f in _list(doc.get("findings")) if isinstance(f, dict)]
     saved_verdicts = [v for v in _list(doc.get("verdicts")) if isinstance(v, dict)]
-    if not _runs(doc) and (own or saved_verdicts):
-        return Decided(own, "results" if own else "none", saved_verdicts)
+    saved_prescriptions = [p for p in _list(doc.get("prescriptions")) if isinstance(p, dict)]
+    if not _runs(doc) and (own or saved_verdicts or saved_prescriptions):
+        return Decided(own, "results" if own else "none", saved_verdicts, saved_prescriptions)
     diagnosis = sources.diagnose(dict(doc))
     verdicts = [v for v in diagnosis.verdicts if isinstance(v, dict)]
+    prescriptions = [p for p in diagnosis.prescriptions if isinstance(p, dict)]
     if own:
-        return Decided(own, "results", verdicts)
+        return Decided(own, "results", verdicts, prescriptions)
     computed = [f for f in diagnosis.findings if isinstance(f, dict)]
-    return Decided(computed, "analysis" if computed else "none", verdicts)
+    return Decided(computed, "analysis" if computed else "none", verdicts, prescriptions)
 
 
 # ---------------------------------------------------------------------------------------- runs
@@ -1030,11 +1036,13 @@ def _document_view(index: int, doc: Mapping[str, Any], used_names: dict[str, int
         groups[""] = []
     machines: list[MachineView] = []
     all_rows: list[RunRow] = []
+    names: dict[str, str] = {}
     for m_index, (key, runs) in enumerate(groups.items()):
         name, details = _machine_name(doc, key, runs)
         used_names[name] = used_names.get(name, 0) + 1
         if used_names[name] > 1:
             name = f"{name} (#{used_names[name]})"
+        names[key or HOST_MACHINE] = name
         rows = [_run_row(r, _engine_label(r)) for r in runs]
         # The engine column only matters when one machine ran the same cell on several engines.
         engines = {r.engine for r in rows if r.engine}
@@ -1072,6 +1080,7 @@ def _document_view(index: int, doc: Mapping[str, Any], used_names: dict[str, int
         machines=machines,
         findings=_finding_views(findings, software_by_stack, default_stack),
         findings_source=analysis.findings_source,
+        prescriptions=prescription_views(analysis.prescriptions, names),
         environment=_environment(doc),
         reproduce=_reproduce(doc, all_rows, sources.known_stacks()),
         workload=_workload(doc),
@@ -1140,6 +1149,7 @@ def build_report(docs: Sequence[Mapping[str, Any]], sources: Sources | None = No
         subtitle=subtitle,
         headline=[v for m in machines for v in m.verdicts],
         documents=documents,
+        prescriptions=[p for d in documents for p in d.prescriptions],
         comparison=comparison,
         comparison_precisions=comparison_precisions(comparison),
         comparison_chart=charts.step_time_chart(comparison_bars, "Median step time on every machine"),

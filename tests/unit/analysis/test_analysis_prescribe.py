@@ -144,13 +144,15 @@ def test_a_median_with_no_spread_still_gets_a_prescription_under_the_default_ban
 
 def test_bf16_units_without_a_bf16_run_are_listed_untested_with_the_command() -> None:
     doc = cpu_doc(run("float32", 100), run("float16", 400), flags=("avx2", "f16c", "avx512_bf16", "amx_bf16"))
-    doc["invocation"] = {"argv": ["fp16doctor", "diagnose", "--quick", "--stack", "cpu", "--precision", "float16",
-                                  "--out", "somewhere"]}
+    doc["invocation"] = {"argv": ["fp16doctor", "diagnose", "--quick", "--stack", "cpu", "--stack", "tf2.10-cpu",
+                                  "--precision", "float16", "--out", "somewhere", "--docker-host",
+                                  "tcp://ci:s3cret@gpu-box:2376"]}
     prescription = only(diagnose_document(doc).prescriptions)
     idea, = prescription["untested"]
     assert idea["precision"] == "mixed_bfloat16" and "AMX_BF16" in idea["why"]
-    assert idea["command"] == ("fp16doctor diagnose --quick --stack cpu --precision float32 "
-                               "--precision mixed_bfloat16")
+    # The invocation's engine and size are kept, its stacks narrowed to this run's, its password never written.
+    assert idea["command"] == ("fp16doctor diagnose --quick --docker-host tcp://ci:[REDACTED]@gpu-box:2376 "
+                               "--precision float32 --precision mixed_bfloat16")
     assert prescription["recommended"]["precision"] == "float32"
 
 

@@ -46,12 +46,14 @@ def fixed_sources(
     known: set[str] | None = None,
     verdicts: list[dict[str, Any]] | None = None,
 ) -> Sources:
-    """Fixed findings (FAKE_FINDINGS unless given); the verdicts are the analysis' own of the document's runs
-    unless given, since the report only renders them."""
+    """Fixed findings (FAKE_FINDINGS unless given); the verdicts and prescriptions are the analysis' own of the
+    document's runs (verdicts unless given), since the report only renders them."""
 
     def diagnose(doc: dict[str, Any]) -> Diagnosis:
-        chosen = verdicts if verdicts is not None else diagnose_document(doc).verdicts
-        return Diagnosis(copy.deepcopy(findings if findings is not None else FAKE_FINDINGS), copy.deepcopy(chosen))
+        real = diagnose_document(doc)
+        chosen = verdicts if verdicts is not None else real.verdicts
+        return Diagnosis(copy.deepcopy(findings if findings is not None else FAKE_FINDINGS), copy.deepcopy(chosen),
+                         real.prescriptions)
 
     return Sources(
         diagnose=diagnose,

@@ -1,0 +1,78 @@
+"""The report's prescription section: the analysis' prescriptions, phrased as the analysis phrased them, with the
+measured configurations and the untested ideas as rows. Nothing here chooses a configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fp16doctor.analysis.values import fmt_interval, fmt_ms, fmt_times
+
+
+@dataclass(frozen=True)
+class MeasuredConfigView:
+    config: str
+    step: str
+    versus_fp32: str  # "2.19x faster (2.08-2.30x)", "the baseline"
+    note: str
+    recommended: bool
+
+
+@dataclass(frozen=True)
+class UntestedView:
+    config: str
+    why: str
+    command: str
+
+
+@dataclass(frozen=True)
+class PrescriptionView:
+    machine: str
+    headline: str
+    how: str
+    tone: str  # "faster" (a 16-bit or switched configuration) or "same" (float32)
+    measured: list[MeasuredConfigView]
+    untested: list[UntestedView]
+
+
+def _config(entry: Mapping[str, Any]) -> str:
+    setting = entry.get("setting")
+    return str(entry.get("precision")) + (f" with {setting}" if setting else "")
+
+
+def _versus(entry: Mapping[str, Any]) -> str:
+    outcome, speedup, interval = entry.get("outcome"), entry.get("speedup"), entry.get("speedup_interval")
+    if outcome == "baseline" or not isinstance(speedup, (int, float)) or speedup <= 0:
+        return "the baseline"
+    spread = f" ({fmt_interval(*interval)})" if isinstance(interval, list) and len(interval) == 2 else ""
+    if outcome == "faster":
+        return f"{fmt_times(speedup)} faster{spread}"
+    if outcome == "slower":
+        return f"{fmt_times(1 / speedup)} slower{spread}"
+    return f"no significant difference{spread}"
+
+
+def prescription_view(machine: str, prescription: Mapping[str, Any]) -> PrescriptionView:
+    recommended = prescription.get("recommended") if isinstance(prescription.get("recommended"), Mapping) else {}
+    assert isinstance(recommended, Mapping)
+    chosen = (recommended.get("precision"), recommended.get("variant"))
+    measured = []
+    for entry in prescription.get("measured") or []:
+        if not isinstance(entry, Mapping):
+            continue
+        notes = [str(n) for n in (entry.get("unsafe"), entry.get("caveat")) if n]
+        if entry.get("bound"):
+            notes.append("cut short by the slow-step bound: its time is a lower bound")
+        measured.append(MeasuredConfigView(_config(entry), fmt_ms(entry.get("step_ms")), _versus(entry),
+                                           "; ".join(notes), (entry.get("precision"), entry.get("variant")) == chosen))
+    untested = [UntestedView(_config(i), str(i.get("why") or ""), str(i.get("command") or ""))
+                for i in prescription.get("untested") or [] if isinstance(i, Mapping)]
+    faster = recommended.get("precision") != "float32" or bool(recommended.get("setting"))
+    return PrescriptionView(machine, str(prescription.get("headline") or ""), str(recommended.get("how") or ""),
+                            "faster" if faster else "same", measured, untested)
+
+
+def prescription_views(prescriptions: Sequence[Mapping[str, Any]], names: Mapping[str, str]) -> list[PrescriptionView]:
+    """One view per prescription, its machine named as the report names it."""
+    return [prescription_view(names.get(str(p.get("machine")), str(p.get("machine"))), p) for p in prescriptions]
