@@ -12,9 +12,9 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fp16doctor.engines.base import SIZES, RunSpec, ScriptSpec, WorkloadSize, with_slow_step_bound
+from fp16doctor.engines.base import MIN_ROUNDS, SIZES, RunSpec, ScriptSpec, WorkloadSize, with_slow_step_bound
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, DoctorError
 from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS
 from fp16doctor.knowledge.gpus import gpu_has_bfloat16
@@ -31,6 +31,9 @@ from fp16doctor.results import (
     run_key,
 )
 from fp16doctor.workload.dataset import class_folders
+
+if TYPE_CHECKING:
+    from fp16doctor.engines.host import HostEngine
 
 # The matrix every diagnose runs; mixed_bfloat16 joins it where the device computes in bfloat16.
 BASE_PRECISIONS = ("float32", "float16", "mixed_float16")
@@ -352,6 +355,8 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     interrupted = False
     try:
         extra_findings += _run_specs(todo, host, backend, options, writer, progress)
+        if script is None and options.include_host:
+            _time_in_rounds(writer, size, started, host, backend, options, progress)
         if options.experiments:
             planned = experiment_specs(plan_experiments(doc, progress), stacks, size, data_dir,
                                        {run_key(r) for r in doc["runs"]})
@@ -461,20 +466,67 @@ def experiment_specs(
     return sorted(specs.values(), key=lambda s: (order[(s.stack, s.variant)], s.precision != "float32"))
 
 
-def _run_on_host(
-    specs: list[RunSpec], host: dict[str, Any], backend: str | None, options: DiagnoseOptions,
-    writer: ResultsWriter, progress: Progress, total: int,
-) -> None:
+# --quick is a wall-time budget: the interleaved rounds fill what the runs left of it (never under MIN_ROUNDS).
+QUICK_BUDGET_S = 90.0
+FULL_ROUNDS_BUDGET_S = 60.0
+ROUNDS_MIN_BUDGET_S = 5.0
+
+
+def _time_in_rounds(writer: ResultsWriter, size: WorkloadSize, started: float, host: dict[str, Any],
+                    backend: str | None, options: DiagnoseOptions, progress: Progress) -> None:
+    """Time the host's precisions again, together, in interleaved rounds (engines/rounds.py)."""
+    from fp16doctor.engines.rounds import merge_rounds, rounds_plan
+
+    if size.name == "quick":
+        budget = max(ROUNDS_MIN_BUDGET_S, started + QUICK_BUDGET_S - time.monotonic() - _rounds_startup_s(writer))
+    else:
+        budget = FULL_ROUNDS_BUDGET_S
+    spec, notes = rounds_plan(writer.doc["runs"], HOST_STACK, size, budget)
+    for note in notes:
+        progress.note(note)
+    if spec is None:
+        return
+    progress.note(f"interleaved rounds of {', '.join(spec.rounds_of)} in one process, each round in a new order "
+                  f"(about {budget:.0f} s, at least {MIN_ROUNDS} rounds)")
+    record = _host_engine(host, backend, options).run(spec, progress.event, gpu_index=0 if host.get("gpus") else None)
+    kept = merge_rounds(writer.doc["runs"], record)
+    if kept is None:
+        progress.note(f"interleaved rounds failed ({record.get('error', 'no result')}): each ratio rests on its "
+                      "own process")
+        return
+    writer.doc.setdefault("timing_rounds", []).append(kept)
+    writer.save()
+    rounds = len(kept.get("order") or [])
+    progress.note(f"interleaved rounds: {rounds} rounds in {record.get('wall_s', 0):.0f} s")
+
+
+def _rounds_startup_s(writer: ResultsWriter) -> float:
+    """What the rounds process spends before its rounds: float32's import and, per precision, its first steps."""
+    runs = [r for r in writer.doc["runs"] if r.get("stack") == HOST_STACK and r.get("status") == "ok"
+            and r.get("variant", "original") == "original"]
+    import_s = max((float((r.get("timing") or {}).get("import_s") or 0.0) for r in runs), default=3.0)
+    first_s = sum(float(r.get("first_step_ms") or 0.0) / 1000.0 for r in runs if not r.get("bound"))
+    return import_s + 2 * first_s
+
+
+def _host_engine(host: dict[str, Any], backend: str | None, options: DiagnoseOptions) -> HostEngine:
     from fp16doctor.engines.host import HostEngine
 
-    gpus = host.get("gpus") or []
     sampler = None
-    if gpus:
+    if host.get("gpus"):
         from fp16doctor.probe.nvml import UtilizationSampler
 
         sampler = UtilizationSampler
     keep = options.out_dir / "profiles" if options.keep_profiles else None
-    engine = HostEngine(python=options.python, backend=backend, sampler=sampler, keep_profiles=keep)
+    return HostEngine(python=options.python, backend=backend, sampler=sampler, keep_profiles=keep)
+
+
+def _run_on_host(
+    specs: list[RunSpec], host: dict[str, Any], backend: str | None, options: DiagnoseOptions,
+    writer: ResultsWriter, progress: Progress, total: int,
+) -> None:
+    gpus = host.get("gpus") or []
+    engine = _host_engine(host, backend, options)
     for index, spec in enumerate(specs):
         # float32 ran first: its step sets this run's slow-step bound.
         spec = with_slow_step_bound(spec, writer.doc["runs"])

@@ -211,6 +211,7 @@ class RunView:
     step_losses: tuple[float, ...] = ()
     image_pixels: int | None = None
     rounds: tuple[float, ...] = ()  # one step median per round, in order (`step_time_ms.rounds`)
+    aa_rounds: tuple[float, ...] = ()  # float32's A/A control: a second float32 model in the same rounds
     design: str | None = None  # how its rounds ran beside float32's: "interleaved" | "sequential"
 
     @property
@@ -291,6 +292,7 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
         step_losses=tuple(v for v in (as_number(x) for x in as_list(run.get("losses"))) if v is not None),
         rounds=tuple(v for v in (as_positive(x) for x in as_list(step.get("rounds"))) if v is not None),
         design=as_str(step.get("design")),
+        aa_rounds=tuple(v for v in (as_positive(x) for x in as_list(step.get("aa_rounds"))) if v is not None),
     )
 
 
@@ -337,6 +339,15 @@ class Pair:
     def interval(self) -> RatioInterval:
         """float32's step over this one's, with the interval the two records support (intervals.py)."""
         return ratio_interval(self.fp32.timing, self.reduced.timing)
+
+    @cached_property
+    def noise_floor(self) -> RatioInterval | None:
+        """float32 against its A/A control in the same rounds: the interval of two identical configurations."""
+        aa = self.fp32.aa_rounds
+        if not aa or self.fp32.design != "interleaved":
+            return None
+        ordered = sorted(aa)
+        return ratio_interval(self.fp32.timing, Timing(ordered[len(ordered) // 2], rounds=aa, design="interleaved"))
 
     @property
     def slower(self) -> bool:

@@ -121,6 +121,8 @@ def verdict_for(acc: Accounting) -> Verdict:
         "explained_share": round(share, 3),
         "unexplained_ms": round(unexplained, 3),
         **({"window_difference_ms": round(window_delta, 3)} if window_delta is not None else {}),
+        **({"noise_floor_interval": [round(pair.noise_floor.low, 4), round(pair.noise_floor.high, 4)]}
+           if pair.noise_floor is not None else {}),
         "causes": [{"id": s.cause, "explains_ms": round(s.ms, 3), "basis": s.basis,
                     **({"confirmed_by": s.confirmed_by} if s.confirmed_by else {})} for s in causes],
         "headline": headline,

@@ -34,6 +34,8 @@ SLOW_STEP_MULTIPLE_ENV = "FP16DOCTOR_SLOW_STEP_MULTIPLE"
 # The first step also pays one-off costs (tracing, autotuning, compiling), which a 16-bit run may pay
 # twice over: its bound adds this multiple of float32's own first step.
 FIRST_STEP_ALLOWANCE = 2.0
+# Interleaved rounds: never fewer than this (a t interval needs them; analysis/intervals.py MIN_ROUNDS).
+MIN_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,10 @@ class RunSpec:
     # A default precision planned before the engine's devices were known: run only where one computes it
     # natively (mixed_bfloat16: a GPU of compute capability 8.0+), else skipped with the reason.
     native_only: bool = False
+    # Interleaved rounds (engines/rounds.py): these precisions timed in one process, each round in a new order;
+    # the record carries their rounds, not a run of its own.
+    rounds_of: tuple[str, ...] = ()
+    rounds_budget_s: float | None = None
 
     @property
     def bound_ms(self) -> float | None:
@@ -153,10 +159,16 @@ class RunSpec:
             args += ["--data", self.data_dir]
         if self.bound_ms is not None and self.first_step_bound_ms is not None:
             args += ["--bound-ms", f"{self.bound_ms:.3f}", "--first-step-bound-ms", f"{self.first_step_bound_ms:.3f}"]
+        if self.rounds_of:
+            args += ["--rounds-of", ",".join(self.rounds_of), "--min-rounds", str(MIN_ROUNDS)]
+            if self.rounds_budget_s is not None:
+                args += ["--rounds-budget-s", f"{self.rounds_budget_s:.1f}"]
         return args
 
     @property
     def label(self) -> str:
+        if self.rounds_of:
+            return f"{self.stack} / interleaved rounds of {', '.join(self.rounds_of)}"
         return f"{self.stack} / {self.precision} / {self.variant}"
 
     @property

@@ -38,6 +38,7 @@ ONEDNN_FILTER_SINCE_TF = (2, 17)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dataset  # noqa: E402  (sits beside this file, inside the image too)
+import rounds  # noqa: E402
 
 
 class Skip(Exception):
@@ -87,6 +88,12 @@ def parse_args(argv):
                    help="the same for the first step, which also pays tracing and autotuning")
     p.add_argument("--profile-dir", default=None, help="record the profiled window here (none: no profile)")
     p.add_argument("--profile-steps", type=int, default=2, help="steps in the window after the timed steps")
+    p.add_argument("--rounds-of", default=None,
+                   help="time these precisions (comma-separated) in interleaved rounds in this one process")
+    p.add_argument("--rounds-budget-s", type=float, default=20.0, help="rounds go on until this long")
+    p.add_argument("--min-rounds", type=int, default=3)
+    p.add_argument("--max-rounds", type=int, default=30)
+    p.add_argument("--rounds-seed", type=int, default=None, help="the shuffle's seed (none: a fresh one)")
     return p.parse_args(argv)
 
 
@@ -1091,7 +1098,9 @@ def run(args):
     if args.data:
         train_dir = args.data
     else:
-        per_class = max(2 * args.batch_size, 64)
+        # Eight batches an epoch at the quick size (batch 32), four at the script's own (512 images of 128): an
+        # epoch's first step (a new iterator) then falls on every eighth step of the timing, not every fourth.
+        per_class = max(2 * args.batch_size, 128)
         train_dir = dataset.ensure_dataset(cache_root, args.height, args.width, per_class)
 
     # Everything the framework reads from the environment is set before it loads (see enable_onednn_verbose).
@@ -1110,6 +1119,14 @@ def run(args):
             emit("log", message="oneDNN was not primed: %s: %s" % (exc.__class__.__name__, exc))
     software, device = software_info(api)
     emit("phase", phase="build", device=device, software=software)
+    if args.rounds_of:
+        result = rounds.run_rounds(args, api, train_dir, build_seed_model, make_generator, emit)
+        result.update(device=device, software=software)
+        cpu = cpu_facts()
+        if cpu is not None:
+            result["cpu"] = cpu
+        emit("result", run=result)
+        return
     applied = apply_variant(api, args.variant, device, env)
 
     mixed = args.precision in MIXED_POLICIES

@@ -62,6 +62,11 @@ def gpu_host(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     def fake_run(self, spec: RunSpec, on_event, gpu_index=None):  # type: ignore[no-untyped-def]
         calls.append({"spec": spec, "gpu_index": gpu_index, "backend": self.backend,
                       "sampler": self.sampler})
+        if spec.rounds_of:  # interleaved rounds: each precision's canned time, a little apart round to round
+            rounds = {p: [CANNED[(p, "original")] * f for f in (1.0, 1.01, 0.99)] for p in spec.rounds_of}
+            rounds["float32_aa"] = [CANNED[("float32", "original")] * f for f in (1.005, 0.995, 1.0)]
+            return {"stack": spec.stack, "precision": "float32", "variant": "original", "device": "gpu:0",
+                    "status": "ok", "rounds": rounds, "order": [list(spec.rounds_of)] * 3}
         if spec.precision == "mixed_float16" and spec.variant == "original":
             return {"stack": spec.stack, "precision": spec.precision, "variant": spec.variant,
                     "device": "gpu:0", "status": "failed", "error": "ResourceExhaustedError: OOM"}
@@ -95,6 +100,12 @@ def test_with_a_gpu_diagnose_runs_the_full_size_on_it(tmp_path: Path, gpu_host) 
     assert len([c for c in gpu_host if c["spec"].variant == "synthetic_input"]) == 4
     ok = [r for r in doc["runs"] if r["status"] == "ok"]
     assert all(r["engine"]["gpu_uuid"] == "GPU-0f0e" for r in ok)
+    # The precisions that finished were timed again together, in interleaved rounds, on the same GPU.
+    rounds, = [c for c in gpu_host if c["spec"].rounds_of]
+    assert rounds["spec"].rounds_of == ("float32", "float16", "mixed_bfloat16") and rounds["gpu_index"] == 0
+    timed = {r["precision"]: r["step_time_ms"] for r in ok if r["variant"] == "original"}
+    assert all(t["design"] == "interleaved" and len(t["rounds"]) == 3 for t in timed.values())
+    assert len(timed["float32"]["aa_rounds"]) == 3 and "single_process" in timed["float16"]
     # One run failed: the others are kept, the exit status says partial, and it is named.
     assert outcome.exit_code == EXIT_PARTIAL
     assert [r["precision"] for r in outcome.failed] == ["mixed_float16"]
@@ -108,8 +119,10 @@ def test_resume_runs_only_what_is_missing(tmp_path: Path, gpu_host) -> None:
     first = len(gpu_host)
     progress = Recorder()
     outcome = run_diagnose(DiagnoseOptions(out_dir=tmp_path, resume=True), progress)
-    retried = [(c["spec"].precision, c["spec"].variant) for c in gpu_host[first:]]
+    retried = [(c["spec"].precision, c["spec"].variant) for c in gpu_host[first:] if not c["spec"].rounds_of]
     assert retried == [("mixed_float16", "original")]
+    # The rounds already in the file are kept: nothing new finished to time with them.
+    assert not [c for c in gpu_host[first:] if c["spec"].rounds_of]
     assert outcome.exit_code == EXIT_PARTIAL  # it fails again, and says so
     assert any("resuming" in n for n in progress.notes)
     doc = json.loads((tmp_path / "results.json").read_text())

@@ -1,0 +1,102 @@
+"""Interleaved rounds for one comparison group: which precisions to time together, and how their rounds enter
+the runs they time.
+
+Each precision's own run (its process: warm-up, profiled window, loss, input time) comes first; then one more
+process times all of them in rounds, each round in a new order (workload/rounds.py), so drift of a shared machine
+lands in every precision alike and the ratio's interval comes from paired rounds (analysis/intervals.py). The
+rounds replace the run's step statistics; what its own process measured stays under `single_process`.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from typing import Any
+
+from fp16doctor.engines.base import MIN_ROUNDS, RunSpec, WorkloadSize
+
+AA_CONTROL = "float32_aa"  # workload/rounds.py: the A/A control's label
+# A precision whose steps would take longer than this share of the budget for its minimum rounds is left out
+# (its ratio then rests on its own process, said as such): a 20 s float16 step must not hold the rest hostage.
+MAX_SHARE_OF_BUDGET = 0.5
+# What one step of rounds costs beyond its own time: the block's dropped first step, on average.
+BLOCK_OVERHEAD_STEPS = 1.0
+TYPICAL_BLOCK_STEPS = 3
+
+
+def _ok_unbound(run: Mapping[str, Any]) -> float | None:
+    step = run.get("step_time_ms")
+    median = step.get("median") if isinstance(step, Mapping) else None
+    if run.get("status") != "ok" or run.get("bound") or not isinstance(median, (int, float)) or median <= 0:
+        return None
+    return float(median)
+
+
+def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize,
+                budget_s: float) -> tuple[RunSpec | None, list[str]]:
+    """The rounds spec for the original runs of one stack (float32 first), and why any precision is left out."""
+    group = [r for r in runs if r.get("stack") == stack and r.get("variant", "original") == "original"
+             and not r.get("experiment")]
+    medians = {str(r["precision"]): m for r in group if (m := _ok_unbound(r)) is not None}
+    notes: list[str] = []
+    if "float32" not in medians:
+        return None, ["no interleaved rounds: float32 did not finish, so nothing pairs with it"]
+    chosen = ["float32"]
+    for precision, median in medians.items():
+        if precision == "float32":
+            continue
+        cost_s = MIN_ROUNDS * (TYPICAL_BLOCK_STEPS + BLOCK_OVERHEAD_STEPS) * median / 1000.0
+        if cost_s > MAX_SHARE_OF_BUDGET * budget_s:
+            notes.append(f"{precision} left out of the interleaved rounds: {MIN_ROUNDS} rounds of its "
+                         f"{median:.0f} ms steps would take {cost_s:.0f} s of the {budget_s:.0f} s budget; its "
+                         "ratio rests on its own process (a wider interval)")
+            continue
+        chosen.append(precision)
+    for run in group:
+        if run.get("status") == "ok" and run.get("bound"):
+            notes.append(f"{run['precision']} left out of the interleaved rounds: cut short by the slow-step bound")
+    if len(chosen) < 2:
+        return None, notes
+    timed = {str(r["precision"]) for r in group if (r.get("step_time_ms") or {}).get("design") == "interleaved"}
+    if set(chosen) <= timed:
+        return None, []  # --resume: these were timed together already, and nothing new finished
+    spec = RunSpec(stack, "float32", "original", size, rounds_of=tuple(chosen), rounds_budget_s=budget_s)
+    return spec, notes
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+
+    def pct(q: float) -> float:
+        k = (len(ordered) - 1) * q
+        lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+        return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+    return {"median": round(statistics.median(ordered), 3), "p10": round(pct(0.1), 3), "p90": round(pct(0.9), 3)}
+
+
+def merge_rounds(runs: list[dict[str, Any]], record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Put the rounds into the runs they timed (same stack, original variant); returns what the document keeps of
+    the rounds process itself (order, blocks, the A/A control), or None when it failed."""
+    rounds = record.get("rounds")
+    if record.get("status") != "ok" or not isinstance(rounds, Mapping):
+        return None
+    stack = record.get("stack")
+    aa = [float(v) for v in rounds.get(AA_CONTROL) or [] if isinstance(v, (int, float))]
+    for run in runs:
+        if run.get("stack") != stack or run.get("variant", "original") != "original" or run.get("experiment"):
+            continue
+        values = [float(v) for v in rounds.get(str(run.get("precision"))) or [] if isinstance(v, (int, float))]
+        if len(values) < MIN_ROUNDS or run.get("status") != "ok":
+            continue
+        single = dict(run.get("step_time_ms") or {})
+        single.pop("rounds", None)
+        step = {**_stats(values), "n": len(values), "rounds": values, "design": "interleaved",
+                "single_process": single}
+        if run.get("precision") == "float32" and len(aa) >= MIN_ROUNDS:
+            step["aa_rounds"] = aa
+        run["step_time_ms"] = step
+    kept = {k: record.get(k) for k in ("stack", "order", "block_steps", "stop_reason", "timing", "wall_s")}
+    kept["precisions"] = [p for p in rounds if p != AA_CONTROL]
+    return kept
+

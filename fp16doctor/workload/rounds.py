@@ -1,0 +1,162 @@
+# -*- coding: utf-8 -*-
+"""Interleaved rounds: every precision of one comparison group timed in one process, so drift of a shared
+machine (another job, a thermal limit, a noisy neighbour) hits all of them alike.
+
+Each precision gets its own model, built and compiled under its own floatx or dtype policy, and its own
+generator (whose batches follow floatx, as the user's did). A round times one short block of each, in an
+order shuffled every round; a block is one fit() call whose first step (a new epoch's iterator) is dropped.
+A second float32 model runs as an A/A control: the ratio of two identical configurations shows the noise
+floor. Rounds fill the time budget, never fewer than --min-rounds.
+
+Runs inside the target Python beside run_workload.py: valid Python 3.5, stdlib + numpy + the framework.
+"""
+from __future__ import division, print_function
+
+import random
+import time
+
+AA_CONTROL = "float32_aa"  # the second float32 model: same configuration, its own weights and generator
+BLOCK_TARGET_S = 0.4  # a block's timed steps, aimed at this long (a 10 ms step gets 20 of them, capped below)
+MAX_BLOCK_STEPS = 20
+
+
+def _median(values):
+    ordered = sorted(values)
+    n = len(ordered)
+    if not n:
+        return None
+    mid = n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+
+
+class _BlockTimer(object):
+    """Step ends of one fit() call: the time between consecutive ends is a step, end to end; the first step
+    (from the call's start: a new iterator, the epoch's first batch) is left out."""
+
+    def __init__(self):
+        self.ends = []
+        self.losses = []
+
+    def step_end(self, logs):
+        loss = (logs or {}).get("loss")
+        self.losses.append(float(loss) if loss is not None else None)  # waits for the device first
+        self.ends.append(time.perf_counter())
+
+    def steps_ms(self):
+        return [(b - a) * 1000.0 for a, b in zip(self.ends, self.ends[1:])]
+
+
+def _callback(api, block):
+    class _RoundsCallback(api.keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            block.step_end(logs)
+
+        def on_batch_end(self, batch, logs=None):  # Keras 2.0-era loops call only this one
+            if not hasattr(api.keras.callbacks.Callback, "on_train_batch_end"):
+                block.step_end(logs)
+
+    return _RoundsCallback()
+
+
+class _Config(object):
+    def __init__(self, label, precision):
+        self.label = label
+        self.precision = precision
+        self.model = None
+        self.generator = None
+        self.block_steps = 2
+        self.rounds = []
+        self.losses = []
+
+
+def _set_precision(api, precision, defaults):
+    """The global floatx and dtype policy this precision's model was built under (they are read again at
+    call time by some layers and losses, so each block runs under its own)."""
+    floatx, policy = defaults
+    mp = getattr(api.keras, "mixed_precision", None)
+    if precision in ("mixed_float16", "mixed_bfloat16"):
+        api.set_mixed_policy(precision)
+    elif policy is not None and mp is not None:
+        api.set_mixed_policy(policy)
+    config = getattr(api.keras, "config", None)
+    set_floatx = getattr(config, "set_floatx", None) or api.keras.backend.set_floatx
+    if precision == "bfloat16":
+        api.set_bfloat16_floatx()
+    else:
+        set_floatx("float16" if precision == "float16" else floatx)
+
+
+def _policy_name(api):
+    mp = getattr(api.keras, "mixed_precision", None)
+    if mp is None:
+        return None
+    for getter in ("dtype_policy", "global_policy"):
+        fn = getattr(mp, getter, None)
+        if fn is not None:
+            policy = fn()
+            return getattr(policy, "name", None) or str(policy)
+    return None
+
+
+def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=time.perf_counter):
+    """Time every precision in args.rounds_of in interleaved rounds; the result's fields, rounds included."""
+    started = clock()
+    precisions = [p for p in args.rounds_of.split(",") if p]
+    labels = precisions + [AA_CONTROL]
+    defaults = (api.floatx(), _policy_name(api) or "float32")
+    configs = []
+    emit("phase", phase="build")
+    for label in labels:
+        precision = "float32" if label == AA_CONTROL else label
+        _set_precision(api, precision, defaults)
+        config = _Config(label, precision)
+        config.generator = make_generator(api, train_dir, args.height, args.width, args.batch_size)
+        config.model = build_model(api, args.height, args.width, precision.startswith("mixed_"))
+        configs.append(config)
+        _set_precision(api, "float32", defaults)
+    emit("phase", phase="warmup")
+    # Warm-up: each model's first fit() call traces and compiles; its steps also size the blocks.
+    for config in configs:
+        block = _BlockTimer()
+        _set_precision(api, config.precision, defaults)
+        api.fit_stream(config.model, config.generator, args.warmup_steps + 1, 1, [_callback(api, block)])
+        steps = block.steps_ms()
+        step_ms = _median(steps) or 1000.0
+        # One fit() call is one epoch of at most len(generator) batches: the first is dropped, the rest timed.
+        room = max(1, len(config.generator) - 1)
+        config.block_steps = max(1, min(MAX_BLOCK_STEPS, room, max(2, int(BLOCK_TARGET_S * 1000.0 / step_ms))))
+        emit("step", phase="warmup", config=config.label, ms=round(step_ms, 3))
+    rng = random.Random(args.rounds_seed)
+    order = []
+    emit("phase", phase="measure")
+    measure_start = clock()
+    while True:
+        done = len(order)
+        if done >= args.max_rounds:
+            stop = "max_rounds"
+            break
+        if done >= args.min_rounds and clock() - measure_start >= args.rounds_budget_s:
+            stop = "time_budget"
+            break
+        this_round = list(configs)
+        rng.shuffle(this_round)
+        order.append([c.label for c in this_round])
+        for config in this_round:
+            block = _BlockTimer()
+            _set_precision(api, config.precision, defaults)
+            api.fit_stream(config.model, config.generator, config.block_steps + 1, 1, [_callback(api, block)])
+            steps = block.steps_ms()
+            config.rounds.append(_median(steps))
+            config.losses.extend(block.losses)
+            emit("step", phase="round", index=done, config=config.label, ms=round(config.rounds[-1], 3))
+    _set_precision(api, "float32", defaults)
+    return {
+        "status": "ok",
+        "rounds": {c.label: [round(v, 3) for v in c.rounds] for c in configs},
+        "block_steps": {c.label: c.block_steps for c in configs},
+        "order": order,
+        "stop_reason": stop,
+        "losses": {c.label: [None if v is None or v != v or v in (float("inf"), float("-inf")) else round(v, 6)
+                             for v in c.losses] for c in configs},
+        "timing": {"measure_s": round(clock() - measure_start, 3), "total_s": round(clock() - started, 3)},
+    }
