@@ -97,7 +97,9 @@ def verdict_for(acc: Accounting) -> Verdict:
         "unexplained_ms": round(unexplained, 3),
         **({"window_difference_ms": round(window_delta, 3)} if window_delta is not None else {}),
         "causes": [{"id": s.cause, "explains_ms": round(s.ms, 3), "basis": s.basis,
-                    **({"confirmed_by": s.confirmed_by} if s.confirmed_by else {})} for s in causes],
+                    **({"confirmed_by": s.confirmed_by} if s.confirmed_by else {}),
+                    "ops": [{"name": o.get("name"), "layer": o.get("layer"), "pass": o.get("pass"),
+                             "dtype": o.get("dtype"), "ms": o.get("ms")} for o in s.ops]} for s in causes],
         "headline": headline,
     }
 
