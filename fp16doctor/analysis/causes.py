@@ -123,12 +123,10 @@ def _op_cause(items: Sequence[OpItem], run: RunView, ctx: Context, slower: bool)
     return "slow_16bit_compute" if sixteen else None
 
 
-def _has_wall(items: Sequence[OpItem]) -> bool:
-    return bool(items) and all(i.wall_ms_per_step is not None for i in items)
-
-
 def _group_ms(items: Sequence[OpItem], wall: bool) -> float:
-    return sum((i.wall_ms_per_step or 0.0) if wall else i.ms_per_step for i in items)
+    """The group's time: wall shares where the pair has them; an op its source gave no interval (a tf.data
+    bookkeeping op) keeps its own time, the most it can have added."""
+    return sum(i.wall_ms_per_step if wall and i.wall_ms_per_step is not None else i.ms_per_step for i in items)
 
 
 def _account_ops(acc: Accounting, ctx: Context) -> None:
@@ -140,19 +138,18 @@ def _account_ops(acc: Accounting, ctx: Context) -> None:
     # Wall shares where both windows have them: self times overlap, and a cause is what its ops added to the step.
     wall = any(i.wall_ms_per_step is not None for i in reduced.ops.items) and \
         any(i.wall_ms_per_step is not None for i in fp32.ops.items)
-    groups: list[tuple[tuple[str, str, str], list[OpItem], float, float, bool]] = []
+    groups: list[tuple[tuple[str, str, str], list[OpItem], float, float]] = []
     for key in [*ours, *(k for k in theirs if k not in ours)]:
         mine, base = ours.get(key, []), theirs.get(key, [])
-        on_wall = wall and all(_has_wall(side) or not side for side in (mine, base))
-        ms16, ms32 = _group_ms(mine, on_wall), _group_ms(base, on_wall)
+        ms16, ms32 = _group_ms(mine, wall), _group_ms(base, wall)
         if ms16 != ms32 and (ms16 > ms32) == slower:
-            groups.append((key, mine, ms16, ms32, on_wall))
+            groups.append((key, mine, ms16, ms32))
     # Every group in the step's direction counts, named or not: a cause claims its part of the difference, never
     # what ops with no cause added too.
-    total = sum(abs(ms16 - ms32) for _, _, ms16, ms32, _ in groups)
+    total = sum(abs(ms16 - ms32) for _, _, ms16, ms32 in groups)
     scale = min(1.0, acc.magnitude_ms / total) if total else 1.0
     per_cause: dict[str, Share] = {}
-    for key, mine, ms16, ms32, on_wall in groups:
+    for key, mine, ms16, ms32 in groups:
         cause = _op_cause(mine, reduced, ctx, slower) if mine else None
         if cause is None:
             continue
@@ -165,7 +162,7 @@ def _account_ops(acc: Accounting, ctx: Context) -> None:
             "ms_per_step": round(sum(i.ms_per_step for i in mine), 3),
             "float32_ms_per_step": round(sum(i.ms_per_step for i in theirs.get(key, [])), 3),
             "difference_ms": round(ms16 - ms32, 3), "ms": round(charged, 3)}
-        if on_wall:
+        if wall:
             entry.update(wall_ms_per_step=round(ms16, 3), float32_wall_ms_per_step=round(ms32, 3))
         share.ops.append(entry)
     for share in sorted(per_cause.values(), key=lambda s: -s.ms):
