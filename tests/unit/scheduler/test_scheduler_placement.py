@@ -42,11 +42,30 @@ def test_runs_on_separate_machines_do_not_count_as_concurrent(
 ) -> None:
     fleet.add(A, name="node-a")
     fleet.add(B, name="node-b")
-    run_stack_specs(plan("cpu"), {"gpus": []}, options(tmp_path, A, B), writer(tmp_path), progress, 0, 4)
+    # Two stacks: each comparison group keeps to one machine, so the two machines run side by side.
+    specs = plan("cpu", "tf2.10-cpu")
+    run_stack_specs(specs, {"gpus": []}, options(tmp_path, A, B), writer(tmp_path), progress, 0, len(specs))
 
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
     assert fleet.max_in_flight == 2
-    assert [r["engine"]["concurrent_runs"] for r in runs] == [0] * 4
+    assert [r["engine"]["concurrent_runs"] for r in runs] == [0] * len(specs)
+
+
+def test_the_synthetic_input_control_runs_on_the_machine_its_original_ran_on(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    """float32 on synthetic input measures what the original's input costs: on another machine its step would be
+    another CPU's, not the original's without the images."""
+    fleet.add(A, name="node-a")
+    fleet.add(B, name="node-b")
+    run_stack_specs(plan("cpu"), {"gpus": []}, options(tmp_path, A, B), writer(tmp_path), progress, 0, 4)
+
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    machines = {r["variant"]: set() for r in runs}
+    for r in runs:
+        machines[r["variant"]].add(r["machine"])
+    assert set(machines) == {"original", "synthetic_input"} and all(r["status"] == "ok" for r in runs)
+    assert len(machines["original"]) == 1 and machines["synthetic_input"] == machines["original"]
 
 
 def test_gpu_runs_are_pinned_one_per_gpu_and_the_cpu_slot_stays_idle(
