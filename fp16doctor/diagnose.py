@@ -207,12 +207,12 @@ def plan_runs(
     stacks: list[str], precisions: list[str], size: WorkloadSize, variants: list[str] | None,
     data_dir: str | None, where_native: Iterable[str] = (),
 ) -> list[RunSpec]:
-    """The matrix; `where_native`: precisions added to the GPU stacks for engines whose devices are not
-    known yet, run only where a GPU computes them natively (RunSpec.native_only)."""
+    """The matrix; `where_native`: precisions for the GPU stacks of engines whose devices are not known yet, run
+    only where a GPU computes them natively (RunSpec.native_only), whatever this machine's own device would say."""
     specs: list[RunSpec] = []
     for stack in stacks:
-        extra = [p for p in where_native if p not in precisions and stack != HOST_STACK and _uses_gpu(stack)]
-        ordered = _float32_first([*precisions, *extra])
+        extra = [p for p in where_native if stack != HOST_STACK and _uses_gpu(stack)]
+        ordered = _float32_first(dict.fromkeys([*precisions, *extra]))
         for v in variants or ["original"]:
             experiment = {"changes": VARIANT_CHANGES[v], "tests": None} if v in VARIANT_CHANGES else None
             specs += [RunSpec(stack, precision, v, size, data_dir=data_dir if stack == HOST_STACK else None,

@@ -308,10 +308,16 @@ class ResultsWriter:
         if run["machine"] == HOST_MACHINE:
             machines.setdefault(HOST_MACHINE, {k: self.doc["host"].get(k) for k in ("cpu", "gpus", "os")})
         else:
-            known = machines.setdefault(run["machine"], machine_facts(run))
-            for gpu in machine_facts(run)["gpus"]:  # a machine's GPUs are learnt run by run
+            facts = machine_facts(run)
+            known = machines.setdefault(run["machine"], facts)
+            for gpu in facts["gpus"]:  # a machine's GPUs are learnt run by run
                 if all(g.get("uuid") != gpu.get("uuid") or g.get("name") != gpu.get("name") for g in known["gpus"]):
                     known["gpus"].append(gpu)
+            # So are its CPU and engine: a first record without them (a failed run) leaves them to a later one.
+            if "cpu" in facts and not known.get("cpu"):
+                known["cpu"] = facts["cpu"]
+            for key, value in facts["engine"].items():
+                known.setdefault("engine", {}).setdefault(key, value)
         key = run_key(run)
         runs = [r for r in self.doc["runs"] if run_key(r) != key]
         runs.append(run)

@@ -124,6 +124,15 @@ class Engine:
         return out
 
 
+# Controls that measure a part of their original's step: they run on the original's hardware, never another.
+CONTROL_VARIANTS = ("synthetic_input",)
+
+
+def pin_group(stack: str, variant: str) -> tuple[str, str]:
+    """The group whose hardware pin a run keeps: its own (stack, variant), or its original's for a control."""
+    return (stack, "original" if variant in CONTROL_VARIANTS else variant)
+
+
 @dataclass(frozen=True)
 class Slot:
     """One run at a time: a GPU of an engine, or the engine's CPU."""
@@ -206,7 +215,8 @@ class _Matrix:
         # Runs in flight by label -> (machine, most other runs seen on that machine at once).
         self.running: dict[str, tuple[str, list[int]]] = {}
         self.show_where = False  # name the engine and GPU of each run (when there is a choice)
-        # (stack, variant) -> the hardware its runs use, and how many runs hold that pin
+        # (stack, variant) -> the hardware its runs use, and how many runs hold that pin (pin_group: a control
+        # holds its original's)
         self.pins: dict[tuple[str, str], str] = {}
         self.pin_holders: dict[tuple[str, str], int] = {}
         # (stack, variant) groups whose float32 is running: their 16-bit runs wait for its step (the bound)
@@ -225,12 +235,12 @@ class _Matrix:
                 hardware = f"gpu:{engine['gpu_name']}"
             else:
                 hardware = f"cpu:{engine.get('name') or engine.get('docker_host')}"
-            group = (str(run.get("stack")), str(run.get("variant", "original")))
+            group = pin_group(str(run.get("stack")), str(run.get("variant", "original")))
             self.pins.setdefault(group, hardware)
             self.pin_holders[group] = self.pin_holders.get(group, 0) + 1  # held for good
         # An experiment changes one thing of the runs it tests: it runs on their hardware, not another.
         for _, spec in self.pending:
-            group, original = (spec.stack, spec.variant), (spec.stack, "original")
+            group, original = pin_group(spec.stack, spec.variant), (spec.stack, "original")
             if spec.experiment is not None and group not in self.pins and original in self.pins:
                 self.pins[group] = self.pins[original]
                 self.pin_holders[group] = 1  # held for good
@@ -252,7 +262,7 @@ class _Matrix:
                 return False
         elif slot.gpu is not None or self._gpu_wanted(spec.stack):
             return False
-        pin = self.pins.get((spec.stack, spec.variant))
+        pin = self.pins.get(pin_group(spec.stack, spec.variant))
         return pin is None or pin == slot.hardware
 
     def take(self, slot: Slot) -> tuple[int, RunSpec] | None:
@@ -270,8 +280,9 @@ class _Matrix:
                         self.pending.remove(item)
                         if spec.precision == "float32":
                             self.float32_running.add(group)
-                        self.pins.setdefault(group, slot.hardware)
-                        self.pin_holders[group] = self.pin_holders.get(group, 0) + 1
+                        pinned = pin_group(spec.stack, spec.variant)
+                        self.pins.setdefault(pinned, slot.hardware)
+                        self.pin_holders[pinned] = self.pin_holders.get(pinned, 0) + 1
                         self.in_flight += 1
                         return item
                 if self.in_flight == 0:
@@ -280,7 +291,7 @@ class _Matrix:
 
     def _release(self, spec: RunSpec) -> None:
         """Drop one hold on the group's pin; with none left, the group may go to other hardware."""
-        group = (spec.stack, spec.variant)
+        group = pin_group(spec.stack, spec.variant)
         self.pin_holders[group] = self.pin_holders.get(group, 1) - 1
         if self.pin_holders[group] <= 0:
             self.pins.pop(group, None)
@@ -492,7 +503,7 @@ class _Matrix:
             elif spec.stack in engine.image_errors:
                 reasons.append(engine.image_errors[spec.stack])
                 kind = "image"
-        pin = self.pins.get((spec.stack, spec.variant))
+        pin = self.pins.get(pin_group(spec.stack, spec.variant))
         if pin and not reasons:
             reasons.append(f"its other precisions ran on {pin.partition(':')[2]}, and no engine with "
                            "that hardware is left to keep the comparison fair")

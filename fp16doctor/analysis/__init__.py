@@ -45,6 +45,13 @@ class Diagnosis:
 _ACCOUNTED_ADVICE = {
     "slow_fp16_kernels": ("critical", ""),  # in the words of the run's framework: advice.slow_kernel_advice
     "fast_16bit_kernels": ("info", "Keep the 16-bit precision: its kernels are what made the step faster."),
+    "slow_16bit_compute": (
+        "warning",
+        "These ops ran regular kernels in 16 bits and still took longer than in float32: the framework's 16-bit "
+        "path (kernels and conversions) is slower here. Train in float32 on this device, or measure another "
+        "framework release or backend, or a 16-bit type the device computes natively (bfloat16 where it has "
+        "bfloat16 units); the device's own facts are listed as findings of their own.",
+    ),
     "framework_setting": (
         "warning",
         "Set the switch the experiment measured for this workload, and re-check after framework upgrades.",

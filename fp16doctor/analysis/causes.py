@@ -3,9 +3,13 @@ explains (`explains_ms`), and the verdict that names the biggest.
 
 The rule for a user to check against the report: a pair's difference (16-bit step minus float32 step, same
 machine, stack and variant) is split over causes in the order measured ops > experiment > estimate; each
-op's difference counts for one cause only, and the total explained is capped at the difference. The verdict's
-cause is the speed cause that explains the most; below half explained, the verdict says how much nothing
-explains. A difference inside the two runs' p10-p90 spread has no cause.
+op's difference counts for one cause only, and the total explained is capped at the difference. Op differences
+are taken on the ops' overlap-true wall shares where both runs have them; otherwise every op group's difference in
+the step's direction, named or not, is scaled together to the step's difference, so a cause claims only its own
+part. A device fact (no fast fp16, no Tensor Cores, no bfloat16 units) is a finding, never a measured share: a
+slower 16-bit op is the framework's kernel until an experiment shows otherwise. No estimate fills what is left by
+construction. The verdict's cause is the speed cause that explains the most; below half explained, the verdict
+says how much nothing explains. A difference inside the two runs' p10-p90 spread has no cause.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fp16doctor.analysis.context import BF16, REDUCED, Context, OpItem, Pair, RunView
+from fp16doctor.analysis.context import Context, OpItem, Pair, RunView
 from fp16doctor.analysis.registry import SPEED_CAUSES
+from fp16doctor.analysis.roofline import estimate_context
 from fp16doctor.analysis.rules.causal import (
     SETTING_MIN_CHANGE,
     SLOW_KERNEL_MIN_SHARE,
@@ -28,6 +33,11 @@ HALF = 0.5  # below this share explained, the verdict says what is unexplained
 # A measured op group smaller than this share of the difference names no cause of its own (a 0.1 ms input op
 # in a 700 ms difference is noise, not host-side float16 work).
 MIN_MEASURED_SHARE = 0.02
+# An op ran in 16 bits when its item says so; an op of unknown dtype is no evidence of 16-bit arithmetic.
+SIXTEEN_BIT_DTYPES = frozenset({"float16", "half", "f16", "bfloat16", "bf16"})
+# Causes that are facts about the device: reported as findings, charged only to ops that ran in 16 bits.
+HARDWARE_CAUSES = ("no_fast_fp16_hardware", "no_tensor_cores", "bf16_unsupported")
+BASIS_ORDER = ("measured_ops", "experiment", "estimate")  # most to least certain
 
 
 @dataclass
@@ -65,11 +75,17 @@ class Accounting:
         share.ms = min(share.ms, self.remaining_ms())
         if share.ms <= 0 or share.ms < MIN_MEASURED_SHARE * self.magnitude_ms:
             return
+        charged = sum(op["ms"] for op in share.ops)
+        if charged > share.ms:  # trimmed: each op keeps its part of what is left
+            for op in share.ops:
+                op["ms"] = round(op["ms"] * share.ms / charged, 3)
         existing = next((s for s in self.shares if s.cause == share.cause), None)
         if existing is None:
             self.shares.append(share)
         else:
             existing.ms += share.ms
+            # Time of two kinds under one cause is labelled with the less certain.
+            existing.basis = max(existing.basis, share.basis, key=BASIS_ORDER.index)
             existing.evidence += [e for e in share.evidence if e not in existing.evidence]
             existing.ops += share.ops
 
@@ -84,38 +100,33 @@ def _by_key(items: Sequence[OpItem]) -> dict[tuple[str, str, str], list[OpItem]]
     return grouped
 
 
+def ran_in_16_bits(item: OpItem) -> bool:
+    return (item.dtype or "").lower() in SIXTEEN_BIT_DTYPES
+
+
 def _op_cause(items: Sequence[OpItem], run: RunView, ctx: Context, slower: bool) -> str | None:
     """Which cause an op group's difference belongs to, judged by what ran (never by flags alone)."""
     key = items[0].key
     layer, pass_, kind = key
+    sixteen = any(ran_in_16_bits(i) for i in items)
     if not slower:
-        return "fast_16bit_kernels" if pass_ not in ("cast", "layout", "input") else None
+        return "fast_16bit_kernels" if pass_ not in ("cast", "layout", "input") and sixteen else None
     if any(slow_kernel_item(i, run, ctx) for i in items):
         return "slow_fp16_kernels"
     if pass_ in ("cast", "layout") or kind in ("cast", "reorder", "transpose"):
         return "cast_overhead"
     if pass_ == "input":
         return "host_fp16_emulation" if run.precision == "float16" else "input_pipeline_bound"
-    # Compute that ran a regular kernel and still took longer: the device's 16-bit arithmetic, where its
-    # facts say it has none; otherwise nothing here names a cause and the time stays unexplained.
-    if run.precision in BF16:
-        return "bf16_unsupported" if _lacks_bf16(run, ctx) else None
-    if run.on_gpu:
-        gpu = ctx.gpu_for(run)
-        if gpu is not None and gpu.fp16_ratio is not None and gpu.fp16_ratio < 1:
-            return "no_fast_fp16_hardware"
-        if gpu is not None and gpu.tensor_cores is False:
-            return "no_tensor_cores"
-        return None
-    return "no_fast_fp16_hardware" if ctx.cpu_for(run).native_fp16 is False else None
+    # A regular kernel that ran in 16 bits and still took longer: on the same silicon one framework's 16-bit
+    # step is 2.2x float32's, another's 5.1x and a third's 1.0x (AVX2 EPYC), so the kernel, not the device, is
+    # what was measured. float32 parts of a mixed run, or ops of unknown dtype, name no cause.
+    return "slow_16bit_compute" if sixteen else None
 
 
-def _lacks_bf16(run: RunView, ctx: Context) -> bool:
-    if run.on_gpu:
-        gpu = ctx.gpu_for(run)
-        return gpu is not None and gpu.tf32 is False  # TF32 and bfloat16 arrived together with 8.0
-    cpu = ctx.cpu_for(run)
-    return cpu.flags is not None and not cpu.bf16_flags
+def _group_ms(items: Sequence[OpItem], wall: bool) -> float:
+    """The group's time: wall shares where the pair has them; an op its source gave no interval (a tf.data
+    bookkeeping op) keeps its own time, the most it can have added."""
+    return sum(i.wall_ms_per_step if wall and i.wall_ms_per_step is not None else i.ms_per_step for i in items)
 
 
 def _account_ops(acc: Accounting, ctx: Context) -> None:
@@ -124,53 +135,67 @@ def _account_ops(acc: Accounting, ctx: Context) -> None:
         return
     slower = acc.difference_ms > 0
     ours, theirs = _by_key(reduced.ops.items), _by_key(fp32.ops.items)
+    # Wall shares where both windows have them: self times overlap, and a cause is what its ops added to the step.
+    wall = any(i.wall_ms_per_step is not None for i in reduced.ops.items) and \
+        any(i.wall_ms_per_step is not None for i in fp32.ops.items)
+    groups: list[tuple[tuple[str, str, str], list[OpItem], float, float]] = []
+    for key in [*ours, *(k for k in theirs if k not in ours)]:
+        mine, base = ours.get(key, []), theirs.get(key, [])
+        ms16, ms32 = _group_ms(mine, wall), _group_ms(base, wall)
+        if ms16 != ms32 and (ms16 > ms32) == slower:
+            groups.append((key, mine, ms16, ms32))
+    # Every group in the step's direction counts, named or not: a cause claims its part of the difference, never
+    # what ops with no cause added too.
+    total = sum(abs(ms16 - ms32) for _, _, ms16, ms32 in groups)
+    scale = min(1.0, acc.magnitude_ms / total) if total else 1.0
     per_cause: dict[str, Share] = {}
-    for key, items in ours.items():
-        ms16 = sum(i.ms_per_step for i in items)
-        ms32 = sum(i.ms_per_step for i in theirs.get(key, []))
-        delta = ms16 - ms32
-        if (delta > 0) != slower or delta == 0:
-            continue
-        cause = _op_cause(items, reduced, ctx, slower)
+    for key, mine, ms16, ms32 in groups:
+        cause = _op_cause(mine, reduced, ctx, slower) if mine else None
         if cause is None:
             continue
+        charged = abs(ms16 - ms32) * scale
         share = per_cause.setdefault(cause, Share(cause, 0.0, "measured_ops"))
-        share.ms += abs(delta)
-        top = max(items, key=lambda i: i.ms_per_step)
-        share.ops.append({"layer": key[0] or None, "pass": key[1], "impl": top.impl, "dtype": top.dtype,
-                          "name": top.name, "ms_per_step": round(ms16, 3), "float32_ms_per_step": round(ms32, 3),
-                          "difference_ms": round(delta, 3)})
-    if not per_cause:
-        return
-    # Ops of a window can overlap (TensorFlow runs independent ops at once): scale so the measured shares
-    # never claim more than the difference.
-    total = sum(s.ms for s in per_cause.values())
-    scale = min(1.0, acc.magnitude_ms / total) if total else 1.0
+        share.ms += charged
+        top = max(mine, key=lambda i: i.ms_per_step)
+        entry: dict[str, Any] = {
+            "layer": key[0] or None, "pass": key[1], "impl": top.impl, "dtype": top.dtype, "name": top.name,
+            "ms_per_step": round(sum(i.ms_per_step for i in mine), 3),
+            "float32_ms_per_step": round(sum(i.ms_per_step for i in theirs.get(key, [])), 3),
+            "difference_ms": round(ms16 - ms32, 3), "ms": round(charged, 3)}
+        if wall:
+            entry.update(wall_ms_per_step=round(ms16, 3), float32_wall_ms_per_step=round(ms32, 3))
+        share.ops.append(entry)
     for share in sorted(per_cause.values(), key=lambda s: -s.ms):
-        share.ops.sort(key=lambda o: -abs(o["difference_ms"]))
-        share.ms *= scale
+        share.ops.sort(key=lambda o: -o["ms"])
         if share.ms < MIN_MEASURED_SHARE * acc.magnitude_ms:
             continue
         if share.cause == "slow_fp16_kernels" and share.ms < SLOW_KERNEL_MIN_SHARE * acc.magnitude_ms:
             continue
-        share.evidence = _ops_evidence(share, reduced, fp32)
+        share.evidence = _ops_evidence(share, reduced, scale, wall)
         acc.add(share)
 
 
-def _ops_evidence(share: Share, reduced: RunView, fp32: RunView) -> list[str]:
+def _ops_evidence(share: Share, reduced: RunView, scale: float, wall: bool) -> list[str]:
     lines = []
     for op in share.ops[:4]:
         impl = f" ran {op['impl']}" if op.get("impl") else ""
         where = op.get("layer") or op.get("name")
         lines.append(f"{where} {str(op['pass']).replace('_', ' ')}{impl}: {fmt_ms(op['ms_per_step'])} per step in "
-                     f"{reduced.precision} vs {fmt_ms(op['float32_ms_per_step'])} in float32")
+                     f"{reduced.precision} vs {fmt_ms(op['float32_ms_per_step'])} in float32; "
+                     f"{fmt_ms(op['ms'])} of the difference")
     if len(share.ops) > 4:
-        rest = sum(abs(o["difference_ms"]) for o in share.ops[4:])
+        rest = sum(o["ms"] for o in share.ops[4:])
         lines.append(f"and {len(share.ops) - 4} more ops ({fmt_ms(rest)} of difference)")
     source = reduced.ops.source if reduced.ops else None
     if source:
         lines.append(f"measured with {source}" + (f", coverage {reduced.ops.coverage:.0%}"
                                                    if reduced.ops and reduced.ops.coverage is not None else ""))
+    if wall:
+        lines.append("each op's difference is taken on its wall-clock share of the step (ops that ran at once "
+                     "share their time)")
+    if scale < 1:
+        lines.append(f"the op differences in the step's direction add up to more than the step's difference, so "
+                     f"each op's is scaled by {scale:.2f}, its share of the total")
     return lines
 
 
@@ -223,6 +248,8 @@ def describe_changes(changes: Mapping[str, Any]) -> str:
 
 
 SETTING_EXPERIMENTS = ("onednn_off", "tf32_off", "xla")  # variants that flip a framework switch
+# Causes an experiment confirms by changing which kernels ran (oneDNN off): measured 16-bit compute turns out theirs.
+KERNEL_SWITCH_CAUSES = ("slow_fp16_kernels",)
 
 
 def experiment_results(ctx: Context) -> list[ExperimentResult]:
@@ -254,13 +281,37 @@ def _account_experiments(acc: Accounting, ctx: Context) -> None:
         if cause is None:
             continue
         existing = next((s for s in acc.shares if s.cause == cause), None)
+        ops: list[dict[str, Any]] = []
+        if cause in KERNEL_SWITCH_CAUSES:
+            # The switch changed which kernels ran: the 16-bit compute the ops measured was those kernels.
+            ops = _take(acc, "slow_16bit_compute", exp.delta_ms - (existing.ms if existing else 0.0))
         if existing is not None:
             existing.confirmed_by = exp.run.variant
             existing.evidence.append(f"confirmed: {exp.describe()}")
-            # What the switch removed beyond what the ops measured is this cause's too.
-            existing.ms += min(max(0.0, exp.delta_ms - existing.ms), acc.remaining_ms())
+            existing.ops += ops
+            # What the switch removed beyond what the ops measured is this cause's too; the number is then the
+            # experiment's.
+            beyond = min(max(0.0, exp.delta_ms - existing.ms), acc.remaining_ms())
+            if beyond > 0:
+                existing.ms += beyond
+                existing.basis = "experiment"
             continue
-        acc.add(Share(cause, exp.delta_ms, "experiment", [exp.describe()], confirmed_by=exp.run.variant))
+        acc.add(Share(cause, exp.delta_ms, "experiment", [exp.describe()], ops=ops, confirmed_by=exp.run.variant))
+
+
+def _take(acc: Accounting, cause: str, ms: float) -> list[dict[str, Any]]:
+    """Frees up to `ms` of a cause's share for a cause an experiment confirmed; returns the ops' freed parts."""
+    share = next((s for s in acc.shares if s.cause == cause), None)
+    if share is None or ms <= 0 or share.ms <= 0:
+        return []
+    fraction = min(ms, share.ms) / share.ms
+    freed = [{**op, "ms": round(op["ms"] * fraction, 3)} for op in share.ops]
+    for op in share.ops:
+        op["ms"] = round(op["ms"] * (1 - fraction), 3)
+    share.ms *= 1 - fraction
+    if share.ms < MIN_MEASURED_SHARE * acc.magnitude_ms:
+        acc.shares.remove(share)  # what is left of it is too small to name; it stays unexplained
+    return freed
 
 
 # ---------------------------------------------------------------------------------------- estimates
@@ -274,18 +325,25 @@ def _applies(finding: Mapping[str, Any] | None, run: RunView) -> bool:
     return not isinstance(stacks, list) or not stacks or run.stack in stacks
 
 
+def _input_ops_measured(pair: Pair) -> bool:
+    """Whether the windows timed the input pipeline's ops (tf.data, a generator's Python): then the host's batch
+    time is already inside the ops' difference and counts there only."""
+    return any(i.pass_ == "input" for run in (pair.reduced, pair.fp32) if run.ops for i in run.ops.items)
+
+
 def _account_estimates(acc: Accounting, ctx: Context, found: Mapping[str, Mapping[str, Any]]) -> None:
-    """Table-based causes for what measured ops and experiments left unclaimed (hand-written or older files)."""
+    """Table-based causes for what measured ops and experiments left unclaimed (hand-written or older files). Each
+    is its own number, never what is left: what nothing explains stays unexplained."""
     reduced, fp32 = acc.pair.reduced, acc.pair.fp32
     measured = reduced.ops is not None and fp32.ops is not None
     if acc.difference_ms <= 0:
         if "fp16_faster" in found and not measured:
-            gpu = ctx.gpu_for(reduced)
-            if gpu is not None and gpu.tensor_cores:
-                acc.add(Share("fast_16bit_kernels", acc.remaining_ms(), "estimate",
-                              [f"{gpu.label} has Tensor Cores; no ops were measured to say which kernels saved "
-                               "the time"]))
+            saved = _roofline_saving(acc.pair, ctx)
+            if saved is not None:
+                acc.add(Share("fast_16bit_kernels", saved[0], "estimate", [saved[1]]))
         return
+    if _input_ops_measured(acc.pair):
+        return  # the input ops' own difference is the host's part; the batch time would count it twice
     if _applies(found.get("host_fp16_emulation"), reduced) and reduced.precision == "float16":
         if reduced.input_ms is not None and fp32.input_ms is not None:
             excess = reduced.input_ms - fp32.input_ms
@@ -300,29 +358,21 @@ def _account_estimates(acc: Accounting, ctx: Context, found: Mapping[str, Mappin
                           [f"estimated {fmt_ms(excess)} per batch from {est.source} "
                            f"({fmt_ms(est.float16_ms)} vs {fmt_ms(est.float32_ms)} per {est.batch_size} images), "
                            "scaled to this run's batch and image size"]))
-    if measured:
-        return  # with ops on both sides, what they do not attribute stays unexplained: flags are no measurement
-    hardware = [c for c in ("no_fast_fp16_hardware", "no_tensor_cores", "bf16_unsupported") if c in found]
-    for cause in hardware:
-        if cause == "bf16_unsupported" and (reduced.precision not in BF16 or not _lacks_bf16(reduced, ctx)):
-            continue
-        if cause != "bf16_unsupported" and reduced.precision not in REDUCED:
-            continue
-        if cause == "no_fast_fp16_hardware" and not _slow_fp16_device(reduced, ctx):
-            continue
-        gpu = ctx.gpu_for(reduced)
-        if cause == "no_tensor_cores" and not (gpu is not None and gpu.tensor_cores is False):
-            continue
-        acc.add(Share(cause, acc.remaining_ms(), "estimate",
-                      ["not measured: no ops were recorded, so the rest of the difference is put down to the "
-                       "device's 16-bit arithmetic from its facts (an upper bound, not a measurement)"]))
 
 
-def _slow_fp16_device(run: RunView, ctx: Context) -> bool:
-    if run.on_gpu:
-        gpu = ctx.gpu_for(run)
-        return gpu is not None and gpu.fp16_ratio is not None and gpu.fp16_ratio < 1
-    return ctx.cpu_for(run).native_fp16 is False
+def _roofline_saving(pair: Pair, ctx: Context) -> tuple[float, str] | None:
+    """The best-case time 16 bits save on this GPU by its table of peak rates, where the roofline has the model."""
+    for est in estimate_context(ctx):
+        if (est.machine, est.stack, est.device, est.precision) != (
+                pair.reduced.machine, pair.reduced.stack, pair.reduced.device, pair.reduced.precision):
+            continue
+        if est.fp32_ms is None or est.fp16_ms is None or est.fp32_ms <= est.fp16_ms:
+            return None
+        saved = est.fp32_ms - est.fp16_ms
+        return saved, (f"not measured: the {est.gpu_name}'s peak rates put this model's best-case step at "
+                       f"{fmt_ms(est.fp32_ms)} in float32 and {fmt_ms(est.fp16_ms)} in {est.precision} "
+                       f"({fmt_ms(saved)} saved; no ops were recorded to say which kernels saved the time)")
+    return None
 
 
 # ---------------------------------------------------------------------------------------- the whole

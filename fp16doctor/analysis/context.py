@@ -123,6 +123,7 @@ class OpItem:
     ms_per_step: float
     calls_per_step: float | None
     op_type: str | None
+    wall_ms_per_step: float | None = None  # overlap-true wall share, where the source had intervals
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -165,10 +166,11 @@ def _ops_view(value: Any) -> OpsView | None:
         if ms is None or ms < 0 or name is None:
             continue
         tc = item.get("tensor_cores")
+        wall = as_number(item.get("wall_ms_per_step"))
         items.append(OpItem(name, as_str(item.get("layer")), as_str(item.get("pass")) or "other",
                             as_str(item.get("dtype")), as_str(item.get("impl")),
                             tc if isinstance(tc, bool) else None, ms, as_number(item.get("calls_per_step")),
-                            as_str(item.get("op_type"))))
+                            as_str(item.get("op_type")), wall if wall is not None and wall >= 0 else None))
     if not items:
         return None
     window = as_mapping(ops.get("window"))

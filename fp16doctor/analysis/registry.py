@@ -45,6 +45,10 @@ SPECS: tuple[FindingSpec, ...] = (
                 stack.rule_stack_incompatible_gpu),
     FindingSpec("slow_fp16_kernels", "kernels", "A slow kernel ran the 16-bit ops", True, None,
                 thresholds={"min_share_of_difference": causal.SLOW_KERNEL_MIN_SHARE}),
+    # Measured: regular (not reference) kernels that ran in 16 bits took longer than their float32 ones. The device's
+    # facts stay findings of their own; what the ops measured is the framework's kernels.
+    FindingSpec("slow_16bit_compute", "kernels", "The framework's 16-bit kernels are slower than its float32 ones here",
+                True, None),
     FindingSpec("no_fast_fp16_hardware", "hardware", "This device computes fp16 no faster than fp32", True,
                 hardware.rule_no_fast_fp16_hardware, recommends=("float32", "original")),
     FindingSpec("bf16_unsupported", "hardware", "bfloat16 has no arithmetic units on this device", True,

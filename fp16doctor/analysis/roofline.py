@@ -20,6 +20,7 @@ from fp16doctor.analysis.context import REDUCED, Context, RunView, build_context
 from fp16doctor.analysis.model import Layer, ModelInfo
 from fp16doctor.knowledge.cuda import CUDNN_RELAXED_CHANNELS, TENSOR_CORE_CHANNEL_MULTIPLE, version_at_least
 from fp16doctor.knowledge.gpus import GpuFacts, GpuModel
+from fp16doctor.results import HOST_MACHINE
 
 TRAINING_PASSES = 3.0
 
@@ -36,6 +37,7 @@ class RooflineEstimate:
     fp32_ms: float | None  # best-case float32 training step on this device
     fp16_ms: float | None  # best-case training step at `precision`
     note: str
+    machine: str = HOST_MACHINE  # the run's machine: estimates pair with runs of one machine only
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,7 @@ def _estimate(ctx: Context, reduced: RunView, fp32: RunView | None) -> RooflineE
             None,
             None,
             note,
+            reduced.machine,
         )
 
     if not reduced.on_gpu:
@@ -184,6 +187,7 @@ def _estimate(ctx: Context, reduced: RunView, fp32: RunView | None) -> RooflineE
         fp32_ms,
         fp16_ms,
         note,
+        reduced.machine,
     )
 
 

@@ -48,6 +48,8 @@ def _cause_phrase(cause: str) -> str:
     return title[0].lower() + title[1:]
 
 
+# A fifth of the difference that no cause explains is said in the headline, so "mostly because" never reads as all.
+UNEXPLAINED_SAID = 0.2
 # Of the unexplained part, at least this share missing from the profiled windows is worth saying.
 WINDOW_MISS_SHARE = 0.5
 
@@ -86,7 +88,7 @@ def verdict_for(acc: Accounting) -> Verdict:
     else:
         headline += f"; no measured cause explains the {fmt_ms(acc.magnitude_ms)} difference"
     unexplained = max(0.0, acc.magnitude_ms - explained) if acc.significant else 0.0
-    if acc.significant and top is not None and share < HALF:
+    if acc.significant and top is not None and 1 - share >= UNEXPLAINED_SAID:
         headline += f"; {fmt_ms(unexplained)} ({1 - share:.0%}) of it is unexplained"
     window_delta = _window_difference(acc)
     # The windows' difference in the direction of the timed one: what the ops there can account for at most.
@@ -124,7 +126,9 @@ def verdict_for(acc: Accounting) -> Verdict:
         **({"noise_floor_interval": [round(pair.noise_floor.low, 4), round(pair.noise_floor.high, 4)]}
            if pair.noise_floor is not None else {}),
         "causes": [{"id": s.cause, "explains_ms": round(s.ms, 3), "basis": s.basis,
-                    **({"confirmed_by": s.confirmed_by} if s.confirmed_by else {})} for s in causes],
+                    **({"confirmed_by": s.confirmed_by} if s.confirmed_by else {}),
+                    "ops": [{"name": o.get("name"), "layer": o.get("layer"), "pass": o.get("pass"),
+                             "dtype": o.get("dtype"), "ms": o.get("ms")} for o in s.ops]} for s in causes],
         "headline": headline,
     }
 

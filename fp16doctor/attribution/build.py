@@ -8,7 +8,7 @@ from typing import Any
 from fp16doctor.attribution import onednn, tf1_step_stats, torch_events
 from fp16doctor.attribution.layers import OnednnLayerMatcher, ScopeResolver
 from fp16doctor.attribution.passes import tf_pass
-from fp16doctor.attribution.records import OpRecord, union_ms
+from fp16doctor.attribution.records import OpRecord, overlap_wall_ms, union_ms
 from fp16doctor.attribution.xla_hlo import jax_pass, jax_scope, match_by_shape
 from fp16doctor.attribution.xplane import XPROF_MISSING, XplaneData, read_xplane, xprof_available
 from fp16doctor.knowledge.kernels import tensor_core_use
@@ -285,6 +285,10 @@ def build_ops(artifacts: Mapping[str, Any], model_layers: Sequence[Mapping[str, 
     for record in records:
         if record.dtype is None and record.layer in layer_dtypes:
             record.dtype = layer_dtypes[record.layer]
+    if any(record.intervals for record in records):
+        # Self times overlap where ops run at once; each op's wall share is what the analysis compares.
+        for record, wall_ms in zip(records, overlap_wall_ms(records), strict=True):
+            record.wall_ms = wall_ms
 
     ops: dict[str, Any] = {"source": sources[0]}
     if len(sources) > 1:

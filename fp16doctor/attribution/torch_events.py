@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fp16doctor.attribution.passes import onednn_torch_pass, torch_pass
-from fp16doctor.attribution.records import OpRecord
+from fp16doctor.attribution.records import OpRecord, self_segments
 from fp16doctor.errors import DoctorError
 from fp16doctor.knowledge.kernels import tensor_core_use
 
@@ -50,6 +50,7 @@ def records(events: Sequence[Mapping[str, Any]], model_layers: Sequence[Mapping[
     layer_names = {str(layer.get("name")) for layer in model_layers}
     grouped: dict[tuple[Any, ...], OpRecord] = {}
     kernels_of: dict[tuple[Any, ...], dict[str, float]] = {}
+    spans_by_thread: dict[Any, list[tuple[float, float, tuple[Any, ...]]]] = {}
     for event in events:
         if not isinstance(event, Mapping) or "name" not in event:
             continue
@@ -75,11 +76,17 @@ def records(events: Sequence[Mapping[str, Any]], model_layers: Sequence[Mapping[
         record.total_ms += own_ms
         record.calls += 1
         if not on_device and event.get("end_us") is not None:
-            record.intervals.append((float(event.get("start_us") or 0.0) / 1000.0, float(event["end_us"]) / 1000.0))
+            spans_by_thread.setdefault(event.get("thread"), []).append(
+                (float(event.get("start_us") or 0.0) / 1000.0, float(event["end_us"]) / 1000.0, key))
         for kernel in kernels:
             times = kernels_of.setdefault(key, {})
             kernel_name = str(kernel.get("name"))
             times[kernel_name] = times.get(kernel_name, 0.0) + float(kernel.get("device_us") or 0)
+    # An aten op's span holds the ops it calls (aten::conv2d holds aten::convolution ...): each op keeps the
+    # instants it ran itself, as its self time counts them.
+    for spans in spans_by_thread.values():
+        for lo, hi, key in self_segments(spans):
+            grouped[key].intervals.append((lo, hi))
     for key, times in kernels_of.items():
         record = grouped[key]
         ordered = sorted(times, key=lambda k: -times[k])

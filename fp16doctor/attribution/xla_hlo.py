@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fp16doctor.attribution.passes import OPTIMIZER_SCOPE
+from fp16doctor.attribution.records import self_segments
 
 HLO_PROTO_STAT = "Hlo Proto"
 METADATA_PLANE = "/host:metadata"
@@ -168,9 +169,9 @@ def match_by_shape(
 
 
 def hlo_events(trace: Any) -> dict[tuple[str, str], dict[str, Any]]:
-    """(module, HLO op) -> {"intervals": [(start_us, end_us)], "self_us": float}, from trace_viewer's events
-    that carry ``args.hlo_op``. An HLO op run inside another on the same thread (a call, a while body) is
-    taken out of its parent's self time, so no time is counted twice; coverage takes the union anyway."""
+    """(module, HLO op) -> {"intervals": [(start_us, end_us)], "own": [...], "self_us": float}, from
+    trace_viewer's events that carry ``args.hlo_op``. An HLO op run inside another on the same thread (a call, a
+    while body) is taken out of its parent's self time and own intervals, so no time is counted twice."""
     events = trace.get("traceEvents", []) if isinstance(trace, Mapping) else []
     by_thread: dict[tuple[Any, Any], list[tuple[float, float, tuple[str, str]]]] = {}
     for event in events:
@@ -190,12 +191,14 @@ def hlo_events(trace: Any) -> dict[tuple[str, str], dict[str, Any]]:
         for start, end, key in spans:
             while open_ and open_[-1][1] <= start:
                 open_.pop()
-            entry = found.setdefault(key, {"intervals": [], "self_us": 0.0})
+            entry = found.setdefault(key, {"intervals": [], "own": [], "self_us": 0.0})
             entry["intervals"].append((start, end))
             entry["self_us"] += end - start
             if open_:  # nested in the op still open on this thread: not its parent's own time
                 found[open_[-1][2]]["self_us"] -= end - start
             open_.append((start, end, key))
+        for lo, hi, key in self_segments(spans):
+            found[key]["own"].append((lo, hi))
     return found
 
 

@@ -20,6 +20,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
+from fp16doctor.attribution.records import self_segments
 from fp16doctor.attribution.xla_hlo import hlo_events, hlo_instructions, jax_scope
 from fp16doctor.errors import DoctorError
 
@@ -94,8 +95,9 @@ def _table(data: Any) -> list[dict[str, Any]]:
 
 
 def _intervals(trace: Any) -> dict[str, list[tuple[float, float]]]:
-    """Op name -> [(start_us, end_us)] from trace_viewer's events (``args.long_name`` = "name:type")."""
-    found: dict[str, list[tuple[float, float]]] = {}
+    """Op name -> [(start_us, end_us)] from trace_viewer's events (``args.long_name`` = "name:type"): the instants
+    each op ran itself (an op nested in another on its thread, a function's body in its call, is its own)."""
+    by_thread: dict[tuple[Any, Any], list[tuple[float, float, str]]] = {}
     events = trace.get("traceEvents", []) if isinstance(trace, dict) else []
     for event in events:
         if event.get("ph") != "X" or "dur" not in event:
@@ -106,7 +108,12 @@ def _intervals(trace: Any) -> dict[str, list[tuple[float, float]]]:
             continue
         name = str(long_name).rsplit(":", 1)[0]
         start = float(event.get("ts", 0.0))
-        found.setdefault(name, []).append((start, start + float(event["dur"])))
+        thread = (event.get("pid"), event.get("tid"))
+        by_thread.setdefault(thread, []).append((start, start + float(event["dur"]), name))
+    found: dict[str, list[tuple[float, float]]] = {}
+    for spans in by_thread.values():
+        for lo, hi, name in self_segments(spans):
+            found.setdefault(name, []).append((lo, hi))
     return found
 
 
@@ -212,7 +219,7 @@ def _hlo_ops(path: str, trace: Any) -> list[XplaneOp]:
         op_name = meta.get("op_name") or ""
         ops.append(XplaneOp(name=op_name or hlo_op, op_type=jax_scope(op_name)[-1] if op_name else
                             str(meta.get("opcode") or hlo_op), on_device=False, occurrences=len(found["intervals"]),
-                            self_us=max(float(found["self_us"]), 0.0), intervals=list(found["intervals"]),
+                            self_us=max(float(found["self_us"]), 0.0), intervals=list(found["own"]),
                             hlo_op=hlo_op, dims=list(meta.get("dims") or []), dtype=meta.get("dtype"),
                             inner_opcode=meta.get("inner_opcode")))
     return ops

@@ -52,10 +52,10 @@ def roofline_estimates(ctx: Context) -> list[RooflineEstimate]:
 
 def roofline_lines(ctx: Context, runs: list[RunView]) -> list[str]:
     """'at most 2.6x from fp16 here; measured 0.62x' for the runs' stacks, where the GPU is in the table."""
-    stacks = {r.stack for r in runs}
+    stacks = {(r.machine, r.stack) for r in runs}
     lines = []
     for e in roofline_estimates(ctx):
-        if e.stack in stacks and e.predicted_speedup is not None:
+        if (e.machine, e.stack) in stacks and e.predicted_speedup is not None:
             measured = f"; measured {e.measured_speedup:.2f}x" if e.measured_speedup else ""
             lines.append(f"best case for this model on the {e.gpu_name}: at most "
                          f"{e.predicted_speedup:.1f}x from "

@@ -150,7 +150,8 @@ def rule_no_tensor_cores(ctx: Context) -> Finding | None:
         return None
     pairs = [p for p in ctx.fp16_pairs() if p.reduced in runs]
     evidence += [p.describe() for p in pairs]
-    best = [e for e in roofline_estimates(ctx) if e.predicted_speedup and any(e.stack == r.stack for r in runs)]
+    best = [e for e in roofline_estimates(ctx)
+            if e.predicted_speedup and any((e.machine, e.stack) == (r.machine, r.stack) for r in runs)]
     gain = ""
     if best:
         top = max(best, key=lambda e: e.predicted_speedup or 0)
@@ -194,12 +195,12 @@ def rule_tensor_cores_not_eligible(ctx: Context) -> Finding | None:
     hard = False
     share_max = 0.0
     first_bad_in: int | None = None
-    seen: set[tuple[str, str | None]] = set()
+    seen: set[tuple[str, str, str | None]] = set()
     for run in ctx.reduced_runs():
         gpu = ctx.gpu_for(run)
         if gpu is None or gpu.tensor_cores is not True or run.model is None:
             continue
-        key = (run.stack, run.software.cudnn)
+        key = (run.machine, run.stack, run.software.cudnn)
         if key in seen:
             runs.append(run)
             continue

@@ -53,10 +53,10 @@ def _inferred_input_bound(ctx: Context) -> tuple[list[str], list[RunView]]:
     """Without input timings: the seed script reads and augments every batch from disk on one worker
     (fit_generator's default); if the GPU's best case is a small part of the float32 step, that is where
     the rest of the step most likely goes."""
-    estimates = {(e.stack, e.device): e for e in roofline_estimates(ctx)}
+    estimates = {(e.machine, e.stack, e.device): e for e in roofline_estimates(ctx)}
     for pair in ctx.fp16_pairs():
         f = pair.fp32
-        e = estimates.get((f.stack, f.device))
+        e = estimates.get((f.machine, f.stack, f.device))
         if (f.workload_name == "seed_cnn" and f.variant == "original" and f.on_gpu and f.input_ms is None
                 and e and e.fp32_ms and f.step_ms and e.fp32_ms < 0.25 * f.step_ms):
             return [f"{f.stack}: the GPU's best case for the float32 step is {fmt_ms(e.fp32_ms)} of the measured "
@@ -81,11 +81,12 @@ def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
             )
             runs.append(run)
             confidence = max(confidence, 0.85)
-    by_key = {(r.stack, r.precision, r.device, r.variant): r for r in ctx.ok_runs()}
-    for (stack, precision, device, variant), run in by_key.items():
+    # A run and its in-memory control compare on one machine only: another machine's step is no control.
+    by_key = {(r.machine, r.stack, r.precision, r.device, r.variant): r for r in ctx.ok_runs()}
+    for (machine, stack, precision, device, variant), run in by_key.items():
         if variant != "original":
             continue
-        synthetic = by_key.get((stack, precision, device, "synthetic_input"))
+        synthetic = by_key.get((machine, stack, precision, device, "synthetic_input"))
         if synthetic is None or run.step_ms is None or synthetic.step_ms is None:
             continue
         if run.step_ms > 1.3 * synthetic.step_ms and run.step_ms - synthetic.step_ms > 5:
@@ -104,8 +105,9 @@ def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
         return None
     sw = first_software(runs)
     gains = [r.step_ms - s.step_ms for r in runs for s in ctx.ok_runs()
-             if s.variant == "synthetic_input" and r.variant == "original" and (s.stack, s.precision, s.device)
-             == (r.stack, r.precision, r.device) and r.step_ms and s.step_ms]
+             if s.variant == "synthetic_input" and r.variant == "original"
+             and (s.machine, s.stack, s.precision, s.device) == (r.machine, r.stack, r.precision, r.device)
+             and r.step_ms and s.step_ms]
     advice = _input_advice(sw)
     if gains:
         advice += f"Expected gain: up to {fmt_ms(max(gains))} per step (measured against in-memory input)."
@@ -217,7 +219,7 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
             runs.append(run)
             confidence = max(confidence, 0.65)
             for e in roofline_estimates(ctx):
-                if e.stack == run.stack and e.fp32_ms and grown and grown.fp32.step_ms:
+                if (e.machine, e.stack) == (run.machine, run.stack) and e.fp32_ms and grown and grown.fp32.step_ms:
                     evidence.append(f"the GPU's best case for the float32 step is {fmt_ms(e.fp32_ms)} of the "
                                     f"measured "
                                     f"{fmt_ms(grown.fp32.step_ms)}: most of the step is spent outside GPU "

@@ -24,7 +24,7 @@ def rule_fp16_faster(ctx: Context) -> Finding | None:
         if (
             est.predicted_speedup
             and est.measured_speedup
-            and est.stack == best.reduced.stack
+            and (est.machine, est.stack) == (best.reduced.machine, best.reduced.stack)
             and est.precision == best.reduced.precision
         ):
             evidence.append(f"best case on this GPU: {est.predicted_speedup:.1f}x ({est.note})")

@@ -20,14 +20,16 @@ from fp16doctor.knowledge.cuda import (
 def rule_cast_overhead(ctx: Context) -> Finding | None:
     evidence: list[str] = []
     runs: list[RunView] = []
+    # mixed against pure float16 of the same machine: another machine's float16 step says nothing of these casts.
     by_cell = {
-        (p.reduced.stack, p.reduced.device, p.reduced.variant, p.reduced.precision): p for p in ctx.fp16_pairs()
+        (p.reduced.machine, p.reduced.stack, p.reduced.device, p.reduced.variant, p.reduced.precision): p
+        for p in ctx.fp16_pairs()
     }
     worse_than_fp32 = False
-    for (stack, device, variant, precision), pair in by_cell.items():
+    for (machine, stack, device, variant, precision), pair in by_cell.items():
         if precision != "mixed_float16":
             continue
-        pure = by_cell.get((stack, device, variant, "float16"))
+        pure = by_cell.get((machine, stack, device, variant, "float16"))
         mixed = pair.reduced
         if pure is None or mixed.step_ms is None or pure.reduced.step_ms is None:
             continue
@@ -77,14 +79,14 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
     evidence: list[str] = []
     runs: list[RunView] = []
     confidence = 0.0
-    estimates = {(e.stack, e.device, e.precision): e for e in roofline_estimates(ctx)}
+    estimates = {(e.machine, e.stack, e.device, e.precision): e for e in roofline_estimates(ctx)}
     for pair in ctx.fp16_pairs():
         f = pair.fp32
         if not f.on_gpu or f.step_ms is None or f.variant != "original" and f.variant != "synthetic_input":
             continue
         if f.input_ms is not None and f.input_ms >= 0.5 * f.step_ms:
             continue  # the host, not launch overhead, fills the step
-        est = estimates.get((pair.reduced.stack, pair.reduced.device, pair.reduced.precision))
+        est = estimates.get((pair.reduced.machine, pair.reduced.stack, pair.reduced.device, pair.reduced.precision))
         if est and est.fp32_ms is not None and est.fp32_ms < 0.2 * f.step_ms and f.step_ms < 50:
             evidence.append(
                 f"{f.stack}: float32 step {fmt_ms(f.step_ms)} where the GPU's best case is "

@@ -105,7 +105,8 @@ def rule_old_stack(ctx: Context) -> Finding | None:
     pairs = [p for p in ctx.fp16_pairs() if p.reduced in runs]
     already_faster = bool(pairs) and all(p.faster for p in pairs)
     gain = ""
-    best = [e for e in roofline_estimates(ctx) if e.predicted_speedup and e.stack in {r.stack for r in runs}]
+    best = [e for e in roofline_estimates(ctx)
+            if e.predicted_speedup and (e.machine, e.stack) in {(r.machine, r.stack) for r in runs}]
     if best:
         top = max(best, key=lambda e: e.predicted_speedup or 0)
         gain = (f"\nExpected gain: up to {top.predicted_speedup:.1f}x over float32 for this model on this GPU "
@@ -153,7 +154,7 @@ def rule_stack_incompatible_gpu(ctx: Context) -> Finding | None:
     evidence: list[str] = []
     runs: list[RunView] = []
     confidence = 0.0
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
     for run in ctx.runs:
         gpu = ctx.gpu_for(run)
         if run.status == "failed" and run.error and any(e in run.error.lower() for e in INCOMPATIBLE_ERRORS):
@@ -163,7 +164,7 @@ def rule_stack_incompatible_gpu(ctx: Context) -> Finding | None:
             continue
         if gpu is None or not run.on_gpu or not run.software.cuda:
             continue
-        key = (run.stack, run.software.cuda)
+        key = (run.machine, run.stack, run.software.cuda)  # one GPU per machine: each is judged
         if key in seen:
             continue
         seen.add(key)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from fp16doctor.analysis import diagnose_document
+from fp16doctor.analysis.causes import HARDWARE_CAUSES
 from fp16doctor.analysis.experiments import plan, plan_experiments
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
 from fp16doctor.results import LOW_COVERAGE
@@ -28,7 +29,8 @@ def mentions_ms(line: str, ms: float) -> bool:
     return False
 
 
-def op(layer: str, pass_: str, ms: float, impl: str, dtype: str, name: str = "Conv2DBackpropFilter") -> dict[str, Any]:
+def op(layer: str, pass_: str, ms: float, impl: str | None, dtype: str | None,
+       name: str = "Conv2DBackpropFilter") -> dict[str, Any]:
     return {"name": f"{layer}/{name}", "layer": layer, "pass": pass_, "dtype": dtype, "impl": impl,
             "tensor_cores": None, "ms_per_step": ms, "calls_per_step": 1, "op_type": name}
 
@@ -119,8 +121,11 @@ def test_remote_engine_runs_are_judged_against_their_own_gpu() -> None:
     hardware = next(f for f in diagnosis.findings if f["id"] == "no_fast_fp16_hardware")
     assert any("GTX 1080" in line for line in hardware["evidence"])
     assert not any("H200" in line for line in hardware["evidence"])
+    # No ops were measured: the device's fact is reported, never stretched over the difference as its cause.
+    assert hardware["explains_ms"] is None
     (verdict,) = diagnosis.verdicts
-    assert verdict["machine"] == "lab" and verdict["cause"] == "no_fast_fp16_hardware"
+    assert verdict["machine"] == "lab" and verdict["cause"] is None
+    assert "no measured cause explains" in verdict["headline"]
 
 
 def test_runs_pair_within_a_machine_only() -> None:
@@ -189,11 +194,21 @@ def test_bf16_preferred_with_the_measured_ratio() -> None:
 
 
 def test_faster_16_bit_run_names_what_saved_time_never_the_outcome() -> None:
+    """Without ops, the saving is estimated from the GPU's peak rates where the roofline knows the model; the
+    estimate is its own number, not what is left of the difference."""
     a100 = {"index": 0, "name": "NVIDIA A100-SXM4-40GB", "compute_capability": "8.0"}
-    d = doc(run("float32", 200.0, device="gpu:0"), run("mixed_float16", 110.0, device="gpu:0"), gpus=[a100])
+    seed = {"name": "seed_cnn", "image_height": 224, "image_width": 336, "channels": 3, "batch_size": 128}
+    d = doc(run("float32", 200.0, device="gpu:0", workload=seed),
+            run("mixed_float16", 110.0, device="gpu:0", workload=seed), gpus=[a100])
     (verdict,) = diagnose_document(d).verdicts
     assert verdict["outcome"] == "faster" and verdict["cause"] != "fp16_faster"
     assert verdict["cause"] == "fast_16bit_kernels" and verdict["basis"] == "estimate"
+    assert 0 < verdict["causes"][0]["explains_ms"] < 90.0  # the roofline's best-case saving, not the 90 ms
+    assert "estimated" in verdict["headline"]
+    # With nothing to estimate from, the saving stays unexplained.
+    d = doc(run("float32", 200.0, device="gpu:0"), run("mixed_float16", 110.0, device="gpu:0"), gpus=[a100])
+    (verdict,) = diagnose_document(d).verdicts
+    assert verdict["outcome"] == "faster" and verdict["cause"] is None and verdict["explained_share"] == 0.0
 
 
 # ---- what a review of the accounting found, kept as tests
@@ -240,9 +255,14 @@ def test_a_finding_on_one_machine_is_no_estimate_for_another() -> None:
             run("mixed_bfloat16", 200.0, device="gpu:0", engine=v100),
             run("float32", 100.0, device="gpu:0", engine=a100),
             run("mixed_bfloat16", 150.0, device="gpu:0", engine=a100))
-    verdicts = {v["machine"]: v for v in diagnose_document(d).verdicts}
-    assert verdicts["a"]["cause"] == "bf16_unsupported"
+    diagnosis = diagnose_document(d)
+    verdicts = {v["machine"]: v for v in diagnosis.verdicts}
     assert verdicts["b"]["cause"] != "bf16_unsupported"
+    # The fact is machine a's: reported for it alone, and as a fact, not as a share of either difference.
+    (finding,) = [f for f in diagnosis.findings if f["id"] == "bf16_unsupported"]
+    assert any("V100" in line for line in finding["evidence"]) and not any("A100" in line
+                                                                          for line in finding["evidence"])
+    assert finding["explains_ms"] is None and verdicts["a"]["cause"] is None
 
 
 def test_bfloat16_on_a_pre_ampere_tensor_core_gpu_is_not_a_slow_kernel() -> None:
@@ -253,8 +273,13 @@ def test_bfloat16_on_a_pre_ampere_tensor_core_gpu_is_not_a_slow_kernel() -> None
     d = doc(run("float32", 100.0, device="gpu:0", ops={"source": "tf_profiler", "items": [f32_op]}),
             run("mixed_bfloat16", 140.0, device="gpu:0", ops={"source": "tf_profiler", "items": [gpu_op]}),
             gpus=[v100])
-    (verdict,) = diagnose_document(d).verdicts
-    assert verdict["cause"] == "bf16_unsupported"
+    diagnosis = diagnose_document(d)
+    (verdict,) = diagnosis.verdicts
+    # The bfloat16 conv ran a regular kernel and took longer: the framework's bfloat16 path, measured; the
+    # missing bfloat16 units stay a fact beside it.
+    assert verdict["cause"] == "slow_16bit_compute" and verdict["basis"] == "measured_ops"
+    (fact,) = [f for f in diagnosis.findings if f["id"] == "bf16_unsupported"]
+    assert fact["explains_ms"] is None
 
 
 def test_tf32_off_is_planned_even_when_16_bits_look_no_better() -> None:
@@ -354,8 +379,11 @@ def test_the_questions_script_and_the_built_in_workload_get_the_same_verdict_in_
         assert verdict["outcome"] == "slower" and verdict["basis"] == "measured_ops", name
         assert verdict["explained_share"] >= 0.9, name
         verdicts[d["invocation"]["data"]] = verdict["cause"]
+        # The AVX2 EPYC's lack of fp16 instructions is still reported, as a fact that explains no time itself.
+        (fact,) = [f for f in diagnose_document(d).findings if f["id"] == "no_fast_fp16_hardware"]
+        assert fact["explains_ms"] is None, name
     assert set(verdicts) == {"script", "synthetic"}
-    assert verdicts["script"] == verdicts["synthetic"] == "no_fast_fp16_hardware"
+    assert verdicts["script"] == verdicts["synthetic"] == "slow_16bit_compute"
 
 
 def test_a_small_input_share_named_by_the_ops_alone_is_information_saying_what_was_measured() -> None:
@@ -370,7 +398,7 @@ def test_a_small_input_share_named_by_the_ops_alone_is_information_saying_what_w
             flags=EPYC_AVX2_FLAGS)
     diagnosis = diagnose_document(d)
     (verdict,) = diagnosis.verdicts
-    assert verdict["cause"] == "no_fast_fp16_hardware"
+    assert verdict["cause"] == "slow_16bit_compute"
     (inputs,) = [f for f in diagnosis.findings if f["id"] == "input_pipeline_bound"]
     assert inputs["severity"] == "info" and inputs["explains_ms"] < 0.1 * verdict["difference_ms"]
     assert inputs["title"] == "Producing batches on the host took longer in mixed_float16 than in float32"
@@ -405,3 +433,121 @@ def test_windows_that_show_the_whole_difference_add_nothing_to_the_verdict() -> 
     (verdict,) = diagnose_document(d).verdicts
     assert verdict["explained_share"] >= 0.9 and verdict["window_difference_ms"] == 595.0
     assert "did not recur" not in verdict["headline"]
+
+
+# ---- attribution that adds up: each case a document that reproduced a defect of the accounting
+
+
+def _conv(layer: str, ms: float, impl: str | None, dtype: str, wall: float | None = None) -> dict[str, Any]:
+    item = op(layer, "backward_weights", ms, impl, dtype)
+    if wall is not None:
+        item["wall_ms_per_step"] = wall
+    return item
+
+
+def _ops(*items: dict[str, Any], source: str = "onednn_verbose") -> dict[str, Any]:
+    return {"source": source, "coverage": 0.95, "items": list(items)}
+
+
+def _causes_add_up(verdict: dict[str, Any]) -> None:
+    assert sum(c["explains_ms"] for c in verdict["causes"]) <= abs(verdict["difference_ms"]) + 1e-6
+    for cause in verdict["causes"]:
+        assert abs(sum(o["ms"] for o in cause["ops"]) - cause["explains_ms"]) <= 0.01 or cause["basis"] != \
+            "measured_ops"
+
+
+def test_a_named_cause_claims_only_its_part_when_ops_without_a_cause_grew_too() -> None:
+    """Two conv weight gradients each took 600 ms more thread time, one on oneDNN's ref:any, one on a regular
+    kernel in float32 (no cause); the step grew by 600 ms. The slow kernel's part is half, not all of it."""
+    d = doc(run("float32", 100.0, ops=_ops(_conv("conv2d", 10.0, "brg:avx512", "float32"),
+                                           _conv("conv2d_1", 10.0, "brg:avx512", "float32"))),
+            run("float16", 700.0, ops=_ops(_conv("conv2d", 610.0, "ref:any", "float16"),
+                                           _conv("conv2d_1", 610.0, "brg:avx512", "float32"))))
+    (verdict,) = diagnose_document(d).verdicts
+    (slow,) = [c for c in verdict["causes"] if c["id"] == "slow_fp16_kernels"]
+    assert slow["explains_ms"] == pytest.approx(300.0)
+    assert slow["ops"] == [{"name": "conv2d/Conv2DBackpropFilter", "layer": "conv2d", "pass": "backward_weights",
+                            "dtype": "float16", "ms": 300.0}]
+    assert verdict["explained_share"] == pytest.approx(0.5) and "300 ms of the 600 ms" in verdict["headline"]
+    _causes_add_up(verdict)
+
+
+def test_ops_that_ran_at_once_are_charged_their_wall_share() -> None:
+    """The same two convs, recorded with intervals: in float16 they ran side by side, so each added 295 ms to the
+    step where its own thread time grew by 600 ms."""
+    d = doc(run("float32", 100.0, ops=_ops(_conv("conv2d", 10.0, "brg:avx512", "float32", wall=10.0),
+                                           _conv("conv2d_1", 10.0, "brg:avx512", "float16", wall=10.0),
+                                           source="tf_profiler")),
+            run("float16", 700.0, ops=_ops(_conv("conv2d", 610.0, "ref:any", "float16", wall=305.0),
+                                           _conv("conv2d_1", 610.0, "brg:avx512", "float32", wall=305.0),
+                                           source="tf_profiler")))
+    (verdict,) = diagnose_document(d).verdicts
+    (slow,) = [c for c in verdict["causes"] if c["id"] == "slow_fp16_kernels"]
+    assert slow["explains_ms"] == pytest.approx(295.0) and slow["ops"][0]["ms"] == pytest.approx(295.0)
+    _causes_add_up(verdict)
+
+
+def test_host_input_time_measured_as_ops_is_not_added_again() -> None:
+    """float16 batches built on the host: the input op's time grew by 40 ms in the window and the host's batch time
+    by 40 ms. Both measure the same work: 40 ms of the 100 ms difference, not 80."""
+    seed = {"name": "seed_cnn", "batch_size": 32, "image_height": 112, "image_width": 168}
+    sw = {"tensorflow": "2.15.0", "keras": "2.15.0", "keras_backend": "tensorflow", "keras_api": "keras2"}
+    generator = "Iterator::Root::Prefetch::Generator"
+    d = doc(run("float32", 100.0, workload=seed, software=sw, input_time_ms={"median": 20.0},
+                ops=_ops(op(generator, "input", 10.0, None, None, "Dataset"), source="tf_profiler")),
+            run("float16", 200.0, workload=seed, software=sw, input_time_ms={"median": 60.0},
+                ops=_ops(op(generator, "input", 50.0, None, None, "Dataset"), source="tf_profiler")),
+            flags=EPYC_AVX2_FLAGS)
+    diagnosis = diagnose_document(d)
+    (verdict,) = diagnosis.verdicts
+    (host,) = [c for c in verdict["causes"] if c["id"] == "host_fp16_emulation"]
+    assert host["explains_ms"] == pytest.approx(40.0) and host["basis"] == "measured_ops"
+    assert "40 ms of the 100 ms" in verdict["headline"] and "unexplained" in verdict["headline"]
+    _causes_add_up(verdict)
+
+
+def test_a_device_fact_is_no_measured_cause_and_float32_ops_are_not_16_bit_work() -> None:
+    """AVX2 EPYC (no fp16 instructions), mixed_float16: a float16 conv on a regular kernel grew by 200 ms, a
+    float32 dense op (mixed precision keeps it in float32) by 100 ms. The conv's time is the framework's 16-bit
+    kernel; the dense op ran no 16-bit arithmetic; the missing fp16 instructions are a fact, reported."""
+    fp32 = [op("conv2d", "forward", 50.0, "jit:avx2", "float32", "Conv2D"),
+            op("dense", "forward", 10.0, "gemm:jit", "float32", "MatMul")]
+    mixed = [op("conv2d", "forward", 250.0, "jit:avx2", "float16", "Conv2D"),
+             op("dense", "forward", 110.0, "gemm:jit", "float32", "MatMul")]
+    d = doc(run("float32", 100.0, ops=_ops(*fp32)), run("mixed_float16", 400.0, ops=_ops(*mixed)),
+            flags=EPYC_AVX2_FLAGS)
+    diagnosis = diagnose_document(d)
+    (verdict,) = diagnosis.verdicts
+    assert verdict["cause"] == "slow_16bit_compute" and verdict["basis"] == "measured_ops"
+    assert verdict["causes"][0]["explains_ms"] == pytest.approx(200.0)
+    assert "100 ms" in verdict["headline"] and "unexplained" in verdict["headline"]
+    for cause in verdict["causes"]:
+        assert cause["id"] not in HARDWARE_CAUSES
+        assert all(o["dtype"] in ("float16", "bfloat16") for o in cause["ops"])
+    (fact,) = [f for f in diagnosis.findings if f["id"] == "no_fast_fp16_hardware"]
+    assert fact["explains_ms"] is None and fact["basis"] is None
+    _causes_add_up(verdict)
+
+
+def test_an_estimate_never_fills_what_is_left() -> None:
+    """The shape of docs/examples/cpu-epyc-quick (no ops recorded, AVX2 EPYC): the device's missing fp16 is
+    reported as a fact; nothing measured or estimated explains the 646 ms, and the verdict says so."""
+    d = json.loads((EXAMPLES / "cpu-epyc-quick" / "results.json").read_text())
+    diagnosis = diagnose_document(d)
+    assert {v["outcome"] for v in diagnosis.verdicts} == {"slower"}
+    for verdict in diagnosis.verdicts:
+        assert verdict["explained_share"] < 1.0
+        assert all(c["id"] not in HARDWARE_CAUSES for c in verdict["causes"])
+        assert "no measured cause explains" in verdict["headline"] or "unexplained" in verdict["headline"]
+        _causes_add_up(verdict)
+    assert "no_fast_fp16_hardware" in {f["id"] for f in diagnosis.findings}
+
+
+def test_every_example_verdict_adds_up_and_charges_hardware_only_16_bit_ops() -> None:
+    for name in (*MEASURED_EXAMPLES, "cpu-epyc-quick"):
+        d = json.loads((EXAMPLES / name / "results.json").read_text())
+        for verdict in diagnose_document(d).verdicts:
+            _causes_add_up(verdict)
+            for cause in verdict["causes"]:
+                if cause["id"] in HARDWARE_CAUSES:
+                    assert all(o["dtype"] in ("float16", "bfloat16", "half") for o in cause["ops"]), name

@@ -560,3 +560,50 @@ def test_p100_on_tensorflow_names_the_fp32_compute_default() -> None:
     assert not any("TF_FP16" in e for e in torch["evidence"])
     old = finding(doc(run("float32", 3.3, software=sw), run("float16", 4.0, software=sw), gpu=P100), "old_stack")
     assert "NHWC" not in old["evidence"][0]  # no Tensor Cores, so no Tensor Core path to miss
+
+
+# --- one machine per comparison: a rule pairs runs of one machine only
+
+
+def _engine(name: str, gpu: dict[str, Any] | None = None) -> dict[str, Any]:
+    engine: dict[str, Any] = {"kind": "docker", "docker_host": f"ssh://{name}", "name": name}
+    if gpu is not None:
+        engine.update(gpu_name=gpu["name"], gpu_compute_capability=gpu["compute_capability"])
+    return engine
+
+
+def test_an_in_memory_control_on_another_machine_is_no_control() -> None:
+    """Machine a read images at 500 ms a step; the synthetic-input control ran on machine b at 200 ms. The 300 ms
+    between them are two machines, not the input pipeline; on one machine the same numbers are."""
+    apart = doc(run("float32", 500, engine=_engine("a", V100)),
+                run("float32", 200, variant="synthetic_input", engine=_engine("b", V100)))
+    assert "input_pipeline_bound" not in ids(apart)
+    together = doc(run("float32", 500, engine=_engine("a", V100)),
+                   run("float32", 200, variant="synthetic_input", engine=_engine("a", V100)))
+    assert "input_pipeline_bound" in ids(together)
+
+
+def test_mixed_precision_casts_are_judged_against_pure_float16_of_the_same_machine() -> None:
+    """mixed_float16 took 500 ms on machine a, pure float16 200 ms on machine b: no cast cost is measured there."""
+    a, b = _engine("a", V100), _engine("b", V100)
+    apart = doc(run("float32", 400, engine=a), run("mixed_float16", 500, engine=a),
+                run("float32", 400, engine=b), run("float16", 200, engine=b))
+    assert "cast_overhead" not in ids(apart)
+    together = doc(run("float32", 400, engine=a), run("mixed_float16", 500, engine=a),
+                   run("float16", 200, engine=a))
+    assert "cast_overhead" in ids(together)
+
+
+def test_a_small_model_is_judged_by_the_roofline_of_its_own_machines_gpu() -> None:
+    """Same stack on two machines: an A100 (in the table of peak rates) whose 40 ms step is mostly overhead, and a
+    GPU the table does not know, at 45 ms. Only the A100's step is judged against the A100's best case."""
+    seed = {**SEED, "batch_size": 32, "image_height": 112, "image_width": 168}
+    a = _engine("a", A100)
+    b = _engine("b", {"name": "Example Accelerator 9000", "compute_capability": "8.9"})
+    d = doc(run("float32", 40, engine=a, workload=seed, software=TF216),
+            run("mixed_float16", 38, engine=a, workload=seed, software=TF216),
+            run("float32", 45, engine=b, workload=seed, software=TF216),
+            run("mixed_float16", 44, engine=b, workload=seed, software=TF216))
+    f = finding(d, "small_model_overhead")
+    assert any("float32 step 40 ms" in e for e in f["evidence"])
+    assert not any("float32 step 45 ms" in e for e in f["evidence"])

@@ -39,3 +39,18 @@ def test_a_non_finite_loss_is_written_as_null_not_a_crash(tmp_path: Path) -> Non
                     "step_time_ms": {"median": 10.0}, "loss": {"first": 0.7, "last": float("nan"), "nan_or_inf": True}})
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["runs"][0]["loss"] == {"first": 0.7, "last": None, "nan_or_inf": True}
+
+
+def test_a_machines_cpu_is_taken_from_any_of_its_records(tmp_path: Path) -> None:
+    """The first record of a remote machine failed before its engine reported the CPU; the next one has it. The
+    machine's facts keep it, so the analysis judges that machine's runs against its own CPU."""
+    writer = ResultsWriter(tmp_path / "results.json", new_document({"gpus": []}))
+    engine = {"kind": "docker", "docker_host": "ssh://lab", "name": "lab"}
+    writer.add_run({"stack": "cpu", "precision": "float32", "variant": "original", "device": "cpu",
+                    "status": "failed", "error": "image pull failed", "engine": dict(engine)})
+    cpu = {"model": "AMD EPYC 7B13", "cores": 2, "flags": ["avx2", "f16c"]}
+    writer.add_run({"stack": "cpu", "precision": "float16", "variant": "original", "device": "cpu", "status": "ok",
+                    "step_time_ms": {"median": 10.0}, "engine": {**engine, "cpu": cpu}})
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["machines"]["lab"]["cpu"] == cpu
+    assert saved["machines"]["lab"]["engine"]["docker_host"] == "ssh://lab"

@@ -42,11 +42,30 @@ def test_runs_on_separate_machines_do_not_count_as_concurrent(
 ) -> None:
     fleet.add(A, name="node-a")
     fleet.add(B, name="node-b")
-    run_stack_specs(plan("cpu"), {"gpus": []}, options(tmp_path, A, B), writer(tmp_path), progress, 0, 4)
+    # Two stacks: each comparison group keeps to one machine, so the two machines run side by side.
+    specs = plan("cpu", "tf2.10-cpu")
+    run_stack_specs(specs, {"gpus": []}, options(tmp_path, A, B), writer(tmp_path), progress, 0, len(specs))
 
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
     assert fleet.max_in_flight == 2
-    assert [r["engine"]["concurrent_runs"] for r in runs] == [0] * 4
+    assert [r["engine"]["concurrent_runs"] for r in runs] == [0] * len(specs)
+
+
+def test_the_synthetic_input_control_runs_on_the_machine_its_original_ran_on(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    """float32 on synthetic input measures what the original's input costs: on another machine its step would be
+    another CPU's, not the original's without the images."""
+    fleet.add(A, name="node-a")
+    fleet.add(B, name="node-b")
+    run_stack_specs(plan("cpu"), {"gpus": []}, options(tmp_path, A, B), writer(tmp_path), progress, 0, 4)
+
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    machines = {r["variant"]: set() for r in runs}
+    for r in runs:
+        machines[r["variant"]].add(r["machine"])
+    assert set(machines) == {"original", "synthetic_input"} and all(r["status"] == "ok" for r in runs)
+    assert len(machines["original"]) == 1 and machines["synthetic_input"] == machines["original"]
 
 
 def test_gpu_runs_are_pinned_one_per_gpu_and_the_cpu_slot_stays_idle(
@@ -287,17 +306,19 @@ def test_an_experiment_runs_on_the_gpu_model_of_the_runs_it_tests(
     assert fleet.engines[B].runs == []
 
 
+@pytest.mark.parametrize("local_bf16", [False, True], ids=["local-no-bf16", "local-bf16"])
 @pytest.mark.parametrize("name,cc,runs", [("NVIDIA A100-SXM4-80GB", "8.0", True), ("NVIDIA TITAN V", "7.0", False)])
 def test_bfloat16_planned_for_a_remote_engine_runs_only_where_its_gpu_computes_in_it(
-    tmp_path: Path, fleet: Fleet, progress: RecordingProgress, name: str, cc: str, runs: bool
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress, name: str, cc: str, runs: bool, local_bf16: bool
 ) -> None:
-    """This machine has no GPU, so its own default matrix has no mixed_bfloat16; a remote engine's GPUs
-    are known only once connected: planned for its stack, run on an 8.0+ GPU, else skipped with why."""
+    """A remote engine's GPUs are known only once connected: mixed_bfloat16 is planned for its stack, run on an
+    8.0+ GPU, else skipped with why, whether or not this machine's own device (its default matrix) has bfloat16."""
     from fp16doctor.diagnose import BASE_PRECISIONS, plan_runs
 
     fleet.add(A, gpus=[gpu(0, name, cc)])
-    specs = plan_runs(["host", "tf2.20-keras3"], list(BASE_PRECISIONS), QUICK, None, None, ["mixed_bfloat16"])
-    assert not [s for s in specs if s.stack == "host" and s.precision == "mixed_bfloat16"]
+    local = [*BASE_PRECISIONS, *(["mixed_bfloat16"] if local_bf16 else [])]
+    specs = plan_runs(["host", "tf2.20-keras3"], local, QUICK, None, None, ["mixed_bfloat16"])
+    assert bool([s for s in specs if s.stack == "host" and s.precision == "mixed_bfloat16"]) is local_bf16
     planned = [s for s in specs if s.stack == "tf2.20-keras3"]
     assert [s.native_only for s in planned if s.precision == "mixed_bfloat16"] == [True]
     run_stack_specs(planned, {"gpus": []}, options(tmp_path, A), writer(tmp_path), progress, 0, len(planned))
