@@ -362,6 +362,8 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
                                        {run_key(r) for r in doc["runs"]})
             if script is not None:
                 planned = _script_experiments(planned, script, progress)
+            if size.name == "quick":
+                planned = _within_budget(planned, doc["runs"], started + QUICK_BUDGET_S, progress)
             if planned:
                 progress.note(f"{len(planned)} experiment run(s), each changing one thing: "
                               + ", ".join(f"{s.precision} {s.variant}" for s in planned))
@@ -498,6 +500,26 @@ def _time_in_rounds(writer: ResultsWriter, size: WorkloadSize, started: float, h
     writer.save()
     rounds = len(kept.get("order") or [])
     progress.note(f"interleaved rounds: {rounds} rounds in {record.get('wall_s', 0):.0f} s")
+
+
+def _within_budget(planned: list[RunSpec], runs: list[dict[str, Any]], deadline: float,
+                   progress: Progress) -> list[RunSpec]:
+    """The experiments that fit what is left of the quick budget, each costing what the run it changes took;
+    the others are skipped, and said (run them with --variant, outside --quick's budget)."""
+    left = deadline - time.monotonic()
+    kept = []
+    for spec in planned:
+        base = next((r for r in runs if r.get("stack") == spec.stack and r.get("precision") == spec.precision
+                     and r.get("variant", "original") == "original"), None)
+        cost = float((base or {}).get("wall_s") or 0.0)
+        if cost > left:
+            progress.note(f"experiment {spec.precision} {spec.variant} skipped: it would take about {cost:.0f} s "
+                          f"and {max(left, 0):.0f} s of the {QUICK_BUDGET_S:.0f} s quick budget are left (run it "
+                          f"with --precision {spec.precision} --variant original --variant {spec.variant})")
+            continue
+        left -= cost
+        kept.append(spec)
+    return kept
 
 
 def _rounds_startup_s(writer: ResultsWriter) -> float:

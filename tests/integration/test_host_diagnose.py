@@ -78,6 +78,22 @@ def test_quick_diagnose_measures_all_three_precisions_and_explains_them(quick) -
                                         "fp16_faster")
         if verdict["outcome"] != "no_significant_difference" and verdict["explained_share"] < 0.5:
             assert "unexplained" in verdict["headline"] or verdict["cause"] is None
+    # Every ratio carries an interval: from interleaved rounds where the rounds could hold the run (at least
+    # three, beside float32's A/A control), else from the runs' own spread, said as such.
+    for verdict in verdicts.values():
+        low, high = verdict["ratio_interval"]
+        assert low <= verdict["ratio"] <= high
+        assert verdict["repeats"] >= 3 or verdict["interval_method"] in ("spread", "default_band")
+    if "interleaved rounds:" in proc.stderr:
+        assert f32["step_time_ms"]["design"] == "interleaved" and len(f32["step_time_ms"]["rounds"]) >= 3
+        assert len(f32["step_time_ms"]["aa_rounds"]) >= 3 and "single_process" in f32["step_time_ms"]
+        assert any(v["repeats"] >= 3 for v in verdicts.values())
+    # The prescription names a measured configuration, first in the terminal.
+    prescription, = doc["prescriptions"]
+    chosen = prescription["recommended"]
+    assert any(m["precision"] == chosen["precision"] and m["variant"] == chosen["variant"]
+               for m in prescription["measured"])
+    assert proc.stdout.index("Prescription") < proc.stdout.index("Verdict")
     assert "Verdict" in proc.stdout and "Where the time went" in proc.stdout
     for finding in doc["findings"]:
         assert finding["evidence"] and any(ch.isdigit() for ch in " ".join(finding["evidence"]))

@@ -1,0 +1,55 @@
+"""Interleaved rounds: which precisions are timed together, and how their rounds enter the runs they time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fp16doctor.engines.base import QUICK
+from fp16doctor.engines.rounds import AA_CONTROL, merge_rounds, rounds_plan
+
+
+def run(precision: str, ms: float, **extra: Any) -> dict[str, Any]:
+    return {"stack": "host", "precision": precision, "variant": "original", "status": "ok",
+            "step_time_ms": {"median": ms, "p10": ms * 0.9, "p90": ms * 1.1, "n": 5}, **extra}
+
+
+def test_every_unbound_precision_with_float32_first_and_the_rest_said() -> None:
+    runs = [run("float32", 450), run("float16", 1000), run("mixed_float16", 24000.0),
+            run("mixed_bfloat16", 20000.0, bound=True), run("float32", 400, variant="synthetic_input"),
+            run("float16", 600, variant="onednn_off", experiment={"changes": {}})]
+    spec, notes = rounds_plan(runs, "host", QUICK, 20.0)
+    assert spec is not None and spec.rounds_of == ("float32", "float16")
+    assert spec.rounds_budget_s == 20.0 and "--rounds-of" in spec.workload_args()
+    assert any(n.startswith("mixed_float16 left out") and "own process" in n for n in notes)
+    assert any(n.startswith("mixed_bfloat16 left out") and "slow-step bound" in n for n in notes)
+
+
+def test_no_rounds_without_a_float32_to_pair_with_or_a_second_precision() -> None:
+    assert rounds_plan([run("float16", 100)], "host", QUICK, 20.0)[0] is None
+    assert rounds_plan([run("float32", 100), run("float16", 100, status="failed")], "host", QUICK, 20.0)[0] is None
+
+
+def test_rounds_already_in_the_file_are_not_run_again() -> None:
+    timed = {"median": 100, "rounds": [100, 101, 99], "design": "interleaved"}
+    runs = [run("float32", 100, step_time_ms=timed), run("float16", 200, step_time_ms={**timed, "median": 200})]
+    assert rounds_plan(runs, "host", QUICK, 20.0) == (None, [])
+
+
+def test_merge_puts_the_rounds_in_their_runs_and_keeps_the_single_process_figures() -> None:
+    runs = [run("float32", 450), run("float16", 1000), run("float32", 400, variant="synthetic_input")]
+    record = {"stack": "host", "status": "ok", "order": [["float16", "float32", AA_CONTROL]] * 3,
+              "rounds": {"float32": [440.0, 450.0, 460.0], "float16": [990.0, 1010.0, 1000.0],
+                         AA_CONTROL: [445.0, 455.0, 450.0]}}
+    kept = merge_rounds(runs, record)
+    assert kept is not None and kept["precisions"] == ["float32", "float16"]
+    f32, f16, synth = runs
+    assert f32["step_time_ms"]["design"] == "interleaved" and f32["step_time_ms"]["median"] == 450.0
+    assert f32["step_time_ms"]["aa_rounds"] == [445.0, 455.0, 450.0] and "aa_rounds" not in f16["step_time_ms"]
+    assert f16["step_time_ms"]["single_process"]["median"] == 1000 and f16["step_time_ms"]["n"] == 3
+    assert "rounds" not in synth["step_time_ms"]
+
+
+def test_a_failed_rounds_process_changes_nothing() -> None:
+    runs = [run("float32", 450), run("float16", 1000)]
+    assert merge_rounds(runs, {"status": "failed", "error": "boom"}) is None
+    assert "rounds" not in runs[0]["step_time_ms"]

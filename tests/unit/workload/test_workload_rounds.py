@@ -1,0 +1,116 @@
+"""The interleaved rounds loop (workload/rounds.py) on a fake Keras and a fake clock: every configuration gets a
+block in every round, in a new order each time, with its first step dropped; rounds fill the budget and never
+stop under the minimum."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+ROUNDS = Path(__file__).resolve().parents[3] / "fp16doctor" / "workload" / "rounds.py"
+STEP_S = {"float32": 0.10, "float16": 0.25, "mixed_float16": 0.20}
+
+
+def load() -> Any:
+    spec = importlib.util.spec_from_file_location("rounds_under_test", ROUNDS)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeKeras:
+    """The few calls the loop makes: floatx and a policy to switch, fit() that runs N steps on a clock."""
+
+    def __init__(self, clock: Clock, module: Any) -> None:
+        self.clock = clock
+        self._floatx = "float32"
+        self._policy = "float32"
+        self.blocks: list[tuple[str, int]] = []
+        outer = self
+
+        class Callback:
+            pass
+
+        self.keras = SimpleNamespace(
+            callbacks=SimpleNamespace(Callback=Callback),
+            backend=SimpleNamespace(set_floatx=self.set_floatx, floatx=lambda: outer._floatx),
+            config=SimpleNamespace(set_floatx=self.set_floatx),
+            mixed_precision=SimpleNamespace(set_dtype_policy=self.set_policy,
+                                            dtype_policy=lambda: SimpleNamespace(name=outer._policy)))
+        module.time.perf_counter = clock  # the loop's step clock
+
+    def set_floatx(self, value: str) -> None:
+        self._floatx = value
+
+    def set_policy(self, value: str) -> None:
+        self._policy = value
+
+    def floatx(self) -> str:
+        return self._floatx
+
+    def set_mixed_policy(self, policy: str) -> None:
+        self._policy = policy
+
+    def fit_stream(self, model: Any, generator: Any, steps: int, epochs: int, callbacks: list[Any]) -> None:
+        # The model was built for one precision; the globals must be that precision's while it trains.
+        assert (self._floatx, self._policy) == model.built_under, (self._floatx, self._policy, model.built_under)
+        self.blocks.append((model.label, steps))
+        for step in range(steps):
+            self.clock.now += model.step_s * (3 if step == 0 else 1)  # a block's first step: a new iterator
+            callbacks[0].on_train_batch_end(step, {"loss": 0.5})
+
+
+def run(budget_s: float, min_rounds: int = 3) -> tuple[dict[str, Any], FakeKeras]:
+    module = load()
+    clock = Clock()
+    api = FakeKeras(clock, module)
+    built: list[str] = []
+
+    def build(api_: Any, height: int, width: int, mixed: bool) -> Any:
+        precision = api_._policy if mixed else api_._floatx
+        label = precision if precision not in built else "float32_aa"
+        built.append(precision)
+        return SimpleNamespace(label=label, step_s=STEP_S[precision], built_under=(api_._floatx, api_._policy))
+
+    def generator(api_: Any, train_dir: str, height: int, width: int, batch: int) -> list[int]:
+        return list(range(8))  # eight batches an epoch
+
+    args = SimpleNamespace(rounds_of="float32,float16,mixed_float16", height=8, width=8, batch_size=2,
+                           warmup_steps=2, rounds_budget_s=budget_s, min_rounds=min_rounds, max_rounds=30,
+                           rounds_seed=7)
+    return module.run_rounds(args, api, "data", build, generator, lambda *a, **k: None, clock=clock), api
+
+
+def test_every_configuration_gets_a_block_in_every_round_in_a_shuffled_order() -> None:
+    result, api = run(budget_s=0.0)
+    assert result["stop_reason"] == "time_budget"
+    order = result["order"]
+    assert len(order) == 3  # the minimum, though no budget was left
+    assert all(sorted(r) == sorted(["float32", "float16", "mixed_float16", "float32_aa"]) for r in order)
+    assert len({tuple(r) for r in order}) > 1  # shuffled
+    assert set(result["rounds"]) == {"float32", "float16", "mixed_float16", "float32_aa"}
+
+
+def test_a_blocks_first_step_is_dropped_and_its_steps_are_the_configurations_own() -> None:
+    result, _ = run(budget_s=0.0)
+    for label, values in result["rounds"].items():
+        expected = STEP_S["float32" if label == "float32_aa" else label] * 1000.0
+        assert values == [expected] * 3, (label, values)
+
+
+def test_blocks_fit_in_one_epoch_and_rounds_fill_the_budget() -> None:
+    result, api = run(budget_s=40.0)
+    assert result["stop_reason"] == "time_budget" and len(result["order"]) > 3
+    assert all(steps <= 8 for _, steps in api.blocks)  # never more batches than one epoch holds
+    assert result["block_steps"]["float32"] == 4  # 0.4 s of 0.1 s steps
