@@ -1,4 +1,4 @@
-"""results.json: the contract other programs rely on (schema_version 1, see CONTRACT.md).
+"""results.json: the contract other programs rely on (schema_version 1, see docs/results-schema.md).
 
 Documents stay plain JSON-shaped dicts so that a hand-written file, a colleague's file and ours are
 treated alike; this module owns loading, checking and writing them.
@@ -118,7 +118,7 @@ def group_runs_by_machine(runs: Iterable[Run]) -> dict[str, list[Run]]:
 def _fail(source: str, what: str) -> DoctorError:
     return DoctorError(
         f"{source}: {what}",
-        hint="results files follow schema_version 1; see `fp16doctor explain --help` and CONTRACT.md",
+        hint="results files follow schema_version 1; see docs/results-schema.md in fp16doctor's repository",
     )
 
 
@@ -142,7 +142,7 @@ def _check_type(source: str, where: str, value: Any, kind: type | tuple[type, ..
 
 
 def validate(doc: Any, source: str = "results") -> Document:
-    """Check the keys CONTRACT.md marks required; optional keys are checked only for type when present."""
+    """Check the keys docs/results-schema.md marks required; optional keys are checked only for type when present."""
     if not isinstance(doc, dict):
         raise _fail(source, f"expected a JSON object at the top level, got {type(doc).__name__}")
     if "schema_version" not in doc:

@@ -328,6 +328,9 @@ def hold_advice(ctx: Context, findings: list[Finding], prescriptions: Sequence[P
                                          + f"\nUntested on this machine: {command} measures it.")
             continue
         chosen = prescription["recommended"]
+        baseline = next((m for m in prescription["measured"] if m["outcome"] == "baseline"), None)
+        if entry["outcome"] == "faster" and baseline is not None and entry["step_ms"]:
+            finding["saves_ms"] = round(baseline["step_ms"] - entry["step_ms"], 3)
         if (chosen["precision"], chosen["variant"]) == (precision, variant):
             finding["prescribed"] = True
             continue

@@ -27,7 +27,7 @@ class OpRecord:
     wall_ms: float | None = None  # in the whole window: its overlap-true share of wall time (overlap_wall_ms)
 
     def item(self, steps: int) -> dict[str, object]:
-        """The results' ``ops.items[]`` entry (CONTRACT.md), per step."""
+        """The results' ``ops.items[]`` entry (docs/results-schema.md), per step."""
         entry: dict[str, object] = {
             "name": self.name,
             "layer": self.layer,

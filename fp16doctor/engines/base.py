@@ -129,7 +129,7 @@ class RunSpec:
     data_dir: str | None = None  # the user's own train directory (host engine only)
     extra_env: dict[str, str] = field(default_factory=dict)
     script: ScriptSpec | None = None  # set: run the user's script instead of the seed workload
-    # {"changes": {...}, "tests": "<finding id>" | None}: the run is an experiment (CONTRACT.md)
+    # {"changes": {...}, "tests": "<finding id>" | None}: the run is an experiment (docs/results-schema.md)
     experiment: dict[str, Any] | None = None
     # float32's median and first step for the same stack and variant: they set the slow-step bound
     reference_ms: float | None = None

@@ -1,4 +1,4 @@
-"""One rule per finding id of CONTRACT.md, grouped by family: pure functions from the read document to at
+"""One rule per finding id of docs/results-schema.md, grouped by family: pure functions from the read document to at
 most one finding each. Which rules exist, and in what order, is the registry's (analysis/registry.py)."""
 
 from __future__ import annotations

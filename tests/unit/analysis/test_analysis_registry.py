@@ -5,7 +5,7 @@ from __future__ import annotations
 from fp16doctor.analysis.registry import FAMILIES, REGISTRY, SPECS, SPEED_CAUSES
 from fp16doctor.stacks import preflight
 
-# CONTRACT.md's vocabulary: these ids may not change meaning, so they must all be registered.
+# The contract's vocabulary (docs/results-schema.md): these ids may not change meaning, so they must all be registered.
 CONTRACT_IDS = {
     "no_fast_fp16_hardware", "no_tensor_cores", "tensor_cores_not_eligible", "input_pipeline_bound",
     "host_fp16_emulation", "cast_overhead", "small_model_overhead", "old_stack", "pure_float16_floatx",
@@ -30,3 +30,10 @@ def test_preflight_speaks_a_registered_id_with_the_registry_title() -> None:
     spec = REGISTRY[preflight.FINDING_ID]
     assert spec.causes_speed and spec.family == "stack"
     assert "cannot run on this GPU or driver" in spec.title
+
+
+def test_every_registered_id_is_documented_in_the_contract() -> None:
+    from pathlib import Path
+
+    schema = (Path(__file__).resolve().parents[3] / "docs" / "results-schema.md").read_text()
+    assert [fid for fid in REGISTRY if f"| `{fid}` |" not in schema] == []
