@@ -22,7 +22,7 @@ from fp16doctor.analysis.registry import SPEED_CAUSES
 from fp16doctor.attribution import build_ops
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "attribution"))
-from attribution_data import EPYC, RECORDINGS, XEON, artifacts, model_layers  # noqa: E402
+from attribution_data import EPYC, EPYC_BF16, RECORDINGS, XEON, artifacts, model_layers  # noqa: E402
 
 GENERATOR = RECORDINGS / "cpu-epyc-avx2-tf2.21-generator"
 
@@ -38,7 +38,7 @@ def _flags(machine: Path) -> list[str]:
 
 def recorded_doc(machine: Path) -> dict[str, Any]:
     """A results document whose step times are the recorded windows' own wall times, with no spread: these two
-    recordings (the Xeon's and the AVX2 EPYC's, TF 2.21, record.py beside them) kept windows only, no timed steps.
+    recordings (the Xeon's and both EPYCs', TF 2.21, record.py beside them) kept windows only, no timed steps.
     A window's ops cover nearly all of its wall time, so a verdict here explains close to all of its difference by
     construction; what a timed median adds is tested on the generator recording below, which has timed steps."""
     runs = []
@@ -55,7 +55,7 @@ def recorded_doc(machine: Path) -> dict[str, Any]:
             "runs": runs}
 
 
-@pytest.mark.parametrize("machine", [XEON, EPYC], ids=lambda p: p.name)
+@pytest.mark.parametrize("machine", [XEON, EPYC, EPYC_BF16], ids=lambda p: p.name)
 def test_every_16_bit_verdict_is_explained_or_says_what_is_not(machine: Path) -> None:
     verdicts = diagnose_document(recorded_doc(machine)).verdicts
     assert {v["precision"] for v in verdicts} == {"float16", "mixed_bfloat16"}
@@ -93,6 +93,22 @@ def test_epyc_avx2_recording_has_no_reference_kernel_to_blame() -> None:
     assert bf16["outcome"] == "slower" and bf16["cause"] == "slow_16bit_compute"
     (fact,) = [f for f in diagnosis.findings if f["id"] == "bf16_unsupported"]
     assert fact["explains_ms"] is None
+
+
+def test_epyc_avx512_bf16_recording_prescribes_mixed_bfloat16() -> None:
+    """AMD EPYC with AVX512-BF16 (no AVX512-FP16, no AMX), TF 2.21: oneDNN ran bfloat16 convolutions on their
+    avx512_core_bf16 kernels, faster than float32, while float16 ran generic `jit:uni` ones; the prescription
+    is the measured mixed_bfloat16, and nothing steers to float16 without saying it was measured slower."""
+    diagnosis = diagnose_document(recorded_doc(EPYC_BF16))
+    verdicts = {v["precision"]: v for v in diagnosis.verdicts}
+    assert verdicts["mixed_bfloat16"]["outcome"] == "faster" and verdicts["float16"]["outcome"] == "slower"
+    prescription, = diagnosis.prescriptions
+    assert prescription["recommended"]["precision"] == "mixed_bfloat16"
+    assert prescription["recommended"]["speedup"] == pytest.approx(verdicts["mixed_bfloat16"]["ratio"], rel=1e-3)
+    for finding in diagnosis.findings:
+        steer = finding.get("recommends") or {}
+        if steer.get("precision") in ("float16", "mixed_float16") and steer.get("measured_speedup"):
+            assert "slower than float32" in finding["recommendation"] or steer["measured_speedup"] > 1
 
 
 def generator_doc(tmp_path: Path) -> dict[str, Any]:

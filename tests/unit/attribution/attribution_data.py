@@ -11,6 +11,7 @@ RECORDINGS = DATA / "recordings"
 PUBLIC = DATA / "public"
 XEON = RECORDINGS / "cpu-xeon-spr-tf2.21"
 EPYC = RECORDINGS / "cpu-epyc-avx2-tf2.21"
+EPYC_BF16 = RECORDINGS / "cpu-epyc-avx512bf16-tf2.21"
 # The recorded windows: record.py times 3 steps for float32 / mixed_bfloat16 and 1 for float16.
 WINDOW_STEPS = {"float32": 3, "float16": 1, "mixed_bfloat16": 3}
 
