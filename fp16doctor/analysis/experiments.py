@@ -113,6 +113,17 @@ def plan(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
             add(reduced, CHANNELS_PADDED, "a layer's channel count keeps it off Tensor Cores", None)
         if "small_model_overhead" in found and _tensorflow(reduced) and (reduced.software.keras or "").startswith("3"):
             add(reduced, XLA, "launch and framework overhead dominate the step", None)
+    # A switch is recommended only end to end (the best configuration with it against the best without it,
+    # prescribe.py): where it is tried on a 16-bit run, float32 gets it too, so float32-with-the-switch competes.
+    for item in list(planned.values()):
+        if item["variant"] not in SETTING_EXPERIMENTS or item["precision"] == "float32" or "skip_reason" in item:
+            continue
+        base32 = next((r for r in ctx.ok_runs() if r.machine == item["machine"] and r.stack == item["stack"]
+                     and r.precision == "float32" and r.variant == "original" and not r.experiment), None)
+        exp = next(e for e in EXPERIMENTS if e.variant == item["variant"])
+        if base32 is not None:
+            add(base32, Experiment(exp.variant, exp.changes, exp.tests, "float32"),
+                f"float32 with the same switch, so the switch is judged end to end ({item['reason']})", None)
     for run in ctx.ok_runs():
         # Where float32 may already run on Tensor Cores (TF32), fp16 can look no better: measure float32 without.
         gpu = ctx.gpu_for(run)

@@ -150,9 +150,11 @@ def test_oneDNN_off_experiment_confirms_and_quotes_both_times() -> None:
 
 def test_planner_starts_oneDNN_off_from_measured_reference_kernels() -> None:
     planned = plan_experiments(xeon_like())
+    # float32 gets the same switch, so the switch is judged end to end against every configuration.
     assert [(p["variant"], p["precision"], p["experiment"]["tests"]) for p in planned] == \
-        [("onednn_off", "float16", "slow_fp16_kernels")]
+        [("onednn_off", "float16", "slow_fp16_kernels"), ("onednn_off", "float32", "slow_fp16_kernels")]
     assert planned[0]["experiment"]["changes"] == {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}}
+    assert "end to end" in planned[1]["reason"]
 
 
 def test_planner_does_not_repeat_an_experiment_already_run() -> None:
@@ -320,7 +322,8 @@ def test_without_implementation_names_a_pathological_slowdown_still_plans_oneDNN
     for r in d["runs"]:
         for item in r["ops"]["items"]:
             item["impl"] = None
-    assert [p["variant"] for p in plan_experiments(d)] == ["onednn_off"]
+    assert [(p["variant"], p["precision"]) for p in plan_experiments(d)] == [("onednn_off", "float16"),
+                                                                             ("onednn_off", "float32")]
     d["runs"].append(run("float16", 823.0, variant="onednn_off", first_step_ms=900.0,
                          experiment={"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}},
                                      "tests": "slow_fp16_kernels"}))
@@ -345,7 +348,7 @@ def test_oneDNN_off_is_not_run_where_the_trace_shows_tensorflow_ran_its_own_kern
     assert not [p for p in plan_experiments(d) if p["variant"] == "onednn_off"]
     for item_ in d["runs"][1]["ops"]["items"]:
         item_["op_type"] = "_MklNative" + item_["op_type"]
-    assert [p["variant"] for p in plan_experiments(d)] == ["onednn_off"]
+    assert [p["variant"] for p in plan_experiments(d)] == ["onednn_off", "onednn_off"]
 
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples"

@@ -78,7 +78,8 @@ def test_xeon_float16_verdict_is_the_reference_weight_gradient_kernel() -> None:
     assert all(op["pass"] == "backward_weights" for op in slow["ops"]
                if op["impl"] == "ref:any" and op["layer"].startswith("conv2d"))
     # The oneDNN-off experiment is what the evidence asks for next.
-    assert [p["variant"] for p in plan_experiments(recorded_doc(XEON))] == ["onednn_off"]
+    assert [(p["variant"], p["precision"]) for p in plan_experiments(recorded_doc(XEON))] == [
+        ("onednn_off", "float16"), ("onednn_off", "float32")]
     # AMX-BF16 made mixed_bfloat16 faster than float32: bfloat16 is this CPU's fast 16-bit type.
     assert "bf16_preferred" in {f["id"] for f in diagnosis.findings}
 
