@@ -16,7 +16,7 @@ from typing import Any
 from fp16doctor.analysis.advice import how_to_use
 from fp16doctor.analysis.context import BF16, Context, Pair, RunView, Software
 from fp16doctor.analysis.intervals import RatioInterval
-from fp16doctor.analysis.values import as_list, as_mapping, as_str, fmt_interval, fmt_ms, fmt_times
+from fp16doctor.analysis.values import as_list, as_mapping, as_str, fmt_ms, fmt_times, fmt_versus
 from fp16doctor.knowledge.frameworks import has_feature
 from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.redaction import redact_secrets
@@ -343,15 +343,12 @@ def hold_advice(ctx: Context, findings: list[Finding], prescriptions: Sequence[P
                                          f"step, and the prescription, {use}, is {fmt_times(chosen['speedup'])} "
                                          f"faster. " + str(finding.get("recommendation", "")))
             continue
-        if entry["outcome"] == "slower":
-            measured = f"{label} measured {fmt_times(1 / entry['speedup'])} slower than float32"
-        elif entry["outcome"] == "faster":
-            measured = (f"{label} measured {fmt_times(entry['speedup'])} faster than float32, less than the "
-                        f"prescription's {fmt_times(chosen['speedup'])}")
-        else:
-            measured = f"{label} measured no faster than float32"
-        verdict = (f"{measured} ({fmt_interval(*entry['speedup_interval'])}, {fmt_ms(entry['step_ms'])} per step); "
-                   f"the prescription is {use}")
+        versus = fmt_versus(entry["speedup"], entry["speedup_interval"], entry["outcome"], "than float32")
+        measured = f"{label} measured {versus}" if entry["outcome"] != "no_significant_difference" \
+            else f"{label} measured no faster than float32 ({versus})"
+        if entry["outcome"] == "faster":
+            measured += f", less than the prescription's {fmt_times(chosen['speedup'])}"
+        verdict = f"{measured}, {fmt_ms(entry['step_ms'])} per step; the prescription is {use}"
         if fid == "framework_setting":  # the switch is all it recommends: measured end to end, it loses
             finding["recommendation"] = f"Do not set {setting_of(variant)} on {where} for speed: {verdict}."
             finding["severity"] = "info"

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fp16doctor.analysis.values import fmt_interval, fmt_ms, fmt_times
+from fp16doctor.analysis.values import fmt_ms, fmt_versus
 
 
 @dataclass(frozen=True)
@@ -45,12 +45,8 @@ def _versus(entry: Mapping[str, Any]) -> str:
     outcome, speedup, interval = entry.get("outcome"), entry.get("speedup"), entry.get("speedup_interval")
     if outcome == "baseline" or not isinstance(speedup, (int, float)) or speedup <= 0:
         return "the baseline"
-    spread = f" ({fmt_interval(*interval)})" if isinstance(interval, list) and len(interval) == 2 else ""
-    if outcome == "faster":
-        return f"{fmt_times(speedup)} faster{spread}"
-    if outcome == "slower":
-        return f"{fmt_times(1 / speedup)} slower{spread}"
-    return f"no significant difference{spread}"
+    known = interval if isinstance(interval, list) and len(interval) == 2 else None
+    return fmt_versus(float(speedup), known, str(outcome))
 
 
 def prescription_view(machine: str, prescription: Mapping[str, Any]) -> PrescriptionView:

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.text import Text
 
-from fp16doctor.analysis.values import fmt_interval, fmt_ms, fmt_times
+from fp16doctor.analysis.values import fmt_ms, fmt_versus
 
 
 def _config(entry: Mapping[str, Any]) -> str:
@@ -21,13 +21,14 @@ def _measured_line(entry: Mapping[str, Any]) -> str:
     interval = entry.get("speedup_interval")
     if entry.get("outcome") == "baseline":
         return f"{_config(entry):<34} {fmt_ms(entry.get('step_ms')):>8}  the baseline"
-    ratio = fmt_times(float(speedup)) if isinstance(speedup, (int, float)) else "?"
-    spread = f" ({fmt_interval(*interval)})" if isinstance(interval, list) and len(interval) == 2 else ""
+    known = interval if isinstance(interval, list) and len(interval) == 2 else None
+    versus = fmt_versus(float(speedup), known, str(entry.get("outcome"))) if isinstance(speedup, (int, float)) \
+        else "?"
     notes = [str(entry["unsafe"])] if entry.get("unsafe") else []
     if entry.get("bound"):
         notes.append("cut short: a bound")
     note = f"  [{'; '.join(notes)}]" if notes else ""
-    return f"{_config(entry):<34} {fmt_ms(entry.get('step_ms')):>8}  {ratio}{spread} vs float32{note}"
+    return f"{_config(entry):<34} {fmt_ms(entry.get('step_ms')):>8}  {versus}{note}"
 
 
 def prescriptions_text(prescriptions: Sequence[Mapping[str, Any]]) -> Text | None:
