@@ -120,18 +120,19 @@ def redact_secrets(text: str) -> str:
     return _LONG_OPAQUE.sub(_opaque, out)
 
 
-def redact(value: Any, key: str = "") -> Any:
-    """Redact a JSON-shaped value recursively; a secret-named key loses its whole value."""
+def redact(value: Any, key: str = "", homes: bool = True) -> Any:
+    """Redact a JSON-shaped value recursively; a secret-named key loses its whole value. `homes=False` leaves
+    home directories alone (the results file keeps paths into its own folder whole: redact_home_paths)."""
     if isinstance(value, dict):
-        return {k: redact(v, str(k)) for k, v in value.items()}
+        return {k: redact(v, str(k), homes) for k, v in value.items()}
     if isinstance(value, list):
-        return [redact(v, key) for v in value]
+        return [redact(v, key, homes) for v in value]
     if key and SECRET_KEY.search(key) and value not in (None, "", True, False):
         return REDACTED
     if isinstance(value, str) and key.endswith("sha256") and _HEX_DIGEST.fullmatch(value):
         return value  # a content digest named as one (workload.script_sha256) identifies, it does not unlock
     if isinstance(value, str):
-        return redact_text(value)
+        return redact_text(value) if homes else redact_secrets(value)
     return value
 
 

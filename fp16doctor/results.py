@@ -17,7 +17,7 @@ from typing import Any
 
 from fp16doctor import __version__
 from fp16doctor.errors import DoctorError
-from fp16doctor.redaction import redact_home_paths
+from fp16doctor.redaction import redact, redact_home_paths
 
 SCHEMA_VERSION = 1
 PRECISIONS = ("float32", "float16", "mixed_float16", "bfloat16", "mixed_bfloat16")
@@ -335,4 +335,5 @@ class ResultsWriter:
         # Home directories as ~, as in the report (the file is shared too); paths into the output
         # directory itself stay whole, since later commands read them back.
         out_dir = {os.path.abspath(self.path.parent), str(self.path.parent.resolve())}
-        write_atomic(self.path, dump(redact_home_paths(self.doc, keep=out_dir)))
+        # Secrets too (a token passed as a script argument, a password in an engine URL), as in the report.
+        write_atomic(self.path, dump(redact(redact_home_paths(self.doc, keep=out_dir), homes=False)))

@@ -54,3 +54,19 @@ def test_a_machines_cpu_is_taken_from_any_of_its_records(tmp_path: Path) -> None
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["machines"]["lab"]["cpu"] == cpu
     assert saved["machines"]["lab"]["engine"]["docker_host"] == "ssh://lab"
+
+
+def test_a_token_passed_as_a_script_argument_never_reaches_the_results_file(tmp_path: Path) -> None:
+    from fp16doctor.results import ResultsWriter, new_document
+
+    doc = new_document({"cpu": {}, "gpus": []})
+    doc["invocation"] = {"argv": ["fp16doctor", "diagnose", "--script", "train.py", "--script-arg=--api-key",
+                                 "--script-arg", "sk-abcdefghijklmnopqrstuvwxyz123456", "--docker-host",
+                                 "tcp://ci:s3cretpassw0rd@gpu-box:2376"],
+                         "script": {"path": str(tmp_path / "train.py")}}
+    writer = ResultsWriter(tmp_path / "results.json", doc)
+    writer.save()
+    text = (tmp_path / "results.json").read_text()
+    assert "sk-abcdefghijklmnopqrstuvwxyz123456" not in text and "s3cretpassw0rd" not in text
+    assert "[REDACTED]" in text
+    assert str(tmp_path / "train.py") in text  # a path into the output's own machine stays whole
