@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from fp16doctor.engines.base import SIZES, RunSpec, ScriptSpec, WorkloadSize, with_slow_step_bound
+from fp16doctor.engines.base import SIZES, EngineSetup, RunSpec, ScriptSpec, WorkloadSize, comparison_groups
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, DoctorError
 from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS
 from fp16doctor.knowledge.gpus import gpu_has_bfloat16
@@ -266,24 +266,32 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
             parse_docker_host(url)
     if not options.include_host and not options.stacks:
         raise DoctorError("--no-host without --stack leaves nothing to run", hint="add --stack cpu (or another)")
+    if options.slurm is not None:
+        _check_slurm(options)
 
     progress.note("probing this host")
-    host = probe_host(options.python)
+    # On Slurm the nodes run --python; a path only the nodes have cannot be probed here.
+    local_python = options.slurm is None or options.python is None or os.path.exists(options.python)
+    host = probe_host(options.python if local_python else None)
     gpus = host.get("gpus") or []
-    size = SIZES[options.size or ("full" if gpus else "quick")]
+    size = SIZES[options.size or ("full" if (options.slurm.gpu if options.slurm else gpus) else "quick")]
     if gpus:
         progress.note(f"GPU: {', '.join(str(g.get('name')) for g in gpus)}; size {size.name}")
     else:
         reason = (host.get("nvml") or {}).get("error") or "NVML found no device"
         progress.note(f"no NVIDIA GPU ({reason}): diagnosing the CPU, size {size.name}")
     stacks = ([HOST_STACK] if options.include_host else []) + list(dict.fromkeys(options.stacks))
-    precisions = precisions or default_precisions(host)
+    # On Slurm this machine is not where the runs go: the default matrix needs no device of its own.
+    precisions = precisions or (list(BASE_PRECISIONS) if options.slurm else default_precisions(host))
     if "float32" not in precisions:
         progress.note("no float32 in --precision: the 16-bit runs have no baseline here, so no slow-step bound "
                       "and no verdict (add --precision float32)")
 
     backend: str | None = None
-    if options.include_host:
+    if not local_python:
+        backend = os.environ.get("KERAS_BACKEND")
+        progress.note(f"--python {options.python} is not on this machine: the Slurm nodes check it themselves")
+    elif options.include_host:
         usable, backend = _host_keras(host)
         if not usable:
             raise DoctorError(
@@ -329,6 +337,8 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         "docker_hosts": options.docker_hosts,
         "data": "user" if data_dir else "synthetic",
     }
+    if options.slurm is not None:
+        doc["invocation"]["slurm"] = options.slurm.sbatch_args()
     if script is not None:
         from fp16doctor.user_script import invocation_entry
 
@@ -461,26 +471,61 @@ def experiment_specs(
     return sorted(specs.values(), key=lambda s: (order[(s.stack, s.variant)], s.precision != "float32"))
 
 
+class _Sink:
+    """An engine's RunSink for diagnose: records go to results.json at once, the rest to the display."""
+
+    def __init__(self, writer: ResultsWriter, progress: Progress, total: int) -> None:
+        self.writer = writer
+        self.progress = progress
+        self.total = total
+        self.started = 0
+
+    def runs(self) -> list[dict[str, Any]]:
+        return list(self.writer.doc["runs"])
+
+    def note(self, message: str) -> None:
+        self.progress.note(message)
+
+    def start_run(self, spec: RunSpec) -> None:
+        self.progress.start_run(spec, self.total, self.started)
+        self.started += 1
+
+    def event(self, event: dict[str, Any]) -> None:
+        self.progress.event(event)
+
+    def finish_run(self, record: dict[str, Any]) -> None:
+        self.writer.add_run(record)
+        self.progress.finish_run(record)
+
+
 def _run_on_host(
     specs: list[RunSpec], host: dict[str, Any], backend: str | None, options: DiagnoseOptions,
     writer: ResultsWriter, progress: Progress, total: int,
 ) -> None:
-    from fp16doctor.engines.host import HostEngine
+    """The host cells, on this machine's Python or (--slurm) as Slurm jobs on the nodes' Python."""
+    from fp16doctor.engines import registry
 
-    gpus = host.get("gpus") or []
-    sampler = None
-    if gpus:
-        from fp16doctor.probe.nvml import UtilizationSampler
+    setup = EngineSetup(out_dir=options.out_dir, python=options.python, backend=backend,
+                        keep_profiles=options.keep_profiles,
+                        host_gpus=tuple(g for g in host.get("gpus") or [] if isinstance(g, dict)),
+                        options=options.slurm)
+    engine = registry.create("slurm" if options.slurm is not None else "host", setup)
+    sink = _Sink(writer, progress, total)
+    engine.run_groups(comparison_groups(specs), sink)
+    if options.slurm is not None:
+        writer.doc["slurm"] = engine.describe()
+        writer.save()
 
-        sampler = UtilizationSampler
-    keep = options.out_dir / "profiles" if options.keep_profiles else None
-    engine = HostEngine(python=options.python, backend=backend, sampler=sampler, keep_profiles=keep)
-    for index, spec in enumerate(specs):
-        # float32 ran first: its step sets this run's slow-step bound.
-        spec = with_slow_step_bound(spec, writer.doc["runs"])
-        progress.start_run(spec, total, index)
-        record = engine.run(spec, progress.event, gpu_index=0 if gpus else None)
-        if gpus and record.get("device", "").startswith("gpu"):
-            record.setdefault("engine", {})["gpu_uuid"] = gpus[0].get("uuid")
-        writer.add_run(record)
-        progress.finish_run(record)
+
+def _check_slurm(options: DiagnoseOptions) -> None:
+    """What --slurm cannot do, said before anything runs."""
+    from fp16doctor.engines import slurm
+
+    if options.stacks or options.docker_hosts:
+        raise DoctorError("--slurm runs the matrix on the nodes' own Python; --stack and --docker-host "
+                          "do not combine with it yet", hint="drop --stack / --docker-host, or drop --slurm",
+                          exit_code=EXIT_USAGE)
+    if options.python is not None and not os.path.isabs(options.python):
+        raise DoctorError(f"--python {options.python} must be an absolute path with --slurm",
+                          hint="the job runs it on the node, e.g. --python /shared/venvs/tf/bin/python")
+    slurm.require_tools()
