@@ -114,13 +114,23 @@ def parse_scontrol_jobs(text: str) -> list[JobState]:
         fields = dict(_FIELD.findall(line))
         if "JobId" not in fields or "JobState" not in fields:
             continue
-        array, task = fields.get("ArrayJobId"), fields.get("ArrayTaskId")
-        job_id = f"{array}_{task}" if array and task and task != "N/A" and task.isdigit() else fields["JobId"]
+        array, tasks = fields.get("ArrayJobId"), _task_ids(fields.get("ArrayTaskId", ""))
+        ids = [f"{array}_{task}" for task in tasks] if array and tasks else [fields["JobId"]]
         reason = fields.get("Reason", "")
         node = fields.get("NodeList", "")
-        states.append(JobState(job_id, fields["JobState"], "" if reason == "None" else reason,
-                               "" if node == "(null)" else node, fields.get("ExitCode", "")))
+        states += [JobState(job_id, fields["JobState"], "" if reason == "None" else reason,
+                            "" if node == "(null)" else node, fields.get("ExitCode", "")) for job_id in ids]
     return states
+
+
+def _task_ids(text: str) -> list[int]:
+    """An array's task ids as scontrol writes them: "3", or still pending together "0-3,7%2"."""
+    ids: list[int] = []
+    for part in text.split("%")[0].split(","):
+        low, _, high = part.partition("-")
+        if low.isdigit() and (not high or high.isdigit()):
+            ids += range(int(low), int(high or low) + 1)
+    return ids
 
 
 def parse_min_job_age_s(text: str) -> float | None:
