@@ -167,6 +167,8 @@ class HostEngine:
             record["error"] = f"timed out after {self.timeout_s:.0f} s"
         else:
             record["error"] = f"the workload exited with status {returncode} before reporting a result"
+        if returncode is not None and final is None:
+            record["exit_code"] = returncode  # negative: killed by that signal
         if log_tail:
             record["log_tail"] = log_tail
         if record["status"] == "failed":

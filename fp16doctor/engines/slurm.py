@@ -7,7 +7,6 @@ state to the working directory (engines/slurm_job.py), which covers the rest.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
@@ -184,17 +183,12 @@ def require_tools() -> None:
 
 def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(args, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
-                              env=_tool_env(), check=False)
+        return subprocess.run(args, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
     except FileNotFoundError as exc:
         raise DoctorError(f"{args[0]} is not on PATH", hint="load the Slurm module (module load slurm)") from exc
     except subprocess.TimeoutExpired as exc:
         raise DoctorError(f"{args[0]} did not answer within {COMMAND_TIMEOUT_S:.0f} s",
                           hint="check that slurmctld is up (scontrol ping)") from exc
-
-
-def _tool_env() -> dict[str, str]:
-    return dict(os.environ)
 
 
 def _first_line(text: str) -> str:

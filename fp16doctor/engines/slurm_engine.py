@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
 import uuid
 from collections.abc import Iterable
@@ -78,7 +79,7 @@ class SlurmEngine:
                  backend: str | None = None, keep_profiles: bool = False, run_id: str | None = None) -> None:
         self.options = options
         self.out_dir = out_dir
-        self.python = python or _this_python()
+        self.python = python or sys.executable
         self.backend = backend
         self.keep_profiles = keep_profiles
         self.run_id = run_id or uuid.uuid4().hex[:12]
@@ -354,12 +355,6 @@ def _job_env() -> dict[str, str]:
     env.setdefault("LANG", "C.UTF-8")
     env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
     return env
-
-
-def _this_python() -> str:
-    import sys
-
-    return sys.executable
 
 
 def _tail(path: Path) -> str:

@@ -29,6 +29,7 @@ from fp16doctor.engines.host import HostEngine
 
 GROUP_FILE = "group.json"
 PROGRESS_FILE = "progress.jsonl"
+SIGNAL_GRACE_S = 3.0
 
 
 def job_id_from_env(env: dict[str, str]) -> str:
@@ -85,6 +86,11 @@ class FileSink:
         self.write({"kind": "event", "run": self.current, "event": event})
 
     def finish_run(self, record: dict[str, Any]) -> None:
+        if record.get("status") == "failed" and isinstance(record.get("exit_code"), int) and record["exit_code"] < 0:
+            # The workload was killed by a signal: when Slurm is ending the job (scancel, time limit,
+            # preemption) the same signal reaches this process a moment later, and the run is the
+            # job's loss (its Slurm state), not a failure of its own.
+            time.sleep(SIGNAL_GRACE_S)
         engine = {**dict(record.get("engine") or {}), **self.engine_fields, "kind": "slurm", "runtime": "host"}
         if not str(record.get("device", "")).startswith("gpu"):
             engine = {k: v for k, v in engine.items() if not k.startswith("gpu_")}

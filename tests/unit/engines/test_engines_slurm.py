@@ -295,3 +295,19 @@ def test_another_stack_is_refused_with_a_hint(tmp_path: Path) -> None:
     with pytest.raises(DoctorError) as raised:
         SlurmEngine(SlurmOptions(), tmp_path, python=sys.executable).prepare("cpu")
     assert "--stack" in raised.value.hint
+
+
+def test_a_jobs_records_name_the_job_the_node_and_its_gpu(tmp_path: Path) -> None:
+    from fp16doctor.engines.slurm_job import FileSink
+
+    fields = {"job_id": "77_1", "node": "gpu-03", "name": "gpu-03", "gpu_uuid": "GPU-2", "gpu_name": "NVIDIA A100"}
+    sink = FileSink(tmp_path / "progress.jsonl", fields, "gpu-03")
+    sink.finish_run({"stack": "host", "precision": "float16", "variant": "original", "status": "ok",
+                     "device": "gpu:0", "engine": {"kind": "host", "python": "/p"}})
+    sink.finish_run({"stack": "host", "precision": "float32", "variant": "synthetic_input", "status": "ok",
+                     "device": "cpu", "engine": {"kind": "host", "python": "/p"}})
+    written = [json.loads(line)["record"] for line in (tmp_path / "progress.jsonl").read_text().splitlines()]
+    gpu, cpu = written
+    assert gpu["engine"] == {"kind": "slurm", "runtime": "host", "python": "/p", **fields}
+    assert gpu["machine"] == cpu["machine"] == "gpu-03"
+    assert "gpu_uuid" not in cpu["engine"] and cpu["engine"]["job_id"] == "77_1"
