@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from fp16doctor import __version__
-from fp16doctor.errors import EXIT_INTERRUPTED, DoctorError
+from fp16doctor.errors import EXIT_INTERRUPTED, EXIT_USAGE, DoctorError
 
 app = typer.Typer(
     name="fp16doctor",
@@ -108,6 +108,24 @@ def diagnose(
         [], "--script-arg", help="An argument for --script; repeatable, in order (write --script-arg=--flag)."
     ),
     steps: int | None = typer.Option(None, "--steps", help="With --script: measure exactly N training steps."),
+    slurm: bool = typer.Option(
+        False, "--slurm", help="Run the matrix as Slurm jobs: one per comparison group, on the nodes' own Python."
+    ),
+    partition: str | None = typer.Option(None, "--partition", help="With --slurm: the partition to submit to."),
+    gres: str | None = typer.Option(
+        None, "--gres", help="With --slurm: GPUs per job, typed where the cluster types them (gpu:a100:1);"
+        " without it the jobs are exclusive CPU jobs."),
+    constraint: str | None = typer.Option(None, "--constraint", help="With --slurm: node features (sbatch -C)."),
+    account: str | None = typer.Option(None, "--account", help="With --slurm: the account to charge."),
+    qos: str | None = typer.Option(None, "--qos", help="With --slurm: the quality of service."),
+    time_limit: str | None = typer.Option(None, "--time", help="With --slurm: each job's time limit (sbatch -t)."),
+    slurm_arg: list[str] = typer.Option(
+        [], "--slurm-arg", help="With --slurm: one more sbatch argument; repeatable (write --slurm-arg=--mem=16G)."
+    ),
+    slurm_workdir: Path | None = typer.Option(
+        None, "--slurm-workdir",
+        help="With --slurm: a folder on the cluster's shared filesystem (default: --out/slurm).",
+    ),
 ) -> None:
     """Probe, run the workload per stack x precision, analyse, and write results.json and report.html."""
     from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
@@ -115,6 +133,18 @@ def diagnose(
 
     if quick and full:
         raise DoctorError("--quick and --full contradict each other", hint="pass one of them")
+    slurm_options = None
+    if slurm:
+        from fp16doctor.engines.slurm import SlurmOptions
+
+        slurm_options = SlurmOptions(partition=partition, gres=gres, constraint=constraint, account=account,
+                                     qos=qos, time=time_limit, extra_args=tuple(slurm_arg), workdir=slurm_workdir)
+    else:
+        given = [name for name, value in (("--partition", partition), ("--gres", gres), ("--constraint", constraint),
+                                          ("--account", account), ("--qos", qos), ("--time", time_limit),
+                                          ("--slurm-arg", slurm_arg), ("--slurm-workdir", slurm_workdir)) if value]
+        if given:
+            raise DoctorError(f"{given[0]} applies to Slurm jobs", hint="add --slurm", exit_code=EXIT_USAGE)
     options = DiagnoseOptions(
         out_dir=out_dir,
         size=("quick" if quick else "full" if full else None),
@@ -134,6 +164,7 @@ def diagnose(
         script=script,
         script_args=list(script_arg),
         steps=steps,
+        slurm=slurm_options,
     )
     try:
         with LiveProgress(err, enabled=not as_json or sys.stderr.isatty()) as progress:

@@ -12,9 +12,17 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from fp16doctor.engines.base import MIN_ROUNDS, SIZES, RunSpec, ScriptSpec, WorkloadSize, with_slow_step_bound
+from fp16doctor.engines.base import (
+    MIN_ROUNDS,
+    SIZES,
+    EngineSetup,
+    RunSpec,
+    ScriptSpec,
+    WorkloadSize,
+    comparison_groups,
+)
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, DoctorError
 from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS
 from fp16doctor.knowledge.gpus import gpu_has_bfloat16
@@ -31,9 +39,6 @@ from fp16doctor.results import (
     run_key,
 )
 from fp16doctor.workload.dataset import class_folders
-
-if TYPE_CHECKING:
-    from fp16doctor.engines.host import HostEngine
 
 # The matrix every diagnose runs; mixed_bfloat16 joins it where the device computes in bfloat16.
 BASE_PRECISIONS = ("float32", "float16", "mixed_float16")
@@ -269,24 +274,32 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
             parse_docker_host(url)
     if not options.include_host and not options.stacks:
         raise DoctorError("--no-host without --stack leaves nothing to run", hint="add --stack cpu (or another)")
+    if options.slurm is not None:
+        _check_slurm(options)
 
     progress.note("probing this host")
-    host = probe_host(options.python)
+    # On Slurm the nodes run --python; a path only the nodes have cannot be probed here.
+    local_python = options.slurm is None or options.python is None or os.path.exists(options.python)
+    host = probe_host(options.python if local_python else None)
     gpus = host.get("gpus") or []
-    size = SIZES[options.size or ("full" if gpus else "quick")]
+    size = SIZES[options.size or ("full" if (options.slurm.gpu if options.slurm else gpus) else "quick")]
     if gpus:
         progress.note(f"GPU: {', '.join(str(g.get('name')) for g in gpus)}; size {size.name}")
     else:
         reason = (host.get("nvml") or {}).get("error") or "NVML found no device"
         progress.note(f"no NVIDIA GPU ({reason}): diagnosing the CPU, size {size.name}")
     stacks = ([HOST_STACK] if options.include_host else []) + list(dict.fromkeys(options.stacks))
-    precisions = precisions or default_precisions(host)
+    # On Slurm this machine is not where the runs go: the default matrix needs no device of its own.
+    precisions = precisions or (list(BASE_PRECISIONS) if options.slurm else default_precisions(host))
     if "float32" not in precisions:
         progress.note("no float32 in --precision: the 16-bit runs have no baseline here, so no slow-step bound "
                       "and no verdict (add --precision float32)")
 
     backend: str | None = None
-    if options.include_host:
+    if not local_python:
+        backend = os.environ.get("KERAS_BACKEND")
+        progress.note(f"--python {options.python} is not on this machine: the Slurm nodes check it themselves")
+    elif options.include_host:
         usable, backend = _host_keras(host)
         if not usable:
             raise DoctorError(
@@ -332,6 +345,8 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         "docker_hosts": options.docker_hosts,
         "data": "user" if data_dir else "synthetic",
     }
+    if options.slurm is not None:
+        doc["invocation"]["slurm"] = options.slurm.sbatch_args()
     if script is not None:
         from fp16doctor.user_script import invocation_entry
 
@@ -355,7 +370,7 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     interrupted = False
     try:
         extra_findings += _run_specs(todo, host, backend, options, writer, progress)
-        if script is None and options.include_host:
+        if script is None and options.include_host and options.slurm is None:
             _time_in_rounds(writer, size, started, host, backend, options, progress)
         if options.experiments:
             planned = experiment_specs(plan_experiments(doc, progress), stacks, size, data_dir,
@@ -490,7 +505,12 @@ def _time_in_rounds(writer: ResultsWriter, size: WorkloadSize, started: float, h
         return
     progress.note(f"interleaved rounds of {', '.join(spec.rounds_of)} in one process, each round in a new order "
                   f"(about {budget:.0f} s, at least {MIN_ROUNDS} rounds)")
-    record = _host_engine(host, backend, options).run(spec, progress.event, gpu_index=0 if host.get("gpus") else None)
+    from fp16doctor.engines.host import HostEngine
+
+    engine = HostEngine.from_setup(EngineSetup(
+        out_dir=options.out_dir, python=options.python, backend=backend,
+        host_gpus=tuple(g for g in host.get("gpus") or [] if isinstance(g, dict))))
+    record = engine.run(spec, progress.event, gpu_index=engine.gpu_index)
     kept = merge_rounds(writer.doc["runs"], record)
     if kept is None:
         progress.note(f"interleaved rounds failed ({record.get('error', 'no result')}): each ratio rests on its "
@@ -531,30 +551,61 @@ def _rounds_startup_s(writer: ResultsWriter) -> float:
     return import_s + 2 * first_s
 
 
-def _host_engine(host: dict[str, Any], backend: str | None, options: DiagnoseOptions) -> HostEngine:
-    from fp16doctor.engines.host import HostEngine
+class _Sink:
+    """An engine's RunSink for diagnose: records go to results.json at once, the rest to the display."""
 
-    sampler = None
-    if host.get("gpus"):
-        from fp16doctor.probe.nvml import UtilizationSampler
+    def __init__(self, writer: ResultsWriter, progress: Progress, total: int) -> None:
+        self.writer = writer
+        self.progress = progress
+        self.total = total
+        self.started = 0
 
-        sampler = UtilizationSampler
-    keep = options.out_dir / "profiles" if options.keep_profiles else None
-    return HostEngine(python=options.python, backend=backend, sampler=sampler, keep_profiles=keep)
+    def runs(self) -> list[dict[str, Any]]:
+        return list(self.writer.doc["runs"])
+
+    def note(self, message: str) -> None:
+        self.progress.note(message)
+
+    def start_run(self, spec: RunSpec) -> None:
+        self.progress.start_run(spec, self.total, self.started)
+        self.started += 1
+
+    def event(self, event: dict[str, Any]) -> None:
+        self.progress.event(event)
+
+    def finish_run(self, record: dict[str, Any]) -> None:
+        self.writer.add_run(record)
+        self.progress.finish_run(record)
 
 
 def _run_on_host(
     specs: list[RunSpec], host: dict[str, Any], backend: str | None, options: DiagnoseOptions,
     writer: ResultsWriter, progress: Progress, total: int,
 ) -> None:
-    gpus = host.get("gpus") or []
-    engine = _host_engine(host, backend, options)
-    for index, spec in enumerate(specs):
-        # float32 ran first: its step sets this run's slow-step bound.
-        spec = with_slow_step_bound(spec, writer.doc["runs"])
-        progress.start_run(spec, total, index)
-        record = engine.run(spec, progress.event, gpu_index=0 if gpus else None)
-        if gpus and record.get("device", "").startswith("gpu"):
-            record.setdefault("engine", {})["gpu_uuid"] = gpus[0].get("uuid")
-        writer.add_run(record)
-        progress.finish_run(record)
+    """The host cells, on this machine's Python or (--slurm) as Slurm jobs on the nodes' Python."""
+    from fp16doctor.engines import registry
+
+    setup = EngineSetup(out_dir=options.out_dir, python=options.python, backend=backend,
+                        keep_profiles=options.keep_profiles,
+                        host_gpus=tuple(g for g in host.get("gpus") or [] if isinstance(g, dict)),
+                        options=options.slurm)
+    engine = registry.create("slurm" if options.slurm is not None else "host", setup)
+    sink = _Sink(writer, progress, total)
+    engine.run_groups(comparison_groups(specs), sink)
+    if options.slurm is not None:
+        writer.doc["slurm"] = engine.describe()
+        writer.save()
+
+
+def _check_slurm(options: DiagnoseOptions) -> None:
+    """What --slurm cannot do, said before anything runs."""
+    from fp16doctor.engines import slurm
+
+    if options.stacks or options.docker_hosts:
+        raise DoctorError("--slurm runs the matrix on the nodes' own Python; --stack and --docker-host "
+                          "do not combine with it yet", hint="drop --stack / --docker-host, or drop --slurm",
+                          exit_code=EXIT_USAGE)
+    if options.python is not None and not os.path.isabs(options.python):
+        raise DoctorError(f"--python {options.python} must be an absolute path with --slurm",
+                          hint="the job runs it on the node, e.g. --python /shared/venvs/tf/bin/python")
+    slurm.require_tools()

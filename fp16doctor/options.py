@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fp16doctor.engines.base import RunSpec
+from fp16doctor.engines.slurm import SlurmOptions
 
 HOST_STACK = "host"
 
@@ -45,4 +46,5 @@ class DiagnoseOptions:
     steps: int | None = None  # --script: exactly this many measured steps (default: the size decides)
     experiments: bool = True  # run the experiments the analysis plans after the main matrix
     keep_profiles: bool = False  # keep each run's raw profile under out_dir/profiles
+    slurm: SlurmOptions | None = None  # run the host cells as Slurm jobs (diagnose --slurm)
     argv: list[str] = field(default_factory=lambda: list(sys.argv))

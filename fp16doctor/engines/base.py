@@ -12,9 +12,9 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 PROTOCOL_PREFIX = "@@fp16doctor "
 # The workload brackets its profiled window with these lines on stdout (run_workload.py).
@@ -213,6 +213,99 @@ def with_slow_step_bound(spec: RunSpec, runs: Iterable[Mapping[str, Any]]) -> Ru
 
 # Called with each protocol event as it arrives ({"event": "step", "ms": ...}, ...).
 EventCallback = Callable[[dict[str, Any]], None]
+
+
+def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
+    """A RunSpec as plain JSON data (a Slurm job reads its cells from a file)."""
+    data = asdict(spec)
+    data["size"] = asdict(spec.size)
+    return data
+
+
+def spec_from_dict(data: dict[str, Any]) -> RunSpec:
+    fields_ = dict(data)
+    fields_["size"] = WorkloadSize(**fields_["size"])
+    fields_["rounds_of"] = tuple(fields_.get("rounds_of") or ())  # JSON has lists, the spec a tuple
+    script = fields_.get("script")
+    if isinstance(script, dict):
+        fields_["script"] = ScriptSpec(**{**script, "args": tuple(script.get("args") or ()),
+                                          "read_only_dirs": tuple(script.get("read_only_dirs") or ())})
+    return RunSpec(**fields_)
+
+
+# ------------------------------------------------------------------------ the engine protocol
+
+
+def comparison_groups(specs: Iterable[RunSpec]) -> list[list[RunSpec]]:
+    """The fairness rule, in one place: the cells that are compared with each other (one stack and
+    variant, across precisions) form a group that runs on one machine (one GPU model, or one CPU),
+    float32 first, since its step sets the 16-bit runs' slow-step bound. Groups keep the plan's order."""
+    groups: dict[tuple[str, str], list[RunSpec]] = {}
+    for spec in specs:
+        groups.setdefault((spec.stack, spec.variant), []).append(spec)
+    return [sorted(group, key=lambda s: s.precision != "float32") for group in groups.values()]
+
+
+class RunSink(Protocol):
+    """Where an engine reports while it runs groups: diagnose's results writer and progress display
+    (on a Slurm node: the job's files, which fp16doctor reads back)."""
+
+    def runs(self) -> list[dict[str, Any]]:
+        """The records finished so far (a 16-bit run's bound comes from its group's float32)."""
+        ...
+
+    def note(self, message: str) -> None: ...
+    def start_run(self, spec: RunSpec) -> None: ...
+    def event(self, event: dict[str, Any]) -> None:
+        """A protocol event of a run in flight (with "run": the spec's label when several are)."""
+        ...
+
+    def finish_run(self, record: dict[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class EngineSetup:
+    """What diagnose tells an engine when it makes one (engines/registry.py)."""
+
+    out_dir: Path
+    python: str | None = None  # the interpreter that runs the workload (default: this one)
+    backend: str | None = None  # KERAS_BACKEND for it
+    keep_profiles: bool = False
+    host_gpus: tuple[dict[str, Any], ...] = ()  # this machine's GPUs, as the probe found them
+    options: Any = None  # the engine's own options (engines.slurm.SlurmOptions for Slurm)
+
+
+class Engine(Protocol):
+    """What runs cells of the matrix somewhere: this host's Python, Docker engines, a Slurm cluster.
+
+    One engine is one module plus one line in `engines/registry.py`. The run loop (engines/runloop.py:
+    stdout protocol, watchdog), failure classification (engines/failures.py) and the fairness rules
+    (`comparison_groups`, `with_slow_step_bound`) are shared; an engine only says where a group runs.
+    """
+
+    kind: ClassVar[str]
+
+    def describe(self) -> dict[str, Any]:
+        """The machine(s) it runs on, as results.json's `engine` fields name them."""
+        ...
+
+    def prepare(self, stack: str) -> None:
+        """Make a stack runnable there (an image built or copied, a working directory staged)."""
+        ...
+
+    def run_groups(self, groups: list[list[RunSpec]], sink: RunSink) -> None:
+        """Launch every group (each on one machine, in its order), stream its runs' protocol lines to
+        `sink`, and hand it each record as it finishes, failures classified. KeyboardInterrupt cancels
+        what is in flight and propagates."""
+        ...
+
+    def cancel(self) -> None:
+        """Stop this invocation's runs in flight, and nobody else's."""
+        ...
+
+    def cleanup(self) -> None:
+        """Remove what this invocation left on the engine."""
+        ...
 
 
 def parse_protocol_line(line: str) -> dict[str, Any] | None:

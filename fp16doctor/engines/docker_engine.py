@@ -39,11 +39,11 @@ from fp16doctor.engines.base import (
     attach_ops,
     base_run_record,
     merge_workload_result,
-    parse_protocol_line,
     script_runner_args,
     split_script_log,
 )
 from fp16doctor.engines.failures import classify, log_tail
+from fp16doctor.engines.runloop import Streamed, failure_kind, stream
 from fp16doctor.errors import DoctorError
 from fp16doctor.results import LOCAL_DOCKER_SCHEMES
 from fp16doctor.stacks import StackSpec
@@ -401,17 +401,13 @@ def run_in_stack(
         VERSION_LABEL: __version__,
         **owner_labels(),
     }
-    result: dict[str, Any] | None = None
-    error_event: dict[str, Any] | None = None
     exit_code: int | None = None
     oom_killed = False
     output = ""
     container = None
-    capture = WindowCapture()
+    streamed = Streamed()
     profile_tar: bytes | None = None
     profile_error: str | None = None
-    watchdog: threading.Timer | None = None
-    timed_out = threading.Event()
     try:
         try:
             container = client.containers.create(
@@ -427,36 +423,15 @@ def run_in_stack(
             )
             record["engine"]["container"] = container.name
             container.start()
-            if timeout_s:
-                def _kill() -> None:
-                    timed_out.set()
-                    try:
-                        container.kill()
-                    except (DockerException, RequestException, OSError):
-                        pass
-
-                watchdog = threading.Timer(timeout_s, _kill)
-                watchdog.daemon = True
-                watchdog.start()
-            for line in _lines(container.logs(stream=True, follow=True, stdout=True, stderr=False)):
-                event = parse_protocol_line(line)
-                if event is None:
-                    capture.feed(line)
-                    continue
-                if event.get("event") == "result" and isinstance(event.get("run"), dict):
-                    result = event["run"]
-                elif event.get("event") == "error":
-                    error_event = event
-                on_event(event)
-            status = container.wait()
-            exit_code = int(status.get("StatusCode", -1))
+            streamed = stream(_Container(container), on_event, timeout_s)
+            exit_code = streamed.exit_code
             container.reload()
             oom_killed = bool(container.attrs.get("State", {}).get("OOMKilled", False))
             raw = container.logs(stdout=True, stderr=True, tail=OUTPUT_TAIL_LINES)
             # oneDNN's verbose lines (the profiled window) say nothing about why a run failed.
             output = "\n".join(line for line in raw.decode("utf-8", "replace").splitlines()
                                if not line.startswith(ONEDNN_PREFIXES))
-            if result is not None and isinstance(result.get("profile"), dict):
+            if streamed.result is not None and isinstance(streamed.result.get("profile"), dict):
                 profile_tar, profile_error = _copy_profile_out(container)
         except (APIError, RequestException, OSError, DockerException) as exc:
             output = (output + "\n" + str(exc)).strip()
@@ -464,8 +439,6 @@ def run_in_stack(
                 forget_client(docker_host)
                 output += f"\nlost the Docker engine at {engine_label(docker_host)}"
     finally:
-        if watchdog is not None:
-            watchdog.cancel()
         if container is not None:
             try:
                 container.remove(force=True)
@@ -474,9 +447,11 @@ def run_in_stack(
             except (DockerException, RequestException, OSError) as exc:
                 log(f"could not remove container {container.name}: {_short(exc)}")
         if scratch is not None:
-            _keep_script_log(spec, scratch, record, capture)
+            _keep_script_log(spec, scratch, record, streamed.capture)
             shutil.rmtree(scratch, ignore_errors=True)
 
+    capture = streamed.capture
+    result, error_event = streamed.result, streamed.error_event
     if result is not None and error_event is None and exit_code == 0:
         merged = merge_workload_result(record, result)
         merged.setdefault("status", "ok")
@@ -489,16 +464,35 @@ def run_in_stack(
     detail = "\n".join(str(error_event.get(k, "")) for k in ("error", "traceback")) if error_event else ""
     failure = classify(output + "\n" + detail, exit_code, oom_killed)
     reason = failure.reason
-    if timed_out.is_set():
+    if streamed.timed_out:
         reason = f"the run exceeded its {timeout_s:.0f} s limit and was killed"
     elif failure.kind == "unknown" and error_event and error_event.get("error"):
         reason = str(error_event["error"])
-    kind = "timeout" if timed_out.is_set() else failure.kind
+    kind = failure_kind(streamed, output, oom_killed)
     if error_event and isinstance(error_event.get("script_failure"), dict):
         record["script_failure"] = error_event["script_failure"]
     record.update(status="failed", error=reason, failure_kind=kind, exit_code=exit_code,
                   log_tail=log_tail(output + ("\n" + detail if detail else "")))
     return record
+
+
+class _Container:
+    """A started container as the run loop drives it: its stdout, its exit status, a kill."""
+
+    def __init__(self, container: Any) -> None:
+        self.container = container
+
+    def lines(self) -> Iterator[str]:
+        return _lines(self.container.logs(stream=True, follow=True, stdout=True, stderr=False))
+
+    def wait(self) -> int | None:
+        return int(self.container.wait().get("StatusCode", -1))
+
+    def stop(self) -> None:
+        try:
+            self.container.kill()
+        except (DockerException, RequestException, OSError):
+            pass  # it stopped by itself, or its engine went away with it
 
 
 def _copy_profile_out(container: Any) -> tuple[bytes | None, str | None]:

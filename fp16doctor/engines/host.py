@@ -7,26 +7,27 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from fp16doctor.engines.base import (
     RUN_TIMEOUT_S,
     SCRIPT_RUNNER,
+    EngineSetup,
     EventCallback,
+    RunSink,
     RunSpec,
-    WindowCapture,
     attach_ops,
     base_run_record,
     merge_workload_result,
-    parse_protocol_line,
     script_runner_args,
     split_script_log,
+    with_slow_step_bound,
 )
+from fp16doctor.engines.runloop import failure_kind, stream
 
 WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workload"
 WORKLOAD_SCRIPT = WORKLOAD_DIR / "run_workload.py"
@@ -52,6 +53,8 @@ def _tail(path: Path) -> str:
 class HostEngine:
     """One run = one child process; results come back over the workload's stdout protocol."""
 
+    kind: ClassVar[str] = "host"
+
     def __init__(
         self,
         python: str | None = None,
@@ -61,6 +64,8 @@ class HostEngine:
         timeout_s: float = RUN_TIMEOUT_S,
         script: Path = WORKLOAD_SCRIPT,
         keep_profiles: Path | None = None,
+        gpu_index: int | None = None,
+        gpu_uuid: str | None = None,
     ) -> None:
         self.python = python or sys.executable
         self.script = script
@@ -69,6 +74,8 @@ class HostEngine:
         self.sampler = sampler
         self.timeout_s = timeout_s
         self.keep_profiles = keep_profiles  # copy each run's raw profile below here (else deleted)
+        self.gpu_index = gpu_index  # the GPU run_groups samples (NVML's index), None: no GPU
+        self.gpu_uuid = gpu_uuid
 
     def command(self, spec: RunSpec, scratch: Path | None = None, profile_dir: Path | None = None) -> list[str]:
         if spec.script is not None:
@@ -95,8 +102,6 @@ class HostEngine:
         record = base_run_record(spec, device="cpu")
         record["engine"] = {"kind": "host", "python": self.python}
         started = time.monotonic()
-        final: dict[str, Any] | None = None
-        capture = WindowCapture()
         with tempfile.TemporaryDirectory(prefix="fp16doctor-run-") as tmp:
             stderr_path = Path(tmp) / "stderr.log"
             profile_dir = Path(tmp) / "profile"
@@ -116,41 +121,21 @@ class HostEngine:
                     bufsize=1,
                     start_new_session=True,
                 )
-                # The limit holds even when the workload goes silent (a hung driver call prints nothing).
-                timed_out = threading.Event()
+                warm = False
 
-                def _expire() -> None:
-                    timed_out.set()
-                    _stop(proc)
+                def _on_event(event: dict[str, Any]) -> None:
+                    nonlocal warm
+                    if not warm and event.get("phase") == "measure" and hasattr(sampler, "clear"):
+                        # Utilisation counts from the first measured step: import and warm-up
+                        # would pull the median down.
+                        sampler.clear()
+                        warm = True
+                    on_event(event)
 
-                watchdog = threading.Timer(self.timeout_s, _expire)
-                watchdog.daemon = True
-                watchdog.start()
-                try:
-                    assert proc.stdout is not None
-                    warm = False
-                    for line in proc.stdout:
-                        event = parse_protocol_line(line)
-                        if event is None:
-                            capture.feed(line)
-                            continue
-                        if not warm and event.get("phase") == "measure" and hasattr(sampler, "clear"):
-                            # Utilisation counts from the first measured step: import and warm-up
-                            # would pull the median down.
-                            sampler.clear()
-                            warm = True
-                        if event["event"] in ("result", "error"):
-                            final = event
-                        on_event(event)
-                    proc.wait()
-                    returncode = None if timed_out.is_set() else proc.returncode
-                except BaseException:
-                    _stop(proc)
-                    raise
-                finally:
-                    watchdog.cancel()
-                    if proc.stdout is not None:
-                        proc.stdout.close()
+                streamed = stream(_ChildProcess(proc), _on_event, self.timeout_s)
+            final = streamed.final
+            capture = streamed.capture
+            returncode = None if streamed.timed_out else streamed.exit_code
             usage = sampler.summary() if sampler is not None else None
             if spec.script is not None:
                 # The script's stdout went to its log, oneDNN's window lines with it.
@@ -182,15 +167,76 @@ class HostEngine:
             record["error"] = f"timed out after {self.timeout_s:.0f} s"
         else:
             record["error"] = f"the workload exited with status {returncode} before reporting a result"
+        if returncode is not None and final is None:
+            record["exit_code"] = returncode  # negative: killed by that signal
         if log_tail:
             record["log_tail"] = log_tail
+        if record["status"] == "failed":
+            record["failure_kind"] = failure_kind(streamed, log_tail)
         return record
+
+    # --- the engine protocol (engines/base.Engine)
+
+    @classmethod
+    def from_setup(cls, setup: EngineSetup) -> HostEngine:
+        sampler = None
+        if setup.host_gpus:
+            from fp16doctor.probe.nvml import UtilizationSampler
+
+            sampler = UtilizationSampler
+        gpu = setup.host_gpus[0] if setup.host_gpus else None
+        return cls(python=setup.python, backend=setup.backend, sampler=sampler,
+                   keep_profiles=setup.out_dir / "profiles" if setup.keep_profiles else None,
+                   gpu_index=0 if gpu else None, gpu_uuid=gpu.get("uuid") if gpu else None)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "python": self.python}
+
+    def prepare(self, stack: str) -> None:
+        """The host's own Python needs nothing prepared."""
+
+    def run_groups(self, groups: list[list[RunSpec]], sink: RunSink) -> None:
+        """Each comparison group in turn, float32 first: its step sets the others' slow-step bound."""
+        for group in groups:
+            for spec in group:
+                spec = with_slow_step_bound(spec, sink.runs())
+                sink.start_run(spec)
+                record = self.run(spec, sink.event, gpu_index=self.gpu_index)
+                if self.gpu_uuid and str(record.get("device", "")).startswith("gpu"):
+                    record.setdefault("engine", {})["gpu_uuid"] = self.gpu_uuid
+                sink.finish_run(record)
+
+    def cancel(self) -> None:
+        """A host run stops with the Ctrl-C that reaches this process (engines/runloop.stream)."""
+
+    def cleanup(self) -> None:
+        """Every run's scratch folder went with it."""
 
 
 def script_log_path(spec: RunSpec, scratch: Path) -> Path:
     """Where the runner writes the script's own output: the script's log_dir, else the run's scratch."""
     assert spec.script is not None
     return Path(spec.script.log_dir or scratch) / spec.script.log_name(spec)
+
+
+class _ChildProcess:
+    """A workload child process as the run loop drives it."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+
+    def lines(self) -> Iterator[str]:
+        assert self.proc.stdout is not None
+        try:
+            yield from self.proc.stdout
+        finally:
+            self.proc.stdout.close()
+
+    def wait(self) -> int | None:
+        return self.proc.wait()
+
+    def stop(self) -> None:
+        _stop(self.proc)
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:

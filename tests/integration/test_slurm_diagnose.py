@@ -1,0 +1,196 @@
+"""`fp16doctor diagnose --slurm` through a real Slurm cluster (`bash .ci/slurm-up.sh`: one node on this
+machine, no accounting), with real TensorFlow on the node's CPU.
+
+Each diagnose runs two comparison groups (float32 + float16 on the original workload, float32 on
+synthetic input): two exclusive CPU jobs of one array, one after the other on this one node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fp16doctor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+CHEAP = ["--quick", "--slurm", "--precision", "float32", "--precision", "float16", "--no-experiments"]
+JOB_ID = re.compile(r"^\d+(_\d+)?$")
+
+
+def _cluster_node() -> str:
+    """The node's name, or skip when no cluster answers here."""
+    if shutil.which("sbatch") is None or shutil.which("scontrol") is None:
+        pytest.skip("no Slurm here (sbatch not on PATH); CI starts one with `bash .ci/slurm-up.sh`")
+    ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=30)
+    if "UP" not in ping.stdout:
+        pytest.skip(f"slurmctld does not answer ({(ping.stdout + ping.stderr).strip()}); "
+                    "CI starts one with `bash .ci/slurm-up.sh`")
+    nodes = subprocess.run(["sinfo", "--noheader", "--format=%n|%t"], capture_output=True, text=True, timeout=30)
+    idle = [line.split("|")[0] for line in nodes.stdout.split() if line.split("|")[-1] in ("idle", "mix", "alloc")]
+    if not idle:
+        pytest.skip(f"no Slurm node is up: {nodes.stdout.strip()}")
+    return idle[0]
+
+
+@pytest.fixture(scope="module")
+def node() -> str:
+    return _cluster_node()
+
+
+def _diagnose(out: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "fp16doctor", "diagnose", *CHEAP, "--out", str(out), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _runs(out: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    doc = json.loads((out / "results.json").read_text())
+    return {(r["precision"], r["variant"]): r for r in doc["runs"]}
+
+
+def _our_jobs() -> list[str]:
+    """Queued jobs that an fp16doctor submitted (named fp16doctor-<run id>)."""
+    proc = subprocess.run(["squeue", "--noheader", "--format=%i %j"], capture_output=True, text=True, timeout=30)
+    return [line for line in proc.stdout.splitlines() if " fp16doctor-" in line]
+
+
+def _progress_lines(out: Path) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = []
+    for path in sorted(out.glob("slurm/*/array-*/*/progress.jsonl")):
+        for line in path.read_text().splitlines():
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                pass  # a line still being written
+    return entries
+
+
+def _wait_for(predicate: Any, proc: subprocess.Popen[str], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"diagnose ended (status {proc.returncode}) before {what}: {proc.stderr.read()[-2000:]}")
+        time.sleep(0.5)
+    proc.kill()
+    pytest.fail(f"no {what} within {timeout_s:.0f} s")
+
+
+@pytest.fixture
+def no_leftover_jobs() -> Iterator[None]:
+    yield
+    for line in _our_jobs():
+        subprocess.run(["scancel", line.split()[0]], check=False)
+
+
+def test_quick_matrix_runs_as_slurm_jobs_each_run_carrying_its_job_and_node(
+        node: str, tmp_path: Path, no_leftover_jobs: None) -> None:
+    proc = _diagnose(tmp_path)
+    _, stderr = proc.communicate(timeout=900)
+    assert proc.returncode == EXIT_OK, stderr[-3000:]
+    runs = _runs(tmp_path)
+    assert set(runs) == {("float32", "original"), ("float16", "original"), ("float32", "synthetic_input")}
+    for run in runs.values():
+        assert run["status"] == "ok", run.get("error")
+        engine = run["engine"]
+        assert engine["kind"] == "slurm" and engine["node"] == node and run["machine"] == node
+        assert JOB_ID.match(engine["job_id"]), engine["job_id"]
+        assert run["step_time_ms"]["median"] > 0 and run.get("ops") is not None, run.get("ops_error")
+    # One job per comparison group: the two precisions of a group share a job, the groups do not.
+    assert runs[("float32", "original")]["engine"]["job_id"] == runs[("float16", "original")]["engine"]["job_id"]
+    assert runs[("float32", "original")]["engine"]["job_id"] != runs[("float32", "synthetic_input")]["engine"]["job_id"]
+    # float32 ran first in its job, and its step set float16's slow-step bound.
+    assert runs[("float16", "original")]["slow_step_bound"]["float32_step_ms"] == \
+        runs[("float32", "original")]["step_time_ms"]["median"]
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["verdicts"] and doc["machines"][node]
+    # The live progress said where each group was.
+    assert re.search(r"host / original: job \d+_0 running on " + re.escape(node), stderr), stderr[-3000:]
+    assert "host / synthetic_input: job" in stderr and "done on" in stderr
+    assert not _our_jobs()
+
+
+def test_a_job_cancelled_mid_run_fails_its_run_with_cancelled_and_resume_completes(
+        node: str, tmp_path: Path, no_leftover_jobs: None) -> None:
+    proc = _diagnose(tmp_path)
+
+    def float16_training() -> bool:
+        entries = _progress_lines(tmp_path)
+        return any(e.get("kind") == "event" and e.get("run") == "host / float16 / original"
+                   and e["event"].get("phase") in ("train", "measure") for e in entries)
+
+    _wait_for(float16_training, proc, 600, "float16 run in training")
+    job_id = _runs(tmp_path)[("float32", "original")]["engine"]["job_id"]
+    subprocess.run(["scancel", job_id], check=True)
+    _, stderr = proc.communicate(timeout=900)
+    assert proc.returncode == EXIT_PARTIAL, stderr[-3000:]
+    assert "--resume" in stderr
+    runs = _runs(tmp_path)
+    cancelled = runs[("float16", "original")]
+    assert cancelled["status"] == "failed" and cancelled["failure_kind"] == "CANCELLED", cancelled
+    assert cancelled["engine"]["job_id"] == job_id and "--resume" in cancelled["error"]
+    # The runs the cancel did not touch are kept: float32 before it in the job, the other group's job.
+    assert runs[("float32", "original")]["status"] == "ok"
+    assert runs[("float32", "synthetic_input")]["status"] == "ok"
+    kept = runs[("float32", "original")]["step_time_ms"]["median"]
+
+    resumed = _diagnose(tmp_path, "--resume")
+    _, stderr = resumed.communicate(timeout=900)
+    assert resumed.returncode == EXIT_OK, stderr[-3000:]
+    assert "resuming: 2 of 3 runs already" in stderr
+    runs = _runs(tmp_path)
+    assert all(r["status"] == "ok" for r in runs.values()), [r.get("error") for r in runs.values()]
+    redone = runs[("float16", "original")]
+    # Only the missing cell ran again, in a new job on the node its group measured on, bounded by the
+    # float32 step measured before.
+    assert redone["engine"]["job_id"] != job_id and redone["engine"]["node"] == node
+    assert runs[("float32", "original")]["step_time_ms"]["median"] == kept
+    assert redone["slow_step_bound"]["float32_step_ms"] == kept
+
+
+def test_ctrl_c_cancels_this_invocations_jobs_and_leaves_another_job_alone(
+        node: str, tmp_path: Path, no_leftover_jobs: None) -> None:
+    proc = _diagnose(tmp_path)
+    _wait_for(lambda: any(e.get("kind") == "job" for e in _progress_lines(tmp_path)), proc, 300,
+              "job running")
+    other = subprocess.run(["sbatch", "--parsable", "--job-name=not-fp16doctor", f"--output={tmp_path}/other.out",
+                            "--wrap", "sleep 300"], capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        ours = [line.split()[0] for line in _our_jobs()]
+        assert ours
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == EXIT_INTERRUPTED, stderr[-3000:]
+        assert "interrupted" in stderr and "--resume" in stderr
+        assert not _our_jobs()
+        left = subprocess.run(["squeue", "--noheader", f"--jobs={other}", "--format=%i %T"],
+                              capture_output=True, text=True, timeout=30)
+        assert left.stdout.split()[:1] == [other] and left.stdout.split()[1] in ("PENDING", "RUNNING"), left
+        # No workload of that invocation runs on.
+        time.sleep(2)
+        leftover = subprocess.run(["pgrep", "-f", f"fp16doctor.engines.slurm_job {tmp_path}"], capture_output=True)
+        assert leftover.returncode == 1, leftover.stdout
+    finally:
+        subprocess.run(["scancel", other], check=False)
+
+
+def test_slurm_without_sbatch_is_a_one_line_error(tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "fp16doctor", "diagnose", "--slurm", "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode not in (0, None) and "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "sbatch" in errors[0], proc.stderr
+    assert "hint:" in proc.stderr
