@@ -56,7 +56,9 @@ def second(cpu_image: str) -> Iterator[SecondEngine]:
 
 
 def _diagnose(out: Path, *extra: str, engines: list[str]) -> subprocess.Popen[str]:
+    # The precisions named, so the matrix is the same on every CPU (bfloat16 CPUs add mixed_bfloat16 by default).
     command = [sys.executable, "-m", "fp16doctor", "diagnose", "--quick", "--stack", "cpu", "--no-host",
+               "--precision", "float32", "--precision", "float16", "--precision", "mixed_float16",
                "--out", str(out), *extra]
     for url in engines:
         command += ["--docker-host", url]
