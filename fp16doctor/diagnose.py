@@ -520,6 +520,9 @@ def _time_in_rounds(writer: ResultsWriter, size: WorkloadSize, started: float, h
     writer.save()
     rounds = len(kept.get("order") or [])
     progress.note(f"interleaved rounds: {rounds} rounds in {record.get('wall_s', 0):.0f} s")
+    if kept.get("disagree"):
+        progress.note(f"interleaved rounds and their own processes disagree by more than 1.5x for "
+                      f"{', '.join(kept['disagree'])} (step_time_ms.rounds_vs_single_process): check the machine")
 
 
 def _within_budget(planned: list[RunSpec], runs: list[dict[str, Any]], deadline: float,

@@ -23,6 +23,8 @@ MAX_MIN_ROUNDS_S = 30.0
 # What one step of rounds costs beyond its own time: the block's dropped first step, on average.
 BLOCK_OVERHEAD_STEPS = 1.0
 TYPICAL_BLOCK_STEPS = 3
+# A configuration's rounds and its own process more than this factor apart: said, since both timed one model.
+DISAGREEMENT = 1.5
 
 
 def _ok_unbound(run: Mapping[str, Any]) -> float | None:
@@ -93,12 +95,20 @@ def merge_rounds(runs: list[dict[str, Any]], record: Mapping[str, Any]) -> dict[
             continue
         single = dict(run.get("step_time_ms") or {})
         single.pop("rounds", None)
-        step = {**_stats(values), "n": len(values), "rounds": values, "design": "interleaved",
-                "single_process": single}
+        stats = _stats(values)
+        step: dict[str, Any] = {**stats, "n": len(values), "rounds": values, "design": "interleaved",
+                                "single_process": single}
+        if isinstance(single.get("median"), (int, float)) and single["median"] > 0:
+            # Two measurements of one configuration on one machine: far apart, one of them timed something else.
+            step["rounds_vs_single_process"] = round(stats["median"] / float(single["median"]), 4)
         if run.get("precision") == "float32" and len(aa) >= MIN_ROUNDS:
             step["aa_rounds"] = aa
         run["step_time_ms"] = step
     kept = {k: record.get(k) for k in ("stack", "order", "block_steps", "stop_reason", "timing", "wall_s")}
+    kept["disagree"] = sorted(
+        str(run.get("precision")) for run in runs if run.get("stack") == stack
+        and not (1 / DISAGREEMENT <= float((run.get("step_time_ms") or {}).get("rounds_vs_single_process") or 1.0)
+                 <= DISAGREEMENT))
     kept["precisions"] = [p for p in rounds if p != AA_CONTROL]
     return kept
 

@@ -76,14 +76,30 @@ def _set_precision(api, precision, defaults):
     mp = getattr(api.keras, "mixed_precision", None)
     if precision in ("mixed_float16", "mixed_bfloat16"):
         api.set_mixed_policy(precision)
-    elif policy is not None and mp is not None:
-        api.set_mixed_policy(policy)
+    elif mp is not None:
+        # Keras 3 reads floatx into the global policy once and keeps it (dtype_policy()), so a pure precision
+        # is set as the policy of that name too: a float16 model must not quietly be built in float32.
+        api.set_mixed_policy(precision if precision in ("float16", "bfloat16") else (policy or floatx))
     config = getattr(api.keras, "config", None)
     set_floatx = getattr(config, "set_floatx", None) or api.keras.backend.set_floatx
     if precision == "bfloat16":
         api.set_bfloat16_floatx()
     else:
         set_floatx("float16" if precision == "float16" else floatx)
+
+
+def _check_dtypes(model, precision):
+    """The model really is in its precision: its first layer's variables (and compute, for mixed) say so.
+    A model built in another precision would time the wrong thing, so the rounds stop instead."""
+    layer = model.layers[0]
+    variable = str(getattr(layer, "dtype", "") or "")
+    compute = str(getattr(layer, "compute_dtype", "") or variable)
+    if precision.startswith("mixed_"):
+        expected = (("float32", precision[len("mixed_"):]), (variable, compute))
+    else:
+        expected = ((precision, precision), (variable, compute))
+    if variable and expected[0] != expected[1]:
+        raise RuntimeError("the %s model was built with %s variables and %s compute" % (precision, variable, compute))
 
 
 def _policy_name(api):
@@ -112,6 +128,7 @@ def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=ti
         config = _Config(label, precision)
         config.generator = make_generator(api, train_dir, args.height, args.width, args.batch_size)
         config.model = build_model(api, args.height, args.width, precision.startswith("mixed_"))
+        _check_dtypes(config.model, precision)
         configs.append(config)
         _set_precision(api, "float32", defaults)
     emit("phase", phase="warmup")

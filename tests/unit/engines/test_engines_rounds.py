@@ -47,6 +47,15 @@ def test_merge_puts_the_rounds_in_their_runs_and_keeps_the_single_process_figure
     assert f32["step_time_ms"]["aa_rounds"] == [445.0, 455.0, 450.0] and "aa_rounds" not in f16["step_time_ms"]
     assert f16["step_time_ms"]["single_process"]["median"] == 1000 and f16["step_time_ms"]["n"] == 3
     assert "rounds" not in synth["step_time_ms"]
+    assert f16["step_time_ms"]["rounds_vs_single_process"] == 1.0 and kept["disagree"] == []
+
+
+def test_rounds_far_from_the_runs_own_process_are_said() -> None:
+    runs = [run("float32", 100), run("float16", 500)]
+    record = {"stack": "host", "status": "ok", "rounds": {"float32": [100.0] * 3, "float16": [100.0] * 3}}
+    kept = merge_rounds(runs, record)
+    assert kept is not None and kept["disagree"] == ["float16"]
+    assert runs[1]["step_time_ms"]["rounds_vs_single_process"] == 0.2
 
 
 def test_a_failed_rounds_process_changes_nothing() -> None:

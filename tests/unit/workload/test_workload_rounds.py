@@ -78,10 +78,14 @@ def run(budget_s: float, min_rounds: int = 3) -> tuple[dict[str, Any], FakeKeras
     built: list[str] = []
 
     def build(api_: Any, height: int, width: int, mixed: bool) -> Any:
-        precision = api_._policy if mixed else api_._floatx
+        # As Keras 3 does: once a global policy is set, it decides the layers' dtypes, whatever floatx says.
+        precision = api_._policy
         label = precision if precision not in built else "float32_aa"
         built.append(precision)
-        return SimpleNamespace(label=label, step_s=STEP_S[precision], built_under=(api_._floatx, api_._policy))
+        variable = "float32" if precision.startswith("mixed_") else precision
+        compute = precision.removeprefix("mixed_")
+        return SimpleNamespace(label=label, step_s=STEP_S[precision], built_under=(api_._floatx, api_._policy),
+                               layers=[SimpleNamespace(dtype=variable, compute_dtype=compute)])
 
     def generator(api_: Any, train_dir: str, height: int, width: int, batch: int) -> list[int]:
         return list(range(8))  # eight batches an epoch
@@ -100,6 +104,13 @@ def test_every_configuration_gets_a_block_in_every_round_in_a_shuffled_order() -
     assert all(sorted(r) == sorted(["float32", "float16", "mixed_float16", "float32_aa"]) for r in order)
     assert len({tuple(r) for r in order}) > 1  # shuffled
     assert set(result["rounds"]) == {"float32", "float16", "mixed_float16", "float32_aa"}
+
+
+def test_a_pure_float16_model_is_built_in_float16_though_a_policy_was_set_before() -> None:
+    """Keras 3 keeps the first global policy it derives from floatx: float32 set before must not leak into the
+    float16 model (its steps would then be float32's)."""
+    result, _ = run(budget_s=0.0)
+    assert result["rounds"]["float16"] != result["rounds"]["float32"]
 
 
 def test_a_blocks_first_step_is_dropped_and_its_steps_are_the_configurations_own() -> None:
