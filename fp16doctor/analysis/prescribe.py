@@ -16,7 +16,7 @@ from typing import Any
 from fp16doctor.analysis.advice import how_to_use
 from fp16doctor.analysis.context import BF16, Context, Pair, RunView, Software
 from fp16doctor.analysis.intervals import RatioInterval
-from fp16doctor.analysis.values import as_list, as_mapping, as_str, fmt_ms, fmt_times, fmt_versus
+from fp16doctor.analysis.values import as_list, as_mapping, as_str, fmt_interval, fmt_ms, fmt_times, fmt_versus
 from fp16doctor.knowledge.frameworks import has_feature
 from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.redaction import redact_secrets
@@ -312,7 +312,6 @@ def hold_advice(ctx: Context, findings: list[Finding], prescriptions: Sequence[P
         prescription = _prescription_for(finding, prescriptions)
         entry = _measured_entry(prescription, precision, variant) if prescription else None
         precision = entry["precision"] if entry else precision
-        precision = entry["precision"] if entry else precision
         finding["recommends"] = {
             "precision": precision, "variant": variant, "setting": setting_of(variant),
             "measured_speedup": entry["speedup"] if entry else None,
@@ -343,9 +342,11 @@ def hold_advice(ctx: Context, findings: list[Finding], prescriptions: Sequence[P
                                          f"step, and the prescription, {use}, is {fmt_times(chosen['speedup'])} "
                                          f"faster. " + str(finding.get("recommendation", "")))
             continue
-        versus = fmt_versus(entry["speedup"], entry["speedup_interval"], entry["outcome"], "than float32")
-        measured = f"{label} measured {versus}" if entry["outcome"] != "no_significant_difference" \
-            else f"{label} measured no faster than float32 ({versus})"
+        if entry["outcome"] == "no_significant_difference":
+            measured = f"{label} measured no faster than float32 ({fmt_interval(*entry['speedup_interval'])})"
+        else:
+            measured = f"{label} measured " + fmt_versus(entry["speedup"], entry["speedup_interval"],
+                                                          entry["outcome"], "than float32")
         if entry["outcome"] == "faster":
             measured += f", less than the prescription's {fmt_times(chosen['speedup'])}"
         verdict = f"{measured}, {fmt_ms(entry['step_ms'])} per step; the prescription is {use}"
