@@ -355,7 +355,7 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples"
 
 
 MEASURED_EXAMPLES = ("cpu-epyc-avx2-quick", "cpu-epyc-avx2-quick-torch", "cpu-epyc-avx2-quick-jax",
-                     "cpu-epyc-avx2-tf2.10-quick", "cpu-epyc-avx2-tf2.10-seed-script")
+                     "cpu-epyc-avx2-tf2.10-quick", "cpu-epyc-avx2-tf2.10-seed-script", "cpu-epyc-avx512bf16-quick")
 
 
 @pytest.mark.parametrize("name", MEASURED_EXAMPLES)

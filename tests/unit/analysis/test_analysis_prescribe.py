@@ -170,3 +170,16 @@ def test_a_recommendation_of_an_unmeasured_configuration_says_it_is_untested() -
     assert floatx["recommends"] == {"precision": "mixed_float16", "variant": "original", "setting": None,
                                     "measured_speedup": None}
     assert "Untested on this machine: fp16doctor diagnose" in floatx["recommendation"]
+
+
+def test_the_interleaved_example_prescribes_its_measured_mixed_bfloat16_from_its_rounds() -> None:
+    """Measured on a 2-core AVX-512 BF16 EPYC (docs/examples/cpu-epyc-avx512bf16-quick): every verdict rests on
+    its paired rounds, and the prescription is recomputed from them alone."""
+    doc = json.loads((EXAMPLES / "cpu-epyc-avx512bf16-quick" / "results.json").read_text())
+    diagnosis = diagnose_document(doc)
+    assert all(v["interval_method"] == "paired_rounds" and v["repeats"] >= 3 for v in diagnosis.verdicts)
+    assert all(v["noise_floor_interval"][0] < 1 < v["noise_floor_interval"][1] for v in diagnosis.verdicts)
+    assert only(diagnosis.prescriptions)["recommended"]["precision"] == "mixed_bfloat16"
+    saved, = doc["prescriptions"]  # what diagnose wrote is what explain recomputes from the rounds
+    assert only(diagnosis.prescriptions)["recommended"]["speedup_interval"] == saved["recommended"]["speedup_interval"]
+
