@@ -90,6 +90,7 @@ def diagnose_summary_text(outcome: DiagnoseOutcome) -> RenderableType:
 
     prescription = prescriptions_text([p for p in doc.get("prescriptions") or [] if isinstance(p, dict)])
     if prescription is not None:
+        prescription.rstrip()  # the verdicts below bring their own blank line
         parts += [Text(""), prescription]
     went = time_went_text(doc)
     if went is not None:
