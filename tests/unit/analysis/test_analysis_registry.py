@@ -37,3 +37,4 @@ def test_every_registered_id_is_documented_in_the_contract() -> None:
 
     schema = (Path(__file__).resolve().parents[3] / "docs" / "results-schema.md").read_text()
     assert [fid for fid in REGISTRY if f"| `{fid}` |" not in schema] == []
+
