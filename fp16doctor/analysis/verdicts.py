@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fp16doctor.analysis.causes import HALF, Accounting
+from fp16doctor.analysis.causes import HALF, Accounting, Share
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
 from fp16doctor.analysis.values import fmt_interval, fmt_ms, fmt_times
 
@@ -24,14 +24,19 @@ def _ratio_phrase(acc: Accounting) -> tuple[str, str]:
     return f"{fmt_times(pair.speedup, interval.relative_width)} faster", "faster"
 
 
-def _interval_note(acc: Accounting) -> str:
-    """' (95 % interval 2.1-2.4x, 5 paired rounds)': the interval in the headline's own direction."""
-    interval = acc.pair.interval
-    if interval.method not in ("paired_rounds", "unpaired_rounds"):
-        return ""
-    low, high = (1 / interval.high, 1 / interval.low) if acc.difference_ms > 0 else (interval.low, interval.high)
-    kind = "paired" if interval.method == "paired_rounds" else "unpaired"
-    return f" ({interval.confidence_level:.0%} interval {fmt_interval(low, high)}, {interval.repeats} {kind} rounds)"
+def _context(acc: Accounting) -> str:
+    """' (551 ms vs 96 ms per step; 95% interval 5.56-5.97x, 6 paired rounds)': the two steps, and the interval
+    in the headline's own direction where rounds support one; a cut-short run says it is a bound."""
+    pair, interval = acc.pair, acc.pair.interval
+    parts = [f"{fmt_ms(pair.reduced.step_ms)} vs {fmt_ms(pair.fp32.step_ms)} per step"]
+    if pair.reduced.bound:
+        parts[0] = "cut short: " + parts[0]
+    if interval.method in ("paired_rounds", "unpaired_rounds"):
+        low, high = (1 / interval.high, 1 / interval.low) if acc.difference_ms > 0 else (interval.low, interval.high)
+        kind = "paired" if interval.method == "paired_rounds" else "unpaired"
+        parts.append(f"{interval.confidence_level:.0%} interval {fmt_interval(low, high)}, {interval.repeats} {kind} "
+                     "rounds")
+    return f" ({'; '.join(parts)})"
 
 
 def _inside(acc: Accounting) -> str:
@@ -42,9 +47,9 @@ def _inside(acc: Accounting) -> str:
     return "the runs' spread"
 
 
-def _cause_phrase(cause: str) -> str:
-    spec = REGISTRY.get(cause)
-    title = spec.title if spec else cause
+def _cause_phrase(share: Share, precision: str) -> str:
+    spec = REGISTRY.get(share.cause)
+    title = share.title(precision) or (spec.title if spec else share.cause)
     return title[0].lower() + title[1:]
 
 
@@ -75,7 +80,7 @@ def verdict_for(acc: Accounting) -> Verdict:
     top = causes[0] if causes else None
     where = reduced.stack if reduced.machine == "host" else f"{reduced.stack} on {reduced.machine}"
     variant = "" if reduced.variant == "original" else f", {reduced.variant}"
-    headline = f"{reduced.precision} is {phrase} than float32 on {where}{variant}{_interval_note(acc)}"
+    headline = f"{reduced.precision} is {phrase} than float32 on {where}{variant}{_context(acc)}"
     if outcome == "no_significant_difference":
         headline = f"{reduced.precision} is no faster or slower than float32 on {where}{variant} " \
                    f"(the difference is inside {_inside(acc)})"
@@ -83,7 +88,7 @@ def verdict_for(acc: Accounting) -> Verdict:
         basis = {"measured_ops": "measured", "experiment": "confirmed by an experiment",
                  "estimate": "estimated"}[top.basis]
         how = "mostly" if top.ms >= HALF * acc.magnitude_ms else "partly"
-        headline += (f": {how} because {_cause_phrase(top.cause)} ({basis}: {fmt_ms(top.ms)} of the "
+        headline += (f": {how} because {_cause_phrase(top, reduced.precision)} ({basis}: {fmt_ms(top.ms)} of the "
                      f"{fmt_ms(acc.magnitude_ms)} difference)")
     else:
         headline += f"; no measured cause explains the {fmt_ms(acc.magnitude_ms)} difference"
