@@ -13,20 +13,21 @@ Verdict = dict[str, Any]
 
 
 def _ratio_phrase(acc: Accounting) -> tuple[str, str]:
-    """("166x slower", "slower"), with the digits the interval supports; a cut-short run's ratio is a bound."""
+    """("166x slower", "slower"), with the digits the interval supports; a run cut short on its first step (older
+    results: that step pays tracing) gives only a bound, ">= 166x"; one cut on a steady step, a measurement."""
     pair = acc.pair
     interval = pair.interval
     if not acc.significant:
         return "no faster or slower (the difference is inside the runs' spread)", "no_significant_difference"
     if interval.outcome == "slower":
-        bound = ">= " if pair.reduced.bound else ""
+        bound = ">= " if pair.reduced.bound_on_first_step else ""
         return f"{bound}{fmt_times(pair.ratio, interval.relative_width)} slower", "slower"
     return f"{fmt_times(pair.speedup, interval.relative_width)} faster", "faster"
 
 
 def _context(acc: Accounting) -> str:
     """' (551 ms vs 96 ms per step; 95% interval 5.56-5.97x, 6 paired rounds)': the two steps, and the interval
-    in the headline's own direction where rounds support one; a cut-short run says it is a bound."""
+    in the headline's own direction where rounds support one; a cut-short run says so (one step measured)."""
     pair, interval = acc.pair, acc.pair.interval
     parts = [f"{fmt_ms(pair.reduced.step_ms)} vs {fmt_ms(pair.fp32.step_ms)} per step"]
     if pair.reduced.bound:
@@ -122,7 +123,8 @@ def verdict_for(acc: Accounting) -> Verdict:
         "difference_ms": round(acc.difference_ms, 3),
         "difference_interval_ms": [round(interval.difference_low_ms, 3), round(interval.difference_high_ms, 3)],
         "outcome": outcome,
-        "bound": reduced.bound,
+        "bound": reduced.bound_on_first_step,  # the ratio is only a bound (cut on a first step, older results)
+        "cut_short": reduced.bound,  # one step measured: the run met the slow-step bound
         "cause": top.cause if top else None,
         "basis": top.basis if top else None,
         "explained_share": round(share, 3),
