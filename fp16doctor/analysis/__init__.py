@@ -87,10 +87,7 @@ def _speed_finding(acc: Accounting, share: Share, base: Finding | None) -> Findi
         title = _ACCOUNTED_TITLES.get(share.cause, spec.title).format(precision=reduced.precision)
         if share.ms < MINOR_SHARE * acc.magnitude_ms:
             severity = "info"
-        if share.cause == "slow_fp16_kernels" and share.ops:
-            op = share.ops[0]
-            title = f"{op.get('layer') or op.get('name')} {str(op['pass']).replace('_', ' ')} ran " \
-                    f"{op.get('impl') or 'a slow kernel'} in {reduced.precision}"
+        title = share.title(reduced.precision) or title
         finding = make_finding(share.cause, title, severity, 0.9 if share.basis != "estimate" else 0.6,
                                [summary, *share.evidence], recommendation)
     finding.update(

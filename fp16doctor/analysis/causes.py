@@ -51,6 +51,15 @@ class Share:
     ops: list[dict[str, Any]] = field(default_factory=list)
     confirmed_by: str | None = None
 
+    def title(self, precision: str) -> str | None:
+        """What this share names more exactly than its registry title: the slow kernel that ran, where it ran
+        ('conv2d backward weights ran ref:any in float16'); None where the registry's title says it."""
+        if self.cause != "slow_fp16_kernels" or not self.ops:
+            return None
+        op = self.ops[0]
+        return (f"{op.get('layer') or op.get('name')} {str(op.get('pass')).replace('_', ' ')} ran "
+                f"{op.get('impl') or 'a slow kernel'} in {precision}")
+
 
 @dataclass
 class Accounting:

@@ -61,7 +61,7 @@ class Measured:
         if iv.outcome == "faster":
             text = f"{fmt_times(iv.speedup, iv.relative_width)} faster than float32"
         elif iv.outcome == "slower":
-            bound = ">= " if self.run.bound else ""
+            bound = ">= " if self.run.bound_on_first_step else ""
             text = f"{bound}{fmt_times(1 / iv.speedup, iv.relative_width)} slower than float32"
         else:
             text = "no faster or slower than float32"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fp16doctor.analysis.causes import HALF, Accounting
+from fp16doctor.analysis.causes import HALF, Accounting, Share
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
 from fp16doctor.analysis.values import fmt_interval, fmt_ms, fmt_times
 
@@ -13,25 +13,31 @@ Verdict = dict[str, Any]
 
 
 def _ratio_phrase(acc: Accounting) -> tuple[str, str]:
-    """("166x slower", "slower"), with the digits the interval supports; a cut-short run's ratio is a bound."""
+    """("166x slower", "slower"), with the digits the interval supports; a run cut short on its first step (older
+    results: that step pays tracing) gives only a bound, ">= 166x"; one cut on a steady step, a measurement."""
     pair = acc.pair
     interval = pair.interval
     if not acc.significant:
         return "no faster or slower (the difference is inside the runs' spread)", "no_significant_difference"
     if interval.outcome == "slower":
-        bound = ">= " if pair.reduced.bound else ""
+        bound = ">= " if pair.reduced.bound_on_first_step else ""
         return f"{bound}{fmt_times(pair.ratio, interval.relative_width)} slower", "slower"
     return f"{fmt_times(pair.speedup, interval.relative_width)} faster", "faster"
 
 
-def _interval_note(acc: Accounting) -> str:
-    """' (95 % interval 2.1-2.4x, 5 paired rounds)': the interval in the headline's own direction."""
-    interval = acc.pair.interval
-    if interval.method not in ("paired_rounds", "unpaired_rounds"):
-        return ""
-    low, high = (1 / interval.high, 1 / interval.low) if acc.difference_ms > 0 else (interval.low, interval.high)
-    kind = "paired" if interval.method == "paired_rounds" else "unpaired"
-    return f" ({interval.confidence_level:.0%} interval {fmt_interval(low, high)}, {interval.repeats} {kind} rounds)"
+def _context(acc: Accounting) -> str:
+    """' (551 ms vs 96 ms per step; 95% interval 5.56-5.97x, 6 paired rounds)': the two steps, and the interval
+    in the headline's own direction where rounds support one; a cut-short run says so (one step measured)."""
+    pair, interval = acc.pair, acc.pair.interval
+    parts = [f"{fmt_ms(pair.reduced.step_ms)} vs {fmt_ms(pair.fp32.step_ms)} per step"]
+    if pair.reduced.bound:
+        parts[0] = "cut short: " + parts[0]
+    if interval.method in ("paired_rounds", "unpaired_rounds"):
+        low, high = (1 / interval.high, 1 / interval.low) if acc.difference_ms > 0 else (interval.low, interval.high)
+        kind = "paired" if interval.method == "paired_rounds" else "unpaired"
+        parts.append(f"{interval.confidence_level:.0%} interval {fmt_interval(low, high)}, {interval.repeats} {kind} "
+                     "rounds")
+    return f" ({'; '.join(parts)})"
 
 
 def _inside(acc: Accounting) -> str:
@@ -42,9 +48,9 @@ def _inside(acc: Accounting) -> str:
     return "the runs' spread"
 
 
-def _cause_phrase(cause: str) -> str:
-    spec = REGISTRY.get(cause)
-    title = spec.title if spec else cause
+def _cause_phrase(share: Share, precision: str) -> str:
+    spec = REGISTRY.get(share.cause)
+    title = share.title(precision) or (spec.title if spec else share.cause)
     return title[0].lower() + title[1:]
 
 
@@ -75,7 +81,7 @@ def verdict_for(acc: Accounting) -> Verdict:
     top = causes[0] if causes else None
     where = reduced.stack if reduced.machine == "host" else f"{reduced.stack} on {reduced.machine}"
     variant = "" if reduced.variant == "original" else f", {reduced.variant}"
-    headline = f"{reduced.precision} is {phrase} than float32 on {where}{variant}{_interval_note(acc)}"
+    headline = f"{reduced.precision} is {phrase} than float32 on {where}{variant}{_context(acc)}"
     if outcome == "no_significant_difference":
         headline = f"{reduced.precision} is no faster or slower than float32 on {where}{variant} " \
                    f"(the difference is inside {_inside(acc)})"
@@ -83,7 +89,7 @@ def verdict_for(acc: Accounting) -> Verdict:
         basis = {"measured_ops": "measured", "experiment": "confirmed by an experiment",
                  "estimate": "estimated"}[top.basis]
         how = "mostly" if top.ms >= HALF * acc.magnitude_ms else "partly"
-        headline += (f": {how} because {_cause_phrase(top.cause)} ({basis}: {fmt_ms(top.ms)} of the "
+        headline += (f": {how} because {_cause_phrase(top, reduced.precision)} ({basis}: {fmt_ms(top.ms)} of the "
                      f"{fmt_ms(acc.magnitude_ms)} difference)")
     else:
         headline += f"; no measured cause explains the {fmt_ms(acc.magnitude_ms)} difference"
@@ -117,7 +123,8 @@ def verdict_for(acc: Accounting) -> Verdict:
         "difference_ms": round(acc.difference_ms, 3),
         "difference_interval_ms": [round(interval.difference_low_ms, 3), round(interval.difference_high_ms, 3)],
         "outcome": outcome,
-        "bound": reduced.bound,
+        "bound": reduced.bound_on_first_step,  # the ratio is only a bound (cut on a first step, older results)
+        "cut_short": reduced.bound,  # one step measured: the run met the slow-step bound
         "cause": top.cause if top else None,
         "basis": top.basis if top else None,
         "explained_share": round(share, 3),

@@ -24,11 +24,14 @@ ONEDNN_PREFIXES = ("onednn_verbose", "dnnl_verbose", "mkldnn_verbose")
 # oneDNN lines kept per window: a window's steps run tens to hundreds of primitives each.
 MAX_WINDOW_LINES = 20000
 
-# Slow-step bound: a 16-bit run whose warm-up step takes longer than this multiple of float32's median
-# step (same stack and variant) stops after that step. 50x is far beyond anything a precision change
-# explains by arithmetic alone (a GPU without fast fp16 is 2x-64x; a CPU emulating it, 5x-10x), so a
-# run cut there is pathological, and one step of it says so as well as five.
+# Slow-step bound: a 16-bit run whose steady step (the second on: the first pays tracing) takes longer than the
+# bound stops after that step, which is its measurement. The bound is time: SLOW_STEP_S of the run's size, but
+# never under SLOW_STEP_FLOOR times float32's median (a 2-5x slowdown is what a diagnosis must measure well)
+# and never over SLOW_STEP_MULTIPLE times it (50x is beyond anything a precision change explains by arithmetic
+# alone: a GPU without fast fp16 is 2x-64x, a CPU emulating it 5x-10x).
 SLOW_STEP_MULTIPLE = 50.0
+SLOW_STEP_FLOOR = 5.0
+SLOW_STEP_S = {"quick": 5.0, "full": 30.0}
 # Benchmarks and tests force the slow path on a machine where no precision is pathological.
 SLOW_STEP_MULTIPLE_ENV = "FP16DOCTOR_SLOW_STEP_MULTIPLE"
 # The first step also pays one-off costs (tracing, autotuning, compiling), which a 16-bit run may pay
@@ -144,7 +147,12 @@ class RunSpec:
 
     @property
     def bound_ms(self) -> float | None:
-        return slow_step_multiple() * self.reference_ms if self.reference_ms else None
+        if not self.reference_ms:
+            return None
+        multiple = slow_step_multiple()
+        by_time = max(SLOW_STEP_S.get(self.size.name, SLOW_STEP_S["full"]) * 1000.0,
+                      min(SLOW_STEP_FLOOR, multiple) * self.reference_ms)
+        return min(multiple * self.reference_ms, by_time)
 
     @property
     def first_step_bound_ms(self) -> float | None:

@@ -591,8 +591,13 @@ def verdict_view(name: str, verdict: Mapping[str, Any], findings: Sequence[Mappi
         context.append(f"stack {stack}")
     if variant != "original":
         context.append(variant)
+    headline = _text(verdict.get("headline"))
+    if headline and speedup is not None:
+        # The analysis' own words, as the terminal and the markdown print them. The report phrases a verdict
+        # itself only for a saved one of the contract's short shape, which has no headline.
+        return VerdictView(name, stack, variant, precision, tone, speedup, bound, cause, basis,
+                           f"On {name}: {headline.rstrip('.')}.")
     if speedup is None:
-        headline = _text(verdict.get("headline"))
         sentence = f"On {name}: {headline}" if headline else f"On {name}, {precision} has no ratio to float32."
         return VerdictView(name, stack, variant, precision, "unknown", None, bound, cause, basis,
                            sentence.rstrip(".") + ".")

@@ -402,9 +402,9 @@ class StepTimer(object):
     The loss is read as a Python float on every step, which also waits for the device, so an
     asynchronous backend cannot make a step look faster than it is.
 
-    Slow-step bound: a warm-up step longer than `bound_ms` (the first step: `first_step_bound_ms`)
-    ends the run after that step, which becomes its only measured step (`bound` = True), so a run
-    that is hundreds of times slower than float32 costs one step, not five.
+    Slow-step bound: a steady step (any after the first, which pays tracing) longer than `bound_ms` ends the
+    run after that step, which becomes its only measured step (`bound` = True), so a run that is hundreds of
+    times slower than float32 costs two steps, not seven, and is still compared step for step with float32's.
 
     Profiled window: with `window_steps`, once the measurement is done the run goes on for that many
     steps, kept apart from the timed ones (`window_ms`); the caller profiles them.
@@ -479,7 +479,9 @@ class StepTimer(object):
             if first:
                 self.first_step_ms = elapsed_ms
             self.warmup_ms.append(elapsed_ms)
-            limit = self.first_step_bound_ms if first else self.bound_ms
+            # The first step pays tracing and autotuning: it never ends a run, so a slowdown is always judged on a
+            # steady step, like float32's median (first_step_bound_ms stays accepted from older engines).
+            limit = None if first else self.bound_ms
             if limit is not None and elapsed_ms > limit:
                 # Far beyond float32 already: this step is the measurement, a bound on the slowdown.
                 self.step_ms = [elapsed_ms]
@@ -494,6 +496,16 @@ class StepTimer(object):
             return False
         if self.measure_start is None:
             self.measure_start = now - elapsed_ms / 1000.0
+        if not self.step_ms and len(self.warmup_ms) == 1 and self.bound_ms is not None and elapsed_ms > self.bound_ms:
+            # No warm-up step after the first: the first steady step is the one the bound judges.
+            self.step_ms = [elapsed_ms]
+            self.bound = True
+            self.bound_limit_ms = self.bound_ms
+            self.stop_reason = "slow_step_bound"
+            self.done = True
+            emit("step", phase="measure", index=done, ms=round(elapsed_ms, 3), loss=loss, bound=True,
+                 limit_ms=round(self.bound_ms, 3))
+            return True
         self.step_ms.append(elapsed_ms)
         emit("step", phase="measure", index=done, ms=round(elapsed_ms, 3), loss=loss)
         if not self.should_stop(now):

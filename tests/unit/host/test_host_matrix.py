@@ -18,7 +18,15 @@ from fp16doctor.diagnose import (
     plan_experiments,
     plan_runs,
 )
-from fp16doctor.engines.base import FIRST_STEP_ALLOWANCE, QUICK, SLOW_STEP_MULTIPLE, RunSpec, with_slow_step_bound
+from fp16doctor.engines.base import (
+    FULL,
+    QUICK,
+    SLOW_STEP_FLOOR,
+    SLOW_STEP_MULTIPLE,
+    SLOW_STEP_S,
+    RunSpec,
+    with_slow_step_bound,
+)
 from fp16doctor.errors import DoctorError
 from fp16doctor.probe.cpu import parse_cpuinfo
 from fp16doctor.results import PRECISIONS, VARIANTS
@@ -146,16 +154,18 @@ def _run(precision: str, variant: str = "original", median: float = 130.0, **ext
 def test_a_16_bit_run_is_bounded_by_its_float32_partner() -> None:
     runs = [_run("float32", median=130.0), _run("float32", "synthetic_input", median=110.0)]
     spec = with_slow_step_bound(RunSpec("host", "float16", "original", QUICK), runs)
-    assert spec.bound_ms == SLOW_STEP_MULTIPLE * 130.0
-    assert spec.first_step_bound_ms == SLOW_STEP_MULTIPLE * 130.0 + FIRST_STEP_ALLOWANCE * 2000.0
+    # Time: the quick size's 5 s, which is under 50x float32's 130 ms and over 5x it.
+    assert spec.bound_ms == SLOW_STEP_S["quick"] * 1000.0
     args = spec.workload_args()
-    assert float(args[args.index("--bound-ms") + 1]) == pytest.approx(6500.0)
-    assert float(args[args.index("--first-step-bound-ms") + 1]) == pytest.approx(10500.0)
+    assert float(args[args.index("--bound-ms") + 1]) == pytest.approx(5000.0)
     # The same variant's float32 when there is one; else the stack's original float32.
-    synth = with_slow_step_bound(RunSpec("host", "mixed_float16", "synthetic_input", QUICK), runs)
-    assert synth.bound_ms == SLOW_STEP_MULTIPLE * 110.0
-    experiment = with_slow_step_bound(RunSpec("host", "float16", "onednn_off", QUICK), runs)
-    assert experiment.bound_ms == SLOW_STEP_MULTIPLE * 130.0
+    slow = [_run("float32", median=2000.0), _run("float32", "synthetic_input", median=50.0)]
+    assert with_slow_step_bound(RunSpec("host", "float16", "original", QUICK), slow).bound_ms == \
+        SLOW_STEP_FLOOR * 2000.0  # never under 5x float32's step
+    synth = with_slow_step_bound(RunSpec("host", "mixed_float16", "synthetic_input", QUICK), slow)
+    assert synth.bound_ms == SLOW_STEP_MULTIPLE * 50.0  # never over 50x it
+    experiment = with_slow_step_bound(RunSpec("host", "float16", "onednn_off", FULL), runs)
+    assert experiment.bound_ms == SLOW_STEP_MULTIPLE * 130.0  # full size: 30 s, capped at 50x
 
 
 def test_float32_and_runs_without_a_measured_float32_are_not_bounded() -> None:

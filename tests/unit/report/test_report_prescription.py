@@ -1,5 +1,5 @@
-"""The prescription reads the same, and comes first, in every output: the terminal's explain, explain --json,
-the HTML report and the markdown summary, all rendered from one document."""
+"""The prescription and the verdicts read the same, the prescription first, in every output: the terminal's
+explain, explain --json, the HTML report and the markdown summary, all rendered from one document."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def terminal(doc: dict) -> str:
     return buffer.getvalue()
 
 
-def test_one_prescription_in_the_same_words_first_everywhere() -> None:
+def test_one_prescription_and_the_same_verdicts_first_everywhere() -> None:
     doc = recorded_doc(XEON)
     doc["invocation"] = {"argv": ["fp16doctor", "diagnose", "--quick"]}
     prescription, = diagnose_document(doc).prescriptions
@@ -45,3 +45,5 @@ def test_one_prescription_in_the_same_words_first_everywhere() -> None:
         assert prescription["recommended"]["how"] in text, name
         first_verdict = text.find("float16 is")
         assert 0 <= text.index(headline) < first_verdict, f"{name}: the prescription comes before the verdicts"
+        for verdict in diagnose_document(doc).verdicts:  # each verdict, word for word, as the analysis put it
+            assert verdict["headline"] in text, (name, verdict["headline"])

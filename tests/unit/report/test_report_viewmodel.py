@@ -21,8 +21,18 @@ SEED_VERDICT = {
     "step_ms": 800.0, "fp32_step_ms": 500.0, "difference_ms": 300.0, "outcome": "slower", "bound": False,
     "cause": "host_fp16_emulation", "basis": "estimate", "explained_share": 0.48, "unexplained_ms": 156.0,
     "causes": [{"id": "host_fp16_emulation", "explains_ms": 144.0, "basis": "estimate"}],
-    "headline": "float16 is 1.60x slower than float32 on user: ...",
 }
+# A saved verdict of the contract's short shape has no headline: the report phrases it from its fields (the tests
+# below). One the analysis made carries its headline, which the report prints word for word.
+HEADLINE = ("float16 is 1.60x slower than float32 on user (800 ms vs 500 ms per step): partly because host-side "
+            "preprocessing runs in float16 (estimated: 144 ms of the 300 ms difference); 156 ms (52%) of it is "
+            "unexplained")
+
+
+def test_the_analysis_headline_is_printed_word_for_word(seed_doc):
+    verdict = _machine(seed_doc, fixed_sources(verdicts=[dict(SEED_VERDICT, headline=HEADLINE)])).verdicts[0]
+    assert verdict.sentence == f"On NVIDIA TITAN V: {HEADLINE}."
+    assert verdict.tone == "slower" and verdict.figure == "1.60× slower"
 
 
 def test_seed_verdict_renders_what_the_analysis_decided(seed_doc):
@@ -157,7 +167,8 @@ def test_minimal_document_with_only_required_keys(sources):
     machine = report.documents[0].machines[0]
     assert machine.name == "CPU only (no GPU)"
     assert machine.verdicts[0].tone == "faster"
-    assert "mixed_float16 is 1.25× faster than float32 (8.0 ms vs 10 ms per step)" in machine.verdicts[0].sentence
+    sentence = machine.verdicts[0].sentence
+    assert "mixed_float16 is 1.25x faster than float32 on host (8.0 ms vs 10 ms per step)" in sentence
     row = machine.rows[0]
     assert row.images_per_s is None and row.input_share is None and row.first_step_ms is None
 
@@ -215,7 +226,7 @@ def test_cpu_diagnosis(cpu_doc, sources):
     assert machine.name == "Example EPYC (CPU only)"
     assert report.documents[0].environment.gpus == []
     assert [v.precision for v in machine.verdicts] == ["float16", "mixed_float16"]
-    assert "float16 is 9.57× slower" in machine.verdicts[0].sentence
+    assert "float16 is 9.6x slower" in machine.verdicts[0].sentence
     assert ("CPU fp16-related flags", "avx2, f16c, avx512_bf16") in report.documents[0].environment.host
 
 
@@ -422,7 +433,7 @@ def test_verdict_claims_no_difference_inside_the_measured_spread():
         ],
     }
     verdict = build_report([doc], fixed_sources(findings=[])).documents[0].machines[0].verdicts[0]
-    assert verdict.tone == "same" and "about as fast as float32" in verdict.sentence
+    assert verdict.tone == "same" and "no faster or slower than float32" in verdict.sentence
     assert "inside the runs' spread" in verdict.sentence and "because" not in verdict.sentence
     # With a tight spread the same medians are a real difference.
     for run in doc["runs"]:
