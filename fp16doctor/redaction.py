@@ -102,8 +102,9 @@ def redact_text(text: str) -> str:
     return redact_secrets(redact_home(text))
 
 
-def redact_secrets(text: str) -> str:
-    """Replace every secret-looking part of one string with REDACTED (reads nothing but the string)."""
+def redact_secrets(text: str, opaque: bool = True) -> str:
+    """Replace every secret-looking part of one string with REDACTED (reads nothing but the string); with
+    `opaque=False`, only what is a secret by its shape or its name, not by its length alone."""
     if not text:
         return text
     out = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
@@ -111,6 +112,9 @@ def redact_secrets(text: str) -> str:
         out = shape.sub(REDACTED, out)
     out = _ASSIGNMENT.sub(lambda m: f"{m['key']}{m['sep']}{REDACTED}", out)
     out = _FLAG.sub(lambda m: f"{m['key']}{m['sep']}{REDACTED}", out)
+
+    if not opaque:
+        return out
 
     def _opaque(m: re.Match[str]) -> str:
         if _DIGEST_PREFIX.search(out[max(0, m.start() - 8) : m.start()]):
@@ -120,19 +124,21 @@ def redact_secrets(text: str) -> str:
     return _LONG_OPAQUE.sub(_opaque, out)
 
 
-def redact(value: Any, key: str = "", homes: bool = True) -> Any:
+def redact(value: Any, key: str = "", homes: bool = True, opaque: bool = True) -> Any:
     """Redact a JSON-shaped value recursively; a secret-named key loses its whole value. `homes=False` leaves
-    home directories alone (the results file keeps paths into its own folder whole: redact_home_paths)."""
+    home directories alone (the results file keeps paths into its own folder whole: redact_home_paths);
+    `opaque=False` keeps long unbroken names that only look like secrets (a oneDNN op type such as
+    `_MklNativeConv2DBackpropFilter` is data the analysis reads back)."""
     if isinstance(value, dict):
-        return {k: redact(v, str(k), homes) for k, v in value.items()}
+        return {k: redact(v, str(k), homes, opaque) for k, v in value.items()}
     if isinstance(value, list):
-        return [redact(v, key, homes) for v in value]
+        return [redact(v, key, homes, opaque) for v in value]
     if key and SECRET_KEY.search(key) and value not in (None, "", True, False):
         return REDACTED
     if isinstance(value, str) and key.endswith("sha256") and _HEX_DIGEST.fullmatch(value):
         return value  # a content digest named as one (workload.script_sha256) identifies, it does not unlock
     if isinstance(value, str):
-        return redact_text(value) if homes else redact_secrets(value)
+        return redact_secrets(redact_home(value) if homes else value, opaque)
     return value
 
 

@@ -336,4 +336,4 @@ class ResultsWriter:
         # directory itself stay whole, since later commands read them back.
         out_dir = {os.path.abspath(self.path.parent), str(self.path.parent.resolve())}
         # Secrets too (a token passed as a script argument, a password in an engine URL), as in the report.
-        write_atomic(self.path, dump(redact(redact_home_paths(self.doc, keep=out_dir), homes=False)))
+        write_atomic(self.path, dump(redact(redact_home_paths(self.doc, keep=out_dir), homes=False, opaque=False)))

@@ -70,3 +70,12 @@ def test_a_token_passed_as_a_script_argument_never_reaches_the_results_file(tmp_
     assert "sk-abcdefghijklmnopqrstuvwxyz123456" not in text and "s3cretpassw0rd" not in text
     assert "[REDACTED]" in text
     assert str(tmp_path / "train.py") in text  # a path into the output's own machine stays whole
+
+
+def test_names_that_only_look_opaque_stay_as_the_analysis_reads_them(tmp_path: Path) -> None:
+    """A oneDNN op type is a long unbroken name with digits: it is data (the accounting pairs ops by it), not a
+    secret, so the results file keeps it where the shared report would blank anything that long."""
+    doc = new_document({"cpu": {}, "gpus": []})
+    doc["runs"] = [{"ops": {"items": [{"name": "conv", "op_type": "_MklNativeConv2DBackpropFilterWithBias"}]}}]
+    ResultsWriter(tmp_path / "results.json", doc).save()
+    assert "_MklNativeConv2DBackpropFilterWithBias" in (tmp_path / "results.json").read_text()
