@@ -59,10 +59,12 @@ def _runs(out: Path) -> dict[tuple[str, str], dict[str, Any]]:
     return {(r["precision"], r["variant"]): r for r in doc["runs"]}
 
 
-def _our_jobs() -> list[str]:
-    """Queued jobs that an fp16doctor submitted (named fp16doctor-<run id>)."""
+def _our_jobs(out: Path) -> list[str]:
+    """Queued jobs of the invocations that wrote to `out` (named fp16doctor-<run id>, each with its folder under
+    out/slurm): another fp16doctor's jobs on the same cluster are none of this test's business."""
+    names = {f"fp16doctor-{folder.name}" for folder in (out / "slurm").glob("*") if folder.is_dir()}
     proc = subprocess.run(["squeue", "--noheader", "--format=%i %j"], capture_output=True, text=True, timeout=30)
-    return [line for line in proc.stdout.splitlines() if " fp16doctor-" in line]
+    return [line for line in proc.stdout.splitlines() if len(line.split()) == 2 and line.split()[1] in names]
 
 
 def _progress_lines(out: Path) -> list[dict[str, Any]]:
@@ -89,9 +91,9 @@ def _wait_for(predicate: Any, proc: subprocess.Popen[str], timeout_s: float, wha
 
 
 @pytest.fixture
-def no_leftover_jobs() -> Iterator[None]:
+def no_leftover_jobs(tmp_path: Path) -> Iterator[None]:
     yield
-    for line in _our_jobs():
+    for line in _our_jobs(tmp_path):
         subprocess.run(["scancel", line.split()[0]], check=False)
 
 
@@ -119,7 +121,7 @@ def test_quick_matrix_runs_as_slurm_jobs_each_run_carrying_its_job_and_node(
     # The live progress said where each group was.
     assert re.search(r"host / original: job \d+_0 running on " + re.escape(node), stderr), stderr[-3000:]
     assert "host / synthetic_input: job" in stderr and "done on" in stderr
-    assert not _our_jobs()
+    assert not _our_jobs(tmp_path)
 
 
 def test_a_job_cancelled_mid_run_fails_its_run_with_cancelled_and_resume_completes(
@@ -168,13 +170,13 @@ def test_ctrl_c_cancels_this_invocations_jobs_and_leaves_another_job_alone(
     other = subprocess.run(["sbatch", "--parsable", "--job-name=not-fp16doctor", f"--output={tmp_path}/other.out",
                             "--wrap", "sleep 300"], capture_output=True, text=True, check=True).stdout.strip()
     try:
-        ours = [line.split()[0] for line in _our_jobs()]
+        ours = [line.split()[0] for line in _our_jobs(tmp_path)]
         assert ours
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=120)
         assert proc.returncode == EXIT_INTERRUPTED, stderr[-3000:]
         assert "interrupted" in stderr and "--resume" in stderr
-        assert not _our_jobs()
+        assert not _our_jobs(tmp_path)
         left = subprocess.run(["squeue", "--noheader", f"--jobs={other}", "--format=%i %T"],
                               capture_output=True, text=True, timeout=30)
         assert left.stdout.split()[:1] == [other] and left.stdout.split()[1] in ("PENDING", "RUNNING"), left
