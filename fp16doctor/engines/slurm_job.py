@@ -194,7 +194,7 @@ def _container_engine(group: dict[str, Any], sink: FileSink, job_id: str, gpus: 
         return None
     fields["runtime"] = runtime
     fields.pop("python", None)
-    sink.write({"kind": "runtime", "runtime": runtime, "image": plan.image})
+    sink.write({"kind": "runtime", "runtime": runtime, "image": plan.image, "time": time.time()})
     _on_term(sink, runtime, job_id)
     stale = runtimes.sweep(runtime, _active_jobs)
     if stale:
@@ -205,6 +205,7 @@ def _container_engine(group: dict[str, Any], sink: FileSink, job_id: str, gpus: 
         sink.write({"kind": "error", "error": f"{exc.message} ({exc.hint})" if exc.hint else exc.message})
         return None
     fields.update(image=plan.image, image_digest=digest)
+    sink.write({"kind": "image", "image": plan.image, "digest": digest, "time": time.time()})
     ids = [str(g.get("uuid") or g.get("index")) for g in gpus]
     keep = group.get("keep_profiles")
     return ContainerEngine(plan, runtime, job_id, ids if plan.gpu else [], digest,
