@@ -152,3 +152,35 @@ def test_a_plan_travels_to_the_job_as_json_and_back() -> None:
 
     assert ContainerPlan.from_dict(json.loads(json.dumps(PLAN.to_dict()))) == PLAN
     assert PLAN.image_file("pyxis") == Path("/shared/w/images/fp16doctor+cpu+8a9bb30c6272.sqsh")
+
+
+def test_a_cell_runs_in_the_container_with_its_scratch_and_the_cache_bound_and_its_profile_there(
+        tmp_path: Path) -> None:
+    from fp16doctor.engines.base import QUICK, RunSpec
+    from fp16doctor.engines.slurm_job import ContainerEngine
+
+    engine = ContainerEngine(PLAN, "podman", "77_0", [], "sha256:abc", tmp_path / "cache", None, None)
+    spec = RunSpec("cpu", "float16", "original", QUICK, extra_env={"TF_ENABLE_ONEDNN_OPTS": "0"})
+    cmd = engine.command(spec, tmp_path / "scratch", tmp_path / "scratch" / "profile")
+    assert cmd[:2] == ["podman", "run"] and engine.container == "fp16doctor-77_0-cpu-float16-original"
+    scratch, cache = tmp_path / "scratch", tmp_path / "cache"
+    assert f"{scratch}:{scratch}" in cmd and f"{cache}:{cache}" in cmd
+    assert "TF_ENABLE_ONEDNN_OPTS=0" in cmd  # an experiment's change reaches the workload inside
+    args = cmd[cmd.index(PLAN.image) + 1:]
+    assert args[:4] == ["--precision", "float16", "--variant", "original"]
+    assert args[-2:] == ["--profile-dir", str(tmp_path / "scratch" / "profile")]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--runtime", "docker"], "--runtime applies to Slurm jobs"),
+    (["--slurm", "--runtime", "docker"], "--runtime runs a stack's container, and no --stack was given"),
+    (["--slurm", "--stack", "cpu", "--docker-host", "unix:///x.sock"], "--docker-host does not combine"),
+])
+def test_runtime_options_out_of_place_are_one_line_errors(tmp_path: Path, argv: list[str], message: str) -> None:
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "fp16doctor", "diagnose", "--out", str(tmp_path / "o"), *argv],
+                          capture_output=True, text=True, timeout=120)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode not in (0, None) and len(errors) == 1 and message in errors[0], proc.stderr
+    assert "hint:" in proc.stderr and "Traceback" not in proc.stderr
