@@ -56,6 +56,15 @@ def allocated_gpus(gpus: list[dict[str, Any]], env: dict[str, str]) -> list[dict
     return [g for g in gpus if str(g.get("index")) in wanted]
 
 
+def granted_gpu_ids(gpus: list[dict[str, Any]], env: dict[str, str]) -> list[str]:
+    """The GPUs Slurm granted this job as a container runtime names them: NVML's UUIDs where it found the
+    job's GPUs, else Slurm's own indices (SLURM_JOB_GPUS, or CUDA_VISIBLE_DEVICES)."""
+    if gpus:
+        return [str(g.get("uuid") or g.get("index")) for g in gpus]
+    listed = env.get("SLURM_JOB_GPUS") or env.get("CUDA_VISIBLE_DEVICES") or ""
+    return [part.strip() for part in listed.split(",") if part.strip()]
+
+
 class FileSink:
     """The engine's RunSink on the node: every event and record goes to progress.jsonl at once."""
 
@@ -206,9 +215,8 @@ def _container_engine(group: dict[str, Any], sink: FileSink, job_id: str, gpus: 
         return None
     fields.update(image=plan.image, image_digest=digest)
     sink.write({"kind": "image", "image": plan.image, "digest": digest, "time": time.time()})
-    ids = [str(g.get("uuid") or g.get("index")) for g in gpus]
     keep = group.get("keep_profiles")
-    return ContainerEngine(plan, runtime, job_id, ids if plan.gpu else [], digest,
+    return ContainerEngine(plan, runtime, job_id, granted_gpu_ids(gpus, dict(os.environ)) if plan.gpu else [], digest,
                            Path(group["cache_dir"]) if group.get("cache_dir") else None,
                            Path(keep) if keep else None, gpus[0].get("index") if gpus else None)
 

@@ -184,3 +184,12 @@ def test_runtime_options_out_of_place_are_one_line_errors(tmp_path: Path, argv: 
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode not in (0, None) and len(errors) == 1 and message in errors[0], proc.stderr
     assert "hint:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_container_gets_the_jobs_gpus_by_uuid_else_by_slurms_indices() -> None:
+    from fp16doctor.engines.slurm_job import granted_gpu_ids
+
+    assert granted_gpu_ids([{"index": 2, "uuid": "GPU-c"}], {"SLURM_JOB_GPUS": "2"}) == ["GPU-c"]
+    assert granted_gpu_ids([], {"SLURM_JOB_GPUS": "1,3", "CUDA_VISIBLE_DEVICES": "0,1"}) == ["1", "3"]
+    assert granted_gpu_ids([], {"CUDA_VISIBLE_DEVICES": "0"}) == ["0"]
+    assert granted_gpu_ids([], {}) == []
