@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from docker_env import require_engine
+from docker_env import ca_bundle, require_engine
 from test_slurm_diagnose import _cluster_node, _progress_lines, _wait_for
 
 from fp16doctor.engines import build, runtimes
@@ -32,14 +32,16 @@ CHEAP = ["--quick", "--slurm", "--stack", "cpu", "--no-host", "--precision", "fl
 def _image() -> str:
     """The tag the nodes build from the staged context (the same a Docker engine gives it)."""
     stack = get_stack("cpu")
-    options = build.BuildOptions(ca_bundle=build.default_ca_bundle())
+    options = build.BuildOptions(ca_bundle=ca_bundle())
     return build.image_tag(stack, build.context_hash(build.context_files(stack, options),
                                                      build.build_args(stack, options)))
 
 
 def _diagnose(out: Path, runtime: str, *extra: str) -> subprocess.Popen[str]:
+    ca = ca_bundle()  # pip inside the node's build goes through this machine's TLS proxy
     return subprocess.Popen([sys.executable, "-m", "fp16doctor", "diagnose", *CHEAP, "--runtime", runtime,
-                             "--out", str(out), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--out", str(out), *(["--ca-bundle", str(ca)] if ca else []), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _job_containers(runtime: str) -> list[str]:
