@@ -58,7 +58,7 @@ def tool(runtime: str) -> str:
 def _has_pyxis(which: Which) -> bool:
     """srun knows --container-image only where the pyxis plugin is loaded (plugstack.conf)."""
     srun = which("srun")
-    if srun is None or which("enroot") is None:
+    if srun is None:
         return False
     try:
         proc = subprocess.run([srun, "--help"], capture_output=True, text=True, timeout=30, check=False)
@@ -82,7 +82,7 @@ def require(runtime: str, which: Which = shutil.which) -> None:
         raise DoctorError(f"unknown --runtime {runtime!r}", hint=f"use one of: {', '.join(RUNTIMES)}")
     if available(runtime, which):
         return
-    needs = {"pyxis": "srun with the pyxis plugin (srun --container-image) and enroot"}.get(runtime, runtime)
+    needs = {"pyxis": "srun with the pyxis plugin (srun --container-image)"}.get(runtime, runtime)
     raise DoctorError(f"--runtime {runtime} needs {needs} on PATH, and this machine has none",
                       hint="run fp16doctor where the nodes' runtime is installed (module load "
                            f"{tool(runtime) if runtime != 'pyxis' else 'enroot'}), or leave --runtime out and "
