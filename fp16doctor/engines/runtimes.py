@@ -37,6 +37,9 @@ DETECT_ORDER = RUNTIMES
 # Labels every container started from a job carries (the Docker engine's managed label, shared).
 MANAGED_LABEL = "org.fp16doctor.managed"
 JOB_LABEL = "org.fp16doctor.slurm-job"
+# Whose job it was: the sweep judges only its own user's containers. Where Slurm hides other users' jobs
+# (PrivateData=jobs), squeue would call another user's live job ended.
+USER_LABEL = "org.fp16doctor.slurm-user"
 STACK_LABEL = "org.fp16doctor.stack"
 WORKLOAD_DIR = "/opt/fp16doctor/workload"
 # The Dockerfile writes fp16doctor-python, the stack's own interpreter.
@@ -174,8 +177,8 @@ def run_command(plan: ContainerPlan, runtime: str, *, name: str, job_id: str, en
     binds = list(dict.fromkeys(binds))
     if runtime in ("docker", "podman"):
         cmd = [runtime, "run", "--rm", "--name", name, "--label", f"{MANAGED_LABEL}=true",
-               "--label", f"{JOB_LABEL}={job_id}", "--label", f"{STACK_LABEL}={plan.stack}",
-               "--network", "none", "--shm-size", "1g"]
+               "--label", f"{JOB_LABEL}={job_id}", "--label", f"{USER_LABEL}={os.getuid()}",
+               "--label", f"{STACK_LABEL}={plan.stack}", "--network", "none", "--shm-size", "1g"]
         if user:
             cmd += ["--user", user]
         for path in binds:
@@ -214,9 +217,10 @@ def run_command(plan: ContainerPlan, runtime: str, *, name: str, job_id: str, en
 
 
 def list_command(runtime: str, job_id: str | None = None) -> list[str]:
-    """fp16doctor's containers started from Slurm jobs (one job's, or all), as `<name> <job id>` lines."""
+    """This user's fp16doctor containers started from Slurm jobs (one job's, or all), as `<name> <job id>` lines."""
     label = f"{JOB_LABEL}={job_id}" if job_id else JOB_LABEL
-    return [runtime, "ps", "--all", "--filter", f"label={label}", "--format",
+    return [runtime, "ps", "--all", "--filter", f"label={label}", "--filter", f"label={USER_LABEL}={os.getuid()}",
+            "--format",
             "{{.Names}} {{.Label \"" + JOB_LABEL + "\"}}" if runtime == "docker" else
             "{{.Names}} {{index .Labels \"" + JOB_LABEL + "\"}}"]
 

@@ -7,6 +7,7 @@ Each diagnose is one comparison group (float32 + float16 on the original workloa
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -143,6 +144,7 @@ def test_the_sweep_removes_a_container_whose_job_has_ended(docker_runtime: str) 
 
     name = "fp16doctor-999999_0-left-behind"
     subprocess.run(["docker", "run", "--detach", "--name", name, "--label", f"{runtimes.JOB_LABEL}=999999_0",
+                    "--label", f"{runtimes.USER_LABEL}={os.getuid()}",
                     "--network", "none", "--entrypoint", "sleep", "debian:bookworm-slim", "300"],
                    check=True, capture_output=True)
     try:

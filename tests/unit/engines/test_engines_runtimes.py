@@ -4,6 +4,7 @@ no Debian 12 package, so their commands are checked here, not run."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,7 @@ def test_a_docker_run_is_labelled_with_its_job_and_gets_only_the_jobs_gpus() -> 
     cpu = runtimes.run_command(PLAN, "docker", gpus=[], **RUN)
     assert cpu == ["docker", "run", "--rm", "--name", "fp16doctor-77_0-cpu-float16-original",
                    "--label", "org.fp16doctor.managed=true", "--label", "org.fp16doctor.slurm-job=77_0",
+                   "--label", f"org.fp16doctor.slurm-user={os.getuid()}",
                    "--label", "org.fp16doctor.stack=cpu", "--network", "none", "--shm-size", "1g",
                    "--volume", "/tmp/fp16doctor-run-x:/tmp/fp16doctor-run-x",
                    "--volume", "/shared/w/cache:/shared/w/cache",
@@ -140,7 +142,9 @@ def test_the_sweep_removes_only_containers_whose_job_slurm_no_longer_lists(monke
 
     assert runtimes.sweep("podman", active) == ["fp16doctor-5_0-cpu-float16-original"]
     assert asked == [["5_0", "9_1"]]
-    assert calls[0][:5] == ["podman", "ps", "--all", "--filter", "label=org.fp16doctor.slurm-job"]
+    # Only this user's: where Slurm hides other users' jobs, theirs would look ended.
+    assert calls[0][:7] == ["podman", "ps", "--all", "--filter", "label=org.fp16doctor.slurm-job",
+                            "--filter", f"label=org.fp16doctor.slurm-user={os.getuid()}"]
     assert calls[-1] == ["podman", "rm", "--force", "fp16doctor-5_0-cpu-float16-original"]
     calls.clear()
     assert runtimes.sweep("podman", lambda ids: None) == []  # squeue did not answer: nothing is judged
