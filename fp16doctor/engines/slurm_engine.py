@@ -1,6 +1,8 @@
 """The Slurm engine: the matrix on a cluster. One job per comparison group (machine x stack x setting),
 as tasks of one array, so a comparison stays on one node and one GPU model; each job runs its group's
-cells in order on the node's own Python (engines/slurm_job.py, through the host engine's run loop).
+cells in order on the node's own Python (engines/slurm_job.py, through the host engine's run loop), or, for a
+pinned stack, in the stack's container with the node's runtime (engines/runtimes.py), built or converted there
+from the build context staged beside the jobs.
 
 fp16doctor stages itself in a working folder on the shared filesystem, submits, then polls squeue (and,
 for MinJobAge seconds after a job ended, scontrol) while it reads each job's progress file: events
@@ -103,9 +105,9 @@ class SlurmEngine:
         return f"fp16doctor-{self.run_id}"
 
     def describe(self) -> dict[str, Any]:
-        described: dict[str, Any] = {"kind": self.kind, "run_id": self.run_id, "job_name": self.job_name,
-                     "workdir": str(self.workdir), "python": self.python, "jobs": list(self.job_ids),
-                     "sbatch_args": self.options.sbatch_args()}
+        described: dict[str, Any] = {
+            "kind": self.kind, "run_id": self.run_id, "job_name": self.job_name, "workdir": str(self.workdir),
+            "python": self.python, "jobs": list(self.job_ids), "sbatch_args": self.options.sbatch_args()}
         if self.plans:
             described["runtime"] = self.options.runtime or "detected on each node"
             described["images"] = {stack: plan.image for stack, plan in self.plans.items()}
