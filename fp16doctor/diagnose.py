@@ -422,6 +422,7 @@ def _run_specs(
     """Run specs on the host, then in their stacks; every record is written as it finishes. On Slurm,
     every cell goes to the cluster: the host's on the nodes' Python, a stack's in its container there."""
     if options.slurm is not None:
+        todo = _skip_unsupported(todo, writer, progress)
         if todo:
             _run_on_host(todo, host, backend, options, writer, progress, len(todo))
         return []
@@ -434,6 +435,26 @@ def _run_specs(
     from fp16doctor.scheduler import run_stack_specs
 
     return run_stack_specs(stack_specs, host, options, writer, progress, offset=len(host_specs), total=len(todo))
+
+
+def _skip_unsupported(todo: list[RunSpec], writer: ResultsWriter, progress: Progress) -> list[RunSpec]:
+    """The cells a stack can run; the others (mixed_float16 on Keras 2.1.5, ...) are recorded skipped with the
+    reason, as the Docker engines' scheduler does, instead of costing a job."""
+    from fp16doctor.engines.base import base_run_record
+    from fp16doctor.scheduler import precision_skip_reason
+    from fp16doctor.stacks import get_stack
+
+    kept = []
+    for spec in todo:
+        reason = None if spec.stack == HOST_STACK else precision_skip_reason(get_stack(spec.stack), spec.precision)
+        if reason is None:
+            kept.append(spec)
+            continue
+        record = base_run_record(spec, "cpu")
+        record.update(status="skipped", error=reason, engine={"kind": "slurm"})
+        writer.add_run(record)
+        progress.finish_run(record)
+    return kept
 
 
 def _script_experiments(planned: list[RunSpec], script: ScriptSpec, progress: Progress) -> list[RunSpec]:
