@@ -126,6 +126,13 @@ def diagnose(
         None, "--slurm-workdir",
         help="With --slurm: a folder on the cluster's shared filesystem (default: --out/slurm).",
     ),
+    runtime: str | None = typer.Option(
+        None, "--runtime",
+        help="With --slurm --stack: docker, podman, apptainer or pyxis runs the stack's container on the nodes"
+        " (default: the runtime each node has)."),
+    registry: str | None = typer.Option(
+        None, "--registry",
+        help="With --slurm --stack: the nodes pull REGISTRY/fp16doctor/<stack>:<tag> instead of building it."),
 ) -> None:
     """Probe, run the workload per stack x precision, analyse, and write results.json and report.html."""
     from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
@@ -138,11 +145,13 @@ def diagnose(
         from fp16doctor.engines.slurm import SlurmOptions
 
         slurm_options = SlurmOptions(partition=partition, gres=gres, constraint=constraint, account=account,
-                                     qos=qos, time=time_limit, extra_args=tuple(slurm_arg), workdir=slurm_workdir)
+                                     qos=qos, time=time_limit, extra_args=tuple(slurm_arg), workdir=slurm_workdir,
+                                     runtime=runtime, registry=registry, ca_bundle=ca_bundle, wheelhouse=wheelhouse)
     else:
         given = [name for name, value in (("--partition", partition), ("--gres", gres), ("--constraint", constraint),
                                           ("--account", account), ("--qos", qos), ("--time", time_limit),
-                                          ("--slurm-arg", slurm_arg), ("--slurm-workdir", slurm_workdir)) if value]
+                                          ("--slurm-arg", slurm_arg), ("--slurm-workdir", slurm_workdir),
+                                          ("--runtime", runtime), ("--registry", registry)) if value]
         if given:
             raise DoctorError(f"{given[0]} applies to Slurm jobs", hint="add --slurm", exit_code=EXIT_USAGE)
     options = DiagnoseOptions(

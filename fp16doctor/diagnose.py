@@ -419,7 +419,13 @@ def _run_specs(
     todo: list[RunSpec], host: dict[str, Any], backend: str | None, options: DiagnoseOptions,
     writer: ResultsWriter, progress: Progress,
 ) -> list[dict[str, Any]]:
-    """Run specs on the host, then in their stacks; every record is written as it finishes."""
+    """Run specs on the host, then in their stacks; every record is written as it finishes. On Slurm,
+    every cell goes to the cluster: the host's on the nodes' Python, a stack's in its container there."""
+    if options.slurm is not None:
+        todo = _skip_unsupported(todo, writer, progress)
+        if todo:
+            _run_on_host(todo, host, backend, options, writer, progress, len(todo))
+        return []
     host_specs = [s for s in todo if s.stack == HOST_STACK]
     stack_specs = [s for s in todo if s.stack != HOST_STACK]
     if host_specs:
@@ -429,6 +435,26 @@ def _run_specs(
     from fp16doctor.scheduler import run_stack_specs
 
     return run_stack_specs(stack_specs, host, options, writer, progress, offset=len(host_specs), total=len(todo))
+
+
+def _skip_unsupported(todo: list[RunSpec], writer: ResultsWriter, progress: Progress) -> list[RunSpec]:
+    """The cells a stack can run; the others (mixed_float16 on Keras 2.1.5, ...) are recorded skipped with the
+    reason, as the Docker engines' scheduler does, instead of costing a job."""
+    from fp16doctor.engines.base import base_run_record
+    from fp16doctor.scheduler import precision_skip_reason
+    from fp16doctor.stacks import get_stack
+
+    kept = []
+    for spec in todo:
+        reason = None if spec.stack == HOST_STACK else precision_skip_reason(get_stack(spec.stack), spec.precision)
+        if reason is None:
+            kept.append(spec)
+            continue
+        record = base_run_record(spec, "cpu")
+        record.update(status="skipped", error=reason, engine={"kind": "slurm"})
+        writer.add_run(record)
+        progress.finish_run(record)
+    return kept
 
 
 def _script_experiments(planned: list[RunSpec], script: ScriptSpec, progress: Progress) -> list[RunSpec]:
@@ -596,10 +622,13 @@ def _run_on_host(
     """The host cells, on this machine's Python or (--slurm) as Slurm jobs on the nodes' Python."""
     from fp16doctor.engines import registry
 
+    slurm_options = options.slurm
+    if slurm_options is not None and not slurm_options.ca_bundle and options.ca_bundle:
+        slurm_options = replace(slurm_options, ca_bundle=options.ca_bundle, wheelhouse=options.wheelhouse)
     setup = EngineSetup(out_dir=options.out_dir, python=options.python, backend=backend,
                         keep_profiles=options.keep_profiles,
                         host_gpus=tuple(g for g in host.get("gpus") or [] if isinstance(g, dict)),
-                        options=options.slurm)
+                        options=slurm_options)
     engine = registry.create("slurm" if options.slurm is not None else "host", setup)
     sink = _Sink(writer, progress, total)
     engine.run_groups(comparison_groups(specs), sink)
@@ -610,12 +639,24 @@ def _run_on_host(
 
 def _check_slurm(options: DiagnoseOptions) -> None:
     """What --slurm cannot do, said before anything runs."""
-    from fp16doctor.engines import slurm
+    from fp16doctor.engines import runtimes, slurm
 
-    if options.stacks or options.docker_hosts:
-        raise DoctorError("--slurm runs the matrix on the nodes' own Python; --stack and --docker-host "
-                          "do not combine with it yet", hint="drop --stack / --docker-host, or drop --slurm",
+    if options.docker_hosts:
+        raise DoctorError("--slurm runs the matrix on the cluster's nodes; --docker-host does not combine with it",
+                          hint="drop --docker-host (the nodes run the stacks' containers with --runtime)",
                           exit_code=EXIT_USAGE)
+    assert options.slurm is not None
+    if (options.slurm.runtime or options.slurm.registry) and not options.stacks:
+        given = "--runtime" if options.slurm.runtime else "--registry"
+        raise DoctorError(f"{given} runs a stack's container, and no --stack was given",
+                          hint="add --stack NAME (see `fp16doctor stacks list`), e.g. --stack cpu",
+                          exit_code=EXIT_USAGE)
+    if options.stacks and options.script is not None:
+        raise DoctorError("--script with --stack does not run on Slurm yet",
+                          hint="drop --stack (the nodes' own Python runs your script), or drop --slurm",
+                          exit_code=EXIT_USAGE)
+    if options.slurm.runtime is not None:
+        runtimes.require(options.slurm.runtime)
     if options.python is not None and not os.path.isabs(options.python):
         raise DoctorError(f"--python {options.python} must be an absolute path with --slurm",
                           hint="the job runs it on the node, e.g. --python /shared/venvs/tf/bin/python")

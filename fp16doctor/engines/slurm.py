@@ -45,6 +45,12 @@ class SlurmOptions:
     time: str | None = None
     extra_args: tuple[str, ...] = ()  # --slurm-arg, passed to sbatch as given
     workdir: Path | None = None  # on the cluster's shared filesystem; default: --out/slurm
+    # --stack on the nodes (engines/runtimes.py): the container runtime (None: each node's own), a
+    # registry the nodes pull the stack's image from (None: they build it), and the build's pip inputs.
+    runtime: str | None = None
+    registry: str | None = None
+    ca_bundle: Path | None = None
+    wheelhouse: Path | None = None
 
     @property
     def gpu(self) -> bool:

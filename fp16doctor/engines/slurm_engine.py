@@ -1,6 +1,8 @@
 """The Slurm engine: the matrix on a cluster. One job per comparison group (machine x stack x setting),
 as tasks of one array, so a comparison stays on one node and one GPU model; each job runs its group's
-cells in order on the node's own Python (engines/slurm_job.py, through the host engine's run loop).
+cells in order on the node's own Python (engines/slurm_job.py, through the host engine's run loop), or, for a
+pinned stack, in the stack's container with the node's runtime (engines/runtimes.py), built or converted there
+from the build context staged beside the jobs.
 
 fp16doctor stages itself in a working folder on the shared filesystem, submits, then polls squeue (and,
 for MinJobAge seconds after a job ended, scontrol) while it reads each job's progress file: events
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from fp16doctor import __version__
-from fp16doctor.engines import slurm
+from fp16doctor.engines import runtimes, slurm
 from fp16doctor.engines.base import (
     EngineSetup,
     RunSink,
@@ -66,6 +68,8 @@ class _Task:
     recorded: set[str] = field(default_factory=set)  # labels of the runs that came back
     own_end: str = ""  # "end", or the signal that stopped the job, from its progress file
     ended: str = ""  # the state it ended in
+    runtime: str = "host"  # what ran its cells: the node's Python, or a container runtime (engines/runtimes.py)
+    error: str = ""  # why the job could not run its cells (no runtime, the image failed), from the job
 
     @property
     def group(self) -> str:
@@ -89,6 +93,7 @@ class SlurmEngine:
         self.tasks: list[_Task] = []
         self.poll_s = POLL_S
         self._staged = False
+        self.plans: dict[str, runtimes.ContainerPlan] = {}  # stack -> how its containers reach the nodes
 
     @classmethod
     def from_setup(cls, setup: EngineSetup) -> SlurmEngine:
@@ -100,19 +105,57 @@ class SlurmEngine:
         return f"fp16doctor-{self.run_id}"
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "run_id": self.run_id, "job_name": self.job_name, "workdir": str(self.workdir),
-                "python": self.python, "jobs": list(self.job_ids),
-                "sbatch_args": self.options.sbatch_args()}
+        described: dict[str, Any] = {
+            "kind": self.kind, "run_id": self.run_id, "job_name": self.job_name, "workdir": str(self.workdir),
+            "python": self.python, "jobs": list(self.job_ids), "sbatch_args": self.options.sbatch_args()}
+        if self.plans:
+            described["runtime"] = self.options.runtime or "detected on each node"
+            described["images"] = {stack: plan.image for stack, plan in self.plans.items()}
+        return described
 
     # --- the engine protocol
 
     def prepare(self, stack: str) -> None:
-        """Stage this fp16doctor in the working folder, where every node reads it (PYTHONPATH)."""
-        if stack != "host":
-            raise DoctorError(f"--slurm runs on the nodes' own Python; the {stack} stack's container is not "
-                              "run in Slurm jobs yet", hint="drop --stack (the nodes' Python runs the matrix)")
-        if self._staged:
-            return
+        """Stage this fp16doctor in the working folder, where every node reads it (PYTHONPATH); for a
+        stack, also its build context, which the nodes build (docker, podman) or convert from."""
+        if not self._staged:
+            self._stage()
+        if stack != "host" and stack not in self.plans:
+            self.plans[stack] = self._stage_context(stack)
+
+    def _stage_context(self, stack_name: str) -> runtimes.ContainerPlan:
+        """The stack's build context, unpacked under the run's folder: the same files and tag a Docker
+        engine is streamed (engines/build.py), so a node that built it before reuses its image."""
+        from fp16doctor.engines import build
+        from fp16doctor.stacks import get_stack
+
+        stack = get_stack(stack_name)
+        options = build.BuildOptions(ca_bundle=self.options.ca_bundle or build.default_ca_bundle(),
+                                     wheelhouse=self.options.wheelhouse)
+        files = build.context_files(stack, options)
+        args = build.build_args(stack, options)
+        tag = build.image_tag(stack, build.context_hash(files, args))
+        context = self.run_dir / "context" / stack_name
+        try:
+            for name, content in files.items():
+                path = context / name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                if isinstance(content, Path):
+                    shutil.copyfile(content, path)
+                else:
+                    path.write_bytes(content)
+                path.chmod(0o644)
+        except OSError as exc:
+            raise DoctorError(f"cannot stage the {stack_name} stack's build context in {context}: {exc}",
+                              hint="pass --slurm-workdir on the cluster's shared filesystem that you can write to") \
+                from exc
+        return runtimes.ContainerPlan(stack=stack_name, image=tag, context_dir=str(context),
+                                      image_dir=str(self.workdir / "images"), runtime=self.options.runtime,
+                                      registry=self.options.registry, gpu=self.options.gpu and stack.gpu,
+                                      keras_backend=stack.keras_backend,
+                                      build_args=tuple(sorted(args.items())))
+
+    def _stage(self) -> None:
         lib = self.run_dir / "lib" / "fp16doctor"
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -128,7 +171,8 @@ class SlurmEngine:
         if not groups:
             return
         slurm.require_tools()
-        self.prepare("host")
+        for stack in dict.fromkeys(spec.stack for group in groups for spec in group):
+            self.prepare(stack)
         why = slurm.node_local_reason(self.workdir)
         if why is not None:
             sink.note(f"warning: --slurm-workdir {self.workdir} looks node-local ({why}); jobs on other nodes "
@@ -186,6 +230,7 @@ class SlurmEngine:
                 "gpu": self.options.gpu,
                 "cache_dir": str(self.workdir / "cache"),
                 "keep_profiles": str(self.out_dir.absolute() / "profiles") if self.keep_profiles else None,
+                "container": self.plans[group[0].stack].to_dict() if group[0].stack in self.plans else None,
             }, indent=1), encoding="utf-8")
         script = batch_dir / "job.sh"
         script.write_text(slurm.job_script(python=self.python, runner_module=RUNNER_MODULE,
@@ -279,9 +324,9 @@ class SlurmEngine:
         for spec in missing:
             record = base_run_record(spec, "gpu:0" if self.options.gpu else "cpu")
             record.update(status="failed", failure_kind=kind,
-                          error=f"Slurm job {task.job_id} ended {state}{where} before this run finished; "
-                                "--resume runs it again",
-                          engine={"kind": "slurm", "runtime": "host", "job_id": task.job_id,
+                          error=(f"Slurm job {task.job_id} ended {state}{where} before this run finished"
+                                 + (f": {task.error}" if task.error else "") + "; --resume runs it again"),
+                          engine={"kind": "slurm", "runtime": task.runtime, "job_id": task.job_id,
                                   **({"node": task.node, "name": task.node} if task.node else {})},
                           machine=task.node or "slurm")
             if tail:
@@ -323,8 +368,14 @@ class SlurmEngine:
             if label not in task.recorded:
                 task.recorded.add(label)
                 sink.finish_run(record)
-        elif kind == "note":
-            sink.note(f"{task.group}: {entry.get('message', '')}")
+        elif kind in ("note", "log"):
+            sink.note(f"{task.group}: {entry.get('message', entry.get('line', ''))}")
+        elif kind == "runtime":
+            task.runtime = str(entry.get("runtime") or task.runtime)
+            sink.note(f"{task.group}: job {task.job_id} runs {entry.get('image')} with {task.runtime}")
+        elif kind == "error":
+            task.error = str(entry.get("error") or "")
+            sink.note(f"{task.group}: job {task.job_id}: {task.error}")
         elif kind == "signal":
             task.own_end = str(entry.get("signal") or "signal")
         elif kind == "end":

@@ -291,10 +291,22 @@ def test_ctrl_c_cancels_by_the_recorded_job_id(tmp_path: Path, monkeypatch: pyte
     assert fake.cancelled == ["77"]
 
 
-def test_another_stack_is_refused_with_a_hint(tmp_path: Path) -> None:
-    with pytest.raises(DoctorError) as raised:
-        SlurmEngine(SlurmOptions(), tmp_path, python=sys.executable).prepare("cpu")
-    assert "--stack" in raised.value.hint
+def test_a_stack_is_staged_as_its_build_context_with_the_tag_a_docker_engine_gives_it(tmp_path: Path) -> None:
+    from fp16doctor.engines import build
+    from fp16doctor.stacks import get_stack
+
+    engine = SlurmEngine(SlurmOptions(runtime="podman"), tmp_path, python=sys.executable, run_id="abc")
+    engine.prepare("cpu")
+    plan = engine.plans["cpu"]
+    options = build.BuildOptions(ca_bundle=build.default_ca_bundle())
+    files = build.context_files(get_stack("cpu"), options)
+    assert plan.image == build.image_tag(get_stack("cpu"), build.context_hash(files, build.build_args(get_stack("cpu"),
+                                                                                                   options)))
+    context = Path(plan.context_dir)
+    assert (context / "Dockerfile").read_bytes() == files["Dockerfile"]
+    assert (context / "fp16doctor" / "workload" / "run_workload.py").is_file()
+    assert plan.runtime == "podman" and dict(plan.build_args)["BASE_IMAGE"] == "debian:bookworm-slim"
+    assert plan.image_dir == str(tmp_path / "slurm" / "images")  # shared by every invocation, like the cache
 
 
 def test_a_jobs_records_name_the_job_the_node_and_its_gpu(tmp_path: Path) -> None:

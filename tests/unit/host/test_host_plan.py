@@ -8,9 +8,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from fp16doctor.diagnose import HOST_STACK, plan_runs
-from fp16doctor.engines.base import FULL, QUICK
+from fp16doctor.engines.base import FULL, QUICK, RunSpec
 from fp16doctor.results import ResultsWriter, new_document
 
 WORKLOAD = Path(__file__).resolve().parents[3] / "fp16doctor" / "workload" / "run_workload.py"
@@ -164,3 +165,26 @@ def test_the_profiled_window_follows_the_timed_steps_and_stays_out_of_them() -> 
     assert all(abs(v - 100.0) < 1e-6 for v in timer.step_ms)
     # Keras 2.0-era loops run on to the end of the epoch: later steps change nothing.
     assert timer.end_step({"loss": 0.5}) is True and len(timer.window_ms) == 2
+
+
+def test_on_slurm_a_cell_the_stack_cannot_run_is_recorded_skipped_instead_of_costing_a_job() -> None:
+    from fp16doctor.diagnose import _skip_unsupported
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.runs: list[dict[str, Any]] = []
+
+        def add_run(self, record: dict[str, Any]) -> None:
+            self.runs.append(record)
+
+        def finish_run(self, record: dict[str, Any]) -> None:
+            pass
+
+    recorder = Recorder()
+    specs = [RunSpec("tf2.10-cpu", "float32", "original", QUICK), RunSpec("tf2.10-cpu", "bfloat16", "original", QUICK),
+             RunSpec("host", "bfloat16", "original", QUICK)]
+    kept = _skip_unsupported(specs, recorder, recorder)  # type: ignore[arg-type]  (a writer and a progress)
+    assert [(s.stack, s.precision) for s in kept] == [("tf2.10-cpu", "float32"), ("host", "bfloat16")]
+    [skipped] = recorder.runs
+    assert skipped["status"] == "skipped" and "refuses floatx bfloat16" in skipped["error"]
+    assert skipped["engine"] == {"kind": "slurm"}
