@@ -2,7 +2,9 @@
 on_train_batch_begin to on_train_batch_end, loss read as a float so the device is waited for.
 
 The test scripts beside it add it to their callbacks; it does nothing unless HAND_TIMER_OUT names a
-file, where it writes {"step_ms": [...]} after every step (a few microseconds beside a step of milliseconds). It is independent of fp16doctor, so
+file, where it writes {"step_ms": [...]} when training ends, and once HAND_TIMER_STEPS steps are timed (a runner
+may end training with an exception, so no end comes; writing after every step would put the file's cost into
+the steps another timer measures around this one). It is independent of fp16doctor, so
 tests can check fp16doctor's step times of the same script against it.
 """
 
@@ -17,6 +19,7 @@ def callbacks(callback_base):
     path = os.environ.get("HAND_TIMER_OUT")
     if not path:
         return []
+    save_after = int(os.environ.get("HAND_TIMER_STEPS") or 0)
 
     class BatchTimer(callback_base):
         def __init__(self):
@@ -31,7 +34,8 @@ def callbacks(callback_base):
             if logs and "loss" in logs:
                 float(logs["loss"])
             self.step_ms.append((time.perf_counter() - self.t0) * 1000.0)
-            self.save()  # every step: a runner that stops training with an exception ends it without on_train_end
+            if len(self.step_ms) == save_after:
+                self.save()
 
         def on_train_end(self, logs=None):
             self.save()
