@@ -25,26 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _flags() -> list[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return sorted(f for f in line.split(":", 1)[1].split() if f.startswith(("avx512_bf16", "avx512_fp16",
-                                                                                          "amx", "f16c", "avx2")))
-    except OSError:
-        pass
-    return []
+from fp16doctor.probe.cpu import probe_cpu
 
 
 def one_diagnose(extra: list[str], env: dict[str, str]) -> dict[str, Any]:
@@ -104,8 +85,10 @@ def main() -> None:
     if args.backend:
         env["KERAS_BACKEND"] = args.backend
     results = [one_diagnose(extra, env) for _ in range(args.repeat)]
+    cpu = probe_cpu()  # the probe's own reading: model and the flags that decide 16-bit speed
     print(json.dumps({
-        "machine": {"cpu": _cpu(), "flags": _flags(), "cores": os.cpu_count(), "python": platform.python_version()},
+        "machine": {"cpu": cpu.get("model"), "flags": cpu.get("flags"), "cores": os.cpu_count(),
+                    "python": platform.python_version()},
         "command": " ".join(["fp16doctor", "diagnose", "--quick", *extra]),
         "backend": args.backend or env.get("KERAS_BACKEND") or "keras default",
         "wall_s": [r["wall_s"] for r in results],

@@ -533,9 +533,7 @@ def _time_in_rounds(writer: ResultsWriter, size: WorkloadSize, started: float, h
                   f"(about {budget:.0f} s, at least {MIN_ROUNDS} rounds)")
     from fp16doctor.engines.host import HostEngine
 
-    engine = HostEngine.from_setup(EngineSetup(
-        out_dir=options.out_dir, python=options.python, backend=backend,
-        host_gpus=tuple(g for g in host.get("gpus") or [] if isinstance(g, dict))))
+    engine = HostEngine.from_setup(_engine_setup(options, backend, host))
     record = engine.run(spec, progress.event, gpu_index=engine.gpu_index)
     kept = merge_rounds(writer.doc["runs"], record)
     if kept is None:
@@ -615,6 +613,15 @@ class _Sink:
         self.progress.finish_run(record)
 
 
+def _engine_setup(options: DiagnoseOptions, backend: str | None, host: dict[str, Any],
+                  engine_options: Any = None) -> EngineSetup:
+    """What an engine is told of this invocation: the interpreter, backend, profiles kept, this host's GPUs."""
+    return EngineSetup(out_dir=options.out_dir, python=options.python, backend=backend,
+                       keep_profiles=options.keep_profiles,
+                       host_gpus=tuple(g for g in host.get("gpus") or [] if isinstance(g, dict)),
+                       options=engine_options)
+
+
 def _run_on_host(
     specs: list[RunSpec], host: dict[str, Any], backend: str | None, options: DiagnoseOptions,
     writer: ResultsWriter, progress: Progress, total: int,
@@ -625,11 +632,8 @@ def _run_on_host(
     slurm_options = options.slurm
     if slurm_options is not None and not slurm_options.ca_bundle and options.ca_bundle:
         slurm_options = replace(slurm_options, ca_bundle=options.ca_bundle, wheelhouse=options.wheelhouse)
-    setup = EngineSetup(out_dir=options.out_dir, python=options.python, backend=backend,
-                        keep_profiles=options.keep_profiles,
-                        host_gpus=tuple(g for g in host.get("gpus") or [] if isinstance(g, dict)),
-                        options=slurm_options)
-    engine = registry.create("slurm" if options.slurm is not None else "host", setup)
+    engine = registry.create("slurm" if options.slurm is not None else "host",
+                             _engine_setup(options, backend, host, slurm_options))
     sink = _Sink(writer, progress, total)
     engine.run_groups(comparison_groups(specs), sink)
     if options.slurm is not None:

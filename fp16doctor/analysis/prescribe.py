@@ -16,7 +16,16 @@ from typing import Any
 from fp16doctor.analysis.advice import how_to_use
 from fp16doctor.analysis.context import BF16, Context, Pair, RunView, Software
 from fp16doctor.analysis.intervals import RatioInterval
-from fp16doctor.analysis.values import as_list, as_mapping, as_str, fmt_interval, fmt_ms, fmt_times, fmt_versus
+from fp16doctor.analysis.values import (
+    as_list,
+    as_mapping,
+    as_str,
+    fmt_config,
+    fmt_interval,
+    fmt_ms,
+    fmt_times,
+    fmt_versus,
+)
 from fp16doctor.knowledge.frameworks import has_feature
 from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.redaction import redact_secrets
@@ -52,8 +61,7 @@ class Measured:
 
     @property
     def label(self) -> str:
-        setting = setting_of(self.run.variant)
-        return self.run.precision + (f" with {setting}" if setting else "")
+        return fmt_config({"precision": self.run.precision, "setting": setting_of(self.run.variant)})
 
     def speed_phrase(self) -> str:
         """'2.19x faster than float32 (95 % interval ...)' or '2.3x slower ...' or 'no faster or slower ...'."""
@@ -333,10 +341,10 @@ def hold_advice(ctx: Context, findings: list[Finding], prescriptions: Sequence[P
         if (chosen["precision"], chosen["variant"]) == (precision, variant):
             finding["prescribed"] = True
             continue
-        label = precision + (f" with {setting_of(variant)}" if setting_of(variant) else "")
+        label = fmt_config({"precision": precision, "setting": setting_of(variant)})
         where = prescription["stack"] if prescription["machine"] == "host" else \
             f"{prescription['stack']} on {prescription['machine']}"
-        use = chosen["precision"] + (f" with {chosen['setting']}" if chosen.get("setting") else "")
+        use = fmt_config(chosen)
         if entry["outcome"] == "baseline":  # recommends float32 where a 16-bit configuration measured faster
             finding["recommendation"] = (f"Not the fastest on {where}: float32 took {fmt_ms(entry['step_ms'])} per "
                                          f"step, and the prescription, {use}, is {fmt_times(chosen['speedup'])} "

@@ -128,3 +128,10 @@ def fmt_versus(speedup: float, interval: tuple[float, float] | list[float] | Non
         width = (interval[1] - interval[0]) / speedup if interval and speedup else None
         return f"{fmt_times(speedup, width)} faster{after}{spread}"
     return f"no significant difference{spread}"
+
+
+def fmt_config(entry: Mapping[str, Any]) -> str:
+    """A measured or untested configuration as every output names it: 'float16', 'float16 with
+    TF_ENABLE_ONEDNN_OPTS=0' (its `precision` and `setting`, as prescriptions list them)."""
+    setting = entry.get("setting")
+    return f"{entry.get('precision')}" + (f" with {setting}" if setting else "")

@@ -105,3 +105,9 @@ def log_tail(output: str, lines: int = LOG_TAIL_LINES) -> list[str]:
     """The last `lines` non-empty lines, for the run record and the report."""
     kept = [line.rstrip() for line in (output or "").splitlines() if line.strip()]
     return kept[-lines:]
+
+
+def last_line(output: str) -> str:
+    """A tool's last non-empty line (where it says why it failed), for a one-line error."""
+    tail = log_tail(output, 1)
+    return tail[0].strip() if tail else "no output"

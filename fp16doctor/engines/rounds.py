@@ -69,14 +69,10 @@ def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize,
 
 
 def _stats(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-
-    def pct(q: float) -> float:
-        k = (len(ordered) - 1) * q
-        lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-        return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-    return {"median": round(statistics.median(ordered), 3), "p10": round(pct(0.1), 3), "p90": round(pct(0.9), 3)}
+    """Median, p10 and p90 of at least MIN_ROUNDS values, interpolated between closest ranks as the workload's
+    own step statistics are."""
+    deciles = statistics.quantiles(values, n=10, method="inclusive")
+    return {"median": round(statistics.median(values), 3), "p10": round(deciles[0], 3), "p90": round(deciles[-1], 3)}
 
 
 def merge_rounds(runs: list[dict[str, Any]], record: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from fp16doctor.engines.failures import last_line
 from fp16doctor.errors import DoctorError
 
 RUNTIMES = ("docker", "podman", "apptainer", "pyxis")
@@ -243,11 +244,6 @@ def _run(args: list[str], timeout_s: float = COMMAND_TIMEOUT_S) -> subprocess.Co
                           hint="see the job's slurm.out") from exc
 
 
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "no output"
-
-
 def image_digest(plan: ContainerPlan, runtime: str) -> str | None:
     """The image's digest on this node: the id docker / podman give it (sha256 of its config), or the
     sha256 of the SIF / squashfs file (kept beside it, computed once)."""
@@ -307,7 +303,7 @@ def _run_all(commands: list[list[str]], log: Log) -> None:
         log("$ " + " ".join(command))
         proc = _run(command, BUILD_TIMEOUT_S)
         if proc.returncode != 0:
-            raise DoctorError(f"{' '.join(command[:2])} failed: {_last_line(proc.stderr or proc.stdout)}",
+            raise DoctorError(f"{' '.join(command[:2])} failed: {last_line(proc.stderr or proc.stdout)}",
                               hint="see the job's slurm.out; --registry lets the nodes pull a pushed image instead")
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from fp16doctor.engines.failures import last_line
 from fp16doctor.errors import DoctorError
 
 # States in which a job is still queued or on a node (squeue lists them); anything else is its end.
@@ -197,16 +198,11 @@ def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
                           hint="check that slurmctld is up (scontrol ping)") from exc
 
 
-def _first_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "no output"
-
-
 def submit(script: Path, args: Iterable[str]) -> str:
     """sbatch the script; returns the job id ("4711"; an array's tasks are 4711_0, 4711_1, ...)."""
     proc = _run(["sbatch", "--parsable", *args, str(script)])
     if proc.returncode != 0:
-        raise DoctorError(f"sbatch refused the job: {_first_line(proc.stderr or proc.stdout)}",
+        raise DoctorError(f"sbatch refused the job: {last_line(proc.stderr or proc.stdout)}",
                           hint="check --partition, --gres, --account, --qos and --time against `sinfo` "
                                "and `sacctmgr show assoc` (or pass what the cluster needs with --slurm-arg)")
     job_id = proc.stdout.strip().splitlines()[-1].split(";")[0] if proc.stdout.strip() else ""

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fp16doctor.analysis.values import fmt_ms, fmt_versus
+from fp16doctor.analysis.values import fmt_config, fmt_ms, fmt_versus
 
 
 @dataclass(frozen=True)
@@ -36,11 +36,6 @@ class PrescriptionView:
     untested: list[UntestedView]
 
 
-def _config(entry: Mapping[str, Any]) -> str:
-    setting = entry.get("setting")
-    return str(entry.get("precision")) + (f" with {setting}" if setting else "")
-
-
 def _versus(entry: Mapping[str, Any]) -> str:
     outcome, speedup, interval = entry.get("outcome"), entry.get("speedup"), entry.get("speedup_interval")
     if outcome == "baseline" or not isinstance(speedup, (int, float)) or speedup <= 0:
@@ -60,9 +55,9 @@ def prescription_view(machine: str, prescription: Mapping[str, Any]) -> Prescrip
         notes = [str(n) for n in (entry.get("unsafe"), entry.get("caveat")) if n]
         if entry.get("bound"):
             notes.append("cut short by the slow-step bound: its time is a lower bound")
-        measured.append(MeasuredConfigView(_config(entry), fmt_ms(entry.get("step_ms")), _versus(entry),
+        measured.append(MeasuredConfigView(fmt_config(entry), fmt_ms(entry.get("step_ms")), _versus(entry),
                                            "; ".join(notes), (entry.get("precision"), entry.get("variant")) == chosen))
-    untested = [UntestedView(_config(i), str(i.get("why") or ""), str(i.get("command") or ""))
+    untested = [UntestedView(fmt_config(i), str(i.get("why") or ""), str(i.get("command") or ""))
                 for i in prescription.get("untested") or [] if isinstance(i, Mapping)]
     faster = recommended.get("precision") != "float32" or bool(recommended.get("setting"))
     return PrescriptionView(machine, str(prescription.get("headline") or ""), str(recommended.get("how") or ""),

@@ -8,19 +8,14 @@ from typing import Any
 
 from rich.text import Text
 
-from fp16doctor.analysis.values import fmt_ms, fmt_versus
-
-
-def _config(entry: Mapping[str, Any]) -> str:
-    setting = entry.get("setting")
-    return f"{entry.get('precision')}" + (f" with {setting}" if setting else "")
+from fp16doctor.analysis.values import fmt_config, fmt_ms, fmt_versus
 
 
 def _measured_line(entry: Mapping[str, Any]) -> str:
     speedup = entry.get("speedup")
     interval = entry.get("speedup_interval")
     if entry.get("outcome") == "baseline":
-        return f"{_config(entry):<34} {fmt_ms(entry.get('step_ms')):>8}  the baseline"
+        return f"{fmt_config(entry):<34} {fmt_ms(entry.get('step_ms')):>8}  the baseline"
     known = interval if isinstance(interval, list) and len(interval) == 2 else None
     versus = fmt_versus(float(speedup), known, str(entry.get("outcome"))) if isinstance(speedup, (int, float)) \
         else "?"
@@ -28,7 +23,7 @@ def _measured_line(entry: Mapping[str, Any]) -> str:
     if entry.get("bound"):
         notes.append("cut short: a bound")
     note = f"  [{'; '.join(notes)}]" if notes else ""
-    return f"{_config(entry):<34} {fmt_ms(entry.get('step_ms')):>8}  {versus}{note}"
+    return f"{fmt_config(entry):<34} {fmt_ms(entry.get('step_ms')):>8}  {versus}{note}"
 
 
 def prescriptions_text(prescriptions: Sequence[Mapping[str, Any]]) -> Text | None:
@@ -48,7 +43,7 @@ def prescriptions_text(prescriptions: Sequence[Mapping[str, Any]]) -> Text | Non
             for entry in measured:
                 text.append(f"      {_measured_line(entry)}\n", style="dim")
         for idea in p.get("untested") or []:
-            text.append(f"    untested: {_config(idea)} ({idea.get('why')}): {idea.get('command')}\n",
+            text.append(f"    untested: {fmt_config(idea)} ({idea.get('why')}): {idea.get('command')}\n",
                         style="yellow")
     return text
 

@@ -125,3 +125,9 @@ def test_blocks_fit_in_one_epoch_and_rounds_fill_the_budget() -> None:
     assert result["stop_reason"] == "time_budget" and len(result["order"]) > 3
     assert all(steps <= 8 for _, steps in api.blocks)  # never more batches than one epoch holds
     assert result["block_steps"]["float32"] == 4  # 0.4 s of 0.1 s steps
+
+
+def test_the_a_a_control_is_named_alike_on_both_sides_of_the_process_boundary() -> None:
+    from fp16doctor.engines.rounds import AA_CONTROL
+
+    assert load().AA_CONTROL == AA_CONTROL  # the workload labels it, the engine merges it by that label
