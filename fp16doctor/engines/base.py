@@ -34,9 +34,6 @@ SLOW_STEP_FLOOR = 5.0
 SLOW_STEP_S = {"quick": 5.0, "full": 30.0}
 # Benchmarks and tests force the slow path on a machine where no precision is pathological.
 SLOW_STEP_MULTIPLE_ENV = "FP16DOCTOR_SLOW_STEP_MULTIPLE"
-# The first step also pays one-off costs (tracing, autotuning, compiling), which a 16-bit run may pay
-# twice over: its bound adds this multiple of float32's own first step.
-FIRST_STEP_ALLOWANCE = 2.0
 # Interleaved rounds: never fewer than this (a t interval needs them; analysis/intervals.py MIN_ROUNDS).
 MIN_ROUNDS = 3
 
@@ -114,8 +111,8 @@ def script_runner_args(spec: RunSpec, workdir: str, log_path: str, profile_dir: 
     else:
         args += ["--min-steps", str(size.min_steps), "--max-steps", str(size.max_steps),
                  "--max-measure-s", str(size.max_measure_s)]
-    if spec.bound_ms is not None and spec.first_step_bound_ms is not None:
-        args += ["--bound-ms", f"{spec.bound_ms:.3f}", "--first-step-bound-ms", f"{spec.first_step_bound_ms:.3f}"]
+    if spec.bound_ms is not None:
+        args += ["--bound-ms", f"{spec.bound_ms:.3f}"]
     if profile_dir is not None:
         args += ["--profile-dir", profile_dir]
     return [*args, "--", script.path, *script.args]
@@ -154,19 +151,13 @@ class RunSpec:
                       min(SLOW_STEP_FLOOR, multiple) * self.reference_ms)
         return min(multiple * self.reference_ms, by_time)
 
-    @property
-    def first_step_bound_ms(self) -> float | None:
-        if self.bound_ms is None:
-            return None
-        return self.bound_ms + FIRST_STEP_ALLOWANCE * (self.reference_first_step_ms or 0.0)
-
     def workload_args(self) -> list[str]:
         args = ["--precision", self.precision, "--variant", self.variant, *self.size.to_args(),
                 "--profile-steps", str(self.size.profile_steps)]
         if self.data_dir:
             args += ["--data", self.data_dir]
-        if self.bound_ms is not None and self.first_step_bound_ms is not None:
-            args += ["--bound-ms", f"{self.bound_ms:.3f}", "--first-step-bound-ms", f"{self.first_step_bound_ms:.3f}"]
+        if self.bound_ms is not None:
+            args += ["--bound-ms", f"{self.bound_ms:.3f}"]
         if self.rounds_of:
             args += ["--rounds-of", ",".join(self.rounds_of), "--min-rounds", str(MIN_ROUNDS)]
             if self.rounds_budget_s is not None:
@@ -342,8 +333,7 @@ def base_run_record(spec: RunSpec, device: str) -> dict[str, Any]:
     if spec.bound_ms is not None:
         record["slow_step_bound"] = {"multiple": slow_step_multiple(), "float32_step_ms": spec.reference_ms,
                                      "float32_first_step_ms": spec.reference_first_step_ms,
-                                     "limit_ms": round(spec.bound_ms, 3),
-                                     "first_step_limit_ms": round(spec.first_step_bound_ms or 0.0, 3)}
+                                     "limit_ms": round(spec.bound_ms, 3)}
     return record
 
 

@@ -83,9 +83,7 @@ def parse_args(argv):
     p.add_argument("--cache-dir", default=None, help="where the synthetic dataset is kept")
     p.add_argument("--backend", default=None, help="Keras 3 backend (tensorflow, jax, torch)")
     p.add_argument("--bound-ms", type=float, default=None,
-                   help="a warm-up step longer than this ends the run after it (a slow-step bound)")
-    p.add_argument("--first-step-bound-ms", type=float, default=None,
-                   help="the same for the first step, which also pays tracing and autotuning")
+                   help="a steady step (not the first) longer than this ends the run after it (a slow-step bound)")
     p.add_argument("--profile-dir", default=None, help="record the profiled window here (none: no profile)")
     p.add_argument("--profile-steps", type=int, default=2, help="steps in the window after the timed steps")
     p.add_argument("--rounds-of", default=None,
@@ -411,7 +409,7 @@ class StepTimer(object):
     """
 
     def __init__(self, warmup_steps, min_steps, max_steps, max_measure_s, tolerance, clock=time.perf_counter,
-                 bound_ms=None, first_step_bound_ms=None, window_steps=0):
+                 bound_ms=None, window_steps=0):
         self.clock = clock
         self.warmup_steps = warmup_steps
         self.min_steps = min_steps
@@ -419,7 +417,6 @@ class StepTimer(object):
         self.max_measure_s = max_measure_s
         self.tolerance = tolerance
         self.bound_ms = bound_ms
-        self.first_step_bound_ms = first_step_bound_ms if first_step_bound_ms is not None else bound_ms
         self.window_steps = window_steps
         self.model = None
         self.start = None
@@ -439,7 +436,7 @@ class StepTimer(object):
 
     @property
     def may_be_bound(self):
-        return self.bound_ms is not None or self.first_step_bound_ms is not None
+        return self.bound_ms is not None
 
     def begin(self):
         self.start = self.last = self.clock()
@@ -480,7 +477,7 @@ class StepTimer(object):
                 self.first_step_ms = elapsed_ms
             self.warmup_ms.append(elapsed_ms)
             # The first step pays tracing and autotuning: it never ends a run, so a slowdown is always judged on a
-            # steady step, like float32's median (first_step_bound_ms stays accepted from older engines).
+            # steady step, like float32's median.
             limit = None if first else self.bound_ms
             if limit is not None and elapsed_ms > limit:
                 # Far beyond float32 already: this step is the measurement, a bound on the slowdown.
@@ -1167,7 +1164,7 @@ def run(args):
                              jit_compile=args.variant == "xla",
                              run_options=profiler.run_options if profiler is not None else None)
     timer = StepTimer(args.warmup_steps, args.min_steps, args.max_steps, args.max_measure_s,
-                      args.stable_tolerance, bound_ms=args.bound_ms, first_step_bound_ms=args.first_step_bound_ms,
+                      args.stable_tolerance, bound_ms=args.bound_ms,
                       window_steps=args.profile_steps if profiler is not None else 0)
     callback, hooks = make_callback(api, timer, profiler)
     # Room for the window to wait past an epoch's first step (window_placement); training stops by itself.

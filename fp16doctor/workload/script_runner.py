@@ -111,7 +111,6 @@ def parse_args(argv):
     p.add_argument("--stable-tolerance", type=float, default=0.05)
     p.add_argument("--variant", choices=VARIANTS, default="original", help="the experiment's one change")
     p.add_argument("--bound-ms", type=float, default=None, help="slow-step bound (see run_workload.py)")
-    p.add_argument("--first-step-bound-ms", type=float, default=None)
     p.add_argument("--profile-dir", default=None, help="record a profiled window of steps here")
     p.add_argument("--profile-steps", type=int, default=3, help="steps in the profiled window")
     args = p.parse_args(argv[:cut])
@@ -563,7 +562,6 @@ def run(args):
     variant_env = run_workload.set_variant_environment(args.variant, backend)
     onednn_env = run_workload.enable_onednn_verbose(backend, args.variant) if profile_dir else {}
     timer = ScriptTimer(warmup, min_steps, max_steps, budget, tolerance, bound_ms=args.bound_ms,
-                        first_step_bound_ms=args.first_step_bound_ms,
                         window_steps=max(0, args.profile_steps) if profile_dir else 0)
     session = Session(args, timer, onednn_env, variant_env)
     _session[0] = session

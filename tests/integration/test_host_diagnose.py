@@ -162,8 +162,8 @@ def test_a_float16_run_beyond_its_slow_step_bound_stops_after_its_first_steady_s
 
 
 def test_a_run_cut_short_by_its_second_warmup_step_is_profiled_on_that_step(tmp_path: Path) -> None:
-    """A first step under its allowance (a float32 first step so slow that any tracing fits), a second beyond
-    the bound: the second step is the measurement and the profiled window, not the first with its tracing."""
+    """A first step (tracing) never ends a run; the second, beyond the bound, is the measurement and the profiled
+    window, not the first with its tracing."""
     spec = RunSpec("host", "float16", "original", QUICK, reference_ms=0.01, reference_first_step_ms=1e7)
     record = HostEngine(cache_dir=tmp_path, backend="tensorflow").run(spec, lambda e: None)
     assert record["status"] == "ok", record.get("error")

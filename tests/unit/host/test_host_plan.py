@@ -116,7 +116,7 @@ def test_a_first_step_beyond_the_bound_never_ends_the_run_the_next_steady_one_do
     wl = _workload_module()
     wl.emit = lambda *a, **k: None
     timer = wl.StepTimer(warmup_steps=2, min_steps=5, max_steps=60, max_measure_s=8.0, tolerance=0.05,
-                         bound_ms=5000.0, first_step_bound_ms=9000.0, window_steps=2)
+                         bound_ms=5000.0, window_steps=2)
     stopped = _drive(timer, [22.0] * 10)
     assert stopped == 1 and timer.done
     assert timer.stop_reason == "slow_step_bound" and timer.bound and timer.bound_limit_ms == 5000.0
@@ -137,9 +137,9 @@ def test_with_one_warmup_step_the_first_measured_step_is_the_one_judged() -> Non
 def test_a_later_warmup_step_beyond_the_bound_ends_warmup_and_the_run() -> None:
     wl = _workload_module()
     wl.emit = lambda *a, **k: None
-    # The first step stays under its allowance for one-off costs; the second is the steady 16-bit step.
+    # The first step (one-off costs) never ends a run; the second, the steady 16-bit step, does.
     timer = wl.StepTimer(warmup_steps=3, min_steps=5, max_steps=60, max_measure_s=8.0, tolerance=0.05,
-                         bound_ms=5000.0, first_step_bound_ms=9000.0)
+                         bound_ms=5000.0)
     assert _drive(timer, [8.0, 6.0, 6.0, 6.0]) == 1
     assert timer.step_ms == [6000.0] and timer.warmup_ms == [8000.0, 6000.0]
     assert timer.stop_reason == "slow_step_bound"
@@ -149,7 +149,7 @@ def test_steps_under_the_bound_keep_the_statistical_rules() -> None:
     wl = _workload_module()
     wl.emit = lambda *a, **k: None
     timer = wl.StepTimer(warmup_steps=2, min_steps=6, max_steps=100, max_measure_s=1e9, tolerance=0.05,
-                         bound_ms=5000.0, first_step_bound_ms=9000.0)
+                         bound_ms=5000.0)
     stopped = _drive(timer, [4.2, 0.3] + [0.1] * 20)
     assert not timer.bound and timer.stop_reason == "stable" and stopped == 7 and len(timer.step_ms) == 6
 

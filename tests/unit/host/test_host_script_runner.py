@@ -219,7 +219,7 @@ def test_a_step_beyond_the_slow_step_bound_ends_the_run_as_its_measurement(tmp_p
     body = {"fit": "keras.Model().fit(epochs=5, steps_per_epoch=10)",
             "train_on_batch": "m = keras.Model()\nfor _ in range(50):\n    m.train_on_batch(None, None)"}[loop]
     final, log, _ = run_script(tmp_path, "import keras\n" + body + "\nprint('after training')\n",
-                               "--steps", "5", "--bound-ms", "10", "--first-step-bound-ms", "10",
+                               "--steps", "5", "--bound-ms", "10",
                                FAKE_STEP_S="0.03")
     run = final["run"]
     assert run["status"] == "ok" and run["bound"] is True and run["bound_limit_ms"] == 10.0

@@ -149,7 +149,7 @@ def test_a_loop_that_gives_no_position_profiles_the_next_steps_as_before(wl: Any
 def _warmup(wl: Any, steps_ms: list[float], warmup_steps: int = 2) -> tuple[Any, Any, _Profiler]:
     clock = [0.0]
     timer = wl.StepTimer(warmup_steps=warmup_steps, min_steps=4, max_steps=100, max_measure_s=1e9, tolerance=0.05,
-                         bound_ms=1000.0, first_step_bound_ms=3000.0, window_steps=2, clock=lambda: clock[0])
+                         bound_ms=1000.0, window_steps=2, clock=lambda: clock[0])
     profiler = _Profiler()
     hooks = wl.StepHooks(timer, profiler)
     hooks.train_begin(None)
