@@ -29,7 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fp16doctor" / "workload"))
 
-import run_workload as wl  # noqa: E402
+import dataset  # noqa: E402
+import frameworks  # noqa: E402
+import model as seed  # noqa: E402
+import timing  # noqa: E402
+import window  # noqa: E402
 
 SIZES = {"quick": (112, 168, 32), "full": (224, 336, 128)}
 
@@ -42,14 +46,14 @@ def main() -> None:
     args = ap.parse_args()
     height, width, batch = SIZES[args.size]
     backend = os.environ.get("KERAS_BACKEND", "tensorflow")
-    wl.prepare_keras_home("float32", backend)
-    api = wl.load_keras(backend)
+    frameworks.prepare_keras_home("float32", backend)
+    api = frameworks.load_keras(backend)
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fp16doctor"
-    train_dir = wl.dataset.ensure_dataset(str(cache), height, width, max(2 * batch, 64))
+    train_dir = dataset.ensure_dataset(str(cache), height, width, max(2 * batch, 64))
     with redirect_stdout(io.StringIO()):  # flow_from_directory announces what it found on stdout
-        gen = wl.make_generator(api, train_dir, height, width, batch)
-        x, y = wl.in_memory_batches(gen, 16)
-    model = wl.build_seed_model(api, height, width, mixed=False)
+        gen = seed.make_generator(api, train_dir, height, width, batch)
+        x, y = seed.in_memory_batches(gen, 16)
+    model = seed.build_seed_model(api, height, width, mixed=False)
     steps = 16 * args.epochs
     model.fit(x, y, batch_size=batch, epochs=2, shuffle=False, verbose=0)  # compile + warm caches
 
@@ -59,8 +63,8 @@ def main() -> None:
         return (time.perf_counter() - t0) * 1000.0 / steps
 
     def harness() -> tuple[float, float]:
-        timer = wl.StepTimer(0, 10**9, 10**9, 1e9, 0.0)
-        cb, _ = wl.make_callback(api, timer)
+        timer = timing.StepTimer(0, 10**9, 10**9, 1e9, 0.0)
+        cb, _ = window.make_callback(api, timer)
         sink = io.StringIO()
         t0 = time.perf_counter()
         with redirect_stdout(sink):
@@ -78,8 +82,8 @@ def main() -> None:
 
     # The callback alone, fed the loss as a backend tensor (what fit hands it), not a Python float.
     loss = api.keras.ops.convert_to_tensor(float(model.train_on_batch(x[:batch], y[:batch])[0]))
-    timer = wl.StepTimer(0, 10**9, 10**9, 1e9, 0.0)
-    cb, _ = wl.make_callback(api, timer)
+    timer = timing.StepTimer(0, 10**9, 10**9, 1e9, 0.0)
+    cb, _ = window.make_callback(api, timer)
     calls = 5000
     with redirect_stdout(io.StringIO()):
         timer.begin()

@@ -6,7 +6,7 @@ steps: rounds of the workload (float32, in-memory batches, a fixed number of ste
 alternate between three settings, each a fresh process:
 
 - off: ONEDNN_VERBOSE unset;
-- workload: the setting the workload uses (run_workload.ONEDNN_VERBOSE_SETTING: every component but
+- workload: the setting the workload uses (frameworks.ONEDNN_VERBOSE_SETTING: every component but
   gemm_api);
 - all: ONEDNN_VERBOSE=1, every line (gemm_api included).
 
@@ -31,9 +31,10 @@ from pathlib import Path
 WORKLOAD = Path(__file__).resolve().parent.parent / "fp16doctor" / "workload" / "run_workload.py"
 sys.path.insert(0, str(WORKLOAD.parent))
 
-import run_workload as wl  # noqa: E402
+from frameworks import ONEDNN_VERBOSE_SETTING  # noqa: E402
+from protocol import PREFIX  # noqa: E402
 
-SETTINGS = {"off": None, "workload": wl.ONEDNN_VERBOSE_SETTING, "all": "1"}
+SETTINGS = {"off": None, "workload": ONEDNN_VERBOSE_SETTING, "all": "1"}
 
 
 def one_run(setting: str | None, steps: int) -> tuple[float, float]:
@@ -51,8 +52,8 @@ def one_run(setting: str | None, steps: int) -> tuple[float, float]:
         capture_output=True, text=True, env=env, check=True)
     lines = proc.stdout.splitlines()
     exec_lines = sum(1 for line in lines if line.startswith("onednn_verbose") and ",exec," in line)
-    result = next(json.loads(line[len(wl.PREFIX):]) for line in lines
-                  if line.startswith(wl.PREFIX) and '"event": "result"' in line)
+    result = next(json.loads(line[len(PREFIX):]) for line in lines
+                  if line.startswith(PREFIX) and '"event": "result"' in line)
     return float(result["run"]["step_time_ms"]["median"]), exec_lines / total
 
 

@@ -3,7 +3,7 @@
 oneDNN 3.x parses ONEDNN_VERBOSE on its first call into shared state without a lock; with a `filter=`
 the parse appends to a shared string, so two threads making their first oneDNN call together can corrupt
 the heap (SIGSEGV, or SIGABRT "malloc(): unaligned tcache chunk detected"). The workload primes oneDNN
-with one small eager convolution on the main thread (run_workload.prime_onednn_verbose). This runs a
+with one small eager convolution on the main thread (frameworks.prime_onednn_verbose). This runs a
 small branchy CNN's first training step in fresh processes, alternating unprimed and primed, and counts
 the processes that die.
 
@@ -28,14 +28,14 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import os, sys
 sys.path.insert(0, sys.argv[2])
-import run_workload
-os.environ["ONEDNN_VERBOSE"] = run_workload.ONEDNN_VERBOSE_SETTING
+import frameworks
+os.environ["ONEDNN_VERBOSE"] = frameworks.ONEDNN_VERBOSE_SETTING
 os.environ["ONEDNN_VERBOSE_TIMESTAMP"] = "1"
 import numpy as np
 import tensorflow as tf
 import keras
 if sys.argv[1] == "primed":
-    run_workload.prime_onednn_verbose()
+    frameworks.prime_onednn_verbose()
 inp = keras.Input((32, 32, 3))
 branches = []
 for _ in range(6):  # parallel branches: several threads make their first oneDNN call at once

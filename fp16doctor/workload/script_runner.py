@@ -5,10 +5,11 @@
 
 Like run_workload.py this runs inside the target Python (down to Python 3.5 with Keras 2.1.5), so it
 stays valid Python 3.5 with stdlib, numpy and Keras only, and reports through "@@fp16doctor {json}"
-lines. The precision is applied from outside, as a user would: a private keras.json (floatx), and for
+lines (events.py). The precision is applied from outside, as a user would: a private keras.json (floatx), and for
 the mixed policies the global dtype policy, set the moment the script imports Keras. An import hook
 wraps Model.fit / fit_generator / train_on_batch of whichever Keras the script imports (Keras 3,
-tf_keras, Keras 2), so a callback the script never sees times each step with run_workload's StepTimer.
+tf_keras, Keras 2), so a callback the script never sees times each step with the built-in workload's
+StepTimer (timing.py).
 After N measured steps the runner stops the script by an exception (any Keras), and the code after that
 point (evaluation, saving) does not run.
 
@@ -24,7 +25,6 @@ import argparse
 import functools
 import hashlib
 import importlib.util
-import json
 import os
 import re
 import runpy
@@ -35,18 +35,25 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import run_workload  # noqa: E402  (sits beside this file, inside the image too)
+# The built-in workload's modules: they sit beside this file, inside the image too.
+import events  # noqa: E402
+import frameworks  # noqa: E402
+import window  # noqa: E402
+import timing  # noqa: E402
+from events import emit  # noqa: E402
+from model import describe_model  # noqa: E402
+from protocol import ONEDNN_PREFIXES, PRECISIONS, PROFILE_DIR_ENV, SCRIPT_VARIANTS, WINDOW_MARKER  # noqa: E402
 
-sys.path.remove(HERE)
-# The user's script may have its own `dataset` or `run_workload` module: ours must not shadow them.
-for _name in ("run_workload", "dataset"):
-    sys.modules.pop(_name, None)
+# The user's script may have modules of the same names (model, events, dataset ...), or a package it imports
+# may: ours must not shadow them. Run as a script, this folder is also sys.path[0]; what was imported stays
+# reachable through the names above.
+_here = os.path.realpath(HERE)
+sys.path[:] = [p for p in sys.path if not p or os.path.realpath(p) != _here]
+for _name, _module in list(sys.modules.items()):
+    _file = getattr(_module, "__file__", None)
+    if _name not in ("__main__", __name__) and _file and os.path.dirname(os.path.realpath(_file)) == _here:
+        del sys.modules[_name]
 
-PREFIX = run_workload.PREFIX
-PRECISIONS = ("float32", "float16", "mixed_float16", "bfloat16", "mixed_bfloat16")
-# The experiments that apply to any script: each changes the environment or a compile argument, never
-# the model or its data (run_workload.VARIANTS has the others, for the built-in workload only).
-VARIANTS = ("original", "onednn_off", "tf32_off", "xla")
 # tf.keras was TensorFlow's own copy, tensorflow.python.keras, before TensorFlow 2.6 (from 2.6 it is the
 # keras package; the copy stays, unused by tf.keras, and is ignored there).
 TF_KERAS_MODULE = "tensorflow.python.keras"
@@ -62,22 +69,10 @@ CALLBACKS_POSITION = {"fit": 5, "fit_generator": 4}
 KERAS2_ARGUMENTS = ("lr", "decay")
 KERAS2_METHODS = ("fit_generator", "evaluate_generator", "predict_generator")
 OUTPUT_TAIL_LINES = 30
-NOT_THE_SCRIPTS = ("onednn_verbose,", "dnnl_verbose,", "mkldnn_verbose,", "=== fp16doctor-window-")
+NOT_THE_SCRIPTS = tuple(p + "," for p in ONEDNN_PREFIXES) + (WINDOW_MARKER,)
 MIN_MEASURED_STEPS = 3  # a median worth the name
 
-_protocol = [None]  # the runner's own stdout, once the script's output goes to the log
 _session = [None]  # what the runner learnt before the script failed (which Keras)
-
-
-def emit(event, **fields):
-    fields["event"] = event
-    out = _protocol[0] or sys.stdout
-    out.write(PREFIX + json.dumps(fields, sort_keys=True) + "\n")
-    out.flush()
-
-
-# StepTimer reports each step through run_workload.emit: send it down the protocol channel too.
-run_workload.emit = emit
 
 
 class Enough(BaseException):
@@ -109,8 +104,8 @@ def parse_args(argv):
     p.add_argument("--max-steps", type=int, default=60)
     p.add_argument("--max-measure-s", type=float, default=8.0)
     p.add_argument("--stable-tolerance", type=float, default=0.05)
-    p.add_argument("--variant", choices=VARIANTS, default="original", help="the experiment's one change")
-    p.add_argument("--bound-ms", type=float, default=None, help="slow-step bound (see run_workload.py)")
+    p.add_argument("--variant", choices=SCRIPT_VARIANTS, default="original", help="the experiment's one change")
+    p.add_argument("--bound-ms", type=float, default=None, help="slow-step bound (see timing.py)")
     p.add_argument("--profile-dir", default=None, help="record a profiled window of steps here")
     p.add_argument("--profile-steps", type=int, default=3, help="steps in the profiled window")
     args = p.parse_args(argv[:cut])
@@ -126,7 +121,7 @@ def redirect_output(log_path):
     """fd 1 and 2 -> the log (the framework's C++ logs too); the protocol keeps a copy of fd 1."""
     sys.stdout.flush()
     sys.stderr.flush()
-    _protocol[0] = os.fdopen(os.dup(1), "w")
+    events.send_to(os.fdopen(os.dup(1), "w"))
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
@@ -157,7 +152,7 @@ def sha256_of(path):
 
 # ---------------------------------------------------------------- timing
 
-class ScriptTimer(run_workload.StepTimer):
+class ScriptTimer(timing.StepTimer):
     """StepTimer, plus what a script does that the built-in workload does not: several fit calls
     (the first step after each is warm-up again: new data adapter, maybe a retrace) and epoch ends
     (validation and epoch callbacks run there: excluded from the step after them, timed apart)."""
@@ -222,7 +217,7 @@ class Session(object):
     def __init__(self, args, timer, onednn_env=None, variant_env=None):
         self.args = args
         self.timer = timer
-        self.hooks = run_workload.StepHooks(timer)  # the profiler joins once Keras (and its backend) loads
+        self.hooks = window.StepHooks(timer)  # the profiler joins once Keras (and its backend) loads
         self.onednn_env = onednn_env or {}
         self.variant_env = variant_env or {}
         self.variant_applied = None
@@ -262,10 +257,10 @@ class Session(object):
     def prepare_run(self, module, name):
         """Once the script's Keras (and so its backend) has loaded: the experiment's change and the profiler."""
         api = keras_api(module, name)
-        _, device = run_workload.software_info(api)
+        _, device = frameworks.software_info(api)
         try:
-            self.variant_applied = run_workload.apply_variant(api, self.args.variant, device, self.variant_env)
-        except run_workload.Skip as exc:
+            self.variant_applied = frameworks.apply_variant(api, self.args.variant, device, self.variant_env)
+        except events.Skip as exc:
             raise Skip(str(exc))
         if self.variant_applied.pop("jit_compile", None):
             self.compile_kwargs["jit_compile"] = True
@@ -274,11 +269,11 @@ class Session(object):
             return
         if self.onednn_env and api.backend_name == "tensorflow":
             try:
-                run_workload.prime_onednn_verbose()
+                frameworks.prime_onednn_verbose()
             except Exception as exc:  # noqa: BLE001  (then the names are at risk, the run is not)
                 self.notes.append("oneDNN was not primed: %s: %s" % (exc.__class__.__name__, exc))
         try:
-            profiler = run_workload.WindowProfiler(api, self.args.profile_dir, bool(self.onednn_env))
+            profiler = window.WindowProfiler(api, self.args.profile_dir, bool(self.onednn_env))
         except Exception as exc:  # noqa: BLE001  (no profile is no reason to lose the measurement)
             self.notes.append("profiling was off: %s: %s" % (exc.__class__.__name__, exc))
             return
@@ -335,7 +330,7 @@ class Session(object):
             self.keras_name = "tensorflow.keras" if root == "tensorflow" else root
         self.policy_at_first_call = global_policy_name(self.keras)
         try:
-            self.model_info = run_workload.describe_model(model)
+            self.model_info = describe_model(model)
         except Exception as exc:  # noqa: BLE001  (an unusual model is described less, never fatal)
             self.notes.append("the model could not be described (%s: %s)" % (exc.__class__.__name__, exc))
 
@@ -426,14 +421,15 @@ def tf_keras_is_own_copy():
 
 
 def keras_api(module, name):
-    """run_workload's view of the Keras the script imported (for software_info, the variant, the profiler)."""
+    """The built-in workload's view (frameworks.KerasAPI) of the Keras the script imported (for software_info,
+    the variant, the profiler)."""
     kind = "tf_keras" if name == "tf_keras" else ("keras3" if keras_major(module) >= 3 else "keras2")
     backend_name = "tensorflow"
     try:
         backend_name = module.backend.backend()
     except Exception:  # noqa: BLE001  (Keras 2.1's backend() is there; anything odd means TensorFlow)
         pass
-    return run_workload.KerasAPI(kind, module, None, None, backend_name)
+    return frameworks.KerasAPI(kind, module, None, None, backend_name)
 
 
 def keras_version(module):
@@ -543,10 +539,10 @@ def recognise_keras2_api(exc, tb, script):
 
 
 def run(args):
-    backend = args.backend or os.environ.get("KERAS_BACKEND") or run_workload.user_keras_config().get("backend") \
+    backend = args.backend or os.environ.get("KERAS_BACKEND") or frameworks.user_keras_config().get("backend") \
         or "tensorflow"
     script_sha256 = sha256_of(args.script)
-    keras_dir, _ = run_workload.prepare_keras_home(args.precision, backend)
+    keras_dir, _ = frameworks.prepare_keras_home(args.precision, backend)
     if args.steps:
         warmup, min_steps, max_steps, budget, tolerance = args.warmup_steps, args.steps, args.steps, 1e12, -1.0
     else:
@@ -556,11 +552,11 @@ def run(args):
     # each fit call, not the run, and the second *sets* steps_per_epoch where the script left it None,
     # so an in-memory dataset with fewer batches "runs out of data" and its training is cut short.
     # The runner's own exception (Enough) stops every Keras after the last measured step instead.
-    profile_dir = args.profile_dir or os.environ.get("FP16DOCTOR_PROFILE_DIR")  # a container's, by environment
+    profile_dir = args.profile_dir or os.environ.get(PROFILE_DIR_ENV)  # a container's, by environment
     args.profile_dir = profile_dir
     # Before the script imports its framework: what the framework reads from the environment when it loads.
-    variant_env = run_workload.set_variant_environment(args.variant, backend)
-    onednn_env = run_workload.enable_onednn_verbose(backend, args.variant) if profile_dir else {}
+    variant_env = frameworks.set_variant_environment(args.variant, backend)
+    onednn_env = frameworks.enable_onednn_verbose(backend, args.variant) if profile_dir else {}
     timer = ScriptTimer(warmup, min_steps, max_steps, budget, tolerance, bound_ms=args.bound_ms,
                         window_steps=max(0, args.profile_steps) if profile_dir else 0)
     session = Session(args, timer, onednn_env, variant_env)
@@ -590,7 +586,7 @@ def run(args):
 
     software, device = {"python": "%d.%d.%d" % sys.version_info[:3]}, "cpu"
     if session.keras is not None:
-        software, device = run_workload.software_info(keras_api(session.keras, session.keras_name))
+        software, device = frameworks.software_info(keras_api(session.keras, session.keras_name))
 
     timed = list(session.calls)
     steps = timer.step_ms
@@ -646,7 +642,7 @@ def run(args):
         losses = timer.losses
         bad = [v for v in losses if v != v or v in (float("inf"), float("-inf"))]
         result.update({
-            "step_time_ms": run_workload.summary(steps),
+            "step_time_ms": timing.summary(steps),
             "first_step_ms": round(timer.first_step_ms, 3),
             "warmup_step_ms": [round(v, 3) for v in timer.warmup_ms],
             "step_ms_all": [round(v, 3) for v in steps],
@@ -672,7 +668,7 @@ def run(args):
                          "finding is drawn from this run")
     if session.variant_applied:
         result["variant_applied"] = session.variant_applied
-    cpu = run_workload.cpu_facts()
+    cpu = frameworks.cpu_facts()
     if cpu is not None:
         result["cpu"] = cpu
     workload["notes"] = notes

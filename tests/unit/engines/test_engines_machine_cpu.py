@@ -12,20 +12,20 @@ from fp16doctor.results import new_document
 
 RECORDINGS = Path(__file__).resolve().parents[2] / "data" / "recordings"
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "fp16doctor" / "workload"))
-import run_workload  # noqa: E402
+import frameworks  # noqa: E402
 
 
 def test_the_workload_reads_the_flags_that_decide_16_bit_speed_from_real_cpuinfo() -> None:
-    xeon = run_workload.cpu_facts(str(RECORDINGS / "cpu-xeon-spr-tf2.21" / "cpuinfo.txt"))
+    xeon = frameworks.cpu_facts(str(RECORDINGS / "cpu-xeon-spr-tf2.21" / "cpuinfo.txt"))
     assert xeon is not None and "Xeon" in (xeon["model"] or "")
     assert {"avx512_fp16", "amx_bf16", "avx512_bf16"} <= set(xeon["flags"])
-    epyc = run_workload.cpu_facts(str(RECORDINGS / "cpu-epyc-avx2-tf2.21" / "cpuinfo.txt"))
+    epyc = frameworks.cpu_facts(str(RECORDINGS / "cpu-epyc-avx2-tf2.21" / "cpuinfo.txt"))
     assert epyc is not None and "avx2" in epyc["flags"] and not any(f.startswith("avx512") for f in epyc["flags"])
-    assert run_workload.cpu_facts("/nonexistent/cpuinfo") is None
+    assert frameworks.cpu_facts("/nonexistent/cpuinfo") is None
 
 
 def test_a_remote_engines_runs_are_judged_by_the_cpu_they_ran_on() -> None:
-    xeon = run_workload.cpu_facts(str(RECORDINGS / "cpu-xeon-spr-tf2.21" / "cpuinfo.txt"))
+    xeon = frameworks.cpu_facts(str(RECORDINGS / "cpu-xeon-spr-tf2.21" / "cpuinfo.txt"))
     record = {"stack": "cpu", "precision": "float16", "variant": "original", "device": "cpu",
               "engine": {"kind": "docker", "docker_host": "tcp://xeon-box:2376", "name": "xeon-box"}}
     merged = merge_workload_result(record, {"status": "ok", "cpu": xeon,

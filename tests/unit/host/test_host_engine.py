@@ -155,8 +155,8 @@ def test_a_killed_workload_leaves_no_private_keras_home(tmp_path: Path) -> None:
     script = _script(tmp_path, f"""
         import json, sys, time
         sys.path.insert(0, {str(workload_dir)!r})
-        import run_workload
-        keras_dir, _ = run_workload.prepare_keras_home("float16", "tensorflow")
+        import frameworks
+        keras_dir, _ = frameworks.prepare_keras_home("float16", "tensorflow")
         print("@@fp16doctor " + json.dumps({{"event": "phase", "phase": "train", "keras_dir": keras_dir}}), flush=True)
         time.sleep(60)
     """)

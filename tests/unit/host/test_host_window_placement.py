@@ -3,23 +3,16 @@
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-WORKLOAD = Path(__file__).resolve().parents[3] / "fp16doctor" / "workload" / "run_workload.py"
-
-
-@pytest.fixture()
-def wl() -> Any:
-    spec = importlib.util.spec_from_file_location("run_workload_window_placement", WORKLOAD)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.emit = lambda *a, **k: None
-    return module
+WORKLOAD_DIR = Path(__file__).resolve().parents[3] / "fp16doctor" / "workload"
+sys.path.insert(0, str(WORKLOAD_DIR))  # the workload's modules import each other from beside themselves
+import timing  # noqa: E402
+from window import StepHooks, epoch_position, window_placement  # noqa: E402
 
 
 @pytest.mark.parametrize(("next_in_epoch", "per_epoch", "window", "left", "expected", "clear"), [
@@ -36,10 +29,10 @@ def wl() -> Any:
     (None, 4, 2, 50, (0, 2), False),  # a loop that does not say where it is
     (4, 4, 2, None, (0, 2), False),
 ])
-def test_the_window_is_placed_clear_of_an_epochs_first_step(wl: Any, next_in_epoch: int | None, per_epoch: int,
+def test_the_window_is_placed_clear_of_an_epochs_first_step(next_in_epoch: int | None, per_epoch: int,
                                                              window: int, left: int | None,
                                                              expected: tuple[int, int], clear: bool) -> None:
-    delay, steps = wl.window_placement(next_in_epoch, per_epoch, window, left)
+    delay, steps = window_placement(next_in_epoch, per_epoch, window, left)
     assert (delay, steps) == expected
     if clear:
         # No step in the window begins an epoch, and the fit call lasts to its end.
@@ -48,15 +41,15 @@ def test_the_window_is_placed_clear_of_an_epochs_first_step(wl: Any, next_in_epo
         assert all((first + k) % per_epoch != 0 for k in range(steps)) and delay + steps <= left
 
 
-def test_the_epoch_position_comes_from_what_keras_hands_its_callbacks(wl: Any) -> None:
+def test_the_epoch_position_comes_from_what_keras_hands_its_callbacks() -> None:
     # Keras 3 and tf.keras: params carry steps and epochs.
-    assert wl.epoch_position(1, 2, {"epochs": 5, "steps": 4, "verbose": 0}) == (3, 4, 13)
+    assert epoch_position(1, 2, {"epochs": 5, "steps": 4, "verbose": 0}) == (3, 4, 13)
     # Keras 2 fit on arrays: samples and batch size.
-    assert wl.epoch_position(0, 0, {"epochs": 2, "samples": 100, "batch_size": 32}) == (1, 4, 7)
-    assert wl.epoch_position(None, 3, {"steps": 4}) == (4, 4, None)
-    assert wl.epoch_position(0, 1, {"steps": None}) is None
-    assert wl.epoch_position(0, None, {"steps": 4}) is None
-    assert wl.epoch_position(0, 1, None) is None
+    assert epoch_position(0, 0, {"epochs": 2, "samples": 100, "batch_size": 32}) == (1, 4, 7)
+    assert epoch_position(None, 3, {"steps": 4}) == (4, 4, None)
+    assert epoch_position(0, 1, {"steps": None}) is None
+    assert epoch_position(0, None, {"steps": 4}) is None
+    assert epoch_position(0, 1, None) is None
 
 
 class _Profiler:
@@ -84,14 +77,14 @@ class _Profiler:
         self.kind = None
 
 
-def _train(wl: Any, per_epoch: int, epochs: int, window: int = 2,
+def _train(per_epoch: int, epochs: int, window: int = 2,
            step_s: float = 0.1) -> tuple[Any, _Profiler, list[int], int]:
     """A fit loop of `epochs` x `per_epoch` steps; an epoch's first step takes 1 s more (the iterator's rebuild)."""
     clock = [0.0]
-    timer = wl.StepTimer(warmup_steps=1, min_steps=4, max_steps=100, max_measure_s=1e9, tolerance=0.05,
+    timer = timing.StepTimer(warmup_steps=1, min_steps=4, max_steps=100, max_measure_s=1e9, tolerance=0.05,
                          window_steps=window, clock=lambda: clock[0])
     profiler = _Profiler()
-    hooks = wl.StepHooks(timer, profiler)
+    hooks = StepHooks(timer, profiler)
     hooks.train_begin(None)
     profiled: list[int] = []
     steps = 0
@@ -110,9 +103,9 @@ def _train(wl: Any, per_epoch: int, epochs: int, window: int = 2,
 
 
 @pytest.mark.parametrize("per_epoch", [3, 4, 5, 8])
-def test_the_window_holds_no_epochs_first_step_and_the_step_left_out_is_in_no_timing(wl: Any,
+def test_the_window_holds_no_epochs_first_step_and_the_step_left_out_is_in_no_timing(
                                                                                      per_epoch: int) -> None:
-    timer, profiler, profiled, steps = _train(wl, per_epoch, epochs=10)
+    timer, profiler, profiled, steps = _train(per_epoch, epochs=10)
     assert timer.done and len(timer.window_ms) == 2 and len(profiled) == 2
     assert 0 not in profiled  # no epoch's first step in the window
     assert all(abs(ms - 100.0) < 1e-6 for ms in timer.window_ms)
@@ -124,18 +117,18 @@ def test_the_window_holds_no_epochs_first_step_and_the_step_left_out_is_in_no_ti
     assert timed <= started <= timed + 2 and steps == started + 2
 
 
-def test_where_an_epoch_is_one_step_the_window_says_it_holds_an_epochs_first_step(wl: Any) -> None:
-    timer, profiler, _, _ = _train(wl, per_epoch=1, epochs=20)
+def test_where_an_epoch_is_one_step_the_window_says_it_holds_an_epochs_first_step() -> None:
+    timer, profiler, _, _ = _train(per_epoch=1, epochs=20)
     assert timer.done and len(timer.window_ms) == 2
     assert profiler.epoch_start
 
 
-def test_a_loop_that_gives_no_position_profiles_the_next_steps_as_before(wl: Any) -> None:
+def test_a_loop_that_gives_no_position_profiles_the_next_steps_as_before() -> None:
     clock = [0.0]
-    timer = wl.StepTimer(warmup_steps=1, min_steps=4, max_steps=100, max_measure_s=1e9, tolerance=0.05,
+    timer = timing.StepTimer(warmup_steps=1, min_steps=4, max_steps=100, max_measure_s=1e9, tolerance=0.05,
                          window_steps=2, clock=lambda: clock[0])
     profiler = _Profiler()
-    hooks = wl.StepHooks(timer, profiler)
+    hooks = StepHooks(timer, profiler)
     hooks.train_begin(None)
     steps = 0
     while not timer.done and steps < 20:
@@ -146,12 +139,12 @@ def test_a_loop_that_gives_no_position_profiles_the_next_steps_as_before(wl: Any
     assert steps == 7 and profiler.events == [("start", 5), ("stop", 7)]
 
 
-def _warmup(wl: Any, steps_ms: list[float], warmup_steps: int = 2) -> tuple[Any, Any, _Profiler]:
+def _warmup(steps_ms: list[float], warmup_steps: int = 2) -> tuple[Any, Any, _Profiler]:
     clock = [0.0]
-    timer = wl.StepTimer(warmup_steps=warmup_steps, min_steps=4, max_steps=100, max_measure_s=1e9, tolerance=0.05,
+    timer = timing.StepTimer(warmup_steps=warmup_steps, min_steps=4, max_steps=100, max_measure_s=1e9, tolerance=0.05,
                          bound_ms=1000.0, window_steps=2, clock=lambda: clock[0])
     profiler = _Profiler()
-    hooks = wl.StepHooks(timer, profiler)
+    hooks = StepHooks(timer, profiler)
     hooks.train_begin(None)
     for ms in steps_ms:
         clock[0] += ms / 1000.0
@@ -160,25 +153,25 @@ def _warmup(wl: Any, steps_ms: list[float], warmup_steps: int = 2) -> tuple[Any,
     return timer, hooks, profiler
 
 
-def test_a_run_cut_short_by_a_later_warmup_step_is_profiled_on_that_step(wl: Any) -> None:
+def test_a_run_cut_short_by_a_later_warmup_step_is_profiled_on_that_step() -> None:
     """The first step (tracing, autotuning) stays under its own allowance; the second meets the bound: that step
     is the measurement, so it is the profiled window, not the first with its tracing."""
-    timer, hooks, profiler = _warmup(wl, [2500.0, 1500.0])
+    timer, hooks, profiler = _warmup([2500.0, 1500.0])
     assert timer.bound and timer.step_ms == [1500.0] and timer.first_step_ms == 2500.0
     assert [e for e, _ in profiler.events] == ["start", "stop", "start", "stop"]
     assert profiler.kinds == ["first_step", "first_step", "bound_step", "bound_step"]
     assert hooks.window_kind() == "bound_step"
 
 
-def test_a_run_cut_short_by_its_first_steady_step_keeps_that_step_as_its_window(wl: Any) -> None:
+def test_a_run_cut_short_by_its_first_steady_step_keeps_that_step_as_its_window() -> None:
     # The first step (tracing) never ends a run, however slow: the second, steady one does, and is the window.
-    timer, hooks, profiler = _warmup(wl, [3500.0, 3500.0])
+    timer, hooks, profiler = _warmup([3500.0, 3500.0])
     assert timer.bound and hooks.window_kind() == "bound_step"
     assert profiler.kinds == ["first_step", "first_step", "bound_step", "bound_step"]
 
 
-def test_warmup_windows_of_a_run_that_is_not_cut_short_give_way_to_the_window_after_timing(wl: Any) -> None:
-    timer, hooks, profiler = _warmup(wl, [2500.0, 500.0] + [400.0] * 30)
+def test_warmup_windows_of_a_run_that_is_not_cut_short_give_way_to_the_window_after_timing() -> None:
+    timer, hooks, profiler = _warmup([2500.0, 500.0] + [400.0] * 30)
     assert not timer.bound and timer.done and hooks.window_kind() == "after_timing"
     assert profiler.kinds[:4] == ["first_step", "first_step", "bound_step", "bound_step"]
     assert profiler.kinds[-2:] == ["after_timing", "after_timing"]

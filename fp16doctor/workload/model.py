@@ -1,0 +1,207 @@
+# -*- coding: utf-8 -*-
+"""The user's model and its input, as posted: the seed CNN, its ImageDataGenerator, and what the run's
+result says about the model (layers, dtypes, FLOPs, loss scale).
+
+Runs in the target Python (down to 3.5 with Keras 2.1.5): stdlib, numpy and the framework.
+"""
+from __future__ import division, print_function
+
+import inspect
+import sys
+import time
+
+from events import Skip
+from timing import summary
+
+
+# ---------------------------------------------------------------- the model, as posted
+
+def pad_channels_layer(api, height, width, channels):
+    """Zero channels appended to the 3-channel input inside the model, so the first conv is built for
+    `channels` (Tensor Core convolutions want multiples of 8) while the batches stay as they were."""
+    ops = getattr(api.keras, "ops", None) or api.keras.backend
+    extra = channels - 3
+
+    def pad(t):
+        zeros = ops.zeros_like(t)
+        parts = [t] + [zeros] * (extra // 3)
+        if extra % 3:
+            parts.append(zeros[:, :, :, :extra % 3])
+        return ops.concatenate(parts, axis=-1)
+
+    return api.layers.Lambda(pad, input_shape=(height, width, 3), output_shape=(height, width, channels),
+                             name="pad_channels")
+
+
+def build_seed_model(api, height, width, mixed, pad_to=None, jit_compile=False, run_options=None):
+    L = api.layers
+    model = api.keras.models.Sequential()
+    if pad_to:
+        model.add(pad_channels_layer(api, height, width, pad_to))
+        model.add(L.Conv2D(32, (3, 3), padding="same", kernel_initializer="lecun_normal"))
+    else:
+        model.add(L.Conv2D(32, (3, 3), input_shape=(height, width, 3), padding="same",
+                           kernel_initializer="lecun_normal"))
+    model.add(L.Activation("relu"))
+    model.add(L.MaxPooling2D(pool_size=(2, 2)))
+    model.add(L.Conv2D(32, (3, 3), padding="same"))
+    model.add(L.Activation("relu"))
+    model.add(L.MaxPooling2D(pool_size=(2, 2)))
+    model.add(L.Conv2D(64, (3, 3), padding="same"))
+    model.add(L.Activation("relu"))
+    model.add(L.MaxPooling2D(pool_size=(2, 2)))
+    model.add(L.Conv2D(64, (3, 3), padding="same"))
+    model.add(L.Activation("relu"))
+    model.add(L.MaxPooling2D(pool_size=(2, 2)))
+    model.add(L.AveragePooling2D(pool_size=(2, 2)))
+    model.add(L.Flatten())
+    model.add(L.Dense(1))
+    if mixed:
+        # The mixed-precision guides keep the model's output in float32 for a stable loss.
+        model.add(L.Activation("sigmoid", dtype="float32"))
+    else:
+        model.add(L.Activation("sigmoid"))
+    api.compile(model, jit_compile=jit_compile, run_options=run_options)
+    return model
+
+
+def _shape(layer):
+    shape = getattr(layer, "output_shape", None)
+    if shape is None:
+        try:
+            shape = tuple(layer.output.shape)
+        except (AttributeError, ValueError):
+            return None
+    if isinstance(shape, list):
+        shape = shape[0]
+    return [int(d) for d in shape[1:] if d is not None]
+
+
+def describe_model(model):
+    layers = []
+    total_flops = 0.0
+    for layer in model.layers:
+        entry = {"type": layer.__class__.__name__, "name": layer.name}
+        out = _shape(layer)
+        if out is not None:
+            entry["output_shape"] = out
+        weights = layer.get_weights()
+        entry["params"] = int(layer.count_params()) if weights else 0
+        kind = entry["type"]
+        if kind == "Conv2D" and weights:
+            kh, kw, cin, cout = [int(d) for d in weights[0].shape]
+            entry.update({"in_channels": cin, "out_channels": cout, "kernel": [kh, kw]})
+            if out is not None:
+                entry["flops_per_example"] = 2.0 * kh * kw * cin * cout * out[0] * out[1]
+        elif kind == "Dense" and weights:
+            fan_in, units = [int(d) for d in weights[0].shape]
+            entry.update({"in_features": fan_in, "out_features": units,
+                          "flops_per_example": 2.0 * fan_in * units})
+        policy = getattr(layer, "dtype_policy", None)
+        compute_dtype = getattr(layer, "compute_dtype", None)
+        if compute_dtype is not None:
+            entry["compute_dtype"] = str(compute_dtype)
+        if weights:
+            entry["variable_dtype"] = str(weights[0].dtype)
+        elif policy is not None and getattr(policy, "variable_dtype", None):
+            entry["variable_dtype"] = str(policy.variable_dtype)
+        total_flops += entry.get("flops_per_example", 0.0)
+        layers.append(entry)
+    return {"params": int(model.count_params()), "flops_per_example": total_flops,
+            "flops_note": "forward pass, multiply-add = 2 FLOPs; a training step is about 3x",
+            "optimizer": model.optimizer.__class__.__name__, "layers": layers}
+
+
+def jit_compile_of(model):
+    """Whether the model was compiled with XLA (jit_compile), where its Keras says."""
+    value = getattr(model, "jit_compile", None)
+    return value if isinstance(value, bool) else None
+
+
+def finite(value):
+    """The loss as a JSON-safe number: None for NaN and infinities."""
+    if value is None or value != value or value in (float("inf"), float("-inf")):
+        return None
+    return value
+
+
+def _as_float(value):
+    try:
+        return float(value.numpy() if hasattr(value, "numpy") else value)
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def loss_scale(model):
+    """The dynamic loss scale after training (Keras 3: dynamic_scale; tf.keras: loss_scale), or None."""
+    optimizer = getattr(model, "optimizer", None)
+    for attr in ("dynamic_scale", "loss_scale"):
+        value = getattr(optimizer, attr, None)
+        if value is not None and not callable(value):
+            return finite(_as_float(value))
+    return None
+
+
+def initial_loss_scale(model):
+    optimizer = getattr(model, "optimizer", None)
+    value = getattr(optimizer, "initial_scale", None)
+    return finite(_as_float(value)) if value is not None and loss_scale(model) is not None else None
+
+
+# ---------------------------------------------------------------- its input, as posted
+
+class _Float32Backend(object):
+    """Keras 2.1.5's image module as seen through this: floatx() is float32, the rest is the backend."""
+
+    def __init__(self, backend):
+        self._backend = backend
+
+    def floatx(self):
+        return "float32"
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+
+def make_generator(api, train_dir, height, width, batch_size, batch_dtype=None):
+    # As posted: rescale on the host, random flips, batches built in K.floatx().
+    kwargs = {}
+    if batch_dtype is not None:
+        try:
+            accepts_dtype = "dtype" in inspect.signature(api.ImageDataGenerator.__init__).parameters
+        except (TypeError, ValueError):
+            accepts_dtype = False
+        if accepts_dtype:  # Keras 3's legacy class, tf_keras, keras_preprocessing >= 1.0.6
+            kwargs["dtype"] = batch_dtype
+        else:
+            # Keras 2.1.5's DirectoryIterator asks K.floatx() for every batch: give only the image
+            # module a backend whose floatx() is float32, so the model itself is left as it is.
+            module = sys.modules[api.ImageDataGenerator.__module__]
+            if not hasattr(module, "K"):
+                raise Skip("this Keras' ImageDataGenerator takes no dtype and reads no K.floatx() to redirect")
+            module.K = _Float32Backend(module.K)
+    datagen = api.ImageDataGenerator(rescale=1. / 255, horizontal_flip=True, vertical_flip=True, **kwargs)
+    return datagen.flow_from_directory(train_dir, target_size=(height, width), batch_size=batch_size,
+                                       class_mode="binary")
+
+
+def time_input(generator, batches):
+    """Host time to produce one batch with the same generator and floatx, median of `batches`."""
+    x, _ = next(generator)  # first batch opens files and warms caches
+    times = []
+    for _ in range(max(1, batches)):
+        t0 = time.perf_counter()
+        x, _ = next(generator)
+        times.append((time.perf_counter() - t0) * 1000.0)
+    return summary(times), str(x.dtype)
+
+
+def in_memory_batches(generator, batches):
+    import numpy as np
+
+    xs, ys = [], []
+    for _ in range(batches):
+        x, y = next(generator)
+        xs.append(x)
+        ys.append(y)
+    return np.concatenate(xs), np.concatenate(ys)

@@ -1,0 +1,56 @@
+# -*- coding: utf-8 -*-
+"""What both sides of the process boundary agree on: the engine (fp16doctor's host side) imports this
+module as fp16doctor.workload.protocol, the workload (the target Python) as `protocol`, from beside its
+own files. Each name is defined here and nowhere else (tests/unit/workload/test_workload_protocol.py).
+
+Valid Python 3.5, and it imports nothing: it runs in the oldest pinned stack as it is.
+"""
+
+# The workload's events: one line on stdout each, this prefix and one JSON object ("event": its kind).
+PREFIX = "@@fp16doctor "
+
+PRECISIONS = ("float32", "float16", "mixed_float16", "bfloat16", "mixed_bfloat16")
+MIXED_POLICIES = ("mixed_float16", "mixed_bfloat16")
+
+# original: the script as posted; synthetic_input: the same model on batches already in memory; the rest
+# are experiments that change one thing (fp16doctor/results.py VARIANT_CHANGES says what).
+VARIANTS = ("original", "synthetic_input", "onednn_off", "float32_batches", "channels_padded", "tf32_off", "xla")
+# The experiments that apply to a user's script: each changes the environment or a compile argument, never
+# the model or its data.
+SCRIPT_VARIANTS = ("original", "onednn_off", "tf32_off", "xla")
+# What an experiment sets in the environment before the framework loads (onednn_off: TensorFlow only).
+VARIANT_ENV = {
+    "onednn_off": {"TF_ENABLE_ONEDNN_OPTS": "0"},  # TensorFlow reads it when it loads
+    # Read by cuBLAS and cuDNN themselves, so it holds for every framework (NVIDIA's TF32 notes).
+    "tf32_off": {"NVIDIA_TF32_OVERRIDE": "0"},
+}
+# channels_padded: Tensor Core convolutions want channel counts that are multiples of 8 (cuDNN 7 developer
+# guide), so the model appends zero channels to the 3-channel input and its first conv sees this many.
+PADDED_CHANNELS = 8
+
+# The profiled window's markers on stdout; oneDNN's verbose lines between them belong to the window. The end
+# marker carries the window's wall ms per step: "=== fp16doctor-window-end <epoch s> ms_per_step 24473.1 ...".
+WINDOW_MARKER = "=== fp16doctor-window-"
+WINDOW_START = WINDOW_MARKER + "start"
+WINDOW_END = WINDOW_MARKER + "end"
+# How oneDNN's verbose lines begin (oneDNN 3.x, 1.x-2.x as DNNL, 0.x as MKL-DNN).
+ONEDNN_PREFIXES = ("onednn_verbose", "dnnl_verbose", "mkldnn_verbose")
+
+# Interleaved rounds: the second float32 model, the A/A control (same configuration, its own weights).
+AA_CONTROL = "float32_aa"
+
+# The built-in workload's name in a run's `workload` section.
+SEED_WORKLOAD = "seed_cnn"
+# How big one run is. full: the user's script as posted (224x336 images, batch 128); quick: the size that fits
+# a 2-core CPU in 90 s. The engine passes a size on the command line; the runners default to these.
+SIZES = {
+    "full": {"image_height": 224, "image_width": 336, "batch_size": 128, "warmup_steps": 3, "min_steps": 10,
+             "max_steps": 200, "max_measure_s": 120.0, "input_batches": 5, "profile_steps": 3},
+    "quick": {"image_height": 112, "image_width": 168, "batch_size": 32, "warmup_steps": 2, "min_steps": 5,
+              "max_steps": 60, "max_measure_s": 8.0, "input_batches": 3, "profile_steps": 2},
+}  # type: dict
+
+# Environment the engine sets for a run: the folder the profile goes to (a container's, copied out after),
+# and a scratch folder removed by the engine even when the run is killed.
+PROFILE_DIR_ENV = "FP16DOCTOR_PROFILE_DIR"
+SCRATCH_ENV = "FP16DOCTOR_SCRATCH"
