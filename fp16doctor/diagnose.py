@@ -28,10 +28,7 @@ from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS
 from fp16doctor.knowledge.gpus import gpu_has_bfloat16
 from fp16doctor.options import HOST_STACK, DiagnoseOptions, Progress
 from fp16doctor.results import (
-    PRECISIONS,
-    SCRIPT_VARIANTS,
     VARIANT_CHANGES,
-    VARIANTS,
     Document,
     ResultsWriter,
     load,
@@ -39,6 +36,7 @@ from fp16doctor.results import (
     run_key,
 )
 from fp16doctor.workload.dataset import class_folders
+from fp16doctor.workload.protocol import PRECISIONS, SCRIPT_VARIANTS, VARIANTS
 
 # The matrix every diagnose runs; mixed_bfloat16 joins it where the device computes in bfloat16.
 BASE_PRECISIONS = ("float32", "float16", "mixed_float16")

@@ -18,22 +18,18 @@ from typing import Any
 from fp16doctor import __version__
 from fp16doctor.errors import DoctorError
 from fp16doctor.redaction import redact, redact_home_paths
+from fp16doctor.workload.protocol import PADDED_CHANNELS, PRECISIONS, VARIANT_ENV
 
 SCHEMA_VERSION = 1
-PRECISIONS = ("float32", "float16", "mixed_float16", "bfloat16", "mixed_bfloat16")
 REDUCED_PRECISIONS = PRECISIONS[1:]  # the 16-bit ones, each compared with float32
 # What each experiment variant changes, and nothing else (a run's `experiment.changes`).
 VARIANT_CHANGES: dict[str, dict[str, Any]] = {
-    "onednn_off": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}},
+    "onednn_off": {"env": dict(VARIANT_ENV["onednn_off"])},
     "float32_batches": {"batch_dtype": "float32"},  # the ImageDataGenerator's batches; the model stays 16-bit
-    "channels_padded": {"input_channels": 8},  # zero channels added in the model; the first conv sees 8
-    "tf32_off": {"env": {"NVIDIA_TF32_OVERRIDE": "0"}},
+    "channels_padded": {"input_channels": PADDED_CHANNELS},  # zero channels added in the model for the first conv
+    "tf32_off": {"env": dict(VARIANT_ENV["tf32_off"])},
     "xla": {"jit_compile": True},
 }
-VARIANTS = ("original", "synthetic_input", *VARIANT_CHANGES)
-# The variants that run a user's script unchanged (workload/script_runner.py VARIANTS): an environment
-# variable or a compile argument, never its model or its data.
-SCRIPT_VARIANTS = ("original", "onednn_off", "tf32_off", "xla")
 RUN_STATUSES = ("ok", "failed", "skipped")
 SEVERITIES = ("info", "warning", "critical")
 # runs[].ops.coverage below this: the listed ops leave much of the window unattributed, and reports say so.

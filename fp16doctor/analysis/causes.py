@@ -28,6 +28,7 @@ from fp16doctor.analysis.rules.causal import (
 )
 from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.knowledge.frameworks import HOST_FP16_BATCH_ESTIMATE
+from fp16doctor.workload.protocol import SEED_WORKLOAD
 
 HALF = 0.5  # below this share explained, the verdict says what is unexplained
 # A measured op group smaller than this share of the difference names no cause of its own (a 0.1 ms input op
@@ -360,7 +361,7 @@ def _account_estimates(acc: Accounting, ctx: Context, found: Mapping[str, Mappin
                 acc.add(Share("host_fp16_emulation", excess, "estimate",
                               [f"measured host batch time {fmt_ms(reduced.input_ms)} in float16 vs "
                                f"{fmt_ms(fp32.input_ms)} in float32 (fit_generator's one worker waits for it)"]))
-        elif reduced.workload_name == "seed_cnn":
+        elif reduced.workload_name == SEED_WORKLOAD:
             est = HOST_FP16_BATCH_ESTIMATE
             excess = est.scaled_excess_ms(reduced.batch_size, reduced.image_pixels)
             acc.add(Share("host_fp16_emulation", excess, "estimate",

@@ -17,6 +17,7 @@ from fp16doctor.analysis.rules.common import make_finding
 from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.knowledge.kernels import is_reference_impl
 from fp16doctor.results import VARIANT_CHANGES
+from fp16doctor.workload.protocol import SEED_WORKLOAD
 
 # An experiment whose expected effect is below this share of the step is not worth its run.
 MIN_EXPECTED_SHARE = 0.05
@@ -106,10 +107,10 @@ def plan(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "oneDNN implementation names were recorded to say which kernels ran", None,
                     skip=_onednn_not_in_play(reduced))
         if slower and reduced.precision == "float16" and "host_fp16_emulation" in found \
-                and reduced.workload_name == "seed_cnn":
+                and reduced.workload_name == SEED_WORKLOAD:
             excess = (reduced.input_ms - fp32.input_ms) if reduced.input_ms and fp32.input_ms else None
             add(reduced, FLOAT32_BATCHES, "the host builds float16 batches", excess)
-        if reduced.on_gpu and "tensor_cores_not_eligible" in found and reduced.workload_name == "seed_cnn":
+        if reduced.on_gpu and "tensor_cores_not_eligible" in found and reduced.workload_name == SEED_WORKLOAD:
             add(reduced, CHANNELS_PADDED, "a layer's channel count keeps it off Tensor Cores", None)
         if "small_model_overhead" in found and _tensorflow(reduced) and (reduced.software.keras or "").startswith("3"):
             add(reduced, XLA, "launch and framework overhead dominate the step", None)

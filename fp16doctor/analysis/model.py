@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fp16doctor.analysis.values import as_int, as_list, as_mapping, as_number
+from fp16doctor.workload.protocol import SEED_WORKLOAD, SIZES
 
-SEED_WORKLOAD = "seed_cnn"
 # The seed script's convolutions (SEED.md): 3x3, same-padded, each followed by 2x2 max pooling.
 SEED_CONVS = ((None, 32), (32, 32), (32, 64), (64, 64))
 
@@ -119,8 +119,8 @@ def model_for_run(run: Mapping[str, Any]) -> ModelInfo | None:
         return ModelInfo(tuple(layers), "run", total, params)
     workload = as_mapping(run.get("workload"))
     if workload.get("name") == SEED_WORKLOAD:
-        h = as_int(workload.get("image_height")) or 224
-        w = as_int(workload.get("image_width")) or 336
+        h = as_int(workload.get("image_height")) or SIZES["full"]["image_height"]
+        w = as_int(workload.get("image_width")) or SIZES["full"]["image_width"]
         c = as_int(workload.get("channels")) or 3
         if not (0 < h <= 65536 and 0 < w <= 65536 and 0 < c <= 4096):
             return None

@@ -18,9 +18,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-MARKERS = ("onednn_verbose", "dnnl_verbose", "mkldnn_verbose")
-WINDOW_START = "=== fp16doctor-window-start"
-WINDOW_END = "=== fp16doctor-window-end"
+# The line prefixes of oneDNN's verbose mode, and the workload's window markers around a profiled window.
+from fp16doctor.workload.protocol import ONEDNN_PREFIXES, WINDOW_END, WINDOW_START
 
 # oneDNN data type names -> the names the results use.
 ONEDNN_DTYPES = {
@@ -106,7 +105,7 @@ def parse_line(line: str, index: int = 0) -> OnednnExec | None:
     leading = _LEADING_STAMP.match(text)  # "1.60704e+12:dnnl_verbose,exec,..." (oneDNN verbose RFC, 2020)
     start_ms = float(leading.group(1)) if leading else None
     fields = text[leading.end():].split(",") if leading else text.split(",")
-    if len(fields) < 8 or fields[0] not in MARKERS:
+    if len(fields) < 8 or fields[0] not in ONEDNN_PREFIXES:
         return None
     rest = fields[1:]
     if rest and rest[0] == "v1":
@@ -177,7 +176,7 @@ def parse_lines(lines: Iterable[str]) -> list[OnednnExec]:
 def isa_line(lines: Iterable[str]) -> str | None:
     """The ``info,cpu,isa:...`` line's text, e.g. "Intel AVX2" (for evidence)."""
     for line in lines:
-        if any(line.startswith(m) for m in MARKERS) and ",isa:" in line:
+        if any(line.startswith(m) for m in ONEDNN_PREFIXES) and ",isa:" in line:
             return line.split(",isa:", 1)[1].strip()
     return None
 

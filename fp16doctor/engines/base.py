@@ -1,8 +1,9 @@
 """What every engine shares: the run plan, the workload's command line, and its stdout protocol.
 
 The workload (fp16doctor/workload/run_workload.py) runs in the target Python, on the host or in a
-container, and reports through lines on stdout that start with PROTOCOL_PREFIX followed by one JSON
-object. Engines only parse those lines; they never import the framework.
+container, and reports through lines on stdout that start with the protocol's PREFIX followed by one JSON
+object (fp16doctor/workload/protocol.py: what both sides agree on). Engines only parse those lines; they
+never import the framework.
 """
 
 from __future__ import annotations
@@ -16,11 +17,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-PROTOCOL_PREFIX = "@@fp16doctor "
-# The workload brackets its profiled window with these lines on stdout (run_workload.py).
-WINDOW_START = "=== fp16doctor-window-start"
-WINDOW_END = "=== fp16doctor-window-end"
-ONEDNN_PREFIXES = ("onednn_verbose", "dnnl_verbose", "mkldnn_verbose")
+# The workload reports in PREFIX lines and brackets its profiled window with the WINDOW_ markers on stdout.
+from fp16doctor.workload.protocol import ONEDNN_PREFIXES, PREFIX, SIZES, WINDOW_END, WINDOW_START
+
 # oneDNN lines kept per window: a window's steps run tens to hundreds of primitives each.
 MAX_WINDOW_LINES = 20000
 
@@ -66,12 +65,10 @@ class WorkloadSize:
         ]
 
 
-FULL = WorkloadSize("full", 224, 336, 128, warmup_steps=3, min_steps=10, max_steps=200,
-                    max_measure_s=120.0, input_batches=5, profile_steps=3)
+FULL = WorkloadSize("full", **SIZES["full"])
 # Quick: the size SEED.md measured on a 2-core CPU; float16 there runs ~1 s/step, so the time budget
 # (not the step count) usually ends a run, and the whole diagnose stays within 90 s.
-QUICK = WorkloadSize("quick", 112, 168, 32, warmup_steps=2, min_steps=5, max_steps=60,
-                     max_measure_s=8.0, input_batches=3, profile_steps=2)
+QUICK = WorkloadSize("quick", **SIZES["quick"])
 SIZES = {s.name: s for s in (FULL, QUICK)}
 # The most one run may take, on the host or in a container: a hung driver call prints nothing and
 # would otherwise hold the diagnose forever.
@@ -310,9 +307,9 @@ class Engine(Protocol):
 def parse_protocol_line(line: str) -> dict[str, Any] | None:
     """One stdout line -> its event, or None for ordinary output (framework logs, warnings)."""
     line = line.strip()
-    if not line.startswith(PROTOCOL_PREFIX.strip()):
+    if not line.startswith(PREFIX.strip()):
         return None
-    payload = line[len(PROTOCOL_PREFIX.strip()):].strip()
+    payload = line[len(PREFIX.strip()):].strip()
     try:
         event = json.loads(payload)
     except json.JSONDecodeError:

@@ -47,6 +47,7 @@ from fp16doctor.engines.runloop import Streamed, failure_kind, stream
 from fp16doctor.errors import DoctorError
 from fp16doctor.results import LOCAL_DOCKER_SCHEMES
 from fp16doctor.stacks import StackSpec
+from fp16doctor.workload.protocol import PROFILE_DIR_ENV
 
 MANAGED_LABEL = "org.fp16doctor.managed"
 STACK_LABEL = "org.fp16doctor.stack"
@@ -360,7 +361,7 @@ def run_in_stack(
 
     use_gpu = gpu is not None and stack.gpu
     # The profile folder goes by environment, so the command stays the spec's workload arguments.
-    env = {"KERAS_BACKEND": stack.keras_backend, "FP16DOCTOR_PROFILE_DIR": CONTAINER_PROFILE_DIR,
+    env = {"KERAS_BACKEND": stack.keras_backend, PROFILE_DIR_ENV: CONTAINER_PROFILE_DIR,
            **spec.extra_env}
     device_requests = None
     if use_gpu:

@@ -28,6 +28,7 @@ from fp16doctor.engines.base import (
     with_slow_step_bound,
 )
 from fp16doctor.engines.runloop import failure_kind, stream
+from fp16doctor.workload.protocol import SCRATCH_ENV
 
 WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workload"
 WORKLOAD_SCRIPT = WORKLOAD_DIR / "run_workload.py"
@@ -114,7 +115,7 @@ class HostEngine:
                     self.command(spec, Path(tmp), profile_dir),
                     stdout=subprocess.PIPE,
                     stderr=stderr_file,
-                    env={**self.environment(spec), "FP16DOCTOR_SCRATCH": tmp},  # removed with tmp, even if killed
+                    env={**self.environment(spec), SCRATCH_ENV: tmp},  # removed with tmp, even if killed
                     text=True,
                     encoding="utf-8",
                     errors="replace",  # a stray byte in the workload's output must not lose the run

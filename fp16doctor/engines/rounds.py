@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from fp16doctor.engines.base import MIN_ROUNDS, RunSpec, WorkloadSize
+from fp16doctor.workload.protocol import AA_CONTROL
 
-AA_CONTROL = "float32_aa"  # workload/rounds.py: the A/A control's label
 # A precision whose minimum rounds would take longer than this is left out (its ratio then rests on its own
 # process, said as such): a 20 s float16 step must not hold the rest hostage. A 1 s step (float16 on a 2-core
 # AVX2 CPU) costs about 9 s for its three rounds, and stays in, past the quick budget if need be.

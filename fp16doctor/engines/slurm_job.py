@@ -28,6 +28,7 @@ from fp16doctor.engines import runtimes, slurm
 from fp16doctor.engines.base import EventCallback, RunSpec, comparison_groups, spec_from_dict
 from fp16doctor.engines.host import HostEngine
 from fp16doctor.errors import DoctorError
+from fp16doctor.workload.protocol import SCRATCH_ENV
 
 GROUP_FILE = "group.json"
 PROGRESS_FILE = "progress.jsonl"
@@ -162,7 +163,7 @@ class ContainerEngine(HostEngine):
         args = [*spec.workload_args(), "--cache-dir", str(self.cache_dir), "--backend", self.plan.keras_backend]
         if profile_dir is not None:
             args += ["--profile-dir", str(profile_dir)]
-        env = {"KERAS_BACKEND": self.plan.keras_backend, "PYTHONUNBUFFERED": "1", "FP16DOCTOR_SCRATCH": str(scratch),
+        env = {"KERAS_BACKEND": self.plan.keras_backend, "PYTHONUNBUFFERED": "1", SCRATCH_ENV: str(scratch),
                "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"), **spec.extra_env}
         self.container = f"fp16doctor-{self.job_id}-{spec.slug}".replace("/", "_")
         return runtimes.run_command(self.plan, self.runtime, name=self.container, job_id=self.job_id, env=env,

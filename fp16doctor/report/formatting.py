@@ -5,7 +5,7 @@ Milliseconds have one formatter for all of fp16doctor: `fp16doctor.analysis.valu
 from __future__ import annotations
 
 from fp16doctor.analysis.values import fmt_signed_ms
-from fp16doctor.results import PRECISIONS
+from fp16doctor.workload.protocol import PRECISIONS
 
 
 def format_delta(value: float | None) -> str:

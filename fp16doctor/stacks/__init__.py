@@ -18,7 +18,7 @@ else:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
 from fp16doctor.errors import EXIT_USAGE, DoctorError
-from fp16doctor.results import PRECISIONS
+from fp16doctor.workload.protocol import PRECISIONS
 
 CATALOGUE_FILE = "stacks.toml"
 MIXED_PRECISION_MODES = ("keras_policy", "none")

@@ -15,7 +15,8 @@ from __future__ import division, print_function
 import random
 import time
 
-AA_CONTROL = "float32_aa"  # the second float32 model: same configuration, its own weights and generator
+from protocol import AA_CONTROL  # the second float32 model: same configuration, its own weights and generator
+
 BLOCK_TARGET_S = 0.4  # a block's timed steps, aimed at this long (a 10 ms step gets 20 of them, capped below)
 MAX_BLOCK_STEPS = 20
 

@@ -23,6 +23,7 @@ from fp16doctor.knowledge.frameworks import (
     NUMPY_FP16_ISSUES,
     has_feature,
 )
+from fp16doctor.workload.protocol import SEED_WORKLOAD
 
 
 def _input_advice(sw: Software) -> str:
@@ -57,7 +58,7 @@ def _inferred_input_bound(ctx: Context) -> tuple[list[str], list[RunView]]:
     for pair in ctx.fp16_pairs():
         f = pair.fp32
         e = estimates.get((f.machine, f.stack, f.device))
-        if (f.workload_name == "seed_cnn" and f.variant == "original" and f.on_gpu and f.input_ms is None
+        if (f.workload_name == SEED_WORKLOAD and f.variant == "original" and f.on_gpu and f.input_ms is None
                 and e and e.fp32_ms and f.step_ms and e.fp32_ms < 0.25 * f.step_ms):
             return [f"{f.stack}: the GPU's best case for the float32 step is {fmt_ms(e.fp32_ms)} of the measured "
                     f"{fmt_ms(f.step_ms)}; the script decodes, resizes and flips every batch of "
@@ -190,7 +191,7 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
                 run.precision != "float16"
                 or not run.on_gpu
                 or run.variant != "original"
-                or run.workload_name != "seed_cnn"
+                or run.workload_name != SEED_WORKLOAD
                 or run.input_ms is not None
             ):
                 continue

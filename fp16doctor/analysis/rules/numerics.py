@@ -15,6 +15,7 @@ from fp16doctor.analysis.rules.common import (
     make_finding,
     stacks_of,
 )
+from fp16doctor.workload.protocol import SEED_WORKLOAD
 
 FP16_SMALLEST_NORMAL = 6.103515625e-05  # 2**-14
 
@@ -26,7 +27,7 @@ def rule_pure_float16_floatx(ctx: Context) -> Finding | None:
     # floatx is Keras' switch; elsewhere a float16 run may be inference (no weights to update), so only a
     # run that trains (a loss was recorded) is called pure fp16 training.
     runs = [r for r in ctx.runs if r.precision == "float16" and (
-        r.software.framework in KERAS_FRAMEWORKS or r.workload_name == "seed_cnn" or r.loss_first is not None)]
+        r.software.framework in KERAS_FRAMEWORKS or r.workload_name == SEED_WORKLOAD or r.loss_first is not None)]
     if not runs:
         return None
     sw = first_software(runs)

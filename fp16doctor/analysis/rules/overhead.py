@@ -15,6 +15,7 @@ from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.knowledge.cuda import (
     version_at_least,
 )
+from fp16doctor.workload.protocol import SEED_WORKLOAD
 
 
 def rule_cast_overhead(ctx: Context) -> Finding | None:
@@ -137,7 +138,7 @@ def rule_measurement_warmup(ctx: Context) -> Finding | None:
                 f"({run.first_step_ms / run.step_ms:.1f}x: graph building, autotuning, compilation)"
             )
             steps = (run.images // run.batch_size if run.images and run.batch_size
-                     else SEED_STEPS_PER_EPOCH if run.workload_name == "seed_cnn" else None)
+                     else SEED_STEPS_PER_EPOCH if run.workload_name == SEED_WORKLOAD else None)
             if steps and steps > 1:
                 per_epoch = (run.first_step_ms + (steps - 1) * run.step_ms) / steps
                 line += (

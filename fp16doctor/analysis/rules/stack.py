@@ -30,6 +30,7 @@ from fp16doctor.knowledge.frameworks import (
     has_feature,
 )
 from fp16doctor.knowledge.gpus import GpuFacts, cc_tuple
+from fp16doctor.workload.protocol import SEED_WORKLOAD
 
 
 def _old_reasons(sw: Software, gpu: GpuFacts | None) -> list[str]:
@@ -94,7 +95,7 @@ def rule_old_stack(ctx: Context) -> Finding | None:
         return None
     roofline = roofline_lines(ctx, runs)
     evidence += roofline
-    if any(r.workload_name == "seed_cnn" and version_at_least(r.software.tensorflow, "1.13") is False
+    if any(r.workload_name == SEED_WORKLOAD and version_at_least(r.software.tensorflow, "1.13") is False
            for r in runs):
         evidence.append(
             "on a Titan V the same script trained slightly faster in float16 than float32 after an "

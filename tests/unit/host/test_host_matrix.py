@@ -29,7 +29,7 @@ from fp16doctor.engines.base import (
 )
 from fp16doctor.errors import DoctorError
 from fp16doctor.probe.cpu import parse_cpuinfo
-from fp16doctor.results import PRECISIONS, VARIANTS
+from fp16doctor.workload.protocol import PRECISIONS, VARIANTS
 
 PROBE_DATA = Path(__file__).resolve().parents[1] / "probe" / "data"
 FAKE_NVML = Path(__file__).resolve().parents[1] / "probe" / "probe_fake_nvml.py"
