@@ -17,9 +17,11 @@ import socket
 import tarfile
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -60,6 +62,10 @@ VERSION_LABEL = "org.fp16doctor.version"
 # container whose owner was killed (SIGKILL leaves it running under containerd-shim) from a live run.
 OWNER_HOST_LABEL = "org.fp16doctor.owner-host"
 OWNER_PID_LABEL = "org.fp16doctor.owner-pid"
+# A stopped container whose owner cannot be asked (another machine, or a version without owner labels) is
+# left by a dead run only once it has stayed created or exited this long: a live run keeps its container
+# created for the instant before its start, and exited while its log and profile are copied out.
+LEFTOVER_AFTER_S = 3600.0
 
 WORKLOAD_DIR = "/opt/fp16doctor/workload"
 # The Dockerfile writes fp16doctor-python, a wrapper for the stack's own interpreter (venv or system).
@@ -541,8 +547,9 @@ def cleanup(
 ) -> dict[str, list[str]]:
     """Remove leftover fp16doctor containers (and with images=True its images) found by label.
 
-    stopped_only: only those no longer running (left by an engine that died mid-run), so another
-    fp16doctor's runs on the same engine are never touched.
+    stopped_only: only those no longer running (left by an engine that died mid-run) and left by a dead
+    run (`_leftover`), so another fp16doctor's runs on the same engine are never touched, including the
+    container it has just created and not yet started.
     """
     client = client_for(docker_host)
     filters = [f"{MANAGED_LABEL}=true"] + ([f"{RUN_ID_LABEL}={run_id}"] if run_id else [])
@@ -558,6 +565,8 @@ def cleanup(
         raise DoctorError(f"cannot list the containers of {engine_label(docker_host)}: {_short(exc)}",
                           hint="check that the engine is running") from exc
     for container in containers:
+        if stopped_only and not _leftover(container):
+            continue
         try:
             container.remove(force=True)
             removed["containers"].append(str(container.name))
@@ -585,13 +594,47 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
+def _owner_alive(labels: dict[str, str]) -> bool | None:
+    """Whether the fp16doctor that started a container still runs; None where it cannot be asked (a
+    container of another machine, or without owner labels: older versions)."""
+    pid = labels.get(OWNER_PID_LABEL, "")
+    if labels.get(OWNER_HOST_LABEL) != socket.gethostname() or not pid.isdigit():
+        return None
+    return int(pid) == os.getpid() or _process_alive(int(pid))
+
+
 def _orphaned(labels: dict[str, str]) -> bool:
     """Started by an fp16doctor on this machine whose process is gone. A container of another machine,
     or without owner labels (older versions), is never judged: its owner may be alive."""
-    pid = labels.get(OWNER_PID_LABEL, "")
-    if labels.get(OWNER_HOST_LABEL) != socket.gethostname() or not pid.isdigit():
-        return False
-    return int(pid) != os.getpid() and not _process_alive(int(pid))
+    return _owner_alive(labels) is False
+
+
+_DOCKER_TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+
+
+def _docker_time(text: Any) -> float | None:
+    """A Docker timestamp (RFC 3339, nanoseconds) in epoch seconds; None when absent or unset (year 1).
+    Python 3.10's fromisoformat takes neither "Z" nor nine digits."""
+    found = _DOCKER_TIME.match(str(text or ""))
+    if found is None or found.group(1).startswith("0001-"):
+        return None
+    whole, fraction, zone = found.groups()
+    micros = (fraction or "")[:6].ljust(6, "0")
+    return datetime.fromisoformat(f"{whole}.{micros}{'+00:00' if zone == 'Z' else zone}").timestamp()
+
+
+def _leftover(container: Any) -> bool:
+    """A stopped container left by a dead run, not one a live fp16doctor has just created (and not yet
+    started) or is reading back. Its owner decides where it can be asked; otherwise its age does
+    (LEFTOVER_AFTER_S since it was created, or since it exited); an age it cannot read keeps it."""
+    alive = _owner_alive(dict(container.labels or {}))
+    if alive is not None:
+        return not alive
+    attrs = container.attrs or {}
+    state = attrs.get("State") or {}
+    since = _docker_time(state.get("FinishedAt")) if state.get("Status") in ("exited", "dead") else None
+    since = since or _docker_time(attrs.get("Created"))
+    return since is not None and time.time() - since >= LEFTOVER_AFTER_S
 
 
 def remove_orphans(docker_host: str | None) -> list[str]:

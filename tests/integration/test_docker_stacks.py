@@ -79,23 +79,29 @@ def test_a_container_that_cannot_start_fails_cleanly(engine: None) -> None:
     assert docker_engine.leftover_containers(None, run_id) == []
 
 
-# A stand-in fp16doctor: starts a labelled container as run_in_stack does, says its name, then waits.
+def _require_debian() -> None:
+    if docker_engine.image_id(None, "debian:bookworm-slim") is None:
+        pytest.fail("debian:bookworm-slim is missing: run `bash .ci/docker-up.sh`")
+
+
+# A stand-in fp16doctor: starts a labelled container as run_in_stack does (with "created", only creates it),
+# says its name, then waits.
 OWNER_SCRIPT = """
 import sys, time
 from fp16doctor.engines import docker_engine
 client = docker_engine.client_for(None)
 labels = {docker_engine.MANAGED_LABEL: "true", docker_engine.RUN_ID_LABEL: sys.argv[1],
           **docker_engine.owner_labels()}
-container = client.containers.run("debian:bookworm-slim", ["sleep", "300"], labels=labels, detach=True,
-                                  network_mode="none", name="fp16doctor-" + sys.argv[1])
+make = client.containers.create if sys.argv[2:] == ["created"] else client.containers.run
+container = make("debian:bookworm-slim", ["sleep", "300"], labels=labels, detach=True,
+                 network_mode="none", name="fp16doctor-" + sys.argv[1])
 print(container.name, flush=True)
 time.sleep(300)
 """
 
 
 def test_a_killed_fp16doctors_running_container_is_removed_by_the_next(engine: None) -> None:
-    if docker_engine.image_id(None, "debian:bookworm-slim") is None:
-        pytest.fail("debian:bookworm-slim is missing: run `bash .ci/docker-up.sh`")
+    _require_debian()
     run_id = f"itorphan{os.getpid()}"
     owner = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT, run_id], stdout=subprocess.PIPE, text=True)
     try:
@@ -109,6 +115,29 @@ def test_a_killed_fp16doctors_running_container_is_removed_by_the_next(engine: N
         running = docker_engine.client_for(None).containers.list(filters={"name": name})
         assert [c.name for c in running] == [name]
         assert name in docker_engine.remove_orphans(None)
+        assert docker_engine.leftover_containers(None, run_id) == []
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+        docker_engine.cleanup(None, run_id=run_id)
+
+
+def test_a_live_fp16doctors_created_container_survives_the_next_ones_sweep(engine: None) -> None:
+    _require_debian()
+    run_id = f"itcreated{os.getpid()}"
+    owner = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT, run_id, "created"], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert owner.stdout is not None
+        name = owner.stdout.readline().strip()
+        assert name == f"fp16doctor-{run_id}"
+        # The sweep a second fp16doctor makes on connecting (here kept to this test's run id, so other
+        # users' containers on the engine are not touched): the owner is alive, so the container stays.
+        assert docker_engine.cleanup(None, run_id=run_id, stopped_only=True)["containers"] == []
+        assert docker_engine.leftover_containers(None, run_id) == [name]
+        owner.kill()
+        owner.wait(timeout=30)
+        assert docker_engine.cleanup(None, run_id=run_id, stopped_only=True)["containers"] == [name]
         assert docker_engine.leftover_containers(None, run_id) == []
     finally:
         if owner.poll() is None:

@@ -32,7 +32,7 @@ class FakeContainer:
                  stderr: bytes, exit_code: int, oom: bool) -> None:
         self.client, self.name, self.labels = client, name, labels
         self.stdout, self.stderr, self.exit_code, self.oom = stdout, stderr, exit_code, oom
-        self.attrs: dict[str, Any] = {"State": {"OOMKilled": oom}}
+        self.attrs: dict[str, Any] = {"State": {"OOMKilled": oom, "Status": "running"}}
         self.removed = False
 
     def start(self) -> None:
@@ -75,7 +75,9 @@ class FakeContainers:
 
     def list(self, all: bool = False, filters: dict[str, Any] | None = None) -> list[FakeContainer]:
         wanted = dict(f.split("=", 1) for f in (filters or {}).get("label", []))
-        return [c for c in self.live.values() if all and wanted.items() <= c.labels.items()]
+        statuses = (filters or {}).get("status")
+        return [c for c in self.live.values() if all and wanted.items() <= c.labels.items()
+                and (statuses is None or c.attrs["State"]["Status"] in statuses)]
 
 
 class FakeImage:
@@ -254,6 +256,62 @@ def test_containers_whose_fp16doctor_was_killed_are_removed_and_live_ones_kept(f
 
     assert docker_engine.remove_orphans(None) == ["orphan"]
     assert sorted(fake.containers.live) == ["mine", "older-version", "other-machine", "postgres"]
+
+
+def _docker_stamp(seconds_ago: float) -> str:
+    """A timestamp as the engine writes it: RFC 3339 in UTC with nanoseconds."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - seconds_ago))
+    return f"{stamp}.123456789Z"
+
+
+def test_the_sweep_on_connect_leaves_a_live_fp16doctors_created_container(fake: FakeClient) -> None:
+    # Another fp16doctor has created its container and not yet started it when this one connects.
+    here = socket.gethostname()
+    managed = {docker_engine.MANAGED_LABEL: "true"}
+    old = docker_engine.LEFTOVER_AFTER_S + 60
+
+    def container(name: str, status: str, created_s_ago: float, finished_s_ago: float | None = None,
+                  **owner: str) -> None:
+        made = FakeContainer(fake, name, {**managed, **owner}, [], b"", 0, False)
+        made.attrs = {"Created": _docker_stamp(created_s_ago),
+                      "State": {"Status": status, "FinishedAt": (_docker_stamp(finished_s_ago)
+                                if finished_s_ago is not None else "0001-01-01T00:00:00Z")}}
+        fake.containers.live[name] = made
+
+    live_owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        live = {docker_engine.OWNER_HOST_LABEL: here, docker_engine.OWNER_PID_LABEL: str(live_owner.pid)}
+        dead = {docker_engine.OWNER_HOST_LABEL: here, docker_engine.OWNER_PID_LABEL: str(_dead_pid())}
+        elsewhere = {docker_engine.OWNER_HOST_LABEL: "elsewhere", docker_engine.OWNER_PID_LABEL: "4242"}
+        container("live-created", "created", 1, **live)
+        container("live-exited", "exited", 30, 2, **live)  # its owner still copying the profile out
+        container("own-created", "created", 1, **docker_engine.owner_labels())
+        container("dead-created", "created", 1, **dead)
+        container("dead-exited", "exited", 30, 20, **dead)
+        container("elsewhere-created", "created", 5, **elsewhere)
+        container("elsewhere-created-long-ago", "created", old, **elsewhere)
+        container("elsewhere-exited-just-now", "exited", old, 5, **elsewhere)
+        container("elsewhere-exited-long-ago", "exited", old + 60, old, **elsewhere)
+        container("older-version-created", "created", 5)
+        container("older-version-dead", "dead", old, old)
+        container("dead-running", "running", 30, **dead)  # remove_orphans' business, not the sweep's
+
+        swept = docker_engine.cleanup(None, stopped_only=True)["containers"]
+    finally:
+        live_owner.kill()
+        live_owner.wait()
+    assert sorted(swept) == ["dead-created", "dead-exited", "elsewhere-created-long-ago",
+                             "elsewhere-exited-long-ago", "older-version-dead"]
+    assert sorted(fake.containers.live) == ["dead-running", "elsewhere-created", "elsewhere-exited-just-now",
+                                            "live-created", "live-exited", "older-version-created",
+                                            "own-created"]
+
+
+def test_docker_timestamps_are_read_on_python_3_10() -> None:
+    assert docker_engine._docker_time("1970-01-01T00:01:40.123456789Z") == pytest.approx(100.123456)
+    assert docker_engine._docker_time("1970-01-01T01:01:40+01:00") == 100.0
+    assert docker_engine._docker_time("0001-01-01T00:00:00Z") is None  # never started, never finished
+    assert docker_engine._docker_time(None) is None
 
 
 def test_every_run_container_names_its_owner(fake: FakeClient) -> None:
