@@ -147,34 +147,43 @@ def _host_keras(host: dict[str, Any]) -> tuple[bool, str | None]:
     return usable, backend
 
 
-# What the workload imports besides the framework: (probe key, name, what to pip install).
+# What fp16doctor's code in the target Python imports besides the framework: (probe key, name, what to pip
+# install). NumPy: the built-in workload and the script runner both (run_workload's batches and versions).
+WORKLOAD_MODULES = (("numpy", "NumPy", "numpy"),)
+# Only the built-in workload's: a script brings its own imports (and its own error names what it lacks).
 # Pillow loads the images (workload/dataset.py, flow_from_directory).
-WORKLOAD_MODULES = (("numpy", "NumPy", "numpy"), ("pillow", "Pillow", "pillow"))
+BUILTIN_WORKLOAD_MODULES = (("pillow", "Pillow", "pillow"),)
 # SciPy only under the Keras 2 API (keras 2.x, tf_keras): its ImageDataGenerator.apply_transform always
 # calls apply_affine_transform, which raises "Image transformations require SciPy" without it, even for
-# the script's flips (tf_keras/src/preprocessing/image.py); Keras 3's legacy copy needs SciPy only for
-# rotations, shifts and zooms (keras/src/legacy/preprocessing/image.py).
+# the built-in workload's flips (tf_keras/src/preprocessing/image.py); Keras 3's legacy copy needs SciPy
+# only for rotations, shifts and zooms (keras/src/legacy/preprocessing/image.py).
 KERAS2_MODULES = (("scipy", "SciPy", "scipy"),)
 KERAS3_BACKENDS = ("tensorflow", "jax", "torch")
 
 
-def check_workload_imports(host: dict[str, Any], backend: str | None) -> None:
+def check_workload_imports(host: dict[str, Any], backend: str | None, *, script: bool = False) -> None:
     """Stop before any run when the target Python lacks what the workload imports, naming the package.
 
-    Reads the probe's answers (a child process of the target Python imported each one); a module the
-    probe did not ask about (an older results file, a probe without it) is not held against the host.
+    script: the user's script runs instead of the built-in workload, so only what the script runner
+    itself needs is asked (not Pillow, not SciPy). Reads the probe's answers (a child process of the
+    target Python imported each one); a module the probe did not ask about (an older results file, a
+    probe without it) is not held against the host.
     """
     frameworks = host.get("frameworks") or {}
     python = (host.get("python") or {}).get("executable") or "the target Python"
     keras = frameworks.get("keras") or {}
     keras3 = _major(keras.get("version")) >= 3 and not keras.get("error")
-    for key, name, package in WORKLOAD_MODULES + (() if keras3 else KERAS2_MODULES):
+    needed: tuple[tuple[str, str, str], ...] = WORKLOAD_MODULES
+    if not script:
+        needed += BUILTIN_WORKLOAD_MODULES + (() if keras3 else KERAS2_MODULES)
+    user = "fp16doctor's script runner" if script else "the workload"
+    for key, name, package in needed:
         if key not in frameworks:
             continue
         entry = frameworks[key]
         if entry is None or entry.get("error"):
             why = "cannot import" if entry is None else f"has a broken {name} ({entry['error']}) and cannot use"
-            raise DoctorError(f"{python} {why} {name}, which the workload needs",
+            raise DoctorError(f"{python} {why} {name}, which {user} needs",
                               hint=f"{python} -m pip install {package}")
     if keras3 and backend in KERAS3_BACKENDS and backend in frameworks:
         entry = frameworks.get(backend)
@@ -305,7 +314,7 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
                 hint="pip install 'fp16doctor[tensorflow]' (CPU-only: [tensorflow-cpu]; or [jax] / [torch]),"
                 " or use --stack cpu --no-host to run in Docker",
             )
-        check_workload_imports(host, backend)
+        check_workload_imports(host, backend, script=script is not None)
 
     results_path = options.out_dir / "results.json"
     doc = new_document(host)

@@ -12,8 +12,9 @@ import pytest
 
 import fp16doctor.probe as probe
 from fp16doctor import cli
-from fp16doctor.diagnose import check_workload_imports
+from fp16doctor.diagnose import DiagnoseOptions, check_workload_imports, run_diagnose
 from fp16doctor.engines import host as host_engine
+from fp16doctor.engines.base import RunSpec
 from fp16doctor.errors import DoctorError
 
 PYTHON = "/opt/venv/bin/python"
@@ -76,3 +77,39 @@ def test_a_probe_that_did_not_ask_is_not_held_against_the_host() -> None:
     for key in ("numpy", "pillow", "scipy"):
         del host["frameworks"][key]
     check_workload_imports(host, "tensorflow")
+
+
+def test_a_script_run_needs_neither_pillow_nor_scipy() -> None:
+    # The user's script brings its own imports; only the built-in workload loads images with Pillow.
+    check_workload_imports(host_with(pillow=None, scipy=None), "tensorflow", script=True)
+    with pytest.raises(DoctorError) as info:
+        check_workload_imports(host_with(numpy=None, pillow=None), "tensorflow", script=True)
+    assert info.value.message == f"{PYTHON} cannot import NumPy, which fp16doctor's script runner needs"
+
+
+def test_diagnose_script_runs_on_a_python_without_pillow_or_scipy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(probe, "probe_host",
+                        lambda python=None: json.loads(json.dumps(host_with(pillow=None, scipy=None))))
+    ran: list[RunSpec] = []
+
+    def fake_run(self: Any, spec: RunSpec, on_event: Any, gpu_index: int | None = None) -> dict[str, Any]:
+        ran.append(spec)
+        return {"stack": spec.stack, "precision": spec.precision, "variant": spec.variant, "device": "cpu",
+                "status": "skipped", "error": "stopped by the test"}
+
+    monkeypatch.setattr(host_engine.HostEngine, "run", fake_run)
+    script = tmp_path / "train.py"
+    script.write_text("import keras\n")
+    options = DiagnoseOptions(out_dir=tmp_path / "out", script=script, precisions=["float32", "float16"])
+
+    class Quiet:
+        def note(self, message: str) -> None: ...
+        def start_run(self, spec: RunSpec, total: int, index: int) -> None: ...
+        def event(self, event: dict[str, Any]) -> None: ...
+        def finish_run(self, record: dict[str, Any]) -> None: ...
+
+    run_diagnose(options, Quiet())
+    assert [s.precision for s in ran] == ["float32", "float16"]
+    assert all(s.script is not None for s in ran)
