@@ -39,12 +39,22 @@ _ASSIGNMENT = re.compile(
     re.IGNORECASE,
 )
 
-# `--token VALUE` on a command line (prose such as "password authentication failed" is left alone).
+# A command-line flag whose name says secret: `--token`, `--api-key`, `-password`.
+_SECRET_FLAG = (r"--?[A-Za-z0-9_.-]*(?:pass(?:word|wd|phrase)?|secret|token|api[_-]?key|access[_-]?key|auth)"
+                r"[A-Za-z0-9_.-]*")
+# An option that hands its value on to another program (`--script-arg`, `--slurm-arg`): a secret flag given
+# through it (`--script-arg=--token --script-arg=abc123`) has its value in the next one.
+_FORWARD = r"--[A-Za-z0-9-]*-args?"
+
+# `--token VALUE` on a command line, also forwarded (prose such as "password authentication failed" is left alone).
 _FLAG = re.compile(
-    r"(?P<key>--?[A-Za-z0-9_.-]*(?:pass(?:word|wd|phrase)?|secret|token|api[_-]?key|access[_-]?key|auth)"
-    r"[A-Za-z0-9_.-]*)(?P<sep>\s+)(?P<value>[^\s-][^\s]*)",
+    rf"(?P<key>{_SECRET_FLAG})(?P<sep>\s+(?:{_FORWARD}(?:=|\s+))?)(?P<value>[^\s-][^\s]*)",
     re.IGNORECASE,
 )
+# The same in an argument list, one word per item: the flag alone (perhaps forwarded), then its value.
+_FLAG_WORD = re.compile(rf"(?:{_FORWARD}=)?{_SECRET_FLAG}", re.IGNORECASE)
+_FORWARD_WORD = re.compile(_FORWARD)
+_FORWARDED_VALUE = re.compile(rf"(?P<option>{_FORWARD}=)(?P<value>[^-].*)", re.DOTALL)
 
 # Credentials in URLs: scheme://user:password@host keeps the user and host.
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]+)@")
@@ -126,13 +136,13 @@ def redact_secrets(text: str, opaque: bool = True) -> str:
 
 def redact(value: Any, key: str = "", homes: bool = True, opaque: bool = True) -> Any:
     """Redact a JSON-shaped value recursively; a secret-named key loses its whole value. `homes=False` leaves
-    home directories alone (the results file keeps paths into its own folder whole: redact_home_paths);
+    home directories alone (the results file has had them through redact_home_paths already);
     `opaque=False` keeps long unbroken names that only look like secrets (a oneDNN op type such as
     `_MklNativeConv2DBackpropFilter` is data the analysis reads back)."""
     if isinstance(value, dict):
         return {k: redact(v, str(k), homes, opaque) for k, v in value.items()}
     if isinstance(value, list):
-        return [redact(v, key, homes, opaque) for v in value]
+        return _redact_flag_values([redact(v, key, homes, opaque) for v in value])
     if key and SECRET_KEY.search(key) and value not in (None, "", True, False):
         return REDACTED
     if isinstance(value, str) and key.endswith("sha256") and _HEX_DIGEST.fullmatch(value):
@@ -142,17 +152,39 @@ def redact(value: Any, key: str = "", homes: bool = True, opaque: bool = True) -
     return value
 
 
-def redact_home_paths(value: Any, keep: Iterable[str] = ()) -> Any:
-    """`redact_home` through a JSON-shaped value (keys stay), leaving the paths in `keep` (the user's
-    own output directory, which later commands read back) exactly as they are."""
-    kept = sorted({k.rstrip("/") for k in keep if k and k.rstrip("/")}, key=len, reverse=True)
+def _redact_flag_values(words: list[Any]) -> list[Any]:
+    """In an argument list (argv, a script's arguments, a command), the item after a secret-named flag is
+    its value, also where an option forwards both (`--script-arg=--token`, `--script-arg abc123`)."""
+    out = list(words)
+    for index, word in enumerate(words[:-1]):
+        if not (isinstance(word, str) and _FLAG_WORD.fullmatch(word)):
+            continue
+        at = index + 1
+        if isinstance(out[at], str) and _FORWARD_WORD.fullmatch(out[at]) and at + 1 < len(out):
+            at += 1  # `--script-arg` `abc123`
+        value = out[at]
+        if not isinstance(value, str):
+            continue
+        forwarded = _FORWARDED_VALUE.fullmatch(value)
+        if forwarded:
+            out[at] = f"{forwarded['option']}{REDACTED}"
+        elif value and not value.startswith("-"):  # another flag: this one had no value
+            out[at] = REDACTED
+    return out
+
+
+def redact_home_paths(value: Any, relative_to: Iterable[str] = ()) -> Any:
+    """`redact_home` through a JSON-shaped value (keys stay). A value that is a path inside one of the
+    folders `relative_to` (the output directory, where results.json lies) becomes relative to it
+    (`script-logs/host-float32.log`): it names no home and still finds the file from the results' folder."""
+    folders = sorted({f.rstrip("/") for f in relative_to if f and f.rstrip("/")}, key=len, reverse=True)
     home = _own_home()
 
     def text(item: str) -> str:
-        parts = [item]
-        for path in kept:  # split around each kept path; only the pieces between are redacted
-            parts = [piece for part in parts for piece in _split_keep(part, path)]
-        return "".join(part if part in kept else redact_home(part, home or "") for part in parts)
+        for folder in folders:
+            if item.startswith(folder + "/") and item.rstrip("/") != folder:
+                return item[len(folder) + 1:]
+        return redact_home(item, home or "")
 
     def walk(item: Any) -> Any:
         if isinstance(item, dict):
@@ -162,9 +194,3 @@ def redact_home_paths(value: Any, keep: Iterable[str] = ()) -> Any:
         return text(item) if isinstance(item, str) else item
 
     return walk(value)
-
-
-def _split_keep(text: str, path: str) -> list[str]:
-    """text cut into the pieces before, between and after each whole occurrence of `path`."""
-    pieces = re.split(rf"({re.escape(path)})(?![A-Za-z0-9_.~-])", text)
-    return [piece for piece in pieces if piece]

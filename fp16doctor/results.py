@@ -328,8 +328,9 @@ class ResultsWriter:
         self.save()
 
     def save(self) -> None:
-        # Home directories as ~, as in the report (the file is shared too); paths into the output
-        # directory itself stay whole, since later commands read them back.
+        # Home directories as ~, as in the report (the file is shared too); a path into the output
+        # directory (a script's log, kept profiles) relative to it, so it still finds the file from here.
         out_dir = {os.path.abspath(self.path.parent), str(self.path.parent.resolve())}
         # Secrets too (a token passed as a script argument, a password in an engine URL), as in the report.
-        write_atomic(self.path, dump(redact(redact_home_paths(self.doc, keep=out_dir), homes=False, opaque=False)))
+        write_atomic(self.path, dump(redact(redact_home_paths(self.doc, relative_to=out_dir), homes=False,
+                                            opaque=False)))

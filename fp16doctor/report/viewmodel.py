@@ -897,7 +897,8 @@ def _reproduce(doc: Mapping[str, Any], rows: Sequence[RunRow], known: set[str] |
     argv = _str_list(invocation.get("argv"))
     notes: list[str] = []
     if argv and len(argv) >= 2 and argv[1] == "diagnose":
-        return ReproduceView(shlex.join(["fp16doctor", *(redact_text(a) for a in argv[1:])]), notes)
+        # The list as a whole: a secret flag's value is the next word (`--script-arg=--token`, `--script-arg=X`).
+        return ReproduceView(shlex.join(["fp16doctor", *(str(a) for a in redact(argv[1:]))]), notes)
     words = ["fp16doctor", "diagnose"]
     size = invocation.get("size") or _size_from_workload(doc)
     if size in ("quick", "full"):

@@ -63,13 +63,13 @@ def test_a_token_passed_as_a_script_argument_never_reaches_the_results_file(tmp_
     doc["invocation"] = {"argv": ["fp16doctor", "diagnose", "--script", "train.py", "--script-arg=--api-key",
                                  "--script-arg", "sk-abcdefghijklmnopqrstuvwxyz123456", "--docker-host",
                                  "tcp://ci:s3cretpassw0rd@gpu-box:2376"],
-                         "script": {"path": str(tmp_path / "train.py")}}
-    writer = ResultsWriter(tmp_path / "results.json", doc)
+                         "script": {"path": str(tmp_path / "proj" / "train.py")}}
+    writer = ResultsWriter(tmp_path / "out" / "results.json", doc)
     writer.save()
-    text = (tmp_path / "results.json").read_text()
+    text = (tmp_path / "out" / "results.json").read_text()
     assert "sk-abcdefghijklmnopqrstuvwxyz123456" not in text and "s3cretpassw0rd" not in text
     assert "[REDACTED]" in text
-    assert str(tmp_path / "train.py") in text  # a path into the output's own machine stays whole
+    assert str(tmp_path / "proj" / "train.py") in text  # a path of this machine outside any home stays whole
 
 
 def test_names_that_only_look_opaque_stay_as_the_analysis_reads_them(tmp_path: Path) -> None:
