@@ -218,7 +218,7 @@ def explain(
         _print_json({"findings": diagnosis.findings, "verdicts": diagnosis.verdicts,
                      "prescriptions": diagnosis.prescriptions})
     else:
-        out.print(findings_text(doc, diagnosis))
+        out.print(findings_text(diagnosis))
 
 
 @app.command()

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fp16doctor.engines.base import (
     MIN_ROUNDS,
@@ -38,6 +38,9 @@ from fp16doctor.results import (
 from fp16doctor.workload.dataset import class_folders
 from fp16doctor.workload.protocol import PRECISIONS, SCRIPT_VARIANTS, VARIANTS
 
+if TYPE_CHECKING:
+    from fp16doctor.analysis import Diagnosis
+
 # The matrix every diagnose runs; mixed_bfloat16 joins it where the device computes in bfloat16.
 BASE_PRECISIONS = ("float32", "float16", "mixed_float16")
 
@@ -49,6 +52,7 @@ class DiagnoseOutcome:
     report_path: Path | None
     exit_code: int
     failed: list[dict[str, Any]]
+    diagnosis: Diagnosis  # made once, written to results.json and rendered by the report and the summary
 
 
 def _check_out_dir(out_dir: Path) -> None:
@@ -399,11 +403,12 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     known = {f["id"] for f in findings}
     findings += [f for f in extra_findings if f["id"] not in known]
     writer.set_findings(findings, diagnosis.verdicts, diagnosis.prescriptions)
+    diagnosis = replace(diagnosis, findings_source="results")  # written to results.json with the runs
     from fp16doctor.report import write_report
 
     report_path: Path | None = options.out_dir / "report.html"
     try:
-        write_report([doc], options.out_dir / "report.html", "html")
+        write_report([doc], options.out_dir / "report.html", "html", [diagnosis])
     except DoctorError as exc:
         progress.note(f"report not written: {exc.message}")
         report_path = None
@@ -419,7 +424,7 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
             raise error  # results.json and the report keep what did run
     failed = [r for r in doc["runs"] if r.get("status") == "failed"]
     exit_code = EXIT_PARTIAL if failed else EXIT_OK
-    return DiagnoseOutcome(doc, results_path, report_path, exit_code, failed)
+    return DiagnoseOutcome(doc, results_path, report_path, exit_code, failed, diagnosis)
 
 
 def _run_specs(

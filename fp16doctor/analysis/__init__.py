@@ -8,6 +8,9 @@ Three stages, each reading the one typed view of the document (context.py):
    that explains the most (verdicts.py);
 4. one prescription per machine and stack names the fastest measured safe configuration (prescribe.py), and every
    finding that recommends a configuration is held to what was measured of it there.
+The Diagnosis is built once per document and handed to every output (report, markdown, terminal): with the run
+rows (each run beside the float32 partner it was paired with, runs.py) and "where the time went" (op_compare.py),
+an output renders what is here and never reads a run, pairs runs or phrases a verdict itself.
 Ranking: the finding behind a prescription first, then by the time measured (explained or saved), then critical
 before warning before info, the registry's order and confidence.
 """
@@ -16,29 +19,36 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fp16doctor.analysis.advice import slow_kernel_advice
 from fp16doctor.analysis.causes import Accounting, Share, account
 from fp16doctor.analysis.context import build_context
 from fp16doctor.analysis.experiments import experiment_evidence, setting_findings
+from fp16doctor.analysis.op_compare import OpComparison, comparisons_of
 from fp16doctor.analysis.prescribe import hold_advice, prescribe
-from fp16doctor.analysis.registry import RANK, RECOMMENDS, REGISTRY, SPEED_CAUSES, rules
+from fp16doctor.analysis.registry import RANK, RECOMMENDS, REGISTRY, SEVERITY_RANK, SPEED_CAUSES, rules
+from fp16doctor.analysis.roofline import RooflineEstimate, estimate_context
 from fp16doctor.analysis.rules.common import make_finding
-from fp16doctor.analysis.values import fmt_ms
-from fp16doctor.analysis.verdicts import verdicts
-
-SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
+from fp16doctor.analysis.runs import RunRow, run_rows
+from fp16doctor.analysis.values import as_list, fmt_ms
+from fp16doctor.analysis.verdicts import complete_saved, verdicts
 
 Finding = dict[str, Any]
 
 
 @dataclass(frozen=True)
 class Diagnosis:
+    """What the analysis decided of one document; every output renders this and only this."""
+
     findings: list[Finding]
     verdicts: list[dict[str, Any]]
     prescriptions: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[RunRow] = field(default_factory=list)  # every run, each 16-bit one beside its float32 partner
+    comparisons: list[OpComparison] = field(default_factory=list)  # where the time went, per pair with ops
+    roofline: list[RooflineEstimate] = field(default_factory=list)  # the best case on each float16 run's GPU
+    findings_source: str = "analysis"  # "analysis" (computed now), "results" (as the file saved them) or "none"
 
 
 # Titles and fixes for causes that only the accounting finds (no document-level rule of their own).
@@ -164,7 +174,25 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
                                          + str(finding.get("recommendation", "")))
     prescriptions = prescribe(ctx, by_rule)
     hold_advice(ctx, findings, prescriptions, RECOMMENDS)
-    return Diagnosis(_rank(findings), verdicts(accountings), prescriptions)
+    return Diagnosis(_rank(findings), verdicts(accountings), prescriptions, run_rows(ctx), comparisons_of(ctx),
+                     estimate_context(ctx), "analysis" if findings else "none")
+
+
+def saved_diagnosis(doc: Mapping[str, Any]) -> Diagnosis:
+    """The diagnosis a results file carries, where the analysis can remake what it can: the file's own findings
+    (diagnose adds pre-flight ones no rule remakes), else the analysis' of its runs; the verdicts and prescriptions
+    of its runs now, else (a file with no runs to remake them from) the ones it saved."""
+    own = [f for f in as_list(doc.get("findings")) if isinstance(f, dict)]
+    saved_verdicts = [v for v in as_list(doc.get("verdicts")) if isinstance(v, dict)]
+    saved_prescriptions = [p for p in as_list(doc.get("prescriptions")) if isinstance(p, dict)]
+    if not any(isinstance(r, Mapping) for r in as_list(doc.get("runs"))) and (
+            own or saved_verdicts or saved_prescriptions):
+        return Diagnosis(own, [complete_saved(v, own) for v in saved_verdicts], saved_prescriptions,
+                         findings_source="results" if own else "none")
+    diagnosis = diagnose_document(doc)
+    if own:
+        return replace(diagnosis, findings=own, findings_source="results")
+    return diagnosis
 
 
 def analyse(doc: Mapping[str, Any]) -> list[Finding]:
@@ -172,4 +200,4 @@ def analyse(doc: Mapping[str, Any]) -> list[Finding]:
     return diagnose_document(doc).findings
 
 
-__all__ = ["Diagnosis", "analyse", "diagnose_document"]
+__all__ = ["SEVERITY_RANK", "Diagnosis", "RunRow", "analyse", "diagnose_document", "saved_diagnosis"]

@@ -41,6 +41,7 @@ class Software:
     cudnn: str | None
     torch: str | None
     jax: str | None
+    os: str | None = None  # the system the run's Python saw (a container's, in a stack)
 
     @classmethod
     def from_run(cls, run: Mapping[str, Any]) -> Software:
@@ -59,6 +60,7 @@ class Software:
                     "cudnn",
                     "torch",
                     "jax",
+                    "os",
                 )
             )
         )

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fp16doctor.analysis.context import OpItem, OpsView, RunView, build_context
+from fp16doctor.analysis.context import Context, OpItem, OpsView, RunView, build_context
 from fp16doctor.analysis.values import as_list, as_mapping, as_number, as_str
 from fp16doctor.results import LOW_COVERAGE
 
@@ -35,6 +35,14 @@ class OpDiff:
     rows: int = 1  # more than one: the rest of a table, summed
 
 
+# What a run's profiled window was, in the words of every output.
+WINDOW_WORDS = {
+    "after_timing": "a profiled window after the timed steps",
+    "first_step": "the first step of a run cut short (its only step, profiled)",
+    "bound_step": "the warm-up step that cut the run short (its measured step, profiled)",
+}
+
+
 @dataclass(frozen=True)
 class OpsSide:
     """How one run's ops were measured."""
@@ -44,6 +52,14 @@ class OpsSide:
     window_kind: str | None  # "after_timing", or "first_step" / "bound_step": the step that met the slow-run bound
     window_steps: int | None
     total_ms: float
+
+    @property
+    def window(self) -> str:
+        """"a profiled window after the timed steps (3 steps)"."""
+        words = WINDOW_WORDS.get(self.window_kind or "", "a profiled window")
+        if self.window_steps and self.window_kind not in ("first_step", "bound_step"):
+            words += f" ({self.window_steps} step{'s' if self.window_steps != 1 else ''})"
+        return words
 
 
 @dataclass(frozen=True)
@@ -63,6 +79,24 @@ class OpComparison:
     def low_coverage(self) -> bool:
         sides = [self.reduced, *([self.fp32] if self.fp32 else [])]
         return any(s.coverage is not None and s.coverage < LOW_COVERAGE for s in sides)
+
+    @property
+    def window(self) -> str:
+        """Both runs' windows: "float16: a profiled window ... (3 steps); float32: ..."."""
+        words = f"{self.precision}: {self.reduced.window}"
+        return words + (f"; float32: {self.fp32.window}" if self.fp32 is not None else "")
+
+    @property
+    def caveats(self) -> list[str]:
+        """What a reader must know before reading the rows as the step's split."""
+        notes = []
+        if self.fp32 is None:
+            notes.append("The float32 run has no measured ops, so only the 16-bit side is shown.")
+        for label, side in (("16-bit", self.reduced), ("float32", self.fp32)):
+            if side is not None and side.coverage is not None and side.coverage < LOW_COVERAGE:
+                notes.append(f"Low coverage: the {label} run's listed ops account for only {side.coverage:.0%} of "
+                             "its window's wall time; the rest of that step is not attributed to any op.")
+        return notes
 
     def top(self, count: int) -> tuple[tuple[OpDiff, ...], OpDiff | None]:
         """The `count` biggest rows and the rest summed into one row (None when nothing is left)."""
@@ -164,9 +198,13 @@ def compare(reduced: RunView, fp32: RunView, doc: Mapping[str, Any]) -> OpCompar
 def op_comparisons(doc: Mapping[str, Any]) -> list[OpComparison]:
     """Every 16-bit run with measured ops and a float32 partner (same machine, stack and variant), in the
     analysis' pair order."""
-    ctx = build_context(doc)
-    found = [compare(pair.reduced, pair.fp32, doc) for pair in ctx.pairs]
+    return comparisons_of(build_context(doc))
+
+
+def comparisons_of(ctx: Context) -> list[OpComparison]:
+    found = [compare(pair.reduced, pair.fp32, ctx.doc) for pair in ctx.pairs]
     return [c for c in found if c is not None]
 
 
-__all__ = ["LOW_COVERAGE", "OpComparison", "OpDiff", "OpsSide", "compare", "op_comparisons"]
+__all__ = ["LOW_COVERAGE", "WINDOW_WORDS", "OpComparison", "OpDiff", "OpsSide", "compare", "comparisons_of",
+           "op_comparisons"]

@@ -86,7 +86,37 @@ class Measured:
                 # float32 against itself is the baseline, no comparison: no interval
                 "speedup_interval": None if self.baseline else [round(iv.low, 4), round(iv.high, 4)],
                 "outcome": "baseline" if self.baseline else iv.outcome,
-                "bound": self.run.bound, "caveat": self.caveat, "unsafe": self.unsafe}
+                "bound": self.run.bound, "caveat": self.caveat, "unsafe": self.unsafe, "notes": self.notes}
+
+    @property
+    def notes(self) -> list[str]:
+        return _notes(self.unsafe, self.caveat, self.run.bound)
+
+
+def _notes(unsafe: Any, caveat: Any, bound: bool) -> list[str]:
+    notes = [str(n) for n in (unsafe, caveat) if n]
+    if bound:
+        notes.append("cut short by the slow-step bound: its time is a lower bound")
+    return notes
+
+
+def entry_versus(entry: Mapping[str, Any]) -> str:
+    """A measured configuration against float32 as every output says it: "2.19x faster (2.08-2.30x)", "the
+    baseline"."""
+    outcome, speedup, interval = entry.get("outcome"), entry.get("speedup"), entry.get("speedup_interval")
+    if outcome == "baseline" or not isinstance(speedup, (int, float)) or speedup <= 0:
+        return "the baseline"
+    known = interval if isinstance(interval, list) and len(interval) == 2 else None
+    return fmt_versus(float(speedup), known, str(outcome))
+
+
+def entry_notes(entry: Mapping[str, Any]) -> list[str]:
+    """What every output says beside a measured configuration's time: why it may be unsafe, its caveat, a bound
+    (its `notes`; a file saved before they were kept gets the same words from the fields)."""
+    saved = entry.get("notes")
+    if isinstance(saved, list):
+        return [str(n) for n in saved]
+    return _notes(entry.get("unsafe"), entry.get("caveat"), entry.get("bound") is True)
 
 
 def _caveat(run: RunView) -> str | None:

@@ -88,6 +88,7 @@ SPECS: tuple[FindingSpec, ...] = (
 )
 
 REGISTRY: dict[str, FindingSpec] = {s.id: s for s in SPECS}
+SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}  # most severe first, in every ranking and output
 RANK: dict[str, int] = {s.id: i for i, s in enumerate(SPECS)}
 SPEED_CAUSES = frozenset(s.id for s in SPECS if s.causes_speed)
 RECOMMENDS: dict[str, tuple[str, str]] = {s.id: s.recommends for s in SPECS if s.recommends is not None}

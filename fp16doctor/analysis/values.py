@@ -75,6 +75,18 @@ def fmt_ms(value: float | None) -> str:
     return sign + text
 
 
+def fmt_pct(fraction: float | None) -> str:
+    """A fraction (a share of the step, a confidence) as a whole percentage: '42 %'; a dash when unknown."""
+    return "\u2014" if fraction is None else f"{fraction * 100:.0f} %"
+
+
+def fmt_rate(value: float | None) -> str:
+    """A throughput (images/s): '1,234', '56.7'; a dash when unknown."""
+    if value is None:
+        return "\u2014"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
 def fmt_flops(value: float) -> str:
     for unit, scale in (("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
         if value >= scale:
@@ -92,8 +104,10 @@ def ratio_digits(value: float, relative_width: float | None) -> int:
     return 2 if relative_width < 0.10 else 1
 
 
-def fmt_times(value: float, relative_width: float | None = None) -> str:
-    """A ratio as printed everywhere: '2.24x', '2.2x' (a wider interval), '166x'."""
+def fmt_times(value: float | None, relative_width: float | None = None) -> str:
+    """A ratio as printed everywhere: '2.24x', '2.2x' (a wider interval), '166x'; a dash when unknown."""
+    if value is None:
+        return "\u2014"
     return f"{value:.{ratio_digits(value, relative_width)}f}x"
 
 

@@ -3,11 +3,12 @@ the terminal render these; they never choose a cause themselves."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fp16doctor.analysis.causes import HALF, Accounting, Share
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
-from fp16doctor.analysis.values import fmt_interval, fmt_ms, fmt_times
+from fp16doctor.analysis.values import as_list, as_number, as_positive, as_str, fmt_interval, fmt_ms, fmt_times
 
 Verdict = dict[str, Any]
 
@@ -136,9 +137,149 @@ def verdict_for(acc: Accounting) -> Verdict:
                     **({"confirmed_by": s.confirmed_by} if s.confirmed_by else {}),
                     "ops": [{"name": o.get("name"), "layer": o.get("layer"), "pass": o.get("pass"),
                              "dtype": o.get("dtype"), "ms": o.get("ms")} for o in s.ops]} for s in causes],
+        "figure": phrase if outcome != "no_significant_difference" else "same speed",
         "headline": headline,
     }
 
 
 def verdicts(accountings: list[Accounting]) -> list[Verdict]:
     return [verdict_for(acc) for acc in accountings]
+
+
+# ---------------------------------------------------------------------------------------- saved verdicts
+# A results file may carry verdicts of the contract's short shape (ratio, cause, basis; no headline), with no runs
+# to remake them from: the analysis phrases them here, once, and every output prints that.
+
+_BASIS_WORDS = {"measured_ops": "measured", "experiment": "confirmed by experiment", "estimate": "estimated"}
+
+
+def _title_phrase(title: str) -> str:
+    title = title.strip().rstrip(".")
+    # "Pure float16 ..." -> "pure float16 ...", but keep acronyms such as "GPU ..." or "TF 1.7 ...".
+    if len(title) > 1 and title[0].isupper() and (title[1].islower() or title[1] == " "):
+        title = title[0].lower() + title[1:]
+    return title
+
+
+def _matches(finding: Mapping[str, Any], verdict: Mapping[str, Any]) -> int:
+    """How closely a finding speaks of a verdict's run (-1: not at all): same id, then machine, stack, precision."""
+    if finding.get("id") != verdict.get("cause"):
+        return -1
+    score = 0
+    for key in ("machine", "stack", "precision", "variant"):
+        value = finding.get(key)
+        if value is None:
+            continue
+        if value != verdict.get(key, "original" if key == "variant" else None):
+            return -1
+        score += 1
+    return score
+
+
+def _cause_title(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> str:
+    """The title of the finding the verdict names (the most specific one for its run), else the registry's."""
+    cause = str(verdict.get("cause"))
+    scored = [(_matches(f, verdict), i) for i, f in enumerate(findings)]
+    best = max((s for s in scored if s[0] >= 0), default=None, key=lambda s: (s[0], -s[1]))
+    if best is not None:
+        title = as_str(findings[best[1]].get("title"))
+        if title:
+            return title
+    spec = REGISTRY.get(cause)
+    return spec.title if spec is not None else cause
+
+
+def saved_speedup(verdict: Mapping[str, Any]) -> float | None:
+    """float32 step / this step: from the two step times when the verdict gives them (its `ratio` is rounded),
+    else its `ratio`."""
+    step, fp32 = as_positive(verdict.get("step_ms")), as_positive(verdict.get("fp32_step_ms"))
+    if step and fp32:
+        return fp32 / step
+    return as_positive(verdict.get("ratio"))
+
+
+def _saved_outcome(verdict: Mapping[str, Any], speedup: float | None) -> str | None:
+    outcome = as_str(verdict.get("outcome"))
+    if outcome in ("slower", "faster", "no_significant_difference"):
+        return outcome
+    if speedup is None:  # the short shape has no outcome: the ratio is all it says
+        return None
+    return "slower" if speedup < 1 else "faster" if speedup > 1 else "no_significant_difference"
+
+
+def figure(verdict: Mapping[str, Any]) -> str:
+    """The ratio in a few words: "1.60x slower", ">= 175x slower", "1.25x faster", "same speed", "no ratio"."""
+    speedup = saved_speedup(verdict)
+    outcome = _saved_outcome(verdict, speedup)
+    if speedup is None or outcome is None:
+        return "no ratio"
+    interval = as_list(verdict.get("ratio_interval"))
+    width = ((interval[1] - interval[0]) / speedup if len(interval) == 2
+             and all(isinstance(v, (int, float)) for v in interval) else None)
+    if outcome == "slower":
+        return f"{'>= ' if verdict.get('bound') is True else ''}{fmt_times(1 / speedup, width)} slower"
+    if outcome == "faster":
+        return f"{fmt_times(speedup, width)} faster"
+    return "same speed"
+
+
+def complete_saved(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> Verdict:
+    """A saved verdict with its outcome, figure and headline: its own where it has them, else phrased from what it
+    says (its ratio, cause, basis, bound and unexplained share); nothing here chooses a cause."""
+    out = dict(verdict)
+    speedup = saved_speedup(verdict)
+    outcome = _saved_outcome(verdict, speedup)
+    if outcome is not None:
+        out["outcome"] = outcome
+    out["figure"] = figure(out)
+    if as_str(verdict.get("headline")):
+        return out
+    precision = as_str(verdict.get("precision")) or "16-bit"
+    stack = as_str(verdict.get("stack")) or "host"
+    variant = as_str(verdict.get("variant")) or "original"
+    if speedup is None or outcome is None:
+        out["headline"] = f"{precision} has no ratio to float32"
+        return out
+    step, fp32 = as_positive(verdict.get("step_ms")), as_positive(verdict.get("fp32_step_ms"))
+    context = [f"{fmt_ms(step)} vs {fmt_ms(fp32)} per step"] if (step and fp32) else []
+    if stack != "host":
+        context.append(f"stack {stack}")
+    if variant != "original":
+        context.append(variant)
+    bound = verdict.get("bound") is True
+    if outcome == "slower" and bound:
+        context.append(f"cut short: at least {fmt_times(1 / speedup)} slower")
+        comparison = "slower than"
+    elif outcome == "slower":
+        comparison = f"{fmt_times(1 / speedup)} slower than"
+    elif outcome == "faster":
+        comparison = f"{fmt_times(speedup)} faster than"
+    else:
+        comparison = "about as fast as"
+        context.append("the difference is inside the runs' spread")
+    sentence = f"{precision} is {comparison} float32"
+    if context:
+        sentence += f" ({'; '.join(context)})"
+    difference = as_number(verdict.get("difference_ms"))
+    cause = as_str(verdict.get("cause"))
+    if cause is not None and outcome in ("slower", "faster"):
+        shares = [c for c in as_list(verdict.get("causes")) if isinstance(c, Mapping) and c.get("id") == cause]
+        cause_ms = as_positive(shares[0].get("explains_ms")) if shares else None
+        detail = _BASIS_WORDS.get(as_str(verdict.get("basis")) or "", "")
+        if cause_ms is not None and difference is not None:
+            detail += f"{': ' if detail else ''}{fmt_ms(cause_ms)} of the {fmt_ms(abs(difference))} difference"
+        share = as_number(verdict.get("explained_share"))
+        # "mostly" only when the cause accounts for at least half of the difference, as the numbers say.
+        own = cause_ms / abs(difference) if (cause_ms is not None and difference) else share
+        sentence += f", {'partly' if own is not None and own < HALF else 'mostly'} because "
+        sentence += _title_phrase(_cause_title(verdict, findings))
+        sentence += f" ({detail})" if detail else ""
+        unexplained = as_positive(verdict.get("unexplained_ms"))
+        if share is not None and share < HALF:
+            amount = f"{fmt_ms(unexplained)} ({1 - share:.0%})" if unexplained is not None else f"{1 - share:.0%}"
+            sentence += f"; {amount} of it is unexplained"
+    elif outcome in ("slower", "faster"):
+        amount = f"the {fmt_ms(abs(difference))} difference" if difference is not None else "it"
+        sentence += f"; no finding explains {amount}"
+    out["headline"] = sentence
+    return out

@@ -4,43 +4,48 @@
     render_markdown(docs) -> str      a short summary with the verdict and a table
     write_report(docs, out, fmt)      either of them, written to `out` ("html" or "markdown")
 
-Several documents make one comparison report, grouped by machine.
+Several documents make one comparison report, grouped by machine. Each takes `diagnoses`, the analysis of each
+document where the caller made it already (diagnose does); otherwise the report makes it, once per document.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fp16doctor.errors import DoctorError
+
+if TYPE_CHECKING:
+    from fp16doctor.analysis import Diagnosis
 
 FORMATS = ("html", "markdown")
 
 
-def render_html(docs: Sequence[dict[str, Any]]) -> str:
+def render_html(docs: Sequence[dict[str, Any]], diagnoses: Sequence[Diagnosis] | None = None) -> str:
     from fp16doctor.report.html import render_view
     from fp16doctor.report.viewmodel import build_report
 
     _require_docs(docs)
-    return render_view(build_report(docs))
+    return render_view(build_report(docs, diagnoses=diagnoses))
 
 
-def render_markdown(docs: Sequence[dict[str, Any]]) -> str:
+def render_markdown(docs: Sequence[dict[str, Any]], diagnoses: Sequence[Diagnosis] | None = None) -> str:
     from fp16doctor.report.markdown import markdown_from_view
     from fp16doctor.report.viewmodel import build_report
 
     _require_docs(docs)
-    return markdown_from_view(build_report(docs))
+    return markdown_from_view(build_report(docs, diagnoses=diagnoses))
 
 
-def write_report(docs: Sequence[dict[str, Any]], out: Path, fmt: str) -> None:
+def write_report(docs: Sequence[dict[str, Any]], out: Path, fmt: str,
+                 diagnoses: Sequence[Diagnosis] | None = None) -> None:
     """Render and write atomically; an unwritable path is a DoctorError with a hint."""
     from fp16doctor.results import write_atomic
 
     if fmt not in FORMATS:
         raise DoctorError(f"unknown report format {fmt!r}", hint="use html or markdown")
-    text = render_html(docs) if fmt == "html" else render_markdown(docs)
+    text = render_html(docs, diagnoses) if fmt == "html" else render_markdown(docs, diagnoses)
     out = Path(out)
     if out.is_dir():
         raise DoctorError(f"{out} is a directory", hint="give a file name, e.g. --out report.html")

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-from fp16doctor.analysis.values import fmt_ms
-from fp16doctor.report.formatting import format_ratio
+from fp16doctor.analysis.values import fmt_ms, fmt_times
+from fp16doctor.workload.protocol import PRECISIONS
 
 WIDTH = 760
 LABEL_W = 250
@@ -58,6 +58,29 @@ class SpeedupBar:
     predicted: float | None
 
 
+@dataclass(frozen=True)
+class LegendEntry:
+    """One colour a chart uses and what it stands for."""
+
+    css_class: str  # the swatch's class: "input", "p-float16", "p-other"
+    label: str
+
+
+def split_legend(bars: Sequence[SplitBar]) -> list[LegendEntry]:
+    """Every colour the split chart draws, each named: host input, then each precision's compute colour."""
+    if not bars:
+        return []
+    entries = [LegendEntry("input", "host input")]
+    by_class: dict[str, list[str]] = {}
+    for bar in bars:
+        names = by_class.setdefault(_css_class(bar.precision), [])
+        if bar.precision not in names:
+            names.append(bar.precision)
+    for css_class, names in by_class.items():
+        entries.append(LegendEntry(css_class, f"{', '.join(names)}: compute and the rest"))
+    return entries
+
+
 def nice_ticks(maximum: float, target: int = 5) -> list[float]:
     """Round tick values 0..>=maximum, about `target` of them."""
     if maximum <= 0 or not math.isfinite(maximum):
@@ -70,8 +93,8 @@ def nice_ticks(maximum: float, target: int = 5) -> list[float]:
 
 
 def _css_class(precision: str) -> str:
-    known = {"float32", "float16", "mixed_float16"}
-    return f"p-{precision}" if precision in known else "p-other"
+    """Each precision's colour (the page's CSS has one per results.PRECISIONS); anything else shares one."""
+    return f"p-{precision}" if precision in PRECISIONS else "p-other"
 
 
 def _frame(height: int, title: str, body: list[str]) -> Markup:
@@ -223,22 +246,22 @@ def speedup_chart(bars: Sequence[SpeedupBar], title: str | None = None) -> Marku
             w = max(bar.measured * scale, 1.0)
             body.append(
                 f'<rect class="bar {_css_class(bar.precision)}" x="{LABEL_W}" y="{mid - half - 3:.1f}" '
-                f'width="{w:.1f}" height="{half}"><title>measured {escape(format_ratio(bar.measured))}'
+                f'width="{w:.1f}" height="{half}"><title>measured {escape(fmt_times(bar.measured))}'
                 f"</title></rect>"
             )
             body.append(
                 f'<text class="value" x="{WIDTH - 4}" y="{mid - half / 2 - 3:.1f}" text-anchor="end" '
-                f'dominant-baseline="middle">measured {escape(format_ratio(bar.measured))}</text>'
+                f'dominant-baseline="middle">measured {escape(fmt_times(bar.measured))}</text>'
             )
         if bar.predicted is not None:
             w = max(bar.predicted * scale, 1.0)
             body.append(
                 f'<rect class="bar predicted" x="{LABEL_W}" y="{mid + 3:.1f}" width="{w:.1f}" '
-                f'height="{half}"><title>roofline best case {escape(format_ratio(bar.predicted))}'
+                f'height="{half}"><title>roofline best case {escape(fmt_times(bar.predicted))}'
                 "</title></rect>"
             )
             body.append(
                 f'<text class="value muted" x="{WIDTH - 4}" y="{mid + half / 2 + 3:.1f}" text-anchor="end" '
-                f'dominant-baseline="middle">best case {escape(format_ratio(bar.predicted))}</text>'
+                f'dominant-baseline="middle">best case {escape(fmt_times(bar.predicted))}</text>'
             )
     return _frame(height, title, body)

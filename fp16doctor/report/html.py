@@ -7,9 +7,8 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from fp16doctor.analysis.values import fmt_ms
+from fp16doctor.analysis.values import fmt_ms, fmt_pct, fmt_rate, fmt_signed_ms, fmt_times
 from fp16doctor.errors import DoctorError
-from fp16doctor.report import formatting
 from fp16doctor.report.viewmodel import ReportView
 
 _PACKAGE = Path(__file__).resolve().parent.parent
@@ -41,11 +40,11 @@ def _environment(directory: Path) -> Environment:
         keep_trailing_newline=True,
     )
     env.filters["ms"] = fmt_ms
-    env.filters["delta"] = formatting.format_delta
-    env.filters["ratio"] = formatting.format_ratio
-    env.filters["pct"] = formatting.format_pct
-    env.filters["rate"] = formatting.format_rate
-    env.filters["confidence"] = formatting.format_pct
+    env.filters["delta"] = fmt_signed_ms
+    env.filters["ratio"] = fmt_times
+    env.filters["pct"] = fmt_pct
+    env.filters["rate"] = fmt_rate
+    env.filters["confidence"] = fmt_pct
     return env
 
 

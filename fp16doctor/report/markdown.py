@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import re
 
-from fp16doctor.analysis.values import fmt_ms
-from fp16doctor.report.formatting import format_delta, format_rate, format_ratio
+from fp16doctor.analysis.values import fmt_ms, fmt_pct, fmt_rate, fmt_signed_ms
 from fp16doctor.report.viewmodel import DocumentView, MachineView, ReportView, RunRow, TimeTableView
 
 TOP_FINDINGS = 3
@@ -44,12 +43,6 @@ def first_sentence(text: str, limit: int = 240) -> str:
     return sentence
 
 
-def _speedup(row: RunRow) -> str:
-    if row.precision == "float32" and row.ok:
-        return "baseline"
-    return format_ratio(row.speedup_vs_fp32)
-
-
 def _spread(row: RunRow) -> str:
     if row.p10_ms is None or row.p90_ms is None:
         return "—"
@@ -81,13 +74,12 @@ def _machine_table(machine: MachineView) -> list[str]:
             cells.append(md_text(row.variant))
         if machine.show_engine:
             cells.append(md_text(row.engine))
-        share = f"{row.input_share * 100:.0f} %" if row.input_share is not None else "—"
         cells += [
             fmt_ms(row.median_ms),
             _spread(row),
-            format_rate(row.images_per_s),
-            _speedup(row),
-            share,
+            fmt_rate(row.images_per_s),
+            row.versus_fp32,
+            fmt_pct(row.input_share),
             _status(row),
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -125,7 +117,7 @@ def _time_table(table: TimeTableView) -> list[str]:
             impl += f" (float32: {md_code(row.fp32_impl)})"
         out.append(
             f"| {md_code(row.layer)} | {md_text(row.pass_label)} | {fmt_ms(row.fp32_ms)} | {fmt_ms(row.reduced_ms)} "
-            f"| {format_delta(row.difference_ms)} | {impl} |" + (f" {row.tensor_cores or '—'} |" if tc else "")
+            f"| {fmt_signed_ms(row.difference_ms)} | {impl} |" + (f" {row.tensor_cores or '—'} |" if tc else "")
         )
     if hidden:
         def total(values: list[float | None]) -> float | None:
@@ -135,16 +127,16 @@ def _time_table(table: TimeTableView) -> list[str]:
         diff = total([r.difference_ms for r in hidden])
         out.append(
             f"| {sum(r.rows for r in hidden)} more, summed | | {fmt_ms(total([r.fp32_ms for r in hidden]))} "
-            f"| {fmt_ms(total([r.reduced_ms for r in hidden]))} | {format_delta(diff)} | |" + (" |" if tc else "")
+            f"| {fmt_ms(total([r.reduced_ms for r in hidden]))} | {fmt_signed_ms(diff)} | |" + (" |" if tc else "")
         )
     out.append("")
     return out
 
 
-def _prescriptions(doc: DocumentView) -> list[str]:
+def _prescriptions(view: ReportView) -> list[str]:
     """The analysis' prescription per machine and stack, in its own words, first."""
     out: list[str] = []
-    for p in doc.prescriptions:
+    for p in view.prescriptions:
         out.append(f"**Prescription:** {md_text(p.headline)}")
         if p.how:
             out.append(f"How: {md_code(p.how)}")
@@ -155,7 +147,7 @@ def _prescriptions(doc: DocumentView) -> list[str]:
 
 
 def _document(doc: DocumentView, many: bool) -> list[str]:
-    out: list[str] = _prescriptions(doc)
+    out: list[str] = []
     for machine in doc.machines:
         out.append(f"### {md_text(machine.name)}" if many else f"**GPU / device:** {md_text(machine.name)}")
         if machine.details:
@@ -214,6 +206,7 @@ def markdown_from_view(view: ReportView) -> str:
     lines = [f"## {md_text(view.title)}", ""]
     if many:
         lines += ["Machines compared: " + md_text(", ".join(m.name for m in machines)), ""]
+    lines += _prescriptions(view)
     for doc in view.documents:
         lines += _document(doc, many)
     lines.append(f"<sub>{md_text(view.generator)} · secrets redacted</sub>")

@@ -12,34 +12,25 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from fp16doctor.analysis import Diagnosis
-from fp16doctor.analysis.roofline import RooflineEstimate, estimate
+from fp16doctor.analysis import Diagnosis, RunRow
+from fp16doctor.analysis.roofline import RooflineEstimate
 from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.textout.prescription import prescriptions_text
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _measured(doc: Mapping[str, Any]) -> Text | None:
-    runs = doc.get("runs")
+def _measured(rows: Sequence[RunRow]) -> Text | None:
+    """Each run's step, and against float32 where the analysis paired it with a float32 run."""
+    if not rows:
+        return None
     lines = Text("Measured\n", style="bold")
-    count = 0
-    for run in runs if isinstance(runs, list) else []:
-        if not isinstance(run, Mapping):
-            continue
-        step = run.get("step_time_ms")
-        median = _number(step.get("median")) if isinstance(step, Mapping) else None
-        shown = f"{fmt_ms(median)}/step" if median is not None else str(run.get("status", "?"))
-        variant = run.get("variant", "original")
-        suffix = "" if variant == "original" else f" / {variant}"
-        lines.append(f"  {run.get('stack', '?')} / {run.get('precision', '?')}{suffix} "
-                     f"on {run.get('device', '?')}: {shown}\n")
-        count += 1
-    return lines if count else None
+    for row in rows:
+        shown = f"{fmt_ms(row.step_ms)}/step" if row.step_ms is not None else row.status
+        if row.ok and not row.is_baseline and row.speedup is not None:
+            shown += f" ({row.versus_fp32} vs float32)"
+        lines.append(f"  {row.label} on {row.device or '?'}: {shown}\n")
+    return lines
 
 
 def _best_case(estimates: Sequence[RooflineEstimate]) -> Text | None:
@@ -66,7 +57,7 @@ def verdicts_text(verdicts: Sequence[Mapping[str, Any]]) -> Text | None:
     return text
 
 
-def findings_text(doc: Mapping[str, Any], diagnosis: Diagnosis) -> RenderableType:
+def findings_text(diagnosis: Diagnosis) -> RenderableType:
     """The prescription, the verdicts, measured runs, the roofline, then each finding with evidence and
     recommendation, most important first."""
     findings = diagnosis.findings
@@ -77,10 +68,10 @@ def findings_text(doc: Mapping[str, Any], diagnosis: Diagnosis) -> RenderableTyp
     headline = verdicts_text(diagnosis.verdicts)
     if headline is not None:
         parts.append(headline)
-    measured = _measured(doc)
+    measured = _measured(diagnosis.runs)
     if measured is not None:
         parts.append(measured)
-    best = _best_case(estimate(dict(doc)))
+    best = _best_case(diagnosis.roofline)
     if best is not None:
         parts.append(best)
     if not findings:

@@ -3,27 +3,17 @@ biggest op differences against float32 (the report has the full tables). Data in
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fp16doctor.analysis.op_compare import LOW_COVERAGE, OpComparison, op_comparisons
-from fp16doctor.analysis.values import fmt_ms
+from fp16doctor.analysis import Diagnosis
+from fp16doctor.analysis.op_compare import OpComparison
+from fp16doctor.analysis.values import fmt_ms, fmt_signed_ms
 from fp16doctor.textout.findings import verdicts_text
 
 TOP_OPS = 5
 SHORT_PASS = {"backward_weights": "bwd weights", "backward_data": "bwd data"}
-WINDOW_WORDS = {"after_timing": "a window after the timed steps", "first_step": "the first step of a cut-short run",
-                "bound_step": "the step that cut the run short"}
-
-
-def _delta(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return ("+" if value > 0 else "-" if value < 0 else "±") + fmt_ms(abs(value))
 
 
 def _title(comparison: OpComparison) -> str:
@@ -51,35 +41,27 @@ def ops_table(comparison: OpComparison, count: int = TOP_OPS) -> RenderableType:
     for row in compared[:count]:
         style = "red" if (row.difference_ms or 0) > 0 else "green" if (row.difference_ms or 0) < 0 else ""
         table.add_row(row.layer, SHORT_PASS.get(row.pass_, row.pass_.replace("_", " ")), fmt_ms(row.fp32_ms),
-                      fmt_ms(row.reduced_ms), Text(_delta(row.difference_ms), style=style),
+                      fmt_ms(row.reduced_ms), Text(fmt_signed_ms(row.difference_ms), style=style),
                       row.impls[0] if row.impls else "")
     side = comparison.reduced
     bits = [f"measured with {side.source or 'an unknown source'}"]
     if side.coverage is not None:
         bits.append(f"coverage {side.coverage:.0%}")
-    if side.window_kind in WINDOW_WORDS:
-        bits.append(WINDOW_WORDS[side.window_kind])
+    bits.append(f"window: {comparison.window}")
     if len(comparison.rows) > count:
         bits.append(f"{len(comparison.rows) - count} more rows, and float32's kernels, in the report")
     notes = [Text("  " + "; ".join(bits), style="dim")]
-    if comparison.fp32 is None:
-        notes.append(Text("  the float32 run has no measured ops: only the 16-bit times are shown", style="yellow"))
-    if comparison.low_coverage:
-        notes.append(Text(f"  low coverage (below {LOW_COVERAGE:.0%}): part of the step is not attributed to any op",
-                          style="yellow"))
+    notes += [Text(f"  {caveat}", style="yellow") for caveat in comparison.caveats]
     return Group(table, *notes)
 
 
-def time_went_text(doc: Mapping[str, Any], verdicts: Sequence[Mapping[str, Any]] | None = None,
-                   count: int = TOP_OPS) -> RenderableType | None:
-    """The verdicts (the document's own unless given), then a short ops table per 16-bit run with measured ops;
-    None when there is neither."""
-    chosen = verdicts if verdicts is not None else [v for v in (doc.get("verdicts") or []) if isinstance(v, Mapping)]
+def time_went_text(diagnosis: Diagnosis, count: int = TOP_OPS) -> RenderableType | None:
+    """The verdicts, then a short ops table per 16-bit run with measured ops; None when there is neither."""
     parts: list[RenderableType] = []
-    headline = verdicts_text(chosen)
+    headline = verdicts_text(diagnosis.verdicts)
     if headline is not None:
         parts.append(headline)
-    for index, comparison in enumerate(op_comparisons(doc)):
+    for index, comparison in enumerate(diagnosis.comparisons):
         if index or headline is None:  # the verdicts end with a blank line of their own
             parts.append(Text(""))
         parts.append(ops_table(comparison, count))

@@ -8,22 +8,14 @@ from typing import Any
 
 from rich.text import Text
 
-from fp16doctor.analysis.values import fmt_config, fmt_ms, fmt_versus
+from fp16doctor.analysis.prescribe import entry_notes, entry_versus
+from fp16doctor.analysis.values import fmt_config, fmt_ms
 
 
 def _measured_line(entry: Mapping[str, Any]) -> str:
-    speedup = entry.get("speedup")
-    interval = entry.get("speedup_interval")
-    if entry.get("outcome") == "baseline":
-        return f"{fmt_config(entry):<34} {fmt_ms(entry.get('step_ms')):>8}  the baseline"
-    known = interval if isinstance(interval, list) and len(interval) == 2 else None
-    versus = fmt_versus(float(speedup), known, str(entry.get("outcome"))) if isinstance(speedup, (int, float)) \
-        else "?"
-    notes = [str(entry["unsafe"])] if entry.get("unsafe") else []
-    if entry.get("bound"):
-        notes.append("cut short: a bound")
+    notes = entry_notes(entry)
     note = f"  [{'; '.join(notes)}]" if notes else ""
-    return f"{fmt_config(entry):<34} {fmt_ms(entry.get('step_ms')):>8}  {versus}{note}"
+    return f"{fmt_config(entry):<34} {fmt_ms(entry.get('step_ms')):>8}  {entry_versus(entry)}{note}"
 
 
 def prescriptions_text(prescriptions: Sequence[Mapping[str, Any]]) -> Text | None:

@@ -6,12 +6,17 @@ import io
 
 from rich.console import Console
 
+from fp16doctor.analysis import RunRow, diagnose_document
 from fp16doctor.textout.diagnose import run_notes, runs_table
+
+
+def _rows(runs: list[dict]) -> list[RunRow]:
+    return diagnose_document({"runs": runs}).runs
 
 
 def _render(runs: list[dict]) -> str:
     out = io.StringIO()
-    Console(file=out, width=120, color_system=None).print(runs_table(runs))
+    Console(file=out, width=120, color_system=None).print(runs_table(_rows(runs)))
     return out.getvalue()
 
 
@@ -42,8 +47,8 @@ def test_the_table_fits_80_columns_and_a_failed_runs_reason_goes_below_it() -> N
     ]
     out = io.StringIO()
     console = Console(file=out, width=80, color_system=None)
-    console.print(runs_table(runs))
-    for note in run_notes(runs):
+    console.print(runs_table(_rows(runs)))
+    for note in run_notes(_rows(runs)):
         console.print(note)
     text = out.getvalue()
     assert max(len(line) for line in text.splitlines()) <= 80, text
@@ -59,5 +64,5 @@ def test_a_short_run_row_stays_on_one_line_at_80_columns() -> None:
     runs = [{"stack": "host", "precision": "mixed_float16", "variant": "synthetic_input", "device": "cpu",
              "status": "ok", "step_time_ms": {"median": 22000.0, "p10": 21900.0, "p90": 22100.0}}]
     out = io.StringIO()
-    Console(file=out, width=80, color_system=None).print(runs_table(runs))
+    Console(file=out, width=80, color_system=None).print(runs_table(_rows(runs)))
     assert any("host mixed_float16" in line and "22000.0" in line for line in out.getvalue().splitlines())

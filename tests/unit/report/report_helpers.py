@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from fp16doctor.analysis import Diagnosis, diagnose_document
+from fp16doctor.analysis import Diagnosis, saved_diagnosis
+from fp16doctor.analysis.verdicts import complete_saved
 from fp16doctor.report.viewmodel import Sources
 
 HERE = Path(__file__).resolve().parent
@@ -50,10 +52,15 @@ def fixed_sources(
     document's runs (verdicts unless given), since the report only renders them."""
 
     def diagnose(doc: dict[str, Any]) -> Diagnosis:
-        real = diagnose_document(doc)
+        real = saved_diagnosis(doc)
+        if real.findings_source == "results":  # the file's own findings stand before any
+            return replace(real, verdicts=[complete_saved(v, real.findings) for v in copy.deepcopy(verdicts)]) \
+                if verdicts is not None else real
         chosen = verdicts if verdicts is not None else real.verdicts
-        return Diagnosis(copy.deepcopy(findings if findings is not None else FAKE_FINDINGS), copy.deepcopy(chosen),
-                         real.prescriptions)
+        fixed = copy.deepcopy(findings if findings is not None else FAKE_FINDINGS)
+        # Verdicts given here are phrased as the analysis phrases saved ones; its own are already.
+        return replace(real, findings=fixed, verdicts=[complete_saved(v, fixed) for v in copy.deepcopy(chosen)],
+                       findings_source="analysis" if fixed else "none")
 
     return Sources(
         diagnose=diagnose,

@@ -11,20 +11,24 @@ from pathlib import Path
 from rich.console import Console
 
 from fp16doctor.analysis import diagnose_document
+from fp16doctor.diagnose import DiagnoseOutcome
 from fp16doctor.report.html import render_view
 from fp16doctor.report.markdown import markdown_from_view
 from fp16doctor.report.viewmodel import build_report
+from fp16doctor.textout.diagnose import diagnose_summary_text
 from fp16doctor.textout.findings import findings_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "attribution"))
 from attribution_data import XEON  # noqa: E402
+from test_analysis_causes import EPYC_AVX2_FLAGS, _windowed, op  # noqa: E402
+from test_analysis_causes import doc as causes_doc  # noqa: E402
 from test_analysis_recorded import recorded_doc  # noqa: E402
 
 
 def terminal(doc: dict) -> str:
     buffer = io.StringIO()
-    Console(file=buffer, width=400, color_system=None).print(findings_text(doc, diagnose_document(doc)))
+    Console(file=buffer, width=400, color_system=None).print(findings_text(diagnose_document(doc)))
     return buffer.getvalue()
 
 
@@ -47,3 +51,45 @@ def test_one_prescription_and_the_same_verdicts_first_everywhere() -> None:
         assert 0 <= text.index(headline) < first_verdict, f"{name}: the prescription comes before the verdicts"
         for verdict in diagnose_document(doc).verdicts:  # each verdict, word for word, as the analysis put it
             assert verdict["headline"] in text, (name, verdict["headline"])
+
+
+def _everywhere(doc: dict) -> dict[str, str]:
+    """Every output of one document, from one diagnosis: explain, diagnose's summary, the HTML and markdown."""
+    diagnosis = diagnose_document(doc)
+    view = build_report([doc], diagnoses=[diagnosis])
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=400, color_system=None)
+    console.print(findings_text(diagnosis))
+    explain = buffer.getvalue()
+    buffer = io.StringIO()
+    outcome = DiagnoseOutcome(doc, Path("out/results.json"), None, 0, [], diagnosis)
+    Console(file=buffer, width=400, color_system=None).print(diagnose_summary_text(outcome))
+    return {"explain": explain, "summary": buffer.getvalue(), "html": html.unescape(render_view(view)),
+            "markdown": markdown_from_view(view)}
+
+
+def test_caveats_and_the_runs_table_read_the_same_in_every_output() -> None:
+    """A verdict whose profiled windows missed most of the timed difference: its caveat, the prescription's notes
+    and each run's ratio to float32 are the analysis' words and numbers in every output."""
+    fp32 = [op("conv2d", "backward_weights", 300.0, "ynn_fusion.1", "float32"),
+            op("conv2d", "forward", 700.0, "ynn_fusion.2", "float32", "Conv")]
+    mixed = [op("conv2d", "backward_weights", 381.0, "ynn_fusion.1", "float16"),
+             op("conv2d", "forward", 700.0, "ynn_fusion.2", "float16", "Conv")]
+    doc = causes_doc(_windowed(990.0, 1069.0, fp32, "float32"), _windowed(1426.0, 1124.0, mixed, "mixed_float16"),
+                     flags=EPYC_AVX2_FLAGS)
+    diagnosis = diagnose_document(doc)
+    (verdict,) = diagnosis.verdicts
+    assert "did not recur there" in verdict["headline"]  # the window caveat, phrased once by the analysis
+    reduced = next(r for r in diagnosis.runs if r.precision == "mixed_float16")
+    assert reduced.speedup == verdict["ratio"] or abs(reduced.speedup - verdict["ratio"]) < 1e-4
+    notes = [n for p in diagnosis.prescriptions for m in p["measured"] for n in m["notes"]]
+    for name, text in _everywhere(doc).items():
+        flat = " ".join(text.split())
+        assert verdict["headline"] in flat, name
+        for note in notes:
+            assert note in flat, (name, note)
+        if name != "explain":  # explain lists the runs as "Measured", with the same ratio
+            assert "baseline" in flat, name
+        assert reduced.versus_fp32 in flat, (name, reduced.versus_fp32)
+        for caveat in [c for comparison in diagnosis.comparisons for c in comparison.caveats]:
+            assert caveat in flat, (name, caveat)

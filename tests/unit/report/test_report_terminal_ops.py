@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Any
 
 from report_helpers import load_fixture
 from rich.console import Console, RenderableType
 
-from fp16doctor.analysis import diagnose_document
+from fp16doctor.analysis import Diagnosis, diagnose_document
 from fp16doctor.diagnose import DiagnoseOutcome
 from fp16doctor.textout.diagnose import diagnose_summary_text
 from fp16doctor.textout.ops import time_went_text
@@ -21,12 +20,9 @@ def _render(renderable: RenderableType | None, width: int = 80) -> str:
     return out.getvalue()
 
 
-def _diagnosed(name: str) -> dict[str, Any]:
-    """A results file as diagnose writes it: its verdicts saved beside the runs."""
-    doc = load_fixture(name)
-    diagnosis = diagnose_document(doc)
-    doc["findings"], doc["verdicts"] = diagnosis.findings, diagnosis.verdicts
-    return doc
+def _diagnosed(name: str) -> Diagnosis:
+    """What the analysis made of a results file, once, as every output receives it."""
+    return diagnose_document(load_fixture(name))
 
 
 def test_top_five_differences_per_16_bit_run_fit_80_columns():
@@ -42,27 +38,26 @@ def test_top_five_differences_per_16_bit_run_fit_80_columns():
 
 
 def test_the_verdicts_come_first_as_the_analysis_phrased_them():
-    doc = _diagnosed("cpu-xeon-ops")
-    text = _render(time_went_text(doc), width=200)
+    diagnosis = _diagnosed("cpu-xeon-ops")
+    text = _render(time_went_text(diagnosis), width=200)
     assert text.index("Verdict") < text.index("Where the time went")
-    assert doc["verdicts"][0]["headline"] in text
+    assert diagnosis.verdicts[0]["headline"] in text
 
 
 def test_cut_short_run_says_its_window_and_low_coverage():
     text = _render(time_went_text(_diagnosed("cpu-cut-short")), width=200)
-    assert "the first step of a cut-short run" in text
-    assert "low coverage (below 70%)" in text
+    assert "the first step of a run cut short (its only step, profiled)" in text
+    assert "Low coverage: the 16-bit run's listed ops account for only" in text
 
 
 def test_without_ops_only_the_verdict_and_without_either_nothing():
-    doc = _diagnosed("seed-gtx1080-no-ops")
-    text = _render(time_went_text(doc), width=200)
+    text = _render(time_went_text(_diagnosed("seed-gtx1080-no-ops")), width=200)
     assert "Verdict" in text and "estimated" in text and "Where the time went" not in text
-    assert time_went_text({"runs": []}) is None
+    assert time_went_text(diagnose_document({"runs": []})) is None
 
 
 def test_diagnose_summary_prints_it_between_the_runs_and_the_findings():
-    doc = _diagnosed("cpu-xeon-ops")
-    outcome = DiagnoseOutcome(doc, Path("out/results.json"), None, 0, [])
+    doc = load_fixture("cpu-xeon-ops")
+    outcome = DiagnoseOutcome(doc, Path("out/results.json"), None, 0, [], diagnose_document(doc))
     text = _render(diagnose_summary_text(outcome), width=100)
     assert text.index("Runs") < text.index("Where the time went") < text.index("Findings")

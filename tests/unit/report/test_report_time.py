@@ -106,7 +106,7 @@ def test_cut_short_run_verdict_says_at_least(tmp_path):
     doc = load_fixture("cpu-cut-short")
     [verdict] = _report(doc).headline
     assert verdict.bound and verdict.tone == "slower"
-    assert verdict.figure == "≥ 175× slower"
+    assert verdict.figure == ">= 175x slower"
     assert ("float16 is >= 175x slower than float32 on host (cut short: 22.1 s vs 126 ms per step): mostly "
             "because") in verdict.sentence
 
@@ -135,9 +135,9 @@ def test_saved_verdicts_are_used_when_there_are_no_runs_to_recompute_from():
              "explained_share": 0.8}
     doc = {"schema_version": 1, "host": {"gpus": []}, "runs": [], "verdicts": [saved]}
     [verdict] = _report(doc).headline
-    assert verdict.figure == "2.00× slower" and verdict.cause_id == "old_stack"
+    assert verdict.figure == "2.00x slower" and verdict.cause_id == "old_stack"
     assert verdict.sentence == (
-        "On CPU only (no GPU), float16 is 2.00× slower than float32 (stack cpu), mostly because the stack predates "
+        "On CPU only (no GPU): float16 is 2.00x slower than float32 (stack cpu), mostly because the stack predates "
         "fast fp16 paths."
     )
     saved["explained_share"] = 0.3

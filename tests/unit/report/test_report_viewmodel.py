@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from report_helpers import FAKE_FINDINGS, fixed_sources, load_fixture
 
+from fp16doctor.analysis import diagnose_document
 from fp16doctor.analysis.registry import REGISTRY
 from fp16doctor.report.viewmodel import Sources, build_report
 
@@ -32,7 +33,7 @@ HEADLINE = ("float16 is 1.60x slower than float32 on user (800 ms vs 500 ms per 
 def test_the_analysis_headline_is_printed_word_for_word(seed_doc):
     verdict = _machine(seed_doc, fixed_sources(verdicts=[dict(SEED_VERDICT, headline=HEADLINE)])).verdicts[0]
     assert verdict.sentence == f"On NVIDIA TITAN V: {HEADLINE}."
-    assert verdict.tone == "slower" and verdict.figure == "1.60× slower"
+    assert verdict.tone == "slower" and verdict.figure == "1.60x slower"
 
 
 def test_seed_verdict_renders_what_the_analysis_decided(seed_doc):
@@ -40,12 +41,12 @@ def test_seed_verdict_renders_what_the_analysis_decided(seed_doc):
     [verdict] = machine.verdicts
     assert verdict.tone == "slower"
     assert verdict.speedup == pytest.approx(0.625)
-    assert verdict.figure == "1.60× slower"
+    assert verdict.figure == "1.60x slower"
     assert verdict.cause_id == "host_fp16_emulation" and verdict.basis == "estimate"
     # the cause's title is the finding's (the fixed one here), the basis and the unexplained part as the verdict
     # says; "partly", since the cause accounts for less than half of the difference
     assert verdict.sentence == (
-        "On NVIDIA TITAN V, float16 is 1.60× slower than float32 (800 ms vs 500 ms per step; stack user), "
+        "On NVIDIA TITAN V: float16 is 1.60x slower than float32 (800 ms vs 500 ms per step; stack user), "
         "partly because the host builds float16 batches with emulated numpy arithmetic "
         "(estimated: 144 ms of the 300 ms difference); 156 ms (52%) of it is unexplained."
     )
@@ -86,8 +87,8 @@ def test_cut_short_verdict_is_a_bound(seed_doc):
     verdict = dict(SEED_VERDICT, bound=True, step_ms=22050.0, fp32_step_ms=126.0, difference_ms=21924.0,
                    ratio=0.0057, explained_share=0.9, unexplained_ms=2000.0)
     view = _machine(seed_doc, fixed_sources(verdicts=[verdict])).verdicts[0]
-    assert view.figure == "≥ 175× slower"
-    assert "float16 is slower than float32 (22.1 s vs 126 ms per step; stack user; cut short: at least 175× " \
+    assert view.figure == ">= 175x slower"
+    assert "float16 is slower than float32 (22.1 s vs 126 ms per step; stack user; cut short: at least 175x " \
            "slower)" in view.sentence
 
 
@@ -253,8 +254,10 @@ def test_engine_column_only_with_several_engines(rich_doc, sources):
     machine = _machine(doc, sources)
     assert machine.show_engine is True
     f16 = next(r for r in machine.rows if r.precision == "float16" and r.stack == "tf1.7-cuda9.0")
-    # its float32 baseline ran on the other engine, so no speedup is claimed
-    assert f16.speedup_vs_fp32 is None
+    # both engines run on this machine's GPU: the analysis pairs them, and the table shows its ratio
+    pair = next(r for r in diagnose_document(doc).runs if r.precision == "float16" and r.stack == "tf1.7-cuda9.0")
+    assert pair.speedup is not None
+    assert f16.speedup_vs_fp32 == pair.speedup and f16.versus_fp32 == pair.versus_fp32
 
 
 def test_same_gpu_twice_in_a_comparison_is_told_apart(seed_doc, sources):
@@ -322,7 +325,7 @@ def test_speedup_chart_shows_roofline_prediction(seed_doc):
     report = build_report([seed_doc], fixed_sources(predicted={("user", "float16"): 1.9}))
     charts = report.documents[0].machines[0].charts
     assert charts.speedup_has_prediction
-    assert "best case 1.90×" in charts.speedup and "measured 0.62×" in charts.speedup
+    assert "best case 1.90x" in charts.speedup and "measured 0.62x" in charts.speedup
     without = build_report([seed_doc], fixed_sources()).documents[0].machines[0].charts
     assert not without.speedup_has_prediction and "best case" not in without.speedup
 
@@ -415,10 +418,10 @@ def test_faster_verdict_names_what_saved_the_time():
     limit = {"id": "input_pipeline_bound", "title": "Input pipeline dominates", "severity": "warning"}
     verdict = build_report([doc], fixed_sources(findings=[limit], verdicts=[faster])).documents[0].machines[0]
     assert verdict.verdicts[0].sentence == (
-        "On G, float16 is 1.50× faster than float32 (200 ms vs 300 ms per step), mostly because 16-bit kernels "
+        "On G: float16 is 1.50x faster than float32 (200 ms vs 300 ms per step), mostly because 16-bit kernels "
         "saved time (measured: 80 ms of the 100 ms difference)."
     )
-    assert verdict.verdicts[0].tone == "faster" and verdict.verdicts[0].figure == "1.50× faster"
+    assert verdict.verdicts[0].tone == "faster" and verdict.verdicts[0].figure == "1.50x faster"
 
 
 def test_verdict_claims_no_difference_inside_the_measured_spread():
@@ -440,7 +443,7 @@ def test_verdict_claims_no_difference_inside_the_measured_spread():
         step = run["step_time_ms"]
         step["p10"], step["p90"] = step["median"] * 0.99, step["median"] * 1.01
     verdict = build_report([doc], fixed_sources(findings=[])).documents[0].machines[0].verdicts[0]
-    assert verdict.tone == "slower" and verdict.figure == "1.12× slower"
+    assert verdict.tone == "slower" and verdict.figure == "1.12x slower"
 
 
 def test_slow_first_steps_are_not_named_the_cause_of_a_slower_median():
@@ -459,3 +462,17 @@ def test_slow_first_steps_are_not_named_the_cause_of_a_slower_median():
     verdict = build_report([doc], fixed_sources(findings=[warmup])).documents[0].machines[0].verdicts[0]
     assert verdict.tone == "slower" and verdict.cause_id != "measurement_warmup"
     assert "first steps" not in verdict.sentence
+
+
+def test_the_split_charts_legend_names_every_colour_it_draws(rich_doc, sources):
+    import re
+
+    doc = copy.deepcopy(rich_doc)
+    doc["runs"].append({"stack": "tf2.16-cuda12", "precision": "mixed_bfloat16", "device": "gpu:0", "status": "ok",
+                        "step_time_ms": {"median": 150.0}, "input_time_ms": {"median": 20.0}})
+    machine = build_report([doc], sources).documents[0].machines[0]
+    drawn = set(re.findall(r'class="bar ([\w-]+)"', str(machine.charts.split)))
+    legend = {entry.css_class: entry.label for entry in machine.charts.split_legend}
+    assert drawn and drawn <= set(legend), (drawn, legend)
+    assert all(label.strip() for label in legend.values())
+    assert "mixed_bfloat16" in legend["p-mixed_bfloat16"] and legend["input"] == "host input"

@@ -7,7 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fp16doctor.analysis.values import fmt_config, fmt_ms, fmt_versus
+from fp16doctor.analysis.prescribe import entry_notes, entry_versus
+from fp16doctor.analysis.values import fmt_config, fmt_ms
+from fp16doctor.report.sections.inputs import ReportInput
 
 
 @dataclass(frozen=True)
@@ -36,14 +38,6 @@ class PrescriptionView:
     untested: list[UntestedView]
 
 
-def _versus(entry: Mapping[str, Any]) -> str:
-    outcome, speedup, interval = entry.get("outcome"), entry.get("speedup"), entry.get("speedup_interval")
-    if outcome == "baseline" or not isinstance(speedup, (int, float)) or speedup <= 0:
-        return "the baseline"
-    known = interval if isinstance(interval, list) and len(interval) == 2 else None
-    return fmt_versus(float(speedup), known, str(outcome))
-
-
 def prescription_view(machine: str, prescription: Mapping[str, Any]) -> PrescriptionView:
     recommended = prescription.get("recommended") if isinstance(prescription.get("recommended"), Mapping) else {}
     assert isinstance(recommended, Mapping)
@@ -52,11 +46,9 @@ def prescription_view(machine: str, prescription: Mapping[str, Any]) -> Prescrip
     for entry in prescription.get("measured") or []:
         if not isinstance(entry, Mapping):
             continue
-        notes = [str(n) for n in (entry.get("unsafe"), entry.get("caveat")) if n]
-        if entry.get("bound"):
-            notes.append("cut short by the slow-step bound: its time is a lower bound")
-        measured.append(MeasuredConfigView(fmt_config(entry), fmt_ms(entry.get("step_ms")), _versus(entry),
-                                           "; ".join(notes), (entry.get("precision"), entry.get("variant")) == chosen))
+        measured.append(MeasuredConfigView(fmt_config(entry), fmt_ms(entry.get("step_ms")), entry_versus(entry),
+                                           "; ".join(entry_notes(entry)),
+                                           (entry.get("precision"), entry.get("variant")) == chosen))
     untested = [UntestedView(fmt_config(i), str(i.get("why") or ""), str(i.get("command") or ""))
                 for i in prescription.get("untested") or [] if isinstance(i, Mapping)]
     faster = recommended.get("precision") != "float32" or bool(recommended.get("setting"))
@@ -67,3 +59,8 @@ def prescription_view(machine: str, prescription: Mapping[str, Any]) -> Prescrip
 def prescription_views(prescriptions: Sequence[Mapping[str, Any]], names: Mapping[str, str]) -> list[PrescriptionView]:
     """One view per prescription, its machine named as the report names it."""
     return [prescription_view(names.get(str(p.get("machine")), str(p.get("machine"))), p) for p in prescriptions]
+
+
+def build(source: ReportInput) -> list[PrescriptionView]:
+    """Every document's prescriptions, each machine named as the report names it."""
+    return [p for d in source.documents for p in prescription_views(d.diagnosis.prescriptions, d.names)]

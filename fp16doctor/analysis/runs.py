@@ -1,0 +1,166 @@
+"""Every run as every output lists it: its measured numbers and its comparison with the float32 run the analysis
+paired it with (same machine, stack, device and variant; context.py). The report's run table, the terminal's
+"Runs" and "Measured" and the markdown summary render these rows; none of them reads a run or pairs runs itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from fp16doctor.analysis.context import Context, Pair, RunView, Software
+from fp16doctor.analysis.values import as_list, as_mapping, as_str, fmt_times
+from fp16doctor.results import HOST_MACHINE, machine_id
+from fp16doctor.workload.protocol import PRECISIONS
+
+
+def precision_rank(precision: str) -> int:
+    """float32 first, then the 16-bit precisions in results.PRECISIONS' order; unknown ones last."""
+    return PRECISIONS.index(precision) if precision in PRECISIONS else len(PRECISIONS)
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One run of the document, in the document's order."""
+
+    index: int  # its place in `runs`
+    machine: str  # results.machine_id: "host", or a remote engine's machine
+    stack: str
+    precision: str  # "?" where the record names none
+    variant: str
+    device: str
+    engine: str  # "docker tcp://gpu-box:2376 gpu 1", "host"; "" where the record names none
+    gpu_name: str | None  # the GPU a remote engine's run recorded
+    status: str
+    error: str | None
+    step_ms: float | None  # the median step, for a completed run only
+    p10_ms: float | None
+    p90_ms: float | None
+    samples: int | None
+    batch_size: int | None
+    first_step_ms: float | None
+    input_ms: float | None
+    gpu_util_pct: float | None
+    loss_nan: bool
+    bound: bool  # cut short by the slow-step bound: one step measured
+    software: Software | None = None
+    image: str | None = None  # the container image it ran in
+    fp32_index: int | None = None  # the float32 run it is compared with (a 16-bit run's partner)
+    speedup: float | None = None  # float32 step / this step, as the analysis measured the pair (above 1: faster)
+    speedup_relative_width: float | None = None  # its interval's width over the speedup: the digits it earns
+    outcome: str | None = None  # the pair's: "slower" | "faster" | "no_significant_difference"
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and self.step_ms is not None
+
+    @property
+    def is_baseline(self) -> bool:
+        """A completed float32 run: the one every 16-bit run of its cell is measured against."""
+        return self.ok and self.precision == "float32"
+
+    @property
+    def images_per_s(self) -> float | None:
+        return self.batch_size * 1000.0 / self.step_ms if (self.batch_size and self.step_ms) else None
+
+    @property
+    def input_share(self) -> float | None:
+        """Host time producing one batch over the step, at most 1."""
+        return min(self.input_ms / self.step_ms, 1.0) if (self.input_ms and self.step_ms) else None
+
+    @property
+    def versus_fp32(self) -> str:
+        """The "vs float32" column in every output: "0.50x", "166x", "baseline", or a dash with no partner."""
+        if self.is_baseline:
+            return "baseline"
+        if self.speedup is None:
+            return "\u2014"
+        return fmt_times(self.speedup, self.speedup_relative_width)
+
+    @property
+    def label(self) -> str:
+        """"host / float16", "host / float16 / xla": how the runs' notes and lists name a run."""
+        variant = "" if self.variant == "original" else f" / {self.variant}"
+        return f"{self.stack} / {self.precision}{variant}"
+
+
+def engine_label(run: Mapping[str, object]) -> str:
+    """Where a run ran, in words: "docker tcp://gpu-box:2376 gpu 1", "host", "slurm"."""
+    engine = as_mapping(run.get("engine"))
+    kind = as_str(engine.get("kind")) or ""
+    if kind != "docker":
+        return kind
+    label = "docker"
+    docker_host = as_str(engine.get("docker_host"))
+    if docker_host:
+        label += f" {docker_host}"
+    gpu = engine.get("gpu_index", engine.get("gpu_name"))
+    if gpu is not None:
+        label += f" gpu {gpu}"
+    return label
+
+
+def _unread_row(index: int, run: Mapping[str, object]) -> RunRow:
+    """A run the analysis could not read (no precision): listed with what it says, compared with nothing."""
+    return RunRow(index, machine_id(dict(run)), as_str(run.get("stack")) or "?", "?",
+                  as_str(run.get("variant")) or "original", as_str(run.get("device")) or "",
+                  engine_label(run), None, as_str(run.get("status")) or "unknown", as_str(run.get("error")),
+                  None, None, None, None, None, None, None, None, False, False)
+
+
+def _row(view: RunView, run: Mapping[str, object], pair: Pair | None) -> RunRow:
+    engine = as_mapping(run.get("engine"))
+    ok = view.ok
+    row = RunRow(
+        index=view.index,
+        machine=view.machine,
+        stack=view.stack,
+        precision=view.precision,
+        variant=view.variant,
+        device=as_str(run.get("device")) or "",
+        engine=engine_label(run),
+        gpu_name=as_str(engine.get("gpu_name")),
+        status=view.status,
+        error=view.error,
+        step_ms=view.step_ms if ok else None,
+        p10_ms=view.p10_ms if ok else None,
+        p90_ms=view.p90_ms if ok else None,
+        samples=view.steps,
+        batch_size=view.batch_size if view.batch_size and view.batch_size > 0 else None,
+        first_step_ms=view.first_step_ms,
+        input_ms=view.input_ms,
+        gpu_util_pct=view.gpu_util_pct,
+        loss_nan=view.loss_nan is True,
+        bound=view.bound,
+        software=view.software,
+        image=as_str(engine.get("image")),
+    )
+    if pair is None:
+        return row
+    return replace(row, fp32_index=pair.fp32.index, speedup=pair.speedup, outcome=pair.interval.outcome,
+                   speedup_relative_width=pair.interval.relative_width)
+
+
+def run_rows(ctx: Context) -> list[RunRow]:
+    """One row per run of the document, each 16-bit run beside the float32 partner the analysis paired it with."""
+    views = {v.index: v for v in ctx.runs}
+    pairs = {p.reduced.index: p for p in ctx.pairs}
+    return [_row(views[i], run, pairs.get(i)) if i in views else _unread_row(i, run)
+            for i, run in enumerate(as_list(ctx.doc.get("runs"))) if isinstance(run, Mapping)]
+
+
+def rows_on(rows: Sequence[RunRow], machine: str) -> list[RunRow]:
+    """The rows of one machine (`machine` as results.machine_id names it; "" is the results' own host)."""
+    return [r for r in rows if r.machine == (machine or HOST_MACHINE)]
+
+
+def machines_of(rows: Sequence[RunRow]) -> list[str]:
+    """The machines the rows ran on, in first-seen order."""
+    return list(dict.fromkeys(r.machine for r in rows))
+
+
+def partner_of(rows: Sequence[RunRow], row: RunRow) -> RunRow | None:
+    return next((r for r in rows if r.index == row.fp32_index), None) if row.fp32_index is not None else None
+
+
+__all__ = ["RunRow", "engine_label", "machines_of", "partner_of", "precision_rank", "rows_on", "run_rows"]

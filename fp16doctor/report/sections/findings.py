@@ -1,0 +1,183 @@
+"""The findings, ranked as the analysis ranked them: evidence, the time each explains, the fix as code for the
+run's stack."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from fp16doctor.analysis import SEVERITY_RANK
+from fp16doctor.analysis.fixes import fix_for
+from fp16doctor.report.redact import redact_text
+from fp16doctor.report.sections.common import BASIS_LABEL, pass_label
+from fp16doctor.report.sections.common import list_of as _list
+from fp16doctor.report.sections.common import num as _num
+from fp16doctor.report.sections.common import text as _text
+from fp16doctor.report.sections.inputs import DocumentInput
+from fp16doctor.results import HOST_MACHINE
+
+
+@dataclass(frozen=True)
+class FixView:
+    stack_label: str
+    code: str
+
+
+@dataclass(frozen=True)
+class TextPart:
+    kind: str  # "text" or "code"
+    text: str
+
+
+@dataclass(frozen=True)
+class FindingOpView:
+    """A measured op a speed finding names: which layer and pass, what ran and how long."""
+
+    where: str  # "conv2d backward weights"
+    impl: str
+    dtype: str
+    ms_per_step: float | None
+    fp32_ms_per_step: float | None
+
+
+@dataclass(frozen=True)
+class FindingView:
+    id: str
+    title: str
+    severity: str
+    confidence: float | None
+    evidence: list[str]
+    recommendation: str  # prose only, code blocks left out (the markdown summary uses it)
+    recommendation_parts: list[TextPart]  # prose and indented code blocks, in order
+    fix: FixView | None  # code for the stack, when the recommendation brings none of its own
+    explains_ms: float | None = None  # the time this cause accounts for (speed findings only)
+    basis: str | None = None  # "measured", "confirmed by experiment" or "estimated"
+    scope: str = ""  # the run it speaks of: "float16 vs float32, stack host"
+    ops: tuple[FindingOpView, ...] = ()
+
+
+
+
+def _rank_findings(findings: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The analysis' own `rank` when it gives one (causes first); else severity, then confidence."""
+
+    def key(item: tuple[int, Mapping[str, Any]]) -> tuple[int, float, int, float, int]:
+        index, f = item
+        rank = _num(f.get("rank"))
+        confidence = _num(f.get("confidence"))
+        return (
+            0 if rank is not None else 1,
+            rank if rank is not None else 0.0,
+            SEVERITY_RANK.get(str(f.get("severity")), 3),
+            -(confidence or 0.0),
+            index,
+        )
+
+    return [f for _, f in sorted(enumerate(findings), key=key)]
+
+
+def _finding_stack(finding: Mapping[str, Any]) -> str | None:
+    stack = finding.get("stack")
+    if isinstance(stack, str) and stack:
+        return stack
+    stacks = finding.get("stacks")
+    if isinstance(stacks, list) and stacks and isinstance(stacks[0], str):
+        return stacks[0]
+    return None
+
+
+def split_recommendation(text: str) -> list[TextPart]:
+    """Prose and code apart: lines indented by four spaces (or a tab) are code, as in markdown."""
+    parts: list[TextPart] = []
+    for line in text.splitlines():
+        is_code = line.startswith(("    ", "\t")) and line.strip() != ""
+        kind = "code" if is_code else "text"
+        content = line[4:] if line.startswith("    ") else line.strip()
+        if kind == "text" and not content:
+            continue
+        if parts and parts[-1].kind == kind:
+            joiner = "\n" if kind == "code" else " "
+            parts[-1] = TextPart(kind, parts[-1].text + joiner + content)
+        else:
+            parts.append(TextPart(kind, content))
+    return parts
+
+
+def _finding_views(
+    findings: Sequence[Mapping[str, Any]],
+    software_by_stack: Mapping[str, Mapping[str, Any]],
+    default_stack: str | None,
+) -> list[FindingView]:
+    views = []
+    for f in _rank_findings(findings):
+        stack = _finding_stack(f) or default_stack
+        software = software_by_stack.get(stack or "", {})
+        parts = split_recommendation(_text(f.get("recommendation")))
+        own_code = [p.text for p in parts if p.kind == "code"]
+        fix = fix_for(f, software)
+        if own_code:
+            fix = None  # the analysis already wrote the code for this stack
+        evidence = f.get("evidence")
+        views.append(
+            FindingView(
+                id=_text(f.get("id")) or "finding",
+                title=_text(f.get("title")) or _text(f.get("id")) or "Finding",
+                severity=str(f.get("severity")) if str(f.get("severity")) in SEVERITY_RANK else "info",
+                confidence=_num(f.get("confidence")),
+                evidence=[_text(e) for e in evidence] if isinstance(evidence, list) else [],
+                recommendation=" ".join(p.text for p in parts if p.kind == "text"),
+                recommendation_parts=parts,
+                fix=FixView(_text(fix.flavour_label), redact_text(fix.code)) if fix else None,
+                explains_ms=_num(f.get("explains_ms")),
+                basis=BASIS_LABEL.get(str(f.get("basis"))),
+                scope=_finding_scope(f),
+                ops=tuple(_finding_ops(f)),
+            )
+        )
+    return views
+
+
+
+def _finding_scope(finding: Mapping[str, Any]) -> str:
+    """The run a speed finding speaks of, in words: "float16 vs float32, stack tf2.21, on gpu-node"."""
+    precision = _text(finding.get("precision"))
+    if not precision:
+        return ""
+    parts = [f"{precision} vs float32"]
+    stack = _text(finding.get("stack"))
+    if stack and stack != "host":
+        parts.append(f"stack {stack}")
+    variant = _text(finding.get("variant"))
+    if variant and variant != "original":
+        parts.append(variant)
+    machine = _text(finding.get("machine"))
+    if machine and machine != HOST_MACHINE:
+        parts.append(f"on {machine}")
+    return ", ".join(parts)
+
+
+FINDING_OPS = 5  # a finding lists its biggest ops; "Where the time went" has the rest
+
+
+def _finding_ops(finding: Mapping[str, Any]) -> list[FindingOpView]:
+    out = []
+    for op in _list(finding.get("ops"))[:FINDING_OPS]:
+        if not isinstance(op, dict):
+            continue
+        where = " ".join(p for p in (_text(op.get("layer")) or _text(op.get("name")), pass_label(op.get("pass"))) if p)
+        out.append(FindingOpView(where or "?", _text(op.get("impl")), _text(op.get("dtype")),
+                                 _num(op.get("ms_per_step")), _num(op.get("float32_ms_per_step"))))
+    return out
+
+
+
+def build(source: DocumentInput) -> list[FindingView]:
+    rows = source.diagnosis.runs
+    software_by_stack: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row.software is not None:
+            software_by_stack.setdefault(row.stack, asdict(row.software))
+    judged = [str(v.get("stack")) for v in source.diagnosis.verdicts if v.get("stack")]
+    default_stack = judged[0] if judged else (rows[0].stack if rows else None)
+    return _finding_views(source.diagnosis.findings, software_by_stack, default_stack)
