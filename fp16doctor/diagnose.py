@@ -381,8 +381,8 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     interrupted = False
     try:
         extra_findings += _run_specs(todo, host, backend, options, writer, progress)
-        if script is None and options.include_host and options.slurm is None:
-            _time_in_rounds(writer, size, started, host, backend, options, progress)
+        if options.include_host and options.slurm is None:
+            _time_in_rounds(writer, size, started, host, backend, options, progress, script)
         if options.experiments:
             planned = experiment_specs(plan_experiments(doc, progress), stacks, size, data_dir,
                                        {run_key(r) for r in doc["runs"]})
@@ -528,8 +528,10 @@ ROUNDS_MIN_BUDGET_S = 5.0
 
 
 def _time_in_rounds(writer: ResultsWriter, size: WorkloadSize, started: float, host: dict[str, Any],
-                    backend: str | None, options: DiagnoseOptions, progress: Progress) -> None:
-    """Time the host's precisions again, together, in interleaved rounds (engines/rounds.py)."""
+                    backend: str | None, options: DiagnoseOptions, progress: Progress,
+                    script: ScriptSpec | None = None) -> None:
+    """Time the host's precisions again, together, in interleaved rounds (engines/rounds.py); a script's in
+    one process too, each precision's model from its own run of the script (workload/script_rounds.py)."""
     from fp16doctor.engines.rounds import merge_rounds, rounds_plan
 
     if size.name == "quick":
@@ -541,6 +543,8 @@ def _time_in_rounds(writer: ResultsWriter, size: WorkloadSize, started: float, h
         progress.note(note)
     if spec is None:
         return
+    if script is not None:
+        spec = replace(spec, script=script)
     progress.note(f"interleaved rounds of {', '.join(spec.rounds_of)} in one process, each round in a new order "
                   f"(about {budget:.0f} s, at least {MIN_ROUNDS} rounds)")
     from fp16doctor.engines.host import HostEngine
@@ -593,9 +597,20 @@ def _rounds_startup_s(writer: ResultsWriter) -> float:
     for run in runs:
         copies = 2 if run.get("precision") == "float32" else 1
         median_s = float((run.get("step_time_ms") or {}).get("median") or 0.0) / 1000.0
-        total += copies * (float(run.get("first_step_ms") or 0.0) / 1000.0 + 2 * median_s)
+        total += copies * (float(run.get("first_step_ms") or 0.0) / 1000.0 + 2 * median_s + _script_setup_s(run))
         one_round += copies * 3 * median_s
     return total + one_round
+
+
+def _script_setup_s(run: Mapping[str, Any]) -> float:
+    """What a script did before its first training step (reading data, building the model): the rounds run it
+    again for each model. 0 for the built-in workload."""
+    timing = run.get("timing") or {}
+    if (run.get("workload") or {}).get("name") != "script" or not isinstance(timing.get("script_s"), (int, float)):
+        return 0.0
+    warmup = run.get("warmup_step_ms") or [float(run.get("first_step_ms") or 0.0)]  # the first step is in it
+    steps_ms = sum(warmup) + sum(run.get("step_ms_all") or [])
+    return max(0.0, float(timing["script_s"]) - float(timing.get("import_s") or 0.0) - steps_ms / 1000.0)
 
 
 class _Sink:

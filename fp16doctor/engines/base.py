@@ -88,6 +88,8 @@ class ScriptSpec:
     label: str = ""  # the path as results show it (home as ~); the content is never stored
 
     def log_name(self, spec: RunSpec) -> str:
+        if spec.rounds_of:
+            return f"{spec.stack}-interleaved-rounds.log"
         suffix = "" if spec.variant == "original" else f"-{spec.variant}"
         return f"{spec.stack}-{spec.precision}{suffix}.log"
 
@@ -112,7 +114,7 @@ def script_runner_args(spec: RunSpec, workdir: str, log_path: str, profile_dir: 
         args += ["--bound-ms", f"{spec.bound_ms:.3f}"]
     if profile_dir is not None:
         args += ["--profile-dir", profile_dir]
-    return [*args, "--", script.path, *script.args]
+    return [*args, *spec.rounds_args(), "--", script.path, *script.args]
 
 
 @dataclass(frozen=True)
@@ -155,10 +157,15 @@ class RunSpec:
             args += ["--data", self.data_dir]
         if self.bound_ms is not None:
             args += ["--bound-ms", f"{self.bound_ms:.3f}"]
-        if self.rounds_of:
-            args += ["--rounds-of", ",".join(self.rounds_of), "--min-rounds", str(MIN_ROUNDS)]
-            if self.rounds_budget_s is not None:
-                args += ["--rounds-budget-s", f"{self.rounds_budget_s:.1f}"]
+        return [*args, *self.rounds_args()]
+
+    def rounds_args(self) -> list[str]:
+        """The workload's and the script runner's arguments for interleaved rounds (none without rounds_of)."""
+        if not self.rounds_of:
+            return []
+        args = ["--rounds-of", ",".join(self.rounds_of), "--min-rounds", str(MIN_ROUNDS)]
+        if self.rounds_budget_s is not None:
+            args += ["--rounds-budget-s", f"{self.rounds_budget_s:.1f}"]
         return args
 
     @property
@@ -169,7 +176,9 @@ class RunSpec:
 
     @property
     def slug(self) -> str:
-        """The cell as one file name: host-float16-original."""
+        """The cell as one file name: host-float16-original (host-interleaved-rounds for the rounds)."""
+        if self.rounds_of:
+            return f"{self.stack.replace('/', '_')}-interleaved-rounds"
         return "-".join(part.replace("/", "_") for part in (self.stack, self.precision, self.variant))
 
 

@@ -32,11 +32,17 @@ def _median(values):
 
 class _BlockTimer(object):
     """Step ends of one fit() call: the time between consecutive ends is a step, end to end; the first step
-    (from the call's start: a new iterator, the epoch's first batch) is left out."""
+    (from the call's start: a new iterator, the epoch's first batch) is left out, and so is a step that spans
+    the start of a new epoch (epoch-end callbacks, a new iterator)."""
 
     def __init__(self):
         self.ends = []
         self.losses = []
+        self.crossed = []  # indexes into ends: the step ending there began in the epoch before
+
+    def epoch_begin(self):
+        if self.ends:
+            self.crossed.append(len(self.ends))
 
     def step_end(self, logs):
         loss = (logs or {}).get("loss")
@@ -44,27 +50,38 @@ class _BlockTimer(object):
         self.ends.append(time.perf_counter())
 
     def steps_ms(self):
-        return [(b - a) * 1000.0 for a, b in zip(self.ends, self.ends[1:])]
+        return [(self.ends[i] - self.ends[i - 1]) * 1000.0 for i in range(1, len(self.ends))
+                if i not in self.crossed]
 
 
-def _callback(api, block):
-    class _RoundsCallback(api.keras.callbacks.Callback):
+def timing_callback(keras, block, stop_after=None):
+    """A Keras callback feeding `block`; with stop_after, it stops fit() after that many steps (fit checks
+    model.stop_training after every step, Keras 3 and tf.keras alike)."""
+    class _RoundsCallback(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            block.epoch_begin()
+
         def on_train_batch_end(self, batch, logs=None):
             block.step_end(logs)
+            if stop_after is not None and len(block.ends) >= stop_after:
+                self.model.stop_training = True
 
         def on_batch_end(self, batch, logs=None):  # Keras 2.0-era loops call only this one
-            if not hasattr(api.keras.callbacks.Callback, "on_train_batch_end"):
-                block.step_end(logs)
+            if not hasattr(keras.callbacks.Callback, "on_train_batch_end"):
+                self.on_train_batch_end(batch, logs)
 
     return _RoundsCallback()
 
 
-class _Config(object):
-    def __init__(self, label, precision):
+class Config(object):
+    """One configuration of the comparison: its label, its precision, and how to run one block of it:
+    run_block(steps, block) trains `steps` batches in one fit() call, feeding `block` (a _BlockTimer)."""
+
+    def __init__(self, label, precision, run_block, room=None):
         self.label = label
         self.precision = precision
-        self.model = None
-        self.generator = None
+        self.run_block = run_block
+        self.room = room  # the most batches one block can run (one epoch of a finite input), None: unknown
         self.block_steps = 2
         self.rounds = []
         self.losses = []
@@ -90,9 +107,10 @@ def _set_precision(api, precision, defaults):
 
 
 def _check_dtypes(model, precision):
-    """The model really is in its precision: its first layer's variables (and compute, for mixed) say so.
+    """The model really is in its precision: its first weighted layer's variables (and compute, for mixed) say so.
     A model built in another precision would time the wrong thing, so the rounds stop instead."""
-    layer = model.layers[0]
+    # The first layer with variables (a functional model's first layer is its input, which has none).
+    layer = next((one for one in model.layers if getattr(one, "weights", None)), model.layers[0])
     variable = str(getattr(layer, "dtype", "") or "")
     compute = str(getattr(layer, "compute_dtype", "") or variable)
     if precision.startswith("mixed_"):
@@ -116,32 +134,44 @@ def _policy_name(api):
 
 
 def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=time.perf_counter):
-    """Time every precision in args.rounds_of in interleaved rounds; the result's fields, rounds included."""
-    started = clock()
+    """Time every precision in args.rounds_of in interleaved rounds, each with its own model of the built-in
+    workload; the result's fields, rounds included."""
     precisions = [p for p in args.rounds_of.split(",") if p]
-    labels = precisions + [AA_CONTROL]
     defaults = (api.floatx(), _policy_name(api) or "float32")
     configs = []
     emit("phase", phase="build")
-    for label in labels:
+    for label in precisions + [AA_CONTROL]:
         precision = "float32" if label == AA_CONTROL else label
         _set_precision(api, precision, defaults)
-        config = _Config(label, precision)
-        config.generator = make_generator(api, train_dir, args.height, args.width, args.batch_size)
-        config.model = build_model(api, args.height, args.width, precision.startswith("mixed_"))
-        _check_dtypes(config.model, precision)
-        configs.append(config)
+        generator = make_generator(api, train_dir, args.height, args.width, args.batch_size)
+        model = build_model(api, args.height, args.width, precision.startswith("mixed_"))
+        _check_dtypes(model, precision)
+        configs.append(Config(label, precision, _fit_block(api, model, generator),
+                              # One fit() call is one epoch of at most len(generator) batches.
+                              room=len(generator)))
         _set_precision(api, "float32", defaults)
+    return interleave(configs, args, api, defaults, emit, clock)
+
+
+def _fit_block(api, model, generator):
+    def run_block(steps, block):
+        api.fit_stream(model, generator, steps, 1, [timing_callback(api.keras, block)])
+    return run_block
+
+
+def interleave(configs, args, api, defaults, emit, clock=time.perf_counter):
+    """Warm every configuration up (its first fit() traces and compiles, and sizes its blocks), then time them
+    in rounds, each round in a new order, until args.rounds_budget_s has passed and at least args.min_rounds
+    are done (at most args.max_rounds)."""
+    started = clock()
     emit("phase", phase="warmup")
-    # Warm-up: each model's first fit() call traces and compiles; its steps also size the blocks.
     for config in configs:
         block = _BlockTimer()
         _set_precision(api, config.precision, defaults)
-        api.fit_stream(config.model, config.generator, args.warmup_steps + 1, 1, [_callback(api, block)])
-        steps = block.steps_ms()
-        step_ms = _median(steps) or 1000.0
-        # One fit() call is one epoch of at most len(generator) batches: the first is dropped, the rest timed.
-        room = max(1, len(config.generator) - 1)
+        config.run_block(args.warmup_steps + 1, block)
+        step_ms = _median(block.steps_ms()) or 1000.0
+        # A block's first step is dropped, the rest timed: at most what one fit() call holds.
+        room = max(1, config.room - 1) if config.room else MAX_BLOCK_STEPS
         config.block_steps = max(1, min(MAX_BLOCK_STEPS, room, max(2, int(BLOCK_TARGET_S * 1000.0 / step_ms))))
         emit("step", phase="warmup", config=config.label, ms=round(step_ms, 3))
     rng = random.Random(args.rounds_seed)
@@ -162,8 +192,11 @@ def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=ti
         for config in this_round:
             block = _BlockTimer()
             _set_precision(api, config.precision, defaults)
-            api.fit_stream(config.model, config.generator, config.block_steps + 1, 1, [_callback(api, block)])
+            config.run_block(config.block_steps + 1, block)
             steps = block.steps_ms()
+            if not steps:
+                raise RuntimeError("a block of %s timed no step (its input ran out after %d batch(es))"
+                                   % (config.label, len(block.ends)))
             config.rounds.append(_median(steps))
             config.losses.extend(block.losses)
             emit("step", phase="round", index=done, config=config.label, ms=round(config.rounds[-1], 3))

@@ -37,6 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 # The built-in workload's modules: they sit beside this file, inside the image too.
 import events  # noqa: E402
+import script_rounds  # noqa: E402
 import frameworks  # noqa: E402
 import window  # noqa: E402
 import timing  # noqa: E402
@@ -108,6 +109,12 @@ def parse_args(argv):
     p.add_argument("--bound-ms", type=float, default=None, help="slow-step bound (see timing.py)")
     p.add_argument("--profile-dir", default=None, help="record a profiled window of steps here")
     p.add_argument("--profile-steps", type=int, default=3, help="steps in the profiled window")
+    p.add_argument("--rounds-of", default=None,
+                   help="time these precisions (comma-separated) in interleaved rounds in this one process")
+    p.add_argument("--rounds-budget-s", type=float, default=20.0, help="rounds go on until this long")
+    p.add_argument("--min-rounds", type=int, default=3)
+    p.add_argument("--max-rounds", type=int, default=30)
+    p.add_argument("--rounds-seed", type=int, default=None, help="the shuffle's seed (none: a fresh one)")
     args = p.parse_args(argv[:cut])
     rest = argv[cut + 1:]
     if not rest:
@@ -234,6 +241,7 @@ class Session(object):
         self.precision_note = None
         self.policy_at_first_call = None
         self.notes = []
+        self.capture = None  # interleaved rounds: takes each training call instead of timing it
 
     # -------------------------------------------------------- precision, applied when Keras loads
 
@@ -294,6 +302,8 @@ class Session(object):
             self.saw_model(model)
             if method not in self.calls:
                 self.calls.append(method)
+            if self.capture is not None:
+                return self.capture(method, orig, model, args, kwargs)
             if method == "train_on_batch":
                 if self.timer.start is None:  # the first call starts the clock (and maybe the profile)
                     self.hooks.train_begin(model)
@@ -553,6 +563,8 @@ def run(args):
     # so an in-memory dataset with fewer batches "runs out of data" and its training is cut short.
     # The runner's own exception (Enough) stops every Keras after the last measured step instead.
     profile_dir = args.profile_dir or os.environ.get(PROFILE_DIR_ENV)  # a container's, by environment
+    if args.rounds_of:
+        profile_dir = None  # the rounds time steps; each precision's own run recorded its ops
     args.profile_dir = profile_dir
     # Before the script imports its framework: what the framework reads from the environment when it loads.
     variant_env = frameworks.set_variant_environment(args.variant, backend)
@@ -570,6 +582,8 @@ def run(args):
     sys.path.insert(0, os.path.dirname(args.script))  # as `python train.py` would
     emit("phase", phase="train", script_sha256=script_sha256)
     redirect_output(args.log)
+    if args.rounds_of:
+        return run_rounds(args, session, script_sha256)
     started = time.perf_counter()
     ended = "completed"
     exit_code = None
@@ -672,6 +686,43 @@ def run(args):
     if cpu is not None:
         result["cpu"] = cpu
     workload["notes"] = notes
+    emit("result", run=result)
+    return 0
+
+
+def run_rounds(args, session, script_sha256):
+    """Interleaved rounds of the script's precisions in this one process (script_rounds.py)."""
+    def run_once():
+        sys.argv = [args.script] + list(args.script_args)
+        os.chdir(args.workdir)
+        try:
+            runpy.run_path(args.script, run_name="__main__")
+        except script_rounds.Captured:
+            return True
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                raise script_rounds.NotReplayable("the script exited with status %s" % exc.code)
+        return False
+
+    started = time.perf_counter()
+    try:
+        result = script_rounds.run_script_rounds(args, session, run_once, keras_api, emit)
+    except script_rounds.NotReplayable as exc:
+        emit("error", status="failed", error=str(exc))
+        return 1
+    except RuntimeError as exc:  # a precision that did not take, an input that ran out
+        emit("error", status="failed", error=str(exc))
+        return 1
+    software, device = frameworks.software_info(keras_api(session.keras, session.keras_name))
+    result.update(device=device, software=software)
+    result["workload"] = {"name": "script", "script": args.script_label or args.script,
+                          "script_sha256": script_sha256, "api": [result.pop("fit_method")],
+                          "keras_module": session.keras_name}
+    result["timing"]["script_s"] = round(time.perf_counter() - started, 3)
+    result["timing"]["import_s"] = round(session.import_s, 3)
+    cpu = frameworks.cpu_facts()
+    if cpu is not None:
+        result["cpu"] = cpu
     emit("result", run=result)
     return 0
 

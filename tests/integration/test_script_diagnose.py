@@ -124,3 +124,29 @@ def test_the_xla_experiment_runs_the_script_with_jit_compile(tmp_path: Path) -> 
     assert run["status"] == "ok" and run["variant"] == "xla", run
     assert run["variant_applied"] == {"compile(jit_compile=True)": True}
     assert run["experiment"]["changes"] == {"jit_compile": True}
+
+
+def test_a_scripts_precisions_are_timed_in_interleaved_rounds_in_one_process(tmp_path: Path) -> None:
+    """Each precision's own run first (its process: warm-up, profile, loss), then one process runs the script once
+    per precision and times their fit() calls in rounds, each round in a new order: the verdict's interval comes
+    from at least 3 paired rounds, and an A/A control (float32 against float32) shows the noise floor."""
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "fp16doctor", "diagnose", "--quick", "--script", str(SCRIPTS / "small_mlp.py"),
+         "--precision", "float32", "--precision", "float16", "--no-experiments", "--out", str(out), "--json"],
+        capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads((out / "results.json").read_text())
+    rounds = doc["timing_rounds"][0]
+    assert len(rounds["order"]) >= 3 and all(sorted(r) == ["float16", "float32", "float32_aa"]
+                                             for r in rounds["order"])
+    for run in doc["runs"]:
+        step = run["step_time_ms"]
+        assert step["design"] == "interleaved" and len(step["rounds"]) == len(rounds["order"]), run["precision"]
+        assert step["single_process"]["median"] > 0  # what the precision's own process measured stays
+    verdict = next(v for v in doc["verdicts"] if v["precision"] == "float16")
+    assert verdict["interval_method"] == "paired_rounds" and verdict["repeats"] >= 3
+    low, high = verdict["ratio_interval"]
+    assert low <= verdict["ratio"] <= high
+    assert verdict["noise_floor_interval"] is not None
+    assert (out / "script-logs" / "host-interleaved-rounds.log").exists()

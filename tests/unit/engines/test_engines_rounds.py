@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from fp16doctor.engines.base import QUICK
 from fp16doctor.engines.rounds import AA_CONTROL, merge_rounds, rounds_plan
 
@@ -62,3 +64,30 @@ def test_a_failed_rounds_process_changes_nothing() -> None:
     runs = [run("float32", 450), run("float16", 1000)]
     assert merge_rounds(runs, {"status": "failed", "error": "boom"}) is None
     assert "rounds" not in runs[0]["step_time_ms"]
+
+
+def test_a_scripts_rounds_run_the_script_runner_with_the_rounds_and_no_profile_or_bound() -> None:
+    from dataclasses import replace
+
+    from fp16doctor.engines.base import ScriptSpec, script_runner_args
+
+    spec, _ = rounds_plan([run("float32", 10), run("float16", 12)], "host", QUICK, 30.0)
+    assert spec is not None
+    script = ScriptSpec("/home/u/train.py", ("--epochs", "3"), log_dir="/out/logs")
+    spec = replace(spec, script=script)
+    args = script_runner_args(spec, "/scratch/work", "/out/logs/x.log")
+    cut = args.index("--")
+    assert args[cut:] == ["--", "/home/u/train.py", "--epochs", "3"]  # the script's own arguments stay last
+    assert args[args.index("--rounds-of") + 1] == "float32,float16" and "--rounds-budget-s" in args[:cut]
+    assert "--bound-ms" not in args
+    # Its own log and scratch names: never a precision's run's.
+    assert script.log_name(spec) == "host-interleaved-rounds.log" and spec.slug == "host-interleaved-rounds"
+
+
+def test_the_rounds_budget_counts_what_a_script_does_before_training_once_per_model() -> None:
+    from fp16doctor.diagnose import _script_setup_s
+
+    script_run = run("float32", 10, workload={"name": "script"}, timing={"import_s": 2.0, "script_s": 6.5},
+                     first_step_ms=500.0, warmup_step_ms=[500.0, 20.0], step_ms_all=[10.0] * 96)
+    assert _script_setup_s(script_run) == pytest.approx(6.5 - 2.0 - (500 + 20 + 960) / 1000)
+    assert _script_setup_s(run("float32", 10, timing={"import_s": 2.0})) == 0.0  # the built-in workload

@@ -6,12 +6,23 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 ROUNDS = Path(__file__).resolve().parents[3] / "fp16doctor" / "workload" / "rounds.py"
 STEP_S = {"float32": 0.10, "float16": 0.25, "mixed_float16": 0.20}
+
+@pytest.fixture(autouse=True)
+def _real_clock_after() -> Any:
+    """The loop reads time.perf_counter, which the fake clock replaces: put the real one back after each test."""
+    real = time.perf_counter
+    yield
+    time.perf_counter = real
+
 
 
 def load() -> Any:
