@@ -244,6 +244,10 @@ def test_experiments_for_a_script_run_the_script_itself_with_the_one_change(
     options = DiagnoseOptions(out_dir=tmp_path / "out", script=_script(tmp_path), steps=20,
                               precisions=["float32", "float16"])
     run_diagnose(options, recorder)
+    # The script's precisions are timed again together, in one process of the script itself.
+    rounds = [s for s in specs if s.rounds_of]
+    assert len(rounds) == 1 and rounds[0].rounds_of == ("float32", "float16") and rounds[0].script is not None
+    specs = [s for s in specs if not s.rounds_of]
     assert [(s.precision, s.variant) for s in specs] == [
         ("float32", "original"), ("float16", "original"), ("float32", "onednn_off"), ("float16", "onednn_off")]
     experiment = specs[-1]
