@@ -476,3 +476,18 @@ def test_the_split_charts_legend_names_every_colour_it_draws(rich_doc, sources):
     assert drawn and drawn <= set(legend), (drawn, legend)
     assert all(label.strip() for label in legend.values())
     assert "mixed_bfloat16" in legend["p-mixed_bfloat16"] and legend["input"] == "host input"
+
+
+def test_the_speedup_charts_legend_names_every_colour_it_draws(rich_doc, tmp_path):
+    import re
+
+    from fp16doctor.report import write_report
+
+    write_report([rich_doc], tmp_path / "report.html", "html")
+    html = (tmp_path / "report.html").read_text()
+    start = html.index("Speedup over float32")
+    svg_end = html.index("</svg>", start)
+    legend = html[svg_end:html.index("</p>", svg_end)]
+    drawn = set(re.findall(r'class="bar ([\w-]+)"', html[start:svg_end]))
+    named = set(re.findall(r'class="swatch ([\w-]+)"', legend))
+    assert drawn and drawn <= named, (drawn, named)
