@@ -24,6 +24,7 @@ from fp16doctor.errors import DoctorError
 from fp16doctor.knowledge.gpus import gpu_has_bfloat16
 from fp16doctor.results import LOCAL_DOCKER_SCHEMES
 from fp16doctor.stacks import StackSpec, get_stack
+from fp16doctor.workload.protocol import MIXED_POLICIES
 
 if TYPE_CHECKING:
     from fp16doctor.engines.build import BuildOptions
@@ -182,7 +183,7 @@ def precision_skip_reason(stack: StackSpec, precision: str) -> str | None:
     """Why a stack cannot run a precision at all, or None."""
     if stack.supports_precision(precision):
         return None
-    if precision in ("mixed_float16", "mixed_bfloat16"):
+    if precision in MIXED_POLICIES:
         return (f"Keras {stack.keras} in the {stack.name} stack has no mixed-precision dtype policy for "
                 f"{precision} (a tf.keras >= 2.1 and Keras 3 API); float16 via floatx is its only 16-bit mode")
     if precision == "bfloat16":

@@ -18,7 +18,7 @@ else:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
 from fp16doctor.errors import EXIT_USAGE, DoctorError
-from fp16doctor.workload.protocol import PRECISIONS
+from fp16doctor.workload.protocol import MIXED_POLICIES, PRECISIONS
 
 CATALOGUE_FILE = "stacks.toml"
 MIXED_PRECISION_MODES = ("keras_policy", "none")
@@ -72,7 +72,7 @@ class StackSpec:
     def supports_precision(self, precision: str) -> bool:
         """float32/float16 run everywhere; the mixed policies need a Keras with a dtype-policy API;
         floatx bfloat16 only Keras 3 accepts (Keras 2 and tf_keras check floatx against float16/32/64)."""
-        if precision in ("mixed_float16", "mixed_bfloat16"):
+        if precision in MIXED_POLICIES:
             return self.mixed_precision != "none"
         if precision == "bfloat16":
             return self.keras.split(".")[0].isdigit() and int(self.keras.split(".")[0]) >= 3

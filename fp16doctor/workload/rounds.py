@@ -15,7 +15,7 @@ from __future__ import division, print_function
 import random
 import time
 
-from protocol import AA_CONTROL  # the second float32 model: same configuration, its own weights and generator
+from protocol import AA_CONTROL, MIXED_POLICIES  # AA_CONTROL: the second float32 model (the A/A control)
 
 BLOCK_TARGET_S = 0.4  # a block's timed steps, aimed at this long (a 10 ms step gets 20 of them, capped below)
 MAX_BLOCK_STEPS = 20
@@ -92,7 +92,7 @@ def _set_precision(api, precision, defaults):
     call time by some layers and losses, so each block runs under its own)."""
     floatx, policy = defaults
     mp = getattr(api.keras, "mixed_precision", None)
-    if precision in ("mixed_float16", "mixed_bfloat16"):
+    if precision in MIXED_POLICIES:
         api.set_mixed_policy(precision)
     elif mp is not None:
         # Keras 3 reads floatx into the global policy once and keeps it (dtype_policy()), so a pure precision

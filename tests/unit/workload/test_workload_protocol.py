@@ -16,7 +16,8 @@ PROTOCOL = PACKAGE / "workload" / "protocol.py"
 # What crosses the process boundary, by value.
 SHARED_STRINGS = {protocol.PREFIX, protocol.WINDOW_MARKER, protocol.WINDOW_START, protocol.WINDOW_END,
                   protocol.AA_CONTROL, protocol.SEED_WORKLOAD, protocol.PROFILE_DIR_ENV, protocol.SCRATCH_ENV}
-SHARED_TUPLES = {protocol.PRECISIONS, protocol.VARIANTS, protocol.SCRIPT_VARIANTS, protocol.ONEDNN_PREFIXES}
+SHARED_TUPLES = {protocol.PRECISIONS, protocol.VARIANTS, protocol.SCRIPT_VARIANTS, protocol.ONEDNN_PREFIXES,
+                 protocol.MIXED_POLICIES}
 
 
 def _copies(path: Path) -> list[str]:
