@@ -5,11 +5,11 @@ of its own, alternating: bare loop, diagnose, bare loop, diagnose, ...
     python benchmarks/script_vs_bare_loop.py [--repeat 3] [--precision float16 --precision mixed_float16]
 
 The bare loop shares no code with fp16doctor's workload: one process builds one model per precision exactly as
-the script does (the precision set by Keras' own floatx and dtype policy), and times blocks of `train_on_batch`
-calls with a wall clock, each block's precisions in a new random order, reading every loss as a float so an
-asynchronous backend is waited for. Its ratio's 95 % interval is a t interval on the blocks' paired log ratios
-(the statistics only are fp16doctor's). For every precision the script prints both ratios and intervals and
-whether they overlap. Prints one JSON object.
+the script does (the precision set by Keras' own floatx and dtype policy), feeds it the batches fit() would
+(floats cast to floatx), and times blocks of `train_on_batch` calls with a wall clock, each block's precisions
+in a new random order, reading every loss as a float so an asynchronous backend is waited for. Its ratio's
+95 % interval is a t interval on the blocks' paired log ratios (the statistics only are fp16doctor's). For
+every precision the script prints both ratios and intervals and whether they overlap. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -41,7 +41,10 @@ precisions, blocks, steps = sys.argv[1].split(","), int(sys.argv[2]), int(sys.ar
 rng = np.random.default_rng(0)
 x = rng.standard_normal((8192, 256)).astype("float32")
 y = (x[:, :8].sum(axis=1) > 0).astype("float32")
-batches = [(x[i:i + 256], y[i:i + 256]) for i in range(0, 8192, 256)]
+# What fit() feeds each model: Keras 3's array adapter casts float arrays to floatx (float16 for pure float16,
+# keras/src/trainers/data_adapters/array_slicing.py), where train_on_batch would pass them on as they are.
+batches = {p: [(x[i:i + 256].astype(f), y[i:i + 256].astype(f)) for i in range(0, 8192, 256)]
+           for p, f in ((p, "float16" if p == "float16" else "float32") for p in precisions)}
 
 def build(precision):
     keras.config.set_floatx("float16" if precision == "float16" else "float32")
@@ -55,7 +58,7 @@ def build(precision):
 models = {}
 for precision in precisions:
     models[precision] = build(precision)
-    for bx, by in batches[:5]:  # trace and warm up
+    for bx, by in batches[precision][:5]:  # trace and warm up
         float(models[precision].train_on_batch(bx, by))
 keras.config.set_floatx("float32")
 keras.mixed_precision.set_dtype_policy("float32")
@@ -68,7 +71,7 @@ for block in range(blocks):
         keras.mixed_precision.set_dtype_policy(precision)
         times = []
         for i in range(steps):
-            bx, by = batches[(block * steps + i) % len(batches)]
+            bx, by = batches[precision][(block * steps + i) % len(batches[precision])]
             t0 = time.perf_counter()
             float(models[precision].train_on_batch(bx, by))
             times.append((time.perf_counter() - t0) * 1000.0)

@@ -10,6 +10,7 @@ document where the caller made it already (diagnose does); otherwise the report 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,12 +42,16 @@ def render_markdown(docs: Sequence[dict[str, Any]], diagnoses: Sequence[Diagnosi
 def write_report(docs: Sequence[dict[str, Any]], out: Path, fmt: str,
                  diagnoses: Sequence[Diagnosis] | None = None) -> None:
     """Render and write atomically; an unwritable path is a DoctorError with a hint."""
+    from fp16doctor.redaction import redact_home_paths
     from fp16doctor.results import write_atomic
 
     if fmt not in FORMATS:
         raise DoctorError(f"unknown report format {fmt!r}", hint="use html or markdown")
-    text = render_html(docs, diagnoses) if fmt == "html" else render_markdown(docs, diagnoses)
     out = Path(out)
+    # As results.json does: a path into the report's own folder (a script's log) relative to it, homes as ~.
+    here = {os.path.abspath(out.parent), str(out.parent.resolve())}
+    shown = [redact_home_paths(doc, relative_to=here) for doc in docs]
+    text = render_html(shown, diagnoses) if fmt == "html" else render_markdown(shown, diagnoses)
     if out.is_dir():
         raise DoctorError(f"{out} is a directory", hint="give a file name, e.g. --out report.html")
     try:

@@ -154,3 +154,22 @@ def test_diagnose_script_with_tokens_in_its_arguments_shares_neither_them_nor_th
                                                               "script-logs/host-float32.log"]
     assert (out / saved["runs"][0]["script_log"]).is_file()  # found again from the results' folder
     assert saved["invocation"]["script"]["args"] == [f"--api-key={REDACTED}", "--token", REDACTED, "--epochs", "3"]
+
+
+def test_the_report_names_paths_into_its_own_folder_relative_to_it(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """An output folder outside any home (a build machine's checkout, /scratch): the report, shared like
+    results.json, embeds the script's log as results.json names it, relative to the folder they share."""
+    from fp16doctor.report import write_report
+
+    monkeypatch.setenv("HOME", str(tmp_path / "elsewhere"))
+    out = tmp_path / "scratch" / "out"
+    (out / "script-logs").mkdir(parents=True)
+    log = out / "script-logs" / "host-float32.log"
+    doc = {"schema_version": 1, "host": {"cpu": {"model": "AMD EPYC", "cores": 2}},
+           "runs": [{"stack": "host", "precision": "float32", "variant": "original", "device": "cpu",
+                     "status": "ok", "step_time_ms": {"median": 10.0, "p10": 9.0, "p90": 11.0, "n": 5},
+                     "script_log": str(log)}]}
+    write_report([doc], out / "report.html", "html")
+    html = (out / "report.html").read_text()
+    assert str(out) not in html and "script-logs/host-float32.log" in html
