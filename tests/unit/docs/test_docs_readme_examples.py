@@ -41,6 +41,12 @@ QUOTED = [
      "cpu-epyc-avx2-quick-torch", "float16"),
     (r"KERAS_BACKEND=jax: float16 is no faster or slower than float32 on host",
      "cpu-epyc-avx2-quick-jax", "float16"),
+    (r"on this script mixed_bfloat16 is (?P<faster>[\d.]+)x faster than float32",
+     "cpu-epyc-avx512bf16-script-quick", "mixed_bfloat16"),
+    (r"on this script mixed_bfloat16 is [\d.]+x faster than float32 \([\d.-]+x\), float16 (?P<slower>[\d.]+)x slower",
+     "cpu-epyc-avx512bf16-script-quick", "float16"),
+    (r"float16 [\d.]+x slower and mixed_float16 (?P<slower>[\d.]+)x slower, each from 30 paired rounds",
+     "cpu-epyc-avx512bf16-script-quick", "mixed_float16"),
 ]
 _PARTNER = {"fp32_step": "step", "explained": "difference"}
 _MS_PER = {"ms": 1.0, "s": 1000.0}
