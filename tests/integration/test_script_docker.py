@@ -67,7 +67,7 @@ def test_a_script_runs_in_a_stack_seeing_only_its_folder(tmp_path: Path) -> None
     assert ops is not None, run.get("ops_error")
     assert {"dense", "dense_1"} <= {item["layer"] for item in ops["items"]}
     assert isinstance(run["engine"]["cpu"]["flags"], list)  # the engine machine's CPU, as the container saw it
-    log = Path(run["script_log"]).read_text()
+    log = (tmp_path / "out" / run["script_log"]).read_text()  # relative to the results' folder
     assert "onednn_verbose" not in log and "fp16doctor-window" not in log
     assert "sibling visible: True" in log and "other host folder visible: False" in log
     assert "own folder writable: False" in log and "cwd writable: True" in log
@@ -104,6 +104,6 @@ def test_the_questions_script_runs_unchanged_where_keras_takes_its_optimizer_arg
     ops = run.get("ops")
     assert ops is not None, run.get("ops_error")
     assert {"conv2d", "conv2d_1", "conv2d_2", "conv2d_3", "dense"} <= {item["layer"] for item in ops["items"]}
-    log = Path(run["script_log"]).read_text()
+    log = (tmp_path / "out" / run["script_log"]).read_text()  # relative to the results' folder
     assert "Found 512 images belonging to 2 classes." in log and "Epoch 1/32" in log
     assert docker_engine.leftover_containers(None) == []
