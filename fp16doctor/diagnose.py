@@ -523,8 +523,6 @@ def experiment_specs(
 
 # --quick is a wall-time budget: the interleaved rounds fill what the runs left of it (never under MIN_ROUNDS).
 QUICK_BUDGET_S = 90.0
-FULL_ROUNDS_BUDGET_S = 60.0
-ROUNDS_MIN_BUDGET_S = 5.0
 
 
 def _time_in_rounds(writer: ResultsWriter, size: WorkloadSize, started: float, host: dict[str, Any],
@@ -532,7 +530,7 @@ def _time_in_rounds(writer: ResultsWriter, size: WorkloadSize, started: float, h
                     script: ScriptSpec | None = None) -> None:
     """Time the host's precisions again, together, in interleaved rounds (engines/rounds.py); a script's in
     one process too, each precision's model from its own run of the script (workload/script_rounds.py)."""
-    from fp16doctor.engines.rounds import merge_rounds, rounds_plan
+    from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S, ROUNDS_MIN_BUDGET_S, merge_rounds, rounds_plan
 
     if size.name == "quick":
         budget = max(ROUNDS_MIN_BUDGET_S, started + QUICK_BUDGET_S - time.monotonic() - _rounds_startup_s(writer))

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from fp16doctor.engines.base import RUN_TIMEOUT_S, RunSpec, base_run_record, with_slow_step_bound
+from fp16doctor.engines.base import MIN_ROUNDS, RUN_TIMEOUT_S, RunSpec, base_run_record, with_slow_step_bound
 from fp16doctor.errors import DoctorError
 from fp16doctor.knowledge.gpus import gpu_has_bfloat16
 from fp16doctor.results import LOCAL_DOCKER_SCHEMES
@@ -315,12 +315,32 @@ class _Matrix:
     def done(self, spec: RunSpec, record: dict[str, Any]) -> None:
         with self.cond:
             self._finished(spec)
-            if record.get("status") != "ok":
+            if record.get("status") != "ok" and not spec.rounds_of:
                 self._release(spec)  # nothing measured there: the group is not bound to that hardware
             stopping = self.stopping
             self.cond.notify_all()
-        if not stopping:  # an interrupted run measured nothing; --resume runs it again
+        if stopping:  # an interrupted run measured nothing; --resume runs it again
+            return
+        if spec.rounds_of:
+            self.merge_rounds(spec, record)
+        else:
             self.write(record)
+
+    def merge_rounds(self, spec: RunSpec, record: dict[str, Any]) -> None:
+        """A stack's interleaved rounds go into the runs they timed, not in as a run of their own."""
+        from fp16doctor.engines.rounds import merge_rounds
+
+        with self.io_lock:
+            kept = merge_rounds(self.writer.doc["runs"], record)
+            if kept is None:
+                self.progress.note(f"{spec.stack}: interleaved rounds failed ({record.get('error', 'no result')}): "
+                                   "each ratio rests on its own container's run")
+                return
+            kept["engine"] = record.get("engine")
+            self.writer.doc.setdefault("timing_rounds", []).append(kept)
+            self.writer.save()
+            self.progress.note(f"{spec.stack}: interleaved rounds: {len(kept.get('order') or [])} rounds in "
+                               f"{record.get('wall_s', 0):.0f} s")
 
     def write(self, record: dict[str, Any]) -> None:
         with self.io_lock:
@@ -377,20 +397,28 @@ class _Matrix:
         machine = str(engine.facts.get("name") or engine.label)
         with self.cond:
             index = self.offset + self.started
-            self.started += 1
+            if not spec.rounds_of:  # the rounds are no cell of the matrix: they time its cells again
+                self.started += 1
             self.running[label] = (machine, [0])
             neighbours = [seen for m, seen in self.running.values() if m == machine]
             for seen in neighbours:
                 seen[0] = max(seen[0], len(neighbours) - 1)
 
         def on_event(event: dict[str, Any]) -> None:
+            if spec.rounds_of:
+                return
             with self.io_lock:
                 self.progress.event({**event, "run": label})
 
         with self.io_lock:
-            self.progress.start_run(spec, self.total, index)
-            if self.show_where:
-                self.progress.event({"event": "placed", "run": label, "where": slot.where})
+            if spec.rounds_of:
+                where = f" on {slot.where}" if self.show_where else ""
+                self.progress.note(f"{label}{where}: in one container, each round in a new order (at least "
+                                   f"{MIN_ROUNDS} rounds)")
+            else:
+                self.progress.start_run(spec, self.total, index)
+                if self.show_where:
+                    self.progress.event({"event": "placed", "run": label, "where": slot.where})
         try:
             keep = self.options.out_dir / "profiles" / spec.slug if self.options.keep_profiles else None
             record = docker_engine.run_in_stack(spec, stack, engine.docker_host, gpu, on_event,
@@ -663,8 +691,28 @@ def run_stack_specs(
     matrix.pin_measured_groups()
     slots = [s for e in live for s in _slots(e)]
     matrix.show_where = len(slots) > 1
-    workers = [threading.Thread(target=matrix.work, args=(slot,), daemon=True,
-                                name=f"fp16doctor-slot-{i}")
+    _work_through(matrix, slots, engines)
+
+    for _, spec in list(matrix.pending):
+        reason, kind = matrix.stranded_reason(spec)
+        matrix.write(_failed(spec, reason, kind))
+    # Each stack's precisions timed again together, in one container on the hardware they ran on.
+    rounds = _rounds_specs(runnable, writer, progress)
+    if rounds:
+        matrix.pending = list(enumerate(rounds))
+        _work_through(matrix, slots, engines)
+        for _, spec in list(matrix.pending):
+            progress.note(f"{spec.stack}: no interleaved rounds ({matrix.stranded_reason(spec)[0]})")
+        matrix.pending = []
+    writer.doc["engines"] = [e.summary() for e in engines]
+    writer.save()
+    return findings
+
+
+def _work_through(matrix: _Matrix, slots: list[Slot], engines: list[Engine]) -> None:
+    """One worker per slot until the matrix' pending runs are done (or stranded); Ctrl-C removes the
+    containers in flight and propagates, as does a worker's crash."""
+    workers = [threading.Thread(target=matrix.work, args=(slot,), daemon=True, name=f"fp16doctor-slot-{i}")
                for i, slot in enumerate(slots)]
     try:
         for worker in workers:
@@ -683,12 +731,22 @@ def run_stack_specs(
         _remove_containers(engines)
         raise matrix.crash
 
-    for _, spec in list(matrix.pending):
-        reason, kind = matrix.stranded_reason(spec)
-        matrix.write(_failed(spec, reason, kind))
-    writer.doc["engines"] = [e.summary() for e in engines]
-    writer.save()
-    return findings
+
+def _rounds_specs(specs: list[RunSpec], writer: ResultsWriter, progress: Progress) -> list[RunSpec]:
+    """The interleaved rounds of each stack whose original runs were in this matrix (engines/rounds.py)."""
+    from fp16doctor.engines.rounds import rounds_plan, stack_rounds_budget_s
+
+    planned: list[RunSpec] = []
+    for spec in specs:
+        if spec.variant != "original" or spec.experiment is not None or any(p.stack == spec.stack for p in planned):
+            continue
+        rounds, notes = rounds_plan(writer.doc.get("runs", []), spec.stack, spec.size,
+                                    stack_rounds_budget_s(spec.size))
+        for note in notes:
+            progress.note(f"{spec.stack}: {note}")
+        if rounds is not None:
+            planned.append(replace(rounds, script=spec.script) if spec.script is not None else rounds)
+    return planned
 
 
 def _remove_containers(engines: list[Engine]) -> None:

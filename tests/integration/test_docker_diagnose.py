@@ -40,3 +40,26 @@ def test_stack_runs_land_beside_host_runs_and_leave_no_container(tmp_path: Path)
     html = (tmp_path / "report.html").read_text()
     assert "cpu" in html and "host" in html
     assert docker_engine.leftover_containers(None) == []
+
+
+def test_a_stacks_precisions_are_timed_again_together_in_one_container(tmp_path: Path) -> None:
+    """After each precision's own container, one more container times them in interleaved rounds: the verdict's
+    interval rests on paired rounds there too, and no container is left."""
+    require_engine()
+    command = [sys.executable, "-m", "fp16doctor", "diagnose", "--quick", "--stack", "cpu", "--no-host",
+               "--precision", "float32", "--precision", "float16", "--no-experiments", "--out", str(tmp_path)]
+    ca = ca_bundle()
+    if ca is not None:
+        command += ["--ca-bundle", str(ca)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((tmp_path / "results.json").read_text())
+    originals = [r for r in doc["runs"] if r["variant"] == "original"]
+    assert sorted(r["precision"] for r in originals) == ["float16", "float32"]  # the rounds are no run
+    (rounds,) = doc["timing_rounds"]
+    assert rounds["stack"] == "cpu" and rounds["engine"]["kind"] == "docker" and len(rounds["order"]) >= 3
+    assert all(r["step_time_ms"]["design"] == "interleaved" for r in originals)
+    (verdict,) = doc["verdicts"]
+    assert verdict["interval_method"] == "paired_rounds" and verdict["repeats"] >= 3
+    assert "interleaved rounds" in proc.stderr
+    assert docker_engine.leftover_containers(None) == []

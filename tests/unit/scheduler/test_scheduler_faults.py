@@ -138,5 +138,7 @@ def test_resume_runs_exactly_the_cells_that_failed(
     again = run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="quick", stacks=["cpu"], include_host=False,
                                          docker_hosts=[A], resume=True), progress)
     assert again.exit_code == EXIT_OK
-    assert {label for label, _ in fleet.engines[A].runs} == missing
+    # The cells that failed, then the stack's precisions timed together again (the resumed ones joined them).
+    assert {label for label, _ in fleet.engines[A].runs} == missing | {
+        "cpu / interleaved rounds of float32, float16, mixed_float16"}
     assert [r["status"] for r in _runs(tmp_path)] == ["ok"] * 4

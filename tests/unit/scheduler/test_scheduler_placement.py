@@ -174,7 +174,8 @@ def test_cpu_stack_on_a_gpu_engine_runs_one_at_a_time_without_a_gpu(
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
     assert [r["device"] for r in runs] == ["cpu"] * 4
     # Two CPU runs at once would share the cores and distort both timings.
-    assert fleet.max_in_flight == 1 and [uuid for _, uuid in fleet.engines[A].runs] == [None] * 4
+    # The four cells and the stack's interleaved rounds.
+    assert fleet.max_in_flight == 1 and [uuid for _, uuid in fleet.engines[A].runs] == [None] * 5
 
 
 def test_gpu_stacks_wait_for_a_gpu_rather_than_run_on_a_cpu_engine(
@@ -201,7 +202,9 @@ def test_resumed_cells_go_to_the_gpu_model_the_measured_ones_ran_on(
     missing = [s for s in plan("tf2.20-keras3") if s.variant == "original" and s.precision != "float32"]
     run_stack_specs(missing, {"gpus": []}, options(tmp_path, A, B), w, progress, 1, 3)
 
-    assert sorted(label for label, _ in fleet.engines[A].runs) == sorted(s.label for s in missing)
+    # The missing cells, then the group's rounds: on the GPU model the measured float32 ran on.
+    assert sorted(label for label, _ in fleet.engines[A].runs) == sorted(
+        [s.label for s in missing] + ["tf2.20-keras3 / interleaved rounds of float32, float16, mixed_float16"])
     assert fleet.engines[B].runs == []
 
 
@@ -267,7 +270,30 @@ def test_every_container_run_has_the_run_time_limit(
 
     monkeypatch.setattr(docker_engine, "run_in_stack", recording_run)
     run_stack_specs(plan("cpu"), {"gpus": []}, options(tmp_path, A), writer(tmp_path), progress, 0, 4)
-    assert limits == [RUN_TIMEOUT_S] * 4
+    assert limits == [RUN_TIMEOUT_S] * 5  # the four cells and the stack's interleaved rounds
+
+
+def test_a_stacks_precisions_are_timed_again_together_on_the_hardware_they_ran_on(
+    tmp_path: Path, fleet: Fleet, progress: RecordingProgress
+) -> None:
+    """After the matrix, one more container per stack times its precisions in interleaved rounds, on the engine
+    its runs ran on; the rounds go into those runs (and timing_rounds), not in as a run of their own."""
+    fleet.add(A, name="node-a")
+    fleet.add(B, name="node-b")
+    specs = plan("cpu", "tf2.10-cpu")
+    run_stack_specs(specs, {"gpus": []}, options(tmp_path, A, B), writer(tmp_path), progress, 0, len(specs))
+
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert len(doc["runs"]) == len(specs)
+    rounds = {r["stack"]: r for r in doc["timing_rounds"]}
+    assert set(rounds) == {"cpu", "tf2.10-cpu"}
+    for run in doc["runs"]:
+        if run["variant"] != "original":
+            continue
+        assert run["step_time_ms"]["design"] == "interleaved" and len(run["step_time_ms"]["rounds"]) == 3
+        assert rounds[run["stack"]]["engine"]["docker_host"] == run["engine"]["docker_host"]
+    # Not a cell of the matrix: no "[5/8]" of its own.
+    assert sorted(i for _, _, i in progress.started) == list(range(len(specs)))
 
 
 def test_16_bit_runs_wait_for_their_float32_even_with_a_second_gpu_free(
