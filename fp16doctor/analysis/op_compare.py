@@ -6,6 +6,7 @@ which op is a *cause* is the accounting's business (causes.py). Pure, like the r
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -116,6 +117,16 @@ class OpComparison:
         return head, summed
 
 
+# The function-call scopes a tf.function's ops are named under ("StatefulPartitionedCall/adam/Square_2"): an op
+# outside the model's layers (the optimizer's) is shown by the rest of its name.
+_CALL_SCOPES = re.compile(r"^((Stateful)?PartitionedCall(_\d+)?/)+")
+
+
+def shown_name(name: str) -> str:
+    """An op's name as a table shows it where it has no layer: without TensorFlow's function-call scopes."""
+    return _CALL_SCOPES.sub("", name) or name
+
+
 def _group(items: Sequence[OpItem]) -> dict[tuple[str, str], list[OpItem]]:
     grouped: dict[tuple[str, str], list[OpItem]] = {}
     for item in items:
@@ -163,7 +174,7 @@ def compare(reduced: RunView, fp32: RunView, doc: Mapping[str, Any]) -> OpCompar
         reduced_ms = sum(i.ms_per_step for i in mine) if mine else None
         fp32_ms = sum(i.ms_per_step for i in other) if other else None
         rows.append(OpDiff(
-            layer=sample.layer or sample.name,
+            layer=sample.layer or shown_name(sample.name),
             pass_=sample.pass_,
             reduced_ms=reduced_ms,
             fp32_ms=fp32_ms,
