@@ -13,6 +13,11 @@ StepTimer (timing.py).
 After N measured steps the runner stops the script by an exception (any Keras), and the code after that
 point (evaluation, saving) does not run.
 
+    python -u script_runner.py --precision float32 --rounds-of float32,float16,... --log FILE --workdir DIR -- ...
+
+times those precisions together instead, in interleaved rounds in this one process (script_rounds.py): the
+script runs once per precision and its first fit() call is replayed in short blocks.
+
 The script runs through runpy as __main__ with sys.argv = [script, ARGS...] and its own folder first
 on sys.path, in DIR (a fresh, writable scratch directory: the script's folder may be read-only in a
 container, and a checkpoint written relative to the working directory must not overwrite the user's

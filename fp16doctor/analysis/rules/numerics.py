@@ -73,6 +73,10 @@ def rule_pure_float16_floatx(ctx: Context) -> Finding | None:
 # spread of either curve over the same number of steps, and the 16-bit run did not improve at all. Both
 # are read as the change between the medians of each curve's halves, not between two single steps.
 PLATEAU_SPREAD_MULTIPLE = 3.0
+# ... and only over at least this many steps of both curves. A quick run's 5-14 steps of a loss that barely
+# moves (the quick size's 2-class images) cannot tell a stall from a noisy start: read as one, it flipped the
+# prescription between two diagnoses of one machine minutes apart.
+MIN_STALL_STEPS = 20
 # A dynamic loss scale that fell by this factor or more collapsed (each overflow halves it).
 LOSS_SCALE_COLLAPSE = 2.0 ** 10
 # A failed 16-bit run whose error says its numbers went non-finite (not "maintenance" or "stack overflow").
@@ -119,7 +123,7 @@ def rule_numerics_unstable(ctx: Context) -> Finding | None:
             runs.append(r)
             continue
         n = min(len(r.step_losses), len(f.step_losses))
-        if n >= 6:
+        if n >= MIN_STALL_STEPS:
             ours, theirs = r.step_losses[:n], f.step_losses[:n]
             # A noisy 16-bit curve cannot show a stall that float32's gain would be lost in.
             spread = max(_step_spread(theirs), _step_spread(ours))

@@ -372,8 +372,8 @@ def test_nan_loss_in_fp16_only() -> None:
 
 
 def test_stalled_fp16_loss_over_equal_steps() -> None:
-    falling = [0.69 - 0.03 * i for i in range(10)]  # float32 improves 0.27, 10x its step-to-step change
-    flat = [0.69, 0.70, 0.69, 0.70, 0.69, 0.70, 0.69, 0.70, 0.69, 0.70]
+    falling = [0.69 - 0.015 * i for i in range(20)]  # float32 improves 0.29, 10x its step-to-step change
+    flat = [0.69, 0.70] * 10
     d = doc(run("float32", 100, losses=falling, loss={"first": falling[0], "last": falling[-1]}),
             run("float16", 90, losses=flat, loss={"first": flat[0], "last": flat[-1]}), gpu=V100)
     f = finding(d, "numerics_unstable")
@@ -390,6 +390,20 @@ def test_a_noisy_16bit_curve_beside_a_slowly_falling_float32_is_not_a_stall() ->
                 loss={"first": noisy[0], "last": noisy[-1], "scale_first": 32768.0, "scale_last": 32768.0}),
             gpu=V100)
     assert "numerics_unstable" not in ids(d)
+
+
+def test_a_quick_runs_few_steps_claim_no_stall_and_leave_the_prescription_alone() -> None:
+    """Ten steps of each: float32 fell, mixed_bfloat16 did not. At the quick size that is a noisy start, not a
+    stall: the faster configuration stays prescribed instead of flipping to float32 on a rerun's luck."""
+    from fp16doctor.analysis import diagnose_document
+
+    falling = [0.69 - 0.03 * i for i in range(10)]
+    flat = [0.69, 0.70] * 5
+    d = doc(run("float32", 100, losses=falling, loss={"first": falling[0], "last": falling[-1]}),
+            run("mixed_bfloat16", 50, losses=flat, loss={"first": flat[0], "last": flat[-1]}))
+    assert "numerics_unstable" not in ids(d)
+    (prescription,) = diagnose_document(d).prescriptions
+    assert prescription["recommended"]["precision"] == "mixed_bfloat16"
 
 
 def test_first_and_last_loss_alone_are_noise_not_instability() -> None:
