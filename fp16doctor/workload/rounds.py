@@ -161,8 +161,8 @@ def _fit_block(api, model, generator):
 
 def interleave(configs, args, api, defaults, emit, clock=time.perf_counter):
     """Warm every configuration up (its first fit() traces and compiles, and sizes its blocks), then time them
-    in rounds, each round in a new order, until args.rounds_budget_s has passed and at least args.min_rounds
-    are done (at most args.max_rounds)."""
+    in rounds, each round in a new order, while the next round (as long as the last) fits in
+    args.rounds_budget_s, and at least args.min_rounds of them (at most args.max_rounds)."""
     started = clock()
     emit("phase", phase="warmup")
     for config in configs:
@@ -178,14 +178,17 @@ def interleave(configs, args, api, defaults, emit, clock=time.perf_counter):
     order = []
     emit("phase", phase="measure")
     measure_start = clock()
+    last_round_s = 0.0
     while True:
         done = len(order)
         if done >= args.max_rounds:
             stop = "max_rounds"
             break
-        if done >= args.min_rounds and clock() - measure_start >= args.rounds_budget_s:
+        # The next round would end past the budget (as long as the last one took): stop before it, not after.
+        if done >= args.min_rounds and clock() - measure_start + last_round_s >= args.rounds_budget_s:
             stop = "time_budget"
             break
+        round_start = clock()
         this_round = list(configs)
         rng.shuffle(this_round)
         order.append([c.label for c in this_round])
@@ -200,6 +203,7 @@ def interleave(configs, args, api, defaults, emit, clock=time.perf_counter):
             config.rounds.append(_median(steps))
             config.losses.extend(block.losses)
             emit("step", phase="round", index=done, config=config.label, ms=round(config.rounds[-1], 3))
+        last_round_s = clock() - round_start
     _set_precision(api, "float32", defaults)
     return {
         "status": "ok",

@@ -140,3 +140,11 @@ def test_blocks_fit_in_one_epoch_and_rounds_fill_the_budget() -> None:
     assert all(steps <= 8 for _, steps in api.blocks)  # never more batches than one epoch holds
     assert result["block_steps"]["float32"] == 4  # 0.4 s of 0.1 s steps
 
+
+
+def test_rounds_stop_before_a_round_that_would_end_past_the_budget() -> None:
+    """A round is stopped before it starts when, as long as the last one, it would end past the budget: the
+    rounds end within it instead of a whole round beyond (--quick's 90 s)."""
+    result, _ = run(budget_s=40.0)
+    assert result["stop_reason"] == "time_budget"
+    assert result["timing"]["measure_s"] <= 40.0
