@@ -530,7 +530,7 @@ def _time_in_rounds(writer: ResultsWriter, size: WorkloadSize, started: float, h
                     script: ScriptSpec | None = None) -> None:
     """Time the host's precisions again, together, in interleaved rounds (engines/rounds.py); a script's in
     one process too, each precision's model from its own run of the script (workload/script_rounds.py)."""
-    from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S, ROUNDS_MIN_BUDGET_S, merge_rounds, rounds_plan
+    from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S, ROUNDS_MIN_BUDGET_S, rounds_plan, take_rounds
 
     if size.name == "quick":
         budget = max(ROUNDS_MIN_BUDGET_S, started + QUICK_BUDGET_S - time.monotonic() - _rounds_startup_s(writer))
@@ -549,18 +549,11 @@ def _time_in_rounds(writer: ResultsWriter, size: WorkloadSize, started: float, h
 
     engine = HostEngine.from_setup(_engine_setup(options, backend, host))
     record = engine.run(spec, progress.event, gpu_index=engine.gpu_index)
-    kept = merge_rounds(writer.doc["runs"], record)
-    if kept is None:
-        progress.note(f"interleaved rounds failed ({record.get('error', 'no result')}): each ratio rests on its "
-                      "own process")
-        return
-    writer.doc.setdefault("timing_rounds", []).append(kept)
-    writer.save()
-    rounds = len(kept.get("order") or [])
-    progress.note(f"interleaved rounds: {rounds} rounds in {record.get('wall_s', 0):.0f} s")
-    if kept.get("disagree"):
-        progress.note(f"interleaved rounds and their own processes disagree by more than 1.5x for "
-                      f"{', '.join(kept['disagree'])} (step_time_ms.rounds_vs_single_process): check the machine")
+    kept, notes = take_rounds(writer.doc, record, alone="its own process")
+    if kept is not None:
+        writer.save()
+    for note in notes:
+        progress.note(note)
 
 
 def _within_budget(planned: list[RunSpec], runs: list[dict[str, Any]], deadline: float,

@@ -328,19 +328,15 @@ class _Matrix:
 
     def merge_rounds(self, spec: RunSpec, record: dict[str, Any]) -> None:
         """A stack's interleaved rounds go into the runs they timed, not in as a run of their own."""
-        from fp16doctor.engines.rounds import merge_rounds
+        from fp16doctor.engines.rounds import take_rounds
 
         with self.io_lock:
-            kept = merge_rounds(self.writer.doc["runs"], record)
-            if kept is None:
-                self.progress.note(f"{spec.stack}: interleaved rounds failed ({record.get('error', 'no result')}): "
-                                   "each ratio rests on its own container's run")
-                return
-            kept["engine"] = record.get("engine")
-            self.writer.doc.setdefault("timing_rounds", []).append(kept)
-            self.writer.save()
-            self.progress.note(f"{spec.stack}: interleaved rounds: {len(kept.get('order') or [])} rounds in "
-                               f"{record.get('wall_s', 0):.0f} s")
+            kept, notes = take_rounds(self.writer.doc, record, alone="its own container's run")
+            if kept is not None:
+                kept["engine"] = record.get("engine")
+                self.writer.save()
+            for note in notes:
+                self.progress.note(f"{spec.stack}: {note}")
 
     def write(self, record: dict[str, Any]) -> None:
         with self.io_lock:

@@ -118,3 +118,17 @@ def merge_rounds(runs: list[dict[str, Any]], record: Mapping[str, Any]) -> dict[
     kept["precisions"] = [p for p in rounds if p != AA_CONTROL]
     return kept
 
+
+def take_rounds(doc: dict[str, Any], record: Mapping[str, Any], alone: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """A rounds process's record into the document: its rounds into the runs they timed and what is kept of it
+    into `timing_rounds`; with the notes to show (`alone`: what each ratio rests on when the rounds failed)."""
+    kept = merge_rounds(doc["runs"], record)
+    if kept is None:
+        return None, [f"interleaved rounds failed ({record.get('error', 'no result')}): each ratio rests on {alone}"]
+    doc.setdefault("timing_rounds", []).append(kept)
+    notes = [f"interleaved rounds: {len(kept.get('order') or [])} rounds in {record.get('wall_s', 0):.0f} s"]
+    if kept.get("disagree"):
+        notes.append(f"interleaved rounds and their own processes disagree by more than {DISAGREEMENT}x for "
+                     f"{', '.join(kept['disagree'])} (step_time_ms.rounds_vs_single_process): check the machine")
+    return kept, notes
+

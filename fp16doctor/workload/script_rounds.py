@@ -20,8 +20,8 @@ from __future__ import division, print_function
 import rounds
 
 FIT_METHODS = ("fit", "fit_generator")
-# Positional indexes (after self) of what a block changes: fit(x, y, batch_size, epochs, verbose, callbacks,
-# validation_split, validation_data, ...), fit_generator(generator, steps_per_epoch, epochs, verbose,
+# Positional indexes (after self) of what the runner and a block change: fit(x, y, batch_size, epochs, verbose,
+# callbacks, validation_split, validation_data, ...), fit_generator(generator, steps_per_epoch, epochs, verbose,
 # callbacks, validation_data, ...) in Keras 2.1-2.3 and tf_keras.
 POSITIONS = {
     "fit": {"epochs": 3, "callbacks": 5, "validation_split": 6, "validation_data": 7},
@@ -58,9 +58,23 @@ class Capture(object):
         raise Captured()
 
 
+def with_callback(method, args, kwargs, callback):
+    """A training call's arguments with `callback` added to its callbacks, where the script passed them
+    (positionally or by keyword)."""
+    index = POSITIONS.get(method, {}).get("callbacks")
+    if index is not None and index < len(args):
+        args = list(args)
+        args[index] = list(args[index] or []) + [callback]
+        return tuple(args), kwargs
+    kwargs = dict(kwargs)
+    kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [callback]
+    return args, kwargs
+
+
 def block_arguments(method, args, kwargs, callback):
     """The script's own fit() arguments for one block: a timing callback added, epochs enough to outlast
     the block, validation off."""
+    args, kwargs = with_callback(method, args, kwargs, callback)
     positions = POSITIONS[method]
     args = list(args)
     kwargs = dict(kwargs)
@@ -76,13 +90,6 @@ def block_arguments(method, args, kwargs, callback):
         else:
             kwargs[name] = value
 
-    def current(name):
-        index = positions.get(name)
-        if index is not None and index < len(args):
-            return args[index]
-        return kwargs.get(name)
-
-    put("callbacks", list(current("callbacks") or []) + [callback])
     put("epochs", BLOCK_EPOCHS)
     kwargs.pop("initial_epoch", None)
     for name, off in NO_VALIDATION.items():

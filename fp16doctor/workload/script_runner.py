@@ -67,9 +67,6 @@ TF_KERAS_OWN_COPY_BEFORE = (2, 6)
 KERAS_MODULES = ("keras", "tf_keras", TF_KERAS_MODULE)
 TRAIN_METHODS = ("fit", "fit_generator", "train_on_batch")
 WRAPPED_METHODS = TRAIN_METHODS + ("compile",)
-# Positional index of `callbacks` (after self): fit(x, y, batch_size, epochs, verbose, callbacks),
-# fit_generator(generator, steps_per_epoch, epochs, verbose, callbacks) in Keras 2.1-2.3 and tf_keras.
-CALLBACKS_POSITION = {"fit": 5, "fit_generator": 4}
 # Keras 2 API that later Keras rejects: the runner names what the script used (fp16doctor's host side
 # names the stacks where it still exists).
 KERAS2_ARGUMENTS = ("lr", "decay")
@@ -317,7 +314,7 @@ class Session(object):
                     self.hooks.train_end()
                     raise Enough()
                 return result
-            args, kwargs = _with_callback(method, args, kwargs, make_callback(self.keras, self))
+            args, kwargs = script_rounds.with_callback(method, args, kwargs, make_callback(self.keras, self))
             return orig(model, *args, **kwargs)
         finally:
             self.depth -= 1
@@ -348,17 +345,6 @@ class Session(object):
             self.model_info = describe_model(model)
         except Exception as exc:  # noqa: BLE001  (an unusual model is described less, never fatal)
             self.notes.append("the model could not be described (%s: %s)" % (exc.__class__.__name__, exc))
-
-
-def _with_callback(method, args, kwargs, callback):
-    position = CALLBACKS_POSITION.get(method, -1)
-    if 0 <= position < len(args):
-        args = list(args)
-        args[position] = list(args[position] or []) + [callback]
-        return tuple(args), kwargs
-    kwargs = dict(kwargs)
-    kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [callback]
-    return args, kwargs
 
 
 def make_callback(keras, session):
@@ -712,11 +698,8 @@ def run_rounds(args, session, script_sha256):
     started = time.perf_counter()
     try:
         result = script_rounds.run_script_rounds(args, session, run_once, keras_api, emit)
-    except script_rounds.NotReplayable as exc:
-        emit("error", status="failed", error=str(exc))
-        return 1
-    except RuntimeError as exc:  # a precision that did not take, an input that ran out
-        emit("error", status="failed", error=str(exc))
+    except (script_rounds.NotReplayable, RuntimeError) as exc:  # RuntimeError: a precision that did not take,
+        emit("error", status="failed", error=str(exc))  # an input that ran out
         return 1
     software, device = frameworks.software_info(keras_api(session.keras, session.keras_name))
     result.update(device=device, software=software)
