@@ -18,11 +18,12 @@ from fp16doctor.workload.protocol import AA_CONTROL
 
 # A precision whose minimum rounds would take longer than this is left out (its ratio then rests on its own
 # process, said as such): a 20 s float16 step must not hold the rest hostage. A 1 s step (float16 on a 2-core
-# AVX2 CPU) costs about 9 s for its three rounds, and stays in, past the quick budget if need be.
+# AVX2 CPU) costs about 6 s for its three rounds, and stays in, past the quick budget if need be.
 MAX_MIN_ROUNDS_S = 30.0
 # What one step of rounds costs beyond its own time: the block's dropped first step, on average.
 BLOCK_OVERHEAD_STEPS = 1.0
-TYPICAL_BLOCK_STEPS = 3
+# A slow step's block times one step (workload/rounds.py aims a block at 0.4 s, never under one step).
+TYPICAL_BLOCK_STEPS = 1
 # A configuration's rounds and its own process more than this factor apart: said, since both timed one model.
 DISAGREEMENT = 1.5
 # How long rounds go on once the minimum is done: the full size's; the quick size's host rounds get what its

@@ -4,7 +4,7 @@ machine (another job, a thermal limit, a noisy neighbour) hits all of them alike
 
 Each precision gets its own model, built and compiled under its own floatx or dtype policy, and its own
 generator (whose batches follow floatx, as the user's did). A round times one short block of each, in an
-order shuffled every round; a block is one fit() call whose first step (a new epoch's iterator) is dropped.
+order shuffled every round; a block is one fit() call whose first step (a new iterator) is dropped.
 A second float32 model runs as an A/A control: the ratio of two identical configurations shows the noise
 floor. Rounds fill the time budget, never fewer than --min-rounds.
 
@@ -19,6 +19,9 @@ from protocol import AA_CONTROL, MIXED_POLICIES  # AA_CONTROL: the second float3
 
 BLOCK_TARGET_S = 0.4  # a block's timed steps, aimed at this long (a 10 ms step gets 20 of them, capped below)
 MAX_BLOCK_STEPS = 20
+# A slow step's block times one step: two steps of one block differ by 1-3 %, blocks of one model by 5-10 % on a
+# shared 2-core machine, so shorter rounds (their blocks closer in time, more of them) pair better.
+MIN_BLOCK_STEPS = 1
 
 
 def _median(values):
@@ -146,17 +149,49 @@ def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=ti
         generator = make_generator(api, train_dir, args.height, args.width, args.batch_size)
         model = build_model(api, args.height, args.width, precision.startswith("mixed_"))
         _check_dtypes(model, precision)
-        configs.append(Config(label, precision, _fit_block(api, model, generator),
-                              # One fit() call is one epoch of at most len(generator) batches.
-                              room=len(generator)))
+        data = _tf_input(api, generator)
+        configs.append(Config(label, precision, _fit_block(api, model, data or generator),
+                              # One fit() call over the generator is one epoch of at most len(generator)
+                              # batches; the tf.data input goes on for as long as a block needs.
+                              room=None if data is not None else len(generator)))
         _set_precision(api, "float32", defaults)
     return interleave(configs, args, api, defaults, emit, clock)
 
 
-def _fit_block(api, model, generator):
+def _fit_block(api, model, data):
     def run_block(steps, block):
-        api.fit_stream(model, generator, steps, 1, [timing_callback(api.keras, block)])
+        api.fit_stream(model, data, steps, 1, [timing_callback(api.keras, block)])
     return run_block
+
+
+def _tf_input(api, generator):
+    """Keras 3 on TensorFlow: the generator as the tf.data pipeline Keras' own adapter makes of it (its batches
+    through from_generator, prefetched), made once per model, endless (its position kept from block to block,
+    the generator's on_epoch_end called as the data wraps), with tf.data's autotuning off. Keras makes a new
+    autotuned pipeline every fit() call, and tearing one down waits for its tuning thread's next tick: 0.25-0.9 s
+    after every block on a 2-core CPU, longer the longer the block ran. None elsewhere (Keras 2's fit_generator,
+    tf_keras, the JAX and PyTorch backends keep the generator)."""
+    if api.name != "keras3-legacy" or api.backend_name != "tensorflow":
+        return None
+    import numpy as np
+    import tensorflow as tf
+
+    position = [0]
+
+    def batches():
+        while True:
+            index = position[0] % len(generator)
+            if index == 0 and position[0]:
+                generator.on_epoch_end()
+            position[0] += 1
+            yield tuple(generator[index])
+
+    first = tuple(np.asarray(part) for part in generator[0])
+    signature = tuple(tf.TensorSpec((None,) + part.shape[1:], tf.as_dtype(part.dtype)) for part in first)
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return tf.data.Dataset.from_generator(batches, output_signature=signature).prefetch(
+        tf.data.AUTOTUNE).with_options(options)
 
 
 def interleave(configs, args, api, defaults, emit, clock=time.perf_counter):
@@ -172,7 +207,7 @@ def interleave(configs, args, api, defaults, emit, clock=time.perf_counter):
         step_ms = _median(block.steps_ms()) or 1000.0
         # A block's first step is dropped, the rest timed: at most what one fit() call holds.
         room = max(1, config.room - 1) if config.room else MAX_BLOCK_STEPS
-        config.block_steps = max(1, min(MAX_BLOCK_STEPS, room, max(2, int(BLOCK_TARGET_S * 1000.0 / step_ms))))
+        config.block_steps = min(MAX_BLOCK_STEPS, room, max(MIN_BLOCK_STEPS, int(BLOCK_TARGET_S * 1000.0 / step_ms)))
         emit("step", phase="warmup", config=config.label, ms=round(step_ms, 3))
     rng = random.Random(args.rounds_seed)
     order = []

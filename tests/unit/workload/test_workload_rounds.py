@@ -48,6 +48,7 @@ class FakeKeras:
 
     def __init__(self, clock: Clock, module: Any) -> None:
         self.clock = clock
+        self.name, self.backend_name = "tf_keras", "tensorflow"  # fit() takes the generator itself
         self._floatx = "float32"
         self._policy = "float32"
         self.blocks: list[tuple[str, int]] = []
@@ -148,3 +149,49 @@ def test_rounds_stop_before_a_round_that_would_end_past_the_budget() -> None:
     result, _ = run(budget_s=40.0)
     assert result["stop_reason"] == "time_budget"
     assert result["timing"]["measure_s"] <= 40.0
+
+
+class Batches:
+    """A Keras Sequence's surface: four numbered batches, and how often an epoch ended."""
+
+    def __init__(self) -> None:
+        self.epochs_ended = 0
+        self.read: list[int] = []
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        import numpy as np
+
+        self.read.append(index)
+        return np.full((2, 3), index, dtype="float16"), np.zeros((2,), dtype="float32")
+
+    def on_epoch_end(self) -> None:
+        self.epochs_ended += 1
+
+
+def test_keras_3_on_tensorflow_gets_one_endless_pipeline_per_model_without_autotuning() -> None:
+    """Every block's fit() starts a new iterator on the same pipeline: it goes on where the last block stopped
+    (not from batch 0 again), the generator's epochs end as it wraps, batches keep their dtype, and autotuning is
+    off (tearing down an autotuned iterator waits for its tuning thread)."""
+    pytest.importorskip("tensorflow")
+    module = load()
+    batches = Batches()
+    data = module._tf_input(SimpleNamespace(name="keras3-legacy", backend_name="tensorflow"), batches)
+    assert data.options().autotune.enabled is False
+    batches.read.clear()  # the batch read for the pipeline's signature
+    first = [int(x[0, 0]) for x, _ in data.take(3).as_numpy_iterator()]
+    second = [int(x[0, 0]) for x, _ in data.take(6).as_numpy_iterator()]
+    assert first == [0, 1, 2] and len(second) == 6
+    # One stream over both iterators (what the first prefetched is skipped), never back to batch 0 mid-epoch.
+    assert batches.read == [i % 4 for i in range(len(batches.read))]
+    assert batches.epochs_ended == (len(batches.read) - 1) // 4
+    x, y = next(iter(data))
+    assert (x.dtype.name, y.dtype.name) == ("float16", "float32")
+
+
+@pytest.mark.parametrize("name, backend", [("keras3-legacy", "jax"), ("keras3-legacy", "torch"),
+                                           ("tf_keras", "tensorflow"), ("keras2", "tensorflow")])
+def test_other_kerases_and_backends_keep_the_generator(name: str, backend: str) -> None:
+    assert load()._tf_input(SimpleNamespace(name=name, backend_name=backend), Batches()) is None
