@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -221,7 +221,7 @@ class RunView:
     @property
     def timing(self) -> Timing:
         assert self.step_ms is not None
-        return Timing(self.step_ms, self.p10_ms, self.p90_ms, self.rounds, self.design)
+        return Timing(self.step_ms, self.p10_ms, self.p90_ms, self.rounds, self.design, self.aa_rounds)
 
     @property
     def ok(self) -> bool:
@@ -351,7 +351,8 @@ class Pair:
         if not aa or self.fp32.design != "interleaved":
             return None
         ordered = sorted(aa)
-        return ratio_interval(self.fp32.timing, Timing(ordered[len(ordered) // 2], rounds=aa, design="interleaved"))
+        alone = replace(self.fp32.timing, aa_rounds=())  # float32's own model against the control
+        return ratio_interval(alone, Timing(ordered[len(ordered) // 2], rounds=aa, design="interleaved"))
 
     @property
     def slower(self) -> bool:

@@ -48,6 +48,16 @@ class Timing:
     p90_ms: float | None = None
     rounds: tuple[float, ...] = ()
     design: str | None = None  # "interleaved" | "sequential" | None
+    aa_rounds: tuple[float, ...] = ()  # float32's A/A control: a second float32 model in the same rounds
+
+    @property
+    def baseline_rounds(self) -> tuple[float, ...]:
+        """Each round's float32 step as a baseline: the geometric mean of float32's two models where the A/A
+        control ran in every round (float32 timed twice a round: its short blocks are the noisiest), else its
+        own rounds."""
+        if len(self.aa_rounds) != len(self.rounds):
+            return self.rounds
+        return tuple(math.sqrt(a * b) for a, b in zip(self.rounds, self.aa_rounds, strict=True))
 
 
 @dataclass(frozen=True)
@@ -94,10 +104,11 @@ def _logs(values: Sequence[float]) -> list[float]:
 
 
 def _paired(fp32: Timing, other: Timing) -> RatioInterval | None:
-    n = min(len(fp32.rounds), len(other.rounds))
+    baseline = fp32.baseline_rounds
+    n = min(len(baseline), len(other.rounds))
     if n < MIN_ROUNDS or fp32.design != "interleaved" or other.design != "interleaved":
         return None
-    pairs = [(a, b) for a, b in zip(fp32.rounds[:n], other.rounds[:n], strict=True) if a > 0 and b > 0]
+    pairs = [(a, b) for a, b in zip(baseline[:n], other.rounds[:n], strict=True) if a > 0 and b > 0]
     if len(pairs) < MIN_ROUNDS:
         return None
     logs = [math.log(a / b) for a, b in pairs]

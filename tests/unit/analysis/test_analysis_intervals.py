@@ -99,3 +99,27 @@ def test_printed_digits_follow_the_interval() -> None:
     wide = diagnose_document(doc_of(interleaved(100, 0.08), interleaved(224, 0.08, shift=1))).verdicts[0]
     assert "2.24x slower" in narrow["headline"]
     assert "2.2x slower" in wide["headline"] and "2.24x" not in wide["headline"]
+
+
+def test_float32s_two_models_are_the_rounds_baseline_and_its_control_still_the_noise_floor() -> None:
+    """float32 runs twice a round (its model and the A/A control): each round's baseline is their geometric
+    mean, so noise of one float32 block that the other does not share moves the ratio half as much; float32
+    against its control is still judged on float32's own model."""
+    own = rounds(100, 0.06)
+    control = [100 * 100 / v for v in own]  # the mirror image: together they are 100 every round
+    fp16 = [500.0] * len(own)
+    both = ratio_interval(Timing(100, rounds=tuple(own), design="interleaved", aa_rounds=tuple(control)),
+                          Timing(500, rounds=tuple(fp16), design="interleaved"))
+    alone = ratio_interval(Timing(100, rounds=tuple(own), design="interleaved"),
+                           Timing(500, rounds=tuple(fp16), design="interleaved"))
+    assert both.speedup == pytest.approx(0.2) and both.high - both.low < 1e-9
+    assert alone.high - alone.low > 0.01
+    missing_round = Timing(100, rounds=tuple(own), design="interleaved", aa_rounds=tuple(control[:-1]))
+    assert missing_round.baseline_rounds == tuple(own)  # a control without every round: float32's own rounds
+
+    fp32_step = {**interleaved(100, 0.06), "aa_rounds": control}
+    verdict, = diagnose_document(doc_of(fp32_step, {"median": 500.0, "rounds": fp16, "design": "interleaved",
+                                                    "n": 7})).verdicts
+    assert verdict["ratio_interval"][1] - verdict["ratio_interval"][0] < 1e-3
+    low, high = verdict["noise_floor_interval"]
+    assert low < 1 < high and high - low > 0.05  # the control against float32's own model, not the mean
