@@ -202,3 +202,11 @@ def options(tmp_path: Path, *hosts: str, force: bool = False) -> DiagnoseOptions
 
 def writer(tmp_path: Path, gpus: list[dict[str, Any]] | None = None) -> ResultsWriter:
     return ResultsWriter(tmp_path / "results.json", new_document({"gpus": gpus or []}))
+
+
+def side_by_side(fleet: Fleet) -> None:
+    """An on_start hook: a run waits (up to 2 s) for a second one to start beside it, so a scheduler that runs two
+    side by side is seen doing so however slowly its threads are scheduled, and one that does not never is."""
+    deadline = time.monotonic() + 2.0
+    while fleet.max_in_flight < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)

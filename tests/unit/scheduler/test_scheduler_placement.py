@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from scheduler_fakes import Fleet, RecordingProgress, gpu, options, plan, writer
+from scheduler_fakes import Fleet, RecordingProgress, gpu, options, plan, side_by_side, writer
 
 from fp16doctor.engines import docker_engine
 from fp16doctor.engines.base import QUICK, RUN_TIMEOUT_S, RunSpec
@@ -21,6 +21,7 @@ def test_runs_spread_over_two_cpu_engines_one_at_a_time_on_each(
     fleet.add(A)
     fleet.add(B)
     w = writer(tmp_path)
+    fleet.on_start = side_by_side
     findings = run_stack_specs(plan("cpu"), {"gpus": []}, options(tmp_path, A, B), w, progress, 0, 4)
 
     assert findings == []
@@ -44,6 +45,7 @@ def test_runs_on_separate_machines_do_not_count_as_concurrent(
     fleet.add(B, name="node-b")
     # Two stacks: each comparison group keeps to one machine, so the two machines run side by side.
     specs = plan("cpu", "tf2.10-cpu")
+    fleet.on_start = side_by_side
     run_stack_specs(specs, {"gpus": []}, options(tmp_path, A, B), writer(tmp_path), progress, 0, len(specs))
 
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
@@ -72,6 +74,7 @@ def test_gpu_runs_are_pinned_one_per_gpu_and_the_cpu_slot_stays_idle(
     tmp_path: Path, fleet: Fleet, progress: RecordingProgress
 ) -> None:
     fleet.add(A, gpus=[gpu(0, "NVIDIA A100-SXM4-80GB", "8.0"), gpu(1, "NVIDIA A100-SXM4-80GB", "8.0")])
+    fleet.on_start = side_by_side
     run_stack_specs(plan("tf2.20-keras3"), {"gpus": []}, options(tmp_path, A), writer(tmp_path), progress, 0, 4)
 
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
@@ -302,6 +305,7 @@ def test_16_bit_runs_wait_for_their_float32_even_with_a_second_gpu_free(
     """Two GPUs of one model: the second could start float16 at once, but float16's slow-step bound comes
     from float32's step, so every 16-bit run starts after its float32 finished, and is bounded by it."""
     fleet.add(A, gpus=[gpu(0, "NVIDIA A100-SXM4-80GB", "8.0"), gpu(1, "NVIDIA A100-SXM4-80GB", "8.0")])
+    fleet.on_start = side_by_side
     run_stack_specs(plan("tf2.20-keras3"), {"gpus": []}, options(tmp_path, A), writer(tmp_path), progress, 0, 4)
 
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
