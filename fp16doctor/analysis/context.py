@@ -7,7 +7,15 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from fp16doctor.analysis.intervals import DEFAULT_BAND, MAX_BAND, RatioInterval, Timing, band_of, ratio_interval
+from fp16doctor.analysis.intervals import (
+    BETWEEN_INVOCATIONS,
+    DEFAULT_BAND,
+    MAX_BAND,
+    RatioInterval,
+    Timing,
+    band_of,
+    ratio_interval,
+)
 from fp16doctor.analysis.model import ModelInfo, model_for_run
 from fp16doctor.analysis.values import (
     as_int,
@@ -342,7 +350,8 @@ class Pair:
     @cached_property
     def interval(self) -> RatioInterval:
         """float32's step over this one's, with the interval the two records support (intervals.py)."""
-        return ratio_interval(self.fp32.timing, self.reduced.timing)
+        between = BETWEEN_INVOCATIONS.get(self.reduced.software.keras_backend or "", 0.0)
+        return ratio_interval(self.fp32.timing, self.reduced.timing, between)
 
     @cached_property
     def noise_floor(self) -> RatioInterval | None:

@@ -8,6 +8,10 @@ Three designs, strongest first, each recomputable from the results document alon
 - one median each: the two runs' p10-p90 step spread (half of it, relative, from the wider run) as a band either
   side, at least DEFAULT_BAND; a document with a median and no spread is judged with DEFAULT_BAND alone, and says so.
 The outcome follows the interval: it excludes 1.0, or it is no difference.
+
+Where whole invocations on one machine vary more than one invocation's rounds can see (a backend whose ratio
+moved between diagnoses by more than their intervals allowed, benchmarks/repeatability.py), a rounds interval is
+widened by that measured variation, and says so.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fp16doctor.analysis.values import fmt_interval
 
@@ -25,6 +29,13 @@ CONFIDENCE_LEVEL = 0.95
 DEFAULT_BAND = 0.05
 MAX_BAND = 0.5
 MIN_ROUNDS = 3  # fewer rounds than this support no t interval; the spread band is used instead
+# How much a ratio moves between whole invocations beyond what one invocation's rounds show, by Keras 3 backend:
+# the log standard deviation of the ratios of repeated quick diagnoses on one idle machine (docs/benchmarks.md,
+# benchmarks/repeatability.py on a 2-core AMD EPYC, 2026-12-01). Keras 3 on PyTorch: 0.4-5.1 % in three
+# invocations, 3.0-15.4 % in three more (one invocation's float16 ratio 20 % off the other two, outside their
+# intervals), 9 % pooled over the six. TensorFlow (0.6-3.4 %) and JAX (0.4-7.7 %) moved within their intervals:
+# not widened.
+BETWEEN_INVOCATIONS = {"torch": 0.09}
 
 # Two-sided 95 % Student t quantiles (t_{0.975, df}), from any statistics table; beyond 30 the normal's 1.96.
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
@@ -73,6 +84,7 @@ class RatioInterval:
     difference_ms: float  # this step minus float32's
     difference_low_ms: float
     difference_high_ms: float
+    widened_by: float = 0.0  # the between-invocation variation (log sd) added to a rounds interval, 0: none
 
     @property
     def outcome(self) -> str:
@@ -82,6 +94,13 @@ class RatioInterval:
             return "slower"
         return "no_significant_difference"
 
+    def rounds_words(self) -> str:
+        """'5 paired rounds', and what widened the interval where something did."""
+        kind = "paired" if self.method == "paired_rounds" else "unpaired"
+        widened = (f", widened by the {self.widened_by:.0%} this backend's diagnoses vary between invocations"
+                   if self.widened_by else "")
+        return f"{self.repeats} {kind} rounds{widened}"
+
     @property
     def relative_width(self) -> float:
         """The interval's width as a share of its ratio (what the printed digits follow)."""
@@ -90,9 +109,8 @@ class RatioInterval:
     def describe(self) -> str:
         """'95 % interval 2.1-2.4x, 5 paired rounds' or 'judged by the runs' spread (±5 %)'."""
         if self.method in ("paired_rounds", "unpaired_rounds"):
-            kind = "paired" if self.method == "paired_rounds" else "unpaired"
             return (f"{self.confidence_level or CONFIDENCE_LEVEL:.0%} interval {fmt_interval(self.low, self.high)}"
-                    f", {self.repeats} {kind} rounds")
+                    f", {self.rounds_words()}")
         half = (math.sqrt(self.high / self.low) - 1) if self.low > 0 else 0.0
         if self.method == "default_band":
             return f"no spread recorded, so judged with the default band of ±{half:.0%}"
@@ -159,6 +177,23 @@ def _with_difference(speedup: float, low: float, high: float, method: str, repea
                          fp32_ms * (1 / high - 1), fp32_ms * (1 / low - 1))
 
 
-def ratio_interval(fp32: Timing, other: Timing) -> RatioInterval:
-    """The best interval the two records support (paired rounds, unpaired rounds, then the spread band)."""
-    return _paired(fp32, other) or _unpaired(fp32, other) or _banded(fp32, other)
+def widened(interval: RatioInterval, between: float, fp32_ms: float) -> RatioInterval:
+    """A rounds interval with the between-invocation variation `between` (log sd) added to its half-width in
+    quadrature, at the normal's 95 % quantile; the difference interval follows from the ratio's."""
+    if between <= 0 or interval.method not in ("paired_rounds", "unpaired_rounds"):
+        return interval
+    centre, half = math.log(interval.speedup), math.log(interval.high / interval.speedup)
+    half = math.hypot(half, 1.96 * between)
+    wide = _with_difference(interval.speedup, math.exp(centre - half), math.exp(centre + half), interval.method,
+                            interval.repeats, interval.confidence_level, fp32_ms)
+    return replace(wide, widened_by=between)
+
+
+def ratio_interval(fp32: Timing, other: Timing, between: float = 0.0) -> RatioInterval:
+    """The best interval the two records support (paired rounds, unpaired rounds, then the spread band), widened by
+    `between`, the variation between invocations that the rounds of one cannot see (BETWEEN_INVOCATIONS)."""
+    rounds = _paired(fp32, other) or _unpaired(fp32, other)
+    if rounds is None:
+        return _banded(fp32, other)
+    baseline = fp32.baseline_rounds if rounds.method == "paired_rounds" else fp32.rounds
+    return widened(rounds, between, math.exp(statistics.fmean(_logs(baseline))))

@@ -35,9 +35,7 @@ def _context(acc: Accounting) -> str:
         parts[0] = "cut short: " + parts[0]
     if interval.method in ("paired_rounds", "unpaired_rounds"):
         low, high = (1 / interval.high, 1 / interval.low) if acc.difference_ms > 0 else (interval.low, interval.high)
-        kind = "paired" if interval.method == "paired_rounds" else "unpaired"
-        parts.append(f"{interval.confidence_level:.0%} interval {fmt_interval(low, high)}, {interval.repeats} {kind} "
-                     "rounds")
+        parts.append(f"{interval.confidence_level:.0%} interval {fmt_interval(low, high)}, {interval.rounds_words()}")
     return f" ({'; '.join(parts)})"
 
 
@@ -119,6 +117,7 @@ def verdict_for(acc: Accounting) -> Verdict:
         "confidence_level": interval.confidence_level,
         "repeats": interval.repeats,
         "interval_method": interval.method,
+        **({"interval_widened_by": interval.widened_by} if interval.widened_by else {}),
         "step_ms": reduced.step_ms,
         "fp32_step_ms": fp32.step_ms,
         "difference_ms": round(acc.difference_ms, 3),

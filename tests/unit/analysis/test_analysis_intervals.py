@@ -123,3 +123,25 @@ def test_float32s_two_models_are_the_rounds_baseline_and_its_control_still_the_n
     assert verdict["ratio_interval"][1] - verdict["ratio_interval"][0] < 1e-3
     low, high = verdict["noise_floor_interval"]
     assert low < 1 < high and high - low > 0.05  # the control against float32's own model, not the mean
+
+
+def test_a_backend_whose_invocations_vary_more_than_their_rounds_gets_a_wider_interval_that_says_so() -> None:
+    """Keras 3 on PyTorch moved between diagnoses by more than one diagnose's rounds allowed (docs/benchmarks.md):
+    its rounds interval is widened by that measured variation and the headline says so; TensorFlow's is not."""
+    def verdict_on(backend: str) -> dict[str, Any]:
+        doc = doc_of(interleaved(100, 0.01), interleaved(500, 0.01, shift=3))
+        for one in doc["runs"]:
+            one["software"] = {"keras": "3.15.1", "keras_api": "keras3-legacy", "keras_backend": backend}
+        verdict, = diagnose_document(doc).verdicts
+        return verdict
+
+    torch, tensorflow = verdict_on("torch"), verdict_on("tensorflow")
+    assert torch["ratio"] == tensorflow["ratio"]
+    assert torch["interval_widened_by"] == 0.09 and "interval_widened_by" not in tensorflow
+    width = {name: v["ratio_interval"][1] / v["ratio_interval"][0] for name, v in (("torch", torch),
+                                                                                 ("tf", tensorflow))}
+    assert width["torch"] > math.exp(2 * 1.96 * 0.09) * 0.999 > width["tf"]
+    assert "widened by the 9% this backend's diagnoses vary between invocations" in torch["headline"]
+    assert "widened" not in tensorflow["headline"]
+    low, high = torch["difference_interval_ms"]
+    assert low < torch["difference_ms"] < high
