@@ -150,7 +150,7 @@ def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=ti
         model = build_model(api, args.height, args.width, precision.startswith("mixed_"))
         _check_dtypes(model, precision)
         data = _tf_input(api, generator)
-        configs.append(Config(label, precision, _fit_block(api, model, data or generator),
+        configs.append(Config(label, precision, _fit_block(api, model, generator if data is None else data),
                               # One fit() call over the generator is one epoch of at most len(generator)
                               # batches; the tf.data input goes on for as long as a block needs.
                               room=None if data is not None else len(generator)))
