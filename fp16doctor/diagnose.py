@@ -381,7 +381,7 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     interrupted = False
     try:
         extra_findings += _run_specs(todo, host, backend, options, writer, progress)
-        if options.include_host and options.slurm is None:
+        if options.include_host:
             _time_in_rounds(writer, size, started, host, backend, options, progress, script)
         if options.experiments:
             planned = experiment_specs(plan_experiments(doc, progress), stacks, size, data_dir,
@@ -529,10 +529,18 @@ def _time_in_rounds(writer: ResultsWriter, size: WorkloadSize, started: float, h
                     backend: str | None, options: DiagnoseOptions, progress: Progress,
                     script: ScriptSpec | None = None) -> None:
     """Time the host's precisions again, together, in interleaved rounds (engines/rounds.py); a script's in
-    one process too, each precision's model from its own run of the script (workload/script_rounds.py)."""
-    from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S, ROUNDS_MIN_BUDGET_S, rounds_plan, take_rounds
+    one process too, each precision's model from its own run of the script (workload/script_rounds.py). On
+    Slurm the rounds are one more job, on the node the runs used."""
+    from fp16doctor.engines.rounds import (
+        FULL_ROUNDS_BUDGET_S,
+        ROUNDS_MIN_BUDGET_S,
+        rounds_plan,
+        stack_rounds_budget_s,
+    )
 
-    if size.name == "quick":
+    if options.slurm is not None:
+        budget = stack_rounds_budget_s(size)  # a job waits in the queue: the quick budget's clock is not its own
+    elif size.name == "quick":
         budget = max(ROUNDS_MIN_BUDGET_S, started + QUICK_BUDGET_S - time.monotonic() - _rounds_startup_s(writer))
     else:
         budget = FULL_ROUNDS_BUDGET_S
@@ -545,15 +553,13 @@ def _time_in_rounds(writer: ResultsWriter, size: WorkloadSize, started: float, h
         spec = replace(spec, script=script)
     progress.note(f"interleaved rounds of {', '.join(spec.rounds_of)} in one process, each round in a new order "
                   f"(about {budget:.0f} s, at least {MIN_ROUNDS} rounds)")
+    if options.slurm is not None:
+        _run_on_host([spec], host, backend, options, writer, progress, 1, _RoundsSink(writer, progress))
+        return
     from fp16doctor.engines.host import HostEngine
 
     engine = HostEngine.from_setup(_engine_setup(options, backend, host))
-    record = engine.run(spec, progress.event, gpu_index=engine.gpu_index)
-    kept, notes = take_rounds(writer.doc, record, alone="its own process")
-    if kept is not None:
-        writer.save()
-    for note in notes:
-        progress.note(note)
+    _RoundsSink(writer, progress).finish_run(engine.run(spec, progress.event, gpu_index=engine.gpu_index))
 
 
 def _within_budget(planned: list[RunSpec], runs: list[dict[str, Any]], deadline: float,
@@ -631,6 +637,26 @@ class _Sink:
         self.progress.finish_run(record)
 
 
+class _RoundsSink(_Sink):
+    """The rounds process's record goes into the runs it timed (engines/rounds.take_rounds), not in as a run of
+    its own; its start shows as a note (the runs' progress counts cells)."""
+
+    def __init__(self, writer: ResultsWriter, progress: Progress) -> None:
+        super().__init__(writer, progress, 1)
+
+    def start_run(self, spec: RunSpec) -> None:
+        pass
+
+    def finish_run(self, record: dict[str, Any]) -> None:
+        from fp16doctor.engines.rounds import take_rounds
+
+        kept, notes = take_rounds(self.writer.doc, record, alone="its own process")
+        if kept is not None:
+            self.writer.save()
+        for note in notes:
+            self.progress.note(note)
+
+
 def _engine_setup(options: DiagnoseOptions, backend: str | None, host: dict[str, Any],
                   engine_options: Any = None) -> EngineSetup:
     """What an engine is told of this invocation: the interpreter, backend, profiles kept, this host's GPUs."""
@@ -642,9 +668,10 @@ def _engine_setup(options: DiagnoseOptions, backend: str | None, host: dict[str,
 
 def _run_on_host(
     specs: list[RunSpec], host: dict[str, Any], backend: str | None, options: DiagnoseOptions,
-    writer: ResultsWriter, progress: Progress, total: int,
+    writer: ResultsWriter, progress: Progress, total: int, sink: _Sink | None = None,
 ) -> None:
-    """The host cells, on this machine's Python or (--slurm) as Slurm jobs on the nodes' Python."""
+    """The host cells, on this machine's Python or (--slurm) as Slurm jobs on the nodes' Python; `sink`: where
+    their records go (the document's runs unless said)."""
     from fp16doctor.engines import registry
 
     slurm_options = options.slurm
@@ -652,9 +679,8 @@ def _run_on_host(
         slurm_options = replace(slurm_options, ca_bundle=options.ca_bundle, wheelhouse=options.wheelhouse)
     engine = registry.create("slurm" if options.slurm is not None else "host",
                              _engine_setup(options, backend, host, slurm_options))
-    sink = _Sink(writer, progress, total)
-    engine.run_groups(comparison_groups(specs), sink)
-    if options.slurm is not None:
+    engine.run_groups(comparison_groups(specs), sink or _Sink(writer, progress, total))
+    if options.slurm is not None and sink is None:
         writer.doc["slurm"] = engine.describe()
         writer.save()
 

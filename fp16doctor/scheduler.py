@@ -333,7 +333,6 @@ class _Matrix:
         with self.io_lock:
             kept, notes = take_rounds(self.writer.doc, record, alone="its own container's run")
             if kept is not None:
-                kept["engine"] = record.get("engine")
                 self.writer.save()
             for note in notes:
                 self.progress.note(f"{spec.stack}: {note}")

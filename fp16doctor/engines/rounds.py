@@ -117,6 +117,8 @@ def merge_rounds(runs: list[dict[str, Any]], record: Mapping[str, Any]) -> dict[
         and not (1 / DISAGREEMENT <= float((run.get("step_time_ms") or {}).get("rounds_vs_single_process") or 1.0)
                  <= DISAGREEMENT))
     kept["precisions"] = [p for p in rounds if p != AA_CONTROL]
+    if isinstance(record.get("engine"), Mapping):
+        kept["engine"] = dict(record["engine"])  # where the rounds ran: a container's engine and GPU, a job's node
     return kept
 
 

@@ -113,11 +113,21 @@ def test_quick_matrix_runs_as_slurm_jobs_each_run_carrying_its_job_and_node(
     # One job per comparison group: the two precisions of a group share a job, the groups do not.
     assert runs[("float32", "original")]["engine"]["job_id"] == runs[("float16", "original")]["engine"]["job_id"]
     assert runs[("float32", "original")]["engine"]["job_id"] != runs[("float32", "synthetic_input")]["engine"]["job_id"]
-    # float32 ran first in its job, and its step set float16's slow-step bound.
+    # float32 ran first in its job, and its step (its own process's, before the rounds) set float16's bound.
     assert runs[("float16", "original")]["slow_step_bound"]["float32_step_ms"] == \
-        runs[("float32", "original")]["step_time_ms"]["median"]
+        runs[("float32", "original")]["step_time_ms"]["single_process"]["median"]
     doc = json.loads((tmp_path / "results.json").read_text())
     assert doc["verdicts"] and doc["machines"][node]
+    # Then one more job timed float32 and float16 together in interleaved rounds, on the node the runs used.
+    for precision in ("float32", "float16"):
+        step = runs[(precision, "original")]["step_time_ms"]
+        assert step["design"] == "interleaved" and len(step["rounds"]) >= 3, step
+    assert len(runs[("float32", "original")]["step_time_ms"]["aa_rounds"]) >= 3
+    rounds, = doc["timing_rounds"]
+    assert rounds["precisions"] == ["float16", "float32"] and rounds["engine"]["node"] == node, rounds
+    verdict, = doc["verdicts"]
+    assert verdict["interval_method"] == "paired_rounds" and verdict["repeats"] >= 3
+    assert re.search(r"interleaved rounds: \d+ rounds in", stderr), stderr[-3000:]
     # The live progress said where each group was.
     assert re.search(r"host / original: job \d+_0 running on " + re.escape(node), stderr), stderr[-3000:]
     assert "host / synthetic_input: job" in stderr and "done on" in stderr
@@ -158,7 +168,9 @@ def test_a_job_cancelled_mid_run_fails_its_run_with_cancelled_and_resume_complet
     # Only the missing cell ran again, in a new job on the node its group measured on, bounded by the
     # float32 step measured before.
     assert redone["engine"]["job_id"] != job_id and redone["engine"]["node"] == node
-    assert runs[("float32", "original")]["step_time_ms"]["median"] == kept
+    # float32 did not run again: its own figure is the one kept, now beside the rounds the resume timed.
+    float32_step = runs[("float32", "original")]["step_time_ms"]
+    assert float32_step["single_process"]["median"] == kept and float32_step["design"] == "interleaved"
     assert redone["slow_step_bound"]["float32_step_ms"] == kept
 
 
