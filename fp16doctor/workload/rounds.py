@@ -168,8 +168,8 @@ def _tf_input(api, generator):
     """Keras 3 on TensorFlow: the generator as the tf.data pipeline Keras' own adapter makes of it (its batches
     through from_generator, prefetched), made once per model, endless (its position kept from block to block,
     the generator's on_epoch_end called as the data wraps), with tf.data's autotuning off. Keras makes a new
-    autotuned pipeline every fit() call, and tearing one down waits for its tuning thread's next tick: 0.25-0.9 s
-    after every block on a 2-core CPU, longer the longer the block ran. None elsewhere (Keras 2's fit_generator,
+    autotuned pipeline every fit() call, and tearing one down waits for its tuning thread's next tick: 0.1-1 s
+    after every block on a 2-core CPU, longer the longer the block ran (benchmarks/rounds_block_overhead.py). None elsewhere (Keras 2's fit_generator,
     tf_keras, the JAX and PyTorch backends keep the generator)."""
     if api.name != "keras3-legacy" or api.backend_name != "tensorflow":
         return None
