@@ -534,6 +534,7 @@ def _time_in_rounds(writer: ResultsWriter, size: WorkloadSize, started: float, h
     from fp16doctor.engines.rounds import (
         FULL_ROUNDS_BUDGET_S,
         ROUNDS_MIN_BUDGET_S,
+        mark_left_out,
         rounds_plan,
         stack_rounds_budget_s,
     )
@@ -544,9 +545,12 @@ def _time_in_rounds(writer: ResultsWriter, size: WorkloadSize, started: float, h
         budget = max(ROUNDS_MIN_BUDGET_S, started + QUICK_BUDGET_S - time.monotonic() - _rounds_startup_s(writer))
     else:
         budget = FULL_ROUNDS_BUDGET_S
-    spec, notes = rounds_plan(writer.doc["runs"], HOST_STACK, size, budget)
-    for note in notes:
+    plan = rounds_plan(writer.doc["runs"], HOST_STACK, size, budget)
+    for note in plan.messages():
         progress.note(note)
+    if mark_left_out(writer.doc["runs"], HOST_STACK, plan):
+        writer.save()
+    spec = plan.spec
     if spec is None:
         return
     if script is not None:

@@ -729,16 +729,20 @@ def _work_through(matrix: _Matrix, slots: list[Slot], engines: list[Engine]) -> 
 
 def _rounds_specs(specs: list[RunSpec], writer: ResultsWriter, progress: Progress) -> list[RunSpec]:
     """The interleaved rounds of each stack whose original runs were in this matrix (engines/rounds.py)."""
-    from fp16doctor.engines.rounds import rounds_plan, stack_rounds_budget_s
+    from fp16doctor.engines.rounds import mark_left_out, rounds_plan, stack_rounds_budget_s
 
     planned: list[RunSpec] = []
+    done: set[str] = set()
     for spec in specs:
-        if spec.variant != "original" or spec.experiment is not None or any(p.stack == spec.stack for p in planned):
+        if spec.variant != "original" or spec.experiment is not None or spec.stack in done:
             continue
-        rounds, notes = rounds_plan(writer.doc.get("runs", []), spec.stack, spec.size,
-                                    stack_rounds_budget_s(spec.size))
-        for note in notes:
+        done.add(spec.stack)
+        plan = rounds_plan(writer.doc.get("runs", []), spec.stack, spec.size, stack_rounds_budget_s(spec.size))
+        for note in plan.messages():
             progress.note(f"{spec.stack}: {note}")
+        if mark_left_out(writer.doc.get("runs", []), spec.stack, plan):
+            writer.save()
+        rounds = plan.spec
         if rounds is not None:
             planned.append(replace(rounds, script=spec.script) if spec.script is not None else rounds)
     return planned

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from fp16doctor.engines.base import MIN_ROUNDS, RunSpec, WorkloadSize
@@ -46,37 +47,62 @@ def _ok_unbound(run: Mapping[str, Any]) -> float | None:
     return float(median)
 
 
-def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize,
-                budget_s: float) -> tuple[RunSpec | None, list[str]]:
+@dataclass(frozen=True)
+class RoundsPlan:
+    """One comparison group's rounds: the spec to run (None: no rounds), and why each precision that finished is
+    not in them (said on the terminal and kept on its run as `rounds_left_out`)."""
+
+    spec: RunSpec | None
+    left_out: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def messages(self) -> list[str]:
+        return [f"{precision} left out of the interleaved rounds: {why}" for precision, why in self.left_out.items()
+                ] + list(self.notes)
+
+
+def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize, budget_s: float) -> RoundsPlan:
     """The rounds spec for the original runs of one stack (float32 first), rounds going on for `budget_s` once
     the minimum is done, and why any precision is left out."""
     group = [r for r in runs if r.get("stack") == stack and r.get("variant", "original") == "original"
              and not r.get("experiment")]
     medians = {str(r["precision"]): m for r in group if (m := _ok_unbound(r)) is not None}
-    notes: list[str] = []
+    left_out: dict[str, str] = {}
     if "float32" not in medians:
-        return None, ["no interleaved rounds: float32 did not finish, so nothing pairs with it"]
+        return RoundsPlan(None, notes=("no interleaved rounds: float32 did not finish, so nothing pairs with it",))
     chosen = ["float32"]
     for precision, median in medians.items():
         if precision == "float32":
             continue
         cost_s = MIN_ROUNDS * (TYPICAL_BLOCK_STEPS + BLOCK_OVERHEAD_STEPS) * median / 1000.0
         if cost_s > MAX_MIN_ROUNDS_S:
-            notes.append(f"{precision} left out of the interleaved rounds: {MIN_ROUNDS} rounds of its "
-                         f"{median:.0f} ms steps would take about {cost_s:.0f} s; its ratio rests on its own "
-                         "process (the runs' spread)")
+            left_out[precision] = (f"{MIN_ROUNDS} rounds of its {median:.0f} ms steps would take about "
+                                   f"{cost_s:.0f} s; its ratio rests on its own process (the runs' spread)")
             continue
         chosen.append(precision)
     for run in group:
         if run.get("status") == "ok" and run.get("bound"):
-            notes.append(f"{run['precision']} left out of the interleaved rounds: cut short by the slow-step bound")
+            left_out[str(run["precision"])] = ("cut short by the slow-step bound; its ratio is a bound from its own "
+                                               "process")
     if len(chosen) < 2:
-        return None, notes
+        return RoundsPlan(None, left_out)
     timed = {str(r["precision"]) for r in group if (r.get("step_time_ms") or {}).get("design") == "interleaved"}
     if set(chosen) <= timed:
-        return None, []  # --resume: these were timed together already, and nothing new finished
+        return RoundsPlan(None)  # --resume: these were timed together already, and nothing new finished
     spec = RunSpec(stack, "float32", "original", size, rounds_of=tuple(chosen), rounds_budget_s=budget_s)
-    return spec, notes
+    return RoundsPlan(spec, left_out)
+
+
+def mark_left_out(runs: list[dict[str, Any]], stack: str, plan: RoundsPlan) -> bool:
+    """Keep on each left-out original run of `stack` why it is not in the rounds; True when a run changed."""
+    changed = False
+    for run in runs:
+        why = plan.left_out.get(str(run.get("precision")))
+        if (why and run.get("stack") == stack and run.get("variant", "original") == "original"
+                and not run.get("experiment") and run.get("rounds_left_out") != why):
+            run["rounds_left_out"] = why
+            changed = True
+    return changed
 
 
 def _stats(values: list[float]) -> dict[str, float]:

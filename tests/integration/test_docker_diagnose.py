@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from docker_env import ca_bundle, require_engine
+from slow_path import assert_cut_and_said, forced_cut_env, is_cut
 
 from fp16doctor.engines import docker_engine
 
@@ -42,24 +43,35 @@ def test_stack_runs_land_beside_host_runs_and_leave_no_container(tmp_path: Path)
     assert docker_engine.leftover_containers(None) == []
 
 
-def test_a_stacks_precisions_are_timed_again_together_in_one_container(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cut", [False, True], ids=["as-measured", "float16-cut"])
+def test_a_stacks_precisions_are_timed_again_together_in_one_container(tmp_path: Path, cut: bool) -> None:
     """After each precision's own container, one more container times them in interleaved rounds: the verdict's
-    interval rests on paired rounds there too, and no container is left."""
+    interval rests on paired rounds there too, and no container is left. A float16 run cut by the slow-step bound
+    (as on a CPU running oneDNN's reference kernels; forced with `cut`) is left out of the rounds, and says so."""
     require_engine()
     command = [sys.executable, "-m", "fp16doctor", "diagnose", "--quick", "--stack", "cpu", "--no-host",
                "--precision", "float32", "--precision", "float16", "--no-experiments", "--out", str(tmp_path)]
     ca = ca_bundle()
     if ca is not None:
         command += ["--ca-bundle", str(ca)]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=3600,
+                          env=forced_cut_env() if cut else None)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((tmp_path / "results.json").read_text())
-    originals = [r for r in doc["runs"] if r["variant"] == "original"]
-    assert sorted(r["precision"] for r in originals) == ["float16", "float32"]  # the rounds are no run
-    (rounds,) = doc["timing_rounds"]
-    assert rounds["stack"] == "cpu" and rounds["engine"]["kind"] == "docker" and len(rounds["order"]) >= 3
-    assert all(r["step_time_ms"]["design"] == "interleaved" for r in originals)
+    originals = {r["precision"]: r for r in doc["runs"] if r["variant"] == "original"}
+    assert sorted(originals) == ["float16", "float32"]  # the rounds are no run
     (verdict,) = doc["verdicts"]
-    assert verdict["interval_method"] == "paired_rounds" and verdict["repeats"] >= 3
-    assert "interleaved rounds" in proc.stderr
+    if cut:
+        assert is_cut(originals["float16"])
+    if is_cut(originals["float16"]):
+        # Nothing is left to pair with float32: no rounds container, and the run says why.
+        assert_cut_and_said(originals["float16"])
+        assert "cpu: float16 left out of the interleaved rounds: cut short by the slow-step bound" in proc.stderr
+        assert "timing_rounds" not in doc and verdict["repeats"] == 0
+    else:
+        (rounds,) = doc["timing_rounds"]
+        assert rounds["stack"] == "cpu" and rounds["engine"]["kind"] == "docker" and len(rounds["order"]) >= 3
+        assert all(r["step_time_ms"]["design"] == "interleaved" for r in originals.values())
+        assert verdict["interval_method"] == "paired_rounds" and verdict["repeats"] >= 3
+        assert "interleaved rounds" in proc.stderr
     assert docker_engine.leftover_containers(None) == []

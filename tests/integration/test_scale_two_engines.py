@@ -22,11 +22,13 @@ import docker
 import pytest
 from docker_env import ca_bundle, require_engine
 from scale_second_engine import SecondEngine
+from slow_path import forced_cut_env
 
 from fp16doctor.engines import docker_engine
 from fp16doctor.engines.build import BuildOptions, ensure_image
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL
 from fp16doctor.stacks import get_stack
+from fp16doctor.workload.protocol import PREFIX
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -55,14 +57,14 @@ def second(cpu_image: str) -> Iterator[SecondEngine]:
         engine.remove()
 
 
-def _diagnose(out: Path, *extra: str, engines: list[str]) -> subprocess.Popen[str]:
+def _diagnose(out: Path, *extra: str, engines: list[str], cut: bool = False) -> subprocess.Popen[str]:
     # The precisions named, so the matrix is the same on every CPU (bfloat16 CPUs add mixed_bfloat16 by default).
     command = [sys.executable, "-m", "fp16doctor", "diagnose", "--quick", "--stack", "cpu", "--no-host",
                "--precision", "float32", "--precision", "float16", "--precision", "mixed_float16",
                "--out", str(out), *extra]
     for url in engines:
         command += ["--docker-host", url]
-    env = dict(os.environ)
+    env = forced_cut_env() if cut else dict(os.environ)
     ca = ca_bundle()
     if ca is not None:
         env["FP16DOCTOR_CA_BUNDLE"] = str(ca)  # the same image tag the fixture built
@@ -91,29 +93,41 @@ def test_one_diagnose_spreads_the_runs_over_two_engines(second: SecondEngine, tm
     assert _leftovers(FIRST) == [] and _leftovers(second.url) == []
 
 
+def _training(container: Any) -> bool:
+    """The container's workload has reported a training step: a run is under way in it, not starting or ending."""
+    try:
+        logs: bytes = container.logs(stdout=True, stderr=False)
+    except docker.errors.DockerException:
+        return False
+    return any(line.startswith(PREFIX) and '"event": "step"' in line
+               for line in logs.decode("utf-8", "replace").splitlines())
+
+
+@pytest.mark.parametrize("cut", [False, True], ids=["as-measured", "16-bit-runs-cut"])
 def test_an_engine_killed_mid_run_fails_its_run_and_resume_completes_it(
-    second: SecondEngine, tmp_path: Path
+    second: SecondEngine, tmp_path: Path, cut: bool
 ) -> None:
+    """The second engine is killed once a container on it reports a training step (an event, not a guess at how
+    long its runs take), also with every 16-bit run cut by the slow-step bound."""
     watcher = docker.DockerClient(base_url=second.url)
     killed = threading.Event()
 
-    def kill_on_first_container() -> None:
-        deadline = time.monotonic() + 300
+    def kill_once_a_run_trains() -> None:
+        deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             try:
                 running = watcher.containers.list(filters={"label": f"{docker_engine.MANAGED_LABEL}=true"})
             except docker.errors.DockerException:
                 return
-            if running:
-                time.sleep(3)  # the workload is under way
+            if any(_training(container) for container in running):
                 second.kill()
                 killed.set()
                 return
             time.sleep(0.2)
 
-    thread = threading.Thread(target=kill_on_first_container, daemon=True)
+    thread = threading.Thread(target=kill_once_a_run_trains, daemon=True)
     thread.start()
-    code, output = _finish(_diagnose(tmp_path, engines=[FIRST, second.url]))
+    code, output = _finish(_diagnose(tmp_path, engines=[FIRST, second.url], cut=cut))
     thread.join(10)
     assert killed.is_set(), output[-3000:]
     assert code == EXIT_PARTIAL, output[-3000:]
@@ -130,7 +144,7 @@ def test_an_engine_killed_mid_run_fails_its_run_and_resume_completes_it(
     assert _leftovers(FIRST) == []
 
     second.start()  # the machine is back; its leftover container is cleaned up below by the engine
-    code, output = _finish(_diagnose(tmp_path, "--resume", engines=[FIRST, second.url]))
+    code, output = _finish(_diagnose(tmp_path, "--resume", engines=[FIRST, second.url], cut=cut))
     assert code == EXIT_OK, output[-3000:]
     assert "resuming: 3 of 4 runs already in" in output
     resumed = json.loads((tmp_path / "results.json").read_text())["runs"]

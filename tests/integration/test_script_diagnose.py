@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slow_path import FORCED_CUT, assert_cut_and_said, is_cut
 
 from fp16doctor.engines.base import QUICK
 
@@ -99,19 +100,29 @@ def test_a_custom_training_loop_gets_whole_run_timing(tmp_path: Path) -> None:
     assert any("could not be measured" in note for note in run["workload"]["notes"])
 
 
-def test_script_runs_record_what_ran_and_leave_the_log_to_the_script(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cut", [False, True], ids=["as-measured", "float16-cut"])
+def test_script_runs_record_what_ran_and_leave_the_log_to_the_script(tmp_path: Path, cut: bool) -> None:
     """Each run of a script gets a profiled window after its timed steps: ops per layer, as the built-in
-    workload's; oneDNN's lines and the window markers go to the ops, not into the script's log."""
+    workload's; oneDNN's lines and the window markers go to the ops, not into the script's log. A run cut by the
+    slow-step bound (forced with `cut`, as float16 is on a CPU running oneDNN's reference kernels) is profiled on
+    the step that passed the bound instead, and still records what ran."""
     done = diagnose(tmp_path, "keras3_sequential_fit.py", "--precision", "float32", "--precision", "float16",
-                    "--no-experiments")
+                    "--no-experiments", **(FORCED_CUT if cut else {}))
     assert done.returncode == 0, done.stderr[-3000:]
-    for run in json.loads(done.stdout)["runs"]:
-        assert run["status"] == "ok" and len(run["window_step_ms"]) == QUICK.profile_steps, run
+    runs = {run["precision"]: run for run in json.loads(done.stdout)["runs"]}
+    assert not is_cut(runs["float32"]) and (is_cut(runs["float16"]) or not cut)
+    for run in runs.values():
+        assert run["status"] == "ok", run
         ops = run.get("ops")
         assert ops is not None, run.get("ops_error")
         assert {"conv2d", "conv2d_1", "dense"} <= {item["layer"] for item in ops["items"]}
         assert ops["coverage"] > 0 and (ops["coverage"] >= 0.7 or "coverage_note" in ops)
-        assert not ops["window"].get("epoch_start")  # 14 steps an epoch: the window is placed clear of the first
+        if is_cut(run):
+            assert ops["window"]["kind"] == "bound_step" and ops["window"]["steps"] == 1
+            assert run["step_time_ms"]["n"] == 1 and "window_step_ms" not in run
+        else:
+            assert len(run["window_step_ms"]) == QUICK.profile_steps, run
+            assert not ops["window"].get("epoch_start")  # 14 steps an epoch: the window is placed clear of the first
         log = Path(run["script_log"]).read_text()
         assert "Epoch 1/4" in log and "onednn_verbose" not in log and "fp16doctor-window" not in log
 
@@ -126,17 +137,31 @@ def test_the_xla_experiment_runs_the_script_with_jit_compile(tmp_path: Path) -> 
     assert run["experiment"]["changes"] == {"jit_compile": True}
 
 
-def test_a_scripts_precisions_are_timed_in_interleaved_rounds_in_one_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cut", [False, True], ids=["as-measured", "float16-cut"])
+def test_a_scripts_precisions_are_timed_in_interleaved_rounds_in_one_process(tmp_path: Path, cut: bool) -> None:
     """Each precision's own run first (its process: warm-up, profile, loss), then one process runs the script once
     per precision and times their fit() calls in rounds, each round in a new order: the verdict's interval comes
-    from at least 3 paired rounds, and an A/A control (float32 against float32) shows the noise floor."""
+    from at least 3 paired rounds, and an A/A control (float32 against float32) shows the noise floor. A float16
+    run cut by the slow-step bound (forced with `cut`) leaves nothing to pair: no rounds, and the run says why."""
     out = tmp_path / "out"
     done = subprocess.run(
         [sys.executable, "-m", "fp16doctor", "diagnose", "--quick", "--script", str(SCRIPTS / "small_mlp.py"),
          "--precision", "float32", "--precision", "float16", "--no-experiments", "--out", str(out), "--json"],
-        capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=900)
+        capture_output=True, text=True, env=_env(**(FORCED_CUT if cut else {})), cwd=tmp_path, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads((out / "results.json").read_text())
+    runs = {run["precision"]: run for run in doc["runs"]}
+    verdict = next(v for v in doc["verdicts"] if v["precision"] == "float16")
+    low, high = verdict["ratio_interval"]
+    assert low <= verdict["ratio"] <= high
+    if cut:
+        assert is_cut(runs["float16"])
+    if is_cut(runs["float16"]):
+        assert_cut_and_said(runs["float16"])
+        assert "timing_rounds" not in doc and verdict["repeats"] == 0
+        assert "float16 left out of the interleaved rounds: cut short by the slow-step bound" in done.stderr
+        assert not (out / "script-logs" / "host-interleaved-rounds.log").exists()
+        return
     rounds = doc["timing_rounds"][0]
     assert len(rounds["order"]) >= 3 and all(sorted(r) == ["float16", "float32", "float32_aa"]
                                              for r in rounds["order"])
@@ -144,9 +169,6 @@ def test_a_scripts_precisions_are_timed_in_interleaved_rounds_in_one_process(tmp
         step = run["step_time_ms"]
         assert step["design"] == "interleaved" and len(step["rounds"]) == len(rounds["order"]), run["precision"]
         assert step["single_process"]["median"] > 0  # what the precision's own process measured stays
-    verdict = next(v for v in doc["verdicts"] if v["precision"] == "float16")
     assert verdict["interval_method"] == "paired_rounds" and verdict["repeats"] >= 3
-    low, high = verdict["ratio_interval"]
-    assert low <= verdict["ratio"] <= high
     assert verdict["noise_floor_interval"] is not None
     assert (out / "script-logs" / "host-interleaved-rounds.log").exists()

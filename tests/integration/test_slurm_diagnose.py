@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slow_path import assert_cut_and_said, forced_cut_env, is_cut
 
 from fp16doctor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
 
@@ -49,9 +50,21 @@ def node() -> str:
     return _cluster_node()
 
 
-def _diagnose(out: Path, *extra: str) -> subprocess.Popen[str]:
+def _diagnose(out: Path, *extra: str, cut: bool = False) -> subprocess.Popen[str]:
+    """`cut`: the slow-step bound forced (slow_path.py); the job inherits the environment, as sbatch's default
+    --export=ALL passes it."""
     return subprocess.Popen([sys.executable, "-m", "fp16doctor", "diagnose", *CHEAP, "--out", str(out), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=forced_cut_env() if cut else None)
+
+
+def _own_step(run: dict[str, Any]) -> dict[str, Any]:
+    """A run's own process's step statistics: under `single_process` once rounds replaced them."""
+    step: dict[str, Any] = run["step_time_ms"]
+    return step.get("single_process", step)
+
+
+CUT = pytest.mark.parametrize("cut", [False, True], ids=["as-measured", "float16-cut"])
 
 
 def _runs(out: Path) -> dict[tuple[str, str], dict[str, Any]]:
@@ -97,9 +110,10 @@ def no_leftover_jobs(tmp_path: Path) -> Iterator[None]:
         subprocess.run(["scancel", line.split()[0]], check=False)
 
 
+@CUT
 def test_quick_matrix_runs_as_slurm_jobs_each_run_carrying_its_job_and_node(
-        node: str, tmp_path: Path, no_leftover_jobs: None) -> None:
-    proc = _diagnose(tmp_path)
+        node: str, tmp_path: Path, no_leftover_jobs: None, cut: bool) -> None:
+    proc = _diagnose(tmp_path, cut=cut)
     _, stderr = proc.communicate(timeout=900)
     assert proc.returncode == EXIT_OK, stderr[-3000:]
     runs = _runs(tmp_path)
@@ -115,9 +129,17 @@ def test_quick_matrix_runs_as_slurm_jobs_each_run_carrying_its_job_and_node(
     assert runs[("float32", "original")]["engine"]["job_id"] != runs[("float32", "synthetic_input")]["engine"]["job_id"]
     # float32 ran first in its job, and its step (its own process's, before the rounds) set float16's bound.
     assert runs[("float16", "original")]["slow_step_bound"]["float32_step_ms"] == \
-        runs[("float32", "original")]["step_time_ms"]["single_process"]["median"]
+        _own_step(runs[("float32", "original")])["median"]
     doc = json.loads((tmp_path / "results.json").read_text())
     assert doc["verdicts"] and doc["machines"][node]
+    if cut:
+        assert is_cut(runs[("float16", "original")])
+    if is_cut(runs[("float16", "original")]):
+        # Cut by the bound (a CPU running oneDNN's reference kernels): nothing pairs with float32, no rounds job.
+        assert_cut_and_said(runs[("float16", "original")])
+        assert "timing_rounds" not in doc and "float16 left out of the interleaved rounds" in stderr
+        assert not _our_jobs(tmp_path)
+        return
     # Then one more job timed float32 and float16 together in interleaved rounds, on the node the runs used.
     for precision in ("float32", "float16"):
         step = runs[(precision, "original")]["step_time_ms"]
@@ -134,16 +156,20 @@ def test_quick_matrix_runs_as_slurm_jobs_each_run_carrying_its_job_and_node(
     assert not _our_jobs(tmp_path)
 
 
+@CUT
 def test_a_job_cancelled_mid_run_fails_its_run_with_cancelled_and_resume_completes(
-        node: str, tmp_path: Path, no_leftover_jobs: None) -> None:
-    proc = _diagnose(tmp_path)
+        node: str, tmp_path: Path, no_leftover_jobs: None, cut: bool) -> None:
+    proc = _diagnose(tmp_path, cut=cut)
 
-    def float16_training() -> bool:
+    def float16_under_way() -> bool:
+        # Cut by the bound, float16 trains for two steps only: its first event (the framework loaded) is the one
+        # the cancel can count on landing inside the run.
+        phases = ("train", "measure") if not cut else None
         entries = _progress_lines(tmp_path)
         return any(e.get("kind") == "event" and e.get("run") == "host / float16 / original"
-                   and e["event"].get("phase") in ("train", "measure") for e in entries)
+                   and (phases is None or e["event"].get("phase") in phases) for e in entries)
 
-    _wait_for(float16_training, proc, 600, "float16 run in training")
+    _wait_for(float16_under_way, proc, 600, "float16 run under way")
     job_id = _runs(tmp_path)[("float32", "original")]["engine"]["job_id"]
     subprocess.run(["scancel", job_id], check=True)
     _, stderr = proc.communicate(timeout=900)
@@ -158,7 +184,7 @@ def test_a_job_cancelled_mid_run_fails_its_run_with_cancelled_and_resume_complet
     assert runs[("float32", "synthetic_input")]["status"] == "ok"
     kept = runs[("float32", "original")]["step_time_ms"]["median"]
 
-    resumed = _diagnose(tmp_path, "--resume")
+    resumed = _diagnose(tmp_path, "--resume", cut=cut)
     _, stderr = resumed.communicate(timeout=900)
     assert resumed.returncode == EXIT_OK, stderr[-3000:]
     assert "resuming: 2 of 3 runs already" in stderr
@@ -170,20 +196,25 @@ def test_a_job_cancelled_mid_run_fails_its_run_with_cancelled_and_resume_complet
     assert redone["engine"]["job_id"] != job_id and redone["engine"]["node"] == node
     # float32 did not run again: its own figure is the one kept, now beside the rounds the resume timed.
     float32_step = runs[("float32", "original")]["step_time_ms"]
-    assert float32_step["single_process"]["median"] == kept and float32_step["design"] == "interleaved"
+    assert _own_step(runs[("float32", "original")])["median"] == kept
+    assert float32_step.get("design") == ("interleaved" if not is_cut(redone) else None)
     assert redone["slow_step_bound"]["float32_step_ms"] == kept
 
 
+@CUT
 def test_ctrl_c_cancels_this_invocations_jobs_and_leaves_another_job_alone(
-        node: str, tmp_path: Path, no_leftover_jobs: None) -> None:
-    proc = _diagnose(tmp_path)
-    _wait_for(lambda: any(e.get("kind") == "job" for e in _progress_lines(tmp_path)), proc, 300,
-              "job running")
-    other = subprocess.run(["sbatch", "--parsable", "--job-name=not-fp16doctor", f"--output={tmp_path}/other.out",
-                            "--wrap", "sleep 300"], capture_output=True, text=True, check=True).stdout.strip()
+        node: str, tmp_path: Path, no_leftover_jobs: None, cut: bool) -> None:
+    """Ctrl-C while one of its jobs is known to run a workload (an event from a run), never timed against how long
+    the diagnose takes: its jobs are cancelled, another user's job (queued before it, held until later so it never
+    takes the node) is left alone."""
+    other = subprocess.run(["sbatch", "--parsable", "--job-name=not-fp16doctor", "--begin=now+1hour",
+                            f"--output={tmp_path}/other.out", "--wrap", "sleep 300"],
+                           capture_output=True, text=True, check=True).stdout.strip()
     try:
-        ours = [line.split()[0] for line in _our_jobs(tmp_path)]
-        assert ours
+        proc = _diagnose(tmp_path, cut=cut)
+        _wait_for(lambda: any(e.get("kind") == "event" for e in _progress_lines(tmp_path)), proc, 300,
+                  "a run under way in a job")
+        assert _our_jobs(tmp_path)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=120)
         assert proc.returncode == EXIT_INTERRUPTED, stderr[-3000:]

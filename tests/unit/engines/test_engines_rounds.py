@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from fp16doctor.engines.base import QUICK
-from fp16doctor.engines.rounds import AA_CONTROL, merge_rounds, rounds_plan
+from fp16doctor.engines.rounds import AA_CONTROL, mark_left_out, merge_rounds, rounds_plan
 
 
 def run(precision: str, ms: float, **extra: Any) -> dict[str, Any]:
@@ -19,22 +19,39 @@ def test_every_unbound_precision_with_float32_first_and_the_rest_said() -> None:
     runs = [run("float32", 450), run("float16", 1000), run("mixed_float16", 24000.0),
             run("mixed_bfloat16", 20000.0, bound=True), run("float32", 400, variant="synthetic_input"),
             run("float16", 600, variant="onednn_off", experiment={"changes": {}})]
-    spec, notes = rounds_plan(runs, "host", QUICK, 20.0)
+    plan = rounds_plan(runs, "host", QUICK, 20.0)
+    spec, notes = plan.spec, plan.messages()
     assert spec is not None and spec.rounds_of == ("float32", "float16")
     assert spec.rounds_budget_s == 20.0 and "--rounds-of" in spec.workload_args()
     assert any(n.startswith("mixed_float16 left out") and "own process" in n for n in notes)
     assert any(n.startswith("mixed_bfloat16 left out") and "slow-step bound" in n for n in notes)
+    # ... and each left-out run says so in the document, the experiment and the other variant untouched.
+    assert mark_left_out(runs, "host", plan) and not mark_left_out(runs, "host", plan)
+    assert "slow-step bound" in runs[3]["rounds_left_out"] and "own process" in runs[2]["rounds_left_out"]
+    assert not any("rounds_left_out" in r for r in (runs[0], runs[1], runs[4], runs[5]))
+
+
+def test_a_group_whose_16_bit_runs_were_all_cut_has_no_rounds_and_says_why() -> None:
+    """On a CPU where float16 is pathological (oneDNN's reference kernels), every 16-bit run is cut by the bound:
+    nothing is left to pair with float32, and each cut run keeps why it has no rounds."""
+    runs = [run("float32", 150), run("float16", 24500.0, bound=True), run("mixed_float16", 23800.0, bound=True)]
+    plan = rounds_plan(runs, "host", QUICK, 20.0)
+    assert plan.spec is None
+    assert sorted(plan.left_out) == ["float16", "mixed_float16"]
+    assert mark_left_out(runs, "host", plan)
+    assert all("slow-step bound" in r["rounds_left_out"] for r in runs[1:])
 
 
 def test_no_rounds_without_a_float32_to_pair_with_or_a_second_precision() -> None:
-    assert rounds_plan([run("float16", 100)], "host", QUICK, 20.0)[0] is None
-    assert rounds_plan([run("float32", 100), run("float16", 100, status="failed")], "host", QUICK, 20.0)[0] is None
+    assert rounds_plan([run("float16", 100)], "host", QUICK, 20.0).spec is None
+    assert rounds_plan([run("float32", 100), run("float16", 100, status="failed")], "host", QUICK, 20.0).spec is None
 
 
 def test_rounds_already_in_the_file_are_not_run_again() -> None:
     timed = {"median": 100, "rounds": [100, 101, 99], "design": "interleaved"}
     runs = [run("float32", 100, step_time_ms=timed), run("float16", 200, step_time_ms={**timed, "median": 200})]
-    assert rounds_plan(runs, "host", QUICK, 20.0) == (None, [])
+    assert rounds_plan(runs, "host", QUICK, 20.0).messages() == []
+    assert rounds_plan(runs, "host", QUICK, 20.0).spec is None
 
 
 def test_merge_puts_the_rounds_in_their_runs_and_keeps_the_single_process_figures() -> None:
@@ -71,7 +88,7 @@ def test_a_scripts_rounds_run_the_script_runner_with_the_rounds_and_no_profile_o
 
     from fp16doctor.engines.base import ScriptSpec, script_runner_args
 
-    spec, _ = rounds_plan([run("float32", 10), run("float16", 12)], "host", QUICK, 30.0)
+    spec = rounds_plan([run("float32", 10), run("float16", 12)], "host", QUICK, 30.0).spec
     assert spec is not None
     script = ScriptSpec("/home/u/train.py", ("--epochs", "3"), log_dir="/out/logs")
     spec = replace(spec, script=script)

@@ -60,6 +60,7 @@ class Fleet:
         self.max_in_flight = 0
         self.containers: set[str] = set()  # containers that exist right now
         self.cleanups: list[tuple[str, str | None]] = []
+        self.timeline: list[str] = []  # "start <url>" and "cleanup <url>", in the order they happened
         self.copies: list[tuple[str, str]] = []
         self.release = threading.Event()
         self.hold = False  # runs wait for `release` (or a cleanup) before they finish
@@ -116,6 +117,7 @@ class Fleet:
             return {"containers": [], "images": []}  # the fake never leaves stopped containers
         with self.lock:
             self.cleanups.append((url, run_id))
+            self.timeline.append(f"cleanup {url}")
             gone = sorted(c for c in self.containers if c.startswith(url))
             self.containers -= set(gone)
         self.release.set()
@@ -134,6 +136,7 @@ class Fleet:
         container = f"{engine.url}/{spec.label}"
         with self.lock:
             engine.runs.append((spec.label, gpu["uuid"] if gpu else None))
+            self.timeline.append(f"start {engine.url}")
             number = len(engine.runs)
             self.active[slot] = self.active.get(slot, 0) + 1
             self.max_active[slot] = max(self.max_active.get(slot, 0), self.active[slot])
