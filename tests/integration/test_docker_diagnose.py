@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from docker_env import ca_bundle, require_engine
-from slow_path import assert_cut_and_said, forced_cut_env, is_cut
+from slow_path import assert_cut_and_said, forced_cut_env
 
 from fp16doctor.engines import docker_engine
 
@@ -62,13 +62,15 @@ def test_a_stacks_precisions_are_timed_again_together_in_one_container(tmp_path:
     assert sorted(originals) == ["float16", "float32"]  # the rounds are no run
     (verdict,) = doc["verdicts"]
     if cut:
-        assert is_cut(originals["float16"])
-    if is_cut(originals["float16"]):
-        # Nothing is left to pair with float32: no rounds container, and the run says why.
         assert_cut_and_said(originals["float16"])
-        assert "cpu: float16 left out of the interleaved rounds: cut short by the slow-step bound" in proc.stderr
+    left_out = originals["float16"].get("rounds_left_out")
+    if left_out:
+        # Cut by the bound, or its steps too slow for three rounds on this machine now: nothing is left to pair
+        # with float32, so no rounds container, and the run and the terminal say why.
+        assert f"cpu: float16 left out of the interleaved rounds: {left_out}" in proc.stderr
         assert "timing_rounds" not in doc and verdict["repeats"] == 0
     else:
+        assert "timing_rounds" in doc, proc.stderr[-3000:]
         (rounds,) = doc["timing_rounds"]
         assert rounds["stack"] == "cpu" and rounds["engine"]["kind"] == "docker" and len(rounds["order"]) >= 3
         assert all(r["step_time_ms"]["design"] == "interleaved" for r in originals.values())
