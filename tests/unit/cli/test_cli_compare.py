@@ -16,7 +16,8 @@ import pytest
 from fp16doctor import cli
 from fp16doctor.errors import EXIT_SLOWER, EXIT_USAGE
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples"
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = ROOT / "docs" / "examples"
 FLAGS = ["sse4_2", "avx2", "fma", "f16c"]
 KERAS_215 = {"python": "2.7.18", "tensorflow": "1.7.0", "keras": "2.1.5", "keras_backend": "tensorflow"}
 KERAS_3 = {"python": "3.11.2", "tensorflow": "2.21.0", "keras": "3.15.1", "keras_backend": "tensorflow"}
@@ -150,3 +151,14 @@ def test_compare_on_two_stacks_measured_on_the_example_machine() -> None:
     assert entry["step_change_ms"] < 0 and 0 <= entry["explained_share"] <= 1
     top = entry["changes"][0]
     assert top["layer_type"] == "Conv2D" and top["layer_from"] == top["layer_to"]  # both count from 0
+
+
+def test_the_readme_quotes_compare_as_it_prints() -> None:
+    """The README's `compare` block is the command's output on the examples, line for line."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = next(line for line in readme.splitlines() if line.startswith("$ fp16doctor compare "))
+    block = readme.split(command + "\n", 1)[1].split("```", 1)[0]
+    code, stdout, stderr = run_cli("compare", *(str(ROOT / path) for path in command.split()[3:]))
+    assert code == 0, stderr
+    assert [line.rstrip() for line in stdout.strip().splitlines()] == [
+        line.rstrip() for line in block.strip().splitlines()]
