@@ -133,13 +133,21 @@ class OpChange:
         return (self.ms_to or 0.0) - (self.ms_from or 0.0)
 
     @property
+    def layer(self) -> str:
+        """'Conv2D #1' (the first Conv2D), a layer's own name where it has no position, '(no layer)'."""
+        if self.layer_type is None:
+            return "(no layer)"
+        if self.position is None:
+            return self.layer_to or self.layer_from or self.layer_type
+        return f"{self.layer_type} #{self.position + 1}"
+
+    @property
     def where(self) -> str:
-        """'Conv2D #1 backward weights', 'optimizer (no layer)'."""
+        """'Conv2D #1 backward weights', 'optimizer ops (outside the layers)'."""
         pass_words = self.pass_.replace("_", " ")
         if self.layer_type is None:
             return f"{pass_words} ops (outside the layers)"
-        number = f" #{self.position + 1}" if self.position is not None else f" {self.layer_to or self.layer_from}"
-        return f"{self.layer_type}{number} {pass_words}"
+        return f"{self.layer} {pass_words}"
 
     def sentence(self) -> str:
         """'Conv2D #1 backward weights moved from Conv2DBackpropFilter (40 ms) to ref:any (13.2 s)'."""

@@ -5,46 +5,59 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich import box
 from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.table import Table
 from rich.text import Text
 
-from fp16doctor.analysis.stack_compare import DocumentComparison, OpChange, StackComparison, StackSide
+from fp16doctor.analysis.stack_compare import DocumentComparison, StackComparison, StackSide
 from fp16doctor.analysis.values import fmt_ms, fmt_signed_ms, fmt_versus
 
 TOP_CHANGES = 5
 
 
-def _change_line(change: OpChange) -> Text:
-    impls = (change.impl_from or "-") if change.impl_from == change.impl_to else \
-        f"{change.impl_from or '-'} -> {change.impl_to or '-'}"
-    style = "red" if change.difference_ms > 0 else "green"
-    return Text.assemble(f"    {change.where:<34} {fmt_ms(change.ms_from):>8} -> {fmt_ms(change.ms_to):>8}  ",
-                         (f"{fmt_signed_ms(change.difference_ms):>9}", style), f"  {impls}\n")
+def _changes_table(comparison: StackComparison, count: int) -> Table:
+    """The biggest op changes: layer, pass, the time in each stack, the change and the implementations; fits 80
+    columns (a long implementation name wraps, whole)."""
+    table = Table(show_edge=False, pad_edge=False, box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0))
+    table.add_column("layer", no_wrap=True, min_width=9, max_width=16, overflow="ellipsis")
+    table.add_column("pass", no_wrap=True, min_width=11, overflow="ellipsis")
+    for stack in (comparison.from_.stack, comparison.to.stack):
+        table.add_column(stack, justify="right", overflow="fold", min_width=7)
+    table.add_column("change", justify="right", no_wrap=True, min_width=8)
+    table.add_column("implementation", overflow="fold", min_width=12)
+    for change in comparison.changes[:count]:
+        impls = (change.impl_from or "-") if change.impl_from == change.impl_to else \
+            f"{change.impl_from or '-'} -> {change.impl_to or '-'}"
+        pass_words = change.pass_.replace("backward_", "bwd ").replace("_", " ")
+        table.add_row(change.layer, pass_words + (" (other way)" if change.against else ""), fmt_ms(change.ms_from),
+                      fmt_ms(change.ms_to), Text(fmt_signed_ms(change.difference_ms),
+                                                 style="red" if change.difference_ms > 0 else "green"), impls)
+    return table
 
 
-def _comparison(comparison: StackComparison, count: int, rest_in: str) -> Text:
-    text = Text()
+def _comparison(comparison: StackComparison, count: int, rest_in: str) -> list[RenderableType]:
     style = "red" if comparison.step_change_ms > 0 and comparison.significant else \
         "green" if comparison.significant else ""
-    text.append(f"  {comparison.headline}\n", style=style)
-    for change in comparison.changes[:count]:
-        text.append_text(_change_line(change))
+    parts: list[RenderableType] = [Text(f"  {comparison.headline}", style=style)]
     if comparison.changes:
+        parts.append(Padding(_changes_table(comparison, count), (0, 0, 0, 2)))
         rest = len(comparison.changes) - count
         basis = "wall-clock shares" if comparison.wall else "self times"
         more = f"; {rest} more {rest_in}" if rest > 0 else ""
-        text.append(f"    16-bit ops matched by layer type, position and pass, on {basis}{more}\n", style="dim")
-    return text
+        parts.append(Text(f"  16-bit ops matched by layer type, position and pass, on {basis}{more}", style="dim"))
+    return parts
 
 
-def stack_comparisons_text(comparisons: Sequence[StackComparison], count: int = TOP_CHANGES) -> Text | None:
+def stack_comparisons_text(comparisons: Sequence[StackComparison], count: int = TOP_CHANGES) -> Group | None:
     """'Between stacks' and each comparison's sentence with its biggest op changes; None when there is none."""
     if not comparisons:
         return None
-    text = Text("Between stacks\n", style="bold")
+    parts: list[RenderableType] = [Text("Between stacks", style="bold")]
     for comparison in comparisons:
-        text.append_text(_comparison(comparison, count, "in the report"))
-    return text
+        parts += _comparison(comparison, count, "in the report")
+    return Group(*parts)
 
 
 def _versus(side: StackSide) -> str:
@@ -57,17 +70,17 @@ def compare_text(result: DocumentComparison, count: int = TOP_CHANGES) -> Render
                                                  " (before) with ", (result.label_to, "bold"),
                                                  f" (after) on {result.machine}")]
     for comparison in result.comparisons:
-        text = Text(f"\n{comparison.precision}\n", style="bold")
+        parts.append(Text(f"\n{comparison.precision}", style="bold"))
         for side, when in ((comparison.from_, "before"), (comparison.to, "after")):
-            text.append(f"  {when:<7} {side.stack}: {_versus(side)}  ({fmt_ms(side.step_ms)} vs "
-                        f"{fmt_ms(side.fp32_step_ms)} per step; {side.software})\n")
-        text.append_text(_comparison(comparison, count, "with --json"))
-        parts.append(text)
+            parts.append(Text(f"  {when:<7} {side.stack}: {_versus(side)}  ({fmt_ms(side.step_ms)} vs "
+                              f"{fmt_ms(side.fp32_step_ms)} per step; {side.software})"))
+        parts += _comparison(comparison, count, "with --json")
     if not result.comparisons:
         parts.append(Text("\nNo configuration was measured in both files.", style="yellow"))
-    for label, only in ((result.label_from, result.only_from), (result.label_to, result.only_to)):
-        if only:
-            parts.append(Text(f"only in {label}: {', '.join(only)}", style="dim"))
+    only = [f"only in {label}: {', '.join(configs)}" for label, configs in
+            ((result.label_from, result.only_from), (result.label_to, result.only_to)) if configs]
+    if only:
+        parts += [Text(""), *(Text(line, style="dim") for line in only)]
     return Group(*parts)
 
 

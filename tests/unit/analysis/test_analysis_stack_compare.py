@@ -172,3 +172,18 @@ def test_every_output_renders_the_analysis_sentence() -> None:
     assert comparison.headline.replace("'", "&#39;") in html
     markdown = render_markdown([d], [diagnosis])
     assert "**Between stacks, float16: tf1.7-cpu \u2192 cpu:**" in markdown and "ref:any" in markdown
+
+
+def test_the_terminal_lists_the_changes_within_80_columns() -> None:
+    import io
+
+    from rich.console import Console
+
+    from fp16doctor.textout.findings import findings_text
+
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(findings_text(diagnose_document(tf17_vs_keras3())))
+    lines = out.getvalue().splitlines()
+    assert "Between stacks" in lines and max(len(line) for line in lines) <= 80
+    row = next(line for line in lines if line.strip().startswith("Conv2D #1"))
+    assert row.split()[:4] == ["Conv2D", "#1", "bwd", "weights"] and "40 ms" in row and "13.2 s" in row
