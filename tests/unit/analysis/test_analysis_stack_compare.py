@@ -4,6 +4,7 @@ the layers of its type, never by name; net accounting; the ratio in each stack a
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -187,3 +188,26 @@ def test_the_terminal_lists_the_changes_within_80_columns() -> None:
     assert "Between stacks" in lines and max(len(line) for line in lines) <= 80
     row = next(line for line in lines if line.strip().startswith("Conv2D #1"))
     assert row.split()[:4] == ["Conv2D", "#1", "bwd", "weights"] and "40 ms" in row and "13.2 s" in row
+
+
+def test_explain_json_carries_the_stack_comparisons(tmp_path: Path) -> None:
+    import contextlib
+    import io
+    import json
+    import sys
+
+    from fp16doctor import cli
+
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(tf17_vs_keras3()), encoding="utf-8")
+    out, argv = io.StringIO(), sys.argv
+    sys.argv = ["fp16doctor", "explain", str(path), "--json"]
+    try:
+        with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exited:
+            cli.main()
+    finally:
+        sys.argv = argv
+    assert exited.value.code in (0, None)
+    (entry,) = json.loads(out.getvalue())["stack_comparisons"]
+    assert (entry["from"], entry["to"]) == ("tf1.7-cpu", "cpu")
+    assert entry["changes"][0]["layer_from"] == "conv2d_1" and entry["changes"][0]["layer_to"] == "conv2d"
