@@ -277,6 +277,7 @@ class _Run:
 
     reduced: RunView
     fp32: RunView
+    speedup: float  # the pair's float32 step / 16-bit step, unrounded (the verdict's `ratio` is rounded)
     verdict: Verdict
     doc: Mapping[str, Any]
     label: str  # what the comparison calls its stack
@@ -287,7 +288,7 @@ def _side(run: _Run) -> StackSide:
     assert run.reduced.step_ms is not None and run.fp32.step_ms is not None
     return StackSide(
         stack=run.label, software=run.reduced.software.label(),
-        ratio=as_number(run.verdict.get("ratio")) or run.fp32.step_ms / run.reduced.step_ms,
+        ratio=run.speedup,
         ratio_interval=(interval[0], interval[1]) if len(interval) == 2 else None,
         outcome=as_str(run.verdict.get("outcome")), figure=as_str(run.verdict.get("figure")) or "",
         step_ms=run.reduced.step_ms, fp32_step_ms=run.fp32.step_ms, measured_ops=run.reduced.ops is not None)
@@ -387,7 +388,7 @@ def _runs(ctx: Context, verdicts: Sequence[Verdict]) -> list[_Run]:
             continue
         verdict = _verdict_for(reduced, verdicts)
         if verdict is not None:
-            found.append(_Run(reduced, pair.fp32, verdict, ctx.doc, reduced.stack))
+            found.append(_Run(reduced, pair.fp32, pair.speedup, verdict, ctx.doc, reduced.stack))
     return found
 
 
