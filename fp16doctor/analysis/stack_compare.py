@@ -37,8 +37,10 @@ from fp16doctor.knowledge.cuda import version_tuple
 from fp16doctor.results import HOST_MACHINE
 
 Verdict = Mapping[str, Any]
-# Frameworks whose automatic layer names count from 1 (Keras.engine's `K.get_uid(prefix)` starts at 1 in
-# multi-backend Keras 2.x); tf.keras and Keras 3 (`backend.unique_object_name(..., zero_based=True)`) count from 0.
+# Frameworks whose automatic layer names count from 1: multi-backend Keras 2.x names a layer
+# `prefix + '_' + str(K.get_uid(prefix))` (keras/engine/topology.py in 2.1.5, base_layer.py from 2.2), and get_uid
+# returns 1 for a prefix's first layer. tf.keras (base_layer: `backend.unique_object_name(..., zero_based=True)`) and
+# Keras 3 leave the first unnumbered and call the second `_1`.
 ONE_BASED_NAMING = frozenset({"keras2"})
 # A change smaller than this share of the step's change is not named in the headline (it is still listed).
 NAMED_SHARE = 0.05
@@ -98,7 +100,7 @@ class StackSide:
 
     stack: str  # the stack's name, or the results file's label where two files share a stack name
     software: str  # "TensorFlow 2.21.0, Keras 3.15.1, Python 3.11.2"
-    ratio: float  # float32 step / 16-bit step (the verdict's `ratio`)
+    ratio: float  # float32 step / 16-bit step, the pair's (the verdict's `ratio`, before its rounding)
     ratio_interval: tuple[float, float] | None
     outcome: str | None
     figure: str  # the verdict's "160x slower", "1.05x faster", "same speed"
