@@ -292,8 +292,8 @@ def compare(
     after: Path = typer.Argument(..., help="The results.json of after, measured on the same machine."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison (stack_comparisons) as JSON."),
     fail_if_slower: float | None = typer.Option(
-        None, "--fail-if-slower", min=0, help="Exit 4 when a 16-bit configuration's ratio to float32 fell by more"
-        " than PCT % beyond both intervals."),
+        None, "--fail-if-slower", min=0, metavar="PCT",
+        help="Exit 4 when a 16-bit configuration's ratio to float32 fell by more than PCT % beyond both intervals."),
 ) -> None:
     """One machine before and after: each configuration's ratio in both, and what changed in its ops."""
     from fp16doctor.analysis import compare_results
