@@ -216,7 +216,8 @@ def explain(
     diagnosis = diagnose_document(doc)
     if as_json:
         _print_json({"findings": diagnosis.findings, "verdicts": diagnosis.verdicts,
-                     "prescriptions": diagnosis.prescriptions})
+                     "prescriptions": diagnosis.prescriptions,
+                     "stack_comparisons": [c.to_dict() for c in diagnosis.stack_comparisons]})
     else:
         out.print(findings_text(diagnosis))
 
@@ -283,6 +284,36 @@ def stacks_build(
     result = build_stack(name, options,
                          log=lambda line: err.print(line, markup=False))
     out.print(f"built {result.image} ({result.seconds:.1f} s)")
+
+
+@app.command()
+def compare(
+    before: Path = typer.Argument(..., help="The results.json of before (e.g. the old stack)."),
+    after: Path = typer.Argument(..., help="The results.json of after, measured on the same machine."),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison (stack_comparisons) as JSON."),
+    fail_if_slower: float | None = typer.Option(
+        None, "--fail-if-slower", min=0, metavar="PCT",
+        help="Exit 4 when a 16-bit configuration's ratio to float32 fell by more than PCT % beyond both intervals."),
+) -> None:
+    """One machine before and after: each configuration's ratio in both, and what changed in its ops."""
+    from fp16doctor.analysis import compare_results
+    from fp16doctor.analysis.stack_compare import file_label
+    from fp16doctor.errors import EXIT_SLOWER
+    from fp16doctor.results import load
+    from fp16doctor.textout.stack_compare import compare_text, slower_message
+
+    try:
+        docs = [load(path) for path in (before, after)]
+    except DoctorError as exc:  # a file the user named that is missing or not a results file
+        raise DoctorError(exc.message, exc.hint, exit_code=EXIT_USAGE) from None
+    result = compare_results(docs[0], docs[1], (file_label(before), file_label(after)))
+    if as_json:
+        _print_json(result.to_dict(fail_if_slower))
+    else:
+        out.print(compare_text(result))
+    slower = slower_message(result, fail_if_slower) if fail_if_slower is not None else None
+    if slower is not None:
+        raise DoctorError(*slower, exit_code=EXIT_SLOWER)
 
 
 def _print_error(message: str, hint: str) -> None:

@@ -402,7 +402,8 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     findings = diagnosis.findings
     known = {f["id"] for f in findings}
     findings += [f for f in extra_findings if f["id"] not in known]
-    writer.set_findings(findings, diagnosis.verdicts, diagnosis.prescriptions)
+    writer.set_findings(findings, diagnosis.verdicts, diagnosis.prescriptions,
+                        [c.to_dict() for c in diagnosis.stack_comparisons])
     diagnosis = replace(diagnosis, findings_source="results")  # written to results.json with the runs
     from fp16doctor.report import write_report
 

@@ -7,6 +7,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_PARTIAL = 3  # diagnose finished, but some runs failed (results were still written)
+EXIT_SLOWER = 4  # compare --fail-if-slower: a configuration got slower by more than allowed, beyond its interval
 EXIT_INTERRUPTED = 130
 
 

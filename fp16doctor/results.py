@@ -321,10 +321,12 @@ class ResultsWriter:
         self.save()
 
     def set_findings(self, findings: Iterable[dict[str, Any]], verdicts: Iterable[dict[str, Any]] = (),
-                     prescriptions: Iterable[dict[str, Any]] = ()) -> None:
+                     prescriptions: Iterable[dict[str, Any]] = (),
+                     stack_comparisons: Iterable[dict[str, Any]] = ()) -> None:
         self.doc["findings"] = list(findings)
         self.doc["verdicts"] = list(verdicts)
         self.doc["prescriptions"] = list(prescriptions)
+        self.doc["stack_comparisons"] = list(stack_comparisons)
         self.save()
 
     def save(self) -> None:

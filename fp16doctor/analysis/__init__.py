@@ -32,6 +32,7 @@ from fp16doctor.analysis.registry import RANK, RECOMMENDS, REGISTRY, SEVERITY_RA
 from fp16doctor.analysis.roofline import RooflineEstimate, estimate_context
 from fp16doctor.analysis.rules.common import make_finding
 from fp16doctor.analysis.runs import RunRow, run_rows
+from fp16doctor.analysis.stack_compare import DocumentComparison, StackComparison, compare_documents, stack_comparisons
 from fp16doctor.analysis.values import as_list, fmt_ms
 from fp16doctor.analysis.verdicts import complete_saved, verdicts
 
@@ -49,6 +50,7 @@ class Diagnosis:
     comparisons: list[OpComparison] = field(default_factory=list)  # where the time went, per pair with ops
     roofline: list[RooflineEstimate] = field(default_factory=list)  # the best case on each float16 run's GPU
     findings_source: str = "analysis"  # "analysis" (computed now), "results" (as the file saved them) or "none"
+    stack_comparisons: list[StackComparison] = field(default_factory=list)  # one machine and precision, two stacks
 
 
 # Titles and fixes for causes that only the accounting finds (no document-level rule of their own).
@@ -174,8 +176,17 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
                                          + str(finding.get("recommendation", "")))
     prescriptions = prescribe(ctx, by_rule)
     hold_advice(ctx, findings, prescriptions, RECOMMENDS)
-    return Diagnosis(_rank(findings), verdicts(accountings), prescriptions, run_rows(ctx), comparisons_of(ctx),
-                     estimate_context(ctx), "analysis" if findings else "none")
+    judged = verdicts(accountings)
+    return Diagnosis(_rank(findings), judged, prescriptions, run_rows(ctx), comparisons_of(ctx),
+                     estimate_context(ctx), "analysis" if findings else "none",
+                     stack_comparisons=stack_comparisons(ctx, judged))
+
+
+def compare_results(before: Mapping[str, Any], after: Mapping[str, Any],
+                    labels: tuple[str, str]) -> DocumentComparison:
+    """`fp16doctor compare`: two documents of one machine, each diagnosed as it stands, then set side by side."""
+    return compare_documents((build_context(before), diagnose_document(before).verdicts, labels[0]),
+                             (build_context(after), diagnose_document(after).verdicts, labels[1]))
 
 
 def saved_diagnosis(doc: Mapping[str, Any]) -> Diagnosis:
@@ -200,4 +211,5 @@ def analyse(doc: Mapping[str, Any]) -> list[Finding]:
     return diagnose_document(doc).findings
 
 
-__all__ = ["SEVERITY_RANK", "Diagnosis", "RunRow", "analyse", "diagnose_document", "saved_diagnosis"]
+__all__ = ["SEVERITY_RANK", "Diagnosis", "DocumentComparison", "RunRow", "StackComparison", "analyse",
+           "compare_results", "diagnose_document", "saved_diagnosis"]

@@ -146,6 +146,21 @@ def _prescriptions(view: ReportView) -> list[str]:
     return out
 
 
+def _stack_changes(view: ReportView) -> list[str]:
+    """Between stacks: the analysis' sentence per machine and precision, and its biggest op changes."""
+    out: list[str] = []
+    for change in view.sections.get("stack_changes", []):
+        out += [f"**Between stacks, {md_text(change.title)}:** {md_text(change.sentence)}.", ""]
+        if change.rows:
+            out += [f"| layer and pass | {md_text(change.sides[0][0])} | {md_text(change.sides[1][0])} | change |",
+                    "| --- | --- | --- | --: |"]
+            out += [f"| {md_text(r.where)}{' (the other way)' if r.against else ''} | {md_code(r.impl_from)} "
+                    f"{r.ms_from} | {md_code(r.impl_to)} {r.ms_to} | {r.difference} |"
+                    for r in change.rows[:TOP_OPS_MD]]
+            out.append("")
+    return out
+
+
 def _document(doc: DocumentView, many: bool) -> list[str]:
     out: list[str] = []
     for machine in doc.machines:
@@ -207,6 +222,7 @@ def markdown_from_view(view: ReportView) -> str:
     if many:
         lines += ["Machines compared: " + md_text(", ".join(m.name for m in machines)), ""]
     lines += _prescriptions(view)
+    lines += _stack_changes(view)
     for doc in view.documents:
         lines += _document(doc, many)
     lines.append(f"<sub>{md_text(view.generator)} · secrets redacted</sub>")

@@ -14,6 +14,7 @@ from rich.text import Text
 from fp16doctor.analysis import Diagnosis, RunRow
 from fp16doctor.textout.findings import SEVERITY_STYLE
 from fp16doctor.textout.prescription import prescriptions_text
+from fp16doctor.textout.stack_compare import stack_comparisons_text
 
 
 class DiagnoseOutcome(Protocol):
@@ -85,6 +86,9 @@ def diagnose_summary_text(outcome: DiagnoseOutcome) -> RenderableType:
     went = time_went_text(diagnosis)
     if went is not None:
         parts += [Text(""), went]
+    between = stack_comparisons_text(diagnosis.stack_comparisons)
+    if between is not None:
+        parts += [Text(""), between]
     if findings:
         parts.append(Text("\nFindings", style="bold"))
         for f in findings[:6]:

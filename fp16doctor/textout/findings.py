@@ -16,6 +16,7 @@ from fp16doctor.analysis import Diagnosis, RunRow
 from fp16doctor.analysis.roofline import RooflineEstimate
 from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.textout.prescription import prescriptions_text
+from fp16doctor.textout.stack_compare import stack_comparisons_text
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 
@@ -68,6 +69,9 @@ def findings_text(diagnosis: Diagnosis) -> RenderableType:
     headline = verdicts_text(diagnosis.verdicts)
     if headline is not None:
         parts.append(headline)
+    between = stack_comparisons_text(diagnosis.stack_comparisons)
+    if between is not None:
+        parts.append(between)
     measured = _measured(diagnosis.runs)
     if measured is not None:
         parts.append(measured)

@@ -12,7 +12,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fp16doctor.report.sections import comparison, environment, findings, machines, prescription, reproduce, verdict
+from fp16doctor.report.sections import (
+    comparison,
+    environment,
+    findings,
+    machines,
+    prescription,
+    reproduce,
+    stack_changes,
+    verdict,
+)
 
 
 @dataclass(frozen=True)
@@ -25,6 +34,7 @@ class Section:
 SECTIONS: tuple[Section, ...] = (
     Section("prescription", "report", prescription.build),
     Section("verdict", "report", verdict.build),
+    Section("stack_changes", "report", stack_changes.build),
     Section("comparison", "report", comparison.build),
     Section("machines", "document", machines.build),
     Section("findings", "document", findings.build),
