@@ -398,11 +398,11 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         interrupted = True
 
     doc["invocation"]["elapsed_s"] = round(time.monotonic() - started, 1)
+    # What only the pre-flight knows is stored as data a rule reads, so every re-analysis says it again.
+    doc["preflight"] = [{"stack": f.get("stack"), "ok": False, "reasons": f.get("evidence", []),
+                         "alternatives": f.get("alternatives", []), "forced": options.force} for f in extra_findings]
     diagnosis = diagnose_document(doc)
-    findings = diagnosis.findings
-    known = {f["id"] for f in findings}
-    findings += [f for f in extra_findings if f["id"] not in known]
-    writer.set_findings(findings, diagnosis.verdicts, diagnosis.prescriptions,
+    writer.set_findings(diagnosis.findings, diagnosis.verdicts, diagnosis.prescriptions,
                         [c.to_dict() for c in diagnosis.stack_comparisons])
     diagnosis = replace(diagnosis, findings_source="results")  # written to results.json with the runs
     from fp16doctor.report import write_report

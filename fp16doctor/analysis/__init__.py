@@ -22,13 +22,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fp16doctor.analysis.advice import slow_kernel_advice
+from fp16doctor.analysis.advice import slow_kernel_advice, slow_kernel_ideas, where_of
 from fp16doctor.analysis.causes import Accounting, Share, account
 from fp16doctor.analysis.context import build_context
 from fp16doctor.analysis.experiments import experiment_evidence, setting_findings
 from fp16doctor.analysis.op_compare import OpComparison, comparisons_of
 from fp16doctor.analysis.prescribe import hold_advice, prescribe
-from fp16doctor.analysis.registry import RANK, RECOMMENDS, REGISTRY, SEVERITY_RANK, SPEED_CAUSES, rules
+from fp16doctor.analysis.registry import RANK, RECOMMENDS, REGISTRY, REMEDIES, SEVERITY_RANK, SPEED_CAUSES, rules
 from fp16doctor.analysis.roofline import RooflineEstimate, estimate_context
 from fp16doctor.analysis.rules.common import make_finding
 from fp16doctor.analysis.runs import RunRow, run_rows
@@ -51,23 +51,22 @@ class Diagnosis:
     roofline: list[RooflineEstimate] = field(default_factory=list)  # the best case on each float16 run's GPU
     findings_source: str = "analysis"  # "analysis" (computed now), "results" (as the file saved them) or "none"
     stack_comparisons: list[StackComparison] = field(default_factory=list)  # one machine and precision, two stacks
+    # A file's own findings where its runs were analysed again: shown at most as "written by version X", never mixed.
+    saved_findings: list[Finding] = field(default_factory=list)
+    saved_by: str | None = None  # the fp16doctor version that wrote the file
 
 
 # Titles and fixes for causes that only the accounting finds (no document-level rule of their own).
 _ACCOUNTED_ADVICE = {
     "slow_fp16_kernels": ("critical", ""),  # in the words of the run's framework: advice.slow_kernel_advice
-    "fast_16bit_kernels": ("info", "Keep the 16-bit precision: its kernels are what made the step faster."),
+    "fast_16bit_kernels": ("info", "Its 16-bit kernels are what made the step faster."),
     "slow_16bit_compute": (
         "warning",
         "These ops ran regular kernels in 16 bits and still took longer than in float32: the framework's 16-bit "
-        "path (kernels and conversions) is slower here. Train in float32 on this device, or measure another "
-        "framework release or backend, or a 16-bit type the device computes natively (bfloat16 where it has "
-        "bfloat16 units); the device's own facts are listed as findings of their own.",
+        "path (kernels and conversions) is slower here; another framework release or backend may differ. The "
+        "device's own facts are listed as findings of their own.",
     ),
-    "framework_setting": (
-        "warning",
-        "Set the switch the experiment measured for this workload, and re-check after framework upgrades.",
-    ),
+    "framework_setting": ("warning", "Re-check the switch after framework upgrades."),
 }
 
 
@@ -85,15 +84,17 @@ def _speed_finding(acc: Accounting, share: Share, base: Finding | None) -> Findi
     spec = REGISTRY[share.cause]
     summary = (f"accounts for {fmt_ms(share.ms)} of the {fmt_ms(acc.magnitude_ms)} difference between "
                f"{reduced.precision} ({fmt_ms(reduced.step_ms)}) and float32 ({fmt_ms(pair.fp32.step_ms)}) "
-               f"on {reduced.stack} ({share.basis.replace('_', ' ')})")
+               f"on {where_of(reduced.machine, reduced.stack)} ({share.basis.replace('_', ' ')})")
     if base is not None:
         finding = copy.deepcopy(base)
         finding["evidence"] = [summary, *share.evidence, *[e for e in base.get("evidence", [])
                                                            if e not in share.evidence]]
     else:
         severity, recommendation = _ACCOUNTED_ADVICE.get(share.cause, ("warning", ""))
+        ideas: list[dict[str, str]] = []
         if share.cause == "slow_fp16_kernels":
             recommendation = slow_kernel_advice(reduced.software, reduced.on_gpu, tried=bool(share.confirmed_by))
+            ideas = slow_kernel_ideas(reduced.software, reduced.on_gpu, reduced.precision)
         # Only the accounting names this cause (its rule did not fire): say what was measured, and a small
         # share is no warning.
         title = _ACCOUNTED_TITLES.get(share.cause, spec.title).format(precision=reduced.precision)
@@ -102,6 +103,8 @@ def _speed_finding(acc: Accounting, share: Share, base: Finding | None) -> Findi
         title = share.title(reduced.precision) or title
         finding = make_finding(share.cause, title, severity, 0.9 if share.basis != "estimate" else 0.6,
                                [summary, *share.evidence], recommendation)
+        if ideas:
+            finding["remedy_ideas"] = ideas
     finding.update(
         explains_ms=round(share.ms, 3),
         basis=share.basis,
@@ -175,7 +178,7 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
             finding["recommendation"] = ("Unconfirmed (estimated, no experiment changed this one thing): "
                                          + str(finding.get("recommendation", "")))
     prescriptions = prescribe(ctx, by_rule)
-    hold_advice(ctx, findings, prescriptions, RECOMMENDS)
+    hold_advice(ctx, findings, prescriptions, RECOMMENDS, REMEDIES)
     judged = verdicts(accountings)
     return Diagnosis(_rank(findings), judged, prescriptions, run_rows(ctx), comparisons_of(ctx),
                      estimate_context(ctx), "analysis" if findings else "none",
@@ -190,20 +193,20 @@ def compare_results(before: Mapping[str, Any], after: Mapping[str, Any],
 
 
 def saved_diagnosis(doc: Mapping[str, Any]) -> Diagnosis:
-    """The diagnosis a results file carries, where the analysis can remake what it can: the file's own findings
-    (diagnose adds pre-flight ones no rule remakes), else the analysis' of its runs; the verdicts and prescriptions
-    of its runs now, else (a file with no runs to remake them from) the ones it saved."""
+    """The diagnosis of a results file, as `explain` makes it: the current release's analysis of its runs (what
+    only diagnose knew, its pre-flight, is in the document as data the rules read). The file's own findings are
+    never mixed with fresh verdicts: they stand only where the file has no runs to analyse, and are kept apart
+    otherwise (`saved_findings`, written by `saved_by`)."""
     own = [f for f in as_list(doc.get("findings")) if isinstance(f, dict)]
     saved_verdicts = [v for v in as_list(doc.get("verdicts")) if isinstance(v, dict)]
     saved_prescriptions = [p for p in as_list(doc.get("prescriptions")) if isinstance(p, dict)]
+    tool = doc.get("tool") if isinstance(doc.get("tool"), Mapping) else {}
+    version = str(tool.get("version")) if isinstance(tool, Mapping) and tool.get("version") else None
     if not any(isinstance(r, Mapping) for r in as_list(doc.get("runs"))) and (
             own or saved_verdicts or saved_prescriptions):
         return Diagnosis(own, [complete_saved(v, own) for v in saved_verdicts], saved_prescriptions,
-                         findings_source="results" if own else "none")
-    diagnosis = diagnose_document(doc)
-    if own:
-        return replace(diagnosis, findings=own, findings_source="results")
-    return diagnosis
+                         findings_source="results" if own else "none", saved_by=version)
+    return replace(diagnose_document(doc), saved_findings=own, saved_by=version)
 
 
 def analyse(doc: Mapping[str, Any]) -> list[Finding]:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 from fp16doctor.analysis.context import Software
+from fp16doctor.analysis.values import fmt_config, fmt_ms, fmt_versus
 from fp16doctor.knowledge.cuda import version_at_least
 from fp16doctor.knowledge.frameworks import KERAS_FLOATX_BATCHES_UNTIL, has_feature
+from fp16doctor.results import HOST_MACHINE, VARIANT_CHANGES
+from fp16doctor.workload.protocol import SCRIPT_VARIANTS
 
 
 def mixed_precision_code(sw: Software) -> str:
@@ -200,22 +205,180 @@ def how_to_use(precision: str, sw: Software, variant: str = "original", on_gpu: 
 
 
 def slow_kernel_advice(sw: Software, on_gpu: bool, tried: bool = False) -> str:
-    """What to do about a slow 16-bit kernel, for the framework and device that ran it. The fix is the
-    prescription's measured configuration; switches nobody measured are named as untested, with how to test them."""
-    use = "Use the prescription's configuration (the fastest measured here)"
+    """Why a 16-bit op ran a slow kernel, for the framework and device that ran it. What to do is the phraser's,
+    from the machine's measured table (the prescription); a switch nobody measured is an untested idea of the
+    finding (slow_kernel_ideas)."""
     if on_gpu:
-        return (f"{use}. Non-Tensor-Core kernels ran these 16-bit ops: Tensor Cores need channel counts that are "
+        return ("Non-Tensor-Core kernels ran these 16-bit ops: Tensor Cores need channel counts that are "
                 "multiples of 8 and a cuDNN that picks them (7.2+ converts, 7.3+ pads NCHW itself).")
     if sw.framework == "torch" or (sw.framework == "keras3" and sw.keras_backend == "torch"):
-        return (f"{use}. PyTorch has no fast CPU kernel for these ops in 16 bits and ran its generic fallback "
+        return ("PyTorch has no fast CPU kernel for these ops in 16 bits and ran its generic fallback "
                 "(aten::_slow_conv2d_*); bfloat16 has oneDNN kernels on CPUs with AVX512-BF16 or AMX, float16 "
                 "only with AVX512-FP16 or AMX-FP16.")
     if sw.tensorflow and (sw.keras_backend in (None, "tensorflow")):
         if tried:
-            return (f"{use}. oneDNN ran a reference (or generic) kernel for these 16-bit ops on this CPU; the "
-                    "experiment above measured TensorFlow's own kernels instead, and the prescription weighs that "
-                    "run against every other configuration measured here.")
-        return (f"{use}. oneDNN ran a reference (or generic) kernel for these 16-bit ops on this CPU; whether "
-                "TensorFlow's own kernels do better is untested until measured: "
-                "fp16doctor diagnose --variant original --variant onednn_off.")
-    return f"{use}: the framework ran a slow generic kernel for these 16-bit ops on this device."
+            return ("oneDNN ran a reference (or generic) kernel for these 16-bit ops on this CPU; the experiment "
+                    "above measured TensorFlow's own kernels instead, and the prescription weighs that run against "
+                    "every other configuration measured here.")
+        return "oneDNN ran a reference (or generic) kernel for these 16-bit ops on this CPU."
+    return "The framework ran a slow generic kernel for these 16-bit ops on this device."
+
+
+def slow_kernel_ideas(sw: Software, on_gpu: bool, precision: str) -> list[dict[str, str]]:
+    """What a slow CPU kernel suggests measuring: TensorFlow's own kernels, with oneDNN off (a variant)."""
+    if on_gpu or not sw.tensorflow or sw.keras_backend not in (None, "tensorflow"):
+        return []
+    return [{"precision": precision, "variant": "onednn_off",
+             "why": "oneDNN ran a reference kernel; TensorFlow's own kernels may do better"}]
+
+
+# ---------------------------------------------------------------------------------------- the one phraser
+#
+# Every "what to do" sentence about a configuration is written here, from one machine's measured table (its
+# prescription: `recommended`, `measured`, `untested`), so no finding's advice can contradict what that machine
+# measured. A finding says which remedy it would suggest (its registry entry's kind and configuration); the words
+# come from the table: measured and the prescription's own, quote the prescription; measured and beaten, say so
+# with its number and name the prescription, no code; not measured, point to the machine's untested entry.
+
+CONFIGURATION_KINDS = ("configuration", "setting", "memory_only", "numerics_only")
+
+
+def where_of(machine: str, stack: str) -> str:
+    """A machine and stack as the prescription names them: the stack alone on the host, else 'stack on machine'."""
+    return stack if machine == HOST_MACHINE else f"{stack} on {machine}"
+
+
+def variant_applies(variant: str, sw: Software, script: bool) -> str | None:
+    """Why a variant cannot be measured on this run's stack, or None where `diagnose --variant` measures it."""
+    if script and variant not in SCRIPT_VARIANTS:
+        return f"the {variant} variant changes the seed workload's model or data, not a user's script"
+    tf_backend = sw.framework == "tf.keras" or (sw.framework == "keras3" and sw.keras_backend in (None, "tensorflow"))
+    if variant == "xla" and not tf_backend:
+        return ("the xla variant compiles Keras on TensorFlow (jit_compile); this stack runs "
+                f"{sw.label() if sw.known else 'another framework'}")
+    if variant == "onednn_off" and not sw.tensorflow:
+        return "TF_ENABLE_ONEDNN_OPTS is a TensorFlow switch"
+    return None
+
+
+def precision_applies(precision: str, sw: Software) -> str | None:
+    """Why a precision cannot be measured on this run's stack (no mixed precision API), or None."""
+    if precision.startswith("mixed_") and sw.framework in ("keras2", "tensorflow"):
+        return (f"{sw.label()} has no mixed precision API (multi-backend Keras 2 and TensorFlow 1.x); "
+                "old_stack names the upgrade")
+    return None
+
+
+@dataclass(frozen=True)
+class Unmeasurable:
+    """A remedy that no fp16doctor variant can measure: listed untested, without a command, with why."""
+
+    precision: str
+    setting: str | None  # the switch or change beside the precision, as a user would make it
+    why: str
+    no_command: str  # why no fp16doctor variant measures it
+    variant: str | None = None  # the variant that would, where one exists but cannot run on this stack
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"precision": self.precision, "variant": self.variant, "setting": self.setting, "why": self.why,
+                "command": None, "no_command": self.no_command}
+
+
+def _label(precision: str, variant: str) -> str:
+    setting = variant_setting(variant)
+    return fmt_config({"precision": precision, "setting": setting})
+
+
+def variant_setting(variant: str | None) -> str | None:
+    """The switch a variant flips, as a user would set it: 'TF_ENABLE_ONEDNN_OPTS=0', 'jit_compile=True'."""
+    changes = VARIANT_CHANGES.get(variant or "")
+    if not changes:
+        return None
+    env = changes.get("env")
+    parts = [f"{k}={v}" for k, v in env.items()] if isinstance(env, Mapping) else []
+    parts += [f"{k}={v}" for k, v in changes.items() if k != "env"]
+    return ", ".join(parts)
+
+
+def _versus(entry: Mapping[str, Any]) -> str:
+    interval = entry.get("speedup_interval")
+    known = interval if isinstance(interval, list) and len(interval) == 2 else None
+    return fmt_versus(float(entry.get("speedup") or 0), known, str(entry.get("outcome")), "than float32")
+
+
+def _untested_line(idea: Mapping[str, Any], where: str) -> str:
+    label = fmt_config(idea)
+    if idea.get("command"):
+        return f"Untested on {where}: {label} ({idea.get('why')}); `{idea['command']}` measures it."
+    return (f"Untested on {where}, and fp16doctor cannot measure it ({idea.get('no_command')}): {label} "
+            f"({idea.get('why')}).")
+
+
+@dataclass(frozen=True)
+class Phrased:
+    """What the phraser wrote for one machine and stack: the sentences, what the finding recommends there (as
+    data), the configuration it set aside for a measured faster one, and whether its code may be shown."""
+
+    text: str
+    recommends: dict[str, Any] | None
+    instead_of: dict[str, Any] | None
+    show_code: bool
+
+
+def phrase_remedy(kind: str, target: tuple[str, str] | None, machine: str, stack: str,
+                  prescription: Mapping[str, Any] | None, extra_untested: Sequence[Mapping[str, Any]] = ()) -> Phrased:
+    """The what-to-do sentence of one finding on one machine and stack, from that machine's measured table.
+
+    `target` is the (precision, variant) the finding's remedy steers to; None: the prescription's own. Ideas the
+    finding names that nobody measured are read from `extra_untested` (already in the prescription's untested).
+    """
+    where = where_of(machine, stack)
+    extras = list(dict.fromkeys(_untested_line(i, where) for i in extra_untested))
+    if prescription is None:
+        if target is None:
+            return Phrased(" ".join(extras), None, None, False)
+        label = _label(*target)
+        return Phrased(" ".join([f"{label} was not compared with float32 on {where} (no float32 run there).",
+                                 *extras]), {"precision": target[0], "variant": target[1],
+                                             "setting": variant_setting(target[1]), "measured_speedup": None},
+                       None, False)
+    chosen = prescription["recommended"]
+    headline = str(prescription.get("headline") or f"Use {fmt_config(chosen)} on {where}")
+    quoted = f"{headline}. How: {chosen.get('how')}." if chosen.get("how") else f"{headline}."
+    prescribed = {"precision": chosen["precision"], "variant": chosen["variant"], "setting": chosen.get("setting"),
+                  "measured_speedup": chosen.get("speedup"), "speedup_interval": chosen.get("speedup_interval")}
+    if target is None or (target[0], target[1]) == (chosen["precision"], chosen["variant"]):
+        hardware = [_untested_line(i, where) for i in prescription.get("untested") or []
+                    if i.get("from") == "hardware" and chosen["precision"] == "float32"]
+        return Phrased(" ".join(dict.fromkeys([quoted, *hardware, *extras])), prescribed, None, True)
+    precision, variant = target
+    entry = measured_entry(prescription, precision, variant)
+    if entry is None:
+        idea = next((i for i in prescription.get("untested") or []
+                     if (i.get("precision"), i.get("variant") or "original") == (precision, variant)), None)
+        pointer = _untested_line(idea, where) if idea else f"Untested on {where}: {_label(precision, variant)}."
+        # No code for what nobody measured here: the command measures it first.
+        return Phrased(" ".join([pointer, f"Until it is measured: {quoted}", *extras]),
+                       {"precision": precision, "variant": variant, "setting": variant_setting(variant),
+                        "measured_speedup": None}, None, False)
+    label = _label(entry["precision"], variant)
+    instead = {"precision": entry["precision"], "variant": variant, "setting": variant_setting(variant),
+               "measured_speedup": entry.get("speedup"), "speedup_interval": entry.get("speedup_interval"),
+               "step_ms": entry.get("step_ms")}
+    if entry.get("outcome") == "baseline":
+        said = f"Not float32 on {where}: float32 took {fmt_ms(entry.get('step_ms'))} per step. {quoted}"
+    elif kind == "setting" and variant != "original" and entry["precision"] == precision:
+        said = (f"Do not set {variant_setting(variant)} on {where} for speed: {label} measured {_versus(entry)}, "
+                f"{fmt_ms(entry.get('step_ms'))} per step. {quoted}")
+    else:
+        said = (f"Not {label} on {where}: it measured {_versus(entry)}, {fmt_ms(entry.get('step_ms'))} per step. "
+                f"{quoted}")
+    return Phrased(" ".join([said, *extras]), prescribed, instead, False)
+
+
+def measured_entry(prescription: Mapping[str, Any], precision: str, variant: str) -> dict[str, Any] | None:
+    """The measured configuration a recommendation names; for a variant measured only at another precision (the
+    experiment ran on the 16-bit run it tested), that one: the switch is what is recommended."""
+    same = [m for m in prescription.get("measured") or [] if m.get("variant") == variant]
+    exact = next((m for m in same if m.get("precision") == precision), None)
+    return exact if exact is not None or variant == "original" else (same[0] if same else None)

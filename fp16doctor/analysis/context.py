@@ -380,8 +380,9 @@ class Pair:
             if self.slower
             else "no measurable difference"
         )
+        where = r.stack if r.machine == HOST_MACHINE else f"{r.stack} on {r.machine}"  # each machine named
         return (
-            f"{r.precision} step {fmt_ms(r.step_ms)} vs float32 {fmt_ms(f.step_ms)} on {r.stack}"
+            f"{r.precision} step {fmt_ms(r.step_ms)} vs float32 {fmt_ms(f.step_ms)} on {where}"
             f"{'' if r.variant == 'original' else ' (' + r.variant + ')'}: {verdict}"
         )
 

@@ -2,7 +2,9 @@
 on tf.keras 2.x and on Keras 3.
 
 The analysis may attach its own snippet to a finding (`fix_code`); this table is the fallback, so every
-report shows code that runs on the stack that was measured. Each snippet names the API version it needs.
+report shows code that runs on the stack that was measured. Each snippet names the API version it needs. Only code
+that is no configuration lives here (an input pipeline, a TF32 switch for a fair baseline): a precision's code is
+the prescription's `how`, quoted by the phraser (analysis/advice.py) where the machine measured it fastest.
 """
 
 from __future__ import annotations
@@ -61,27 +63,6 @@ def flavour_label(software: Mapping[str, Any]) -> str:
 #  ImageDataGenerator(dtype=...): tf.keras 2.x and Keras 3's legacy class accept dtype; Keras 2.1.5's has none
 #  and builds batches in K.floatx().
 SNIPPETS: dict[str, dict[str, str]] = {
-    "pure_float16_floatx": {
-        KERAS2_TF1: (
-            '# ~/.keras/keras.json: keep "floatx": "float32" (pure float16 keeps weights and\n'
-            "# optimizer state in fp16). Mixed precision needs TF >= 1.14 with tf.keras:\n"
-            "opt = tf.keras.optimizers.RMSprop(learning_rate=1e-4)\n"
-            "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(opt)\n"
-            "model.compile(loss='binary_crossentropy', optimizer=opt, metrics=['accuracy'])"
-        ),
-        TF_KERAS2: (
-            '# keras.json: "floatx": "float32", then (TF >= 2.4):\n'
-            "tf.keras.mixed_precision.set_global_policy('mixed_float16')\n"
-            "# ... build the model; keep the last activation in float32:\n"
-            "model.add(tf.keras.layers.Activation('sigmoid', dtype='float32'))"
-        ),
-        KERAS3: (
-            '# keras.json: "floatx": "float32", then:\n'
-            "keras.mixed_precision.set_dtype_policy('mixed_float16')\n"
-            "# ... build the model; keep the last activation in float32:\n"
-            "model.add(keras.layers.Activation('sigmoid', dtype='float32'))"
-        ),
-    },
     "host_fp16_emulation": {
         KERAS2_TF1: (
             "# Keras 2.1.5's ImageDataGenerator builds batches in K.floatx(): with floatx=float16\n"
@@ -117,17 +98,6 @@ SNIPPETS: dict[str, dict[str, str]] = {
             "model.fit(ds.prefetch(tf.data.AUTOTUNE), epochs=nb_epoch)"
         ),
     },
-    "numerics_unstable": {
-        KERAS2_TF1: (
-            "# Pure float16 has no loss scaling in Keras 2.1.5: train in float32\n"
-            "# (keras.json floatx float32), or use TF >= 1.14's graph rewrite, which adds it."
-        ),
-        TF_KERAS2: (
-            "opt = tf.keras.mixed_precision.LossScaleOptimizer(tf.keras.optimizers.RMSprop(1e-4))\n"
-            "# Keras fit() applies loss scaling itself when the policy is mixed_float16"
-        ),
-        KERAS3: "opt = keras.optimizers.LossScaleOptimizer(keras.optimizers.RMSprop(1e-4))",
-    },
     "tf32_baseline": {
         TF_KERAS2: (
             "# compare against true float32 (TF >= 2.4 runs float32 matmuls/convs as TF32 on 8.0+)\n"
@@ -142,7 +112,11 @@ SNIPPETS: dict[str, dict[str, str]] = {
 
 
 def fix_for(finding: Mapping[str, Any], software: Mapping[str, Any]) -> Fix | None:
-    """The code that fixes this finding on this stack, or None when the fix is not code."""
+    """The code that fixes this finding on this stack, or None when the fix is not code, or is the code of a
+    configuration its machine measured slower than the prescription (the phraser's `remedy.show_code`)."""
+    remedy = finding.get("remedy")
+    if isinstance(remedy, Mapping) and remedy.get("show_code") is False:
+        return None
     own = finding.get("fix_code")
     if isinstance(own, str) and own.strip():
         return Fix(flavour_label(software), own.strip())

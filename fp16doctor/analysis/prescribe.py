@@ -8,12 +8,23 @@ the speed-up measured for it on that machine or says it was not measured, and on
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fp16doctor.analysis.advice import how_to_use
+from fp16doctor.analysis.advice import (
+    CONFIGURATION_KINDS,
+    Unmeasurable,
+    how_to_use,
+    measured_entry,
+    phrase_remedy,
+    precision_applies,
+    variant_applies,
+    variant_setting,
+    where_of,
+)
 from fp16doctor.analysis.context import BF16, Context, Pair, RunView, Software
 from fp16doctor.analysis.intervals import RatioInterval
 from fp16doctor.analysis.values import (
@@ -21,8 +32,6 @@ from fp16doctor.analysis.values import (
     as_mapping,
     as_str,
     fmt_config,
-    fmt_interval,
-    fmt_ms,
     fmt_times,
     fmt_versus,
 )
@@ -39,15 +48,7 @@ Prescription = dict[str, Any]
 ADOPTABLE = ("original", *VARIANT_CHANGES)
 
 
-def setting_of(variant: str) -> str | None:
-    """The switch a variant flips, as a user would set it: 'TF_ENABLE_ONEDNN_OPTS=0', 'jit_compile=True'."""
-    changes = VARIANT_CHANGES.get(variant)
-    if not changes:
-        return None
-    env = changes.get("env")
-    parts = [f"{k}={v}" for k, v in env.items()] if isinstance(env, Mapping) else []
-    parts += [f"{k}={v}" for k, v in changes.items() if k != "env"]
-    return ", ".join(parts)
+setting_of = variant_setting  # the switch a variant flips, as a user would set it
 
 
 @dataclass(frozen=True)
@@ -209,7 +210,16 @@ def _targeting(ctx: Context, run: RunView) -> list[str]:
     return out
 
 
-def _command(ctx: Context, run: RunView, precision: str, variant: str | None = None) -> str:
+# A stack name a command line can carry as written (a hand-written document may name a stack anything).
+_STACK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+NO_STACK_COMMAND = "its stack's name is not one `diagnose --stack` takes"
+
+
+def _command(ctx: Context, run: RunView, precision: str, variant: str | None = None) -> str | None:
+    """The diagnose command that measures a configuration on this run's machine and stack; None where the stack's
+    name could not be passed to --stack."""
+    if not _STACK_NAME.fullmatch(run.stack):
+        return None
     args = ["fp16doctor", "diagnose", *_targeting(ctx, run), "--precision", "float32", "--precision", precision]
     if variant:
         args += ["--variant", "original", "--variant", variant]
@@ -237,9 +247,10 @@ def _untested(ctx: Context, fp32: RunView, configs: Sequence[Measured], best: Me
     ideas: list[dict[str, Any]] = []
 
     def idea(precision: str, why: str, variant: str | None = None) -> None:
+        command = _command(ctx, fp32, precision, variant)
         ideas.append({"precision": precision, "variant": variant or "original",
-                      "setting": setting_of(variant) if variant else None, "why": why,
-                      "command": _command(ctx, fp32, precision, variant)})
+                      "setting": setting_of(variant) if variant else None, "why": why, "command": command,
+                      **({} if command else {"no_command": NO_STACK_COMMAND}), "from": "hardware"})
 
     if not has_mixed_precision(fp32.software):
         return ideas  # an old stack has no mixed precision to try: old_stack says what to upgrade to
@@ -311,85 +322,164 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
 # ---------------------------------------------------------------------------------------- advice held to it
 
 
-def _prescription_for(finding: Finding, prescriptions: Sequence[Prescription]) -> Prescription | None:
+def _prescription_for(machine: str, stack: str, prescriptions: Sequence[Prescription]) -> Prescription | None:
+    """The one prescription of this machine and stack (never another machine's of the same stack name)."""
+    return next((p for p in prescriptions if p["machine"] == machine and p["stack"] == stack), None)
+
+
+def _wheres(ctx: Context, finding: Finding) -> list[tuple[str, str]]:
+    """The machines and stacks a finding speaks of: its own pair's, the rule's `where`, else every machine that
+    ran one of its stacks."""
     machine, stack = finding.get("machine"), finding.get("stack")
-    stacks = finding.get("stacks") if isinstance(finding.get("stacks"), list) else None
-    for p in prescriptions:
-        if machine is not None and p["machine"] != machine:
-            continue
-        if stack is not None and p["stack"] != stack:
-            continue
-        if stacks and p["stack"] not in stacks:
-            continue
-        return p
-    return None
+    if isinstance(machine, str) and isinstance(stack, str):
+        return [(machine, stack)]
+    listed = [(str(w.get("machine")), str(w.get("stack"))) for w in as_list(finding.get("where"))
+              if isinstance(w, Mapping) and w.get("machine") and w.get("stack")]
+    if listed:
+        return list(dict.fromkeys(listed))
+    stacks = [str(s) for s in as_list(finding.get("stacks"))] or ([stack] if isinstance(stack, str) else [])
+    return list(dict.fromkeys((r.machine, r.stack) for r in ctx.runs if not stacks or r.stack in stacks))
 
 
-def _measured_entry(prescription: Prescription, precision: str, variant: str) -> dict[str, Any] | None:
-    """The measured configuration a recommendation names; for a variant measured only at another precision (the
-    experiment ran on the 16-bit run it tested), that one: the switch is what is recommended."""
-    same = [m for m in prescription["measured"] if m["variant"] == variant]
-    exact = next((m for m in same if m["precision"] == precision), None)
-    return exact if exact is not None or variant == "original" else (same[0] if same else None)
+def _fp32_of(ctx: Context, prescription: Prescription) -> RunView:
+    return next(r for r in ctx.ok_runs() if r.machine == prescription["machine"] and r.stack == prescription["stack"]
+                and r.precision == "float32" and r.variant == "original" and not r.experiment)
+
+
+def _is_script(ctx: Context, run: RunView) -> bool:
+    return run.workload_name == "script"
+
+
+def _list_untested(prescription: Prescription, idea: dict[str, Any]) -> dict[str, Any]:
+    """The machine's untested entry for an idea (added once): every remedy named and not measured is listed."""
+    key = (idea.get("precision"), idea.get("variant") or "original", idea.get("setting"))
+    for known in prescription["untested"]:
+        if (known.get("precision"), known.get("variant") or "original", known.get("setting")) == key:
+            return dict(known)
+    prescription["untested"].append(idea)
+    return idea
+
+
+def _ideas_for(ctx: Context, finding: Finding, prescription: Prescription, target: tuple[str, str] | None,
+               ) -> tuple[tuple[str, str] | None, list[dict[str, Any]]]:
+    """The finding's target where it can be measured on this stack, and every idea it names that nobody measured
+    there, each entered in the machine's untested list (with the command that measures it, or why none can)."""
+    fp32 = _fp32_of(ctx, prescription)
+    sw, script = fp32.software, _is_script(ctx, fp32)
+    why = str(finding.get("title") or finding.get("id"))
+    ideas: list[dict[str, Any]] = []
+    wanted: list[tuple[str, str, str, str | None]] = []  # precision, variant, why, why no variant measures it
+    if target is not None:
+        precision, variant = target
+        if variant != "original" and precision_applies(precision, sw) is not None:
+            # A stack without mixed precision measures the switch in its pure 16-bit type (floatx).
+            precision = precision.removeprefix("mixed_")
+            target = (precision, variant)
+        cannot = precision_applies(precision, sw) or (variant_applies(variant, sw, script)
+                                                      if variant != "original" else None)
+        if cannot is not None:
+            ideas.append(_list_untested(prescription, Unmeasurable(
+                precision, setting_of(variant), why, cannot, variant).to_dict()))
+            target = None
+        elif measured_entry(prescription, precision, variant) is None:
+            wanted.append((precision, variant, why, None))
+    for raw in as_list(finding.get("remedy_ideas")):
+        idea = as_mapping(raw)
+        if idea.get("machine") not in (None, prescription["machine"]):
+            continue  # an idea of another machine's hardware
+        if idea.get("no_command"):
+            ideas.append(_list_untested(prescription, Unmeasurable(
+                as_str(idea.get("precision")) or str(finding.get("precision") or "float16"),
+                as_str(idea.get("setting")), str(idea.get("why")), str(idea["no_command"])).to_dict()))
+            continue
+        precision = as_str(idea.get("precision")) or str(finding.get("precision") or "float32")
+        variant = as_str(idea.get("variant")) or "original"
+        if measured_entry(prescription, precision, variant) is not None:
+            continue  # measured: the table speaks for it
+        cannot = variant_applies(variant, sw, script) if variant != "original" else precision_applies(precision, sw)
+        wanted.append((precision, variant, str(idea.get("why") or why), cannot))
+    for precision, variant, reason, cannot in wanted:
+        if cannot is not None:
+            entry = Unmeasurable(precision, setting_of(variant), reason, cannot, variant).to_dict()
+        else:
+            command = _command(ctx, fp32, precision, None if variant == "original" else variant)
+            entry = {"precision": precision, "variant": variant, "setting": setting_of(variant), "why": reason,
+                     "command": command, **({} if command else {"no_command": NO_STACK_COMMAND})}
+        listed = _list_untested(prescription, entry)
+        if (precision, variant) != (target or ("", "")):
+            ideas.append(listed)
+    return target, ideas
 
 
 def hold_advice(ctx: Context, findings: list[Finding], prescriptions: Sequence[Prescription],
-                recommends: Mapping[str, tuple[str, str]]) -> None:
-    """Each finding that recommends a configuration says which and what was measured for it on its machine; one
-    that names a configuration measured no faster than the prescription says so first, in its recommendation; one
-    that names a configuration nobody measured there says so, with the command that measures it."""
+                recommends: Mapping[str, tuple[str, str]], remedies: Mapping[str, str]) -> None:
+    """Every finding's what-to-do, phrased once (advice.phrase_remedy) for each machine and stack it speaks of,
+    from that machine's measured table: a configuration's remedy carries `recommends` (what it recommends there,
+    measured or not), and one whose configuration measured slower than the prescription says so and recommends
+    the prescription instead (`instead_of` keeps what it set aside); an idea nobody measured is listed in the
+    machine's untested entries."""
     for finding in findings:
         fid = str(finding.get("id"))
-        if fid == "framework_setting" and finding.get("variant"):
-            target: tuple[str, str] | None = (str(finding.get("precision")), str(finding["variant"]))
-        else:
-            target = recommends.get(fid)
-        if target is None:
-            continue
-        precision, variant = target
-        prescription = _prescription_for(finding, prescriptions)
-        entry = _measured_entry(prescription, precision, variant) if prescription else None
-        precision = entry["precision"] if entry else precision
-        finding["recommends"] = {
-            "precision": precision, "variant": variant, "setting": setting_of(variant),
-            "measured_speedup": entry["speedup"] if entry else None,
-            **({"speedup_interval": entry["speedup_interval"]} if entry else {}),
-        }
-        if prescription is None:
-            continue
-        if entry is None:
-            fp32 = next(r for r in ctx.ok_runs() if r.machine == prescription["machine"]
-                        and r.stack == prescription["stack"] and r.precision == "float32" and r.variant == "original")
-            command = _command(ctx, fp32, precision, None if variant == "original" else variant)
-            finding["recommendation"] = (str(finding.get("recommendation", "")).rstrip()
-                                         + f"\nUntested on this machine: {command} measures it.")
-            continue
-        chosen = prescription["recommended"]
-        baseline = next((m for m in prescription["measured"] if m["outcome"] == "baseline"), None)
-        if entry["outcome"] == "faster" and baseline is not None and entry["step_ms"]:
-            finding["saves_ms"] = round(baseline["step_ms"] - entry["step_ms"], 3)
-        if (chosen["precision"], chosen["variant"]) == (precision, variant):
-            finding["prescribed"] = True
-            continue
-        label = fmt_config({"precision": precision, "setting": setting_of(variant)})
-        where = prescription["stack"] if prescription["machine"] == "host" else \
-            f"{prescription['stack']} on {prescription['machine']}"
-        use = fmt_config(chosen)
-        if entry["outcome"] == "baseline":  # recommends float32 where a 16-bit configuration measured faster
-            finding["recommendation"] = (f"Not the fastest on {where}: float32 took {fmt_ms(entry['step_ms'])} per "
-                                         f"step, and the prescription, {use}, is {fmt_times(chosen['speedup'])} "
-                                         f"faster. " + str(finding.get("recommendation", "")))
-            continue
-        if entry["outcome"] == "no_significant_difference":
-            measured = f"{label} measured no faster than float32 ({fmt_interval(*entry['speedup_interval'])})"
-        else:
-            measured = f"{label} measured " + fmt_versus(entry["speedup"], entry["speedup_interval"],
-                                                          entry["outcome"], "than float32")
-        if entry["outcome"] == "faster":
-            measured += f", less than the prescription's {fmt_times(chosen['speedup'])}"
-        verdict = f"{measured}, {fmt_ms(entry['step_ms'])} per step; the prescription is {use}"
-        if fid == "framework_setting":  # the switch is all it recommends: measured end to end, it loses
-            finding["recommendation"] = f"Do not set {setting_of(variant)} on {where} for speed: {verdict}."
-            finding["severity"] = "info"
-            continue
-        finding["recommendation"] = f"Not for speed on {where}: {verdict}. " + str(finding.get("recommendation", ""))
+        kind = remedies.get(fid, "none")
+        spec_target = recommends.get(fid)
+        target: tuple[str, str] | None = spec_target
+        if spec_target == ("prescribed", "original"):
+            target = None
+        elif spec_target == ("own", "original"):
+            own = finding.get("precision")
+            target = (str(own), str(finding.get("variant") or "original")) if own else None
+        explicit = target is not None and (spec_target != ("own", "original") or kind == "setting")
+        context = str(finding.get("recommendation") or "").strip()
+        code = str(finding.pop("remedy_code", "") or "")
+        wheres = _wheres(ctx, finding)
+        lines: list[str] = []
+        per_machine: list[dict[str, Any]] = []
+        show_code = True
+        for machine, stack in wheres:
+            prescription = _prescription_for(machine, stack, prescriptions)
+            there: tuple[str, str] | None = target
+            ideas: list[dict[str, Any]] = []
+            if prescription is not None:
+                there, ideas = _ideas_for(ctx, finding, prescription, target)
+            if kind in CONFIGURATION_KINDS:
+                phrased = phrase_remedy(kind, there, machine, stack, prescription, ideas)
+            else:
+                phrased = phrase_remedy(kind, None, machine, stack, None, ideas)
+            if kind in CONFIGURATION_KINDS:  # a configuration's code only where it is not beaten nor replaced there
+                show_code = show_code and phrased.show_code and (target is None or there is not None)
+            if phrased.text:
+                lines.append(phrased.text)
+            per_machine.append({"machine": machine, "stack": stack, "recommends": phrased.recommends,
+                                "instead_of": phrased.instead_of})
+            if (kind in CONFIGURATION_KINDS and explicit and prescription is not None and phrased.instead_of is None
+                    and phrased.recommends is not None and phrased.recommends["measured_speedup"] is not None):
+                _mark_prescribed(finding, prescription, phrased.recommends)
+        finding.pop("remedy_ideas", None)
+        finding["remedy"] = {"kind": kind, "machines": per_machine, "show_code": show_code}
+        first = next((m for m in per_machine if m["recommends"] is not None), None)
+        if kind in CONFIGURATION_KINDS and first is not None:
+            finding["recommends"] = {k: v for k, v in first["recommends"].items()
+                                     if k != "speedup_interval" or v is not None}
+            if first["instead_of"] is not None:
+                finding["instead_of"] = first["instead_of"]
+                if fid == "framework_setting":
+                    finding["severity"] = "info"  # the switch is all it recommends: measured end to end, it loses
+        if fid == "framework_setting" and "instead_of" in finding:
+            context = ""  # its own words set the switch, which measured slower end to end than the prescription
+        if kind not in CONFIGURATION_KINDS and context:
+            context = f"On {', '.join(where_of(m, s) for m, s in wheres) or 'every machine'}: {context}"
+        parts = [*lines, context] if kind in CONFIGURATION_KINDS else [context, *lines]
+        text = "\n".join(p for p in parts if p)
+        if code and show_code:
+            text += "\n" + code
+        finding["recommendation"] = text
+
+
+def _mark_prescribed(finding: Finding, prescription: Prescription, recommends: Mapping[str, Any]) -> None:
+    chosen = prescription["recommended"]
+    entry = measured_entry(prescription, str(recommends["precision"]), str(recommends["variant"]))
+    baseline = next((m for m in prescription["measured"] if m["outcome"] == "baseline"), None)
+    if entry is not None and entry["outcome"] == "faster" and baseline is not None and entry["step_ms"]:
+        finding["saves_ms"] = round(baseline["step_ms"] - entry["step_ms"], 3)
+    if (chosen["precision"], chosen["variant"]) == (recommends["precision"], recommends["variant"]):
+        finding["prescribed"] = True

@@ -141,7 +141,8 @@ def _prescriptions(view: ReportView) -> list[str]:
         if p.how:
             out.append(f"How: {md_code(p.how)}")
         for u in p.untested:
-            out.append(f"Untested: {md_text(u.config)} ({md_text(u.why)}): {md_code(u.command)}")
+            measure = md_code(u.command) if u.command else f"fp16doctor cannot measure it ({md_text(u.no_command)})"
+            out.append(f"Untested: {md_text(u.config)} ({md_text(u.why)}): {measure}")
         out.append("")
     return out
 

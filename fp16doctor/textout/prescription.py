@@ -35,7 +35,8 @@ def prescriptions_text(prescriptions: Sequence[Mapping[str, Any]]) -> Text | Non
             for entry in measured:
                 text.append(f"      {_measured_line(entry)}\n", style="dim")
         for idea in p.get("untested") or []:
-            text.append(f"    untested: {fmt_config(idea)} ({idea.get('why')}): {idea.get('command')}\n",
+            measure = idea.get("command") or f"fp16doctor cannot measure it ({idea.get('no_command')})"
+            text.append(f"    untested: {fmt_config(idea)} ({idea.get('why')}): {measure}\n",
                         style="yellow")
     return text
 

@@ -6,7 +6,7 @@ The accounting that turns these into time (explains_ms) is analysis/causes.py; t
 from __future__ import annotations
 
 from fp16doctor.analysis.context import BF16, Context, OpItem, Pair, RunView
-from fp16doctor.analysis.rules.common import Finding, make_finding
+from fp16doctor.analysis.rules.common import Finding, make_finding, where_of
 from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.knowledge.kernels import is_reference_impl
@@ -74,9 +74,9 @@ def rule_bf16_unsupported(ctx: Context) -> Finding | None:
         "warning",
         0.85,
         evidence,
-        "bfloat16 is emulated here (converted to float32 for each operation); train in float32, or use float16 "
-        "mixed precision where the device has fast float16.",
+        "bfloat16 is emulated here (converted to float32 for each operation).",
         stacks=sorted({r.stack for r in runs}),
+        where=where_of(runs),
     )
 
 
@@ -107,8 +107,7 @@ def rule_bf16_preferred(ctx: Context) -> Finding | None:
         "info",
         0.9,
         evidence,
-        "Use bfloat16 mixed precision here (no loss scaling needed: bfloat16 has float32's range):\n"
-        "    keras.mixed_precision.set_dtype_policy('mixed_bfloat16')",
+        "bfloat16 has float32's range, so its mixed precision needs no loss scaling.",
         precision="mixed_bfloat16",
         machine=best.reduced.machine,
         stack=best.reduced.stack,

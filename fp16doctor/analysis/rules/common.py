@@ -39,6 +39,12 @@ def stacks_of(runs: list[RunView]) -> list[str]:
     return sorted({r.stack for r in runs})
 
 
+def where_of(runs: list[RunView]) -> list[dict[str, str]]:
+    """The machines and stacks a finding speaks of: its advice is phrased for each from that machine's own table
+    (two machines with one stack name never share advice)."""
+    return [{"machine": m, "stack": s} for m, s in sorted({(r.machine, r.stack) for r in runs})]
+
+
 def first_software(runs: list[RunView]) -> Software:
     for run in runs:
         if run.software.known:

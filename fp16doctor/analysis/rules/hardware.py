@@ -14,6 +14,7 @@ from fp16doctor.analysis.rules.common import (
     roofline_estimates,
     roofline_lines,
     stacks_of,
+    where_of,
 )
 from fp16doctor.analysis.values import fmt_flops
 from fp16doctor.knowledge.cuda import (
@@ -32,6 +33,7 @@ def rule_no_fast_fp16_hardware(ctx: Context) -> Finding | None:
     confidence = 0.0
     runs: list[RunView] = []
     recs: list[str] = []
+    ideas: list[dict[str, str]] = []
     cpu_machines: dict[str, list[RunView]] = {}
     for run in reduced:
         if run.device == "cpu":
@@ -57,12 +59,10 @@ def rule_no_fast_fp16_hardware(ctx: Context) -> Finding | None:
             )
             confidence = max(confidence, 0.9)
         runs += cpu_runs
-        rec = "On this CPU train in float32."
+        # What to train in here is the measured table's (the phraser's); bfloat16 units are an idea to measure.
         if cpu.bf16_flags:
-            rec += (" Its bfloat16 units may pay off instead: untested until measured with "
-                    "fp16doctor diagnose --precision float32 --precision mixed_bfloat16 (the prescription says "
-                    "whether it was).")
-        recs.append(rec)
+            ideas.append({"precision": "mixed_bfloat16", "machine": cpu_runs[0].machine,
+                          "why": f"this CPU has {', '.join(f.upper() for f in cpu.bf16_flags)}"})
     gpu_seen: set[str] = set()
     for run in reduced:
         gpu = ctx.gpu_for(run)
@@ -88,9 +88,8 @@ def rule_no_fast_fp16_hardware(ctx: Context) -> Finding | None:
         confidence = max(confidence, 0.92 if gpu.model else 0.85)
         runs += [r for r in reduced if ctx.gpu_for(r) is gpu]
         recs.append(
-            f"On the {gpu.reported_name or 'GPU'} train in float32: fp16 can only save memory and bandwidth "
-            "here. fp16 speed needs Tensor Cores: compute capability 7.0 or later (V100, T4, RTX 20xx and "
-            "newer, A100, H100)."
+            f"On the {gpu.reported_name or 'GPU'} fp16 can only save memory and bandwidth. fp16 speed needs "
+            "Tensor Cores: compute capability 7.0 or later (V100, T4, RTX 20xx and newer, A100, H100)."
         )
     if not evidence:
         return None
@@ -106,7 +105,9 @@ def rule_no_fast_fp16_hardware(ctx: Context) -> Finding | None:
         confidence,
         evidence,
         " ".join(recs),
+        remedy_ideas=ideas,
         stacks=stacks_of(runs),
+        where=where_of(runs),
     )
 
 
@@ -158,34 +159,38 @@ def rule_no_tensor_cores(ctx: Context) -> Finding | None:
         evidence.append(f"best case for this model here: {top.predicted_speedup:.2f}x ({top.bound}-bound)")
         gain = f" Expect at most {top.predicted_speedup:.1f}x from fp16 on this card."
     severity = "critical" if any(p.slower for p in pairs) else "warning"
+    # No variant sets TensorFlow's fp32-compute switches: an untested idea without a command (docs/architecture.md).
+    ideas = [{"precision": "mixed_float16", "setting": " ".join(v + "=0" for v in TF_FP16_FP32_COMPUTE_ENV),
+              "why": "TensorFlow computes fp16 convolutions and matmuls in fp32 by default, so this card's 2x fp16 "
+                     "rate goes unused",
+              "no_command": "no fp16doctor variant sets these variables"}] if tf_fp32_compute_noted else []
     return make_finding(
         "no_tensor_cores",
         "Fast fp16 arithmetic, but no Tensor Cores",
         severity,
         confidence,
         evidence,
-        "Without Tensor Cores fp16 gains stay bandwidth-bound (at most about 2x, often less after casts); "
-        "keep float32 unless memory is the limit, or move to a GPU with Tensor Cores (RTX 20xx and newer, "
-        "T4, V100, A100)." + gain + (
-            " On TensorFlow, let fp16 math run at the fp16 rate before measuring again:\n"
-            f"    export {' '.join(v + '=0' for v in TF_FP16_FP32_COMPUTE_ENV)}\n"
-            if tf_fp32_compute_noted else ""),
+        "Without Tensor Cores fp16 gains stay bandwidth-bound (at most about 2x, often less after casts), so 16 "
+        "bits mostly save memory here; Tensor Cores come with RTX 20xx and newer, T4, V100, A100." + gain,
+        remedy_ideas=ideas,
         stacks=stacks_of(runs),
+        where=where_of(runs),
     )
 
 
-def _channel_fix(sw: Software, in_channels: int | None, share: float) -> str:
-    """Pad the input channels to a multiple of 8, in the stack's own code."""
+def _channel_fix(sw: Software, in_channels: int | None, share: float) -> tuple[str, str]:
+    """Pad the input channels to a multiple of 8: the words, and the code in the stack's own API (shown only where
+    the padded configuration did not measure slower than the prescription)."""
     text = (f"Layers whose channel counts are not multiples of 8 hold {share:.0%} of the model's arithmetic. "
             "Give Conv/Dense layers unit counts in multiples of 8")
     if not in_channels or in_channels % 8 == 0:
-        return text + "."
+        return text + ".", ""
     extra = -in_channels % 8
-    text += f", and zero-pad the {in_channels}-channel input to {in_channels + extra} channels (zeros change "
+    text += (f", and zero-pad the {in_channels}-channel input to {in_channels + extra} channels (zeros change no "
+             "result).")
     if sw.framework == "torch":
-        return text + "no result):\n" + f"    x = torch.nn.functional.pad(x, (0, 0, 0, 0, 0, {extra}))  # NCHW\n"
-    return (text + "no result), before the first convolution:\n"
-            f"    x = keras.layers.Lambda(lambda t: tf.pad(t, [[0, 0], [0, 0], [0, 0], [0, {extra}]]))(inputs)\n")
+        return text, f"    x = torch.nn.functional.pad(x, (0, 0, 0, 0, 0, {extra}))  # NCHW"
+    return text, f"    x = keras.layers.Lambda(lambda t: tf.pad(t, [[0, 0], [0, 0], [0, 0], [0, {extra}]]))(inputs)"
 
 
 def rule_tensor_cores_not_eligible(ctx: Context) -> Finding | None:
@@ -242,7 +247,7 @@ def rule_tensor_cores_not_eligible(ctx: Context) -> Finding | None:
     evidence += roofline_lines(ctx, runs)
     severity = "warning" if hard or share_max >= 0.1 else "info"
     sw = first_software(runs)
-    fix = _channel_fix(sw, first_bad_in, share_max)
+    fix, code = _channel_fix(sw, first_bad_in, share_max)
     if version_at_least(sw.cudnn, CUDNN_RELAXED_CHANNELS) is False:
         fix += (
             f" cuDNN {sw.cudnn} is the bigger limit: cuDNN >= {CUDNN_RELAXED_CHANNELS} pads automatically "
@@ -255,7 +260,9 @@ def rule_tensor_cores_not_eligible(ctx: Context) -> Finding | None:
         confidence,
         evidence,
         fix,
+        remedy_code=code,
         stacks=stacks_of(runs),
+        where=where_of(runs),
         ineligible_flops_share=round(share_max, 3),
     )
 
@@ -307,6 +314,7 @@ def rule_tf32_baseline(ctx: Context) -> Finding | None:
         "layers gain nothing from TF32. To see the gain over true fp32, disable TF32 for the float32 run:\n"
         f"    {code}\n",
         stacks=stacks_of(runs),
+        where=where_of(runs),
     )
 
 

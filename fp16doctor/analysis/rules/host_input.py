@@ -12,6 +12,7 @@ from fp16doctor.analysis.rules.common import (
     make_finding,
     roofline_estimates,
     stacks_of,
+    where_of,
 )
 from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.knowledge.cuda import (
@@ -120,6 +121,7 @@ def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
         evidence,
         "Precision cannot speed up this part. " + advice,
         stacks=stacks_of(runs),
+        where=where_of(runs),
     )
 
 
@@ -231,23 +233,21 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
     sw = first_software(runs)
     fw = sw.framework
     gain = _host_gain(ctx, runs)
+    code = ""
     if fw == "keras2" and is_old_keras_generator(sw):
         rec = (
-            f"Keras {sw.keras}'s ImageDataGenerator has no dtype argument, so keep floatx float32 (the batches "
-            "then stay float32) and get fp16 speed from mixed precision on a newer stack instead; meanwhile "
-            "build batches in parallel:\n"
+            f"Keras {sw.keras}'s ImageDataGenerator has no dtype argument: its batches follow floatx. Build "
+            "batches in parallel whatever the precision:\n"
             "    model.fit_generator(train_generator, ..., workers=4, use_multiprocessing=True)\n"
         )
     elif fw in ("keras3", "tf.keras", "keras2"):
-        rec = (
-            "Build batches in float32 whatever floatx says, and let the model cast on the device:\n"
-            "    datagen = ImageDataGenerator(rescale=1./255, horizontal_flip=True, vertical_flip=True,\n"
-            "                                 dtype='float32')\n"
-        )
+        rec = "Batches built in float32 whatever floatx says are cast by the model on the device."
+        code = ("    datagen = ImageDataGenerator(rescale=1./255, horizontal_flip=True, vertical_flip=True,\n"
+                "                                 dtype='float32')")
     else:
-        rec = "Keep host-side preprocessing in float32 (or uint8) and cast to float16 on the device."
+        rec = "Host-side preprocessing in float32 (or uint8), cast to float16 on the device, avoids the emulation."
     if gain:
-        rec += f"Expected gain: {gain}."
+        rec += f" Expected gain: {gain}."
     return make_finding(
         "host_fp16_emulation",
         "Host-side preprocessing runs in float16, slower than in float32",
@@ -255,7 +255,9 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
         confidence,
         evidence,
         rec,
+        remedy_code=code,
         stacks=stacks_of(runs),
+        where=where_of(runs),
     )
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 from fp16doctor.analysis.advice import (
-    keras_floatx_note,
     mixed_precision_code,
 )
 from fp16doctor.analysis.context import Context, RunView
@@ -14,6 +13,7 @@ from fp16doctor.analysis.rules.common import (
     first_software,
     make_finding,
     stacks_of,
+    where_of,
 )
 from fp16doctor.workload.protocol import SEED_WORKLOAD
 
@@ -21,6 +21,11 @@ FP16_SMALLEST_NORMAL = 6.103515625e-05  # 2**-14
 
 
 KERAS_FRAMEWORKS = ("keras2", "tf.keras", "keras3")
+
+
+def _code_lines(text: str) -> str:
+    """The code of a how-to (its indented lines), without the prose around it: the phraser says what to use."""
+    return "\n".join(line for line in text.splitlines() if line.startswith("    "))
 
 
 def rule_pure_float16_floatx(ctx: Context) -> Finding | None:
@@ -64,8 +69,11 @@ def rule_pure_float16_floatx(ctx: Context) -> Finding | None:
         severity,
         0.95,
         evidence,
-        f"{keras_floatx_note(sw)} {mixed_precision_code(sw)}",
+        "Pure float16 keeps weights and optimizer state in fp16; mixed precision keeps float32 weights and scales "
+        "the loss.",
+        remedy_code=_code_lines(mixed_precision_code(sw)),
         stacks=stacks_of(runs),
+        where=where_of(runs),
     )
 
 
@@ -156,9 +164,11 @@ def rule_numerics_unstable(ctx: Context) -> Finding | None:
         severity,
         confidence,
         evidence,
-        "Use mixed precision with loss scaling rather than pure fp16, and keep the output layer in float32. "
-        + mixed_precision_code(sw),
+        "Mixed precision with loss scaling keeps training stable where pure fp16 is not; keep the output layer in "
+        "float32.",
+        remedy_code=_code_lines(mixed_precision_code(sw)),
         stacks=stacks_of(runs),
+        where=where_of(runs),
         runs=[{"machine": r.machine, "stack": r.stack, "precision": r.precision, "variant": r.variant} for r in runs],
     )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fp16doctor.analysis.context import Context, RunView, Software, noise_band
 from fp16doctor.analysis.rules.common import (
     SEED_STEPS_PER_EPOCH,
@@ -10,11 +12,9 @@ from fp16doctor.analysis.rules.common import (
     make_finding,
     roofline_estimates,
     stacks_of,
+    where_of,
 )
 from fp16doctor.analysis.values import fmt_ms
-from fp16doctor.knowledge.cuda import (
-    version_at_least,
-)
 from fp16doctor.workload.protocol import SEED_WORKLOAD
 
 
@@ -56,24 +56,34 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
         "warning" if worse_than_fp32 else "info",
         0.6,
         evidence,
-        "Casts cost the same whatever the layer size, so give each step more work (a larger batch) and let a "
-        "compiler fuse the casts into their neighbours:\n" + _fusion_code(first_software(runs)),
+        "Casts cost the same whatever the layer size; a compiler can fuse them into their neighbours.",
+        **_fusion_remedy(first_software(runs), "casts cost the same per step whatever the batch"),
         stacks=stacks_of(runs),
+        where=where_of(runs),
     )
 
 
-def _fusion_code(sw: Software) -> str:
-    """How to fuse small ops (casts, launches) on this stack, as indented code lines."""
+# A larger batch changes the training itself (its learning rate, its convergence), so no variant measures it.
+LARGER_BATCH_NO_COMMAND = "a larger batch changes the training itself (learning rate, convergence): no variant sets it"
+
+
+def _fusion_remedy(sw: Software, batch_why: str) -> dict[str, Any]:
+    """How to fuse small ops (casts, launches) on this stack: the code of the xla variant where it measures it
+    (Keras on TensorFlow), else the stack's own compiler as an idea no variant measures (docs/architecture.md)."""
+    ideas: list[dict[str, Any]] = [{"precision": "mixed_float16", "setting": "a larger batch", "why": batch_why,
+                                    "no_command": LARGER_BATCH_NO_COMMAND}]
+    code = ""
     if sw.framework == "torch":
-        if version_at_least(sw.torch, "2.0") is False:
-            return "    # PyTorch < 2.0: capture the step in a CUDA graph (torch.cuda.graphs), or upgrade for:\n" \
-                   "    model = torch.compile(model)\n"
-        return "    model = torch.compile(model)\n"
-    if sw.framework in ("tf.keras", "keras3"):
-        return "    model.compile(optimizer, loss, jit_compile=True, steps_per_execution=32)\n"
-    if sw.framework == "jax":
-        return "    train_step = jax.jit(train_step)  # one fused program per step\n"
-    return "    # TF 1.x: enable XLA auto-clustering\n    os.environ['TF_XLA_FLAGS'] = '--tf_xla_auto_jit=2'\n"
+        ideas.append({"precision": "mixed_float16", "setting": "model = torch.compile(model)",
+                      "why": "fuses casts and small ops (PyTorch >= 2.0)",
+                      "no_command": "no fp16doctor variant compiles a PyTorch model"})
+    elif sw.framework in ("tf.keras", "keras3") and sw.keras_backend in (None, "tensorflow"):
+        code = "    model.compile(optimizer, loss, jit_compile=True)"
+    elif sw.framework in ("keras2", "tensorflow"):
+        ideas.append({"precision": "float16", "setting": "TF_XLA_FLAGS=--tf_xla_auto_jit=2",
+                      "why": "XLA auto-clustering fuses casts and small ops in TensorFlow 1.x graphs",
+                      "no_command": "the xla variant is Keras' jit_compile, which TensorFlow 1.x's Keras lacks"})
+    return {"remedy_ideas": ideas, "remedy_code": code}
 
 
 def rule_small_model_overhead(ctx: Context) -> Finding | None:
@@ -120,9 +130,11 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
         "warning",
         confidence,
         evidence,
-        "fp16 speeds up arithmetic, and this step has almost none: raise the work per step (a larger batch or "
-        "model) before judging fp16, and cut per-op launches:\n" + _fusion_code(first_software(runs)),
+        "fp16 speeds up arithmetic, and this step has almost none: judge fp16 on a step with more work (a larger "
+        "batch or model), and cut per-op launches.",
+        **_fusion_remedy(first_software(runs), "launch overhead is paid per step whatever the batch"),
         stacks=stacks_of(runs),
+        where=where_of(runs),
     )
 
 
@@ -162,6 +174,7 @@ def rule_measurement_warmup(ctx: Context) -> Finding | None:
         "        def on_train_batch_end(self, batch, logs=None): times.append(time.perf_counter() - self.t)\n"
         "and report the median of times[5:].",
         stacks=stacks_of(runs),
+        where=where_of(runs),
     )
 
 

@@ -15,7 +15,9 @@ from fp16doctor.analysis.rules.common import (
     roofline_estimates,
     roofline_lines,
     stacks_of,
+    where_of,
 )
+from fp16doctor.analysis.values import as_list, as_mapping, as_str
 from fp16doctor.knowledge.cuda import (
     CUDNN_AUTO_CONVERSION,
     CUDNN_RELAXED_CHANNELS,
@@ -123,6 +125,7 @@ def rule_old_stack(ctx: Context) -> Finding | None:
         evidence,
         f"Upgrade to {upgrade_target(sw)}. Then: {mixed_precision_code(upgraded(sw))}{gain}",
         stacks=stacks_of(runs),
+        where=where_of(runs),
     )
 
 
@@ -151,11 +154,34 @@ INCOMPATIBLE_ERRORS = (
 )
 
 
+def _preflight(ctx: Context) -> tuple[list[str], list[str], list[str], bool]:
+    """What diagnose's pre-flight found before any run (`preflight` in the document: a stack this GPU or driver
+    cannot run), kept as data so that every later analysis of the document says it again: the reasons, the stacks
+    refused, the alternatives that can run, and whether it was forced."""
+    reasons: list[str] = []
+    stacks: list[str] = []
+    alternatives: list[str] = []
+    forced = False
+    for raw in as_list(ctx.doc.get("preflight")):
+        check = as_mapping(raw)
+        if check.get("ok") is not False or not as_str(check.get("stack")):
+            continue
+        stacks.append(str(check["stack"]))
+        reasons += [str(r) for r in as_list(check.get("reasons")) if str(r) not in reasons]
+        alternatives += [str(a) for a in as_list(check.get("alternatives")) if str(a) not in alternatives]
+        forced = forced or check.get("forced") is True
+    return reasons, stacks, alternatives, forced
+
+
 def rule_stack_incompatible_gpu(ctx: Context) -> Finding | None:
     evidence: list[str] = []
     runs: list[RunView] = []
     confidence = 0.0
     seen: set[tuple[str, str, str]] = set()
+    refused_reasons, refused, alternatives, forced = _preflight(ctx)
+    if refused:
+        evidence += [f"pre-flight: {r}" for r in refused_reasons]
+        confidence = 0.9
     for run in ctx.runs:
         gpu = ctx.gpu_for(run)
         if run.status == "failed" and run.error and any(e in run.error.lower() for e in INCOMPATIBLE_ERRORS):
@@ -202,6 +228,10 @@ def rule_stack_incompatible_gpu(ctx: Context) -> Finding | None:
         return None
     gpu = next((ctx.gpu_for(r) for r in runs if ctx.gpu_for(r)), None)
     rec = "Use a stack built for this GPU and driver."
+    if refused:
+        rec += (f" Run the {', '.join(alternatives)} stack{'s' if len(alternatives) > 1 else ''} on this host"
+                if alternatives else " Run this stack on an older GPU or driver, or use the cpu stack here")
+        rec += " (forced: the run was attempted anyway)." if forced else "; --force tries anyway."
     build = _first_tf_build_for(gpu.compute_capability if gpu else None)
     if gpu and build:
         rec += (
@@ -215,7 +245,8 @@ def rule_stack_incompatible_gpu(ctx: Context) -> Finding | None:
         confidence,
         evidence,
         rec,
-        stacks=stacks_of(runs),
+        stacks=sorted({*stacks_of(runs), *refused}),
+        where=where_of(runs),
     )
 
 

@@ -26,6 +26,7 @@ class UntestedView:
     config: str
     why: str
     command: str
+    no_command: str = ""  # why no command measures it, where none does
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ def prescription_view(machine: str, prescription: Mapping[str, Any]) -> Prescrip
         measured.append(MeasuredConfigView(fmt_config(entry), fmt_ms(entry.get("step_ms")), entry_versus(entry),
                                            "; ".join(entry_notes(entry)),
                                            (entry.get("precision"), entry.get("variant")) == chosen))
-    untested = [UntestedView(fmt_config(i), str(i.get("why") or ""), str(i.get("command") or ""))
+    untested = [UntestedView(fmt_config(i), str(i.get("why") or ""), str(i.get("command") or ""),
+                             str(i.get("no_command") or ""))
                 for i in prescription.get("untested") or [] if isinstance(i, Mapping)]
     faster = recommended.get("precision") != "float32" or bool(recommended.get("setting"))
     return PrescriptionView(machine, str(prescription.get("headline") or ""), str(recommended.get("how") or ""),

@@ -144,7 +144,9 @@ def test_oneDNN_off_experiment_confirms_and_quotes_both_times() -> None:
     assert slow["confirmed_by"] == "onednn_off"
     assert any("TF_ENABLE_ONEDNN_OPTS=0" in line and mentions_ms(line, 24500.0) and mentions_ms(line, 823.0)
                for line in slow["evidence"])
-    assert slow["recommendation"].startswith("Measured on this machine")
+    # What to do first (the prescription, quoted), then what the experiment measured.
+    assert slow["recommendation"].startswith("Use float32 on host")
+    assert "Measured on this machine" in slow["recommendation"]
     assert len(diagnosis.verdicts) == 1  # the experiment is evidence, not a verdict of its own
 
 

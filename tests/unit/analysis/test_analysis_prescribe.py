@@ -77,10 +77,11 @@ def test_avx2_example_prescribes_float32_and_quotes_every_measured_slowdown() ->
     doc = json.loads((EXAMPLES / "cpu-epyc-avx2-quick" / "results.json").read_text())
     diagnosis = diagnose_document(doc)
     assert only(diagnosis.prescriptions)["recommended"]["precision"] == "float32"
-    mixed = [f for f in diagnosis.findings if (f.get("recommends") or {}).get("precision") == "mixed_float16"]
-    assert mixed, "pure_float16_floatx recommends mixed_float16"
+    mixed = [f for f in diagnosis.findings if (f.get("instead_of") or {}).get("precision") == "mixed_float16"]
+    assert mixed, "pure_float16_floatx sets mixed_float16 aside, measured slower"
     for finding in mixed:
-        assert finding["recommends"]["measured_speedup"] < 1
+        assert finding["instead_of"]["measured_speedup"] < 1
+        assert finding["recommends"]["precision"] == "float32"  # the prescription, never the slower one
         assert "slower than float32" in finding["recommendation"]
     assert not any("better still" in str(f.get("recommendation")) for f in diagnosis.findings)
 
@@ -148,8 +149,8 @@ def test_bf16_units_without_a_bf16_run_are_listed_untested_with_the_command() ->
                                   "--precision", "float16", "--out", "somewhere", "--docker-host",
                                   "tcp://ci:s3cret@gpu-box:2376"]}
     prescription = only(diagnose_document(doc).prescriptions)
-    idea, = prescription["untested"]
-    assert idea["precision"] == "mixed_bfloat16" and "AMX_BF16" in idea["why"]
+    idea = next(i for i in prescription["untested"] if i["precision"] == "mixed_bfloat16")
+    assert "AMX_BF16" in idea["why"]
     # The invocation's engine and size are kept, its stacks narrowed to this run's, its password never written.
     assert idea["command"] == ("fp16doctor diagnose --quick --docker-host tcp://ci:[REDACTED]@gpu-box:2376 "
                                "--precision float32 --precision mixed_bfloat16")
@@ -169,7 +170,9 @@ def test_a_recommendation_of_an_unmeasured_configuration_says_it_is_untested() -
     floatx = next(f for f in diagnose_document(doc).findings if f["id"] == "pure_float16_floatx")
     assert floatx["recommends"] == {"precision": "mixed_float16", "variant": "original", "setting": None,
                                     "measured_speedup": None}
-    assert "Untested on this machine: fp16doctor diagnose" in floatx["recommendation"]
+    assert "Untested on host: mixed_float16" in floatx["recommendation"]
+    assert "`fp16doctor diagnose --precision float32 --precision mixed_float16` measures it" in floatx["recommendation"]
+    assert "set_dtype_policy('mixed_float16')" not in floatx["recommendation"]  # no code for what nobody measured
 
 
 def test_the_interleaved_example_prescribes_its_measured_mixed_bfloat16_from_its_rounds() -> None:

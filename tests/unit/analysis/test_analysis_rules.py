@@ -136,7 +136,8 @@ def test_seed_first_convolution_with_three_channels() -> None:
     f = finding(d, "tensor_cores_not_eligible")
     assert f["severity"] == "warning"
     assert any("Conv2D 3->32" in e and "cuDNN 7.0 needs multiples of 8" in e for e in f["evidence"])
-    assert "tf.pad" in f["recommendation"]
+    # Padded channels were not measured: the command that measures them, no code before it is measured.
+    assert "--variant channels_padded` measures it" in f["recommendation"] and "tf.pad" not in f["recommendation"]
 
 
 def test_channels_in_multiples_of_8_are_eligible() -> None:
@@ -333,22 +334,23 @@ def test_old_pytorch_without_amp() -> None:
 def test_floatx_float16_is_pure_fp16_with_stack_specific_fix() -> None:
     keras2 = finding(doc(run("float32", 500, software=KERAS215), run("float16", 800, software=KERAS215),
                          gpu=TITAN_V), "pure_float16_floatx")
-    assert "1e-07" in keras2["evidence"][0] and "Keras 2.1.5 on TensorFlow 1.7.0" in keras2["recommendation"]
+    # Keras 2.1.5 has no mixed precision to measure: untested, without a command, and why.
+    assert "1e-07" in keras2["evidence"][0] and "Keras 2.1.5" in keras2["recommendation"]
+    assert "has no mixed precision API" in keras2["recommendation"]
     tfk = finding(doc(run("float32", 100, software=TF_KERAS_210), run("float16", 80, software=TF_KERAS_210),
                       gpu=V100), "pure_float16_floatx")
-    assert "mixed_precision.set_global_policy('mixed_float16')" in tfk["recommendation"]
+    assert "--precision mixed_float16` measures it" in tfk["recommendation"]
     assert tfk["severity"] == "info"  # fp16 was faster: advice, not the cause of a slowdown
     jax_sw = {"keras": "3.15.0", "keras_backend": "jax", "jax": "0.4.30"}
     k3 = finding(doc(run("float32", 100, software=jax_sw), run("float16", 120, software=jax_sw), gpu=V100),
                  "pure_float16_floatx")
-    assert "keras.mixed_precision.set_dtype_policy('mixed_float16')" in k3["recommendation"]
-    assert "jax backend" in k3["recommendation"]
+    assert "--precision mixed_float16` measures it" in k3["recommendation"]
     torch_sw = {"torch": "2.3.0"}
     loss = {"first": 2.3, "last": 1.1}
     pt = finding(doc(run("float32", 100, software=torch_sw, loss=loss), run("float16", 120, software=torch_sw,
                                                                             loss=loss), gpu=V100),
                  "pure_float16_floatx")
-    assert "model.half()" in pt["evidence"][0] and "torch.autocast" in pt["recommendation"]
+    assert "model.half()" in pt["evidence"][0] and "--precision mixed_float16` measures it" in pt["recommendation"]
 
 
 def test_half_precision_inference_outside_keras_is_not_called_pure_fp16_training() -> None:
@@ -568,7 +570,9 @@ def test_p100_on_tensorflow_names_the_fp32_compute_default() -> None:
     sw = {"tensorflow": "1.4.0", "cuda": "9.0", "cudnn": "7.0"}
     f = finding(doc(run("float32", 3.3, software=sw), run("float16", 4.0, software=sw), gpu=P100), "no_tensor_cores")
     assert any("TF_FP16_CONV_USE_FP32_COMPUTE=0" in e for e in f["evidence"])
-    assert "export TF_FP16_CONV_USE_FP32_COMPUTE=0 TF_FP16_MATMUL_USE_FP32_COMPUTE=0" in f["recommendation"]
+    # No variant sets them: named untested, without a command, with why.
+    assert ("fp16doctor cannot measure it (no fp16doctor variant sets these variables): mixed_float16 with "
+            "TF_FP16_CONV_USE_FP32_COMPUTE=0 TF_FP16_MATMUL_USE_FP32_COMPUTE=0") in f["recommendation"]
     torch = finding(doc(run("float32", 3.3, software={"torch": "2.1"}), run("float16", 4.0, software={"torch": "2.1"}),
                         gpu=P100), "no_tensor_cores")
     assert not any("TF_FP16" in e for e in torch["evidence"])

@@ -48,16 +48,19 @@ def fixed_sources(
     known: set[str] | None = None,
     verdicts: list[dict[str, Any]] | None = None,
 ) -> Sources:
-    """Fixed findings (FAKE_FINDINGS unless given); the verdicts and prescriptions are the analysis' own of the
-    document's runs (verdicts unless given), since the report only renders them."""
+    """Fixed findings standing in for the analysis' (given, else the document's own as a test wrote them, else
+    FAKE_FINDINGS); the verdicts and prescriptions are the analysis' own of the document's runs (verdicts unless
+    given), since the report only renders them."""
 
     def diagnose(doc: dict[str, Any]) -> Diagnosis:
         real = saved_diagnosis(doc)
-        if real.findings_source == "results":  # the file's own findings stand before any
+        if real.findings_source == "results":  # a file with no runs: its own findings are all there is
             return replace(real, verdicts=[complete_saved(v, real.findings) for v in copy.deepcopy(verdicts)]) \
                 if verdicts is not None else real
         chosen = verdicts if verdicts is not None else real.verdicts
-        fixed = copy.deepcopy(findings if findings is not None else FAKE_FINDINGS)
+        saved = doc.get("findings")
+        own = [f for f in saved if isinstance(f, dict)] if isinstance(saved, list) else []
+        fixed = copy.deepcopy(findings if findings is not None else own or FAKE_FINDINGS)
         # Verdicts given here are phrased as the analysis phrases saved ones; its own are already.
         return replace(real, findings=fixed, verdicts=[complete_saved(v, fixed) for v in copy.deepcopy(chosen)],
                        findings_source="analysis" if fixed else "none")

@@ -92,10 +92,12 @@ def test_cut_short_verdict_is_a_bound(seed_doc):
            "slower)" in view.sentence
 
 
-def test_findings_from_results_are_used_before_the_analysis(rich_doc, sources):
-    doc = build_report([rich_doc], sources).documents[0]
-    assert doc.findings_source == "results"
-    assert [f.id for f in doc.findings] == ["host_fp16_emulation", "pure_float16_floatx", "fp16_faster"]
+def test_a_saved_documents_findings_are_the_analysis_of_its_runs_never_the_files_own(rich_doc):
+    """`report` shows what `explain` says of the same file: the current analysis, never the file's saved findings
+    beside fresh verdicts."""
+    doc = build_report([rich_doc], Sources()).documents[0]
+    assert doc.findings_source == "analysis"
+    assert [f.id for f in doc.findings] == [f["id"] for f in diagnose_document(rich_doc).findings]
 
 
 def test_doc_without_findings_gets_the_analysis(seed_doc, sources):
