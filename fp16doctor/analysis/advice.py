@@ -371,8 +371,11 @@ def phrase_remedy(kind: str, target: tuple[str, str] | None, machine: str, stack
         said = (f"Do not set {variant_setting(variant)} on {where} for speed: {label} measured {_versus(entry)}, "
                 f"{fmt_ms(entry.get('step_ms'))} per step. {quoted}")
     else:
-        said = (f"Not {label} on {where}: it measured {_versus(entry)}, {fmt_ms(entry.get('step_ms'))} per step. "
-                f"{quoted}")
+        said = f"Not {label} on {where}: it measured {_versus(entry)}, {fmt_ms(entry.get('step_ms'))} per step"
+        notes = [str(n) for n in entry.get("notes") or [] if n] or [str(entry.get("unsafe") or "")]
+        if float(entry.get("speedup") or 0) >= float(chosen.get("speedup") or 0) and any(notes):
+            said += f", but {'; '.join(n for n in notes if n)}"  # faster, and not safe to recommend
+        said += f". {quoted}"
     return Phrased(" ".join([said, *extras]), prescribed, instead, False)
 
 

@@ -252,7 +252,8 @@ class RunView:
     @property
     def label(self) -> str:
         variant = "" if self.variant == "original" else f", {self.variant}"
-        return f"{self.stack} / {self.precision}{variant}"
+        machine = "" if self.machine == HOST_MACHINE else f" on {self.machine}"  # evidence names each machine
+        return f"{self.stack} / {self.precision}{variant}{machine}"
 
 
 def _pixels(workload: Mapping[str, Any]) -> int | None:

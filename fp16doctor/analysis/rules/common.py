@@ -7,6 +7,7 @@ from typing import Any
 from fp16doctor.analysis.context import Context, RunView, Software
 from fp16doctor.analysis.roofline import RooflineEstimate, estimate_context
 from fp16doctor.analysis.values import fmt_ms
+from fp16doctor.results import HOST_MACHINE
 
 Finding = dict[str, Any]
 SEED_STEPS_PER_EPOCH = 4  # the script: nb_train_samples 512 / batch_size 128
@@ -37,6 +38,11 @@ def make_finding(
 
 def stacks_of(runs: list[RunView]) -> list[str]:
     return sorted({r.stack for r in runs})
+
+
+def at(run: RunView) -> str:
+    """Where a run ran, as evidence names it: its stack, and its machine where that is not the host."""
+    return run.stack if run.machine == HOST_MACHINE else f"{run.stack} on {run.machine}"
 
 
 def where_of(runs: list[RunView]) -> list[dict[str, str]]:

@@ -9,6 +9,7 @@ from fp16doctor.analysis.context import Context, RunView, Software
 from fp16doctor.analysis.roofline import tensor_core_eligible, tf32_active
 from fp16doctor.analysis.rules.common import (
     Finding,
+    at,
     first_software,
     make_finding,
     roofline_estimates,
@@ -232,7 +233,7 @@ def rule_tensor_cores_not_eligible(ctx: Context) -> Finding | None:
                 else "channels not multiples of 8 keep it off the fast Tensor Core kernels"
             )
             evidence.append(
-                f"{run.stack}: {layer.type} {layer.in_channels}->{layer.out_channels} channels: "
+                f"{at(run)}: {layer.type} {layer.in_channels}->{layer.out_channels} channels: "
                 f"{fmt_flops(layer.flops_per_example)} per example, {frac:.1%} of the model; {how}"
             )
         share_max = max(share_max, share)

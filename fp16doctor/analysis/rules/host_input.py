@@ -8,6 +8,7 @@ from fp16doctor.analysis.advice import (
 from fp16doctor.analysis.context import Context, RunView, Software
 from fp16doctor.analysis.rules.common import (
     Finding,
+    at,
     first_software,
     make_finding,
     roofline_estimates,
@@ -61,7 +62,7 @@ def _inferred_input_bound(ctx: Context) -> tuple[list[str], list[RunView]]:
         e = estimates.get((f.machine, f.stack, f.device))
         if (f.workload_name == SEED_WORKLOAD and f.variant == "original" and f.on_gpu and f.input_ms is None
                 and e and e.fp32_ms and f.step_ms and e.fp32_ms < 0.25 * f.step_ms):
-            return [f"{f.stack}: the GPU's best case for the float32 step is {fmt_ms(e.fp32_ms)} of the measured "
+            return [f"{at(f)}: the GPU's best case for the float32 step is {fmt_ms(e.fp32_ms)} of the measured "
                     f"{fmt_ms(f.step_ms)}; the script decodes, resizes and flips every batch of "
                     f"{f.batch_size or 128} images on the host, on one worker by default (host input time "
                     "not measured)"], [f, pair.reduced]
@@ -94,7 +95,7 @@ def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
         if run.step_ms > 1.3 * synthetic.step_ms and run.step_ms - synthetic.step_ms > 5:
             extra = run.step_ms - synthetic.step_ms
             evidence.append(
-                f"{stack} / {precision}: {fmt_ms(run.step_ms)} per step reading images vs "
+                f"{run.label}: {fmt_ms(run.step_ms)} per step reading images vs "
                 f"{fmt_ms(synthetic.step_ms)} with synthetic in-memory input: {fmt_ms(extra)} "
                 f"({extra / run.step_ms:.0%}) of the step is producing batches"
             )
@@ -177,7 +178,7 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
         apart = bool(r.input_p10_ms and f.input_p90_ms and r.input_p10_ms > f.input_p90_ms)
         if r.input_ms - f.input_ms > 1 and (r.input_ms > 1.3 * f.input_ms or (apart and r.input_ms > 1.1 * f.input_ms)):
             excess = r.input_ms - f.input_ms
-            line = (f"{r.stack}: the host spends {fmt_ms(r.input_ms)} per batch building {r.precision} "
+            line = (f"{at(r)}: the host spends {fmt_ms(r.input_ms)} per batch building {r.precision} "
                     f"images vs {fmt_ms(f.input_ms)} in float32")
             if r.step_ms:
                 line += f"; the {fmt_ms(excess)} excess is {excess / r.step_ms:.1%} of the {fmt_ms(r.step_ms)} step"
@@ -203,7 +204,7 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
             est = HOST_FP16_BATCH_ESTIMATE
             measured_batch = est.batch_size
             line = (
-                f"{run.stack}: {why}; numpy has no fast float16 arithmetic on x86 ({NUMPY_FP16_ISSUES[0]}). "
+                f"{at(run)}: {why}; numpy has no fast float16 arithmetic on x86 ({NUMPY_FP16_ISSUES[0]}). "
                 f"Estimate (no input time was measured): {est.source} took about {est.float16_ms:.0f} ms "
                 f"per batch of {measured_batch} in float16 vs {est.float32_ms:.0f} ms in float32 "
                 "(decode excluded"

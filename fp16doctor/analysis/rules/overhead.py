@@ -8,6 +8,7 @@ from fp16doctor.analysis.context import Context, RunView, Software, noise_band
 from fp16doctor.analysis.rules.common import (
     SEED_STEPS_PER_EPOCH,
     Finding,
+    at,
     first_software,
     make_finding,
     roofline_estimates,
@@ -39,7 +40,7 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
                                    (pure.reduced.step_ms, pure.reduced.p10_ms, pure.reduced.p90_ms)))
         if mixed.step_ms > (1 + band) * pure.reduced.step_ms:
             evidence.append(
-                f"{stack}: mixed_float16 step {fmt_ms(mixed.step_ms)} vs float16 "
+                f"{at(mixed)}: mixed_float16 step {fmt_ms(mixed.step_ms)} vs float16 "
                 f"{fmt_ms(pure.reduced.step_ms)}: the float32->float16 casts of weights and activations "
                 f"and the loss scaling cost {fmt_ms(mixed.step_ms - pure.reduced.step_ms)} per step"
             )
@@ -100,7 +101,7 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
         est = estimates.get((pair.reduced.machine, pair.reduced.stack, pair.reduced.device, pair.reduced.precision))
         if est and est.fp32_ms is not None and est.fp32_ms < 0.2 * f.step_ms and f.step_ms < 50:
             evidence.append(
-                f"{f.stack}: float32 step {fmt_ms(f.step_ms)} where the GPU's best case is "
+                f"{at(f)}: float32 step {fmt_ms(f.step_ms)} where the GPU's best case is "
                 f"{fmt_ms(est.fp32_ms)} (fp16 best case {fmt_ms(est.fp16_ms)}): launch and framework "
                 "overhead fill the step, not arithmetic"
             )
@@ -109,7 +110,7 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
         elif (est is None or est.fp32_ms is None) and f.step_ms < 10:
             params = f.model.params if f.model else None
             evidence.append(
-                f"{f.stack}: a float32 step takes only {fmt_ms(f.step_ms)} on the GPU"
+                f"{at(f)}: a float32 step takes only {fmt_ms(f.step_ms)} on the GPU"
                 + (f" for {params:,} parameters" if params else "")
                 + ": too little work per step for fp16 arithmetic to matter"
             )
@@ -117,7 +118,7 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
             runs.append(pair.reduced)
         elif f.gpu_util_pct is not None and f.gpu_util_pct < 40 and f.step_ms < 50:
             evidence.append(
-                f"{f.stack}: GPU busy only {f.gpu_util_pct:.0f}% of a {fmt_ms(f.step_ms)} float32 step"
+                f"{at(f)}: GPU busy only {f.gpu_util_pct:.0f}% of a {fmt_ms(f.step_ms)} float32 step"
             )
             confidence = max(confidence, 0.6)
             runs.append(pair.reduced)

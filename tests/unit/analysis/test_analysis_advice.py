@@ -250,3 +250,24 @@ def test_no_advice_contradicts_its_machines_measured_table(path: Path) -> None:
                     continue
                 for code in (f"set_dtype_policy('{precision}')", f"set_global_policy('{precision}')"):
                     assert code not in text, (finding["id"], code)
+
+
+EXAMPLES = sorted((ROOT / "docs" / "examples").glob("*/results.json"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.parent.name)
+def test_report_and_explain_give_the_same_findings_on_every_example(path: Path) -> None:
+    """`explain` (diagnose_document) and `report` (saved_diagnosis, what the report renders) on the same file:
+    the same findings in content, whatever findings the file itself saved."""
+    from fp16doctor.report.viewmodel import build_report
+
+    doc = json.loads(path.read_text(encoding="utf-8"))
+
+    def content(findings: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        return [(f["id"], f.get("basis"), f.get("explains_ms"), f.get("recommendation")) for f in findings]
+
+    explained = diagnose_document(doc).findings
+    assert content(saved_diagnosis(doc).findings) == content(explained)
+    shown = build_report([doc]).documents[0]
+    assert shown.findings_source == "analysis"
+    assert sorted(v.id for v in shown.findings) == sorted(f["id"] for f in explained)
