@@ -229,6 +229,8 @@ def test_no_advice_contradicts_its_machines_measured_table(path: Path) -> None:
             chosen = prescription["recommended"]
             measured = _measured(prescription)
             steer = there.get("recommends")
+            if spec is not None and spec.remedy in CONFIG_KINDS:  # it quotes the prescription of that machine
+                assert prescription["headline"] in text, (finding["id"], there)
             if steer is not None:
                 entry = measured.get((steer["precision"], steer["variant"]))
                 if entry is not None:  # recommended and measured: never slower than the prescription
