@@ -43,6 +43,8 @@ class DocumentView:
     note: str | None
     findings_source: str  # "results" (as written by diagnose) or "analysis" (computed now) or "none"
     sections: dict[str, Any]  # each document section's piece, in SECTIONS' order
+    # The version that wrote findings this report analysed afresh instead (never shown beside them); None: none.
+    findings_replaced_from: str | None = None
 
     @property
     def section_names(self) -> list[str]:
@@ -145,6 +147,8 @@ def _document_view(source: DocumentInput, pieces: dict[str, Any]) -> DocumentVie
         note=text(doc.get("note")) or None,
         findings_source=source.diagnosis.findings_source,
         sections=pieces,
+        findings_replaced_from=(f"fp16doctor {source.diagnosis.saved_by}" if source.diagnosis.saved_by
+                                else "an unknown fp16doctor version") if source.diagnosis.saved_findings else None,
     )
 
 

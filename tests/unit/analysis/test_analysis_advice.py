@@ -273,3 +273,17 @@ def test_report_and_explain_give_the_same_findings_on_every_example(path: Path) 
     shown = build_report([doc]).documents[0]
     assert shown.findings_source == "analysis"
     assert sorted(v.id for v in shown.findings) == sorted(f["id"] for f in explained)
+
+
+def test_the_report_says_whose_findings_it_set_aside_and_shows_none_of_them() -> None:
+    from fp16doctor.report.html import render_view
+    from fp16doctor.report.viewmodel import build_report
+
+    doc = cpu_doc(run("float32", 100.0), run("float16", 900.0), run("mixed_bfloat16", 52.0))
+    doc["tool"] = {"name": "fp16doctor", "version": "0.0.1"}
+    doc["findings"] = [{"id": "no_fast_fp16_hardware", "title": "old", "severity": "critical", "confidence": 0.9,
+                        "evidence": ["565 ms measured"], "recommendation": "On this CPU train in float32."}]
+    html = render_view(build_report([doc]))
+    shown = html.split('<script type="application/json"')[0]  # the file itself is embedded after, as data
+    assert "written by fp16doctor 0.0.1 and are not shown" in shown
+    assert "On this CPU train in float32" not in shown and "565 ms measured" not in shown

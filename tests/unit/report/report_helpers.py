@@ -63,7 +63,7 @@ def fixed_sources(
         fixed = copy.deepcopy(findings if findings is not None else own or FAKE_FINDINGS)
         # Verdicts given here are phrased as the analysis phrases saved ones; its own are already.
         return replace(real, findings=fixed, verdicts=[complete_saved(v, fixed) for v in copy.deepcopy(chosen)],
-                       findings_source="analysis" if fixed else "none")
+                       findings_source="analysis" if fixed else "none", saved_findings=[])
 
     return Sources(
         diagnose=diagnose,
