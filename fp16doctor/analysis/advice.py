@@ -241,6 +241,10 @@ def slow_kernel_ideas(sw: Software, on_gpu: bool, precision: str) -> list[dict[s
 # with its number and name the prescription, no code; not measured, point to the machine's untested entry.
 
 CONFIGURATION_KINDS = ("configuration", "setting", "memory_only", "numerics_only")
+# A remedy's configuration where it is no fixed one: the prescription's own (what measured fastest there), or the
+# finding's own precision and variant.
+PRESCRIBED = ("prescribed", "original")
+OWN = ("own", "original")
 
 
 def where_of(machine: str, stack: str) -> str:

@@ -16,6 +16,8 @@ from typing import Any
 
 from fp16doctor.analysis.advice import (
     CONFIGURATION_KINDS,
+    OWN,
+    PRESCRIBED,
     Unmeasurable,
     how_to_use,
     measured_entry,
@@ -346,10 +348,6 @@ def _fp32_of(ctx: Context, prescription: Prescription) -> RunView:
                 and r.precision == "float32" and r.variant == "original" and not r.experiment)
 
 
-def _is_script(ctx: Context, run: RunView) -> bool:
-    return run.workload_name == "script"
-
-
 def _list_untested(prescription: Prescription, idea: dict[str, Any]) -> dict[str, Any]:
     """The machine's untested entry for an idea (added once): every remedy named and not measured is listed."""
     key = (idea.get("precision"), idea.get("variant") or "original", idea.get("setting"))
@@ -365,7 +363,7 @@ def _ideas_for(ctx: Context, finding: Finding, prescription: Prescription, targe
     """The finding's target where it can be measured on this stack, and every idea it names that nobody measured
     there, each entered in the machine's untested list (with the command that measures it, or why none can)."""
     fp32 = _fp32_of(ctx, prescription)
-    sw, script = fp32.software, _is_script(ctx, fp32)
+    sw, script = fp32.software, fp32.workload_name == "script"
     why = str(finding.get("title") or finding.get("id"))
     ideas: list[dict[str, Any]] = []
     wanted: list[tuple[str, str, str, str | None]] = []  # precision, variant, why, why no variant measures it
@@ -423,12 +421,13 @@ def hold_advice(ctx: Context, findings: list[Finding], prescriptions: Sequence[P
         kind = remedies.get(fid, "none")
         spec_target = recommends.get(fid)
         target: tuple[str, str] | None = spec_target
-        if spec_target == ("prescribed", "original"):
+        if spec_target == PRESCRIBED:
             target = None
-        elif spec_target == ("own", "original"):
+        elif spec_target == OWN:
             own = finding.get("precision")
             target = (str(own), str(finding.get("variant") or "original")) if own else None
-        explicit = target is not None and (spec_target != ("own", "original") or kind == "setting")
+        # A finding that names its own configuration is the prescription's evidence where that one was chosen.
+        explicit = target is not None and (spec_target != OWN or kind == "setting")
         context = str(finding.get("recommendation") or "").strip()
         code = str(finding.pop("remedy_code", "") or "")
         wheres = _wheres(ctx, finding)
@@ -462,10 +461,9 @@ def hold_advice(ctx: Context, findings: list[Finding], prescriptions: Sequence[P
                                      if k != "speedup_interval" or v is not None}
             if first["instead_of"] is not None:
                 finding["instead_of"] = first["instead_of"]
-                if fid == "framework_setting":
-                    finding["severity"] = "info"  # the switch is all it recommends: measured end to end, it loses
-        if fid == "framework_setting" and "instead_of" in finding:
-            context = ""  # its own words set the switch, which measured slower end to end than the prescription
+                if fid == "framework_setting":  # the switch is all it recommends: measured end to end, it loses
+                    finding["severity"] = "info"
+                    context = ""  # its own words set the switch
         if kind not in CONFIGURATION_KINDS and context:
             context = f"On {', '.join(where_of(m, s) for m, s in wheres) or 'every machine'}: {context}"
         parts = [*lines, context] if kind in CONFIGURATION_KINDS else [context, *lines]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from fp16doctor.analysis.advice import CONFIGURATION_KINDS, OWN, PRESCRIBED
 from fp16doctor.analysis.context import Context
 from fp16doctor.analysis.fixes import SNIPPETS
 from fp16doctor.analysis.rules import causal, hardware, host_input, numerics, outcome, overhead, stack
@@ -21,9 +22,7 @@ FAMILIES = ("stack", "hardware", "kernels", "host_input", "overhead", "numerics"
 # memory_only: 16 bits here can only save memory, so for speed the measured table decides; numerics_only: a
 # precision for stable training, not for speed; upgrade: another stack; measure: how to time or compare fairly;
 # code: a change to the user's code that is no configuration (an input pipeline); none: no advice.
-REMEDY_KINDS = ("configuration", "setting", "memory_only", "numerics_only", "upgrade", "measure", "code", "none")
-PRESCRIBED = ("prescribed", "original")
-OWN = ("own", "original")
+REMEDY_KINDS = (*CONFIGURATION_KINDS, "upgrade", "measure", "code", "none")
 
 
 @dataclass(frozen=True)
@@ -112,7 +111,7 @@ RECOMMENDS: dict[str, tuple[str, str]] = {s.id: s.recommends for s in SPECS if s
 REMEDIES: dict[str, str] = {s.id: s.remedy for s in SPECS}
 assert all(s.family in FAMILIES for s in SPECS), "every finding belongs to a known family"
 assert all(s.remedy in REMEDY_KINDS for s in SPECS), "every remedy is of a known kind"
-assert all((s.recommends is not None) == (s.remedy in ("configuration", "setting", "memory_only", "numerics_only"))
+assert all((s.recommends is not None) == (s.remedy in CONFIGURATION_KINDS)
            for s in SPECS), "a configuration, setting, memory or numerics remedy names its configuration"
 
 
