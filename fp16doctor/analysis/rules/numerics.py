@@ -10,6 +10,7 @@ from fp16doctor.analysis.advice import (
 from fp16doctor.analysis.context import Context, RunView
 from fp16doctor.analysis.rules.common import (
     Finding,
+    at,
     first_software,
     make_finding,
     stacks_of,
@@ -49,7 +50,7 @@ def rule_pure_float16_floatx(ctx: Context) -> Finding | None:
                f"{FP16_SMALLEST_NORMAL:.1e}"
                if fw in ("keras2", "tf.keras", "keras3") else "")
     evidence = [
-        f"{', '.join(stacks_of(runs))}: {how}: weight updates smaller than 1/2048 of a weight round "
+        f"{', '.join(sorted({at(r) for r in runs}))}: {how}: weight updates smaller than 1/2048 of a weight round "
         f"away{epsilon}"
     ]
     pairs = [p for p in ctx.fp16_pairs() if p.reduced in runs]
