@@ -121,15 +121,6 @@ def upgrade_target(sw: Software) -> str:
     return "a current framework release built for CUDA >= 10 and cuDNN >= 7.4"
 
 
-def keras_floatx_note(sw: Software) -> str:
-    if sw.framework == "keras3":
-        return ("Set floatx back to float32: \"floatx\": \"float32\" in $KERAS_HOME/keras.json (default "
-                "~/.keras/keras.json), or keras.config.set_floatx('float32').")
-    if sw.framework in ("keras2", "tf.keras"):
-        return "Set floatx back to float32 in ~/.keras/keras.json (or K.set_floatx('float32'))."
-    return "Keep the model's parameters in float32."
-
-
 def is_old_keras_generator(sw: Software) -> bool | None:
     """Keras < 2.2 builds ImageDataGenerator batches in K.floatx(); None when the Keras version is unknown."""
     if not sw.keras:
