@@ -35,11 +35,13 @@ from fp16doctor.results import (
     new_document,
     run_key,
 )
+from fp16doctor.runplan import QUICK_BUDGET_S
 from fp16doctor.workload.dataset import class_folders
 from fp16doctor.workload.protocol import PRECISIONS, SCRIPT_VARIANTS, VARIANTS
 
 if TYPE_CHECKING:
     from fp16doctor.analysis import Diagnosis
+    from fp16doctor.runplan import DiagnosePlan
 
 # The matrix every diagnose runs; mixed_bfloat16 joins it where the device computes in bfloat16.
 BASE_PRECISIONS = ("float32", "float16", "mixed_float16")
@@ -55,8 +57,17 @@ class DiagnoseOutcome:
     diagnosis: Diagnosis  # made once, written to results.json and rendered by the report and the summary
 
 
-def _check_out_dir(out_dir: Path) -> None:
+def _check_out_dir(out_dir: Path, create: bool = True) -> None:
+    """--out can be written to; made here unless `create` is off (--plan creates nothing: then the folder, or
+    the nearest one above it that exists, must be a folder this user may write in)."""
     try:
+        if not create:
+            existing = next(p for p in (out_dir, *out_dir.absolute().parents) if p.exists())
+            if not existing.is_dir():
+                raise NotADirectoryError(20, "Not a directory")
+            if not os.access(existing, os.W_OK | os.X_OK):
+                raise PermissionError(13, "Permission denied")
+            return
         out_dir.mkdir(parents=True, exist_ok=True)
         probe = out_dir / ".fp16doctor-write-test"
         probe.write_text("ok")
@@ -243,8 +254,26 @@ def plan_runs(
     return specs
 
 
-def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcome:
-    from fp16doctor.analysis import diagnose_document
+@dataclass
+class _Prepared:
+    """What every check passed and the matrix came to, before anything runs or is created."""
+
+    started: float
+    host: dict[str, Any]
+    size: WorkloadSize
+    stacks: list[str]
+    data_dir: str | None
+    script: ScriptSpec | None
+    backend: str | None
+    doc: Document
+    results_path: Path
+    specs: list[RunSpec]
+    todo: list[RunSpec]
+
+
+def _prepare(options: DiagnoseOptions, progress: Progress) -> _Prepared:
+    """Every check diagnose makes before its first run (the user's input, the out folder, the script, the stacks,
+    Slurm's tools, this host's Keras), the probe, and the matrix; with options.plan nothing is created."""
     from fp16doctor.probe import probe_host
 
     started = time.monotonic()
@@ -266,12 +295,13 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     # A script reads its data its own way: --data only has to be a folder.
     data_dir = _check_data(options.data_dir) if options.script is None else (
         str(options.data_dir.resolve()) if options.data_dir else None)
-    _check_out_dir(options.out_dir)
+    _check_out_dir(options.out_dir, create=not options.plan)
     script = None
     if options.script is not None:
         from fp16doctor.user_script import prepare_script
 
-        script = prepare_script(options.script, options.script_args, options.steps, options.out_dir, data_dir)
+        script = prepare_script(options.script, options.script_args, options.steps, options.out_dir, data_dir,
+                                make_log_dir=not options.plan)
     if options.docker_hosts and not options.stacks:
         raise DoctorError("--docker-host without --stack runs nothing in Docker",
                           hint="add --stack NAME (see `fp16doctor stacks list`), e.g. --stack cpu")
@@ -363,7 +393,6 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
 
         doc["invocation"]["script"] = invocation_entry(script)
         doc["invocation"]["data"] = "script"  # the script reads its own data
-    writer = ResultsWriter(results_path, doc)
 
     # Remote engines' GPUs are known only once connected: bfloat16 is planned for their stacks, and the
     # scheduler keeps it where a GPU computes in bfloat16 (it says why where none does).
@@ -376,6 +405,27 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     todo = [s for s in specs if (s.stack, s.precision, s.variant) not in done]
     if done and options.resume:
         progress.note(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in {results_path}")
+    return _Prepared(started, host, size, stacks, data_dir, script, backend, doc, results_path, specs, todo)
+
+
+def plan_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnosePlan:
+    """`diagnose --plan`: every check of a real diagnose, then what it would run, where, and about how long;
+    nothing runs and nothing is created (no --out folder, no results, no container, no job)."""
+    from fp16doctor.runplan import describe_plan
+
+    prepared = _prepare(replace(options, plan=True), progress)
+    return describe_plan(prepared.todo, len(prepared.specs) - len(prepared.todo), prepared.size, options,
+                         prepared.results_path)
+
+
+def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcome:
+    from fp16doctor.analysis import diagnose_document
+
+    prepared = _prepare(options, progress)
+    started, host, size, stacks = prepared.started, prepared.host, prepared.size, prepared.stacks
+    data_dir, script, backend, doc = prepared.data_dir, prepared.script, prepared.backend, prepared.doc
+    results_path, todo = prepared.results_path, prepared.todo
+    writer = ResultsWriter(results_path, doc)
 
     extra_findings: list[dict[str, Any]] = []
     interrupted = False
@@ -522,8 +572,6 @@ def experiment_specs(
     return sorted(specs.values(), key=lambda s: (order[(s.stack, s.variant)], s.precision != "float32"))
 
 
-# --quick is a wall-time budget: the interleaved rounds fill what the runs left of it (never under MIN_ROUNDS).
-QUICK_BUDGET_S = 90.0
 
 
 def _time_in_rounds(writer: ResultsWriter, size: WorkloadSize, started: float, host: dict[str, Any],

@@ -47,4 +47,5 @@ class DiagnoseOptions:
     experiments: bool = True  # run the experiments the analysis plans after the main matrix
     keep_profiles: bool = False  # keep each run's raw profile under out_dir/profiles
     slurm: SlurmOptions | None = None  # run the host cells as Slurm jobs (diagnose --slurm)
+    plan: bool = False  # --plan: every check, then what would run; nothing runs and nothing is created
     argv: list[str] = field(default_factory=lambda: list(sys.argv))

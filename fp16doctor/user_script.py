@@ -52,6 +52,7 @@ def _absolute_if_path(arg: str, cwd: Path) -> str:
 
 def prepare_script(
     script: Path, args: list[str], steps: int | None, out_dir: Path, data_dir: str | None,
+    make_log_dir: bool = True,
 ) -> ScriptSpec:
     """Check the script and describe it for the engines; DoctorError (usage) when it cannot run."""
     if not script.exists():
@@ -72,7 +73,8 @@ def prepare_script(
         raise DoctorError(f"cannot read --script {script} ({exc.strerror or exc.__class__.__name__})",
                           hint="check the file's permissions", exit_code=EXIT_USAGE) from None
     log_dir = out_dir / SCRIPT_LOG_DIR
-    log_dir.mkdir(parents=True, exist_ok=True)
+    if make_log_dir:  # diagnose --plan creates nothing
+        log_dir.mkdir(parents=True, exist_ok=True)
     cwd = Path.cwd()
     read_only = [str(path.parent)] + ([data_dir] if data_dir else [])
     return ScriptSpec(
