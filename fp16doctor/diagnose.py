@@ -72,7 +72,8 @@ def _check_precisions(precisions: list[str]) -> list[str]:
     """The precisions asked for, checked, float32 first (its step sets the others' slow-step bound)."""
     for p in precisions:
         if p not in PRECISIONS:
-            raise DoctorError(f"unknown precision {p!r}", hint=f"use one of: {', '.join(PRECISIONS)}")
+            raise DoctorError(f"unknown precision {p!r}", hint=f"use one of: {', '.join(PRECISIONS)}",
+                              exit_code=EXIT_USAGE)
     return _float32_first(dict.fromkeys(precisions))
 
 
@@ -81,7 +82,8 @@ def _check_variants(variants: list[str] | None) -> list[str] | None:
         return None
     for v in variants:
         if v not in VARIANTS:
-            raise DoctorError(f"unknown variant {v!r}", hint=f"use one of: {', '.join(VARIANTS)}")
+            raise DoctorError(f"unknown variant {v!r}", hint=f"use one of: {', '.join(VARIANTS)}",
+                              exit_code=EXIT_USAGE)
     return list(dict.fromkeys(variants))
 
 
@@ -114,12 +116,12 @@ def _check_data(data_dir: Path | None) -> str | None:
         return None
     if not data_dir.is_dir():
         raise DoctorError(f"--data {data_dir} is not a directory",
-                          hint="pass the train directory that holds one folder per class")
+                          hint="pass the train directory that holds one folder per class", exit_code=EXIT_USAGE)
     classes = class_folders(str(data_dir))
     if len(classes) < 2:
         raise DoctorError(
             f"--data {data_dir} has {len(classes)} class folder(s) with images; the script needs at least 2",
-            hint="lay it out as DIR/<class name>/<image files>, as flow_from_directory expects",
+            hint="lay it out as DIR/<class name>/<image files>, as flow_from_directory expects", exit_code=EXIT_USAGE,
         )
     return str(data_dir.resolve())
 
@@ -252,7 +254,8 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     variants = _check_variants(options.variants)
     if options.python and not shutil.which(options.python):
         raise DoctorError(f"--python {options.python} is not an executable",
-                          hint="pass the path of a Python interpreter, e.g. ~/venvs/tf/bin/python")
+                          hint="pass the path of a Python interpreter, e.g. ~/venvs/tf/bin/python",
+                          exit_code=EXIT_USAGE)
     if options.script is None and (options.steps is not None or options.script_args):
         raise DoctorError("--steps and --script-arg apply to your own script", hint="add --script train.py",
                           exit_code=EXIT_USAGE)
@@ -262,7 +265,8 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
                           hint=f"with --script use one of: {', '.join(SCRIPT_VARIANTS)}", exit_code=EXIT_USAGE)
     if options.script is not None and options.data_dir is not None and not options.data_dir.is_dir():
         raise DoctorError(f"--data {options.data_dir} is not a directory",
-                          hint="with --script, --data names the folder your script reads (mounted in stacks)")
+                          hint="with --script, --data names the folder your script reads (mounted in stacks)",
+                          exit_code=EXIT_USAGE)
     # A script reads its data its own way: --data only has to be a folder.
     data_dir = _check_data(options.data_dir) if options.script is None else (
         str(options.data_dir.resolve()) if options.data_dir else None)
@@ -274,7 +278,8 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         script = prepare_script(options.script, options.script_args, options.steps, options.out_dir, data_dir)
     if options.docker_hosts and not options.stacks:
         raise DoctorError("--docker-host without --stack runs nothing in Docker",
-                          hint="add --stack NAME (see `fp16doctor stacks list`), e.g. --stack cpu")
+                          hint="add --stack NAME (see `fp16doctor stacks list`), e.g. --stack cpu",
+                          exit_code=EXIT_USAGE)
     if options.stacks:
         from fp16doctor.scheduler import parse_docker_host
         from fp16doctor.stacks import get_stack
@@ -284,7 +289,8 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         for url in options.docker_hosts:
             parse_docker_host(url)
     if not options.include_host and not options.stacks:
-        raise DoctorError("--no-host without --stack leaves nothing to run", hint="add --stack cpu (or another)")
+        raise DoctorError("--no-host without --stack leaves nothing to run", hint="add --stack cpu (or another)",
+                          exit_code=EXIT_USAGE)
     if options.slurm is not None:
         _check_slurm(options)
 
