@@ -293,6 +293,9 @@ def diagnose(
         steps=steps,
         slurm=slurm_options,
     )
+    from fp16doctor import logs
+
+    logs.configure(verbose)
     try:
         with LiveProgress(err, enabled=not as_json or sys.stderr.isatty()) as progress:
             outcome = run_diagnose(options, progress)
@@ -307,6 +310,8 @@ def diagnose(
             hint="run the same command with --resume to complete only what is missing",
             exit_code=EXIT_INTERRUPTED,
         ) from None
+    finally:
+        logs.close_log()
     from fp16doctor.textout.diagnose import diagnose_summary_text, failed_runs_message
 
     if as_json:

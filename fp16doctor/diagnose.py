@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fp16doctor import logs
 from fp16doctor.engines.base import (
     MIN_ROUNDS,
     SIZES,
@@ -294,6 +295,8 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     if options.slurm is not None:
         _check_slurm(options)
 
+    logs.log_to(options.out_dir)  # the checks passed: from here on a failure leaves its log in --out
+    progress = logs.LoggedProgress(progress)
     progress.note("probing this host")
     # On Slurm the nodes run --python; a path only the nodes have cannot be probed here.
     local_python = options.slurm is None or options.python is None or os.path.exists(options.python)
