@@ -6,6 +6,7 @@ Every finished run is written to results.json at once, so an interrupted diagnos
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import sys
 import time
@@ -54,6 +55,11 @@ class DiagnoseOutcome:
     exit_code: int
     failed: list[dict[str, Any]]
     diagnosis: Diagnosis  # made once, written to results.json and rendered by the report and the summary
+
+
+# What diagnose says, in one line, on a host that is not Linux (where it is built and tested).
+OFF_LINUX = ("{system} is not Linux: diagnose runs on this host's Python, untested here; --slurm needs a Linux login"
+             " node, and the Docker stacks' GPUs need Linux (on Windows: Docker inside WSL2)")
 
 
 def _check_out_dir(out_dir: Path) -> None:
@@ -297,6 +303,8 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
 
     logs.log_to(options.out_dir)  # the checks passed: from here on a failure leaves its log in --out
     progress = logs.LoggedProgress(progress)
+    if platform.system() != "Linux":
+        progress.note(OFF_LINUX.format(system=platform.system() or sys.platform))
     progress.note("probing this host")
     # On Slurm the nodes run --python; a path only the nodes have cannot be probed here.
     local_python = options.slurm is None or options.python is None or os.path.exists(options.python)
