@@ -63,6 +63,11 @@ OFF_LINUX = ("{system} is not Linux: diagnose runs on this host's Python, untest
 
 
 def _check_out_dir(out_dir: Path) -> None:
+    # mkdir says only "File exists" when a folder on the way is a file: name it.
+    blocker = next((p for p in (out_dir, *out_dir.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise DoctorError(f"--out {out_dir}: {blocker} is a file, not a folder",
+                          hint="pass a folder for --out, e.g. --out ./fp16doctor-out", exit_code=EXIT_USAGE)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         probe = out_dir / ".fp16doctor-write-test"

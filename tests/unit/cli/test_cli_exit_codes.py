@@ -84,3 +84,11 @@ def test_version_and_help_exit_0() -> None:
     assert run_cli("--version").code == 0
     helped = run_cli("diagnose", "-h")
     assert helped.code == 0 and "--precision" in helped.stdout
+
+
+def test_an_out_folder_under_a_file_names_the_file(tmp_path: Path, nothing_runs: list[str]) -> None:
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("x")
+    done = run_cli("diagnose", "-o", str(blocker / "out"))
+    assert done.code == errors.EXIT_USAGE and nothing_runs == []
+    assert f"{blocker} is a file, not a folder" in " ".join(done.stderr.split()) and "File exists" not in done.stderr
