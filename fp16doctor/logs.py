@@ -41,13 +41,26 @@ def _replace(role: str, handler: logging.Handler | None) -> None:
     logger.setLevel(logging.DEBUG)
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is when a line is logged: the progress display (rich's Live) redirects it
+    to print lines above itself, which a stream bound once would bypass."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
 def configure(verbosity: int) -> None:
     """-v: engine events, builds and submissions on stderr; -vv: debug too. Without it the terminal shows only
     the progress display."""
     if verbosity <= 0:
         _replace("stderr", None)
         return
-    handler = logging.StreamHandler()
+    handler = _StderrHandler()
     handler.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
     _replace("stderr", handler)
 
