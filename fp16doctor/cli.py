@@ -327,7 +327,7 @@ def diagnose(
 @app.command()
 def explain(
     results: Path = typer.Argument(
-        ..., help="A results.json, ours or hand-written, or the report.html of one diagnosis."),
+        ..., help="A results.json, ours or hand-written, or the report.html of one diagnosis.", metavar="FILE"),
     as_json: bool = typer.Option(
         False, "--json", help='Print {"findings": [...], "verdicts": [...], "prescriptions": [...]} as JSON.',
         metavar=FLAG),
@@ -350,7 +350,7 @@ def explain(
 @app.command()
 def report(
     results: list[Path] = typer.Argument(
-        ..., help="One or more results.json or report.html (several: a side-by-side comparison)."),
+        ..., help="One or more results.json or report.html (several: a side-by-side comparison).", metavar="FILE"),
     out_file: Path = typer.Option(..., "--out", "-o", help="The report file to write; - writes it to stdout."),
     fmt: str = typer.Option("html", "--format", "-f", callback=_check_format, autocompletion=_complete_format,
                             metavar=_metavar(FORMATS)),
