@@ -424,7 +424,8 @@ def stacks_build(
 def compare(
     before: Path = typer.Argument(..., help="The results.json of before (e.g. the old stack)."),
     after: Path = typer.Argument(..., help="The results.json of after, measured on the same machine."),
-    as_json: bool = typer.Option(False, "--json", help="Print the comparison (stack_comparisons) as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison (stack_comparisons) as JSON.",
+                                 metavar=FLAG),
     fail_if_slower: float | None = typer.Option(
         None, "--fail-if-slower", min=0, metavar="PCT",
         help="Exit 4 when a 16-bit configuration's ratio to float32 fell by more than PCT % beyond both intervals."),
