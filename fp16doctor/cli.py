@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +17,74 @@ from rich.markup import escape
 
 from fp16doctor import __version__
 from fp16doctor.errors import EXIT_INTERRUPTED, EXIT_USAGE, DoctorError
+from fp16doctor.report import FORMATS
+from fp16doctor.workload.protocol import PRECISIONS, SIZES, VARIANTS
 
+# -h as well as --help, as docker, nvidia-smi, pytest and sbatch accept it.
+CONTEXT = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(
     name="fp16doctor",
     help="Why is float16 training slower (or faster) than float32 on this GPU and this software stack?",
     no_args_is_help=True,
-    add_completion=False,
+    context_settings=CONTEXT,
     pretty_exceptions_enable=False,
 )
-stacks_app = typer.Typer(help="The pinned software stacks (Docker images) diagnose can run in.", no_args_is_help=True)
+stacks_app = typer.Typer(help="The pinned software stacks (Docker images) diagnose can run in.", no_args_is_help=True,
+                         context_settings=CONTEXT)
 app.add_typer(stacks_app, name="stacks")
+
+# diagnose --help groups its options in these panels, in this order.
+PANEL_WHAT = "What to run"
+PANEL_OUTPUT = "Output"
+PANEL_SCRIPT = "Your own script"
+PANEL_DOCKER = "Docker stacks"
+PANEL_SLURM = "Slurm"
+FLAG = ""  # metavar of an on/off option: it takes no value
+PRECISION_HELP = (f"{', '.join(PRECISIONS)}; repeatable (default: the first three, plus mixed_bfloat16 where the"
+                  " device has bfloat16 arithmetic).")
+VARIANT_HELP = (f"{', '.join(VARIANTS)}; repeatable; replaces the default (original, plus synthetic_input): include"
+                " original to compare.")
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _choice(name: str, choices: Sequence[str]) -> tuple[Callable[..., Any], Callable[..., list[str]]]:
+    """A parser-level check and completion for an option whose values are one of `choices` (from the module that
+    owns them): a wrong value is Click's usage error (exit 2), as an unknown option is."""
+
+    def check(value: Any) -> Any:
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if item is not None and item not in choices:
+                raise typer.BadParameter(f"{item!r} is not one of {', '.join(choices)}", param_hint=name)
+        return value
+
+    def complete(incomplete: str) -> list[str]:
+        return [c for c in choices if c.startswith(incomplete)]
+
+    return check, complete
+
+
+def _metavar(choices: Sequence[str]) -> str:
+    return "[" + "|".join(choices) + "]"
+
+
+_check_precision, _complete_precision = _choice("--precision", PRECISIONS)
+_check_variant, _complete_variant = _choice("--variant", VARIANTS)
+_check_size, _complete_size = _choice("--size", tuple(SIZES))
+_check_format, _complete_format = _choice("--format", FORMATS)
+
+
+def _complete_stack(incomplete: str) -> list[str]:
+    from fp16doctor.stacks import all_stacks
+
+    return [s.name for s in all_stacks() if s.name.startswith(incomplete)]
+
+
+def _from_environment(ctx: typer.Context, name: str) -> bool:
+    """Whether an option's value came from its FP16DOCTOR_* variable rather than the command line."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "ENVIRONMENT"
 
 
 def _print_json(data: Any) -> None:
@@ -43,103 +99,165 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version.",
+                                 metavar=FLAG),
 ) -> None:
     """fp16doctor: measure float32, float16 and mixed_float16 training here, and explain the difference."""
 
 
 @app.command()
-def probe(as_json: bool = typer.Option(False, "--json", help="Print the probe as JSON.")) -> None:
+def probe(
+    as_json: bool = typer.Option(False, "--json", help="Print the probe as JSON.", metavar=FLAG),
+    markdown: bool = typer.Option(False, "--markdown", help="Print it as markdown to paste into an issue (home"
+                                  " directories as ~, secrets redacted).", metavar=FLAG),
+) -> None:
     """Describe this host: CPU, GPUs, driver, installed frameworks and the Keras configuration."""
     from fp16doctor.probe import probe_host
-    from fp16doctor.textout.probe import probe_text
+    from fp16doctor.textout.probe import probe_markdown, probe_text
 
+    if as_json and markdown:
+        raise DoctorError("--json and --markdown contradict each other", hint="pass one of them",
+                          exit_code=EXIT_USAGE)
     host = probe_host()
     if as_json:
         _print_json(host)
+    elif markdown:
+        from fp16doctor.redaction import redact
+
+        sys.stdout.write(probe_markdown(redact(host), __version__))
     else:
         out.print(probe_text(host))
 
 
 @app.command()
 def diagnose(
-    out_dir: Path = typer.Option(Path("fp16doctor-out"), "--out", help="Where results.json and report.html go."),
-    quick: bool = typer.Option(False, "--quick", help="Small size (the default when no GPU is present)."),
-    full: bool = typer.Option(False, "--full", help="The script's own size (336x224, batch 128), even on a CPU."),
-    stack: list[str] = typer.Option([], "--stack", help="Run in this pinned stack (Docker); repeatable."),
+    ctx: typer.Context,
+    out_dir: Path = typer.Option(Path("fp16doctor-out"), "--out", "-o", envvar="FP16DOCTOR_OUT",
+                                 help="Where results.json and report.html go.", rich_help_panel=PANEL_OUTPUT),
+    quick: bool = typer.Option(False, "--quick", "-q", help="Small size (the default when no GPU is present).",
+                               metavar=FLAG, rich_help_panel=PANEL_WHAT),
+    full: bool = typer.Option(False, "--full", help="The script's own size (336x224, batch 128), even on a CPU.",
+                              metavar=FLAG, rich_help_panel=PANEL_WHAT),
+    size: str | None = typer.Option(None, "--size", help="quick or full: --quick and --full by name.",
+                                    callback=_check_size, autocompletion=_complete_size,
+                                    metavar=_metavar(tuple(SIZES)), rich_help_panel=PANEL_WHAT),
+    stack: list[str] = typer.Option([], "--stack", "-s", help="Run in this pinned stack (Docker); repeatable.",
+                                    autocompletion=_complete_stack, metavar="NAME", rich_help_panel=PANEL_WHAT),
     precision: list[str] = typer.Option(
-        [], "--precision",
-        help="float32, float16, mixed_float16, bfloat16 or mixed_bfloat16; repeatable (default: the first three,"
-        " plus mixed_bfloat16 where the device has bfloat16 arithmetic).",
+        [], "--precision", "-p", callback=_check_precision, autocompletion=_complete_precision,
+        metavar="PRECISION", rich_help_panel=PANEL_WHAT,
+        help=PRECISION_HELP,
     ),
     variant: list[str] = typer.Option(
-        [], "--variant",
-        help="original, synthetic_input, onednn_off, float32_batches, channels_padded, tf32_off or xla;"
-        " repeatable; replaces the default (original, plus synthetic_input): include original to compare.",
+        [], "--variant", callback=_check_variant, autocompletion=_complete_variant, metavar="VARIANT",
+        rich_help_panel=PANEL_WHAT,
+        help=VARIANT_HELP,
     ),
     no_experiments: bool = typer.Option(
-        False, "--no-experiments", help="Do not run the experiments the analysis plans to confirm a cause."
+        False, "--no-experiments", help="Do not run the experiments the analysis plans to confirm a cause.",
+        metavar=FLAG, rich_help_panel=PANEL_WHAT,
     ),
     keep_profiles: bool = typer.Option(
-        False, "--keep-profiles", help="Keep each run's raw profile (traces, oneDNN lines) in --out/profiles."
+        False, "--keep-profiles", help="Keep each run's raw profile (traces, oneDNN lines) in --out/profiles.",
+        metavar=FLAG, rich_help_panel=PANEL_OUTPUT,
     ),
     docker_host: list[str] = typer.Option(
         [],
-        "--docker-host",
-        help="Docker engine URL (unix://, tcp://, ssh://) or context name; repeatable. Append #gpus=0,2"
-        " (indices or UUIDs), #gpus=all or #gpus=none to choose that engine's GPUs.",
+        "--docker-host", envvar="FP16DOCTOR_DOCKER_HOST", metavar="URL", rich_help_panel=PANEL_DOCKER,
+        help="Docker engine URL (unix://, tcp://, ssh://) or context name; repeatable (the variable: separated by"
+        " spaces; it applies with --stack). Append #gpus=0,2 (indices or UUIDs), #gpus=all or #gpus=none to choose"
+        " that engine's GPUs.",
     ),
-    data: Path | None = typer.Option(None, "--data", help="Your own train directory (one folder per class)."),
-    no_host: bool = typer.Option(False, "--no-host", help="With --stack, skip the run on this host's Python."),
-    force: bool = typer.Option(False, "--force", help="Run stacks the pre-flight check says cannot work here."),
-    resume: bool = typer.Option(False, "--resume", help="Keep finished runs in --out and run only what is missing."),
+    data: Path | None = typer.Option(None, "--data", help="Your own train directory (one folder per class).",
+                                     rich_help_panel=PANEL_WHAT),
+    no_host: bool = typer.Option(False, "--no-host", help="With --stack, skip the run on this host's Python.",
+                                 metavar=FLAG, rich_help_panel=PANEL_DOCKER),
+    force: bool = typer.Option(False, "--force", help="Run stacks the pre-flight check says cannot work here.",
+                               metavar=FLAG, rich_help_panel=PANEL_DOCKER),
+    resume: bool = typer.Option(False, "--resume", help="Keep finished runs in --out and run only what is missing.",
+                                metavar=FLAG, rich_help_panel=PANEL_OUTPUT),
     ca_bundle: Path | None = typer.Option(
-        None, "--ca-bundle", help="CA bundle for pip inside stack builds (default: $FP16DOCTOR_CA_BUNDLE or $PIP_CERT)."
+        None, "--ca-bundle", rich_help_panel=PANEL_DOCKER,
+        help="CA bundle for pip inside stack builds (default: $FP16DOCTOR_CA_BUNDLE or $PIP_CERT).",
     ),
-    wheelhouse: Path | None = typer.Option(None, "--wheelhouse", help="Stack builds install from this folder."),
+    wheelhouse: Path | None = typer.Option(None, "--wheelhouse", envvar="FP16DOCTOR_WHEELHOUSE",
+                                           help="Stack builds install from this folder.", rich_help_panel=PANEL_DOCKER),
     python: str | None = typer.Option(
-        None, "--python", help="Run the host workload with this Python (e.g. a venv with TensorFlow)."
+        None, "--python", envvar="FP16DOCTOR_PYTHON", metavar="PATH", rich_help_panel=PANEL_WHAT,
+        help="Run the host workload with this Python (e.g. a venv with TensorFlow).",
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print results.json to stdout when done."),
+    as_json: bool = typer.Option(False, "--json", help="Print results.json to stdout when done.", metavar=FLAG,
+                                 rich_help_panel=PANEL_OUTPUT),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, rich_help_panel=PANEL_OUTPUT, metavar=FLAG,
+                                show_default=False,
+                                help="Log engine events, builds and submissions to stderr (-vv: debug);"
+                                " --out/diagnose.log keeps them either way."),
     script: Path | None = typer.Option(
-        None, "--script", help="Diagnose your own Keras training script (run unchanged) instead of the built-in one."
+        None, "--script", rich_help_panel=PANEL_SCRIPT,
+        help="Diagnose your own Keras training script (run unchanged) instead of the built-in one.",
     ),
     script_arg: list[str] = typer.Option(
-        [], "--script-arg", help="An argument for --script; repeatable, in order (write --script-arg=--flag)."
+        [], "--script-arg", metavar="ARG", rich_help_panel=PANEL_SCRIPT,
+        help="An argument for --script; repeatable, in order (write --script-arg=--flag).",
     ),
-    steps: int | None = typer.Option(None, "--steps", help="With --script: measure exactly N training steps."),
+    steps: int | None = typer.Option(None, "--steps", help="With --script: measure exactly N training steps.",
+                                     rich_help_panel=PANEL_SCRIPT),
     slurm: bool = typer.Option(
-        False, "--slurm", help="Run the matrix as Slurm jobs: one per comparison group, on the nodes' own Python."
+        False, "--slurm", metavar=FLAG, rich_help_panel=PANEL_SLURM,
+        help="Run the matrix as Slurm jobs: one per comparison group, on the nodes' own Python.",
     ),
-    partition: str | None = typer.Option(None, "--partition", help="With --slurm: the partition to submit to."),
+    partition: str | None = typer.Option(None, "--partition", envvar="FP16DOCTOR_PARTITION",
+                                         help="With --slurm: the partition to submit to.",
+                                         rich_help_panel=PANEL_SLURM),
     gres: str | None = typer.Option(
-        None, "--gres", help="With --slurm: GPUs per job, typed where the cluster types them (gpu:a100:1);"
+        None, "--gres", envvar="FP16DOCTOR_GRES", rich_help_panel=PANEL_SLURM,
+        help="With --slurm: GPUs per job, typed where the cluster types them (gpu:a100:1);"
         " without it the jobs are exclusive CPU jobs."),
-    constraint: str | None = typer.Option(None, "--constraint", help="With --slurm: node features (sbatch -C)."),
-    account: str | None = typer.Option(None, "--account", help="With --slurm: the account to charge."),
-    qos: str | None = typer.Option(None, "--qos", help="With --slurm: the quality of service."),
-    time_limit: str | None = typer.Option(None, "--time", help="With --slurm: each job's time limit (sbatch -t)."),
+    constraint: str | None = typer.Option(None, "--constraint", envvar="FP16DOCTOR_CONSTRAINT",
+                                          help="With --slurm: node features (sbatch -C).", rich_help_panel=PANEL_SLURM),
+    account: str | None = typer.Option(None, "--account", envvar="FP16DOCTOR_ACCOUNT",
+                                       help="With --slurm: the account to charge.", rich_help_panel=PANEL_SLURM),
+    qos: str | None = typer.Option(None, "--qos", envvar="FP16DOCTOR_QOS", help="With --slurm: the quality of service.",
+                                   rich_help_panel=PANEL_SLURM),
+    time_limit: str | None = typer.Option(None, "--time", envvar="FP16DOCTOR_TIME",
+                                          help="With --slurm: each job's time limit (sbatch -t).",
+                                          rich_help_panel=PANEL_SLURM),
     slurm_arg: list[str] = typer.Option(
-        [], "--slurm-arg", help="With --slurm: one more sbatch argument; repeatable (write --slurm-arg=--mem=16G)."
+        [], "--slurm-arg", metavar="ARG", rich_help_panel=PANEL_SLURM,
+        help="With --slurm: one more sbatch argument; repeatable (write --slurm-arg=--mem=16G).",
     ),
     slurm_workdir: Path | None = typer.Option(
-        None, "--slurm-workdir",
+        None, "--slurm-workdir", envvar="FP16DOCTOR_SLURM_WORKDIR", rich_help_panel=PANEL_SLURM,
         help="With --slurm: a folder on the cluster's shared filesystem (default: --out/slurm).",
     ),
     runtime: str | None = typer.Option(
-        None, "--runtime",
+        None, "--runtime", envvar="FP16DOCTOR_RUNTIME", rich_help_panel=PANEL_SLURM,
         help="With --slurm --stack: docker, podman, apptainer or pyxis runs the stack's container on the nodes"
         " (default: the runtime each node has)."),
     registry: str | None = typer.Option(
-        None, "--registry",
+        None, "--registry", envvar="FP16DOCTOR_REGISTRY", rich_help_panel=PANEL_SLURM,
         help="With --slurm --stack: the nodes pull REGISTRY/fp16doctor/<stack>:<tag> instead of building it."),
 ) -> None:
     """Probe, run the workload per stack x precision, analyse, and write results.json and report.html."""
     from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
     from fp16doctor.progress import LiveProgress
 
-    if quick and full:
-        raise DoctorError("--quick and --full contradict each other", hint="pass one of them")
+    sizes = {name for name, given in (("quick", quick), ("full", full), (size or "", size is not None)) if given}
+    if len(sizes) > 1:
+        raise DoctorError(f"--{' and --'.join(sorted(sizes))} contradict each other", hint="pass one size",
+                          exit_code=EXIT_USAGE)
+    # A variable set once per cluster or project applies where it means something, and is no error elsewhere.
+    if _from_environment(ctx, "docker_host") and (not stack or slurm):
+        docker_host = []
+    if not slurm:
+        partition, gres, constraint, account, qos, time_limit, runtime, registry = (
+            None if _from_environment(ctx, name) else value for name, value in (
+                ("partition", partition), ("gres", gres), ("constraint", constraint), ("account", account),
+                ("qos", qos), ("time_limit", time_limit), ("runtime", runtime), ("registry", registry)))
+        slurm_workdir = None if _from_environment(ctx, "slurm_workdir") else slurm_workdir
+    elif not stack:
+        runtime, registry = (None if _from_environment(ctx, name) else value
+                             for name, value in (("runtime", runtime), ("registry", registry)))
     slurm_options = None
     if slurm:
         from fp16doctor.engines.slurm import SlurmOptions
@@ -156,7 +274,7 @@ def diagnose(
             raise DoctorError(f"{given[0]} applies to Slurm jobs", hint="add --slurm", exit_code=EXIT_USAGE)
     options = DiagnoseOptions(
         out_dir=out_dir,
-        size=("quick" if quick else "full" if full else None),
+        size=next(iter(sizes), None),
         stacks=list(stack),
         precisions=list(precision),
         variants=list(variant) or None,
@@ -175,6 +293,9 @@ def diagnose(
         steps=steps,
         slurm=slurm_options,
     )
+    from fp16doctor import logs
+
+    logs.configure(verbose)
     try:
         with LiveProgress(err, enabled=not as_json or sys.stderr.isatty()) as progress:
             outcome = run_diagnose(options, progress)
@@ -189,6 +310,8 @@ def diagnose(
             hint="run the same command with --resume to complete only what is missing",
             exit_code=EXIT_INTERRUPTED,
         ) from None
+    finally:
+        logs.close_log()
     from fp16doctor.textout.diagnose import diagnose_summary_text, failed_runs_message
 
     if as_json:
@@ -203,9 +326,11 @@ def diagnose(
 
 @app.command()
 def explain(
-    results: Path = typer.Argument(..., help="A results.json, ours or hand-written."),
+    results: Path = typer.Argument(
+        ..., help="A results.json, ours or hand-written, or the report.html of one diagnosis.", metavar="FILE"),
     as_json: bool = typer.Option(
-        False, "--json", help='Print {"findings": [...], "verdicts": [...], "prescriptions": [...]} as JSON.'),
+        False, "--json", help='Print {"findings": [...], "verdicts": [...], "prescriptions": [...]} as JSON.',
+        metavar=FLAG),
 ) -> None:
     """Re-run the analysis on a saved or hand-written results file and print the verdicts and findings."""
     from fp16doctor.analysis import diagnose_document
@@ -224,23 +349,31 @@ def explain(
 
 @app.command()
 def report(
-    results: list[Path] = typer.Argument(..., help="One or more results.json (several: a side-by-side comparison)."),
-    out_file: Path = typer.Option(..., "--out", help="The report file to write."),
-    fmt: str = typer.Option("html", "--format", help="html or markdown."),
+    results: list[Path] = typer.Argument(
+        ..., help="One or more results.json or report.html (several: a side-by-side comparison).", metavar="FILE"),
+    out_file: Path = typer.Option(..., "--out", "-o", help="The report file to write; - writes it to stdout."),
+    fmt: str = typer.Option("html", "--format", "-f", callback=_check_format, autocompletion=_complete_format,
+                            metavar=_metavar(FORMATS)),
 ) -> None:
-    """Render one report from one or more results files (offline)."""
-    from fp16doctor.report import write_report
-    from fp16doctor.results import load
+    """Render one report from one or more results files or reports (offline)."""
+    from fp16doctor.report import render_html, render_markdown, write_report
+    from fp16doctor.results import load_all
 
-    if fmt not in ("html", "markdown"):
-        raise DoctorError(f"unknown --format {fmt!r}", hint="use --format html or --format markdown")
-    docs = [load(p) for p in results]
+    docs = [doc for p in results for doc in load_all(p)]
+    if str(out_file) == "-":  # a pipe, e.g. into a pull request's comment
+        from fp16doctor.redaction import redact_home_paths
+
+        shown = [redact_home_paths(doc) for doc in docs]
+        sys.stdout.write(render_markdown(shown) if fmt == "markdown" else render_html(shown))
+        return
     write_report(docs, out_file, fmt)
     out.print(f"wrote {out_file}")
 
 
 @stacks_app.command("list")
-def stacks_list(as_json: bool = typer.Option(False, "--json", help="Print the catalogue as JSON.")) -> None:
+def stacks_list(
+    as_json: bool = typer.Option(False, "--json", help="Print the catalogue as JSON.", metavar=FLAG),
+) -> None:
     """List the pinned stacks."""
     from fp16doctor.stacks import all_stacks
     from fp16doctor.textout.stacks import stacks_table
@@ -254,8 +387,8 @@ def stacks_list(as_json: bool = typer.Option(False, "--json", help="Print the ca
 
 @stacks_app.command("show")
 def stacks_show(
-    name: str = typer.Argument(..., help="A stack name from `fp16doctor stacks list`."),
-    as_json: bool = typer.Option(False, "--json", help="Print the stack as JSON."),
+    name: str = typer.Argument(..., help="A stack name from `fp16doctor stacks list`.", autocompletion=_complete_stack),
+    as_json: bool = typer.Option(False, "--json", help="Print the stack as JSON.", metavar=FLAG),
 ) -> None:
     """Show one stack with every pin."""
     from fp16doctor.stacks import get_stack
@@ -270,12 +403,13 @@ def stacks_show(
 
 @stacks_app.command("build")
 def stacks_build(
-    name: str = typer.Argument(..., help="A stack name from `fp16doctor stacks list`."),
+    name: str = typer.Argument(..., help="A stack name from `fp16doctor stacks list`.", autocompletion=_complete_stack),
     docker_host: str | None = typer.Option(None, "--docker-host", help="Docker engine URL or context."),
     ca_bundle: Path | None = typer.Option(
         None, "--ca-bundle", help="CA bundle for pip inside the build (default: $FP16DOCTOR_CA_BUNDLE or $PIP_CERT)."
     ),
-    wheelhouse: Path | None = typer.Option(None, "--wheelhouse", help="Install pip packages from this folder."),
+    wheelhouse: Path | None = typer.Option(None, "--wheelhouse", envvar="FP16DOCTOR_WHEELHOUSE",
+                                           help="Install pip packages from this folder."),
 ) -> None:
     """Build (or refresh from cache) one stack's image."""
     from fp16doctor.engines.build import BuildOptions, build_stack, default_ca_bundle
@@ -290,7 +424,8 @@ def stacks_build(
 def compare(
     before: Path = typer.Argument(..., help="The results.json of before (e.g. the old stack)."),
     after: Path = typer.Argument(..., help="The results.json of after, measured on the same machine."),
-    as_json: bool = typer.Option(False, "--json", help="Print the comparison (stack_comparisons) as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison (stack_comparisons) as JSON.",
+                                 metavar=FLAG),
     fail_if_slower: float | None = typer.Option(
         None, "--fail-if-slower", min=0, metavar="PCT",
         help="Exit 4 when a 16-bit configuration's ratio to float32 fell by more than PCT % beyond both intervals."),

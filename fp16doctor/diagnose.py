@@ -6,6 +6,7 @@ Every finished run is written to results.json at once, so an interrupted diagnos
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import sys
 import time
@@ -14,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fp16doctor import logs
 from fp16doctor.engines.base import (
     MIN_ROUNDS,
     SIZES,
@@ -57,9 +59,19 @@ class DiagnoseOutcome:
     diagnosis: Diagnosis  # made once, written to results.json and rendered by the report and the summary
 
 
+# What diagnose says, in one line, on a host that is not Linux (where it is built and tested).
+OFF_LINUX = ("{system} is not Linux: diagnose runs on this host's Python, untested here; --slurm needs a Linux login"
+             " node, and the Docker stacks' GPUs need Linux (on Windows: Docker inside WSL2)")
+
+
 def _check_out_dir(out_dir: Path, create: bool = True) -> None:
     """--out can be written to; made here unless `create` is off (--plan creates nothing: then the folder, or
     the nearest one above it that exists, must be a folder this user may write in)."""
+    # mkdir says only "File exists" when a folder on the way is a file: name it.
+    blocker = next((p for p in (out_dir, *out_dir.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise DoctorError(f"--out {out_dir}: {blocker} is a file, not a folder",
+                          hint="pass a folder for --out, e.g. --out ./fp16doctor-out", exit_code=EXIT_USAGE)
     try:
         if not create:
             existing = next(p for p in (out_dir, *out_dir.absolute().parents) if p.exists())
@@ -83,7 +95,8 @@ def _check_precisions(precisions: list[str]) -> list[str]:
     """The precisions asked for, checked, float32 first (its step sets the others' slow-step bound)."""
     for p in precisions:
         if p not in PRECISIONS:
-            raise DoctorError(f"unknown precision {p!r}", hint=f"use one of: {', '.join(PRECISIONS)}")
+            raise DoctorError(f"unknown precision {p!r}", hint=f"use one of: {', '.join(PRECISIONS)}",
+                              exit_code=EXIT_USAGE)
     return _float32_first(dict.fromkeys(precisions))
 
 
@@ -92,7 +105,8 @@ def _check_variants(variants: list[str] | None) -> list[str] | None:
         return None
     for v in variants:
         if v not in VARIANTS:
-            raise DoctorError(f"unknown variant {v!r}", hint=f"use one of: {', '.join(VARIANTS)}")
+            raise DoctorError(f"unknown variant {v!r}", hint=f"use one of: {', '.join(VARIANTS)}",
+                              exit_code=EXIT_USAGE)
     return list(dict.fromkeys(variants))
 
 
@@ -125,12 +139,12 @@ def _check_data(data_dir: Path | None) -> str | None:
         return None
     if not data_dir.is_dir():
         raise DoctorError(f"--data {data_dir} is not a directory",
-                          hint="pass the train directory that holds one folder per class")
+                          hint="pass the train directory that holds one folder per class", exit_code=EXIT_USAGE)
     classes = class_folders(str(data_dir))
     if len(classes) < 2:
         raise DoctorError(
             f"--data {data_dir} has {len(classes)} class folder(s) with images; the script needs at least 2",
-            hint="lay it out as DIR/<class name>/<image files>, as flow_from_directory expects",
+            hint="lay it out as DIR/<class name>/<image files>, as flow_from_directory expects", exit_code=EXIT_USAGE,
         )
     return str(data_dir.resolve())
 
@@ -269,6 +283,7 @@ class _Prepared:
     results_path: Path
     specs: list[RunSpec]
     todo: list[RunSpec]
+    progress: Progress  # the caller's, logged to --out/diagnose.log once the checks passed
 
 
 def _prepare(options: DiagnoseOptions, progress: Progress) -> _Prepared:
@@ -281,7 +296,8 @@ def _prepare(options: DiagnoseOptions, progress: Progress) -> _Prepared:
     variants = _check_variants(options.variants)
     if options.python and not shutil.which(options.python):
         raise DoctorError(f"--python {options.python} is not an executable",
-                          hint="pass the path of a Python interpreter, e.g. ~/venvs/tf/bin/python")
+                          hint="pass the path of a Python interpreter, e.g. ~/venvs/tf/bin/python",
+                          exit_code=EXIT_USAGE)
     if options.script is None and (options.steps is not None or options.script_args):
         raise DoctorError("--steps and --script-arg apply to your own script", hint="add --script train.py",
                           exit_code=EXIT_USAGE)
@@ -291,7 +307,8 @@ def _prepare(options: DiagnoseOptions, progress: Progress) -> _Prepared:
                           hint=f"with --script use one of: {', '.join(SCRIPT_VARIANTS)}", exit_code=EXIT_USAGE)
     if options.script is not None and options.data_dir is not None and not options.data_dir.is_dir():
         raise DoctorError(f"--data {options.data_dir} is not a directory",
-                          hint="with --script, --data names the folder your script reads (mounted in stacks)")
+                          hint="with --script, --data names the folder your script reads (mounted in stacks)",
+                          exit_code=EXIT_USAGE)
     # A script reads its data its own way: --data only has to be a folder.
     data_dir = _check_data(options.data_dir) if options.script is None else (
         str(options.data_dir.resolve()) if options.data_dir else None)
@@ -304,7 +321,8 @@ def _prepare(options: DiagnoseOptions, progress: Progress) -> _Prepared:
                                 make_log_dir=not options.plan)
     if options.docker_hosts and not options.stacks:
         raise DoctorError("--docker-host without --stack runs nothing in Docker",
-                          hint="add --stack NAME (see `fp16doctor stacks list`), e.g. --stack cpu")
+                          hint="add --stack NAME (see `fp16doctor stacks list`), e.g. --stack cpu",
+                          exit_code=EXIT_USAGE)
     if options.stacks:
         from fp16doctor.scheduler import parse_docker_host
         from fp16doctor.stacks import get_stack
@@ -314,10 +332,16 @@ def _prepare(options: DiagnoseOptions, progress: Progress) -> _Prepared:
         for url in options.docker_hosts:
             parse_docker_host(url)
     if not options.include_host and not options.stacks:
-        raise DoctorError("--no-host without --stack leaves nothing to run", hint="add --stack cpu (or another)")
+        raise DoctorError("--no-host without --stack leaves nothing to run", hint="add --stack cpu (or another)",
+                          exit_code=EXIT_USAGE)
     if options.slurm is not None:
         _check_slurm(options)
 
+    if not options.plan:  # the checks passed: from here on a failure leaves its log in --out
+        logs.log_to(options.out_dir)
+        progress = logs.LoggedProgress(progress)
+    if platform.system() != "Linux":
+        progress.note(OFF_LINUX.format(system=platform.system() or sys.platform))
     progress.note("probing this host")
     # On Slurm the nodes run --python; a path only the nodes have cannot be probed here.
     local_python = options.slurm is None or options.python is None or os.path.exists(options.python)
@@ -405,7 +429,8 @@ def _prepare(options: DiagnoseOptions, progress: Progress) -> _Prepared:
     todo = [s for s in specs if (s.stack, s.precision, s.variant) not in done]
     if done and options.resume:
         progress.note(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in {results_path}")
-    return _Prepared(started, host, size, stacks, data_dir, script, backend, doc, results_path, specs, todo)
+    return _Prepared(started, host, size, stacks, data_dir, script, backend, doc, results_path, specs, todo,
+                     progress)
 
 
 def plan_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnosePlan:
@@ -424,7 +449,7 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     prepared = _prepare(options, progress)
     started, host, size, stacks = prepared.started, prepared.host, prepared.size, prepared.stacks
     data_dir, script, backend, doc = prepared.data_dir, prepared.script, prepared.backend, prepared.doc
-    results_path, todo = prepared.results_path, prepared.todo
+    results_path, todo, progress = prepared.results_path, prepared.todo, prepared.progress
     writer = ResultsWriter(results_path, doc)
 
     extra_findings: list[dict[str, Any]] = []

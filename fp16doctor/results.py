@@ -12,11 +12,12 @@ import os
 import uuid
 from collections.abc import Iterable
 from datetime import datetime, timezone
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 from fp16doctor import __version__
-from fp16doctor.errors import DoctorError
+from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.redaction import redact, redact_home_paths
 from fp16doctor.workload.protocol import PADDED_CHANNELS, PRECISIONS, VARIANT_ENV
 
@@ -222,9 +223,34 @@ def validate(doc: Any, source: str = "results") -> Document:
     return doc
 
 
-def load(path: str | Path) -> Document:
-    """Read and check one results file; every problem becomes a one-line DoctorError."""
-    p = Path(path)
+# A report embeds the documents it was made from in <script type="application/json" id="...">
+# (templates/report.html.j2), so `explain` and `report` read a report.html as they read its results.json.
+REPORT_RESULTS_ID = "fp16doctor-results"
+
+
+class _EmbeddedResults(HTMLParser):
+    """Collects the text of the report's results <script>, wherever a browser's "save as" put its attributes."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=False)
+        self.inside = False
+        self.found = False
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "script" and dict(attrs).get("id") == REPORT_RESULTS_ID:
+            self.inside = self.found = True
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script":
+            self.inside = False
+
+    def handle_data(self, data: str) -> None:
+        if self.inside:
+            self.parts.append(data)
+
+
+def _read_text(p: Path) -> tuple[Path, str]:
     try:
         exists = p.exists()
     except (OSError, ValueError):  # a name the OS cannot even look up (too long, NUL byte)
@@ -238,23 +264,61 @@ def load(path: str | Path) -> Document:
         else:
             raise DoctorError(f"{p} is a directory without results.json", hint="pass the results.json file")
     try:
-        text = p.read_text(encoding="utf-8-sig")  # -sig: files saved by Windows editors start with a BOM
+        return p, p.read_text(encoding="utf-8-sig")  # -sig: files saved by Windows editors start with a BOM
     except UnicodeDecodeError:
         raise DoctorError(f"{p}: not UTF-8 text", hint="results files are UTF-8 JSON") from None
     except OSError as exc:
         raise DoctorError(f"{p}: cannot read ({exc.__class__.__name__})",
                           hint="check the path and permissions") from None
+
+
+def _parse_json(p: Path, text: str, what: str) -> Any:
     try:
-        doc = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise DoctorError(
-            f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+            f"{p}: {what}not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
             hint="results files are JSON; check the file is complete",
         ) from None
     except RecursionError:
         raise DoctorError(f"{p}: JSON nested too deeply",
                           hint="results files are shallow JSON objects") from None
-    return validate(doc, source=str(p))
+
+
+def _looks_like_html(text: str) -> bool:
+    return text.lstrip()[:1] == "<"
+
+
+def load_all(path: str | Path) -> list[Document]:
+    """The documents in one file, each checked: a results.json holds one; a report.html those it embeds
+    (several for a comparison report)."""
+    p, text = _read_text(Path(path))
+    if not _looks_like_html(text):
+        return [validate(_parse_json(p, text, ""), source=str(p))]
+    parser = _EmbeddedResults()
+    parser.feed(text)
+    parser.close()
+    if not parser.found:
+        raise DoctorError(f"{p}: an HTML file without fp16doctor's embedded results",
+                          hint="pass a report.html that `fp16doctor diagnose` or `fp16doctor report` wrote, "
+                               "or its results.json")
+    embedded = _parse_json(p, "".join(parser.parts), "the embedded results are ")
+    docs = embedded if isinstance(embedded, list) else [embedded]
+    if not docs:
+        raise DoctorError(f"{p}: the report embeds no results", hint="pass the results.json it was made from")
+    return [validate(doc, source=f"{p} (embedded document {i + 1})" if len(docs) > 1 else str(p))
+            for i, doc in enumerate(docs)]
+
+
+def load(path: str | Path) -> Document:
+    """Read and check one results document (a results.json, or a report.html of one diagnosis); every
+    problem becomes a one-line DoctorError."""
+    docs = load_all(path)
+    if len(docs) > 1:
+        raise DoctorError(f"{path}: a comparison report of {len(docs)} diagnoses; this reads one",
+                          hint="pass one of the results.json files (or single reports) it was made from",
+                          exit_code=EXIT_USAGE)
+    return docs[0]
 
 
 def _json_safe(value: Any) -> Any:

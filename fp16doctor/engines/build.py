@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import os
 import tarfile
 import tempfile
@@ -27,6 +28,7 @@ from fp16doctor.errors import DoctorError
 from fp16doctor.stacks import StackSpec, get_stack
 
 Log = Callable[[str], None]
+_log = logging.getLogger(__name__)
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 REQUIREMENTS_PATH = "compose/requirements/{stack}.txt"
 EXTRAS_PATH = "compose/build-extras"
@@ -208,6 +210,8 @@ def build(stack: StackSpec, options: BuildOptions, log: Log, docker_host: str | 
         finally:
             context.close()
         seconds = time.perf_counter() - started
+    _log.info("built %s on %s in %.1f s%s", tag, docker_engine.engine_label(host), seconds,
+              " (every layer cached)" if cached else "")
     return BuildResult(image=tag, seconds=seconds, cached=cached, image_id=built_id,
                        docker_host=docker_engine.engine_label(host))
 

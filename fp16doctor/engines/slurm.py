@@ -7,6 +7,7 @@ state to the working directory (engines/slurm_job.py), which covers the rest.
 
 from __future__ import annotations
 
+import logging
 import re
 import shlex
 import shutil
@@ -17,6 +18,8 @@ from pathlib import Path
 
 from fp16doctor.engines.failures import last_line
 from fp16doctor.errors import DoctorError
+
+_log = logging.getLogger(__name__)
 
 # States in which a job is still queued or on a node (squeue lists them); anything else is its end.
 ACTIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
@@ -200,7 +203,9 @@ def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
 
 def submit(script: Path, args: Iterable[str]) -> str:
     """sbatch the script; returns the job id ("4711"; an array's tasks are 4711_0, 4711_1, ...)."""
-    proc = _run(["sbatch", "--parsable", *args, str(script)])
+    argv = ["sbatch", "--parsable", *args, str(script)]
+    proc = _run(argv)
+    _log.info("%s: exit %d, %s", shlex.join(argv), proc.returncode, last_line(proc.stdout or proc.stderr))
     if proc.returncode != 0:
         raise DoctorError(f"sbatch refused the job: {last_line(proc.stderr or proc.stdout)}",
                           hint="check --partition, --gres, --account, --qos and --time against `sinfo` "

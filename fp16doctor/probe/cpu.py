@@ -219,17 +219,22 @@ def cgroup_cpu_limit(root: str = "/sys/fs/cgroup") -> float | None:
     return round(quota_us / period_us, 2)
 
 
-def probe_cpu(cpuinfo_path: str = "/proc/cpuinfo") -> dict[str, Any]:
+CPUINFO = "/proc/cpuinfo"
+
+
+def probe_cpu(cpuinfo_path: str = CPUINFO) -> dict[str, Any]:
     """Describe this machine's CPU; adds `source` (where the facts came from), `cores_usable` (affinity)
     and `cpu_limit_cores` (a container's CPU quota, None when unlimited)."""
     machine = platform.machine()
     system = platform.system()
     result: dict[str, Any]
-    try:
-        with open(cpuinfo_path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
-    except OSError:
-        text = ""
+    text = ""
+    if system == "Linux" or cpuinfo_path != CPUINFO:  # only Linux has /proc; a recorded file reads anywhere
+        try:
+            with open(cpuinfo_path, encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+        except OSError:
+            text = ""
     if text.strip():
         result = parse_cpuinfo(text, machine)
         result["source"] = cpuinfo_path

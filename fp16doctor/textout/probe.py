@@ -186,3 +186,17 @@ def probe_text(host: dict[str, Any]) -> RenderableType:
         *_frameworks(host),
         *_keras_config(host),
     )
+
+
+def probe_markdown(host: dict[str, Any], version: str, width: int = 100) -> str:
+    """The same sections as plain text in a fenced block, under a heading: what a bug report pastes. The caller
+    redacts the host first (home directories, secrets)."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    buffer = StringIO()
+    Console(file=buffer, width=width, color_system=None, highlight=False, soft_wrap=False,
+            legacy_windows=False).print(probe_text(host))
+    body = "\n".join(line.rstrip() for line in buffer.getvalue().strip("\n").splitlines())
+    return f"### fp16doctor probe (fp16doctor {version})\n\n```text\n{body}\n```\n"

@@ -71,7 +71,7 @@ def test_a_plan_fails_the_same_checks_a_diagnose_fails(tmp_path: Path, no_runs: 
         plan_diagnose(DiagnoseOptions(out_dir=tmp_path / "o", docker_hosts=["tcp://a:2376"]), Notes())
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    with pytest.raises(DoctorError, match="cannot write to --out"):
+    with pytest.raises(DoctorError, match="is a file, not a folder"):
         plan_diagnose(DiagnoseOptions(out_dir=blocker / "out"), Notes())
     assert no_runs == [] and not (tmp_path / "o").exists()
 

@@ -90,7 +90,8 @@ def test_runs_show_the_script_with_home_as_a_tilde(tmp_path: Path, monkeypatch) 
 
 
 def test_host_command_runs_the_runner_with_the_scripts_arguments_after_the_separator(tmp_path: Path) -> None:
-    script = ScriptSpec(path="/work/train.py", args=("--epochs", "3"), steps=20, log_dir=str(tmp_path))
+    train = str(tmp_path / "proj" / "train.py")
+    script = ScriptSpec(path=train, args=("--epochs", "3"), steps=20, log_dir=str(tmp_path))
     spec = RunSpec("host", "mixed_float16", "original", QUICK, script=script)
     cmd = HostEngine(python="/usr/bin/python3", backend="jax").command(spec, tmp_path)
     assert cmd[:3] == ["/usr/bin/python3", "-u", str(host_engine.WORKLOAD_DIR / "script_runner.py")]
@@ -98,7 +99,7 @@ def test_host_command_runs_the_runner_with_the_scripts_arguments_after_the_separ
     assert cmd[cmd.index("--steps") + 1] == "20"
     assert cmd[cmd.index("--log") + 1] == str(tmp_path / "host-mixed_float16.log")
     assert cmd[cmd.index("--workdir") + 1] == str(tmp_path / "work")
-    assert cmd[cmd.index("--") + 1:] == ["/work/train.py", "--epochs", "3"]
+    assert cmd[cmd.index("--") + 1:] == [train, "--epochs", "3"]
 
 
 def test_home_paths_are_shown_with_a_tilde(monkeypatch) -> None:

@@ -1,0 +1,94 @@
+"""Exit statuses as the README's table says, through the real entry point: what was typed wrong is a usage error
+(2), whether the parser or a pre-flight check finds it, and nothing runs before it is found."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from cli_helpers import ROOT, SEED, run_cli
+
+import fp16doctor.probe as probe
+from fp16doctor import errors
+
+
+def _readme_exit_table() -> dict[int, str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("### Exit status", 1)[1].split("\n#", 1)[0]
+    return {int(code): meaning for code, meaning in re.findall(r"^\| (\d+) \| (.+) \|$", section, re.M)}
+
+
+def test_the_readme_table_documents_every_exit_status_errors_names() -> None:
+    named = {value for name, value in vars(errors).items() if name.startswith("EXIT_")}
+    table = _readme_exit_table()
+    assert set(table) == named and {0, 1, 2, 3, 130} <= named
+    assert "usage" in table[errors.EXIT_USAGE] and "--resume" in table[errors.EXIT_PARTIAL]
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Probing is the first thing diagnose does after its checks: a usage error must come before it."""
+    probed: list[str] = []
+    monkeypatch.setattr(probe, "probe_host", lambda python=None: probed.append("probe") or {})
+    for name in [n for n in os.environ if n.startswith("FP16DOCTOR_")]:
+        monkeypatch.delenv(name)
+    return probed
+
+
+USAGE_ERRORS = {
+    "an unknown option": (["diagnose", "--fast"], "No such option"),
+    "an unknown precision": (["diagnose", "-p", "float8"], "'float8' is not one of float32, float16"),
+    "an unknown variant": (["diagnose", "--variant", "onednn"], "'onednn' is not one of original"),
+    "an unknown size": (["diagnose", "--size", "tiny"], "'tiny' is not one of"),
+    "two sizes": (["diagnose", "--quick", "--full"], "--full and --quick contradict each other"),
+    "a size twice over": (["diagnose", "-q", "--size", "full"], "contradict each other"),
+    "an unknown stack": (["diagnose", "--stack", "tf0.1"], "tf0.1"),
+    "--docker-host without --stack": (["diagnose", "--docker-host", "tcp://gpu-box:2375"], "--docker-host without"),
+    "--no-host without --stack": (["diagnose", "--no-host"], "--no-host without --stack"),
+    "a --python that is not there": (["diagnose", "--python", "no-such-python-3.99"], "is not an executable"),
+    "a Slurm option without --slurm": (["diagnose", "--partition", "gpu"], "--partition applies to Slurm jobs"),
+}
+
+
+@pytest.mark.parametrize(("argv", "said"), USAGE_ERRORS.values(), ids=USAGE_ERRORS.keys())
+def test_what_was_typed_wrong_exits_2_with_one_line_before_anything_runs(
+        argv: list[str], said: str, tmp_path: Path, nothing_runs: list[str]) -> None:
+    done = run_cli(*argv, "--out", str(tmp_path / "out"))
+    assert done.code == errors.EXIT_USAGE, done.stderr
+    assert said in " ".join(done.stderr.split()) and "Traceback" not in done.stderr
+    assert nothing_runs == []
+
+
+def test_a_data_folder_that_is_not_there_exits_2(tmp_path: Path, nothing_runs: list[str]) -> None:
+    done = run_cli("diagnose", "--data", str(tmp_path / "missing"), "-o", str(tmp_path / "out"))
+    assert done.code == errors.EXIT_USAGE and "is not a directory" in done.stderr and nothing_runs == []
+
+
+def test_an_unknown_report_format_is_the_parsers_usage_error(tmp_path: Path) -> None:
+    done = run_cli("report", str(SEED), "--out", str(tmp_path / "r.pdf"), "--format", "pdf")
+    assert done.code == errors.EXIT_USAGE and "'pdf' is not one of html, markdown" in done.stderr
+    assert not (tmp_path / "r.pdf").exists()
+
+
+def test_a_file_that_is_no_results_document_exits_1_with_a_hint(tmp_path: Path) -> None:
+    bad = tmp_path / "results.json"
+    bad.write_text('{"schema_version": 1, "runs": []}')
+    done = run_cli("explain", str(bad))
+    assert done.code == errors.EXIT_ERROR
+    assert "missing required key 'host'" in done.stderr and "hint:" in done.stderr
+
+
+def test_version_and_help_exit_0() -> None:
+    assert run_cli("--version").code == 0
+    helped = run_cli("diagnose", "-h")
+    assert helped.code == 0 and "--precision" in helped.stdout
+
+
+def test_an_out_folder_under_a_file_names_the_file(tmp_path: Path, nothing_runs: list[str]) -> None:
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("x")
+    done = run_cli("diagnose", "-o", str(blocker / "out"))
+    assert done.code == errors.EXIT_USAGE and nothing_runs == []
+    assert f"{blocker} is a file, not a folder" in " ".join(done.stderr.split()) and "File exists" not in done.stderr
