@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fp16doctor.analysis.context import Context, OpItem, Pair, RunView
+from fp16doctor.analysis.intervals import ALWAYS_MEASURABLE
 from fp16doctor.analysis.registry import SPEED_CAUSES
 from fp16doctor.analysis.roofline import estimate_context
 from fp16doctor.analysis.rules.causal import (
@@ -222,32 +223,49 @@ class ExperimentResult:
     changes: Mapping[str, Any]
 
     @property
+    def one_step(self) -> bool:
+        """Either run was cut short by the slow-step bound: one step stands against one step (or a median)."""
+        return self.base.bound or self.run.bound
+
+    @property
+    def first_steps(self) -> bool:
+        """A cut base is compared on first steps, like for like: tracing and autotuning included on both sides (a
+        cut record that names no first step was cut on it: its step is its first)."""
+        return self.base.bound and bool(self.run.first_step_ms) and (
+            bool(self.base.first_step_ms) or self.base.bound_on_first_step)
+
+    @property
+    def base_ms(self) -> float:
+        assert self.base.step_ms is not None
+        return (self.base.first_step_ms or self.base.step_ms) if self.first_steps else self.base.step_ms
+
+    @property
     def run_ms(self) -> float:
-        """The experiment's step, like for like: a base cut short by its first step is compared with the
-        experiment's first step (tracing and autotuning included on both sides); one cut short by a later warm-up
-        step, with the experiment's steps."""
+        """The experiment's step, like for like with base_ms."""
         assert self.run.step_ms is not None
-        if self.base.bound_on_first_step and not self.run.bound and self.run.first_step_ms:
-            return self.run.first_step_ms
-        return self.run.step_ms
+        return (self.run.first_step_ms or self.run.step_ms) if self.first_steps else self.run.step_ms
 
     @property
     def delta_ms(self) -> float:
-        assert self.base.step_ms is not None
-        return self.base.step_ms - self.run_ms  # positive: the change made the step faster
+        return self.base_ms - self.run_ms  # positive: the change made the step faster
 
     def significant(self) -> bool:
-        base = self.base.step_ms or 0.0
+        """At least SETTING_MIN_CHANGE and beyond what the two runs' comparison allows (their spread, and the
+        variation between two processes the document measured, intervals.py). One step confirms nothing by
+        itself: where a run was cut short, only a change of ALWAYS_MEASURABLE or more counts (one cut run's two
+        steps differed by 8-39 % on a Xeon, recordings/cpu-xeon-quick-diagnose)."""
+        base = self.base_ms
         if abs(self.delta_ms) < SETTING_MIN_CHANGE * base:
             return False
-        if self.base.bound or self.run.bound:
-            return True  # one step each: no spread to compare with, and the 10 % floor already holds
-        return Pair(self.base, self.run).slower or Pair(self.base, self.run).faster
+        if self.one_step:
+            return max(base / self.run_ms, self.run_ms / base) >= ALWAYS_MEASURABLE
+        return Pair(self.base, self.run).interval.outcome != "no_significant_difference"
 
     def describe(self) -> str:
-        first = " first" if self.base.bound_on_first_step and not self.run.bound else ""
+        first = " first" if self.first_steps else ""
+        cut = " (cut short: one step against one step)" if self.one_step else ""
         return (f"with {describe_changes(self.changes)} the {self.base.precision}{first} step went from "
-                f"{'>= ' if self.base.bound else ''}{fmt_ms(self.base.step_ms)} to {fmt_ms(self.run_ms)}")
+                f"{fmt_ms(self.base_ms)} to {fmt_ms(self.run_ms)}{cut}")
 
 
 def describe_changes(changes: Mapping[str, Any]) -> str:
