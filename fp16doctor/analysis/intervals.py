@@ -50,7 +50,8 @@ DESIGN_MARGIN = 2.0
 ALWAYS_MEASURABLE = 2.0
 # What a verdict says for a cut run's bound, and how the bound compares the two runs.
 FIRST_STEP = "first step, tracing included"
-CUT_STEP = "its cut step against float32's median step (float32's first step not recorded)"
+CUT_STEP = ("its fastest recorded step against float32's median step (float32's first step not recorded: not like "
+            "for like, a warm-up step may still carry tracing)")
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -279,7 +280,7 @@ def lower_bound(fp32: Timing, cut: Timing) -> RatioInterval:
     if cut.first_step_ms and fp32.first_step_ms:
         fp32_ms, other_ms, compared = fp32.first_step_ms, cut.first_step_ms, FIRST_STEP
     else:
-        fp32_ms, other_ms, compared = fp32.median_ms, cut.first_step_ms or cut.median_ms, CUT_STEP
+        fp32_ms, other_ms, compared = fp32.median_ms, min(cut.first_step_ms or cut.median_ms, cut.median_ms), CUT_STEP
     r = fp32_ms / other_ms
     return RatioInterval(r, 0.0, r, "lower_bound", 0, None, other_ms - fp32_ms, other_ms - fp32_ms, None,
                          fp32_ms=fp32_ms, other_ms=other_ms, compared=compared)

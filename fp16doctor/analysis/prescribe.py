@@ -75,6 +75,8 @@ class Measured:
             text = f">= {fmt_times(1 / iv.speedup)} slower than float32"
         elif iv.outcome == "slower":
             text = f"{fmt_times(1 / iv.speedup, iv.relative_width)} slower than float32"
+        elif (iv.aa is not None and not iv.aa.passed) or iv.refused:
+            text = "not measurably faster or slower than float32 here now"  # describe() says why
         else:
             text = "no faster or slower than float32"
         return text + f" ({iv.describe()})"

@@ -46,10 +46,6 @@ def _context(acc: Accounting) -> str:
 
 def _inside(acc: Accounting) -> str:
     interval = acc.pair.interval
-    if interval.aa is not None and not interval.aa.passed:
-        return f"what float32 differs from itself: not measurable on this machine now, as {interval.aa.reason}"
-    if interval.refused:
-        return f"what two processes differ by: not compared, as {interval.refused}"
     if interval.is_rounds:
         return (f"the {interval.confidence_level:.0%} interval {fmt_interval(interval.low, interval.high)} of "
                 f"{interval.repeats} rounds{interval.widened_words()}")
@@ -90,7 +86,14 @@ def verdict_for(acc: Accounting) -> Verdict:
     where = reduced.stack if reduced.machine == "host" else f"{reduced.stack} on {reduced.machine}"
     variant = "" if reduced.variant == "original" else f", {reduced.variant}"
     headline = f"{reduced.precision} is {phrase} than float32 on {where}{variant}{_context(acc)}"
-    if outcome == "no_significant_difference":
+    interval = pair.interval
+    if interval.aa is not None and not interval.aa.passed:
+        headline = (f"{reduced.precision} against float32 on {where}{variant} is not measurable on this machine now "
+                    f"({fmt_ms(interval.other_ms)} vs {fmt_ms(interval.fp32_ms)} per step): {interval.aa.reason}")
+    elif interval.refused:
+        headline = (f"{reduced.precision} against float32 on {where}{variant} is not compared: "
+                    f"{interval.refused}")
+    elif outcome == "no_significant_difference":
         headline = f"{reduced.precision} is no faster or slower than float32 on {where}{variant} " \
                    f"(the difference is inside {_inside(acc)})"
     elif top is not None:
@@ -115,7 +118,6 @@ def verdict_for(acc: Accounting) -> Verdict:
                      f"{fmt_ms(reduced.ops.window_ms)}, float32 {fmt_ms(fp32.ops.window_ms)} per step), so "
                      f"{fmt_ms(missed)} of the timed difference did not recur there (the steps changed speed "
                      "between the timing and the window)")
-    interval = pair.interval
     unmeasurable = bool(interval.refused) or (interval.aa is not None and not interval.aa.passed)
     return {
         "machine": reduced.machine,
