@@ -28,7 +28,7 @@ from fp16doctor.analysis.advice import (
     where_of,
 )
 from fp16doctor.analysis.context import BF16, Context, Pair, RunView, Software
-from fp16doctor.analysis.intervals import RatioInterval
+from fp16doctor.analysis.intervals import FIRST_STEP, RatioInterval
 from fp16doctor.analysis.values import (
     as_list,
     as_mapping,
@@ -99,7 +99,7 @@ class Measured:
 
     @property
     def notes(self) -> list[str]:
-        notes = _notes(self.unsafe, self.caveat, self.run.bound)
+        notes = _notes(self.unsafe, self.caveat, self.run.bound, self.interval.compared)
         if not self.baseline and self.interval.aa is not None and not self.interval.aa.passed:
             notes.append(f"not measurable on this machine now: {self.interval.aa.reason}")
         if self.interval.refused:
@@ -107,11 +107,11 @@ class Measured:
         return notes
 
 
-def _notes(unsafe: Any, caveat: Any, bound: bool) -> list[str]:
+def _notes(unsafe: Any, caveat: Any, bound: bool, compared: str | None = None) -> list[str]:
     notes = [str(n) for n in (unsafe, caveat) if n]
     if bound:
-        notes.append("cut short by the slow-step bound: its ratio is a one-sided bound (first step against float32's "
-                     "first step, tracing included) and its numerics are not judged")
+        notes.append(f"cut short by the slow-step bound: its ratio is a one-sided bound ({compared or FIRST_STEP}) "
+                     "and its numerics are not judged")
     return notes
 
 
