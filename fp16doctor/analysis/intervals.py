@@ -348,3 +348,27 @@ def aa_check(interval: RatioInterval, noise_floor: RatioInterval, probe: str | N
         if probe:
             reason += f"; {probe}"
     return AACheck(passed, noise, reason)
+
+
+@dataclass(frozen=True)
+class SwitchEffect:
+    """How a process-wide switch (oneDNN off, XLA) moved a 16-bit run against float32: its ratio to float32 with the
+    switch over its ratio without it, each ratio taken inside its own setting (above 1: relatively faster with it)."""
+
+    ratio: float
+    low: float
+    high: float
+    refused: str | None  # one of the two comparisons was refused (intervals.widened)
+
+    @property
+    def significant(self) -> bool:
+        return self.refused is None and (self.low > 1 or self.high < 1)
+
+
+def switch_effect(without: RatioInterval, with_switch: RatioInterval) -> SwitchEffect:
+    """The two settings' log ratios compared: their half-widths add (bands are no confidence intervals, so no
+    quadrature), so the effect stands only beyond both comparisons' own uncertainty."""
+    centre = math.log(with_switch.speedup) - math.log(without.speedup)
+    half = sum(math.log(iv.high / iv.low) / 2 if iv.low > 0 else math.inf for iv in (without, with_switch))
+    return SwitchEffect(math.exp(centre), math.exp(centre - half), math.exp(centre + half),
+                        without.refused or with_switch.refused)

@@ -559,3 +559,20 @@ def test_every_example_verdict_adds_up_and_charges_hardware_only_16_bit_ops() ->
             for cause in verdict["causes"]:
                 if cause["id"] in HARDWARE_CAUSES:
                     assert all(o["dtype"] in ("float16", "bfloat16", "half") for o in cause["ops"]), name
+
+
+def _switch_doc(fp16_off: float, fp32_off: float) -> dict[str, Any]:
+    off = {"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}}, "tests": "slow_fp16_kernels"}
+    return doc(run("float32", 100.0), run("float16", 300.0),
+               run("float32", fp32_off, variant="onednn_off", experiment=off),
+               run("float16", fp16_off, variant="onednn_off", experiment=off))
+
+
+def test_a_switch_that_sped_float32_as_much_confirms_no_16_bit_cause() -> None:
+    """oneDNN off took 30 % off float16 and 30 % off float32 alike: float16/float32 is 3.0 in both settings, so
+    the switch explains none of float16's difference against float32 (compared inside each setting, the log ratios
+    cancel); it was credited with 90 ms of it, "confirmed by an experiment"."""
+    (verdict,) = diagnose_document(_switch_doc(210.0, 70.0)).verdicts
+    assert not any(c["basis"] == "experiment" or c.get("confirmed_by") for c in verdict["causes"])
+    (moved,) = diagnose_document(_switch_doc(110.0, 95.0)).verdicts  # float16/float32: 3.0 -> 1.16
+    assert any(c["id"] == "slow_fp16_kernels" and c.get("confirmed_by") == "onednn_off" for c in moved["causes"])
