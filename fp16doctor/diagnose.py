@@ -635,9 +635,13 @@ def _time_in_rounds(writer: ResultsWriter, size: WorkloadSize, started: float, h
         _run_on_host([spec], host, backend, options, writer, progress, 1, _RoundsSink(writer, progress))
         return
     from fp16doctor.engines.host import HostEngine
+    from fp16doctor.probe.load import machine_load, snapshot
 
     engine = HostEngine.from_setup(_engine_setup(options, backend, host))
-    _RoundsSink(writer, progress).finish_run(engine.run(spec, progress.event, gpu_index=engine.gpu_index))
+    before = snapshot()  # what else ran beside the rounds: the reason a failed A/A control gives
+    record = engine.run(spec, progress.event, gpu_index=engine.gpu_index)
+    record["machine_load"] = machine_load(before, snapshot())
+    _RoundsSink(writer, progress).finish_run(record)
 
 
 def _within_budget(planned: list[RunSpec], runs: list[dict[str, Any]], deadline: float,

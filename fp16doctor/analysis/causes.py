@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fp16doctor.analysis.context import Context, OpItem, Pair, RunView
+from fp16doctor.analysis.intervals import ALWAYS_MEASURABLE, SwitchEffect, switch_effect
 from fp16doctor.analysis.registry import SPEED_CAUSES
 from fp16doctor.analysis.roofline import estimate_context
 from fp16doctor.analysis.rules.causal import (
@@ -26,7 +27,7 @@ from fp16doctor.analysis.rules.causal import (
     SLOW_KERNEL_MIN_SHARE,
     slow_kernel_item,
 )
-from fp16doctor.analysis.values import fmt_ms
+from fp16doctor.analysis.values import fmt_interval, fmt_ms, fmt_times
 from fp16doctor.knowledge.frameworks import HOST_FP16_BATCH_ESTIMATE
 from fp16doctor.workload.protocol import SEED_WORKLOAD
 
@@ -220,34 +221,74 @@ class ExperimentResult:
     base: RunView
     tests: str
     changes: Mapping[str, Any]
+    # float32 as written and float32 with the same switch, where both were timed (a process-wide switch)
+    fp32_pair: tuple[RunView, RunView] | None = None
+
+    def within_settings(self) -> SwitchEffect | None:
+        """The switch's effect on this precision against float32: float16/float32 with it against float16/float32
+        without it, each a log ratio inside its own setting, so what the switch did to both alike cancels. None
+        where float32 was not timed both ways, or a run was cut short."""
+        if self.fp32_pair is None or self.one_step or any(r.bound for r in self.fp32_pair):
+            return None
+        without, with_switch = self.fp32_pair
+        return switch_effect(Pair(without, self.base).interval, Pair(with_switch, self.run).interval)
+
+    def confirms(self) -> bool:
+        """Whether the change confirms a cause of the 16-bit run's difference against float32: significant, and,
+        where float32 was timed with the switch too, beyond what it did to float32 as well."""
+        effect = self.within_settings()
+        return self.significant() and (effect is None or effect.significant)
+
+    @property
+    def one_step(self) -> bool:
+        """Either run was cut short by the slow-step bound: one step stands against one step (or a median)."""
+        return self.base.bound or self.run.bound
+
+    @property
+    def first_steps(self) -> bool:
+        """A cut base is compared on first steps, like for like: tracing and autotuning included on both sides (a
+        cut record that names no first step was cut on it: its step is its first)."""
+        return self.base.bound and bool(self.run.first_step_ms) and (
+            bool(self.base.first_step_ms) or self.base.bound_on_first_step)
+
+    @property
+    def base_ms(self) -> float:
+        assert self.base.step_ms is not None
+        return (self.base.first_step_ms or self.base.step_ms) if self.first_steps else self.base.step_ms
 
     @property
     def run_ms(self) -> float:
-        """The experiment's step, like for like: a base cut short by its first step is compared with the
-        experiment's first step (tracing and autotuning included on both sides); one cut short by a later warm-up
-        step, with the experiment's steps."""
+        """The experiment's step, like for like with base_ms."""
         assert self.run.step_ms is not None
-        if self.base.bound_on_first_step and not self.run.bound and self.run.first_step_ms:
-            return self.run.first_step_ms
-        return self.run.step_ms
+        return (self.run.first_step_ms or self.run.step_ms) if self.first_steps else self.run.step_ms
 
     @property
     def delta_ms(self) -> float:
-        assert self.base.step_ms is not None
-        return self.base.step_ms - self.run_ms  # positive: the change made the step faster
+        return self.base_ms - self.run_ms  # positive: the change made the step faster
 
     def significant(self) -> bool:
-        base = self.base.step_ms or 0.0
+        """At least SETTING_MIN_CHANGE and beyond what the two runs' comparison allows (their spread, and the
+        variation between two processes the document measured, intervals.py). One step confirms nothing by
+        itself: where a run was cut short, only a change of ALWAYS_MEASURABLE or more counts (one cut run's two
+        steps differed by 8-39 % on a Xeon, recordings/cpu-xeon-quick-diagnose)."""
+        base = self.base_ms
         if abs(self.delta_ms) < SETTING_MIN_CHANGE * base:
             return False
-        if self.base.bound or self.run.bound:
-            return True  # one step each: no spread to compare with, and the 10 % floor already holds
-        return Pair(self.base, self.run).slower or Pair(self.base, self.run).faster
+        if self.one_step:
+            return max(base / self.run_ms, self.run_ms / base) >= ALWAYS_MEASURABLE
+        return Pair(self.base, self.run).interval.outcome != "no_significant_difference"
 
     def describe(self) -> str:
-        first = " first" if self.base.bound_on_first_step and not self.run.bound else ""
+        first = " first" if self.first_steps else ""
+        cut = " (cut short: one step against one step)" if self.one_step else ""
+        effect = self.within_settings()
+        against = ""
+        if effect is not None:
+            against = (f"; against float32 in each setting, {fmt_times(effect.ratio)} "
+                       f"({fmt_interval(effect.low, effect.high)}"
+                       f"{')' if effect.significant else '), not beyond both comparisons'}")
         return (f"with {describe_changes(self.changes)} the {self.base.precision}{first} step went from "
-                f"{'>= ' if self.base.bound else ''}{fmt_ms(self.base.step_ms)} to {fmt_ms(self.run_ms)}")
+                f"{fmt_ms(self.base_ms)} to {fmt_ms(self.run_ms)}{cut}{against}")
 
 
 def describe_changes(changes: Mapping[str, Any]) -> str:
@@ -273,8 +314,12 @@ def experiment_results(ctx: Context) -> list[ExperimentResult]:
         if base is None:
             continue
         changes = run.experiment.get("changes")
+        fp32 = {r.variant: r for r in ctx.ok_runs() if r.machine == run.machine and r.stack == run.stack
+                and r.precision == "float32" and r.variant in ("original", run.variant)}
+        pair = (fp32["original"], fp32[run.variant]) if (
+            run.precision != "float32" and run.variant in SETTING_EXPERIMENTS and len(fp32) == 2) else None
         found.append(ExperimentResult(run, base, str(run.experiment.get("tests") or ""),
-                                      changes if isinstance(changes, Mapping) else {}))
+                                      changes if isinstance(changes, Mapping) else {}, pair))
     return found
 
 
@@ -284,7 +329,7 @@ def _account_experiments(acc: Accounting, ctx: Context) -> None:
     if acc.difference_ms <= 0:
         return  # experiments test causes of slowness; a change that slows a faster run explains nothing here
     for exp in (e for e in experiment_results(ctx) if e.base is acc.pair.reduced):
-        if not exp.significant() or exp.delta_ms <= 0:
+        if not exp.confirms() or exp.delta_ms <= 0:
             continue
         cause = exp.tests if exp.tests in SPEED_CAUSES else (
             "framework_setting" if exp.run.variant in SETTING_EXPERIMENTS else None)

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from fp16doctor.analysis.intervals import (
-    BETWEEN_INVOCATIONS,
     DEFAULT_BAND,
     MAX_BAND,
     RatioInterval,
     Timing,
+    aa_check,
     band_of,
     ratio_interval,
 )
@@ -225,11 +226,19 @@ class RunView:
     rounds: tuple[float, ...] = ()  # one step median per round, in order (`step_time_ms.rounds`)
     aa_rounds: tuple[float, ...] = ()  # float32's A/A control: a second float32 model in the same rounds
     design: str | None = None  # how its rounds ran beside float32's: "interleaved" | "sequential"
+    # What its own process measured where rounds replaced its statistics (`step_time_ms.single_process`).
+    single: tuple[float, float | None, float | None] | None = None
+    # The variation (log) between two timings of one configuration that the document measured on this run's
+    # machine and stack (its runs' `rounds_vs_single_process`, the largest); 0: none measured.
+    process_variation: float = 0.0
+    probe_note: str | None = None  # what the machine was doing while its rounds ran (timing_rounds[].machine_load)
 
     @property
     def timing(self) -> Timing:
         assert self.step_ms is not None
-        return Timing(self.step_ms, self.p10_ms, self.p90_ms, self.rounds, self.design, self.aa_rounds)
+        single = Timing(*self.single) if self.single is not None else None
+        return Timing(self.step_ms, self.p10_ms, self.p90_ms, self.rounds, self.design, self.aa_rounds, single,
+                      self.first_step_ms, self.bound)
 
     @property
     def ok(self) -> bool:
@@ -306,7 +315,20 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
         rounds=tuple(v for v in (as_positive(x) for x in as_list(step.get("rounds"))) if v is not None),
         design=as_str(step.get("design")),
         aa_rounds=tuple(v for v in (as_positive(x) for x in as_list(step.get("aa_rounds"))) if v is not None),
+        single=_single(step),
     )
+
+
+def _single(step: Mapping[str, Any]) -> tuple[float, float | None, float | None] | None:
+    single = as_mapping(step.get("single_process"))
+    median = as_positive(single.get("median"))
+    return None if median is None else (median, as_positive(single.get("p10")), as_positive(single.get("p90")))
+
+
+def _process_variation(run: RunView, raw: Mapping[str, Any]) -> float:
+    """How far this run's rounds and its own process disagreed (|log| of `rounds_vs_single_process`), 0: unknown."""
+    value = as_positive(as_mapping(raw.get("step_time_ms")).get("rounds_vs_single_process"))
+    return abs(math.log(value)) if value is not None and run.rounds else 0.0
 
 
 @dataclass(frozen=True)
@@ -350,9 +372,14 @@ class Pair:
 
     @cached_property
     def interval(self) -> RatioInterval:
-        """float32's step over this one's, with the interval the two records support (intervals.py)."""
-        between = BETWEEN_INVOCATIONS.get(self.reduced.software.keras_backend or "", 0.0)
-        return ratio_interval(self.fp32.timing, self.reduced.timing, between)
+        """float32's step over this one's, with the interval the two records support (intervals.py): across two
+        processes widened by the variation the document measured there, and checked against the A/A control."""
+        between = max(self.fp32.process_variation, self.reduced.process_variation)
+        interval = ratio_interval(self.fp32.timing, self.reduced.timing, between)
+        floor = self.noise_floor
+        if floor is None or interval.is_bound:
+            return interval
+        return replace(interval, aa=aa_check(interval, floor, self.fp32.probe_note))
 
     @cached_property
     def noise_floor(self) -> RatioInterval | None:
@@ -373,17 +400,18 @@ class Pair:
         return self.interval.outcome == "faster"
 
     def describe(self) -> str:
-        r, f = self.reduced, self.fp32
+        r, iv = self.reduced, self.interval
         verdict = (
             f"{self.speedup:.2f}x faster"
             if self.faster
-            else f"{'>= ' if r.bound else ''}{self.ratio:.2f}x slower"
+            else f"{'>= ' if iv.is_bound else ''}{self.ratio:.2f}x slower"
             if self.slower
             else "no measurable difference"
         )
         where = r.stack if r.machine == HOST_MACHINE else f"{r.stack} on {r.machine}"  # each machine named
+        step = f" ({iv.compared})" if iv.compared else ""
         return (
-            f"{r.precision} step {fmt_ms(r.step_ms)} vs float32 {fmt_ms(f.step_ms)} on {where}"
+            f"{r.precision} step {fmt_ms(iv.other_ms)} vs float32 {fmt_ms(iv.fp32_ms)}{step} on {where}"
             f"{'' if r.variant == 'original' else ' (' + r.variant + ')'}: {verdict}"
         )
 
@@ -485,10 +513,50 @@ def _engine_machine(run: Mapping[str, Any]) -> Mapping[str, Any]:
     return {"gpus": gpus, "cpu": as_mapping(engine.get("cpu"))}
 
 
+def _with_design_facts(doc: Mapping[str, Any], runs: list[RunView]) -> list[RunView]:
+    """Each run with what the document measured of its machine and stack as a whole: the variation between two
+    timings of one configuration, and what the machine was doing while the rounds ran."""
+    raw = as_list(doc.get("runs"))
+    variation: dict[tuple[str, str], float] = {}
+    for run in runs:
+        key = (run.machine, run.stack)
+        variation[key] = max(variation.get(key, 0.0), _process_variation(run, as_mapping(raw[run.index])))
+    notes: dict[str, str] = {}
+    for entry in as_list(doc.get("timing_rounds")):
+        entry = as_mapping(entry)
+        note = load_words(as_mapping(entry.get("machine_load")))
+        if note and as_str(entry.get("stack")):
+            notes[str(entry.get("stack"))] = note
+    return [replace(r, process_variation=variation.get((r.machine, r.stack), 0.0), probe_note=notes.get(r.stack))
+            for r in runs]
+
+
+def load_words(load: Mapping[str, Any]) -> str | None:
+    """What the machine was doing while the rounds ran, in words (`timing_rounds[].machine_load`): the load
+    average before and after, the busiest other processes, the CPU frequency; None where nothing was read."""
+    parts = []
+    before, after = as_mapping(load.get("before")), as_mapping(load.get("after"))
+    la_before, la_after = as_number(before.get("load_1min")), as_number(after.get("load_1min"))
+    cores = as_int(load.get("cores"))
+    if la_before is not None or la_after is not None:
+        text = " -> ".join(f"{v:.2f}" for v in (la_before, la_after) if v is not None)
+        parts.append(f"load average {text}" + (f" on {cores} cores" if cores else ""))
+    busiest = [as_mapping(p) for p in as_list(load.get("busiest_others"))]
+    named = [f"{as_str(p.get('name')) or '?'} ({as_number(p.get('cpu_pct')) or 0:.0f} % of a core)"
+             for p in busiest[:3] if as_str(p.get("name"))]
+    if named:
+        parts.append("busiest other processes " + ", ".join(named))
+    mhz = [v for v in (as_number(before.get("cpu_mhz")), as_number(after.get("cpu_mhz"))) if v is not None]
+    if mhz:
+        parts.append("CPU clock " + " -> ".join(f"{v:.0f} MHz" for v in mhz))
+    return "; ".join(parts) if parts else None
+
+
 def build_context(doc: Mapping[str, Any]) -> Context:
     host_record = as_mapping(doc.get("host"))
     host = _machine_facts(host_record)
-    runs = [v for v in (_run_view(i, as_mapping(r)) for i, r in enumerate(as_list(doc.get("runs")))) if v]
+    runs = _with_design_facts(doc, [v for v in (_run_view(i, as_mapping(r))
+                                                for i, r in enumerate(as_list(doc.get("runs")))) if v])
     ctx = Context(doc, runs, host.gpus, host.cpu, host.os, host.drivers)
     recorded = as_mapping(doc.get("machines"))
     ctx.machines[HOST_MACHINE] = host

@@ -154,7 +154,7 @@ def setting_findings(ctx: Context) -> list[dict[str, Any]]:
     the step times with and without it (the cause it tested carries the time it explains)."""
     found = []
     for result in experiment_results(ctx):
-        run, base = result.run, result.base
+        run = result.run
         if run.variant not in SETTING_EXPERIMENTS or not result.significant():
             continue
         faster = result.delta_ms > 0
@@ -165,10 +165,10 @@ def setting_findings(ctx: Context) -> list[dict[str, Any]]:
             0.9,
             [result.describe()],
             (f"Set {describe_changes(result.changes)} for this workload on this machine: measured "
-             f"{abs(result.delta_ms) / (base.step_ms or 1):.0%} {'less' if faster else 'more'} time per step."
+             f"{abs(result.delta_ms) / result.base_ms:.0%} {'less' if faster else 'more'} time per step."
              if faster else f"Leave {describe_changes(result.changes)} unset here: it made the step slower."),
             machine=run.machine, stack=run.stack, precision=run.precision, variant=run.variant,
-            switch=dict(result.changes), step_ms_with=round(result.run_ms, 3), step_ms_without=base.step_ms,
+            switch=dict(result.changes), step_ms_with=round(result.run_ms, 3), step_ms_without=result.base_ms,
             explains_ms=None, basis="experiment",
         ))
     return found

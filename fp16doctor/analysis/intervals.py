@@ -1,27 +1,39 @@
 """How sure a ratio is: the interval a comparison's repeats support, and the outcome that follows from it.
 
-Three designs, strongest first, each recomputable from the results document alone:
+Every ratio is float32's step over the configuration's step, float32 timed on its own model. Four designs,
+strongest first, each recomputable from the results document alone:
 - paired rounds (`step_time_ms.rounds` on both runs, `design: "interleaved"`): round i of a precision ran next to
-  round i of float32, so drift hits both alike; the interval is a Student t interval on the per-round log ratios;
+  round i of float32 in one process, so drift hits both alike; the interval is a Student t interval on the
+  per-round log ratios;
 - unpaired rounds (`design: "sequential"`, or rounds on only one side paired with none): Welch's t interval on the
   difference of the two runs' mean log round times, wider because drift between the runs lands in it;
-- one median each: the two runs' p10-p90 step spread (half of it, relative, from the wider run) as a band either
-  side, at least DEFAULT_BAND; a document with a median and no spread is judged with DEFAULT_BAND alone, and says so.
+- one median each, each from its own process (a run timed in rounds brings the median its own process measured,
+  `single_process`, so rounds are never set against one process): the two runs' p10-p90 step spread (half of it,
+  relative, from the wider run) as a band either side, at least DEFAULT_BAND; a document with a median and no
+  spread is judged with DEFAULT_BAND alone, and says so;
+- a run cut short by the slow-step bound: one step, so no interval at all, only a one-sided bound (`lower_bound`),
+  its first step against float32's first step (tracing included on both sides).
 The outcome follows the interval: it excludes 1.0, or it is no difference.
 
-Where whole invocations on one machine vary more than one invocation's rounds can see (a backend whose ratio
-moved between diagnoses by more than their intervals allowed, benchmarks/repeatability.py), a rounds interval is
-widened by that measured variation, and says so.
+Two timings of one configuration in two processes differ by more than either process's spread shows (a document's
+`rounds_vs_single_process`: 0.72-1.16 on one machine in one invocation). A comparison between two processes pays
+that price where the document measured it: its interval is widened by it, and an effect that does not exceed it by
+DESIGN_MARGIN is refused, in words. Where the document measured none, none is applied.
+
+The A/A control (float32's second model in the same rounds) decides what is measurable: an effect no larger than
+the control's interval allows two identical models to differ is not measurable on this machine now, unless it is
+ALWAYS_MEASURABLE or more.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from fp16doctor.analysis.values import fmt_interval
+from fp16doctor.analysis.values import fmt_interval, fmt_ms
 
 CONFIDENCE_LEVEL = 0.95
 # The band a median with no spread of its own is judged by: 5 % either side (a 2-core machine's own step-to-step
@@ -29,25 +41,74 @@ CONFIDENCE_LEVEL = 0.95
 DEFAULT_BAND = 0.05
 MAX_BAND = 0.5
 MIN_ROUNDS = 3  # fewer rounds than this support no t interval; the spread band is used instead
-# How much a ratio moves between whole invocations beyond what one invocation's rounds show, by Keras 3 backend:
-# the log standard deviation of the ratios of repeated quick diagnoses on one idle machine (docs/benchmarks.md,
-# benchmarks/repeatability.py on a 2-core AMD EPYC, 2026-12-01). Keras 3 on PyTorch: 0.4-5.1 % in three
-# invocations, 3.0-15.4 % in three more (one invocation's float16 ratio 20 % off the other two, outside their
-# intervals), 9 % pooled over the six. TensorFlow (0.6-3.4 %) and JAX (0.4-7.7 %) moved within their intervals:
-# not widened.
-BETWEEN_INVOCATIONS = {"torch": 0.09}
+# A comparison between two processes stands only where its effect (log ratio) exceeds this many times the
+# variation the document measured between two timings of one configuration: one such variation either way could
+# otherwise make the whole effect.
+DESIGN_MARGIN = 2.0
+# No effect this large is ever "not measurable": on a Xeon the A/A control's 3-round interval allowed 1.24x
+# between identical models (recordings/cpu-xeon-quick-diagnose); a factor of 2 is beyond any control seen.
+ALWAYS_MEASURABLE = 2.0
+# What a verdict says for a cut run's bound, and how the bound compares the two runs.
+FIRST_STEP = "first step, tracing included"
+CUT_STEP = ("its fastest recorded step against float32's median step (float32's first step not recorded: not like "
+            "for like, a warm-up step may still carry tracing)")
 
-# Two-sided 95 % Student t quantiles (t_{0.975, df}), from any statistics table; beyond 30 the normal's 1.96.
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta function (modified Lentz; Press et al.,
+    Numerical Recipes, 6.4), converging for x < (a + 1) / (a + b + 2)."""
+    tiny, eps = 1e-300, 1e-16
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 10_000):
+        m2 = 2 * m
+        for num in (m * (b - m) * x / ((a + m2 - 1.0) * (a + m2)),
+                    -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < eps:
+            break
+    return h
 
 
-def t_quantile(df: float) -> float:
-    """t_{0.975} for df degrees of freedom (fractional df, from Welch, rounds down: the wider interval)."""
-    whole = int(df)
-    if whole < 1:
+def _betainc(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularized incomplete beta function."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+@functools.lru_cache(maxsize=1024)
+def t_quantile(df: float, level: float = CONFIDENCE_LEVEL) -> float:
+    """The two-sided Student t quantile t_{(1+level)/2, df} for any df > 0, fractional (Welch) included: the t
+    distribution's tail 2 P(T > t) = I_{df/(df+t^2)}(df/2, 1/2) solved for t by bisection, to double precision
+    (within 1e-7 of scipy.stats.t.ppf for df 0.3-1e7; tests/unit/analysis/test_analysis_intervals.py)."""
+    if df <= 0 or math.isnan(df):
         return math.inf
-    return _T975[whole - 1] if whole <= len(_T975) else 1.96
+    tail = 1.0 - level  # both tails together
+    if df > 1e8:  # beyond this the t and the normal quantile agree to 1e-8
+        return statistics.NormalDist().inv_cdf(1.0 - tail / 2)
+    # x = df / (df + t^2) falls from 1 to 0 as t grows, and the tail I_x(df/2, 1/2) with it: bisect on x.
+    low, high = 0.0, 1.0
+    for _ in range(200):
+        mid = (low + high) / 2
+        if mid in (low, high):
+            break
+        if _betainc(df / 2, 0.5, mid) > tail:
+            high = mid
+        else:
+            low = mid
+    x = (low + high) / 2
+    return math.sqrt(df * (1.0 - x) / x)
 
 
 @dataclass(frozen=True)
@@ -60,15 +121,26 @@ class Timing:
     rounds: tuple[float, ...] = ()
     design: str | None = None  # "interleaved" | "sequential" | None
     aa_rounds: tuple[float, ...] = ()  # float32's A/A control: a second float32 model in the same rounds
+    single: Timing | None = None  # what the run's own process measured, where rounds replaced its statistics
+    first_step_ms: float | None = None
+    bound: bool = False  # cut short by the slow-step bound: one step measured
 
     @property
-    def baseline_rounds(self) -> tuple[float, ...]:
-        """Each round's float32 step as a baseline: the geometric mean of float32's two models where the A/A
-        control ran in every round (float32 timed twice a round: its short blocks are the noisiest), else its
-        own rounds."""
-        if len(self.aa_rounds) != len(self.rounds):
-            return self.rounds
-        return tuple(math.sqrt(a * b) for a, b in zip(self.rounds, self.aa_rounds, strict=True))
+    def own_process(self) -> Timing:
+        """The timing its own process made (the median one process compares with another's)."""
+        return self.single or self
+
+
+@dataclass(frozen=True)
+class AACheck:
+    """The A/A control's word on one effect: whether it exceeds what two identical models differed by."""
+
+    passed: bool
+    noise: float  # the largest ratio between float32's two identical models the control's interval allows, less 1
+    reason: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"passed": self.passed, "noise": round(self.noise, 4), "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -78,28 +150,47 @@ class RatioInterval:
     speedup: float
     low: float
     high: float
-    method: str  # "paired_rounds" | "unpaired_rounds" | "spread" | "default_band"
-    repeats: int  # rounds behind it (0 where it rests on one median each)
-    confidence_level: float | None  # None for the bands, which are no confidence interval
+    method: str  # "paired_rounds" | "unpaired_rounds" | "spread" | "default_band" | "lower_bound"
+    repeats: int  # rounds behind it (0 where it rests on one median each, or on one step)
+    confidence_level: float | None  # None for the bands and the bound, which are no confidence interval
     difference_ms: float  # this step minus float32's
     difference_low_ms: float
-    difference_high_ms: float
-    widened_by: float = 0.0  # the between-invocation variation (log sd) added to a rounds interval, 0: none
+    difference_high_ms: float | None  # None: no upper end (a one-sided bound)
+    widened_by: float = 0.0  # the variation between two processes (log) added to the interval, 0: none
+    fp32_ms: float | None = None  # the float32 step the ratio and the difference come from
+    other_ms: float | None = None  # the configuration's step they come from
+    compared: str | None = None  # how a bound compared the two runs ("first step, tracing included")
+    refused: str | None = None  # why a comparison across two processes was refused: then no difference is claimed
+    aa: AACheck | None = None  # the A/A control's check of this effect
 
     @property
     def outcome(self) -> str:
+        if self.refused or (self.aa is not None and not self.aa.passed):
+            return "no_significant_difference"
         if self.low > 1:
             return "faster"
         if self.high < 1:
             return "slower"
         return "no_significant_difference"
 
+    @property
+    def is_rounds(self) -> bool:
+        return self.method in ("paired_rounds", "unpaired_rounds")
+
+    @property
+    def is_bound(self) -> bool:
+        return self.method == "lower_bound"
+
     def rounds_words(self) -> str:
         """'5 paired rounds', and what widened the interval where something did."""
         kind = "paired" if self.method == "paired_rounds" else "unpaired"
-        widened = (f", widened by the {self.widened_by:.0%} this backend's diagnoses vary between invocations"
-                   if self.widened_by else "")
-        return f"{self.repeats} {kind} rounds{widened}"
+        return f"{self.repeats} {kind} rounds{self.widened_words()}"
+
+    def widened_words(self) -> str:
+        if not self.widened_by:
+            return ""
+        return (f", widened by the {math.expm1(self.widened_by):.0%} one configuration varied between two "
+                "processes in this document")
 
     @property
     def relative_width(self) -> float:
@@ -107,36 +198,47 @@ class RatioInterval:
         return (self.high - self.low) / self.speedup if self.speedup else math.inf
 
     def describe(self) -> str:
-        """'95 % interval 2.1-2.4x, 5 paired rounds' or 'judged by the runs' spread (±5 %)'."""
-        if self.method in ("paired_rounds", "unpaired_rounds"):
-            return (f"{self.confidence_level or CONFIDENCE_LEVEL:.0%} interval {fmt_interval(self.low, self.high)}"
+        """'95 % interval 2.1-2.4x, 5 paired rounds', 'judged by the runs' spread (±5 %)' or a bound's words."""
+        if self.is_bound:
+            return (f"cut short by the slow-step bound: at least {1 / self.high:.0f}x slower, one-sided "
+                    f"({self.compared}), no interval from one step")
+        if self.is_rounds:
+            text = (f"{self.confidence_level or CONFIDENCE_LEVEL:.0%} interval {fmt_interval(self.low, self.high)}"
                     f", {self.rounds_words()}")
-        half = (math.sqrt(self.high / self.low) - 1) if self.low > 0 else 0.0
-        if self.method == "default_band":
-            return f"no spread recorded, so judged with the default band of ±{half:.0%}"
-        return f"judged by the runs' step spread, ±{half:.0%}"
+        else:
+            half = (math.sqrt(self.high / self.low) - 1) if self.low > 0 else 0.0
+            text = (f"no spread recorded, so judged with the default band of ±{half:.0%}"
+                    if self.method == "default_band" else f"judged by the runs' step spread, ±{half:.0%}")
+            text += self.widened_words()
+        if self.refused:
+            text += f"; not compared: {self.refused}"
+        if self.aa is not None and not self.aa.passed:
+            text += f"; not measurable on this machine now: {self.aa.reason}"
+        return text
 
 
 def _logs(values: Sequence[float]) -> list[float]:
     return [math.log(v) for v in values if v > 0]
 
 
+def _geomean(values: Sequence[float]) -> float:
+    return math.exp(statistics.fmean(_logs(values)))
+
+
 def _paired(fp32: Timing, other: Timing) -> RatioInterval | None:
-    baseline = fp32.baseline_rounds
-    n = min(len(baseline), len(other.rounds))
+    n = min(len(fp32.rounds), len(other.rounds))
     if n < MIN_ROUNDS or fp32.design != "interleaved" or other.design != "interleaved":
         return None
-    pairs = [(a, b) for a, b in zip(baseline[:n], other.rounds[:n], strict=True) if a > 0 and b > 0]
+    pairs = [(a, b) for a, b in zip(fp32.rounds[:n], other.rounds[:n], strict=True) if a > 0 and b > 0]
     if len(pairs) < MIN_ROUNDS:
         return None
     logs = [math.log(a / b) for a, b in pairs]
     mean, sd = statistics.fmean(logs), statistics.stdev(logs)
     half = t_quantile(len(logs) - 1) * sd / math.sqrt(len(logs))
-    diffs = [b - a for a, b in pairs]
-    d_mean, d_half = statistics.fmean(diffs), t_quantile(len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(
-        len(diffs))
-    return RatioInterval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), "paired_rounds", len(logs),
-                         CONFIDENCE_LEVEL, d_mean, d_mean - d_half, d_mean + d_half)
+    # The steps quoted are the rounds' geometric means: their ratio is the paired ratio exactly.
+    fp32_ms, other_ms = _geomean([a for a, _ in pairs]), _geomean([b for _, b in pairs])
+    return _with_difference(math.exp(mean), math.exp(mean - half), math.exp(mean + half), "paired_rounds",
+                            len(logs), CONFIDENCE_LEVEL, fp32_ms, other_ms)
 
 
 def _unpaired(fp32: Timing, other: Timing) -> RatioInterval | None:
@@ -149,9 +251,9 @@ def _unpaired(fp32: Timing, other: Timing) -> RatioInterval | None:
     df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1)) if va + vb > 0 else min(len(a), len(b)) - 1
     mean = statistics.fmean(a) - statistics.fmean(b)
     half = t_quantile(df) * se
-    low, high = math.exp(mean - half), math.exp(mean + half)
-    return _with_difference(math.exp(mean), low, high, "unpaired_rounds", min(len(a), len(b)), CONFIDENCE_LEVEL,
-                            math.exp(statistics.fmean(a)))
+    return _with_difference(math.exp(mean), math.exp(mean - half), math.exp(mean + half), "unpaired_rounds",
+                            min(len(a), len(b)), CONFIDENCE_LEVEL, math.exp(statistics.fmean(a)),
+                            math.exp(statistics.fmean(b)))
 
 
 def band_of(timing: Timing) -> float | None:
@@ -167,33 +269,106 @@ def _banded(fp32: Timing, other: Timing) -> RatioInterval:
     speedup = fp32.median_ms / other.median_ms
     # (1 + band) either side, so "slower" is exactly "the ratio exceeds 1 + band" for a reader checking by hand.
     return _with_difference(speedup, speedup / (1 + band), speedup * (1 + band),
-                            "spread" if spreads else "default_band", 0, None, fp32.median_ms)
+                            "spread" if spreads else "default_band", 0, None, fp32.median_ms, other.median_ms)
+
+
+def lower_bound(fp32: Timing, cut: Timing) -> RatioInterval:
+    """A run cut short after one or two steps has no steady step: only its first step, against float32's first
+    step, tracing and autotuning included on both sides. That ratio understates the steady slowdown whenever the
+    cut run's first-step overhead is at most as many times float32's as its step is (a fixed tracing cost dilutes
+    the slower step more), so it is a one-sided bound: float32 / this is at most r, with no confidence level."""
+    if cut.first_step_ms and fp32.first_step_ms:
+        fp32_ms, other_ms, compared = fp32.first_step_ms, cut.first_step_ms, FIRST_STEP
+    else:
+        fp32_ms, other_ms, compared = fp32.median_ms, min(cut.first_step_ms or cut.median_ms, cut.median_ms), CUT_STEP
+    r = fp32_ms / other_ms
+    return RatioInterval(r, 0.0, r, "lower_bound", 0, None, other_ms - fp32_ms, other_ms - fp32_ms, None,
+                         fp32_ms=fp32_ms, other_ms=other_ms, compared=compared)
 
 
 def _with_difference(speedup: float, low: float, high: float, method: str, repeats: int,
-                     level: float | None, fp32_ms: float) -> RatioInterval:
+                     level: float | None, fp32_ms: float, other_ms: float | None = None) -> RatioInterval:
     """The difference in ms that a speedup interval implies, at float32's step: d = f32 * (1/s - 1)."""
     return RatioInterval(speedup, low, high, method, repeats, level, fp32_ms * (1 / speedup - 1),
-                         fp32_ms * (1 / high - 1), fp32_ms * (1 / low - 1))
+                         fp32_ms * (1 / high - 1), fp32_ms * (1 / low - 1), fp32_ms=fp32_ms,
+                         other_ms=other_ms if other_ms is not None else fp32_ms / speedup)
 
 
-def widened(interval: RatioInterval, between: float, fp32_ms: float) -> RatioInterval:
-    """A rounds interval with the between-invocation variation `between` (log sd) added to its half-width in
-    quadrature, at the normal's 95 % quantile; the difference interval follows from the ratio's."""
-    if between <= 0 or interval.method not in ("paired_rounds", "unpaired_rounds"):
+def widened(interval: RatioInterval, between: float) -> RatioInterval:
+    """An interval with the variation `between` (log) measured between two processes of one configuration added
+    either side, and refused where its effect does not exceed DESIGN_MARGIN times that variation; the difference
+    interval follows from the ratio's."""
+    if between <= 0 or interval.is_bound or interval.fp32_ms is None:
         return interval
-    centre, half = math.log(interval.speedup), math.log(interval.high / interval.speedup)
-    half = math.hypot(half, 1.96 * between)
-    wide = _with_difference(interval.speedup, math.exp(centre - half), math.exp(centre + half), interval.method,
-                            interval.repeats, interval.confidence_level, fp32_ms)
-    return replace(wide, widened_by=between)
+    wide = _with_difference(interval.speedup, interval.low * math.exp(-between), interval.high * math.exp(between),
+                            interval.method, interval.repeats, interval.confidence_level, interval.fp32_ms,
+                            interval.other_ms)
+    effect = abs(math.log(interval.speedup))
+    refused = None
+    if effect <= DESIGN_MARGIN * between:
+        refused = (f"{fmt_ms(interval.other_ms)} against {fmt_ms(interval.fp32_ms)} were timed in two processes, and "
+                   f"one configuration's two timings in this document differ by {math.expm1(between):.0%}: an effect "
+                   f"of {math.expm1(effect):.0%} does not exceed {DESIGN_MARGIN:g} times that")
+    return replace(wide, widened_by=between, refused=refused)
 
 
 def ratio_interval(fp32: Timing, other: Timing, between: float = 0.0) -> RatioInterval:
-    """The best interval the two records support (paired rounds, unpaired rounds, then the spread band), widened by
-    `between`, the variation between invocations that the rounds of one cannot see (BETWEEN_INVOCATIONS)."""
-    rounds = _paired(fp32, other) or _unpaired(fp32, other)
-    if rounds is None:
-        return _banded(fp32, other)
-    baseline = fp32.baseline_rounds if rounds.method == "paired_rounds" else fp32.rounds
-    return widened(rounds, between, math.exp(statistics.fmean(_logs(baseline))))
+    """The best interval the two records support: a cut run's one-sided bound; paired rounds (one process, no
+    price); else two processes, unpaired rounds or each run's own-process median with its spread band, widened by
+    `between`, the variation (log) the document measured between two timings of one configuration."""
+    if other.bound and not fp32.bound:
+        return lower_bound(fp32, other)
+    paired = _paired(fp32, other)
+    if paired is not None:
+        return paired
+    unpaired = _unpaired(fp32, other)
+    return widened(unpaired or _banded(fp32.own_process, other.own_process), between)
+
+
+def noise_of(noise_floor: RatioInterval) -> float:
+    """The largest ratio between two identical models that the A/A control's interval allows, less 1."""
+    return max(1 / noise_floor.low if noise_floor.low > 0 else math.inf, noise_floor.high) - 1
+
+
+def aa_check(interval: RatioInterval, noise_floor: RatioInterval, probe: str | None = None) -> AACheck:
+    """Whether an effect exceeds what float32's two identical models differed by in the same rounds (the control's
+    interval, either way); an effect of ALWAYS_MEASURABLE or more always does. `probe`: what the machine was doing
+    (load, other processes, CPU frequency), said with a failure."""
+    noise = noise_of(noise_floor)
+    factor = max(interval.speedup, 1 / interval.speedup) if interval.speedup > 0 else math.inf
+    passed = factor >= ALWAYS_MEASURABLE or factor - 1 > noise
+    control = (f"float32's two identical models may differ by up to {noise:.0%} in the same rounds (A/A control "
+               f"{fmt_interval(noise_floor.low, noise_floor.high)}, {noise_floor.repeats} rounds)")
+    if factor - 1 > noise:
+        reason = f"the {factor - 1:.0%} effect is larger than that: {control}"
+    elif passed:
+        reason = f"an effect of {ALWAYS_MEASURABLE:g}x or more is always measurable, though {control}"
+    else:
+        reason = f"{control}, more than this {factor - 1:.0%} effect"
+        if probe:
+            reason += f"; {probe}"
+    return AACheck(passed, noise, reason)
+
+
+@dataclass(frozen=True)
+class SwitchEffect:
+    """How a process-wide switch (oneDNN off, XLA) moved a 16-bit run against float32: its ratio to float32 with the
+    switch over its ratio without it, each ratio taken inside its own setting (above 1: relatively faster with it)."""
+
+    ratio: float
+    low: float
+    high: float
+    refused: str | None  # one of the two comparisons was refused (intervals.widened)
+
+    @property
+    def significant(self) -> bool:
+        return self.refused is None and (self.low > 1 or self.high < 1)
+
+
+def switch_effect(without: RatioInterval, with_switch: RatioInterval) -> SwitchEffect:
+    """The two settings' log ratios compared: their half-widths add (bands are no confidence intervals, so no
+    quadrature), so the effect stands only beyond both comparisons' own uncertainty."""
+    centre = math.log(with_switch.speedup) - math.log(without.speedup)
+    half = sum(math.log(iv.high / iv.low) / 2 if iv.low > 0 else math.inf for iv in (without, with_switch))
+    return SwitchEffect(math.exp(centre), math.exp(centre - half), math.exp(centre + half),
+                        without.refused or with_switch.refused)

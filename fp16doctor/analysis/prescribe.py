@@ -28,7 +28,7 @@ from fp16doctor.analysis.advice import (
     where_of,
 )
 from fp16doctor.analysis.context import BF16, Context, Pair, RunView, Software
-from fp16doctor.analysis.intervals import RatioInterval
+from fp16doctor.analysis.intervals import FIRST_STEP, RatioInterval
 from fp16doctor.analysis.values import (
     as_list,
     as_mapping,
@@ -71,9 +71,12 @@ class Measured:
         iv = self.interval
         if iv.outcome == "faster":
             text = f"{fmt_times(iv.speedup, iv.relative_width)} faster than float32"
+        elif iv.outcome == "slower" and iv.is_bound:
+            text = f">= {fmt_times(1 / iv.speedup)} slower than float32"
         elif iv.outcome == "slower":
-            bound = ">= " if self.run.bound_on_first_step else ""
-            text = f"{bound}{fmt_times(1 / iv.speedup, iv.relative_width)} slower than float32"
+            text = f"{fmt_times(1 / iv.speedup, iv.relative_width)} slower than float32"
+        elif (iv.aa is not None and not iv.aa.passed) or iv.refused:
+            text = "not measurably faster or slower than float32 here now"  # describe() says why
         else:
             text = "no faster or slower than float32"
         return text + f" ({iv.describe()})"
@@ -89,17 +92,26 @@ class Measured:
                 # float32 against itself is the baseline, no comparison: no interval
                 "speedup_interval": None if self.baseline else [round(iv.low, 4), round(iv.high, 4)],
                 "outcome": "baseline" if self.baseline else iv.outcome,
+                **({} if self.baseline else {"interval_method": iv.method}),
+                **({"aa_check": iv.aa.to_dict()} if iv.aa is not None and not self.baseline else {}),
+                **({"comparison_refused": iv.refused} if iv.refused else {}),
                 "bound": self.run.bound, "caveat": self.caveat, "unsafe": self.unsafe, "notes": self.notes}
 
     @property
     def notes(self) -> list[str]:
-        return _notes(self.unsafe, self.caveat, self.run.bound)
+        notes = _notes(self.unsafe, self.caveat, self.run.bound, self.interval.compared)
+        if not self.baseline and self.interval.aa is not None and not self.interval.aa.passed:
+            notes.append(f"not measurable on this machine now: {self.interval.aa.reason}")
+        if self.interval.refused:
+            notes.append(f"not compared with float32: {self.interval.refused}")
+        return notes
 
 
-def _notes(unsafe: Any, caveat: Any, bound: bool) -> list[str]:
+def _notes(unsafe: Any, caveat: Any, bound: bool, compared: str | None = None) -> list[str]:
     notes = [str(n) for n in (unsafe, caveat) if n]
     if bound:
-        notes.append("cut short by the slow-step bound: its time is a lower bound")
+        notes.append(f"cut short by the slow-step bound: its ratio is a one-sided bound ({compared or FIRST_STEP}) "
+                     "and its numerics are not judged")
     return notes
 
 
@@ -164,9 +176,19 @@ def measured_configs(ctx: Context, fp32: RunView, found: Mapping[str, Finding]) 
     return configs
 
 
+def _beats(switch: Measured, original: Measured) -> bool:
+    """Whether a switch (a variant) is worth it over the same precision as written: its own comparison with that
+    run, two processes and all (intervals.py), must say faster. Ratios against float32 from two timing designs
+    (rounds, one process) are never ranked against each other alone."""
+    return Pair(original.run, switch.run).interval.outcome == "faster"
+
+
 def _best(configs: Sequence[Measured], fp32: RunView) -> Measured:
-    """The fastest configuration significantly faster than float32 and safe; else float32 itself."""
+    """The fastest configuration significantly faster than float32 and safe (a switch only where it measured faster
+    than the same precision without it); else float32 itself."""
     eligible = [m for m in configs if m.interval.outcome == "faster" and m.unsafe is None and not m.run.bound]
+    eligible = [m for m in eligible if m.run.variant == "original" or all(
+        _beats(m, o) for o in eligible if o.run.variant == "original" and o.run.precision == m.run.precision)]
     if eligible:
         return max(eligible, key=lambda m: m.interval.speedup)
     return next(m for m in configs if m.run is fp32)  # the baseline is always among them

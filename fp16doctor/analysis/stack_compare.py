@@ -185,7 +185,7 @@ class StackComparison:
     from_: StackSide
     to: StackSide
     step_change_ms: float  # the 16-bit step in `to` minus in `from`
-    step_change_interval_ms: tuple[float, float]
+    step_change_interval_ms: tuple[float, float | None]  # no upper end where `to` was cut short (a one-sided bound)
     significant: bool  # the 16-bit step's change lies beyond the two runs' interval
     changes: tuple[OpChange, ...]  # biggest change first, both directions
     explained_ms: float  # the changes' net, in the step's direction, capped at the step's change
@@ -263,7 +263,7 @@ class StackComparison:
             "machine": self.machine, "precision": self.precision, "variant": self.variant,
             "from": self.from_.stack, "to": self.to.stack, **sides,
             "step_change_ms": round(self.step_change_ms, 3),
-            "step_change_interval_ms": [round(v, 3) for v in self.step_change_interval_ms],
+            "step_change_interval_ms": [None if v is None else round(v, 3) for v in self.step_change_interval_ms],
             "significant": self.significant,
             "changes": [c.to_dict() for c in self.changes],
             "explained_ms": round(self.explained_ms, 3),

@@ -14,37 +14,42 @@ Verdict = dict[str, Any]
 
 
 def _ratio_phrase(acc: Accounting) -> tuple[str, str]:
-    """("166x slower", "slower"), with the digits the interval supports; a run cut short on its first step (older
-    results: that step pays tracing) gives only a bound, ">= 166x"; one cut on a steady step, a measurement."""
+    """("166x slower", "slower"), with the digits the interval supports; a run cut short by the slow-step bound
+    gives only a one-sided bound, ">= 19x slower"."""
     pair = acc.pair
     interval = pair.interval
     if not acc.significant:
         return "no faster or slower (the difference is inside the runs' spread)", "no_significant_difference"
     if interval.outcome == "slower":
-        bound = ">= " if pair.reduced.bound_on_first_step else ""
-        return f"{bound}{fmt_times(pair.ratio, interval.relative_width)} slower", "slower"
+        bound = ">= " if interval.is_bound else ""
+        return f"{bound}{fmt_times(pair.ratio, None if interval.is_bound else interval.relative_width)} slower", \
+            "slower"
     return f"{fmt_times(pair.speedup, interval.relative_width)} faster", "faster"
 
 
 def _context(acc: Accounting) -> str:
-    """' (551 ms vs 96 ms per step; 95% interval 5.56-5.97x, 6 paired rounds)': the two steps, and the interval
-    in the headline's own direction where rounds support one; a cut-short run says so (one step measured)."""
-    pair, interval = acc.pair, acc.pair.interval
-    parts = [f"{fmt_ms(pair.reduced.step_ms)} vs {fmt_ms(pair.fp32.step_ms)} per step"]
-    if pair.reduced.bound:
-        parts[0] = "cut short: " + parts[0]
-    if interval.method in ("paired_rounds", "unpaired_rounds"):
+    """' (551 ms vs 96 ms per step; 95% interval 5.56-5.97x, 6 paired rounds)': the two steps the ratio comes
+    from, and the interval in the headline's own direction where rounds support one; a cut-short run's bound
+    says which steps it compared."""
+    interval = acc.pair.interval
+    parts = [f"{fmt_ms(interval.other_ms)} vs {fmt_ms(interval.fp32_ms)} per step"]
+    if interval.is_bound:
+        parts[0] = f"cut short by the slow-step bound, {interval.compared}: {fmt_ms(interval.other_ms)} vs " \
+                   f"{fmt_ms(interval.fp32_ms)}; a one-sided bound, no interval from one step"
+    elif interval.is_rounds:
         low, high = (1 / interval.high, 1 / interval.low) if acc.difference_ms > 0 else (interval.low, interval.high)
         parts.append(f"{interval.confidence_level:.0%} interval {fmt_interval(low, high)}, {interval.rounds_words()}")
+    elif interval.widened_by:
+        parts.append(f"two processes{interval.widened_words()}")
     return f" ({'; '.join(parts)})"
 
 
 def _inside(acc: Accounting) -> str:
     interval = acc.pair.interval
-    if interval.method in ("paired_rounds", "unpaired_rounds"):
+    if interval.is_rounds:
         return (f"the {interval.confidence_level:.0%} interval {fmt_interval(interval.low, interval.high)} of "
-                f"{interval.repeats} rounds")
-    return "the runs' spread"
+                f"{interval.repeats} rounds{interval.widened_words()}")
+    return "the runs' spread" + interval.widened_words()
 
 
 def _cause_phrase(share: Share, precision: str) -> str:
@@ -81,7 +86,14 @@ def verdict_for(acc: Accounting) -> Verdict:
     where = reduced.stack if reduced.machine == "host" else f"{reduced.stack} on {reduced.machine}"
     variant = "" if reduced.variant == "original" else f", {reduced.variant}"
     headline = f"{reduced.precision} is {phrase} than float32 on {where}{variant}{_context(acc)}"
-    if outcome == "no_significant_difference":
+    interval = pair.interval
+    if interval.aa is not None and not interval.aa.passed:
+        headline = (f"{reduced.precision} against float32 on {where}{variant} is not measurable on this machine now "
+                    f"({fmt_ms(interval.other_ms)} vs {fmt_ms(interval.fp32_ms)} per step): {interval.aa.reason}")
+    elif interval.refused:
+        headline = (f"{reduced.precision} against float32 on {where}{variant} is not compared: "
+                    f"{interval.refused}")
+    elif outcome == "no_significant_difference":
         headline = f"{reduced.precision} is no faster or slower than float32 on {where}{variant} " \
                    f"(the difference is inside {_inside(acc)})"
     elif top is not None:
@@ -106,7 +118,7 @@ def verdict_for(acc: Accounting) -> Verdict:
                      f"{fmt_ms(reduced.ops.window_ms)}, float32 {fmt_ms(fp32.ops.window_ms)} per step), so "
                      f"{fmt_ms(missed)} of the timed difference did not recur there (the steps changed speed "
                      "between the timing and the window)")
-    interval = pair.interval
+    unmeasurable = bool(interval.refused) or (interval.aa is not None and not interval.aa.passed)
     return {
         "machine": reduced.machine,
         "stack": reduced.stack,
@@ -117,14 +129,22 @@ def verdict_for(acc: Accounting) -> Verdict:
         "confidence_level": interval.confidence_level,
         "repeats": interval.repeats,
         "interval_method": interval.method,
-        **({"interval_widened_by": interval.widened_by} if interval.widened_by else {}),
-        "step_ms": reduced.step_ms,
-        "fp32_step_ms": fp32.step_ms,
+        **({"interval_widened_by": round(interval.widened_by, 4)} if interval.widened_by else {}),
+        **({"compared": interval.compared} if interval.compared else {}),
+        **({"comparison_refused": interval.refused} if interval.refused else {}),
+        **({"aa_check": interval.aa.to_dict()} if interval.aa is not None else {}),
+        # The steps the ratio and the difference come from: the rounds' geometric means, each run's own-process
+        # median, or a cut run's first step and float32's.
+        "step_ms": round(interval.other_ms, 3) if interval.other_ms is not None else reduced.step_ms,
+        "fp32_step_ms": round(interval.fp32_ms, 3) if interval.fp32_ms is not None else fp32.step_ms,
         "difference_ms": round(acc.difference_ms, 3),
-        "difference_interval_ms": [round(interval.difference_low_ms, 3), round(interval.difference_high_ms, 3)],
+        "difference_interval_ms": [round(interval.difference_low_ms, 3),
+                                   None if interval.difference_high_ms is None
+                                   else round(interval.difference_high_ms, 3)],
         "outcome": outcome,
-        "bound": reduced.bound_on_first_step,  # the ratio is only a bound (cut on a first step, older results)
+        "bound": interval.is_bound,  # the ratio is only a one-sided bound (cut short by the slow-step bound)
         "cut_short": reduced.bound,  # one step measured: the run met the slow-step bound
+        **({"numerics": "not judged: the run was cut short after its first steps"} if reduced.bound else {}),
         "cause": top.cause if top else None,
         "basis": top.basis if top else None,
         "explained_share": round(share, 3),
@@ -136,7 +156,8 @@ def verdict_for(acc: Accounting) -> Verdict:
                     **({"confirmed_by": s.confirmed_by} if s.confirmed_by else {}),
                     "ops": [{"name": o.get("name"), "layer": o.get("layer"), "pass": o.get("pass"),
                              "dtype": o.get("dtype"), "ms": o.get("ms")} for o in s.ops]} for s in causes],
-        "figure": phrase if outcome != "no_significant_difference" else "same speed",
+        "figure": phrase if outcome != "no_significant_difference" else "not measurable" if unmeasurable else
+        "same speed",
         "headline": headline,
     }
 

@@ -138,6 +138,8 @@ def merge_rounds(runs: list[dict[str, Any]], record: Mapping[str, Any]) -> dict[
             step["aa_rounds"] = aa
         run["step_time_ms"] = step
     kept = {k: record.get(k) for k in ("stack", "order", "block_steps", "stop_reason", "timing", "wall_s")}
+    if isinstance(record.get("machine_load"), Mapping):
+        kept["machine_load"] = dict(record["machine_load"])  # what else the machine did meanwhile (probe/load.py)
     kept["disagree"] = sorted(
         str(run.get("precision")) for run in runs if run.get("stack") == stack
         and not (1 / DISAGREEMENT <= float((run.get("step_time_ms") or {}).get("rounds_vs_single_process") or 1.0)

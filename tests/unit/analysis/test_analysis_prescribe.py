@@ -4,6 +4,8 @@ such with the command that measures them, and no advice that a measurement of th
 from __future__ import annotations
 
 import json
+import math
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ from typing import Any
 import pytest
 
 from fp16doctor.analysis import diagnose_document
+from fp16doctor.analysis.intervals import t_quantile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "attribution"))
@@ -183,6 +186,11 @@ def test_the_interleaved_example_prescribes_its_measured_mixed_bfloat16_from_its
     assert all(v["interval_method"] == "paired_rounds" and v["repeats"] >= 3 for v in diagnosis.verdicts)
     assert all(v["noise_floor_interval"][0] < 1 < v["noise_floor_interval"][1] for v in diagnosis.verdicts)
     assert only(diagnosis.prescriptions)["recommended"]["precision"] == "mixed_bfloat16"
-    saved, = doc["prescriptions"]  # what diagnose wrote is what explain recomputes from the rounds
-    assert only(diagnosis.prescriptions)["recommended"]["speedup_interval"] == saved["recommended"]["speedup_interval"]
+    # Recomputed from the rounds alone: a t interval on the per-round log ratios against float32's own model.
+    step = {r["precision"]: r["step_time_ms"] for r in doc["runs"] if r.get("variant", "original") == "original"}
+    logs = [math.log(a / b) for a, b in zip(step["float32"]["rounds"], step["mixed_bfloat16"]["rounds"],
+                                            strict=False)]
+    mean, half = statistics.fmean(logs), t_quantile(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    assert only(diagnosis.prescriptions)["recommended"]["speedup_interval"] == pytest.approx(
+        [math.exp(mean - half), math.exp(mean + half)], abs=1e-4)
 

@@ -211,3 +211,15 @@ def test_explain_json_carries_the_stack_comparisons(tmp_path: Path) -> None:
     (entry,) = json.loads(out.getvalue())["stack_comparisons"]
     assert (entry["from"], entry["to"]) == ("tf1.7-cpu", "cpu")
     assert entry["changes"][0]["layer_from"] == "conv2d_1" and entry["changes"][0]["layer_to"] == "conv2d"
+
+
+def test_a_newer_stack_whose_float16_was_cut_short_gives_a_step_change_with_no_upper_end() -> None:
+    """A run cut by the slow-step bound is a one-sided bound (analysis/intervals.py): its step change from the
+    older stack has a lower end and none above, written as null, never a made-up number."""
+    d = tf17_vs_keras3()
+    d["runs"][1].update(bound=True, stop_reason="slow_step_bound", first_step_ms=13600.0,
+                        step_time_ms={"median": 13600.0, "p10": 13600.0, "p90": 13600.0, "n": 1})
+    d["runs"][3]["first_step_ms"] = 900.0
+    (comparison,) = diagnose_document(d).stack_comparisons
+    low, high = comparison.to_dict()["step_change_interval_ms"]
+    assert high is None and low == pytest.approx(13600.0 - 900.0)

@@ -77,6 +77,15 @@ def test_rounds_far_from_the_runs_own_process_are_said() -> None:
     assert runs[1]["step_time_ms"]["rounds_vs_single_process"] == 0.2
 
 
+def test_what_the_machine_did_during_the_rounds_is_kept_beside_them() -> None:
+    load = {"seconds": 14.3, "cores": 2, "before": {"load_1min": 0.2}, "after": {"load_1min": 1.1},
+            "busiest_others": [{"pid": 7, "name": "updatedb", "cpu_pct": 60.0}]}
+    record = {"stack": "host", "status": "ok", "rounds": {"float32": [100.0] * 3, "float16": [200.0] * 3},
+              "machine_load": load}
+    kept = merge_rounds([run("float32", 100), run("float16", 200)], record)
+    assert kept is not None and kept["machine_load"] == load
+
+
 def test_a_failed_rounds_process_changes_nothing() -> None:
     runs = [run("float32", 450), run("float16", 1000)]
     assert merge_rounds(runs, {"status": "failed", "error": "boom"}) is None
