@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from fp16doctor import __version__
-from fp16doctor.errors import EXIT_INTERRUPTED, EXIT_USAGE, DoctorError
+from fp16doctor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, DoctorError
 from fp16doctor.report import FORMATS
 from fp16doctor.workload.protocol import PRECISIONS, SIZES, VARIANTS
 
@@ -176,6 +176,9 @@ def diagnose(
                                metavar=FLAG, rich_help_panel=PANEL_DOCKER),
     resume: bool = typer.Option(False, "--resume", help="Keep finished runs in --out and run only what is missing.",
                                 metavar=FLAG, rich_help_panel=PANEL_OUTPUT),
+    plan: bool = typer.Option(False, "--plan", help="Run every check, print what would run, where and about how"
+                              " long, and exit: nothing runs and nothing is created.", metavar=FLAG,
+                              rich_help_panel=PANEL_OUTPUT),
     ca_bundle: Path | None = typer.Option(
         None, "--ca-bundle", rich_help_panel=PANEL_DOCKER,
         help="CA bundle for pip inside stack builds (default: $FP16DOCTOR_CA_BUNDLE or $PIP_CERT).",
@@ -239,7 +242,7 @@ def diagnose(
         help="With --slurm --stack: the nodes pull REGISTRY/fp16doctor/<stack>:<tag> instead of building it."),
 ) -> None:
     """Probe, run the workload per stack x precision, analyse, and write results.json and report.html."""
-    from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
+    from fp16doctor.diagnose import DiagnoseOptions, plan_diagnose, run_diagnose
     from fp16doctor.progress import LiveProgress
 
     sizes = {name for name, given in (("quick", quick), ("full", full), (size or "", size is not None)) if given}
@@ -296,6 +299,16 @@ def diagnose(
     from fp16doctor import logs
 
     logs.configure(verbose)
+    if plan:
+        from fp16doctor.textout.plan import plan_text
+
+        with LiveProgress(err, enabled=not as_json or sys.stderr.isatty()) as progress:
+            planned = plan_diagnose(options, progress)
+        if as_json:
+            _print_json(planned.to_dict())
+        else:
+            out.print(plan_text(planned))
+        raise typer.Exit(EXIT_OK)
     try:
         with LiveProgress(err, enabled=not as_json or sys.stderr.isatty()) as progress:
             outcome = run_diagnose(options, progress)
