@@ -65,12 +65,19 @@ SPECS: tuple[FindingSpec, ...] = (
                 hardware.rule_no_fast_fp16_hardware, remedy="configuration", recommends=("float32", "original")),
     FindingSpec("bf16_unsupported", "hardware", "bfloat16 has no arithmetic units on this device", True,
                 causal.rule_bf16_unsupported, remedy="configuration", recommends=("float32", "original")),
+    FindingSpec("kernel_too_old", "hardware", "The OS kernel is too old for AMX", True,
+                hardware.rule_kernel_too_old, remedy="upgrade"),
     FindingSpec("numerics_unstable", "numerics", "16-bit training is numerically unstable here", False,
                 numerics.rule_numerics_unstable,
                 thresholds={"loss_plateau_spread_multiple": numerics.PLATEAU_SPREAD_MULTIPLE},
                 remedy="numerics_only", recommends=("mixed_float16", "original")),
     FindingSpec("no_tensor_cores", "hardware", "fast fp16 arithmetic but no Tensor Cores", True,
                 hardware.rule_no_tensor_cores, remedy="memory_only", recommends=("float32", "original")),
+    # Not measured: step times against the device tables (or another 16-bit type on the same device) point at the
+    # framework's path for one 16-bit type; the measured kernels are slow_fp16_kernels / slow_16bit_compute.
+    FindingSpec("framework_16bit_path", "kernels", "The framework's path for a 16-bit type is slow here", True,
+                hardware.rule_framework_16bit_path,
+                thresholds={"min_slowdown": hardware.FRAMEWORK_PATH_MIN_SLOWDOWN}),
     FindingSpec("framework_setting", "experiment", "One framework switch changes the result", True, None,
                 thresholds={"min_change": causal.SETTING_MIN_CHANGE}, remedy="setting", recommends=OWN),
     FindingSpec("host_fp16_emulation", "host_input", "Host-side preprocessing runs in float16", True,
@@ -82,7 +89,8 @@ SPECS: tuple[FindingSpec, ...] = (
     FindingSpec("cast_overhead", "overhead", "Casts and layout changes eat the 16-bit gain", True,
                 overhead.rule_cast_overhead, remedy="setting", recommends=("mixed_float16", "xla")),
     FindingSpec("small_model_overhead", "overhead", "Too little work per step", True,
-                overhead.rule_small_model_overhead, remedy="setting", recommends=("mixed_float16", "xla")),
+                overhead.rule_small_model_overhead, remedy="setting", recommends=("mixed_float16", "xla"),
+                thresholds={"max_move": overhead.OVERHEAD_MAX_MOVE}),
     FindingSpec("pure_float16_floatx", "numerics", "floatx=float16 is pure fp16, not mixed precision", False,
                 numerics.rule_pure_float16_floatx, remedy="numerics_only",
                 recommends=("mixed_float16", "original")),
@@ -100,6 +108,8 @@ SPECS: tuple[FindingSpec, ...] = (
     FindingSpec("measurement_warmup", "overhead", "The first steps are much slower than the rest", False,
                 overhead.rule_measurement_warmup, remedy="measure"),
     FindingSpec("fp16_faster", "outcome", "16 bits are faster here", False, outcome.rule_fp16_faster,
+                remedy="configuration", recommends=OWN),
+    FindingSpec("bf16_faster", "outcome", "bfloat16 is faster here", False, outcome.rule_bf16_faster,
                 remedy="configuration", recommends=OWN),
 )
 
