@@ -213,6 +213,10 @@ def architecture_for(compute_capability: str | None) -> Architecture | None:
     return None
 
 
+# fp16 at twice the fp32 rate or more (CUDA C Programming Guide, arithmetic instructions: 6.0 and 7.x 128 vs 64
+# results per clock per SM): a device where 16-bit arithmetic itself can win.
+FAST_FP16_RATIO = 2.0
+
 # bfloat16 arithmetic on NVIDIA GPUs starts with Ampere (compute capability 8.0; CUDA C Programming
 # Guide, "Arithmetic Instructions": __nv_bfloat16 arithmetic needs sm_80).
 BF16_MIN_COMPUTE_CAPABILITY = (8, 0)

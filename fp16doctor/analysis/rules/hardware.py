@@ -22,11 +22,23 @@ from fp16doctor.knowledge.cpu import AMX_MIN_LINUX, CPU_SOURCES, linux_kernel
 from fp16doctor.knowledge.cuda import (
     CUDNN_AUTO_CONVERSION,
     CUDNN_RELAXED_CHANNELS,
+    TENSOR_CORE_CHANNEL_MULTIPLE,
     version_at_least,
 )
 from fp16doctor.knowledge.frameworks import (
     TF_FP16_FP32_COMPUTE_ENV,
 )
+
+# A layer below this share of the model's arithmetic is not listed among those kept off Tensor Cores: a thousandth of
+# the work cannot move the step.
+TINY_LAYER_SHARE = 0.001
+# Off-Tensor-Core layers holding a tenth of the arithmetic are a warning: at the Tensor Cores' ~8x over fp32 (V100:
+# 125 vs 15.7 TFLOPS, volta whitepaper) such layers take about half of an otherwise Tensor-Core step.
+NOT_ELIGIBLE_WARNING_SHARE = 0.1
+# TF32 Tensor Cores run at half the fp16 Tensor Core rate (A100: 156 vs 312 TFLOPS, ga100 whitepaper); below 1.5x
+# plain fp32 (GeForce Ampere/Ada/Blackwell) TF32 makes float32 no faster and is no baseline worth naming.
+TF32_RATE_OF_FP16 = 0.5
+TF32_MIN_GAIN = 1.5
 
 
 def rule_no_fast_fp16_hardware(ctx: Context) -> Finding | None:
@@ -193,9 +205,9 @@ def _channel_fix(sw: Software, in_channels: int | None, share: float) -> tuple[s
     the padded configuration did not measure slower than the prescription)."""
     text = (f"Layers whose channel counts are not multiples of 8 hold {share:.0%} of the model's arithmetic. "
             "Give Conv/Dense layers unit counts in multiples of 8")
-    if not in_channels or in_channels % 8 == 0:
+    if not in_channels or in_channels % TENSOR_CORE_CHANNEL_MULTIPLE == 0:
         return text + ".", ""
-    extra = -in_channels % 8
+    extra = -in_channels % TENSOR_CORE_CHANNEL_MULTIPLE
     text += (f", and zero-pad the {in_channels}-channel input to {in_channels + extra} channels (zeros change no "
              "result).")
     if sw.framework == "torch":
@@ -232,7 +244,7 @@ def rule_tensor_cores_not_eligible(ctx: Context) -> Finding | None:
             eligible, inflation = tensor_core_eligible(layer, cudnn)
             frac = layer.flops_per_example / total
             share += frac
-            if frac < 0.001 and len(bad) > 1:
+            if frac < TINY_LAYER_SHARE and len(bad) > 1:
                 continue
             how = (
                 f"cuDNN {cudnn} needs multiples of 8 for Tensor Cores (relaxed in {CUDNN_RELAXED_CHANNELS})"
@@ -255,7 +267,7 @@ def rule_tensor_cores_not_eligible(ctx: Context) -> Finding | None:
     if not evidence:
         return None
     evidence += roofline_lines(ctx, runs)
-    severity = "warning" if hard or share_max >= 0.1 else "info"
+    severity = "warning" if hard or share_max >= NOT_ELIGIBLE_WARNING_SHARE else "info"
     sw = first_software(runs)
     fix, code = _channel_fix(sw, first_bad_in, share_max)
     if version_at_least(sw.cudnn, CUDNN_RELAXED_CHANNELS) is False:
@@ -289,7 +301,7 @@ def rule_tf32_baseline(ctx: Context) -> Finding | None:
         if gpu is None or not gpu.tf32 or not tf32_active(run, gpu):
             continue
         m = gpu.model
-        if m and m.tensor_tflops and m.tensor_tflops / 2 < 1.5 * m.fp32_tflops:
+        if m and m.tensor_tflops and m.tensor_tflops * TF32_RATE_OF_FP16 < TF32_MIN_GAIN * m.fp32_tflops:
             continue  # GeForce Ampere/Ada/Blackwell: TF32 Tensor Cores run no faster than the fp32 cores
         runs.append(run)
         if run.stack in seen:

@@ -228,3 +228,34 @@ def test_gpu_families_by_name_or_gfx_id(name: str, gfx: str | None, family: str)
 
 def test_every_gpu_family_cites_a_source() -> None:
     assert all(f.source in SOURCES for f in GPU_FAMILIES)
+
+
+# ---------------------------------------------------------------------------------------- thresholds
+
+def _literals_in_comparisons(source: str) -> list[str]:
+    """Numbers other than 0 and 1 inside a comparison (an index such as key[2] is no threshold)."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        indices = {id(n) for sub in ast.walk(node) if isinstance(sub, ast.Subscript) for n in ast.walk(sub.slice)}
+        for sub in ast.walk(node):
+            if (isinstance(sub, ast.Constant) and isinstance(sub.value, (int, float))
+                    and not isinstance(sub.value, bool) and sub.value not in (0, 1) and id(sub) not in indices):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_every_rule_threshold_is_a_named_constant() -> None:
+    from pathlib import Path
+
+    rules = Path(__file__).resolve().parents[3] / "fp16doctor" / "analysis" / "rules"
+    literals = {p.name: _literals_in_comparisons(p.read_text(encoding="utf-8")) for p in sorted(rules.glob("*.py"))}
+    assert {name: found for name, found in literals.items() if found} == {}
+
+
+def test_the_threshold_scan_sees_a_literal() -> None:
+    assert _literals_in_comparisons("x = a < 0.5 * b") == ["line 1: a < 0.5 * b"]
+    assert _literals_in_comparisons("x = key[2] in KINDS and a > 0 and b >= 1") == []
