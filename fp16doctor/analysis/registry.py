@@ -77,7 +77,8 @@ SPECS: tuple[FindingSpec, ...] = (
     # framework's path for one 16-bit type; the measured kernels are slow_fp16_kernels / slow_16bit_compute.
     FindingSpec("framework_16bit_path", "kernels", "The framework's path for a 16-bit type is slow here", True,
                 hardware.rule_framework_16bit_path,
-                thresholds={"min_slowdown": hardware.FRAMEWORK_PATH_MIN_SLOWDOWN}),
+                thresholds={"min_slowdown": hardware.FRAMEWORK_PATH_MIN_SLOWDOWN,
+                            "util_collapse_share": hardware.UTIL_COLLAPSE_SHARE}),
     FindingSpec("framework_setting", "experiment", "One framework switch changes the result", True, None,
                 thresholds={"min_change": causal.SETTING_MIN_CHANGE}, remedy="setting", recommends=OWN),
     FindingSpec("host_fp16_emulation", "host_input", "Host-side preprocessing runs in float16", True,

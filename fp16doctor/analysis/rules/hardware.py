@@ -348,6 +348,9 @@ def rule_tf32_baseline(ctx: Context) -> Finding | None:
 # 12 %; TF 2.2 mixed_float16 on an RTX 2080 Ti: 1.33x, tests/data/cases), so the framework's kernel or layout
 # path for that type (a naive, reference or fallback kernel) is the likely cause, not the hardware.
 FRAMEWORK_PATH_MIN_SLOWDOWN = 2.0
+# A 16-bit run that kept the GPU busy less than half as much as float32 did: the work left the GPU (ops placed on
+# the host, a fallback path), which the device's arithmetic cannot explain.
+UTIL_COLLAPSE_SHARE = 0.5
 
 
 def _family(precision: str) -> str:
@@ -394,9 +397,14 @@ def rule_framework_16bit_path(ctx: Context) -> Finding | None:
             family = _family(run.precision)
             native = native_16bit(ctx, run)
             others = [p for p in pairs if _family(p.reduced.precision) != family and not p.slower]
-            if native is False or (native is not True and not others):
+            busy, busy32 = run.gpu_util_pct, pair.fp32.gpu_util_pct
+            collapsed = busy is not None and busy32 is not None and busy < UTIL_COLLAPSE_SHARE * busy32
+            if native is False or (native is not True and not others and not collapsed):
                 continue
             line = f"{pair.describe()}"
+            if collapsed:
+                line += (f"; the GPU was busy {busy:.0f}% of the {run.precision} steps against {busy32:.0f}% in "
+                         "float32: the work left the GPU (ops on the host, or a fallback path)")
             if native:
                 line += (f"; {_device_words(ctx, run)} computes {family} natively, so the hardware does not "
                          f"make it {pair.ratio:.1f}x slower")

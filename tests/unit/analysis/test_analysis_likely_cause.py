@@ -129,6 +129,18 @@ def test_both_16bit_types_slow_on_a_cpu_without_either_is_the_hardware() -> None
     assert _verdict(diagnosis, "float16")["likely_cause"]["id"] == "no_fast_fp16_hardware"
 
 
+def test_a_16bit_run_whose_gpu_utilisation_collapses_points_at_the_framework() -> None:
+    host = {"gpus": [{"name": "NVIDIA GeForce GTX 1080", "compute_capability": "6.1"}]}
+    doc = _doc(host, ("float32", 100.0), ("bfloat16", 400.0), device="gpu:0")
+    assert "framework_16bit_path" not in _ids(diagnose_document(doc))  # 6.1 has no bfloat16: the hardware
+    host = {"gpus": [{"name": "Some GPU"}]}
+    doc = _doc(host, ("float32", 100.0), ("float16", 400.0), device="gpu:0")
+    doc["runs"][0]["gpu_utilization_pct"] = {"median": 90.0}
+    doc["runs"][1]["gpu_utilization_pct"] = {"median": 12.0}
+    finding = next(f for f in diagnose_document(doc).findings if f["id"] == "framework_16bit_path")
+    assert any("busy 12% of the float16 steps against 90%" in line for line in finding["evidence"])
+
+
 # ---------------------------------------------------------------------------------------- other vendors
 
 def test_an_amd_gpu_is_judged_by_its_family() -> None:
