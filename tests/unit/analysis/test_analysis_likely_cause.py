@@ -170,6 +170,15 @@ def test_small_model_overhead_needs_the_16bit_run_not_to_have_moved_far() -> Non
     assert "small_model_overhead" not in _ids(far)  # launch overhead cannot make 16 bits 1.67x slower
 
 
+def test_pure_float16_inference_is_not_called_pure_fp16_training() -> None:
+    host = {"gpus": [{"name": "NVIDIA A100-SXM4-40GB", "compute_capability": "8.0"}]}
+    keras = {"tensorflow": "2.15.0", "keras": "2.15.0"}
+    trained = _doc(host, ("float32", 100.0), ("float16", 60.0), device="gpu:0", software=keras)
+    served = _doc(host, ("float32", 100.0), ("float16", 60.0), device="gpu:0", software=keras, mode="inference")
+    assert "pure_float16_floatx" in _ids(diagnose_document(trained))
+    assert "pure_float16_floatx" not in _ids(diagnose_document(served))
+
+
 def test_inference_gets_no_training_numerics_advice() -> None:
     host = {"gpus": [{"name": "NVIDIA A100-SXM4-40GB", "compute_capability": "8.0"}]}
     trained = diagnose_document(_doc(host, ("float32", 100.0), ("float16", 40.0), device="gpu:0"))
