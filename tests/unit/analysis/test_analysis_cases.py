@@ -105,3 +105,15 @@ def test_ranks_follow_severity() -> None:
         findings = analyse(_load(path))
         assert [f["rank"] for f in findings] == list(range(1, len(findings) + 1))
         assert [order[f["severity"]] for f in findings] == sorted(order[f["severity"]] for f in findings)
+
+
+def test_every_verdict_without_a_measured_cause_names_a_likely_one_or_says_why() -> None:
+    for path in CASE_FILES:
+        for verdict in diagnose_document(_load(path)).verdicts:
+            measured = sum(c["explains_ms"] for c in verdict["causes"] if c["basis"] in ("measured_ops", "experiment"))
+            if verdict["outcome"] == "no_significant_difference" or measured >= abs(verdict["difference_ms"]) / 2:
+                continue
+            assert verdict["likely_cause"] or verdict.get("no_likely_cause"), (path.name, verdict["headline"])
+            if verdict["likely_cause"]:
+                assert verdict["likely_cause"]["basis"] in ("device_fact", "estimate")
+                assert "probably because" in verdict["headline"] or verdict["cause"] == verdict["likely_cause"]["id"]
