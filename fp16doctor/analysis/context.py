@@ -28,8 +28,8 @@ from fp16doctor.analysis.values import (
     fmt_ms,
     median_of,
 )
-from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS, CPU_FP16_FLAGS
-from fp16doctor.knowledge.cuda import version_at_least
+from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS, CPU_FP16_FLAGS, CpuModel, match_cpu
+from fp16doctor.knowledge.cuda import version_at_least, version_tuple
 from fp16doctor.knowledge.gpus import GpuFacts, gpu_facts
 from fp16doctor.results import HOST_MACHINE, machine_id
 
@@ -102,6 +102,13 @@ class Software:
         if self.torch:
             return "torch"
         return "unknown"
+
+    def unparsed(self) -> list[str]:
+        """The versions given that no version can be read from ("nightly"), so no version table speaks for them."""
+        return [f"{name} {value!r}" for name, value in (
+            ("TensorFlow", self.tensorflow), ("Keras", self.keras), ("PyTorch", self.torch), ("JAX", self.jax),
+            ("CUDA", self.cuda), ("cuDNN", self.cudnn), ("Python", self.python))
+            if value and version_tuple(value) is None]
 
     def label(self) -> str:
         parts = []
@@ -232,6 +239,11 @@ class RunView:
     # machine and stack (its runs' `rounds_vs_single_process`, the largest); 0: none measured.
     process_variation: float = 0.0
     probe_note: str | None = None  # what the machine was doing while its rounds ran (timing_rounds[].machine_load)
+    mode: str | None = None  # `workload.mode`: "training" | "inference"; None: not said (fp16doctor trains)
+
+    @property
+    def inference(self) -> bool:
+        return self.mode == "inference"
 
     @property
     def timing(self) -> Timing:
@@ -316,7 +328,16 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
         design=as_str(step.get("design")),
         aa_rounds=tuple(v for v in (as_positive(x) for x in as_list(step.get("aa_rounds"))) if v is not None),
         single=_single(step),
+        mode=_mode(workload.get("mode")),
     )
+
+
+WORKLOAD_MODES = ("training", "inference")
+
+
+def _mode(value: Any) -> str | None:
+    text = (as_str(value) or "").strip().lower()
+    return text if text in WORKLOAD_MODES else None
 
 
 def _single(step: Mapping[str, Any]) -> tuple[float, float | None, float | None] | None:
@@ -337,10 +358,23 @@ class CpuFacts:
     flags: frozenset[str] | None  # None: not reported
 
     @property
+    def table(self) -> CpuModel | None:
+        """What the model name implies (knowledge/cpu.py CPU_MODELS), for documents that report no flags."""
+        return match_cpu(self.model)
+
+    @property
     def native_fp16(self) -> bool | None:
+        """fp16 arithmetic: by the flags where reported, else by the model's generation, else None."""
         if self.flags is None:
-            return None
+            return None if self.table is None else self.table.native_fp16
         return any(f in self.flags for f in CPU_FP16_FLAGS)
+
+    @property
+    def native_bf16(self) -> bool | None:
+        """bfloat16 arithmetic: by the flags where reported, else by the model's generation, else None."""
+        if self.flags is None:
+            return None if self.table is None else self.table.native_bf16
+        return bool(self.bf16_flags)
 
     @property
     def bf16_flags(self) -> list[str]:
@@ -490,7 +524,8 @@ def _machine_facts(record: Mapping[str, Any]) -> MachineFacts:
         gpu = as_mapping(gpu)
         index = as_int(gpu.get("index"))
         key = index if index is not None else position
-        gpus[key] = gpu_facts(as_str(gpu.get("name")), as_str(gpu.get("compute_capability")))
+        gpus[key] = gpu_facts(as_str(gpu.get("name")), as_str(gpu.get("compute_capability")),
+                              as_str(gpu.get("gfx_arch")))
         drivers[key] = as_str(gpu.get("driver_version"))
     cpu = as_mapping(record.get("cpu"))
     raw_flags = cpu.get("flags")

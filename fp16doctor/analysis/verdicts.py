@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fp16doctor.analysis.causes import HALF, Accounting, Share
+from fp16doctor.analysis.context import BF16, REDUCED, SIXTEEN_BIT
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
 from fp16doctor.analysis.values import as_list, as_number, as_positive, as_str, fmt_interval, fmt_ms, fmt_times
 
@@ -162,8 +163,89 @@ def verdict_for(acc: Accounting) -> Verdict:
     }
 
 
-def verdicts(accountings: list[Accounting]) -> list[Verdict]:
-    return [verdict_for(acc) for acc in accountings]
+def verdicts(accountings: list[Accounting], findings: Sequence[Mapping[str, Any]] = ()) -> list[Verdict]:
+    return [with_likely_cause(verdict_for(acc), acc, findings) for acc in accountings]
+
+
+# ---------------------------------------------------------------------------------------- likely cause
+# When nothing measured (ops, an experiment) accounts for most of a verdict's difference, the finding whose device
+# facts or tables best explain it is named as `likely_cause`, never charged as time. In order of preference: facts
+# that say the device cannot do better first, then estimates from the step times; each speaks for the 16-bit
+# precisions listed and for a slower verdict only (a gain needs no fault to explain it).
+LIKELY_CAUSES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("stack_incompatible_gpu", "device_fact", SIXTEEN_BIT),
+    ("kernel_too_old", "device_fact", BF16),
+    ("bf16_unsupported", "device_fact", BF16),
+    ("no_fast_fp16_hardware", "device_fact", REDUCED),
+    ("framework_16bit_path", "estimate", SIXTEEN_BIT),
+    ("host_fp16_emulation", "estimate", ("float16",)),
+    ("old_stack", "estimate", SIXTEEN_BIT),
+    ("tensor_cores_not_eligible", "estimate", REDUCED),
+    ("no_tensor_cores", "device_fact", REDUCED),
+    ("small_model_overhead", "estimate", SIXTEEN_BIT),
+    ("cast_overhead", "estimate", ("mixed_float16",)),
+)
+MEASURED_BASES = ("measured_ops", "experiment")
+NOT_MEASURED = "not measured: fp16doctor diagnose on that machine measures it"
+
+
+def _speaks_for(finding: Mapping[str, Any], verdict: Mapping[str, Any]) -> bool:
+    """A finding speaks for a verdict's run where the machine, stack and precision it names (if any) are the
+    verdict's: speed findings name their pair, document rules the stacks (and precisions) they judged."""
+    for key in ("machine", "stack", "precision"):
+        value = finding.get(key)
+        if value is not None and value != verdict.get(key):
+            return False
+    for key, value in (("stacks", verdict.get("stack")), ("precisions", verdict.get("precision"))):
+        listed = finding.get(key)
+        if isinstance(listed, list) and listed and value not in listed:
+            return False
+    return True
+
+
+def likely_cause(verdict: Mapping[str, Any], acc: Accounting,
+                 findings: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
+    """(likely_cause, why none fits) for a verdict: (None, None) where a measured cause accounts for most of the
+    difference or there is no difference to explain."""
+    if not acc.significant:
+        return None, None
+    measured = sum(s.ms for s in acc.shares if s.cause in SPEED_CAUSES and s.basis in MEASURED_BASES)
+    if acc.magnitude_ms and measured >= HALF * acc.magnitude_ms:
+        return None, None
+    precision = str(verdict.get("precision"))
+    if acc.difference_ms < 0:
+        return None, ("a faster 16-bit step needs no fault to explain it: no finding is charged with the gain "
+                      f"({NOT_MEASURED})")
+    for fid, basis, precisions in LIKELY_CAUSES:
+        if precision not in precisions:
+            continue
+        finding = next((f for f in findings if f.get("id") == fid and _speaks_for(f, verdict)), None)
+        if finding is None:
+            continue
+        evidence = [str(e) for e in as_list(finding.get("evidence"))]
+        return {"id": fid, "basis": basis, "title": as_str(finding.get("title")) or REGISTRY[fid].title,
+                "why": evidence[0] if evidence else REGISTRY[fid].title}, None
+    return None, (f"no device fact or table accounts for {precision} being {verdict.get('figure')} here "
+                  f"({NOT_MEASURED})")
+
+
+def with_likely_cause(verdict: Verdict, acc: Accounting, findings: Sequence[Mapping[str, Any]]) -> Verdict:
+    """The verdict with its `likely_cause` (or `no_likely_cause`, why none fits), and its headline saying it."""
+    found, why = likely_cause(verdict, acc, findings)
+    verdict["likely_cause"] = found
+    unparsed = sorted(set(acc.pair.reduced.software.unparsed() + acc.pair.fp32.software.unparsed()))
+    if unparsed:
+        verdict["unparsed_versions"] = unparsed
+    if why is not None:
+        verdict["no_likely_cause"] = why + (f"; versions not understood: {', '.join(unparsed)}" if unparsed else "")
+    if found is None or (verdict.get("cause") == found["id"]):
+        return verdict  # the headline already names it, with its estimate
+    probably = f"probably because {_title_phrase(found['title'])} ({NOT_MEASURED})"
+    unexplained = f"; no measured cause explains the {fmt_ms(acc.magnitude_ms)} difference"
+    headline = str(verdict.get("headline", ""))
+    verdict["headline"] = (headline.replace(unexplained, f"{unexplained}, {probably}") if unexplained in headline
+                           else f"{headline}; {probably}")
+    return verdict
 
 
 # ---------------------------------------------------------------------------------------- saved verdicts

@@ -100,24 +100,43 @@ CUDNN_RELAXED_CHANNELS = "7.3"
 TENSOR_CORE_CHANNEL_MULTIPLE = 8
 
 
-def version_tuple(version: str | None) -> tuple[int, ...] | None:
-    """ "7.0.5" -> (7, 0, 5); "2.21.0rc1" -> (2, 21, 0); None or junk -> None."""
+# Versions as people write them: "2.21.0", "v1.7", "TensorFlow 2.1", "tf-nightly 2.3", "2.2.0rc4",
+# "2.13.0.dev20260512+cu130". A name may come first; the first dotted number is the release; a pre-release marker
+# right after it (a, b, rc, alpha, beta, dev) or a nightly name makes it an earlier version than that release
+# (PEP 440: https://peps.python.org/pep-0440/#pre-releases). A name and no number ("nightly") is not a version.
+_VERSION = re.compile(r"^\s*(?:[a-z][a-z_\- ]*?[\s_\-])?v?(\d+(?:\.\d+)*)(?:[.\-]?(a|b|rc|alpha|beta|dev|pre))?",
+                      re.IGNORECASE)
+
+
+def parse_version(version: str | None) -> tuple[tuple[int, ...], bool] | None:
+    """(release numbers, is a pre-release) for a version as written; None when no version can be read."""
     if not version or not isinstance(version, str):
         return None
-    m = re.match(r"^\s*v?(\d+(?:\.\d+)*)", version)
+    m = _VERSION.match(version)
     if not m:
         return None
-    return tuple(int(p) for p in m.group(1).split("."))
+    pre = m.group(2) is not None or "nightly" in version.lower()
+    return tuple(int(p) for p in m.group(1).split(".")), pre
+
+
+def version_tuple(version: str | None) -> tuple[int, ...] | None:
+    """ "7.0.5" -> (7, 0, 5); "2.21.0rc1" -> (2, 21, 0); "TensorFlow 2.1" -> (2, 1); None or junk -> None."""
+    parsed = parse_version(version)
+    return None if parsed is None else parsed[0]
 
 
 def version_at_least(version: str | None, minimum: str) -> bool | None:
-    """Compare dotted versions; None when the version is unknown."""
-    have = version_tuple(version)
-    need = version_tuple(minimum)
+    """Compare dotted versions; None when the version is unknown. A pre-release of the minimum is below it
+    ("2.2.0rc4" is not at least "2.2.0")."""
+    have, need = parse_version(version), parse_version(minimum)
     if have is None or need is None:
         return None
-    width = max(len(have), len(need))
-    return have + (0,) * (width - len(have)) >= need + (0,) * (width - len(need))
+    width = max(len(have[0]), len(need[0]))
+    have_release = have[0] + (0,) * (width - len(have[0]))
+    need_release = need[0] + (0,) * (width - len(need[0]))
+    if have_release == need_release:
+        return not have[1] or need[1]
+    return have_release > need_release
 
 
 def toolkit(version: str | None) -> CudaToolkit | None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from fp16doctor.knowledge.gpu_families import GpuFamily, match_family
+
 # Sources used below (cited per entry by key):
 SOURCES = {
     "cuda_guide": "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#arithmetic-instructions",
@@ -211,6 +213,10 @@ def architecture_for(compute_capability: str | None) -> Architecture | None:
     return None
 
 
+# fp16 at twice the fp32 rate or more (CUDA C Programming Guide, arithmetic instructions: 6.0 and 7.x 128 vs 64
+# results per clock per SM): a device where 16-bit arithmetic itself can win.
+FAST_FP16_RATIO = 2.0
+
 # bfloat16 arithmetic on NVIDIA GPUs starts with Ampere (compute capability 8.0; CUDA C Programming
 # Guide, "Arithmetic Instructions": __nv_bfloat16 arithmetic needs sm_80).
 BF16_MIN_COMPUTE_CAPABILITY = (8, 0)
@@ -231,29 +237,69 @@ def cc_tuple(compute_capability: str | None) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class GpuFacts:
-    """What is known about one GPU of a results file: the table's model and architecture, merged."""
+    """What is known about one GPU of a results file: the table's model and architecture, merged; for AMD, Apple
+    and Intel GPUs, their family (gpu_families.py)."""
 
     reported_name: str | None
     model: GpuModel | None
     compute_capability: str | None
     architecture: Architecture | None
+    family: GpuFamily | None = None
+
+    @property
+    def nvidia(self) -> bool:
+        return self.family is None
 
     @property
     def tensor_cores(self) -> bool | None:
+        """NVIDIA Tensor Cores, or another vendor's matrix units for fp16 (MFMA, WMMA, XMX)."""
+        if self.family is not None:
+            return self.family.matrix_fp16
         if self.model is not None:
             return self.model.tensor_cores
         return None if self.architecture is None else self.architecture.tensor_cores
 
     @property
     def fp16_ratio(self) -> float | None:
+        if self.family is not None:
+            return self.family.fp16_ratio
         # The architecture's exact ratio (1/64 on 6.1) beats one computed from rounded peak figures.
         if self.architecture is not None:
             return self.architecture.fp16_ratio
         return None if self.model is None else self.model.fp16_ratio
 
     @property
+    def fp16_slow(self) -> bool | None:
+        """fp16 arithmetic slower than fp32 (or absent: NVIDIA below 5.3); None when the tables cannot say."""
+        ratio = self.fp16_ratio
+        if ratio is not None:
+            return ratio < 1
+        if self.family is not None:
+            return None if self.family.fp16_ratio is None and not self.family.matrix_fp16 else False
+        return True if self.architecture is not None or self.model is not None else None
+
+    @property
+    def bfloat16(self) -> bool | None:
+        """bfloat16 arithmetic on this GPU: NVIDIA from compute capability 8.0; another vendor's by family."""
+        if self.family is not None:
+            return self.family.bf16
+        cc = cc_tuple(self.compute_capability)
+        return None if cc is None else cc >= BF16_MIN_COMPUTE_CAPABILITY
+
+    @property
+    def native_16bit(self) -> dict[str, bool | None]:
+        """Whether the tables say this GPU computes each 16-bit family natively, at least at float32's rate:
+        {"float16": ..., "bfloat16": ...}; None where they cannot say."""
+        if self.family is not None:
+            ratio = self.family.fp16_ratio
+            fp16 = True if self.family.matrix_fp16 or (ratio is not None and ratio >= 1) else None
+            return {"float16": fp16, "bfloat16": self.family.bf16}
+        slow = self.fp16_slow
+        return {"float16": None if slow is None else not slow, "bfloat16": self.bfloat16}
+
+    @property
     def known(self) -> bool:
-        return self.model is not None or self.architecture is not None
+        return self.model is not None or self.architecture is not None or self.family is not None
 
     @property
     def tf32(self) -> bool:
@@ -262,11 +308,17 @@ class GpuFacts:
     @property
     def label(self) -> str:
         name = self.reported_name or (self.model.name if self.model else "GPU")
+        if self.family is not None:
+            return f"{name} ({self.family.name})"
         return f"{name} (compute capability {self.compute_capability})" if self.compute_capability else name
 
 
-def gpu_facts(name: str | None, compute_capability: str | None) -> GpuFacts:
-    """Merge a reported name and compute capability with the tables; the reported capability wins."""
+def gpu_facts(name: str | None, compute_capability: str | None, gfx: str | None = None) -> GpuFacts:
+    """Merge a reported name and compute capability with the tables; the reported capability wins. A GPU with a
+    ROCm gfx id or the name of an AMD, Apple or Intel family and no compute capability is judged by its family."""
+    family = None if compute_capability else match_family(name, gfx)
+    if family is not None:
+        return GpuFacts(name, None, None, None, family)
     model = match_gpu(name)
     cc = compute_capability or (model.compute_capability if model else None)
     if (

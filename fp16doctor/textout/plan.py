@@ -13,14 +13,22 @@ from rich.text import Text
 class Plan(Protocol):
     """What the text reads of a diagnose plan (runplan.DiagnosePlan has it; runplan sits above)."""
 
-    size: str
-    cells: Sequence[str]
-    kept: int
-    engines: Sequence[str]
-    images: Sequence[str]
-    estimate: str
-    results_path: str
-    notes: Sequence[str]
+    @property
+    def size(self) -> str: ...
+    @property
+    def cells(self) -> Sequence[str]: ...
+    @property
+    def kept(self) -> int: ...
+    @property
+    def engines(self) -> Sequence[str]: ...
+    @property
+    def images(self) -> Sequence[str]: ...
+    @property
+    def estimate(self) -> str: ...
+    @property
+    def results_path(self) -> str: ...
+    @property
+    def notes(self) -> Sequence[str]: ...
 
 
 def plan_text(plan: Plan) -> RenderableType:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from fp16doctor.analysis.context import BF16, Context, OpItem, Pair, RunView
 from fp16doctor.analysis.rules.common import Finding, make_finding, where_of
 from fp16doctor.analysis.values import fmt_ms
-from fp16doctor.knowledge.gpus import cc_tuple
+from fp16doctor.knowledge.cpu import CPU_SOURCES
+from fp16doctor.knowledge.gpu_families import SOURCES as GPU_FAMILY_SOURCES
 from fp16doctor.knowledge.kernels import is_reference_impl
 
 # A slow kernel is named the cause only when it accounts for at least this share of the difference it is
@@ -51,16 +52,21 @@ def rule_bf16_unsupported(ctx: Context) -> Finding | None:
             continue
         if run.on_gpu:
             gpu = ctx.gpu_for(run)
-            cc = cc_tuple(gpu.compute_capability) if gpu is not None else None
-            if gpu is None or cc is None or cc >= (8, 0):
+            if gpu is None or gpu.bfloat16 is not False:
                 continue
-            what = f"{gpu.label}: compute capability {gpu.compute_capability} has no bfloat16 arithmetic " \
-                   "(it arrived with 8.0, Ampere; CUDA C Programming Guide)"
+            what = (f"{gpu.label}: compute capability {gpu.compute_capability} has no bfloat16 arithmetic "
+                    "(it arrived with 8.0, Ampere; CUDA C Programming Guide)" if gpu.nvidia else
+                    f"{gpu.label}: no bfloat16 arithmetic in this family ({GPU_FAMILY_SOURCES[gpu.family.source]})"
+                    if gpu.family is not None else f"{gpu.label}: no bfloat16 arithmetic")
         else:
             cpu = ctx.cpu_for(run)
-            if cpu.flags is None or cpu.bf16_flags:
+            if cpu.native_bf16 is not False:
                 continue
-            what = f"{cpu.model or 'this CPU'}: no avx512_bf16 / amx_bf16 (x86) or bf16 (Arm) among its flags"
+            table = cpu.table
+            what = (f"{cpu.model or 'this CPU'}: no avx512_bf16 / amx_bf16 (x86) or bf16 (Arm) among its flags"
+                    if cpu.flags is not None or table is None else
+                    f"{cpu.model}: {table.name}, a generation without bfloat16 instructions "
+                    f"({CPU_SOURCES[table.source]})")
         pair = next((p for p in ctx.pairs if p.reduced is run), None)
         line = what + ("; " + pair.describe() if pair else "")
         if line not in evidence:
@@ -68,6 +74,14 @@ def rule_bf16_unsupported(ctx: Context) -> Finding | None:
         runs.append(run)
     if not evidence:
         return None
+    pairs = [p for p in ctx.pairs if p.reduced in runs]
+    if pairs and all(p.faster for p in pairs):
+        # Stored in 16 bits and computed in float32, it still moved half the bytes: memory, not arithmetic, won.
+        return make_finding(
+            "bf16_unsupported", "bfloat16 has no arithmetic units on this device", "info", 0.85, evidence,
+            "bfloat16 is computed in float32 here, yet measured faster: half the bytes to move (weights, "
+            "activations) is what it saves on this device. Keep it where the run is memory-bound.",
+            stacks=sorted({r.stack for r in runs}))
     return make_finding(
         "bf16_unsupported",
         "bfloat16 has no arithmetic units on this device",

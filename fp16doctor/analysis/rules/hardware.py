@@ -5,7 +5,7 @@ from __future__ import annotations
 from fp16doctor.analysis.advice import (
     upgrade_target,
 )
-from fp16doctor.analysis.context import Context, RunView, Software
+from fp16doctor.analysis.context import BF16, Context, Pair, RunView, Software
 from fp16doctor.analysis.roofline import tensor_core_eligible, tf32_active
 from fp16doctor.analysis.rules.common import (
     Finding,
@@ -17,15 +17,28 @@ from fp16doctor.analysis.rules.common import (
     stacks_of,
     where_of,
 )
-from fp16doctor.analysis.values import fmt_flops
+from fp16doctor.analysis.values import fmt_flops, fmt_ms
+from fp16doctor.knowledge.cpu import AMX_MIN_LINUX, CPU_SOURCES, linux_kernel
 from fp16doctor.knowledge.cuda import (
     CUDNN_AUTO_CONVERSION,
     CUDNN_RELAXED_CHANNELS,
+    TENSOR_CORE_CHANNEL_MULTIPLE,
     version_at_least,
 )
 from fp16doctor.knowledge.frameworks import (
     TF_FP16_FP32_COMPUTE_ENV,
 )
+
+# A layer below this share of the model's arithmetic is not listed among those kept off Tensor Cores: a thousandth of
+# the work cannot move the step.
+TINY_LAYER_SHARE = 0.001
+# Off-Tensor-Core layers holding a tenth of the arithmetic are a warning: at the Tensor Cores' ~8x over fp32 (V100:
+# 125 vs 15.7 TFLOPS, volta whitepaper) such layers take about half of an otherwise Tensor-Core step.
+NOT_ELIGIBLE_WARNING_SHARE = 0.1
+# TF32 Tensor Cores run at half the fp16 Tensor Core rate (A100: 156 vs 312 TFLOPS, ga100 whitepaper); below 1.5x
+# plain fp32 (GeForce Ampere/Ada/Blackwell) TF32 makes float32 no faster and is no baseline worth naming.
+TF32_RATE_OF_FP16 = 0.5
+TF32_MIN_GAIN = 1.5
 
 
 def rule_no_fast_fp16_hardware(ctx: Context) -> Finding | None:
@@ -45,7 +58,15 @@ def rule_no_fast_fp16_hardware(ctx: Context) -> Finding | None:
             # fp16 instructions exist; whether the framework used them fast is for the measured ops to say.
             continue
         model = cpu.model or "this CPU"
-        if cpu.flags is None:
+        table = cpu.table
+        if cpu.flags is None and table is not None:
+            evidence.append(
+                f"{model}: {table.name}, a generation without fp16 arithmetic ({CPU_SOURCES[table.source]}); "
+                "frameworks convert fp16 to fp32 for each operation"
+                + (" (bfloat16 is its fast 16-bit type)" if table.native_bf16 else "")
+            )
+            confidence = max(confidence, 0.85)
+        elif cpu.flags is None:
             evidence.append(
                 f"{model}: CPU flags not reported; most x86 CPUs lack AVX512-FP16/AMX-FP16, so "
                 "frameworks convert fp16 to fp32 for each operation"
@@ -61,17 +82,16 @@ def rule_no_fast_fp16_hardware(ctx: Context) -> Finding | None:
             confidence = max(confidence, 0.9)
         runs += cpu_runs
         # What to train in here is the measured table's (the phraser's); bfloat16 units are an idea to measure.
-        if cpu.bf16_flags:
+        if cpu.native_bf16:
+            units = ", ".join(f.upper() for f in cpu.bf16_flags) or (cpu.table.name if cpu.table else "BF16")
             ideas.append({"precision": "mixed_bfloat16", "machine": cpu_runs[0].machine,
-                          "why": f"this CPU has {', '.join(f.upper() for f in cpu.bf16_flags)}"})
+                          "why": f"this CPU has {units}"})
     gpu_seen: set[str] = set()
     for run in reduced:
         gpu = ctx.gpu_for(run)
-        if gpu is None or not gpu.known or gpu.label in gpu_seen:
+        if gpu is None or not gpu.known or gpu.label in gpu_seen or gpu.fp16_slow is not True:
             continue
         ratio = gpu.fp16_ratio
-        if ratio is not None and ratio >= 1:
-            continue
         gpu_seen.add(gpu.label)
         if ratio is None:
             evidence.append(
@@ -120,7 +140,8 @@ def rule_no_tensor_cores(ctx: Context) -> Finding | None:
     tf_fp32_compute_noted = False
     for run in ctx.reduced_runs():
         gpu = ctx.gpu_for(run)
-        if gpu is None or gpu.label in seen or gpu.tensor_cores is not False:
+        # Tensor Cores are NVIDIA's: another vendor's GPU without matrix units is judged by its own family.
+        if gpu is None or gpu.label in seen or gpu.tensor_cores is not False or not gpu.nvidia:
             continue
         ratio = gpu.fp16_ratio
         if ratio is None or ratio < 1:
@@ -184,9 +205,9 @@ def _channel_fix(sw: Software, in_channels: int | None, share: float) -> tuple[s
     the padded configuration did not measure slower than the prescription)."""
     text = (f"Layers whose channel counts are not multiples of 8 hold {share:.0%} of the model's arithmetic. "
             "Give Conv/Dense layers unit counts in multiples of 8")
-    if not in_channels or in_channels % 8 == 0:
+    if not in_channels or in_channels % TENSOR_CORE_CHANNEL_MULTIPLE == 0:
         return text + ".", ""
-    extra = -in_channels % 8
+    extra = -in_channels % TENSOR_CORE_CHANNEL_MULTIPLE
     text += (f", and zero-pad the {in_channels}-channel input to {in_channels + extra} channels (zeros change no "
              "result).")
     if sw.framework == "torch":
@@ -223,7 +244,7 @@ def rule_tensor_cores_not_eligible(ctx: Context) -> Finding | None:
             eligible, inflation = tensor_core_eligible(layer, cudnn)
             frac = layer.flops_per_example / total
             share += frac
-            if frac < 0.001 and len(bad) > 1:
+            if frac < TINY_LAYER_SHARE and len(bad) > 1:
                 continue
             how = (
                 f"cuDNN {cudnn} needs multiples of 8 for Tensor Cores (relaxed in {CUDNN_RELAXED_CHANNELS})"
@@ -246,7 +267,7 @@ def rule_tensor_cores_not_eligible(ctx: Context) -> Finding | None:
     if not evidence:
         return None
     evidence += roofline_lines(ctx, runs)
-    severity = "warning" if hard or share_max >= 0.1 else "info"
+    severity = "warning" if hard or share_max >= NOT_ELIGIBLE_WARNING_SHARE else "info"
     sw = first_software(runs)
     fix, code = _channel_fix(sw, first_bad_in, share_max)
     if version_at_least(sw.cudnn, CUDNN_RELAXED_CHANNELS) is False:
@@ -280,7 +301,7 @@ def rule_tf32_baseline(ctx: Context) -> Finding | None:
         if gpu is None or not gpu.tf32 or not tf32_active(run, gpu):
             continue
         m = gpu.model
-        if m and m.tensor_tflops and m.tensor_tflops / 2 < 1.5 * m.fp32_tflops:
+        if m and m.tensor_tflops and m.tensor_tflops * TF32_RATE_OF_FP16 < TF32_MIN_GAIN * m.fp32_tflops:
             continue  # GeForce Ampere/Ada/Blackwell: TF32 Tensor Cores run no faster than the fp32 cores
         runs.append(run)
         if run.stack in seen:
@@ -319,3 +340,128 @@ def rule_tf32_baseline(ctx: Context) -> Finding | None:
     )
 
 
+
+
+# ---------------------------------------------------------------------------------------- 16-bit paths
+# A 16-bit run at least this many times slower than float32 where the device computes that type natively: more
+# than the casts and loss scaling of mixed precision cost (the seed's mixed_float16 against float16 on one CPU:
+# 12 %; TF 2.2 mixed_float16 on an RTX 2080 Ti: 1.33x, tests/data/cases), so the framework's kernel or layout
+# path for that type (a naive, reference or fallback kernel) is the likely cause, not the hardware.
+FRAMEWORK_PATH_MIN_SLOWDOWN = 2.0
+# A 16-bit run that kept the GPU busy less than half as much as float32 did: the work left the GPU (ops placed on
+# the host, a fallback path), which the device's arithmetic cannot explain.
+UTIL_COLLAPSE_SHARE = 0.5
+
+
+def _family(precision: str) -> str:
+    return "bfloat16" if precision in BF16 else "float16"
+
+
+def native_16bit(ctx: Context, run: RunView) -> bool | None:
+    """Whether the run's device computes its 16-bit type natively, at least at float32's rate, by the tables
+    (GPU architecture or family, CPU flags or model); None where they cannot say."""
+    family = _family(run.precision)
+    if run.on_gpu:
+        gpu = ctx.gpu_for(run)
+        return None if gpu is None else gpu.native_16bit[family]
+    if run.device != "cpu":
+        return None
+    cpu = ctx.cpu_for(run)
+    return cpu.native_bf16 if family == "bfloat16" else cpu.native_fp16
+
+
+def _device_words(ctx: Context, run: RunView) -> str:
+    if run.on_gpu:
+        gpu = ctx.gpu_for(run)
+        return gpu.label if gpu is not None else "this GPU"
+    cpu = ctx.cpu_for(run)
+    table = cpu.table
+    name = cpu.model or "this CPU"
+    return f"{name} ({table.name})" if cpu.flags is None and table is not None else name
+
+
+def rule_framework_16bit_path(ctx: Context) -> Finding | None:
+    """A 16-bit run far slower than float32 on a device that computes that type natively, or while another 16-bit
+    type on the same device and stack is not slower: the framework's path for that type, not the hardware."""
+    evidence: list[str] = []
+    runs: list[RunView] = []
+    cells: dict[tuple[str, str, str, str], list[Pair]] = {}
+    for pair in ctx.pairs:
+        r = pair.reduced
+        cells.setdefault((r.machine, r.stack, r.device, r.variant), []).append(pair)
+    for pairs in cells.values():
+        for pair in pairs:
+            if not pair.slower or pair.ratio < FRAMEWORK_PATH_MIN_SLOWDOWN:
+                continue
+            run = pair.reduced
+            family = _family(run.precision)
+            native = native_16bit(ctx, run)
+            others = [p for p in pairs if _family(p.reduced.precision) != family and not p.slower]
+            busy, busy32 = run.gpu_util_pct, pair.fp32.gpu_util_pct
+            collapsed = busy is not None and busy32 is not None and busy < UTIL_COLLAPSE_SHARE * busy32
+            if native is False or (native is not True and not others and not collapsed):
+                continue
+            line = f"{pair.describe()}"
+            if collapsed:
+                line += (f"; the GPU was busy {busy:.0f}% of the {run.precision} steps against {busy32:.0f}% in "
+                         "float32: the work left the GPU (ops on the host, or a fallback path)")
+            if native:
+                line += (f"; {_device_words(ctx, run)} computes {family} natively, so the hardware does not "
+                         f"make it {pair.ratio:.1f}x slower")
+            for other in others:
+                line += (f"; on the same device and stack {other.reduced.precision} is "
+                         f"{'faster' if other.faster else 'no slower'} ({fmt_ms(other.reduced.step_ms)} vs "
+                         f"float32 {fmt_ms(other.fp32.step_ms)})")
+            evidence.append(line)
+            runs.append(run)
+    if not evidence:
+        return None
+    precisions = sorted({r.precision for r in runs})
+    return make_finding(
+        "framework_16bit_path",
+        f"The framework's {' / '.join(precisions)} path is slow here, not the hardware",
+        "warning",
+        0.6,
+        evidence,
+        "Not measured: the step times and the device tables point at the framework's kernels or layout for this "
+        "16-bit type (a naive or fallback kernel, a layout transpose, a missing fast path in this release). "
+        "`fp16doctor diagnose` on that machine records the ops and names the kernel; meanwhile use the 16-bit "
+        "type or float32 that measured fastest here, and try a newer framework release.",
+        stacks=stacks_of(runs),
+        precisions=precisions,
+    )
+
+
+def rule_kernel_too_old(ctx: Context) -> Finding | None:
+    """bfloat16 on a CPU with AMX under a Linux kernel older than AMX_MIN_LINUX: the tiles stay off."""
+    evidence: list[str] = []
+    runs: list[RunView] = []
+    for run in ctx.runs:
+        if run.device != "cpu" or run.precision not in BF16:
+            continue
+        cpu = ctx.cpu_for(run)
+        table = cpu.table
+        amx = (cpu.flags is not None and "amx_bf16" in cpu.flags) or (table is not None and table.amx)
+        kernel = linux_kernel(run.software.os) or linux_kernel(ctx.machine_of(run).os)
+        if not amx or version_at_least(kernel, AMX_MIN_LINUX) is not False:
+            continue
+        pair = next((p for p in ctx.pairs if p.reduced is run), None)
+        line = (f"{cpu.model or 'this CPU'} has AMX-BF16, but Linux {kernel} predates AMX support (Linux "
+                f">= {AMX_MIN_LINUX}: a process must ask the kernel for the tile state), so bfloat16 falls back to "
+                "AVX-512" + (f"; {pair.describe()}" if pair else ""))
+        if line not in evidence:
+            evidence.append(line)
+        runs.append(run)
+    if not evidence:
+        return None
+    slower = any(p.slower for p in ctx.pairs if p.reduced in runs)
+    return make_finding(
+        "kernel_too_old",
+        f"The OS kernel is too old for AMX (Linux >= {AMX_MIN_LINUX})",
+        "critical" if slower else "warning",
+        0.85,
+        evidence,
+        f"Run on Linux {AMX_MIN_LINUX} or newer (a current distribution kernel) and measure bfloat16 again: "
+        "fp16doctor diagnose --precision float32 --precision mixed_bfloat16",
+        stacks=stacks_of(runs),
+    )

@@ -27,6 +27,24 @@ from fp16doctor.knowledge.frameworks import (
 )
 from fp16doctor.workload.protocol import SEED_WORKLOAD
 
+# The thresholds, relative to the step or to float32's own figure where the physics allows:
+# the host producing half of a step's time is where precision can no longer help (the TF Profiler's input pipeline
+# analysis already calls a step highly input-bound from 20 %: kHighlyInfeedBoundThresholdInPercent, and moderately
+# from 5 %: kModeratelyInfeedBoundThresholdInPercent, the share HOST_MAJOR_SHARE below takes);
+INPUT_BOUND_SHARE = 0.5
+# the GPU's best case under a quarter of the seed's float32 step: the rest goes to the host's batch building;
+SEED_ARITHMETIC_SHARE = 0.25
+# reading images at least 30 % and 5 ms slower than the in-memory control (beyond run-to-run noise of a few %);
+CONTROL_MIN_FACTOR = 1.3
+CONTROL_MIN_EXTRA_MS = 5.0
+# float16 batches at least 30 % slower to build than float32's (10 % where their p10-p90 spreads do not overlap)
+# and 1 ms: numpy's software float16 is several times slower (numpy issues 7571, 11590; SEED.md: 170 vs 26 ms);
+HOST_MIN_FACTOR = 1.3
+HOST_APART_MIN_FACTOR = 1.1
+HOST_MIN_EXTRA_MS = 1.0
+# and a 5 % share of the step is a major cost.
+HOST_MAJOR_SHARE = 0.05
+
 
 def _input_advice(sw: Software) -> str:
     fw = sw.framework
@@ -61,7 +79,7 @@ def _inferred_input_bound(ctx: Context) -> tuple[list[str], list[RunView]]:
         f = pair.fp32
         e = estimates.get((f.machine, f.stack, f.device))
         if (f.workload_name == SEED_WORKLOAD and f.variant == "original" and f.on_gpu and f.input_ms is None
-                and e and e.fp32_ms and f.step_ms and e.fp32_ms < 0.25 * f.step_ms):
+                and e and e.fp32_ms and f.step_ms and e.fp32_ms < SEED_ARITHMETIC_SHARE * f.step_ms):
             return [f"{at(f)}: the GPU's best case for the float32 step is {fmt_ms(e.fp32_ms)} of the measured "
                     f"{fmt_ms(f.step_ms)}; the script decodes, resizes and flips every batch of "
                     f"{f.batch_size or 128} images on the host, on one worker by default (host input time "
@@ -77,7 +95,7 @@ def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
         if run.input_ms is None or run.step_ms is None:
             continue
         share = run.input_ms / run.step_ms
-        if share >= 0.5:
+        if share >= INPUT_BOUND_SHARE:
             evidence.append(
                 f"{run.label}: the host needs {fmt_ms(run.input_ms)} to produce a batch, "
                 f"{share:.0%} of the {fmt_ms(run.step_ms)} step"
@@ -92,7 +110,8 @@ def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
         synthetic = by_key.get((machine, stack, precision, device, "synthetic_input"))
         if synthetic is None or run.step_ms is None or synthetic.step_ms is None:
             continue
-        if run.step_ms > 1.3 * synthetic.step_ms and run.step_ms - synthetic.step_ms > 5:
+        if (run.step_ms > CONTROL_MIN_FACTOR * synthetic.step_ms
+                and run.step_ms - synthetic.step_ms > CONTROL_MIN_EXTRA_MS):
             extra = run.step_ms - synthetic.step_ms
             evidence.append(
                 f"{run.label}: {fmt_ms(run.step_ms)} per step reading images vs "
@@ -176,16 +195,17 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
         if r.input_ms is None or f.input_ms is None:
             continue
         apart = bool(r.input_p10_ms and f.input_p90_ms and r.input_p10_ms > f.input_p90_ms)
-        if r.input_ms - f.input_ms > 1 and (r.input_ms > 1.3 * f.input_ms or (apart and r.input_ms > 1.1 * f.input_ms)):
+        if r.input_ms - f.input_ms > HOST_MIN_EXTRA_MS and (r.input_ms > HOST_MIN_FACTOR * f.input_ms or (
+                apart and r.input_ms > HOST_APART_MIN_FACTOR * f.input_ms)):
             excess = r.input_ms - f.input_ms
             line = (f"{at(r)}: the host spends {fmt_ms(r.input_ms)} per batch building {r.precision} "
                     f"images vs {fmt_ms(f.input_ms)} in float32")
             if r.step_ms:
                 line += f"; the {fmt_ms(excess)} excess is {excess / r.step_ms:.1%} of the {fmt_ms(r.step_ms)} step"
-                major = major or excess >= 0.05 * r.step_ms
+                major = major or excess >= HOST_MAJOR_SHARE * r.step_ms
             evidence.append(line)
             runs.append(r)
-            confidence = max(confidence, 0.9 if r.input_ms > 1.3 * f.input_ms else 0.75)
+            confidence = max(confidence, 0.9 if r.input_ms > HOST_MIN_FACTOR * f.input_ms else 0.75)
         elif r.precision == "float16":
             measured_no = True
     if not evidence and not measured_no:

@@ -31,8 +31,8 @@ def _code_lines(text: str) -> str:
 
 def rule_pure_float16_floatx(ctx: Context) -> Finding | None:
     # floatx is Keras' switch; elsewhere a float16 run may be inference (no weights to update), so only a
-    # run that trains (a loss was recorded) is called pure fp16 training.
-    runs = [r for r in ctx.runs if r.precision == "float16" and (
+    # run that trains (a loss was recorded) is called pure fp16 training; a document that says inference never is.
+    runs = [r for r in ctx.runs if r.precision == "float16" and not r.inference and (
         r.software.framework in KERAS_FRAMEWORKS or r.workload_name == SEED_WORKLOAD or r.loss_first is not None)]
     if not runs:
         return None

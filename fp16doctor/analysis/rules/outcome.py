@@ -1,8 +1,9 @@
-"""Outcome rules: what the measurement says happened (fp16_faster), never a cause."""
+"""Outcome rules: what the measurement says happened (fp16_faster for the float16 family, bf16_faster for the
+bfloat16 family), never a cause."""
 
 from __future__ import annotations
 
-from fp16doctor.analysis.context import Context
+from fp16doctor.analysis.context import BF16, Context, Pair
 from fp16doctor.analysis.rules.common import (
     Finding,
     make_finding,
@@ -13,7 +14,16 @@ from fp16doctor.analysis.rules.common import (
 
 
 def rule_fp16_faster(ctx: Context) -> Finding | None:
-    faster = [p for p in ctx.pairs if p.faster]
+    return _faster("fp16_faster", ctx, [p for p in ctx.fp16_pairs() if p.faster])
+
+
+def rule_bf16_faster(ctx: Context) -> Finding | None:
+    """bfloat16 or mixed_bfloat16 measured faster than float32: the bfloat16 family's own outcome (fp16_faster's
+    meaning stays the float16 family's)."""
+    return _faster("bf16_faster", ctx, [p for p in ctx.pairs if p.faster and p.reduced.precision in BF16])
+
+
+def _faster(fid: str, ctx: Context, faster: list[Pair]) -> Finding | None:
     if not faster:
         return None
     best = max(faster, key=lambda p: p.speedup)
@@ -29,11 +39,17 @@ def rule_fp16_faster(ctx: Context) -> Finding | None:
     spread_known = any(r.p10_ms and r.p90_ms for p in faster for r in (p.fp32, p.reduced))
     recommendation = ""
     ideas = []
-    if best.reduced.precision == "float16":
+    if best.reduced.precision == "float16" and not best.reduced.inference:
+        # Pure float16 weights and optimizer state are a training risk; inference has neither updates nor state.
         recommendation = "Pure float16 (floatx) risks the numerics of training; mixed_float16 keeps float32 weights."
         ideas = [{"precision": "mixed_float16", "why": "mixed precision keeps float32 weights with loss scaling"}]
+    elif best.reduced.precision == "bfloat16" and not best.reduced.inference:
+        # bfloat16 keeps 8 bits of mantissa: pure bfloat16 weights lose updates smaller than 1/256 of a weight.
+        recommendation = ("Pure bfloat16 weights lose small updates in training; mixed_bfloat16 keeps float32 "
+                          "weights (no loss scaling needed).")
+        ideas = [{"precision": "mixed_bfloat16", "why": "mixed precision keeps float32 weights"}]
     return make_finding(
-        "fp16_faster",
+        fid,
         f"{best.reduced.precision} is {best.speedup:.2f}x faster than float32",
         "info",
         0.9 if spread_known else 0.8,

@@ -32,7 +32,7 @@ from fp16doctor.knowledge.frameworks import (
     TfBuild,
     has_feature,
 )
-from fp16doctor.knowledge.gpus import GpuFacts, cc_tuple
+from fp16doctor.knowledge.gpus import FAST_FP16_RATIO, GpuFacts, cc_tuple
 from fp16doctor.workload.protocol import SEED_WORKLOAD
 
 
@@ -81,7 +81,7 @@ def rule_old_stack(ctx: Context) -> Finding | None:
         gpu = ctx.gpu_for(run)
         if not run.on_gpu or gpu is None:
             continue
-        if not gpu.tensor_cores and not (gpu.fp16_ratio and gpu.fp16_ratio >= 2):
+        if not gpu.tensor_cores and not (gpu.fp16_ratio and gpu.fp16_ratio >= FAST_FP16_RATIO):
             continue  # an upgrade cannot make this GPU fast in fp16
         label = run.software.label()
         if label in seen:

@@ -1,7 +1,9 @@
 """The analysis on real public reports written as results files (tests/data/cases/*.json).
 
-Each file cites its source and states which finding ids must be present and which must be absent; at least
-90 % of the files must come out exactly right, and the original question must always be right.
+Each file cites its source and states which finding ids must be present and which must be absent, and, where the
+source gives the reason, the cause per 16-bit precision (`expected.cause`): every verdict of that precision that is
+slower or faster must name it as its measured `cause` or its `likely_cause`. At least 90 % of the files must come
+out exactly right, and the original question must always be right.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from fp16doctor.analysis import analyse
+from fp16doctor.analysis import analyse, diagnose_document
 from fp16doctor.analysis.registry import REGISTRY
 from fp16doctor.results import validate
 
@@ -26,11 +28,25 @@ def _load(path: Path) -> dict[str, Any]:
     return validate(doc, source=path.name)
 
 
+def _named_causes(verdict: dict[str, Any]) -> set[str]:
+    """What a verdict names as the reason: its measured cause and its likely cause."""
+    likely = verdict.get("likely_cause") or {}
+    return {c for c in (verdict.get("cause"), likely.get("id")) if c}
+
+
 def _mistakes(doc: dict[str, Any]) -> list[str]:
-    found = {f["id"] for f in analyse(doc)}
+    diagnosis = diagnose_document(doc)
+    found = {f["id"] for f in diagnosis.findings}
     expected = doc["expected"]
     missing = [f"missing {i}" for i in expected["present"] if i not in found]
     wrong = [f"false {i}" for i in expected["absent"] if i in found]
+    for precision, cause in expected.get("cause", {}).items():
+        decided = [v for v in diagnosis.verdicts
+                   if v["precision"] == precision and v["outcome"] in ("slower", "faster")]
+        if not decided:
+            wrong.append(f"no {precision} verdict")
+        wrong += [f"{precision} verdict on {v['stack']} names {sorted(_named_causes(v)) or 'no cause'}, not {cause}"
+                  for v in decided if cause not in _named_causes(v)]
     return missing + wrong
 
 
@@ -40,8 +56,15 @@ def test_case_set_is_broad_enough() -> None:
     frameworks = {k for d in docs for r in d["runs"] for k in ("tensorflow", "torch", "jax") if r["software"].get(k)}
     assert frameworks == {"tensorflow", "torch", "jax"}
     assert any(not d["host"]["gpus"] for d in docs), "needs CPU-only cases"
-    capabilities = {g["compute_capability"][0] for d in docs for g in d["host"]["gpus"]}
+    capabilities = {g["compute_capability"][0] for d in docs for g in d["host"]["gpus"] if g.get("compute_capability")}
     assert {"3", "6", "7", "8"} <= capabilities  # Kepler, Pascal, Volta/Turing, Ampere
+    gpu_names = " ".join(g["name"].lower() for d in docs for g in d["host"]["gpus"])
+    assert "amd" in gpu_names and "apple" in gpu_names, "needs AMD (ROCm) and Apple (MPS) cases"
+    modes = {r.get("workload", {}).get("mode") for d in docs for r in d["runs"]}
+    assert {"training", "inference"} <= modes
+    precisions = {r["precision"] for d in docs for r in d["runs"]}
+    assert {"float16", "mixed_float16", "bfloat16", "mixed_bfloat16"} <= precisions
+    assert sum(1 for d in docs if d["expected"].get("cause")) >= 8, "cases state the cause their source gives"
 
 
 @pytest.mark.parametrize("path", CASE_FILES, ids=[p.stem for p in CASE_FILES])
@@ -51,6 +74,8 @@ def test_case_file_is_well_formed(path: Path) -> None:
     assert set(doc["expected"]["present"]) <= CONTRACT_IDS
     assert set(doc["expected"]["absent"]) <= CONTRACT_IDS
     assert not set(doc["expected"]["present"]) & set(doc["expected"]["absent"])
+    assert set(doc["expected"].get("cause", {}).values()) <= CONTRACT_IDS
+    assert set(doc["expected"].get("cause", {})) <= {r["precision"] for r in doc["runs"]}
 
 
 def test_at_least_90_percent_of_public_cases_exactly_right() -> None:
@@ -80,3 +105,15 @@ def test_ranks_follow_severity() -> None:
         findings = analyse(_load(path))
         assert [f["rank"] for f in findings] == list(range(1, len(findings) + 1))
         assert [order[f["severity"]] for f in findings] == sorted(order[f["severity"]] for f in findings)
+
+
+def test_every_verdict_without_a_measured_cause_names_a_likely_one_or_says_why() -> None:
+    for path in CASE_FILES:
+        for verdict in diagnose_document(_load(path)).verdicts:
+            measured = sum(c["explains_ms"] for c in verdict["causes"] if c["basis"] in ("measured_ops", "experiment"))
+            if verdict["outcome"] == "no_significant_difference" or measured >= abs(verdict["difference_ms"]) / 2:
+                continue
+            assert verdict["likely_cause"] or verdict.get("no_likely_cause"), (path.name, verdict["headline"])
+            if verdict["likely_cause"]:
+                assert verdict["likely_cause"]["basis"] in ("device_fact", "estimate")
+                assert "probably because" in verdict["headline"] or verdict["cause"] == verdict["likely_cause"]["id"]
