@@ -26,6 +26,7 @@ from fp16doctor.engines.base import (
     comparison_groups,
 )
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, DoctorError
+from fp16doctor.invocation import DiagnoseRequest, refusal
 from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS
 from fp16doctor.knowledge.gpus import gpu_has_bfloat16
 from fp16doctor.options import HOST_STACK, DiagnoseOptions, Progress
@@ -91,22 +92,33 @@ def _check_out_dir(out_dir: Path, create: bool = True) -> None:
         ) from None
 
 
+def _refuse(request: DiagnoseRequest) -> None:
+    """What the user typed, checked by the one validator every printed command passes too (invocation.py)."""
+    refused = refusal(request)
+    if refused is not None:
+        raise DoctorError(refused.message, hint=refused.hint, exit_code=EXIT_USAGE)
+
+
+def _request(options: DiagnoseOptions) -> DiagnoseRequest:
+    slurm = options.slurm
+    given = {name for name, value in (("--steps", options.steps is not None), ("--script-arg", options.script_args),
+                                      ("--runtime", slurm and slurm.runtime), ("--registry", slurm and slurm.registry))
+             if value}
+    return DiagnoseRequest(tuple(options.stacks), tuple(options.precisions), tuple(options.variants or ()),
+                           tuple(options.docker_hosts), options.script is not None, options.include_host,
+                           slurm is not None, frozenset(given))
+
+
 def _check_precisions(precisions: list[str]) -> list[str]:
     """The precisions asked for, checked, float32 first (its step sets the others' slow-step bound)."""
-    for p in precisions:
-        if p not in PRECISIONS:
-            raise DoctorError(f"unknown precision {p!r}", hint=f"use one of: {', '.join(PRECISIONS)}",
-                              exit_code=EXIT_USAGE)
+    _refuse(DiagnoseRequest(precisions=tuple(precisions)))
     return _float32_first(dict.fromkeys(precisions))
 
 
 def _check_variants(variants: list[str] | None) -> list[str] | None:
     if not variants:
         return None
-    for v in variants:
-        if v not in VARIANTS:
-            raise DoctorError(f"unknown variant {v!r}", hint=f"use one of: {', '.join(VARIANTS)}",
-                              exit_code=EXIT_USAGE)
+    _refuse(DiagnoseRequest(variants=tuple(variants)))
     return list(dict.fromkeys(variants))
 
 
@@ -292,19 +304,13 @@ def _prepare(options: DiagnoseOptions, progress: Progress) -> _Prepared:
     from fp16doctor.probe import probe_host
 
     started = time.monotonic()
+    _refuse(_request(options))
     precisions = _check_precisions(options.precisions)
     variants = _check_variants(options.variants)
     if options.python and not shutil.which(options.python):
         raise DoctorError(f"--python {options.python} is not an executable",
                           hint="pass the path of a Python interpreter, e.g. ~/venvs/tf/bin/python",
                           exit_code=EXIT_USAGE)
-    if options.script is None and (options.steps is not None or options.script_args):
-        raise DoctorError("--steps and --script-arg apply to your own script", hint="add --script train.py",
-                          exit_code=EXIT_USAGE)
-    if options.script is not None and variants and any(v not in SCRIPT_VARIANTS for v in variants):
-        other = next(v for v in variants if v not in SCRIPT_VARIANTS)
-        raise DoctorError(f"--variant {other} changes the built-in workload's model or data, not a script's",
-                          hint=f"with --script use one of: {', '.join(SCRIPT_VARIANTS)}", exit_code=EXIT_USAGE)
     if options.script is not None and options.data_dir is not None and not options.data_dir.is_dir():
         raise DoctorError(f"--data {options.data_dir} is not a directory",
                           hint="with --script, --data names the folder your script reads (mounted in stacks)",
@@ -319,10 +325,6 @@ def _prepare(options: DiagnoseOptions, progress: Progress) -> _Prepared:
 
         script = prepare_script(options.script, options.script_args, options.steps, options.out_dir, data_dir,
                                 make_log_dir=not options.plan)
-    if options.docker_hosts and not options.stacks:
-        raise DoctorError("--docker-host without --stack runs nothing in Docker",
-                          hint="add --stack NAME (see `fp16doctor stacks list`), e.g. --stack cpu",
-                          exit_code=EXIT_USAGE)
     if options.stacks:
         from fp16doctor.scheduler import parse_docker_host
         from fp16doctor.stacks import get_stack
@@ -331,9 +333,6 @@ def _prepare(options: DiagnoseOptions, progress: Progress) -> _Prepared:
             get_stack(name)  # an unknown name fails here, before minutes of host runs
         for url in options.docker_hosts:
             parse_docker_host(url)
-    if not options.include_host and not options.stacks:
-        raise DoctorError("--no-host without --stack leaves nothing to run", hint="add --stack cpu (or another)",
-                          exit_code=EXIT_USAGE)
     if options.slurm is not None:
         _check_slurm(options)
 
@@ -771,20 +770,7 @@ def _check_slurm(options: DiagnoseOptions) -> None:
     """What --slurm cannot do, said before anything runs."""
     from fp16doctor.engines import runtimes, slurm
 
-    if options.docker_hosts:
-        raise DoctorError("--slurm runs the matrix on the cluster's nodes; --docker-host does not combine with it",
-                          hint="drop --docker-host (the nodes run the stacks' containers with --runtime)",
-                          exit_code=EXIT_USAGE)
-    assert options.slurm is not None
-    if (options.slurm.runtime or options.slurm.registry) and not options.stacks:
-        given = "--runtime" if options.slurm.runtime else "--registry"
-        raise DoctorError(f"{given} runs a stack's container, and no --stack was given",
-                          hint="add --stack NAME (see `fp16doctor stacks list`), e.g. --stack cpu",
-                          exit_code=EXIT_USAGE)
-    if options.stacks and options.script is not None:
-        raise DoctorError("--script with --stack does not run on Slurm yet",
-                          hint="drop --stack (the nodes' own Python runs your script), or drop --slurm",
-                          exit_code=EXIT_USAGE)
+    assert options.slurm is not None  # what the command line cannot combine with --slurm: _refuse
     if options.slurm.runtime is not None:
         runtimes.require(options.slurm.runtime)
     if options.python is not None and not os.path.isabs(options.python):

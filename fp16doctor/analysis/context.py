@@ -19,6 +19,7 @@ from fp16doctor.analysis.intervals import (
 )
 from fp16doctor.analysis.model import ModelInfo, model_for_run
 from fp16doctor.analysis.values import (
+    ShownRatio,
     as_int,
     as_list,
     as_mapping,
@@ -425,6 +426,14 @@ class Pair:
         alone = replace(self.fp32.timing, aa_rounds=())  # float32's own model against the control
         return ratio_interval(alone, Timing(ordered[len(ordered) // 2], rounds=aa, design="interleaved"))
 
+    @cached_property
+    def shown(self) -> ShownRatio:
+        """The ratio as every output prints it: a run cut short on its first step (older results: that step pays
+        tracing) or timed only as a lower bound reads ">= 166x slower"."""
+        iv = self.interval
+        return ShownRatio(iv.speedup, iv.low, iv.high, iv.outcome,
+                          lower_bound=iv.method == "lower_bound" or self.reduced.bound_on_first_step)
+
     @property
     def slower(self) -> bool:
         return self.interval.outcome == "slower"
@@ -435,13 +444,7 @@ class Pair:
 
     def describe(self) -> str:
         r, iv = self.reduced, self.interval
-        verdict = (
-            f"{self.speedup:.2f}x faster"
-            if self.faster
-            else f"{'>= ' if iv.is_bound else ''}{self.ratio:.2f}x slower"
-            if self.slower
-            else "no measurable difference"
-        )
+        verdict = "no measurable difference" if self.shown.same else self.shown.figure()
         where = r.stack if r.machine == HOST_MACHINE else f"{r.stack} on {r.machine}"  # each machine named
         step = f" ({iv.compared})" if iv.compared else ""
         return (

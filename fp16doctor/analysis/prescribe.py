@@ -30,13 +30,14 @@ from fp16doctor.analysis.advice import (
 from fp16doctor.analysis.context import BF16, Context, Pair, RunView, Software
 from fp16doctor.analysis.intervals import FIRST_STEP, RatioInterval
 from fp16doctor.analysis.values import (
+    ShownRatio,
     as_list,
     as_mapping,
     as_str,
     fmt_config,
-    fmt_times,
-    fmt_versus,
+    round_ratio,
 )
+from fp16doctor.invocation import check_diagnose_argv
 from fp16doctor.knowledge.frameworks import has_feature
 from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.redaction import redact_secrets
@@ -61,24 +62,24 @@ class Measured:
     interval: RatioInterval
     caveat: str | None
     unsafe: str | None  # why it may not be recommended (its loss went non-finite or stalled)
+    shown: ShownRatio  # the ratio as every output prints it (Pair.shown)
 
     @property
     def label(self) -> str:
         return fmt_config({"precision": self.run.precision, "setting": setting_of(self.run.variant)})
 
     def speed_phrase(self) -> str:
-        """'2.19x faster than float32 (95 % interval ...)' or '2.3x slower ...' or 'no faster or slower ...'."""
-        iv = self.interval
-        if iv.outcome == "faster":
-            text = f"{fmt_times(iv.speedup, iv.relative_width)} faster than float32"
-        elif iv.outcome == "slower" and iv.is_bound:
-            text = f">= {fmt_times(1 / iv.speedup)} slower than float32"
-        elif iv.outcome == "slower":
-            text = f"{fmt_times(1 / iv.speedup, iv.relative_width)} slower than float32"
-        elif (iv.aa is not None and not iv.aa.passed) or iv.refused:
-            text = "not measurably faster or slower than float32 here now"  # describe() says why
+        """'2.19x faster than float32 (95 % interval 2.08-2.30x, ...)', '>= 19x slower ...' or 'no faster or
+        slower ...': the ratio as every output prints it (ShownRatio), its interval in its own direction."""
+        iv, shown = self.interval, self.shown
+        if shown.same or iv.outcome not in ("faster", "slower"):
+            text = ("not measurably faster or slower than float32 here now"  # describe() says why
+                    if (iv.aa is not None and not iv.aa.passed) or iv.refused else "no faster or slower than float32")
         else:
-            text = "no faster or slower than float32"
+            text = shown.figure("than float32")
+        spread = shown.interval_text()
+        if iv.is_rounds and spread:
+            return text + f" ({iv.confidence_level or 0.95:.0%} interval {spread}, {iv.rounds_words()})"
         return text + f" ({iv.describe()})"
 
     @property
@@ -88,9 +89,9 @@ class Measured:
     def to_dict(self) -> dict[str, Any]:
         iv = self.interval
         return {"precision": self.run.precision, "variant": self.run.variant, "setting": setting_of(self.run.variant),
-                "step_ms": self.run.step_ms, "speedup": 1.0 if self.baseline else round(iv.speedup, 4),
+                "step_ms": self.run.step_ms, "speedup": 1.0 if self.baseline else round_ratio(iv.speedup),
                 # float32 against itself is the baseline, no comparison: no interval
-                "speedup_interval": None if self.baseline else [round(iv.low, 4), round(iv.high, 4)],
+                "speedup_interval": None if self.baseline else [round_ratio(iv.low), round_ratio(iv.high)],
                 "outcome": "baseline" if self.baseline else iv.outcome,
                 **({} if self.baseline else {"interval_method": iv.method}),
                 **({"aa_check": iv.aa.to_dict()} if iv.aa is not None and not self.baseline else {}),
@@ -121,8 +122,8 @@ def entry_versus(entry: Mapping[str, Any]) -> str:
     outcome, speedup, interval = entry.get("outcome"), entry.get("speedup"), entry.get("speedup_interval")
     if outcome == "baseline" or not isinstance(speedup, (int, float)) or speedup <= 0:
         return "the baseline"
-    known = interval if isinstance(interval, list) and len(interval) == 2 else None
-    return fmt_versus(float(speedup), known, str(outcome))
+    shown = ShownRatio.of(speedup, interval, outcome, method=entry.get("interval_method"))
+    return shown.versus() if shown is not None else "the baseline"
 
 
 def entry_notes(entry: Mapping[str, Any]) -> list[str]:
@@ -171,7 +172,8 @@ def measured_configs(ctx: Context, fp32: RunView, found: Mapping[str, Finding]) 
             continue
         if run.variant not in ADOPTABLE:
             continue
-        configs.append(Measured(run, Pair(fp32, run).interval, _caveat(run), _unsafe(run, unstable)))
+        pair = Pair(fp32, run)
+        configs.append(Measured(run, pair.interval, _caveat(run), _unsafe(run, unstable), pair.shown))
     configs.sort(key=lambda m: -m.interval.speedup)
     return configs
 
@@ -199,6 +201,9 @@ def _best(configs: Sequence[Measured], fp32: RunView) -> Measured:
 
 _DROPPED = ("--precision", "--variant", "--out", "--stack")  # chosen anew for the configuration to measure
 _DROPPED_ALONE = ("--resume", "--json", "--no-host")
+# What targets stacks' containers: a command for the host's own Python keeps none of it (diagnose refuses
+# --docker-host without --stack, and --runtime / --registry run a stack's container).
+_CONTAINER_ONLY = ("--docker-host", "--runtime", "--registry")
 
 
 def _targeting(ctx: Context, run: RunView) -> list[str]:
@@ -206,27 +211,32 @@ def _targeting(ctx: Context, run: RunView) -> list[str]:
     narrowed to the run's own stack."""
     invocation = as_mapping(ctx.doc.get("invocation"))
     argv = [str(a) for a in as_list(invocation.get("argv"))]
+    host = run.stack == "host"
     if argv:
+        dropped = _DROPPED + (_CONTAINER_ONLY if host else ())
         kept, skip_next = [], False
         for arg in argv[2:] if argv[1:2] == ["diagnose"] else argv[1:]:
             if skip_next:
                 skip_next = False
                 continue
-            if arg in _DROPPED:
+            if arg in dropped:
                 skip_next = True
                 continue
-            if arg.startswith(tuple(f"{flag}=" for flag in _DROPPED)) or arg in _DROPPED_ALONE:
+            if arg.startswith(tuple(f"{flag}=" for flag in dropped)) or arg in _DROPPED_ALONE:
                 continue
             kept.append(arg)
-        return (["--stack", run.stack, "--no-host"] if run.stack != "host" else []) + kept
+        return ([] if host else ["--stack", run.stack, "--no-host"]) + kept
     raw = as_mapping(as_list(ctx.doc.get("runs"))[run.index]) if run.index < len(as_list(ctx.doc.get("runs"))) else {}
     engine, workload = as_mapping(raw.get("engine")), as_mapping(raw.get("workload"))
+    # A stack diagnose ran left its container in the record; a hand-written run's "stack" (the user's own set-up)
+    # is no catalogue name that --stack takes: it is measured where the command runs.
+    host = host or not (as_str(engine.get("image")) or as_str(engine.get("kind")) == "docker")
     out: list[str] = []
-    if run.stack != "host":
+    if not host:
         out += ["--stack", run.stack, "--no-host"]
-    host = as_str(engine.get("docker_host"))
-    if host and not host.startswith(("unix://", "npipe://")):
-        out += ["--docker-host", host]
+    docker_host = as_str(engine.get("docker_host"))
+    if docker_host and not host and not docker_host.startswith(("unix://", "npipe://")):
+        out += ["--docker-host", docker_host]
     if as_str(engine.get("kind")) == "slurm":
         out += ["--slurm"]
     if workload.get("name") == "script":
@@ -239,15 +249,27 @@ _STACK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 NO_STACK_COMMAND = "its stack's name is not one `diagnose --stack` takes"
 
 
+def _argv(ctx: Context, run: RunView, precision: str, variant: str | None) -> list[str]:
+    args = ["fp16doctor", "diagnose", *_targeting(ctx, run), "--precision", "float32", "--precision", precision]
+    return args + (["--variant", "original", "--variant", variant] if variant else [])
+
+
 def _command(ctx: Context, run: RunView, precision: str, variant: str | None = None) -> str | None:
     """The diagnose command that measures a configuration on this run's machine and stack; None where the stack's
-    name could not be passed to --stack."""
+    name could not be passed to --stack, or where diagnose would refuse the command (invocation.py: a variant that
+    changes the built-in model, for a script): no refused command is ever printed."""
     if not _STACK_NAME.fullmatch(run.stack):
         return None
-    args = ["fp16doctor", "diagnose", *_targeting(ctx, run), "--precision", "float32", "--precision", precision]
-    if variant:
-        args += ["--variant", "original", "--variant", variant]
+    args = _argv(ctx, run, precision, variant)
+    if check_diagnose_argv(args) is not None:
+        return None
     return redact_secrets(shlex.join(args))  # a URL's password or a token argument never reaches the page
+
+
+def no_command_why(ctx: Context, run: RunView, precision: str, variant: str | None = None) -> str:
+    """Why `_command` gave none: the stack's name, or diagnose's own refusal of the command."""
+    refused = check_diagnose_argv(_argv(ctx, run, precision, variant)) if _STACK_NAME.fullmatch(run.stack) else None
+    return f"diagnose refuses it here: {refused.message}" if refused is not None else NO_STACK_COMMAND
 
 
 def has_mixed_precision(sw: Software) -> bool:
@@ -274,7 +296,8 @@ def _untested(ctx: Context, fp32: RunView, configs: Sequence[Measured], best: Me
         command = _command(ctx, fp32, precision, variant)
         ideas.append({"precision": precision, "variant": variant or "original",
                       "setting": setting_of(variant) if variant else None, "why": why, "command": command,
-                      **({} if command else {"no_command": NO_STACK_COMMAND}), "from": "hardware"})
+                      **({} if command else {"no_command": no_command_why(ctx, fp32, precision, variant)}),
+                      "from": "hardware"})
 
     if not has_mixed_precision(fp32.software):
         return ideas  # an old stack has no mixed precision to try: old_stack says what to upgrade to
@@ -331,8 +354,8 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
             "device": fp32.device,
             "recommended": {
                 "precision": best.run.precision, "variant": best.run.variant, "setting": setting_of(best.run.variant),
-                "step_ms": best.run.step_ms, "speedup": 1.0 if best.baseline else round(iv.speedup, 4),
-                "speedup_interval": [round(low, 4), round(high, 4)],
+                "step_ms": best.run.step_ms, "speedup": 1.0 if best.baseline else round_ratio(iv.speedup),
+                "speedup_interval": [round_ratio(low), round_ratio(high)],
                 "how": how_to_use(best.run.precision, best.run.software, best.run.variant, best.run.on_gpu),
                 "caveat": best.caveat,
             },
@@ -422,9 +445,11 @@ def _ideas_for(ctx: Context, finding: Finding, prescription: Prescription, targe
         if cannot is not None:
             entry = Unmeasurable(precision, setting_of(variant), reason, cannot, variant).to_dict()
         else:
-            command = _command(ctx, fp32, precision, None if variant == "original" else variant)
+            switch = None if variant == "original" else variant
+            command = _command(ctx, fp32, precision, switch)
             entry = {"precision": precision, "variant": variant, "setting": setting_of(variant), "why": reason,
-                     "command": command, **({} if command else {"no_command": NO_STACK_COMMAND})}
+                     "command": command,
+                     **({} if command else {"no_command": no_command_why(ctx, fp32, precision, switch)})}
         listed = _list_untested(prescription, entry)
         if (precision, variant) != (target or ("", "")):
             ideas.append(listed)

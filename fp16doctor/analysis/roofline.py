@@ -13,11 +13,12 @@ at the fp32 rate (cuDNN's pseudo-half configuration), so fp16 never predicts slo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from fp16doctor.analysis.context import REDUCED, Context, RunView, build_context
+from fp16doctor.analysis.context import REDUCED, Context, Pair, RunView, build_context
 from fp16doctor.analysis.model import Layer, ModelInfo
+from fp16doctor.analysis.values import ShownRatio
 from fp16doctor.knowledge.cuda import CUDNN_RELAXED_CHANNELS, TENSOR_CORE_CHANNEL_MULTIPLE, version_at_least
 from fp16doctor.knowledge.gpus import GpuFacts, GpuModel
 from fp16doctor.results import HOST_MACHINE
@@ -38,6 +39,12 @@ class RooflineEstimate:
     fp16_ms: float | None  # best-case training step at `precision`
     note: str
     machine: str = HOST_MACHINE  # the run's machine: estimates pair with runs of one machine only
+    measured_shown: ShownRatio | None = None  # the measured pair's ratio as every output prints it
+
+    def measured_words(self) -> str | None:
+        """'1.60x slower': the measured ratio as the verdict prints it; a bare step ratio where no pair made one."""
+        shown = self.measured_shown or ShownRatio.of(self.measured_speedup)
+        return shown.figure() if shown is not None else None
 
 
 @dataclass(frozen=True)
@@ -134,9 +141,11 @@ def tf32_active(run: RunView, gpu: GpuFacts | None) -> bool:
     return True  # every current framework defaults to TF32 for convolutions
 
 
-def _estimate(ctx: Context, reduced: RunView, fp32: RunView | None) -> RooflineEstimate:
+def _estimate(ctx: Context, reduced: RunView, fp32: RunView | None, pair: Pair | None = None) -> RooflineEstimate:
     gpu = ctx.gpu_for(reduced)
     measured = (fp32.step_ms / reduced.step_ms) if (fp32 and fp32.step_ms and reduced.step_ms) else None
+    if pair is not None:
+        measured = pair.speedup
     gpu_name = gpu.reported_name if gpu else None
 
     def unknown(note: str) -> RooflineEstimate:
@@ -195,7 +204,7 @@ def estimate_context(ctx: Context) -> list[RooflineEstimate]:
     out = []
     seen = set()
     for pair in ctx.fp16_pairs():
-        out.append(_estimate(ctx, pair.reduced, pair.fp32))
+        out.append(replace(_estimate(ctx, pair.reduced, pair.fp32, pair), measured_shown=pair.shown))
         seen.add(pair.reduced.index)
     for run in ctx.ok_runs():
         if run.precision in REDUCED and run.index not in seen:

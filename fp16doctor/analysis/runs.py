@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from fp16doctor.analysis.context import Context, Pair, RunView, Software
-from fp16doctor.analysis.values import as_list, as_mapping, as_str, fmt_times
+from fp16doctor.analysis.values import ShownRatio, as_list, as_mapping, as_str
 from fp16doctor.results import HOST_MACHINE, machine_id
 from fp16doctor.workload.protocol import PRECISIONS
 
@@ -49,6 +49,7 @@ class RunRow:
     speedup: float | None = None  # float32 step / this step, as the analysis measured the pair (above 1: faster)
     speedup_relative_width: float | None = None  # its interval's width over the speedup: the digits it earns
     outcome: str | None = None  # the pair's: "slower" | "faster" | "no_significant_difference"
+    shown: ShownRatio | None = None  # the pair's ratio as every output prints it
 
     @property
     def ok(self) -> bool:
@@ -70,12 +71,13 @@ class RunRow:
 
     @property
     def versus_fp32(self) -> str:
-        """The "vs float32" column in every output: "0.50x", "166x", "baseline", or a dash with no partner."""
+        """The "vs float32" column in every output: "2.00x slower", "166x faster", "same speed", "baseline", or a
+        dash with no partner: the verdict's own figure for the pair (ShownRatio)."""
         if self.is_baseline:
             return "baseline"
-        if self.speedup is None:
+        if self.shown is None:
             return "\u2014"
-        return fmt_times(self.speedup, self.speedup_relative_width)
+        return self.shown.figure()
 
     @property
     def label(self) -> str:
@@ -138,7 +140,7 @@ def _row(view: RunView, run: Mapping[str, object], pair: Pair | None) -> RunRow:
     if pair is None:
         return row
     return replace(row, fp32_index=pair.fp32.index, speedup=pair.speedup, outcome=pair.interval.outcome,
-                   speedup_relative_width=pair.interval.relative_width)
+                   speedup_relative_width=pair.interval.relative_width, shown=pair.shown)
 
 
 def run_rows(ctx: Context) -> list[RunRow]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 _EMPTY: Mapping[str, Any] = {}
@@ -127,21 +128,122 @@ def fmt_signed_ms(value: float | None) -> str:
     return ("+" if value > 0 else "\u2212") + fmt_ms(abs(value))
 
 
+def round_ratio(value: float, significant: int = 5) -> float:
+    """A ratio as a document stores it: to `significant` figures, so 1/2400 keeps its digits (four decimals made it
+    0.0004, read back as 2500x)."""
+    if value == 0 or not math.isfinite(value):
+        return value
+    return round(value, significant - 1 - math.floor(math.log10(abs(value))))
+
+
+@dataclass(frozen=True)
+class ShownRatio:
+    """One ratio as every output shows it (terminal, explain, HTML, markdown, charts): float32's step over a
+    configuration's (`speedup`, above 1 faster), its interval, and one rule for its words and digits:
+    - its direction: "2.24x faster", "166x slower" (a speed-up under 1 is never printed as "0.01x");
+    - its digits from its interval's width in that direction (ratio_digits);
+    - its interval in the same direction ("166x slower (159-174x)", never the speed-up's 0.0057-0.0063x);
+    - a one-sided bound (a run cut by the slow-step bound: `lower_bound`) as ">= 166x slower", with no interval;
+    - "same speed" where the interval says no difference."""
+
+    speedup: float
+    low: float | None = None
+    high: float | None = None
+    outcome: str | None = None  # "faster" | "slower" | "no_significant_difference"; None: the ratio's own side
+    lower_bound: bool = False  # only "at least this much slower" is known
+
+    @classmethod
+    def of(cls, speedup: Any, interval: Any = None, outcome: Any = None, *, method: Any = None,
+           bound: Any = False) -> ShownRatio | None:
+        """From a document's fields (a verdict's `ratio`, `ratio_interval`, `outcome`, `interval_method`, `bound`,
+        or a prescription entry's `speedup`, `speedup_interval`, `outcome`); None without a positive ratio. An
+        interval from 0 is a one-sided bound (`interval_method: "lower_bound"`)."""
+        value = as_positive(speedup)
+        if value is None:
+            return None
+        pair = [as_number(v) for v in as_list(interval)]
+        low, high = (pair[0], pair[1]) if len(pair) == 2 and None not in pair else (None, None)
+        one_sided = method == "lower_bound" or (low is not None and low <= 0)
+        if one_sided or bound is True:
+            return cls(value, None, None, "slower", lower_bound=True)
+        if low is not None and high is not None and not 0 < low <= high:
+            low, high = None, None
+        said = outcome if outcome in ("faster", "slower", "no_significant_difference") else None
+        return cls(value, low, high, said)
+
+    @property
+    def slower(self) -> bool:
+        if self.lower_bound or self.outcome == "slower":
+            return True
+        return self.outcome is None and self.speedup < 1
+
+    @property
+    def same(self) -> bool:
+        return self.outcome == "no_significant_difference" and not self.lower_bound
+
+    @property
+    def magnitude(self) -> float:
+        """The number printed: how many times faster, or how many times slower."""
+        return 1 / self.speedup if self.slower else self.speedup
+
+    @property
+    def directed_interval(self) -> tuple[float, float] | None:
+        """The interval in the printed direction: a slower ratio's (1/high, 1/low)."""
+        if self.low is None or self.high is None or self.lower_bound:
+            return None
+        return (1 / self.high, 1 / self.low) if self.slower else (self.low, self.high)
+
+    @property
+    def digits(self) -> int:
+        interval = self.directed_interval
+        if self.lower_bound:  # a bound is no finer than a tenth
+            return ratio_digits(self.magnitude, 1.0)
+        width = (interval[1] - interval[0]) / self.magnitude if interval else None
+        return ratio_digits(self.magnitude, width)
+
+    def times(self) -> str:
+        """'166x', '2.24x': the number alone, in the printed direction."""
+        return f"{self.magnitude:.{self.digits}f}x"
+
+    def figure(self, than: str = "") -> str:
+        """'2.24x faster', '166x slower', '>= 166x slower', 'same speed' (`than`: ' than float32' after it)."""
+        after = f" {than}" if than else ""
+        if self.same:
+            return "same speed"
+        if self.lower_bound:
+            return f">= {self.times()} slower{after}"
+        return f"{self.times()} {'slower' if self.slower else 'faster'}{after}"
+
+    def interval_text(self) -> str | None:
+        """'159-174x': the interval in the figure's direction, with the figure's digits; None for a bound."""
+        interval = self.directed_interval
+        if interval is None:
+            return None
+        digits = self.digits
+        if self.same:  # an interval across 1 reads as speed-ups
+            low, high = self.low or 0.0, self.high or 0.0
+            digits = max(digits, ratio_digits(1.0, (high - low)))
+            return f"{low:.{digits}f}-{high:.{digits}f}x"
+        low, high = interval
+        while f"{low:.{digits}f}" == f"{high:.{digits}f}" and digits < 3 and low < high:
+            digits += 1  # an interval is printed wide enough to see that it is one
+        return f"{low:.{digits}f}-{high:.{digits}f}x"
+
+    def versus(self, than: str = "") -> str:
+        """'2.19x faster (2.08-2.30x)', '196x slower than float32 (187-206x)', '>= 166x slower', 'no significant
+        difference (0.95-1.05x)': the figure and its interval, in one direction."""
+        spread = self.interval_text()
+        if self.same:
+            return "no significant difference" + (f" ({spread})" if spread else "")
+        return self.figure(than) + (f" ({spread})" if spread else "")
+
+
 def fmt_versus(speedup: float, interval: tuple[float, float] | list[float] | None, outcome: str | None,
                than: str = "") -> str:
     """A configuration against float32 in one phrase, its interval in the same direction: '2.19x faster
     (2.08-2.30x)', '196x slower than float32 (187-206x)', 'no significant difference (0.95-1.05x)'."""
-    after = f" {than}" if than else ""
-    if outcome == "slower" and speedup > 0:
-        if interval and interval[0] > 0:
-            low, high = 1 / interval[1], 1 / interval[0]
-            return f"{fmt_times(1 / speedup, (high - low) * speedup)} slower{after} ({fmt_interval(low, high)})"
-        return f"{fmt_times(1 / speedup)} slower{after}"
-    spread = f" ({fmt_interval(interval[0], interval[1])})" if interval else ""
-    if outcome == "faster":
-        width = (interval[1] - interval[0]) / speedup if interval and speedup else None
-        return f"{fmt_times(speedup, width)} faster{after}{spread}"
-    return f"no significant difference{spread}"
+    shown = ShownRatio.of(speedup, interval, outcome)
+    return shown.versus(than) if shown is not None else "\u2014"
 
 
 def fmt_config(entry: Mapping[str, Any]) -> str:

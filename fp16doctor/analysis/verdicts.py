@@ -4,28 +4,31 @@ the terminal render these; they never choose a cause themselves."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from fp16doctor.analysis.causes import HALF, Accounting, Share
 from fp16doctor.analysis.context import BF16, REDUCED, SIXTEEN_BIT
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
-from fp16doctor.analysis.values import as_list, as_number, as_positive, as_str, fmt_interval, fmt_ms, fmt_times
+from fp16doctor.analysis.values import ShownRatio, as_list, as_number, as_positive, as_str, fmt_ms, round_ratio
 
 Verdict = dict[str, Any]
 
 
+def shown_ratio(acc: Accounting) -> ShownRatio:
+    """The pair's ratio as every output shows it (Pair.shown), "same speed" where the accounting finds no
+    significant difference."""
+    shown = acc.pair.shown
+    return shown if acc.significant else replace(shown, outcome="no_significant_difference")
+
+
 def _ratio_phrase(acc: Accounting) -> tuple[str, str]:
-    """("166x slower", "slower"), with the digits the interval supports; a run cut short by the slow-step bound
-    gives only a one-sided bound, ">= 19x slower"."""
-    pair = acc.pair
-    interval = pair.interval
+    """("166x slower", "slower"), with the digits the interval supports (ShownRatio); a run cut short by the
+    slow-step bound gives only a one-sided bound, ">= 19x slower"."""
     if not acc.significant:
         return "no faster or slower (the difference is inside the runs' spread)", "no_significant_difference"
-    if interval.outcome == "slower":
-        bound = ">= " if interval.is_bound else ""
-        return f"{bound}{fmt_times(pair.ratio, None if interval.is_bound else interval.relative_width)} slower", \
-            "slower"
-    return f"{fmt_times(pair.speedup, interval.relative_width)} faster", "faster"
+    shown = shown_ratio(acc)
+    return shown.figure(), "slower" if shown.slower else "faster"
 
 
 def _context(acc: Accounting) -> str:
@@ -34,12 +37,12 @@ def _context(acc: Accounting) -> str:
     says which steps it compared."""
     interval = acc.pair.interval
     parts = [f"{fmt_ms(interval.other_ms)} vs {fmt_ms(interval.fp32_ms)} per step"]
+    spread = shown_ratio(acc).interval_text()
     if interval.is_bound:
         parts[0] = f"cut short by the slow-step bound, {interval.compared}: {fmt_ms(interval.other_ms)} vs " \
                    f"{fmt_ms(interval.fp32_ms)}; a one-sided bound, no interval from one step"
-    elif interval.is_rounds:
-        low, high = (1 / interval.high, 1 / interval.low) if acc.difference_ms > 0 else (interval.low, interval.high)
-        parts.append(f"{interval.confidence_level:.0%} interval {fmt_interval(low, high)}, {interval.rounds_words()}")
+    elif interval.is_rounds and spread:
+        parts.append(f"{interval.confidence_level:.0%} interval {spread}, {interval.rounds_words()}")
     elif interval.widened_by:
         parts.append(f"two processes{interval.widened_words()}")
     return f" ({'; '.join(parts)})"
@@ -47,9 +50,10 @@ def _context(acc: Accounting) -> str:
 
 def _inside(acc: Accounting) -> str:
     interval = acc.pair.interval
-    if interval.is_rounds:
-        return (f"the {interval.confidence_level:.0%} interval {fmt_interval(interval.low, interval.high)} of "
-                f"{interval.repeats} rounds{interval.widened_words()}")
+    spread = shown_ratio(acc).interval_text()
+    if interval.is_rounds and spread:
+        return (f"the {interval.confidence_level:.0%} interval {spread} of {interval.repeats} rounds"
+                f"{interval.widened_words()}")
     return "the runs' spread" + interval.widened_words()
 
 
@@ -125,8 +129,8 @@ def verdict_for(acc: Accounting) -> Verdict:
         "stack": reduced.stack,
         "variant": reduced.variant,
         "precision": reduced.precision,
-        "ratio": round(pair.speedup, 4),
-        "ratio_interval": [round(interval.low, 4), round(interval.high, 4)],
+        "ratio": round_ratio(pair.speedup),
+        "ratio_interval": [round_ratio(interval.low), round_ratio(interval.high)],
         "confidence_level": interval.confidence_level,
         "repeats": interval.repeats,
         "interval_method": interval.method,
@@ -309,20 +313,23 @@ def _saved_outcome(verdict: Mapping[str, Any], speedup: float | None) -> str | N
     return "slower" if speedup < 1 else "faster" if speedup > 1 else "no_significant_difference"
 
 
+def saved_ratio(verdict: Mapping[str, Any]) -> ShownRatio | None:
+    """A saved verdict's ratio as every output shows it: its `ratio` (the one its interval was computed around),
+    else float32's step over its step."""
+    speedup = as_positive(verdict.get("ratio"))
+    if speedup is None:
+        speedup = saved_speedup(verdict)
+    outcome = _saved_outcome(verdict, speedup)
+    return ShownRatio.of(speedup, verdict.get("ratio_interval"), outcome, method=verdict.get("interval_method"),
+                         bound=verdict.get("bound"))
+
+
 def figure(verdict: Mapping[str, Any]) -> str:
     """The ratio in a few words: "1.60x slower", ">= 175x slower", "1.25x faster", "same speed", "no ratio"."""
-    speedup = saved_speedup(verdict)
-    outcome = _saved_outcome(verdict, speedup)
-    if speedup is None or outcome is None:
+    shown = saved_ratio(verdict)
+    if shown is None or _saved_outcome(verdict, shown.speedup) is None:
         return "no ratio"
-    interval = as_list(verdict.get("ratio_interval"))
-    width = ((interval[1] - interval[0]) / speedup if len(interval) == 2
-             and all(isinstance(v, (int, float)) for v in interval) else None)
-    if outcome == "slower":
-        return f"{'>= ' if verdict.get('bound') is True else ''}{fmt_times(1 / speedup, width)} slower"
-    if outcome == "faster":
-        return f"{fmt_times(speedup, width)} faster"
-    return "same speed"
+    return shown.figure()
 
 
 def complete_saved(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> Verdict:
@@ -348,14 +355,9 @@ def complete_saved(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, A
         context.append(f"stack {stack}")
     if variant != "original":
         context.append(variant)
-    bound = verdict.get("bound") is True
-    if outcome == "slower" and bound:
-        context.append(f"cut short: at least {fmt_times(1 / speedup)} slower")
-        comparison = "slower than"
-    elif outcome == "slower":
-        comparison = f"{fmt_times(1 / speedup)} slower than"
-    elif outcome == "faster":
-        comparison = f"{fmt_times(speedup)} faster than"
+    shown = saved_ratio(verdict)
+    if outcome in ("slower", "faster") and shown is not None:
+        comparison = shown.figure("than")
     else:
         comparison = "about as fast as"
         context.append("the difference is inside the runs' spread")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-from fp16doctor.analysis.values import fmt_ms, fmt_times
+from fp16doctor.analysis.values import ShownRatio, fmt_ms
 from fp16doctor.workload.protocol import PRECISIONS
 
 WIDTH = 760
@@ -56,6 +56,7 @@ class SpeedupBar:
     precision: str
     measured: float | None
     predicted: float | None
+    measured_text: str | None = None  # the measured ratio as every output prints it ("166x slower")
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,12 @@ def split_chart(bars: Sequence[SplitBar], title: str = "Where a step goes: host 
     return _frame(height, title, body)
 
 
+def _ratio_words(speedup: float) -> str:
+    """A ratio with no interval of its own (a roofline estimate): '2.60x faster', '1.60x slower', never '0.62x'."""
+    shown = ShownRatio.of(speedup)
+    return shown.figure() if shown is not None else "\u2014"
+
+
 def speedup_chart(bars: Sequence[SpeedupBar], title: str | None = None) -> Markup:
     """Two thin bars per run (measured solid, predicted outlined) and a line at 1× (no change)."""
     rows = [b for b in bars if b.measured is not None or b.predicted is not None]
@@ -244,24 +251,25 @@ def speedup_chart(bars: Sequence[SpeedupBar], title: str | None = None) -> Marku
         body.append(_label(mid, bar.label))
         if bar.measured is not None:
             w = max(bar.measured * scale, 1.0)
+            measured = bar.measured_text or _ratio_words(bar.measured)
             body.append(
                 f'<rect class="bar {_css_class(bar.precision)}" x="{LABEL_W}" y="{mid - half - 3:.1f}" '
-                f'width="{w:.1f}" height="{half}"><title>measured {escape(fmt_times(bar.measured))}'
+                f'width="{w:.1f}" height="{half}"><title>measured {escape(measured)}'
                 f"</title></rect>"
             )
             body.append(
                 f'<text class="value" x="{WIDTH - 4}" y="{mid - half / 2 - 3:.1f}" text-anchor="end" '
-                f'dominant-baseline="middle">measured {escape(fmt_times(bar.measured))}</text>'
+                f'dominant-baseline="middle">measured {escape(measured)}</text>'
             )
         if bar.predicted is not None:
             w = max(bar.predicted * scale, 1.0)
             body.append(
                 f'<rect class="bar predicted" x="{LABEL_W}" y="{mid + 3:.1f}" width="{w:.1f}" '
-                f'height="{half}"><title>roofline best case {escape(fmt_times(bar.predicted))}'
+                f'height="{half}"><title>roofline best case {escape(_ratio_words(bar.predicted))}'
                 "</title></rect>"
             )
             body.append(
                 f'<text class="value muted" x="{WIDTH - 4}" y="{mid + half / 2 + 3:.1f}" text-anchor="end" '
-                f'dominant-baseline="middle">best case {escape(fmt_times(bar.predicted))}</text>'
+                f'dominant-baseline="middle">best case {escape(_ratio_words(bar.predicted))}</text>'
             )
     return _frame(height, title, body)

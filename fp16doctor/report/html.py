@@ -7,7 +7,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from fp16doctor.analysis.values import fmt_ms, fmt_pct, fmt_rate, fmt_signed_ms, fmt_times
+from fp16doctor.analysis.values import fmt_ms, fmt_pct, fmt_rate, fmt_signed_ms
 from fp16doctor.errors import DoctorError
 from fp16doctor.report.viewmodel import ReportView
 
@@ -41,7 +41,6 @@ def _environment(directory: Path) -> Environment:
     )
     env.filters["ms"] = fmt_ms
     env.filters["delta"] = fmt_signed_ms
-    env.filters["ratio"] = fmt_times
     env.filters["pct"] = fmt_pct
     env.filters["rate"] = fmt_rate
     env.filters["confidence"] = fmt_pct

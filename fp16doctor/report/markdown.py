@@ -37,7 +37,11 @@ def first_sentence(text: str, limit: int = 240) -> str:
     """The summary keeps the first sentence of a recommendation; the HTML report has the rest."""
     sentence = re.split(r"(?<!e\.g\.)(?<!i\.e\.)(?<=[.!?])\s+(?=[A-Z(])", text.strip(), maxsplit=1)[0].rstrip(":;, ")
     if len(sentence) > limit:
-        sentence = sentence[: limit - 1].rstrip() + "…"
+        cut = sentence[: limit - 1]
+        command = cut.rfind("fp16doctor ")
+        if command > 0 and len(sentence) > limit - 1:  # half a command is one nobody can run: cut before it
+            cut = cut[:command]
+        sentence = cut.rstrip(" :;,`") + "…"
     elif not sentence.endswith((".", "!", "?", ")")):
         sentence += "."
     return sentence

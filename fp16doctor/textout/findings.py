@@ -40,7 +40,7 @@ def _best_case(estimates: Sequence[RooflineEstimate]) -> Text | None:
         return None
     text = Text("Best case on this GPU (roofline)\n", style="bold")
     for e in known:
-        measured = f"; you measured {e.measured_speedup:.2f}x" if e.measured_speedup else ""
+        measured = f"; you measured {e.measured_words()}" if e.measured_speedup else ""
         text.append(f"  {e.stack} / {e.precision} on {e.gpu_name}: at most {e.predicted_speedup:.2f}x from "
                     f"fp16 ({fmt_ms(e.fp32_ms)} -> {fmt_ms(e.fp16_ms)} per step, {e.bound}-bound){measured}\n")
         text.append(f"    {e.note}\n", style="dim")

@@ -117,7 +117,7 @@ def rule_bf16_preferred(ctx: Context) -> Finding | None:
         return None
     return make_finding(
         "bf16_preferred",
-        f"bfloat16 is this device's fast 16-bit type: mixed_bfloat16 is {best.speedup:.2f}x faster than float32",
+        f"bfloat16 is this device's fast 16-bit type: mixed_bfloat16 is {best.shown.figure('than float32')}",
         "info",
         0.9,
         evidence,

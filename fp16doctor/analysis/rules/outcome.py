@@ -50,7 +50,7 @@ def _faster(fid: str, ctx: Context, faster: list[Pair]) -> Finding | None:
         ideas = [{"precision": "mixed_bfloat16", "why": "mixed precision keeps float32 weights"}]
     return make_finding(
         fid,
-        f"{best.reduced.precision} is {best.speedup:.2f}x faster than float32",
+        f"{best.reduced.precision} is {best.shown.figure('than float32')}",
         "info",
         0.9 if spread_known else 0.8,
         evidence,

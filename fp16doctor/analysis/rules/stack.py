@@ -116,7 +116,7 @@ def rule_old_stack(ctx: Context) -> Finding | None:
         gain = (f"\nExpected gain: up to {top.predicted_speedup:.1f}x over float32 for this model on this GPU "
                 "(roofline best case)")
         if top.measured_speedup:
-            gain += f", against {top.measured_speedup:.2f}x measured now"
+            gain += f", against {top.measured_words()} measured now"
         gain += "."
     return make_finding(
         "old_stack",

@@ -35,7 +35,7 @@ class RunRow:
     samples: int | None
     images_per_s: float | None
     speedup_vs_fp32: float | None  # the analysis' pair: float32 step / this step
-    versus_fp32: str  # "0.62x", "baseline", "—": as every output prints it
+    versus_fp32: str  # "1.60x slower", "baseline", "—": as every output prints it
     first_step_ms: float | None
     input_ms: float | None
     input_share: float | None
@@ -133,7 +133,8 @@ def _machine_charts(rows: Sequence[RunRow], predicted: Mapping[tuple[str, str], 
         if r.input_ms is not None
     ]
     speed_bars = [
-        charts.SpeedupBar(r.label, r.precision, r.speedup_vs_fp32, predicted.get((r.stack, r.precision)))
+        charts.SpeedupBar(r.label, r.precision, r.speedup_vs_fp32, predicted.get((r.stack, r.precision)),
+                          r.versus_fp32)
         for r in ok
         if r.precision != "float32"
     ]

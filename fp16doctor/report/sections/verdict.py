@@ -44,11 +44,11 @@ def verdict_view(name: str, verdict: Mapping[str, Any]) -> VerdictView:
         precision=_text(verdict.get("precision")) or "16-bit",
         tone=tone,
         speedup=speedup,
-        bound=verdict.get("bound") is True,
+        bound=verdict.get("bound") is True or verdict.get("interval_method") == "lower_bound",
         cause_id=_text(verdict.get("cause")) or None,
         basis=_text(verdict.get("basis")) or None,
         sentence=f"On {name}: {headline}.",
-        figure=_text(verdict.get("figure")) or figure(verdict),
+        figure=figure(verdict),  # one rule for every output (ShownRatio), whatever a saved file phrased
     )
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from fp16doctor.analysis import diagnose_document
 from fp16doctor.analysis.intervals import t_quantile
+from fp16doctor.invocation import check_diagnose_argv
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "attribution"))
@@ -146,18 +147,50 @@ def test_a_median_with_no_spread_still_gets_a_prescription_under_the_default_ban
     assert "default band" in prescription["headline"]
 
 
+INVOCATION = {"argv": ["fp16doctor", "diagnose", "--quick", "--stack", "cpu", "--stack", "tf2.10-cpu",
+                       "--precision", "float16", "--out", "somewhere", "--docker-host", "tcp://ci:s3cret@gpu-box:2376"]}
+
+
 def test_bf16_units_without_a_bf16_run_are_listed_untested_with_the_command() -> None:
-    doc = cpu_doc(run("float32", 100), run("float16", 400), flags=("avx2", "f16c", "avx512_bf16", "amx_bf16"))
-    doc["invocation"] = {"argv": ["fp16doctor", "diagnose", "--quick", "--stack", "cpu", "--stack", "tf2.10-cpu",
-                                  "--precision", "float16", "--out", "somewhere", "--docker-host",
-                                  "tcp://ci:s3cret@gpu-box:2376"]}
+    fp32, fp16 = run("float32", 100), run("float16", 400)
+    fp32["stack"] = fp16["stack"] = "cpu"
+    doc = cpu_doc(fp32, fp16, flags=("avx2", "f16c", "avx512_bf16", "amx_bf16"))
+    doc["invocation"] = INVOCATION
     prescription = only(diagnose_document(doc).prescriptions)
     idea = next(i for i in prescription["untested"] if i["precision"] == "mixed_bfloat16")
     assert "AMX_BF16" in idea["why"]
     # The invocation's engine and size are kept, its stacks narrowed to this run's, its password never written.
-    assert idea["command"] == ("fp16doctor diagnose --quick --docker-host tcp://ci:[REDACTED]@gpu-box:2376 "
-                               "--precision float32 --precision mixed_bfloat16")
+    assert idea["command"] == ("fp16doctor diagnose --stack cpu --no-host --quick --docker-host "
+                               "tcp://ci:[REDACTED]@gpu-box:2376 --precision float32 --precision mixed_bfloat16")
     assert prescription["recommended"]["precision"] == "float32"
+
+
+def test_the_hosts_untested_command_keeps_no_docker_host() -> None:
+    # The same invocation, the host's own runs: diagnose refuses --docker-host without --stack.
+    doc = cpu_doc(run("float32", 100), run("float16", 400), flags=("avx2", "f16c", "avx512_bf16", "amx_bf16"))
+    doc["invocation"] = INVOCATION
+    idea, = only(diagnose_document(doc).prescriptions)["untested"]
+    assert idea["command"] == "fp16doctor diagnose --quick --precision float32 --precision mixed_bfloat16"
+    assert check_diagnose_argv(idea["command"].split()) is None
+
+
+def test_a_scripts_prescription_offers_no_channels_padded_command() -> None:
+    # A Titan V run of the user's script with a 3-channel first conv: channels_padded changes the built-in model,
+    # which a script's run cannot take (diagnose refuses --variant channels_padded with --script).
+    volta = {"cpu": {"flags": ["avx2"]}, "gpus": [{"index": 0, "name": "NVIDIA TITAN V", "compute_capability": "7.0"}]}
+    layers = [{"type": "Conv2D", "in_channels": 3, "out_channels": 32, "kernel": [3, 3], "output_shape": [224, 336, 32],
+               "flops_per_example": 2.0e8}]
+    script = {"name": "script", "script": "train.py", "batch_size": 32}
+    runs = [run(p, ms, device="gpu:0", workload=script, model={"layers": layers, "flops_per_example": 2.0e8})
+            for p, ms in (("float32", 100), ("mixed_float16", 80))]
+    doc = {"schema_version": 1, "host": volta, "runs": runs,
+           "invocation": {"argv": ["fp16doctor", "diagnose", "--script", "train.py"]}}
+    diagnosis = diagnose_document(doc)
+    assert "tensor_cores_not_eligible" in {f["id"] for f in diagnosis.findings}
+    prescription = only(diagnosis.prescriptions)
+    assert all(u["variant"] != "channels_padded" for u in prescription["untested"])
+    for text in [u["command"] for u in prescription["untested"]] + [str(f) for f in diagnosis.findings]:
+        assert "--variant channels_padded" not in text or "--script" not in text
 
 
 def test_untested_command_keeps_targeting_from_the_runs_when_no_invocation_is_recorded() -> None:

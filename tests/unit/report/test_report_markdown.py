@@ -19,7 +19,7 @@ def test_summary_has_gpu_verdict_and_table(seed_doc):
     assert "**GPU / device:** NVIDIA TITAN V" in md
     assert "**Verdict:** On NVIDIA TITAN V: float16 is 1.60x slower than float32" in md
     assert "| user | float32 | 500 ms | — | 256 | baseline | — | ok |" in md
-    assert "| user | float16 | 800 ms | — | 160 | 0.62x | — | ok |" in md
+    assert "| user | float16 | 800 ms | — | 160 | 1.60x slower | — | ok |" in md
     assert "```sh\nfp16doctor diagnose" in md
 
 

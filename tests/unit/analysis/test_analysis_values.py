@@ -1,0 +1,133 @@
+"""One number, one rendering: a ratio shown anywhere (verdict, prescription, tables, charts) reads the same, in its
+own direction, with the digits its interval earns."""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from fp16doctor.analysis import diagnose_document
+from fp16doctor.analysis.prescribe import entry_versus
+from fp16doctor.analysis.values import ShownRatio, round_ratio
+from fp16doctor.analysis.verdicts import complete_saved, figure
+from fp16doctor.diagnose import DiagnoseOutcome
+from fp16doctor.report import render_html, render_markdown
+from fp16doctor.report.sections.verdict import verdict_view
+from fp16doctor.textout.diagnose import diagnose_summary_text
+from fp16doctor.textout.findings import findings_text
+
+KERAS3 = {"tensorflow": "2.21.0", "keras": "3.15.1", "keras_backend": "tensorflow"}
+
+
+def run(precision: str, step: float, spread: float = 0.02, **extra: Any) -> dict[str, Any]:
+    return {"stack": "host", "precision": precision, "variant": "original", "device": "cpu", "status": "ok",
+            "software": KERAS3, **extra,
+            "step_time_ms": {"median": step, "p10": step * (1 - spread), "p90": step * (1 + spread), "n": 20}}
+
+
+def doc(*runs: dict[str, Any]) -> dict[str, Any]:
+    return {"schema_version": 1, "host": {"cpu": {"model": "test CPU", "flags": ["avx2"]}, "gpus": []},
+            "runs": list(runs)}
+
+
+@pytest.mark.parametrize(("shown", "words"), [
+    (ShownRatio(2.24, 2.2, 2.3, "faster"), "2.24x faster (2.20-2.30x)"),
+    (ShownRatio(2.24, 1.9, 2.6, "faster"), "2.2x faster (1.9-2.6x)"),
+    (ShownRatio(1 / 161.5, 1 / 169.0, 1 / 154.0, "slower"), "162x slower (154-169x)"),
+    (ShownRatio(0.62, 0.59, 0.65, "slower"), "1.61x slower (1.54-1.69x)"),
+    (ShownRatio(1.0, 0.97, 1.04, "no_significant_difference"), "no significant difference (0.97-1.04x)"),
+    (ShownRatio(1 / 166.0, lower_bound=True), ">= 166x slower"),
+])
+def test_a_ratio_reads_in_its_own_direction(shown: ShownRatio, words: str) -> None:
+    assert shown.versus() == words
+
+
+def test_a_slowdown_is_never_printed_as_a_fraction() -> None:
+    for speedup in (0.62, 0.05, 0.0062, 1 / 2400):
+        text = ShownRatio.of(speedup, [speedup * 0.95, speedup * 1.05], "slower").versus()  # type: ignore[union-attr]
+        assert "slower" in text and "0.0" not in text and not text.startswith("0.")
+
+
+def test_2400x_slower_keeps_its_digits_from_the_document() -> None:
+    # Four decimals stored 1/2400 as 0.0004, read back as "2500x (2500-2500x)".
+    diagnosis = diagnose_document(doc(run("float32", 10.0), run("float16", 24000.0)))
+    verdict, = diagnosis.verdicts
+    assert verdict["figure"] == figure(verdict) == "2400x slower"
+    entry = next(m for m in diagnosis.prescriptions[0]["measured"] if m["precision"] == "float16")
+    assert entry_versus(entry) == "2400x slower (2286-2520x)"
+    assert round_ratio(1 / 2400) == pytest.approx(1 / 2400, rel=1e-4)
+
+
+def test_a_slower_configurations_interval_is_printed_slower_too() -> None:
+    # 5 paired rounds, float16 3 % slower: its interval reads 1.0x-slower, never the speed-up's 0.97x.
+    rounds32, rounds16 = [100.0, 101.0, 99.0, 100.0, 100.5], [103.0, 104.0, 102.2, 103.1, 103.4]
+    fp32 = run("float32", 100.0, step_time_ms=None)
+    fp32["step_time_ms"] = {"median": 100.0, "rounds": rounds32, "design": "interleaved"}
+    fp16 = run("float16", 103.0)
+    fp16["step_time_ms"] = {"median": 103.0, "rounds": rounds16, "design": "interleaved"}
+    diagnosis = diagnose_document(doc(fp32, fp16))
+    headline = diagnosis.prescriptions[0]["headline"]
+    assert "float16, is 1.03x slower than float32 (95% interval 1.029-1.032x, 5 paired rounds)" in headline
+    assert "0.9" not in headline
+    verdict, = diagnosis.verdicts
+    assert "95% interval 1.029-1.032x" in verdict["headline"]
+
+
+# What a run cut by the slow-step bound carries (the timing design): only "at least this slow".
+LOWER_BOUND = {"machine": "host", "stack": "host", "variant": "original", "precision": "float16", "outcome": "slower",
+               "ratio": 1 / 161.5, "ratio_interval": [0.0, 1 / 161.5], "interval_method": "lower_bound",
+               "confidence_level": None, "repeats": 0, "step_ms": 16150.0, "fp32_step_ms": 100.0,
+               "difference_ms": 16050.0, "cause": None}
+
+
+def test_a_lower_bound_verdict_reads_at_least_everywhere() -> None:
+    assert figure(LOWER_BOUND) == ">= 162x slower"
+    saved = complete_saved(LOWER_BOUND, [])
+    assert ">= 162x slower than float32" in saved["headline"] and "0.0" not in saved["headline"]
+    assert verdict_view("host", LOWER_BOUND).figure == ">= 162x slower"
+    entry = {"precision": "float16", "variant": "original", "setting": None, "step_ms": 16150.0,
+             "speedup": 1 / 161.5, "speedup_interval": [0.0, 1 / 161.5], "outcome": "slower"}
+    assert entry_versus(entry) == ">= 162x slower"
+    assert entry_versus({**entry, "speedup_interval": [1 / 169.0, 1 / 154.0]}) == "162x slower (154-169x)"
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[3] / "docs" / "examples").glob("*/results.json"))
+
+
+def _terminal(renderable: Any) -> str:
+    out = io.StringIO()
+    Console(file=out, width=1000, color_system=None).print(renderable)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.parent.name)
+def test_every_output_of_an_example_prints_a_ratio_the_same_way(path: Path) -> None:
+    example = json.loads(path.read_text(encoding="utf-8"))
+    diagnosis = diagnose_document(example)
+    outcome = DiagnoseOutcome(example, Path("out/results.json"), None, 0, [], diagnosis)
+    page = render_html([example])
+    outputs = {"explain": _terminal(findings_text(diagnosis)), "terminal": _terminal(diagnose_summary_text(outcome)),
+               "html": html.unescape(re.sub(r"<[^>]+>", " ", page)), "markdown": render_markdown([example])}
+    charts = html.unescape(" ".join(re.findall(r'<svg class="chart".*?</svg>', page, flags=re.S)))
+    for name, text in [*outputs.items(), ("charts", charts)]:
+        assert not re.search(r"(?<![\d.])0\.\d+x", text), (name, re.findall(r".{60}(?<![\d.])0\.\d+x", text))
+    assert diagnosis.verdicts
+    for verdict in diagnosis.verdicts:
+        shown = figure(verdict)
+        assert verdict["figure"] == shown
+        for name, text in outputs.items():
+            assert shown in text, (name, shown)
+        if verdict["variant"] == "original" and verdict["outcome"] != "no_significant_difference":
+            assert f"measured {shown}" in charts
+        entry = next(m for p in diagnosis.prescriptions for m in p["measured"]
+                     if (p["machine"], p["stack"], m["precision"], m["variant"])
+                     == (verdict["machine"], verdict["stack"], verdict["precision"], verdict["variant"]))
+        assert entry_versus(entry).startswith(shown if verdict["outcome"] != "no_significant_difference"
+                                              else "no significant difference")
