@@ -24,6 +24,7 @@ from fp16doctor.analysis.registry import SPEED_CAUSES
 from fp16doctor.analysis.roofline import estimate_context
 from fp16doctor.analysis.rules.causal import (
     SETTING_MIN_CHANGE,
+    SIXTEEN_BIT_DTYPES,  # an op ran in 16 bits when its item says so; unknown dtype is no evidence of it
     SLOW_KERNEL_MIN_SHARE,
     slow_kernel_item,
 )
@@ -35,8 +36,6 @@ HALF = 0.5  # below this share explained, the verdict says what is unexplained
 # A measured op group smaller than this share of the difference names no cause of its own (a 0.1 ms input op
 # in a 700 ms difference is noise, not host-side float16 work).
 MIN_MEASURED_SHARE = 0.02
-# An op ran in 16 bits when its item says so; an op of unknown dtype is no evidence of 16-bit arithmetic.
-SIXTEEN_BIT_DTYPES = frozenset({"float16", "half", "f16", "bfloat16", "bf16"})
 # Causes that are facts about the device: reported as findings, charged only to ops that ran in 16 bits.
 HARDWARE_CAUSES = ("no_fast_fp16_hardware", "no_tensor_cores", "bf16_unsupported")
 BASIS_ORDER = ("measured_ops", "experiment", "estimate")  # most to least certain

@@ -21,15 +21,21 @@ SETTING_MIN_CHANGE = 0.10
 BF16_PREFERRED_MIN_GAIN = 0.10
 
 CONV_MATMUL_KINDS = ("conv", "matmul")
+# The dtypes an op record names for 16-bit arithmetic (oneDNN's f16/bf16, TensorFlow's half/float16/bfloat16).
+SIXTEEN_BIT_DTYPES = frozenset({"float16", "half", "f16", "bfloat16", "bf16"})
 
 
 def slow_kernel_item(item: OpItem, run: RunView, ctx: Context) -> bool:
     """A 16-bit op that ran a slow kernel where a fast one exists: a reference implementation, or a
-    non-Tensor-Core conv/matmul kernel on a Tensor Core GPU (known only when the kernel name says so)."""
+    non-Tensor-Core conv/matmul kernel on a Tensor Core GPU (known only when the kernel name says so). The dtype
+    first: a float32 op (a mixed run's float32 part, an optimizer update) that ran `ref:any` is no 16-bit kernel,
+    nor is an op whose dtype nobody recorded."""
+    dtype = (item.dtype or "").lower()
+    if dtype not in SIXTEEN_BIT_DTYPES:
+        return False
     if is_reference_impl(item.impl):
         return True
     gpu = ctx.gpu_for(run)
-    dtype = (item.dtype or "").lower()
     if item.tensor_cores is not False or item.key[2] not in CONV_MATMUL_KINDS or gpu is None or not gpu.tensor_cores:
         return False
     if dtype in ("bfloat16", "bf16"):

@@ -576,3 +576,18 @@ def test_a_switch_that_sped_float32_as_much_confirms_no_16_bit_cause() -> None:
     assert not any(c["basis"] == "experiment" or c.get("confirmed_by") for c in verdict["causes"])
     (moved,) = diagnose_document(_switch_doc(110.0, 95.0)).verdicts  # float16/float32: 3.0 -> 1.16
     assert any(c["id"] == "slow_fp16_kernels" and c.get("confirmed_by") == "onednn_off" for c in moved["causes"])
+
+
+def test_a_float32_op_on_a_reference_kernel_is_no_16_bit_kernel_cause() -> None:
+    # A mixed run's optimizer update stays float32; its ref:any kernel got slower, but no 16-bit kernel ran it.
+    fp32_ops = [op("rmsprop", "optimizer", 20.0, "ref:any", "float32", "ResourceApplyRMSProp"),
+                op("conv2d", "forward", 50.0, "brg_conv_fwd:avx10_1_512", "float32", "Conv2D")]
+    mixed_ops = [op("rmsprop", "optimizer", 400.0, "ref:any", "float32", "ResourceApplyRMSProp"),
+                 op("conv2d", "forward", 55.0, "brg_conv_fwd:avx10_1_512", "float16", "Conv2D")]
+    diagnosis = diagnose_document(doc(
+        run("float32", 100.0, ops={"source": "onednn_verbose", "coverage": 0.9, "items": fp32_ops}),
+        run("mixed_float16", 480.0, ops={"source": "onednn_verbose", "coverage": 0.9, "items": mixed_ops})))
+    (verdict,) = diagnosis.verdicts
+    assert verdict["outcome"] == "slower"
+    assert all(c["id"] != "slow_fp16_kernels" for c in verdict["causes"]), verdict["causes"]
+    assert "slow_fp16_kernels" not in {f["id"] for f in diagnosis.findings}
