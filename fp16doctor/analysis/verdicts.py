@@ -109,6 +109,10 @@ def verdict_for(acc: Accounting) -> Verdict:
                      f"{fmt_ms(acc.magnitude_ms)} difference)")
     else:
         headline += f"; no measured cause explains the {fmt_ms(acc.magnitude_ms)} difference"
+    likely = acc.likely if acc.significant and share < HALF else None
+    if likely is not None:
+        title = _cause_phrase(Share(str(likely["id"]), 0.0, "estimate"), reduced.precision)
+        headline += f"; probably {title} (an estimate, {likely['why']})"
     unexplained = max(0.0, acc.magnitude_ms - explained) if acc.significant else 0.0
     if acc.significant and top is not None and 1 - share >= UNEXPLAINED_SAID:
         headline += f"; {fmt_ms(unexplained)} ({1 - share:.0%}) of it is unexplained"
@@ -153,6 +157,7 @@ def verdict_for(acc: Accounting) -> Verdict:
         "cause": top.cause if top else None,
         "basis": top.basis if top else None,
         "explained_share": round(share, 3),
+        "likely_cause": likely,
         "unexplained_ms": round(unexplained, 3),
         **({"window_difference_ms": round(window_delta, 3)} if window_delta is not None else {}),
         **({"noise_floor_interval": [round(pair.noise_floor.low, 4), round(pair.noise_floor.high, 4)]}

@@ -201,7 +201,9 @@ class HostBatchEstimate:
 
 
 # One Keras-2.1.5-style batch (rescale + flips, decode excluded) of 128 images at 224x336, on a 2-core x86
-# machine; numpy emulates float16 arithmetic in software (numpy issues 7571, 11590, 28753).
+# machine; numpy emulates float16 arithmetic in software (numpy issues 7571, 11590, 28753). Measured on another
+# machine than the one a document describes: evidence for a likely cause (verdicts[].likely_cause), labelled as an
+# estimate, never a verdict cause with explains_ms.
 HOST_FP16_BATCH_ESTIMATE = HostBatchEstimate(
     float16_ms=170.0, float32_ms=26.0, batch_size=128, image_pixels=224 * 336,
     source="a Keras 2.1.5-style ImageDataGenerator batch timed on a 2-core x86 machine",

@@ -113,12 +113,12 @@ def test_cut_short_run_verdict_says_at_least(tmp_path):
     assert "22.1 s vs 126 ms; a one-sided bound, no interval from one step): mostly because" in verdict.sentence
 
 
-def test_seed_style_file_without_ops_gets_an_estimated_verdict():
+def test_seed_style_file_without_ops_gets_a_likely_cause_not_a_charged_one():
     doc = load_fixture("seed-gtx1080-no-ops")
     report = _report(doc)
     [verdict] = report.headline
-    assert verdict.tone == "slower" and verdict.basis == "estimate"
-    assert "(estimated:" in verdict.sentence
+    assert verdict.tone == "slower" and verdict.basis is None
+    assert "probably" in verdict.sentence and "(an estimate, not measured here" in verdict.sentence
     assert report.documents[0].machines[0].time_tables == []
     assert "Where the time went" not in render_view(report)
 
