@@ -73,6 +73,8 @@ class Accounting:
     # A table figure or best-case estimate that may explain what nothing measured does: evidence for a likely
     # cause, labelled, never charged as a share ({"id", "basis": "estimate", "ms", "why"}).
     likely: dict[str, Any] | None = None
+    # Causes whose ops moved against the difference (casts that added time to a faster step), with their time.
+    against: list[Share] = field(default_factory=list)
 
     @property
     def magnitude_ms(self) -> float:
@@ -120,12 +122,11 @@ def ran_in_16_bits(item: OpItem) -> bool:
 
 
 def _op_cause(items: Sequence[OpItem], run: RunView, ctx: Context, slower: bool) -> str | None:
-    """Which cause an op group's difference belongs to, judged by what ran (never by flags alone)."""
+    """Which cause an op group's difference belongs to, judged by what ran (never by flags alone), so a cause's ops
+    that moved either way net out in it; only a regular 16-bit kernel is judged by its direction (`slower`)."""
     key = items[0].key
     layer, pass_, kind = key
     sixteen = any(ran_in_16_bits(i) for i in items)
-    if not slower:
-        return "fast_16bit_kernels" if pass_ not in ("cast", "layout", "input") and sixteen else None
     if any(slow_kernel_item(i, run, ctx) for i in items):
         return "slow_fp16_kernels"
     if pass_ in ("cast", "layout") or kind in ("cast", "reorder", "transpose"):
@@ -135,7 +136,14 @@ def _op_cause(items: Sequence[OpItem], run: RunView, ctx: Context, slower: bool)
     # A regular kernel that ran in 16 bits and still took longer: on the same silicon one framework's 16-bit
     # step is 2.2x float32's, another's 5.1x and a third's 1.0x (AVX2 EPYC), so the kernel, not the device, is
     # what was measured. float32 parts of a mixed run, or ops of unknown dtype, name no cause.
-    return "slow_16bit_compute" if sixteen else None
+    if not sixteen:
+        return None
+    return "slow_16bit_compute" if slower else "fast_16bit_kernels"
+
+
+# Causes that make a 16-bit step faster; every other op cause makes it slower. A cause whose ops netted out the
+# other way than it can act (a reference kernel that came out faster) explains nothing.
+FASTER_CAUSES = frozenset({"fast_16bit_kernels"})
 
 
 def _group_ms(items: Sequence[OpItem], wall: bool) -> float:
@@ -145,44 +153,55 @@ def _group_ms(items: Sequence[OpItem], wall: bool) -> float:
 
 
 def _account_ops(acc: Accounting, ctx: Context) -> None:
+    """Each cause is charged on the net change of its ops (an op of its own that moved back counts against it);
+    a cause whose ops moved against the step's difference (casts that added time to a faster 16-bit step) is named
+    with its time in `acc.against`, never dropped."""
     fp32, reduced = acc.pair.fp32, acc.pair.reduced
     if fp32.ops is None or reduced.ops is None:
         return
     slower = acc.difference_ms > 0
+    sign = 1.0 if slower else -1.0  # an op's change in the step's direction: positive explains, negative opposes
     ours, theirs = _by_key(reduced.ops.items), _by_key(fp32.ops.items)
     # Wall shares where both windows have them: self times overlap, and a cause is what its ops added to the step.
     wall = any(i.wall_ms_per_step is not None for i in reduced.ops.items) and \
         any(i.wall_ms_per_step is not None for i in fp32.ops.items)
-    groups: list[tuple[tuple[str, str, str], list[OpItem], float, float]] = []
+    by_cause: dict[str | None, list[tuple[tuple[str, str, str], list[OpItem], float, float]]] = {}
     for key in [*ours, *(k for k in theirs if k not in ours)]:
         mine, base = ours.get(key, []), theirs.get(key, [])
         ms16, ms32 = _group_ms(mine, wall), _group_ms(base, wall)
-        if ms16 != ms32 and (ms16 > ms32) == slower:
-            groups.append((key, mine, ms16, ms32))
-    # Every group in the step's direction counts, named or not: a cause claims its part of the difference, never
-    # what ops with no cause added too.
-    total = sum(abs(ms16 - ms32) for _, _, ms16, ms32 in groups)
-    scale = min(1.0, acc.magnitude_ms / total) if total else 1.0
-    per_cause: dict[str, Share] = {}
-    for key, mine, ms16, ms32 in groups:
-        cause = _op_cause(mine, reduced, ctx, slower) if mine else None
-        if cause is None:
+        if ms16 == ms32:
             continue
-        charged = abs(ms16 - ms32) * scale
-        share = per_cause.setdefault(cause, Share(cause, 0.0, "measured_ops"))
-        share.ms += charged
-        top = max(mine, key=lambda i: i.ms_per_step)
-        entry: dict[str, Any] = {
-            "layer": key[0] or None, "pass": key[1], "impl": top.impl, "dtype": top.dtype, "name": top.name,
-            "ms_per_step": round(sum(i.ms_per_step for i in mine), 3),
-            "float32_ms_per_step": round(sum(i.ms_per_step for i in theirs.get(key, [])), 3),
-            "difference_ms": round(ms16 - ms32, 3), "ms": round(charged, 3)}
-        if wall:
-            entry.update(wall_ms_per_step=round(ms16, 3), float32_wall_ms_per_step=round(ms32, 3))
-        share.ops.append(entry)
-    for share in sorted(per_cause.values(), key=lambda s: -s.ms):
+        # Each group is judged in its own direction: a cast that grew is cast overhead in any verdict.
+        cause = _op_cause(mine, reduced, ctx, ms16 > ms32) if mine else None
+        by_cause.setdefault(cause, []).append((key, mine, ms16, ms32))
+    net = {cause: sign * sum(ms16 - ms32 for _, _, ms16, ms32 in groups) for cause, groups in by_cause.items()}
+    # Every cause's net change in the step's direction counts, named or not: a cause claims its part of the
+    # difference, never what ops with no cause added too.
+    total = sum(v for v in net.values() if v > 0)
+    scale = min(1.0, acc.magnitude_ms / total) if total else 1.0
+    for cause, groups in sorted(by_cause.items(), key=lambda kv: -abs(net[kv[0]])):
+        made_slower = (net[cause] > 0) == slower  # what the cause's ops did to the 16-bit step
+        if cause is None or made_slower == (cause in FASTER_CAUSES):
+            continue  # no cause, or one that cannot act in the direction its ops moved
+        along = net[cause] > 0
+        share = Share(cause, net[cause] * scale if along else -net[cause], "measured_ops")
+        for key, mine, ms16, ms32 in groups:
+            top = max(mine, key=lambda i: i.ms_per_step)
+            moved = sign * (ms16 - ms32)
+            entry: dict[str, Any] = {
+                "layer": key[0] or None, "pass": key[1], "impl": top.impl, "dtype": top.dtype, "name": top.name,
+                "ms_per_step": round(sum(i.ms_per_step for i in mine), 3),
+                "float32_ms_per_step": round(sum(i.ms_per_step for i in theirs.get(key, [])), 3),
+                "difference_ms": round(ms16 - ms32, 3), "ms": round(moved * scale if along else -moved, 3)}
+            if wall:
+                entry.update(wall_ms_per_step=round(ms16, 3), float32_wall_ms_per_step=round(ms32, 3))
+            share.ops.append(entry)
         share.ops.sort(key=lambda o: -o["ms"])
         if share.ms < MIN_MEASURED_SHARE * acc.magnitude_ms:
+            continue
+        if not along:
+            share.evidence = _ops_evidence(share, reduced, 1.0, wall, against=True)
+            acc.against.append(share)
             continue
         if share.cause == "slow_fp16_kernels" and share.ms < SLOW_KERNEL_MIN_SHARE * acc.magnitude_ms:
             continue
@@ -190,17 +209,18 @@ def _account_ops(acc: Accounting, ctx: Context) -> None:
         acc.add(share)
 
 
-def _ops_evidence(share: Share, reduced: RunView, scale: float, wall: bool) -> list[str]:
+def _ops_evidence(share: Share, reduced: RunView, scale: float, wall: bool, against: bool = False) -> list[str]:
     lines = []
+    what = "against the difference" if against else "of the difference"
     for op in share.ops[:4]:
         impl = f" ran {op['impl']}" if op.get("impl") else ""
         where = op.get("layer") or op.get("name")
+        part = f"{fmt_ms(op['ms'])} {what}" if op["ms"] >= 0 else f"{fmt_ms(-op['ms'])} back, netted out"
         lines.append(f"{where} {str(op['pass']).replace('_', ' ')}{impl}: {fmt_ms(op['ms_per_step'])} per step in "
-                     f"{reduced.precision} vs {fmt_ms(op['float32_ms_per_step'])} in float32; "
-                     f"{fmt_ms(op['ms'])} of the difference")
+                     f"{reduced.precision} vs {fmt_ms(op['float32_ms_per_step'])} in float32; {part}")
     if len(share.ops) > 4:
         rest = sum(o["ms"] for o in share.ops[4:])
-        lines.append(f"and {len(share.ops) - 4} more ops ({fmt_ms(rest)} of difference)")
+        lines.append(f"and {len(share.ops) - 4} more ops ({fmt_ms(rest)} {what})")
     source = reduced.ops.source if reduced.ops else None
     if source:
         lines.append(f"measured with {source}" + (f", coverage {reduced.ops.coverage:.0%}"
@@ -209,8 +229,8 @@ def _ops_evidence(share: Share, reduced: RunView, scale: float, wall: bool) -> l
         lines.append("each op's difference is taken on its wall-clock share of the step (ops that ran at once "
                      "share their time)")
     if scale < 1:
-        lines.append(f"the op differences in the step's direction add up to more than the step's difference, so "
-                     f"each op's is scaled by {scale:.2f}, its share of the total")
+        lines.append(f"the causes' net op changes in the step's direction add up to more than the step's difference, "
+                     f"so each op's is scaled by {scale:.2f}, its share of the total")
     return lines
 
 

@@ -109,6 +109,10 @@ def verdict_for(acc: Accounting) -> Verdict:
                      f"{fmt_ms(acc.magnitude_ms)} difference)")
     else:
         headline += f"; no measured cause explains the {fmt_ms(acc.magnitude_ms)} difference"
+    if acc.significant and acc.against:
+        moved = "added" if acc.difference_ms < 0 else "saved"
+        headline += "; against it, " + ", ".join(
+            f"{_cause_phrase(s, reduced.precision)} ({moved} {fmt_ms(s.ms)})" for s in acc.against)
     likely = acc.likely if acc.significant and share < HALF else None
     if likely is not None:
         title = _cause_phrase(Share(str(likely["id"]), 0.0, "estimate"), reduced.precision)
@@ -162,6 +166,9 @@ def verdict_for(acc: Accounting) -> Verdict:
         **({"window_difference_ms": round(window_delta, 3)} if window_delta is not None else {}),
         **({"noise_floor_interval": [round(pair.noise_floor.low, 4), round(pair.noise_floor.high, 4)]}
            if pair.noise_floor is not None else {}),
+        "against": [{"id": s.cause, "ms": round(s.ms, 3), "basis": s.basis,
+                     "ops": [{"name": o.get("name"), "layer": o.get("layer"), "pass": o.get("pass"),
+                              "dtype": o.get("dtype"), "ms": o.get("ms")} for o in s.ops]} for s in acc.against],
         "causes": [{"id": s.cause, "explains_ms": round(s.ms, 3), "basis": s.basis,
                     **({"confirmed_by": s.confirmed_by} if s.confirmed_by else {}),
                     "ops": [{"name": o.get("name"), "layer": o.get("layer"), "pass": o.get("pass"),

@@ -613,3 +613,36 @@ def test_a_float32_op_on_a_reference_kernel_is_no_16_bit_kernel_cause() -> None:
     assert verdict["outcome"] == "slower"
     assert all(c["id"] != "slow_fp16_kernels" for c in verdict["causes"]), verdict["causes"]
     assert "slow_fp16_kernels" not in {f["id"] for f in diagnosis.findings}
+
+
+def test_ops_that_moved_against_a_faster_step_are_named_with_their_time() -> None:
+    # An A100: the 16-bit conv saved 100 ms, casts added 90 ms; the step is 10 ms faster. The casts are said.
+    a100 = [{"index": 0, "name": "NVIDIA A100-SXM4-40GB", "compute_capability": "8.0"}]
+    fp32_ops = [op("conv2d", "forward", 150.0, "sm80_xmma_fprop_implicit_gemm_tf32", "float32", "Conv2D"),
+                op("conv2d", "cast", 10.0, None, "float32", "Cast")]
+    mixed_ops = [op("conv2d", "forward", 50.0, "sm80_xmma_fprop_implicit_gemm_f16f16", "float16", "Conv2D"),
+                 op("conv2d", "cast", 100.0, None, "float16", "Cast")]
+    d = doc(run("float32", 200.0, device="gpu:0", ops={"source": "tf_profiler", "coverage": 0.8, "items": fp32_ops}),
+            run("mixed_float16", 190.0, device="gpu:0",
+                ops={"source": "tf_profiler", "coverage": 0.8, "items": mixed_ops}), gpus=a100)
+    (verdict,) = diagnose_document(d).verdicts
+    assert verdict["outcome"] == "faster" and verdict["cause"] == "fast_16bit_kernels"
+    assert sum(c["explains_ms"] for c in verdict["causes"]) <= abs(verdict["difference_ms"]) + 0.01
+    (against,) = verdict["against"]
+    assert against["id"] == "cast_overhead" and against["ms"] == pytest.approx(90.0)
+    assert "against it, casts and layout changes" in verdict["headline"] and "added 90 ms" in verdict["headline"]
+
+
+def test_a_cause_is_charged_on_the_net_change_of_its_ops() -> None:
+    # float16's conv forward lost 300 ms on a reference kernel, its backward gained 100 ms back on the same kind of
+    # kernel: the cause is charged the net 200 ms, not the 300 ms that moved its way.
+    fp32_ops = [op("conv2d", "forward", 50.0, "brg_conv_fwd:avx2", "float32", "Conv2D"),
+                op("conv2d", "backward_data", 200.0, "brg_conv_bwd_d:avx2", "float32", "Conv2DBackpropInput")]
+    fp16_ops = [op("conv2d", "forward", 350.0, "ref:any", "float16", "Conv2D"),
+                op("conv2d", "backward_data", 100.0, "ref:any", "float16", "Conv2DBackpropInput")]
+    d = doc(run("float32", 500.0, ops={"source": "onednn_verbose", "coverage": 0.9, "items": fp32_ops}),
+            run("float16", 900.0, ops={"source": "onednn_verbose", "coverage": 0.9, "items": fp16_ops}),
+            flags=EPYC_AVX2_FLAGS)
+    (verdict,) = diagnose_document(d).verdicts
+    slow = next(c for c in verdict["causes"] if c["id"] == "slow_fp16_kernels")
+    assert slow["explains_ms"] == pytest.approx(200.0)
