@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import io
 from pathlib import Path
 
@@ -61,3 +62,33 @@ def test_diagnose_summary_prints_it_between_the_runs_and_the_findings():
     outcome = DiagnoseOutcome(doc, Path("out/results.json"), None, 0, [], diagnose_document(doc))
     text = _render(diagnose_summary_text(outcome), width=100)
     assert text.index("Runs") < text.index("Where the time went") < text.index("Findings")
+
+
+LONG_IMPL = "brg_conv_bwd:avx10_1_512+brg_conv_fwd:avx10_1_512"
+
+
+def test_long_onednn_names_keep_the_layer_and_pass_columns_at_80_columns() -> None:
+    doc = copy.deepcopy(load_fixture("cpu-xeon-ops"))
+    for run in doc["runs"]:
+        for item in (run.get("ops") or {}).get("items", []):
+            item["impl"] = LONG_IMPL
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(time_went_text(diagnose_document(doc)))
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    rows = [line for line in text.splitlines() if line.startswith("conv2d ")]
+    assert rows and all("bwd weights" in line or "forward" in line or "bwd data" in line for line in rows), rows
+    assert any(line.startswith("conv2d_1 ") for line in text.splitlines()), text
+    assert "brg_conv_bwd:avx10_1_\u2026" in text and "the report has them whole" in " ".join(text.split())
+
+
+def test_a_diff_column_that_adds_up_to_more_than_the_step_says_why() -> None:
+    # A Xeon's float16 step: 44.9 s of op self time in a 24.5 s window (ops overlap on two cores).
+    doc = copy.deepcopy(load_fixture("cpu-xeon-ops"))
+    fp16 = next(r for r in doc["runs"] if r["precision"] == "float16")
+    for item in fp16["ops"]["items"]:
+        item["ms_per_step"] *= 2
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(time_went_text(diagnose_document(doc)))
+    text = " ".join(out.getvalue().split())
+    assert "the diff column adds up to +" in text and "ops that ran at the same time each count their own" in text
