@@ -144,6 +144,11 @@ def _prescriptions(view: ReportView) -> list[str]:
         out.append(f"**Prescription:** {md_text(p.headline)}")
         if p.how:
             out.append(f"How: {md_code(p.how)}")
+        if p.measured:  # the table the prescription was chosen from, as the HTML and the terminal list it
+            out += ["", "| measured | ms/step | vs float32 | note |", "| --- | ---: | --- | --- |"]
+            out += [f"| {md_text(m.config)}{' ✓' if m.recommended else ''} | {md_text(m.step)} | "
+                    f"{md_text(m.versus_fp32)} | {md_text(m.note) or '—'} |" for m in p.measured]
+            out += [""] if p.untested else []
         for u in p.untested:
             measure = md_code(u.command) if u.command else f"fp16doctor cannot measure it ({md_text(u.no_command)})"
             out.append(f"Untested: {md_text(u.config)} ({md_text(u.why)}): {measure}")

@@ -9,7 +9,7 @@ from typing import Any
 
 from fp16doctor.analysis import Diagnosis, RunRow
 from fp16doctor.analysis.runs import machines_of, rows_on
-from fp16doctor.report.sections.common import dict_of, gpu_summary, host_gpus, text
+from fp16doctor.report.sections.common import dict_of, gpu_summary, host_gpus, list_of, text
 from fp16doctor.results import HOST_MACHINE
 
 
@@ -48,15 +48,20 @@ class ReportInput:
 
 
 def machine_name(doc: Mapping[str, Any], key: str, rows: Sequence[RunRow]) -> tuple[str, list[str]]:
-    """A machine's name and details: the results' own host from its probe, a remote engine from its runs."""
+    """A machine's name and details (its GPUs, CPU and OS): the results' own host from its probe, a remote engine's
+    machine from its record in `machines` (each run's own hardware), else from what its runs name."""
     details: list[str] = []
     if key != HOST_MACHINE:
-        gpu_names = [g for g in dict.fromkeys(text(r.gpu_name) for r in rows) if g]
+        record = dict_of(dict_of(doc.get("machines")).get(key))
         details.append(f"Docker engine {text(key)}")
-        return (gpu_summary(gpu_names) if gpu_names else "remote Docker engine"), details
-    host = dict_of(doc.get("host"))
-    gpus = host_gpus(doc)
-    cpu_model = text(dict_of(host.get("cpu")).get("model"))
+        if not record:
+            gpu_names = [g for g in dict.fromkeys(text(r.gpu_name) for r in rows) if g]
+            return (gpu_summary(gpu_names) if gpu_names else "remote Docker engine"), details
+    else:
+        record = dict_of(doc.get("host"))
+    gpus = [g for g in list_of(record.get("gpus")) if isinstance(g, dict)] if key != HOST_MACHINE else host_gpus(doc)
+    cpu = dict_of(record.get("cpu"))
+    cpu_model = text(cpu.get("model"))
     if gpus:
         name = gpu_summary([text(g.get("name")) or "?" for g in gpus])
         for g in gpus:
@@ -73,8 +78,8 @@ def machine_name(doc: Mapping[str, Any], key: str, rows: Sequence[RunRow]) -> tu
             details.append(cpu_model)
     else:
         name = f"{cpu_model} (CPU only)" if cpu_model else "CPU only (no GPU)"
-    if host.get("os"):
-        details.append(text(host["os"]))
+    if record.get("os"):
+        details.append(text(record["os"]))
     return name, details
 
 

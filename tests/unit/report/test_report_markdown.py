@@ -24,7 +24,7 @@ def test_summary_has_gpu_verdict_and_table(seed_doc):
 
 
 def test_table_rows_have_the_header_width(rich_doc):
-    md = _md([rich_doc])
+    md = _md([rich_doc]).split("**GPU / device:**", 1)[1]  # the runs' table (the prescription's comes first)
     table = [line for line in md.splitlines() if line.startswith("|")]
     widths = {line.count(" | ") for line in table}
     assert len(widths) == 1 and len(table) == 2 + 6
@@ -65,3 +65,17 @@ def test_findings_keep_only_the_first_sentence_of_the_fix():
     assert first_sentence("meanwhile build batches in parallel:") == "meanwhile build batches in parallel."
     assert len(first_sentence("x" * 500)) == 240
     assert first_sentence("Upgrade (e.g. `pip install x`). Then retry.") == "Upgrade (e.g. `pip install x`)."
+
+
+def test_the_summary_lists_what_the_prescription_was_chosen_from() -> None:
+    def run(precision: str, ms: float) -> dict:
+        return {"stack": "host", "precision": precision, "device": "cpu", "status": "ok",
+                "step_time_ms": {"median": ms, "p10": ms * 0.98, "p90": ms * 1.02}}
+
+    doc = {"schema_version": 1, "host": {"cpu": {"model": "test CPU", "flags": ["avx512_bf16"]}, "gpus": []},
+           "runs": [run("float32", 100), run("mixed_bfloat16", 50), run("float16", 550)]}
+    md = _md([doc])
+    assert "| measured | ms/step | vs float32 | note |" in md
+    assert "| mixed_bfloat16 ✓ | 50 ms | 2.00x faster (1.90-2.10x) | — |" in md
+    assert "| float32 | 100 ms | the baseline | — |" in md
+    assert "| float16 | 550 ms | 5.50x slower (5.24-5.78x) | pure fp16" in md

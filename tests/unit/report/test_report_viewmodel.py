@@ -493,3 +493,24 @@ def test_the_speedup_charts_legend_names_every_colour_it_draws(rich_doc, tmp_pat
     drawn = set(re.findall(r'class="bar ([\w-]+)"', html[start:svg_end]))
     named = set(re.findall(r'class="swatch ([\w-]+)"', legend))
     assert drawn and drawn <= named, (drawn, named)
+
+
+def test_every_machine_shows_its_own_cpu_and_gpu() -> None:
+    # The host and a remote engine's machine, each with its hardware in the document (`host`, `machines`).
+    def run(precision: str, ms: float, machine: str) -> dict[str, Any]:
+        engine = {"kind": "docker", "docker_host": "ssh://xeon-box"} if machine != "host" else {"kind": "host"}
+        return {"stack": "cpu", "precision": precision, "device": "cpu", "status": "ok", "machine": machine,
+                "engine": engine, "step_time_ms": {"median": ms, "p10": ms * 0.98, "p90": ms * 1.02}}
+
+    doc = {"schema_version": 1,
+           "host": {"cpu": {"model": "AMD EPYC 9B14", "flags": ["avx2"]}, "gpus": [], "os": "Linux 6.1"},
+           "machines": {"xeon-box": {"cpu": {"model": "Intel Xeon Platinum 8480+", "flags": ["amx_bf16"]},
+                                     "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3",
+                                               "compute_capability": "9.0"}], "os": "Ubuntu 22.04"}},
+           "runs": [run("float32", 100, "host"), run("float16", 300, "host"),
+                    run("float32", 50, "xeon-box"), run("float16", 40, "xeon-box")]}
+    machines = build_report([doc], fixed_sources()).documents[0].machines
+    by_name = {m.name: m.details for m in machines}
+    assert "AMD EPYC 9B14 (CPU only)" in by_name
+    remote = by_name["NVIDIA H100 80GB HBM3"]
+    assert "Intel Xeon Platinum 8480+" in remote and "compute capability 9.0" in remote and "Ubuntu 22.04" in remote
