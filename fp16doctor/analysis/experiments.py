@@ -103,7 +103,7 @@ def plan(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                 add(reduced, ONEDNN_OFF, "oneDNN ran reference kernels for 16-bit ops", ref_ms)
             elif acc.pair.ratio >= ONEDNN_SUSPECT_RATIO and not any(
                     i.impl for i in (reduced.ops.items if reduced.ops else ())):
-                add(reduced, ONEDNN_OFF, f"{reduced.precision} is {acc.pair.ratio:.0f}x slower on the CPU and no "
+                add(reduced, ONEDNN_OFF, f"{reduced.precision} is {acc.pair.shown.figure()} on the CPU and no "
                     "oneDNN implementation names were recorded to say which kernels ran", None,
                     skip=_onednn_not_in_play(reduced))
         if slower and reduced.precision == "float16" and "host_fp16_emulation" in found \

@@ -41,6 +41,11 @@ class RooflineEstimate:
     machine: str = HOST_MACHINE  # the run's machine: estimates pair with runs of one machine only
     measured_shown: ShownRatio | None = None  # the measured pair's ratio as every output prints it
 
+    def predicted_times(self) -> str | None:
+        """'2.60x': the best case as every output prints it (ShownRatio, no interval: two decimals under 10x)."""
+        shown = ShownRatio.of(self.predicted_speedup)
+        return shown.times() if shown is not None else None
+
     def measured_words(self) -> str | None:
         """'1.60x slower': the measured ratio as the verdict prints it; a bare step ratio where no pair made one."""
         shown = self.measured_shown or ShownRatio.of(self.measured_speedup)

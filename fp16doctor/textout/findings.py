@@ -41,7 +41,7 @@ def _best_case(estimates: Sequence[RooflineEstimate]) -> Text | None:
     text = Text("Best case on this GPU (roofline)\n", style="bold")
     for e in known:
         measured = f"; you measured {e.measured_words()}" if e.measured_speedup else ""
-        text.append(f"  {e.stack} / {e.precision} on {e.gpu_name}: at most {e.predicted_speedup:.2f}x from "
+        text.append(f"  {e.stack} / {e.precision} on {e.gpu_name}: at most {e.predicted_times()} from "
                     f"fp16 ({fmt_ms(e.fp32_ms)} -> {fmt_ms(e.fp16_ms)} per step, {e.bound}-bound){measured}\n")
         text.append(f"    {e.note}\n", style="dim")
     return text

@@ -70,7 +70,7 @@ def roofline_lines(ctx: Context, runs: list[RunView]) -> list[str]:
         if (e.machine, e.stack) in stacks and e.predicted_speedup is not None:
             measured = f"; measured {e.measured_words()}" if e.measured_speedup else ""
             lines.append(f"best case for this model on the {e.gpu_name}: at most "
-                         f"{e.predicted_speedup:.1f}x from "
+                         f"{e.predicted_times()} from "
                          f"{e.precision} ({fmt_ms(e.fp32_ms)} -> {fmt_ms(e.fp16_ms)} per step, {e.bound}-bound)"
                          f"{measured}")
     return lines

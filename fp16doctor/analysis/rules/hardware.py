@@ -178,7 +178,7 @@ def rule_no_tensor_cores(ctx: Context) -> Finding | None:
     gain = ""
     if best:
         top = max(best, key=lambda e: e.predicted_speedup or 0)
-        evidence.append(f"best case for this model here: {top.predicted_speedup:.2f}x ({top.bound}-bound)")
+        evidence.append(f"best case for this model here: {top.predicted_times()} ({top.bound}-bound)")
         gain = f" Expect at most {top.predicted_speedup:.1f}x from fp16 on this card."
     severity = "critical" if any(p.slower for p in pairs) else "warning"
     # No variant sets TensorFlow's fp32-compute switches: an untested idea without a command (docs/architecture.md).

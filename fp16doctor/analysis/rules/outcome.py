@@ -35,7 +35,7 @@ def _faster(fid: str, ctx: Context, faster: list[Pair]) -> Finding | None:
             and (est.machine, est.stack) == (best.reduced.machine, best.reduced.stack)
             and est.precision == best.reduced.precision
         ):
-            evidence.append(f"best case on this GPU: {est.predicted_speedup:.1f}x ({est.note})")
+            evidence.append(f"best case on this GPU: {est.predicted_times()} ({est.note})")
     spread_known = any(r.p10_ms and r.p90_ms for p in faster for r in (p.fp32, p.reduced))
     recommendation = ""
     ideas = []
