@@ -30,7 +30,7 @@ from fp16doctor.analysis.causes import _group_ms
 from fp16doctor.analysis.context import SIXTEEN_BIT, Context, OpItem, RunView
 from fp16doctor.analysis.intervals import ratio_interval
 from fp16doctor.analysis.op_compare import _impls
-from fp16doctor.analysis.values import as_list, as_mapping, as_number, as_str, fmt_ms
+from fp16doctor.analysis.values import as_list, as_mapping, as_number, as_str, fmt_ms, round_ratio
 from fp16doctor.analysis.verdicts import UNEXPLAINED_SAID
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.knowledge.cuda import version_tuple
@@ -251,9 +251,10 @@ class StackComparison:
         """The `stack_comparisons[]` entry of results.json (docs/results-schema.md)."""
         sides: dict[str, Any] = {}
         for name, side in (("from", self.from_), ("to", self.to)):
-            sides[f"ratio_{name}"] = round(side.ratio, 4)
+            sides[f"ratio_{name}"] = round_ratio(side.ratio)  # significant figures: 1/2400 keeps its digits
             sides[f"ratio_interval_{name}"] = (
-                [round(side.ratio_interval[0], 4), round(side.ratio_interval[1], 4)] if side.ratio_interval else None)
+                [round_ratio(side.ratio_interval[0]), round_ratio(side.ratio_interval[1])] if side.ratio_interval
+                else None)
             sides[f"outcome_{name}"] = side.outcome
             sides[f"figure_{name}"] = side.figure
             sides[f"step_ms_{name}"] = side.step_ms
