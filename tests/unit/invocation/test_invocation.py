@@ -80,6 +80,7 @@ def test_the_check_creates_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def printed_commands(text: str) -> list[str]:
     """Every `fp16doctor diagnose ...` in a text, as far as its words are diagnose's options and their values."""
     commands = []
+    text = re.sub(r"\\([^\w\s])", r"\1", text)  # markdown's backslash escapes
     for match in re.finditer(r"fp16doctor diagnose\b", text):
         words = text[match.end():].split("\n", 1)[0].replace("`", " ").split()
         argv, i = ["fp16doctor", "diagnose"], 0
