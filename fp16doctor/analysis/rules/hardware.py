@@ -179,7 +179,7 @@ def rule_no_tensor_cores(ctx: Context) -> Finding | None:
     if best:
         top = max(best, key=lambda e: e.predicted_speedup or 0)
         evidence.append(f"best case for this model here: {top.predicted_times()} ({top.bound}-bound)")
-        gain = f" Expect at most {top.predicted_speedup:.1f}x from fp16 on this card."
+        gain = f" Expect at most {top.predicted_times()} from fp16 on this card."
     severity = "critical" if any(p.slower for p in pairs) else "warning"
     # No variant sets TensorFlow's fp32-compute switches: an untested idea without a command (docs/architecture.md).
     ideas = [{"precision": "mixed_float16", "setting": " ".join(v + "=0" for v in TF_FP16_FP32_COMPUTE_ENV),

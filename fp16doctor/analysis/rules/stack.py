@@ -113,7 +113,7 @@ def rule_old_stack(ctx: Context) -> Finding | None:
             if e.predicted_speedup and (e.machine, e.stack) in {(r.machine, r.stack) for r in runs}]
     if best:
         top = max(best, key=lambda e: e.predicted_speedup or 0)
-        gain = (f"\nExpected gain: up to {top.predicted_speedup:.1f}x over float32 for this model on this GPU "
+        gain = (f"\nExpected gain: up to {top.predicted_times()} over float32 for this model on this GPU "
                 "(roofline best case)")
         if top.measured_speedup:
             gain += f", against {top.measured_words()} measured now"
