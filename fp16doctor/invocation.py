@@ -12,18 +12,19 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from fp16doctor.workload.protocol import PRECISIONS, SCRIPT_VARIANTS, VARIANTS
+from fp16doctor.workload.protocol import PRECISIONS, SCRIPT_VARIANTS, SIZES, VARIANTS
 
 # diagnose's options, as its command line declares them (cli.py; a test holds the two together).
 VALUE_OPTIONS = frozenset({
     "--out", "--stack", "--precision", "--variant", "--docker-host", "--data", "--ca-bundle", "--wheelhouse",
     "--python", "--script", "--script-arg", "--steps", "--partition", "--gres", "--constraint", "--account", "--qos",
-    "--time", "--slurm-arg", "--slurm-workdir", "--runtime", "--registry",
+    "--time", "--slurm-arg", "--slurm-workdir", "--runtime", "--registry", "--size",
 })
 FLAG_OPTIONS = frozenset({
     "--quick", "--full", "--no-experiments", "--keep-profiles", "--no-host", "--force", "--resume", "--json",
-    "--slurm", "--help",
+    "--slurm", "--plan", "--verbose", "--help",
 })
+SHORT_OPTIONS = {"-o": "--out", "-q": "--quick", "-s": "--stack", "-p": "--precision", "-v": "--verbose"}
 SCRIPT_ONLY = ("--steps", "--script-arg")  # they apply to the user's own script
 SLURM_ONLY = ("--partition", "--gres", "--constraint", "--account", "--qos", "--time", "--slurm-arg",
               "--slurm-workdir", "--runtime", "--registry")
@@ -50,6 +51,7 @@ class DiagnoseRequest:
     include_host: bool = True
     slurm: bool = False
     given: frozenset[str] = frozenset()  # every option named, e.g. "--steps", "--quick"
+    sizes: tuple[str, ...] = ()  # --size's values
 
 
 def parse_diagnose(argv: Sequence[str]) -> DiagnoseRequest | Refusal:
@@ -64,7 +66,7 @@ def parse_diagnose(argv: Sequence[str]) -> DiagnoseRequest | Refusal:
     given: set[str] = set()
     i = 0
     while i < len(args):
-        arg = args[i]
+        arg = SHORT_OPTIONS.get(args[i], args[i])
         name, eq, inline = arg.partition("=")
         if name in VALUE_OPTIONS:
             if eq:
@@ -85,7 +87,7 @@ def parse_diagnose(argv: Sequence[str]) -> DiagnoseRequest | Refusal:
         stacks=tuple(values.get("--stack", ())), precisions=tuple(values.get("--precision", ())),
         variants=tuple(values.get("--variant", ())), docker_hosts=tuple(values.get("--docker-host", ())),
         script="--script" in given, include_host="--no-host" not in given, slurm="--slurm" in given,
-        given=frozenset(given))
+        given=frozenset(given), sizes=tuple(values.get("--size", ())))
 
 
 def refusal(request: DiagnoseRequest, known_stacks: Collection[str] | None = None) -> Refusal | None:
@@ -101,8 +103,12 @@ def refusal(request: DiagnoseRequest, known_stacks: Collection[str] | None = Non
         for name in request.stacks:
             if name not in known_stacks:
                 return Refusal(f"unknown stack {name!r}", hint="known stacks: " + ", ".join(known_stacks))
-    if {"--quick", "--full"} <= request.given:
-        return Refusal("--quick and --full contradict each other", hint="pass one of them")
+    sizes = {s for s in ("quick", "full") if f"--{s}" in request.given} | set(request.sizes)
+    unknown = sorted(s for s in request.sizes if s not in SIZES)
+    if unknown:
+        return Refusal(f"unknown size {unknown[0]!r}", hint=f"use one of: {', '.join(SIZES)}")
+    if len(sizes) > 1:
+        return Refusal(f"--{' and --'.join(sorted(sizes))} contradict each other", hint="pass one size")
     script_only = [o for o in SCRIPT_ONLY if o in request.given]
     if script_only and not request.script:
         return Refusal("--steps and --script-arg apply to your own script", hint="add --script train.py")

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from fp16doctor import cli
 from fp16doctor.analysis import diagnose_document
-from fp16doctor.invocation import FLAG_OPTIONS, VALUE_OPTIONS, check_diagnose_argv
+from fp16doctor.invocation import FLAG_OPTIONS, SHORT_OPTIONS, VALUE_OPTIONS, check_diagnose_argv
 from fp16doctor.report import render_html, render_markdown
 from fp16doctor.stacks import stack_names
 from fp16doctor.textout.findings import findings_text
@@ -41,7 +41,9 @@ def refused(command: str) -> str | None:
      "--variant channels_padded changes the built-in workload's model or data, not a script's"),
     ("fp16doctor diagnose --steps 20", "--steps and --script-arg apply to your own script"),
     ("fp16doctor diagnose --no-host", "--no-host without --stack leaves nothing to run"),
-    ("fp16doctor diagnose --quick --full", "--quick and --full contradict each other"),
+    ("fp16doctor diagnose --quick --full", "--full and --quick contradict each other"),
+    ("fp16doctor diagnose --quick --size full", "--full and --quick contradict each other"),
+    ("fp16doctor diagnose --size huge", "unknown size 'huge'"),
     ("fp16doctor diagnose --gres gpu:1", "--gres applies to Slurm jobs"),
     ("fp16doctor diagnose --slurm --stack cpu --docker-host unix:///x.sock", "--docker-host does not combine"),
     ("fp16doctor diagnose --slurm --registry r.example", "--registry runs a stack's container"),
@@ -56,6 +58,7 @@ def test_what_diagnose_refuses_the_validator_refuses(command: str, message: str)
 @pytest.mark.parametrize("command", [
     "fp16doctor diagnose",
     "fp16doctor diagnose --quick --precision float32 --precision mixed_bfloat16",
+    "fp16doctor diagnose -q -p float32 -p float16 -s cpu -o out -v --plan",
     "fp16doctor diagnose --stack cpu --no-host --docker-host tcp://box:2376 --precision float32",
     "fp16doctor diagnose --script train.py --script-arg=--epochs=1 --steps 10 --variant original --variant xla",
     "fp16doctor diagnose --slurm --gres gpu:a100:1 --stack cpu --runtime apptainer",
@@ -67,8 +70,8 @@ def test_what_diagnose_accepts_the_validator_accepts(command: str) -> None:
 def test_the_validator_knows_every_option_of_diagnose_and_no_other() -> None:
     declared = set()
     for parameter in inspect.signature(cli.diagnose).parameters.values():
-        declared.update(n for n in getattr(parameter.default, "param_decls", ()) if n.startswith("--"))
-    assert declared | {"--help"} == VALUE_OPTIONS | FLAG_OPTIONS
+        declared.update(n for n in getattr(parameter.default, "param_decls", ()) if n.startswith("-"))
+    assert declared | {"--help"} == VALUE_OPTIONS | FLAG_OPTIONS | set(SHORT_OPTIONS)
 
 
 def test_the_check_creates_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
