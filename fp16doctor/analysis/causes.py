@@ -1,17 +1,17 @@
 """Causal accounting: how much of each 16-bit run's step-time difference against its float32 partner each cause
 explains (`explains_ms`), and the verdict that names the biggest.
 
-The rule for a user to check against the report: a pair's difference (16-bit step minus float32 step, same
-machine, stack and variant) is split over causes in the order measured ops > experiment > estimate; each
-op's difference counts for one cause only, and the total explained is capped at the difference. Op differences
-are taken on the ops' overlap-true wall shares where both runs have them; otherwise every op group's difference in
-the step's direction, named or not, is scaled together to the step's difference, so a cause claims only its own
-part. A device fact (no fast fp16, no Tensor Cores, no bfloat16 units) is a finding, never a measured share: a
-slower 16-bit op is the framework's kernel until an experiment shows otherwise. No estimate fills what is left by
-construction: a figure from a table (the host batch measured elsewhere) or a best case larger than what is left is a
-likely cause (`likely_cause`, labelled an estimate), never a share. The verdict's cause is the speed cause that
-explains the most; below half explained, the verdict says how much nothing explains. A difference inside the two
-runs' p10-p90 spread has no cause.
+The rule for a user to check against the report: a pair's difference (16-bit step minus float32 step, same machine,
+stack and variant) is split over causes in the order measured ops > experiment > estimate; each op's difference
+counts for one cause only, and the total explained is capped at the difference. Op differences are taken on the ops'
+overlap-true wall shares where both runs have them; otherwise every op group's difference in the step's direction,
+named or not, is scaled together to the step's difference, so a cause claims only its own part. A device fact (no
+fast fp16, no Tensor Cores, no bfloat16 units) is a finding, never a measured share: a slower 16-bit op is the
+framework's kernel until an experiment shows otherwise. No estimate fills what is left by construction: a figure
+from a table (the host batch measured elsewhere) is never a share (verdicts.likely_cause may name its finding), and
+a best case larger than what is left is not trimmed to fill it. The verdict's cause is the speed cause that explains
+the most; below half explained, the verdict says how much nothing explains. A difference inside the two runs'
+p10-p90 spread has no cause.
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ from fp16doctor.analysis.rules.causal import (
     slow_kernel_item,
 )
 from fp16doctor.analysis.values import fmt_interval, fmt_ms, fmt_times
-from fp16doctor.knowledge.frameworks import HOST_FP16_BATCH_ESTIMATE
-from fp16doctor.workload.protocol import SEED_WORKLOAD
 
 HALF = 0.5  # below this share explained, the verdict says what is unexplained
 # A measured op group smaller than this share of the difference names no cause of its own (a 0.1 ms input op
@@ -70,9 +68,6 @@ class Accounting:
     difference_ms: float  # 16-bit step - float32 step; negative when 16 bits saved time
     significant: bool
     shares: list[Share] = field(default_factory=list)
-    # A table figure or best-case estimate that may explain what nothing measured does: evidence for a likely
-    # cause, labelled, never charged as a share ({"id", "basis": "estimate", "ms", "why"}).
-    likely: dict[str, Any] | None = None
     # Causes whose ops moved against the difference (casts that added time to a faster step), with their time.
     against: list[Share] = field(default_factory=list)
 
@@ -418,11 +413,9 @@ def _account_estimates(acc: Accounting, ctx: Context, found: Mapping[str, Mappin
     if acc.difference_ms <= 0:
         if "fp16_faster" in found and not measured:
             saved = _roofline_saving(acc.pair, ctx)
+            # A best case beyond what the measured difference left is no account of it: never trimmed to fit.
             if saved is not None and saved[0] <= acc.remaining_ms():
                 acc.add(Share("fast_16bit_kernels", saved[0], "estimate", [saved[1]]))
-            elif saved is not None:  # a best case beyond what was measured is no account of it: never trimmed
-                acc.likely = {"id": "fast_16bit_kernels", "basis": "estimate", "ms": round(saved[0], 3),
-                              "why": saved[1]}
         return
     if _input_ops_measured(acc.pair):
         return  # the input ops' own difference is the host's part; the batch time would count it twice
@@ -433,14 +426,8 @@ def _account_estimates(acc: Accounting, ctx: Context, found: Mapping[str, Mappin
                 acc.add(Share("host_fp16_emulation", excess, "estimate",
                               [f"measured host batch time {fmt_ms(reduced.input_ms)} in float16 vs "
                                f"{fmt_ms(fp32.input_ms)} in float32 (fit_generator's one worker waits for it)"]))
-        elif reduced.workload_name == SEED_WORKLOAD:
-            # A figure from a table, measured on another machine: a likely cause to measure, never a share.
-            est = HOST_FP16_BATCH_ESTIMATE
-            excess = est.scaled_excess_ms(reduced.batch_size, reduced.image_pixels)
-            acc.likely = {"id": "host_fp16_emulation", "basis": "estimate", "ms": round(excess, 3),
-                          "why": f"not measured here: {est.source} took {fmt_ms(est.float16_ms)} in float16 vs "
-                                 f"{fmt_ms(est.float32_ms)} in float32 per {est.batch_size} images, about "
-                                 f"{fmt_ms(excess)} more per batch scaled to this run's batch and image size"}
+        # Without a measured input time the table's figure (a batch timed on another machine) is no share: the
+        # host_fp16_emulation finding carries it as evidence, and the verdict names it as its likely cause.
 
 
 def _roofline_saving(pair: Pair, ctx: Context) -> tuple[float, str] | None:

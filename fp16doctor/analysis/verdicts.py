@@ -113,10 +113,6 @@ def verdict_for(acc: Accounting) -> Verdict:
         moved = "added" if acc.difference_ms < 0 else "saved"
         headline += "; against it, " + ", ".join(
             f"{_cause_phrase(s, reduced.precision)} ({moved} {fmt_ms(s.ms)})" for s in acc.against)
-    likely = acc.likely if acc.significant and share < HALF else None
-    if likely is not None:
-        title = _cause_phrase(Share(str(likely["id"]), 0.0, "estimate"), reduced.precision)
-        headline += f"; probably {title} (an estimate, {likely['why']})"
     unexplained = max(0.0, acc.magnitude_ms - explained) if acc.significant else 0.0
     if acc.significant and top is not None and 1 - share >= UNEXPLAINED_SAID:
         headline += f"; {fmt_ms(unexplained)} ({1 - share:.0%}) of it is unexplained"
@@ -161,7 +157,6 @@ def verdict_for(acc: Accounting) -> Verdict:
         "cause": top.cause if top else None,
         "basis": top.basis if top else None,
         "explained_share": round(share, 3),
-        "likely_cause": likely,
         "unexplained_ms": round(unexplained, 3),
         **({"window_difference_ms": round(window_delta, 3)} if window_delta is not None else {}),
         **({"noise_floor_interval": [round(pair.noise_floor.low, 4), round(pair.noise_floor.high, 4)]}

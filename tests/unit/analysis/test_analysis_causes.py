@@ -100,14 +100,14 @@ def test_seed_example_names_host_float16_batches_a_likely_cause_never_a_charged_
     (verdict,) = diagnosis.verdicts
     assert verdict["cause"] is None and verdict["causes"] == [] and verdict["explained_share"] == 0.0
     assert verdict["likely_cause"]["id"] == "host_fp16_emulation" and verdict["likely_cause"]["basis"] == "estimate"
-    assert "probably host-side preprocessing runs in float16 (an estimate, not measured here" in verdict["headline"]
+    assert "probably because host-side preprocessing runs in float16" in verdict["headline"]
     host = next(f for f in diagnosis.findings if f["id"] == "host_fp16_emulation")
     assert host["explains_ms"] is None
 
 
 def test_a_best_case_beyond_the_measured_saving_is_not_trimmed_to_fill_it() -> None:
     # The roofline saves 82 ms of a 500 ms float32 step on a Titan V; fp16 measured only 50 ms faster. Trimmed to
-    # the 50 ms, it would explain 100 % by construction: it stays a likely cause, with its own number.
+    # the 50 ms, it would explain 100 % by construction: it is no share at all.
     volta = [{"index": 0, "name": "NVIDIA TITAN V", "compute_capability": "7.0"}]
     layers = [{"type": "Conv2D", "in_channels": 32, "out_channels": 32, "kernel": [3, 3],
                "output_shape": [224, 336, 32], "flops_per_example": 4.0e9}]
@@ -119,8 +119,6 @@ def test_a_best_case_beyond_the_measured_saving_is_not_trimmed_to_fill_it() -> N
     (verdict,) = diagnosis.verdicts
     assert verdict["outcome"] == "faster"
     assert verdict["causes"] == [] and verdict["explained_share"] == 0.0
-    likely = verdict["likely_cause"]
-    assert likely["id"] == "fast_16bit_kernels" and likely["ms"] > abs(verdict["difference_ms"])
 
 
 def test_difference_inside_the_spread_has_no_cause() -> None:

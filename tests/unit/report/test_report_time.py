@@ -118,7 +118,7 @@ def test_seed_style_file_without_ops_gets_a_likely_cause_not_a_charged_one():
     report = _report(doc)
     [verdict] = report.headline
     assert verdict.tone == "slower" and verdict.basis is None
-    assert "probably" in verdict.sentence and "(an estimate, not measured here" in verdict.sentence
+    assert "probably because" in verdict.sentence and "(estimated:" not in verdict.sentence
     assert report.documents[0].machines[0].time_tables == []
     assert "Where the time went" not in render_view(report)
 
