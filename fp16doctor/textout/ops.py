@@ -15,13 +15,23 @@ from fp16doctor.textout.findings import verdicts_text
 TOP_OPS = 5
 SHORT_PASS = {"backward_weights": "bwd weights", "backward_data": "bwd data"}
 # The implementation column's width at most: oneDNN names such as
-# "brg_conv_bwd:avx10_1_512+brg_conv_fwd:avx10_1_512" are cut to it (the report keeps them whole), so the layer and
-# pass columns keep their words at 80 columns.
+# "brg_conv_bwd:avx10_1_512+brg_conv_fwd:avx10_1_512" are cut to it, and to what the other columns leave of
+# TERMINAL_WIDTH (the report keeps them whole), so the layer and pass columns keep their words at 80 columns.
 IMPL_WIDTH = 22
+TERMINAL_WIDTH = 80
+# The layer column's width at most: a layer name fits; an op outside the layers (tf.data's
+# "Iterator::Root::Prefetch::FlatMap[0]::Generator") keeps its end, the part that says what it is.
+LAYER_WIDTH = 10
+# The widest time fmt_ms prints ("231 ms", "13.2 s") and its signed form, and what separates two columns.
+TIME_WIDTH, DIFF_WIDTH, SEPARATOR = 7, 8, 3
 
 
 def _short(name: str, width: int = IMPL_WIDTH) -> str:
     return name if len(name) <= width else name[: width - 1] + "\u2026"
+
+
+def _short_tail(name: str, width: int = LAYER_WIDTH) -> str:
+    return name if len(name) <= width else "\u2026" + name[-(width - 1):]
 
 
 def _title(comparison: OpComparison) -> str:
@@ -38,19 +48,23 @@ def ops_table(comparison: OpComparison, count: int = TOP_OPS) -> RenderableType:
     """The `count` biggest differences per layer and pass with the 16-bit kernel, and what measured them; fits
     80 columns."""
     table = Table(title=_title(comparison), title_justify="left", show_edge=False, pad_edge=False)
-    table.add_column("layer", overflow="fold", max_width=18, min_width=8)
-    table.add_column("pass", overflow="fold", max_width=11, min_width=8)
-    table.add_column("float32", justify="right", no_wrap=True)
+    passes = max(len(p) for p in SHORT_PASS.values())
+    fixed = (LAYER_WIDTH + passes + TIME_WIDTH + max(TIME_WIDTH, len(comparison.precision)) + DIFF_WIDTH
+             + 5 * SEPARATOR)
+    impl_width = max(len("implementation"), min(IMPL_WIDTH, TERMINAL_WIDTH - fixed))
+    table.add_column("layer", no_wrap=True, min_width=len("layer"), max_width=LAYER_WIDTH)
+    table.add_column("pass", no_wrap=True, min_width=passes)
+    table.add_column("float32", justify="right", no_wrap=True, min_width=TIME_WIDTH)
     table.add_column(comparison.precision, justify="right", no_wrap=True)
-    table.add_column("diff", justify="right", no_wrap=True)
-    table.add_column("implementation", overflow="ellipsis", no_wrap=True, max_width=IMPL_WIDTH)
+    table.add_column("diff", justify="right", no_wrap=True, min_width=DIFF_WIDTH)
+    table.add_column("implementation", overflow="ellipsis", no_wrap=True, max_width=impl_width)
     # Rows with a difference first; without float32 ops there is none, and the 16-bit times lead.
     compared = [r for r in comparison.rows if r.difference_ms is not None] or list(comparison.rows)
     for row in compared[:count]:
         style = "red" if (row.difference_ms or 0) > 0 else "green" if (row.difference_ms or 0) < 0 else ""
-        table.add_row(row.layer, SHORT_PASS.get(row.pass_, row.pass_.replace("_", " ")), fmt_ms(row.fp32_ms),
-                      fmt_ms(row.reduced_ms), Text(fmt_signed_ms(row.difference_ms), style=style),
-                      _short(row.impls[0]) if row.impls else "")
+        table.add_row(_short_tail(row.layer), SHORT_PASS.get(row.pass_, row.pass_.replace("_", " ")),
+                      fmt_ms(row.fp32_ms), fmt_ms(row.reduced_ms), Text(fmt_signed_ms(row.difference_ms), style=style),
+                      _short(row.impls[0], impl_width) if row.impls else "")
     side = comparison.reduced
     bits = [f"measured with {side.source or 'an unknown source'}"]
     if side.coverage is not None:
@@ -58,8 +72,9 @@ def ops_table(comparison: OpComparison, count: int = TOP_OPS) -> RenderableType:
     bits.append(f"window: {comparison.window}")
     if len(comparison.rows) > count:
         bits.append(f"{len(comparison.rows) - count} more rows, and float32's kernels, in the report")
-    if any(len(impl) > IMPL_WIDTH for row in compared[:count] for impl in row.impls[:1]):
-        bits.append("implementation names cut to fit: the report has them whole")
+    if any(len(impl) > impl_width for row in compared[:count] for impl in row.impls[:1]) or any(
+            len(row.layer) > LAYER_WIDTH for row in compared[:count]):
+        bits.append("names cut to fit: the report has them whole")
     notes = [Text("  " + "; ".join(bits), style="dim")]
     # Self times of ops that ran at once each count in full, as the report's note says: the column need not add
     # up to the step's difference.

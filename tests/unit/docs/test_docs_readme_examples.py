@@ -29,7 +29,8 @@ QUOTED = [
     (r"mixed_bfloat16 is (?P<faster>[\d.]+)x faster than float32 on host " + _STEPS
      + r": mostly because 16-bit kernels saved time " + _MEASURED,
      "cpu-epyc-avx512bf16-quick", "mixed_bfloat16"),
-    (r"(?<!\w)float16 is (?P<slower>[\d.]+)x slower than float32 on tf2\.10-cpu: [^(]*" + _MEASURED,
+    (r"(?<!\w)float16 is (?P<slower>[\d.]+)x slower than float32 on tf2\.10-cpu \((?P<step>\d+) (?P<step_unit>s) vs "
+     r"(?P<fp32_step>[\d.]+) s per step\): [^(]*" + _MEASURED,
      "cpu-epyc-avx2-tf2.10-seed-script", "float16"),
     (r"(?<!\w)float16 step (?P<step>\d+) (?P<step_unit>s) vs float32 (?P<fp32_step>[\d.]+) s on tf2\.10-cpu: "
      r"(?P<slower>[\d.]+)x slower",
