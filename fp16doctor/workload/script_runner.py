@@ -634,7 +634,9 @@ def run(args):
     result = {"status": "ok", "device": device, "software": software, "workload": workload,
               "keras_config": {"floatx": session.keras.backend.floatx() if session.keras is not None else None,
                                "config_path": os.path.join(keras_dir, "keras.json")},
-              "timing": {"import_s": round(session.import_s, 3), "script_s": round(script_s, 3)}}
+              "timing": {"import_s": round(session.import_s, 3), "script_s": round(script_s, 3)},
+              # Where the run stopped, as the built-in workload's record says it: "slow_step_bound" marks a cut run.
+              "stop_reason": workload["stop_reason"]}
     if session.model_info is not None:
         result["model"] = session.model_info
         by_dtype = {}

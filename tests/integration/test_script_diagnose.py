@@ -159,7 +159,6 @@ def test_a_scripts_precisions_are_timed_in_interleaved_rounds_in_one_process(tmp
     left_out = runs["float16"].get("rounds_left_out")
     if left_out:
         assert "timing_rounds" not in doc and verdict["repeats"] == 0
-        assert f"float16 left out of the interleaved rounds: {left_out}" in done.stderr
         assert not (out / "script-logs" / "host-interleaved-rounds.log").exists()
         return
     assert "timing_rounds" in doc, done.stderr[-3000:]
