@@ -4,39 +4,25 @@ ratio in each with its interval, the ops that changed, and its exit codes (0, 2 
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
+import cli_helpers
 import pytest
 
-from fp16doctor import cli
 from fp16doctor.errors import EXIT_SLOWER, EXIT_USAGE
 
-ROOT = Path(__file__).resolve().parents[3]
-EXAMPLES = ROOT / "docs" / "examples"
+ROOT, EXAMPLES = cli_helpers.ROOT, cli_helpers.EXAMPLES
 FLAGS = ["sse4_2", "avx2", "fma", "f16c"]
 KERAS_215 = {"python": "2.7.18", "tensorflow": "1.7.0", "keras": "2.1.5", "keras_backend": "tensorflow"}
 KERAS_3 = {"python": "3.11.2", "tensorflow": "2.21.0", "keras": "3.15.1", "keras_backend": "tensorflow"}
 
 
 def run_cli(*argv: str) -> tuple[int, str, str]:
-    """cli.main() in-process, as the console script runs it: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    saved = sys.argv
-    sys.argv = ["fp16doctor", *argv]
-    code: int | str | None = 0
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            cli.main()
-    except SystemExit as exc:
-        code = exc.code
-    finally:
-        sys.argv = saved
-    return (code if isinstance(code, int) else 1), out.getvalue(), err.getvalue()
+    """The console script's entry point in-process (cli_helpers.run_cli): (exit code, stdout, stderr)."""
+    done = cli_helpers.run_cli(*argv)
+    return done.code, done.stdout, done.stderr
 
 
 def one_line_error(stderr: str) -> str:
