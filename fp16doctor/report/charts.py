@@ -90,7 +90,9 @@ def nice_ticks(maximum: float, target: int = 5) -> list[float]:
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
     count = math.ceil(maximum / step - 1e-9)
-    return [round(i * step, 10) for i in range(count + 1)]
+    # Twelve significant digits take the float noise off (0.30000000000000004) at any magnitude: rounding to a
+    # fixed number of decimals made every tick of a tiny maximum 0 (a hand-written 1e-293 ms step).
+    return [float(f"{i * step:.12g}") for i in range(count + 1)]
 
 
 def _css_class(precision: str) -> str:

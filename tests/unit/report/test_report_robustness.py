@@ -131,3 +131,12 @@ def test_any_document_renders(docs):
     page = render_view(view)
     assert page.startswith("<!DOCTYPE html>") and 'id="fp16doctor-results"' in page
     assert markdown_from_view(view).startswith("## ")
+
+
+def test_ticks_of_a_tiny_maximum_are_not_all_zero() -> None:
+    """Hypothesis found it: a hand-written step of 1.5e-293 ms made every tick 0 and the chart divide by it."""
+    from fp16doctor.report.charts import nice_ticks
+
+    ticks = nice_ticks(1.5e-293)
+    assert ticks[0] == 0 and ticks[-1] >= 1.5e-293 and len(ticks) >= 2
+    assert nice_ticks(0.3) == [0.0, 0.1, 0.2, 0.3]
