@@ -167,10 +167,13 @@ def test_a_job_cancelled_mid_run_fails_its_run_with_cancelled_and_resume_complet
         # the cancel can count on landing inside the run.
         phases = ("train", "measure") if not cut else None
         entries = _progress_lines(tmp_path)
-        return any(e.get("kind") == "event" and e.get("run") == "host / float16 / original"
-                   and (phases is None or e["event"].get("phase") in phases) for e in entries)
+        under_way = any(e.get("kind") == "event" and e.get("run") == "host / float16 / original"
+                        and (phases is None or e["event"].get("phase") in phases) for e in entries)
+        # ... and float32's record, which names the job, already in results.json (the job's progress file can be
+        # ahead of it).
+        return under_way and (tmp_path / "results.json").exists() and ("float32", "original") in _runs(tmp_path)
 
-    _wait_for(float16_under_way, proc, 600, "float16 run under way")
+    _wait_for(float16_under_way, proc, 600, "float16 run under way, float32's record written")
     job_id = _runs(tmp_path)[("float32", "original")]["engine"]["job_id"]
     subprocess.run(["scancel", job_id], check=True)
     _, stderr = proc.communicate(timeout=900)
