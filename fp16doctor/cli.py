@@ -473,11 +473,19 @@ def _print_error(message: str, hint: str) -> None:
 
 def main() -> None:
     try:
-        app()
+        # Not standalone: a usage error the parser finds is printed as every other error, one line and a hint.
+        code = app(standalone_mode=False)
     except DoctorError as exc:
         _print_error(exc.message, exc.hint)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
+    except typer.TyperException as exc:  # what the parser refuses: an unknown option or value, a missing argument
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else "fp16doctor"
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        _print_error(message, f"`{where} -h` lists the options and the values each takes")
+        sys.exit(getattr(exc, "exit_code", EXIT_USAGE))
+    except (KeyboardInterrupt, typer.Abort):
         # diagnose says itself what it kept; any other command has nothing to keep.
         err.print("interrupted")
         sys.exit(EXIT_INTERRUPTED)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
