@@ -95,7 +95,7 @@ def test_ctrl_c_outside_diagnose_claims_no_kept_results(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # e.g. during `stacks build`: there is no results.json to speak of.
-    def interrupted() -> None:
+    def interrupted(**_options: object) -> None:  # called as the app is: app(standalone_mode=False)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli, "app", interrupted)
