@@ -32,8 +32,9 @@ sys.path.insert(0, str(ROOT / "tests" / "integration"))
 from docker_env import ca_bundle  # noqa: E402
 from scale_second_engine import SecondEngine  # noqa: E402
 
-from fp16doctor.engines import docker_engine  # noqa: E402
-from fp16doctor.engines.build import BuildOptions, ensure_image  # noqa: E402
+from fp16doctor.engines.context import BuildOptions  # noqa: E402
+from fp16doctor.engines.docker import sdk  # noqa: E402
+from fp16doctor.engines.docker.build import ensure_image  # noqa: E402
 from fp16doctor.stacks import get_stack  # noqa: E402
 
 FIRST = "unix:///var/run/docker.sock"
@@ -75,13 +76,13 @@ def main() -> None:
 
     image = ensure_image(get_stack("cpu"), FIRST, BuildOptions(docker_host=FIRST, ca_bundle=ca_bundle()),
                          lambda _line: None)
-    facts = docker_engine.engine_facts(FIRST)
+    facts = sdk.engine_facts(FIRST)
     second = SecondEngine()
     measurements: list[dict[str, Any]] = []
     try:
         second.start()
         started = time.perf_counter()
-        docker_engine.copy_image(FIRST, second.url, image, lambda _line: None)
+        sdk.copy_image(FIRST, second.url, image, lambda _line: None)
         copy_s = time.perf_counter() - started
         with tempfile.TemporaryDirectory(prefix="fp16doctor-bench-") as tmp:
             for round_index in range(args.rounds):
@@ -93,7 +94,7 @@ def main() -> None:
                     measurements.append({"round": round_index, **diagnose(out, engines)})
                     print(json.dumps(measurements[-1]), file=sys.stderr)
     finally:
-        docker_engine.forget_client(second.url)
+        sdk.forget_client(second.url)
         second.remove()
 
     def wall(n: int) -> float:

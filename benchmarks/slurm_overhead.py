@@ -5,7 +5,7 @@ The matrix is the `cpu` stack's quick comparison group: `fp16doctor diagnose --q
 It runs on the local Docker engine (no Slurm), and as one exclusive Slurm job whose node runs the container
 with docker, and with podman. The modes alternate each round, so drift on a shared machine hits all alike.
 
-Per Slurm job it reads the job's progress file (engines/slurm_job.py) while the job runs:
+Per Slurm job it reads the job's progress file (engines/slurm/job.py) while the job runs:
   submit -> job start      sbatch until the job's first line (the controller's scheduling and slurmd's launch)
   job start -> image ready  the runtime found, stale containers swept, the image inspected (or built)
   image ready -> 1st step   the container started, the framework imported, the model built, its first step

@@ -263,7 +263,7 @@ def diagnose(
                              for name, value in (("runtime", runtime), ("registry", registry)))
     slurm_options = None
     if slurm:
-        from fp16doctor.engines.slurm import SlurmOptions
+        from fp16doctor.engines.slurm.tools import SlurmOptions
 
         slurm_options = SlurmOptions(partition=partition, gres=gres, constraint=constraint, account=account,
                                      qos=qos, time=time_limit, extra_args=tuple(slurm_arg), workdir=slurm_workdir,
@@ -425,7 +425,8 @@ def stacks_build(
                                            help="Install pip packages from this folder."),
 ) -> None:
     """Build (or refresh from cache) one stack's image."""
-    from fp16doctor.engines.build import BuildOptions, build_stack, default_ca_bundle
+    from fp16doctor.engines.context import BuildOptions, default_ca_bundle
+    from fp16doctor.engines.docker.build import build_stack
 
     options = BuildOptions(docker_host=docker_host, ca_bundle=ca_bundle or default_ca_bundle(), wheelhouse=wheelhouse)
     result = build_stack(name, options,

@@ -1,7 +1,6 @@
 """What a diagnose was asked to do, and what it tells the user while it works.
 
-Shared by diagnose and the scheduler it hands container runs to, so neither imports the other's
-module for them (the layers in docs/architecture.md).
+Shared by diagnose's modules and the outputs that show its progress (the layers in docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -11,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from fp16doctor.engines.base import RunSpec
-from fp16doctor.engines.slurm import SlurmOptions
+from fp16doctor.engines.base import HOST_STACK, RunSpec
+from fp16doctor.engines.slurm.tools import SlurmOptions
 
-HOST_STACK = "host"
+__all__ = ["HOST_STACK", "DiagnoseOptions", "Progress"]
 
 
 class Progress(Protocol):

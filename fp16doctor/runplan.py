@@ -60,8 +60,8 @@ def _engines(options: DiagnoseOptions, todo: list[RunSpec]) -> tuple[str, ...]:
 
 def _images(options: DiagnoseOptions, todo: list[RunSpec]) -> tuple[str, ...]:
     """Each container stack's image tag: the hash of its build context, so the same tag a build would make."""
-    from fp16doctor.engines.build import BuildOptions, build_args, context_files, context_hash, default_ca_bundle
-    from fp16doctor.engines.build import image_tag as tag_of
+    from fp16doctor.engines.context import BuildOptions, build_args, context_files, context_hash, default_ca_bundle
+    from fp16doctor.engines.context import image_tag as tag_of
     from fp16doctor.stacks import get_stack
 
     build = BuildOptions(ca_bundle=options.ca_bundle or default_ca_bundle(), wheelhouse=options.wheelhouse)

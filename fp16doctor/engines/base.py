@@ -33,6 +33,8 @@ SLOW_STEP_FLOOR = 5.0
 SLOW_STEP_S = {"quick": 5.0, "full": 30.0}
 # Benchmarks and tests force the slow path on a machine where no precision is pathological.
 SLOW_STEP_MULTIPLE_ENV = "FP16DOCTOR_SLOW_STEP_MULTIPLE"
+# The stack name of the cells that run on the target Python itself, not in a pinned stack's image.
+HOST_STACK = "host"
 # Interleaved rounds: never fewer than this (a t interval needs them; analysis/intervals.py MIN_ROUNDS).
 MIN_ROUNDS = 3
 
@@ -270,28 +272,68 @@ class RunSink(Protocol):
 
 @dataclass(frozen=True)
 class EngineSetup:
-    """What diagnose tells an engine when it makes one (engines/registry.py)."""
+    """What diagnose tells the engines of one invocation (engines/registry.py makes them from it)."""
 
     out_dir: Path
     python: str | None = None  # the interpreter that runs the workload (default: this one)
     backend: str | None = None  # KERAS_BACKEND for it
     keep_profiles: bool = False
-    host_gpus: tuple[dict[str, Any], ...] = ()  # this machine's GPUs, as the probe found them
-    options: Any = None  # the engine's own options (engines.slurm.SlurmOptions for Slurm)
+    host: Mapping[str, Any] = field(default_factory=dict)  # this machine, as the probe found it
+    docker_hosts: tuple[str, ...] = ()  # --docker-host values (none: the environment's engine)
+    ca_bundle: Path | None = None  # for stack image builds behind a TLS proxy
+    wheelhouse: Path | None = None  # stack image builds install from these wheels only
+    force: bool = False  # run a stack the pre-flight refused
+    slurm: Any = None  # engines.slurm.tools.SlurmOptions: the cells go to a Slurm cluster (diagnose --slurm)
+
+    @property
+    def host_gpus(self) -> tuple[dict[str, Any], ...]:
+        return tuple(g for g in self.host.get("gpus") or [] if isinstance(g, dict))
 
 
 class Engine(Protocol):
     """What runs cells of the matrix somewhere: this host's Python, Docker engines, a Slurm cluster.
 
-    One engine is one module plus one line in `engines/registry.py`. The run loop (engines/runloop.py:
-    stdout protocol, watchdog), failure classification (engines/failures.py) and the fairness rules
-    (`comparison_groups`, `with_slow_step_bound`) are shared; an engine only says where a group runs.
+    One engine is one module plus one entry in `engines/registry.py: ENGINES`. What differs between engines
+    is class data the core asks (`runs_here`, `queued`) and two class methods that route cells
+    (`selected`, `takes`), never a test of `kind`. The run loop (engines/runloop.py: stdout protocol,
+    watchdog), failure classification (engines/failures.py) and the fairness rules (`comparison_groups`,
+    `with_slow_step_bound`) are shared; an engine only says where a group runs.
     """
 
     kind: ClassVar[str]
+    # Its runs are processes on this machine, so the machine's load beside them is theirs (the A/A reading).
+    runs_here: ClassVar[bool]
+    # Its runs wait in a queue: the quick size's wall budget cannot bind them.
+    queued: ClassVar[bool]
+    # What one run is, as a sentence names it ("each ratio rests on its own process").
+    one_run: ClassVar[str]
+
+    @classmethod
+    def from_setup(cls, setup: EngineSetup) -> Engine:
+        """The engine for one diagnose."""
+        ...
+
+    @classmethod
+    def selected(cls, setup: EngineSetup) -> bool:
+        """Whether this invocation uses the engine at all (--slurm sends every cell to Slurm)."""
+        ...
+
+    @classmethod
+    def takes(cls, spec: RunSpec) -> bool:
+        """Whether a cell is this engine's (the host's Python, or a pinned stack), among the selected ones."""
+        ...
+
+    def check(self) -> None:
+        """What would make every run fail, said before anything runs (a DoctorError): the engine reached,
+        its tools present. Creates nothing."""
+        ...
 
     def describe(self) -> dict[str, Any]:
-        """The machine(s) it runs on, as results.json's `engine` fields name them."""
+        """What results.json records of the engine, by top-level key ({} for none)."""
+        ...
+
+    def findings(self) -> list[dict[str, Any]]:
+        """What only the engine knows, as findings (a stack the pre-flight refused)."""
         ...
 
     def prepare(self, stack: str) -> None:

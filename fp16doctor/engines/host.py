@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from fp16doctor.engines.base import (
+    HOST_STACK,
     RUN_TIMEOUT_S,
     SCRIPT_RUNNER,
     EngineSetup,
@@ -55,6 +56,9 @@ class HostEngine:
     """One run = one child process; results come back over the workload's stdout protocol."""
 
     kind: ClassVar[str] = "host"
+    runs_here: ClassVar[bool] = True
+    one_run: ClassVar[str] = "its own process"
+    queued: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -190,8 +194,23 @@ class HostEngine:
                    keep_profiles=setup.out_dir / "profiles" if setup.keep_profiles else None,
                    gpu_index=0 if gpu else None, gpu_uuid=gpu.get("uuid") if gpu else None)
 
+    @classmethod
+    def selected(cls, setup: EngineSetup) -> bool:
+        return setup.slurm is None
+
+    @classmethod
+    def takes(cls, spec: RunSpec) -> bool:
+        return spec.stack == HOST_STACK
+
+    def check(self) -> None:
+        """--python is checked with what the user typed (a usage error), its Keras by the probe."""
+
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "python": self.python}
+        """Each host run names its interpreter in its own record."""
+        return {}
+
+    def findings(self) -> list[dict[str, Any]]:
+        return []
 
     def prepare(self, stack: str) -> None:
         """The host's own Python needs nothing prepared."""

@@ -78,6 +78,18 @@ class StackSpec:
             return self.keras.split(".")[0].isdigit() and int(self.keras.split(".")[0]) >= 3
         return precision in PRECISIONS
 
+    def precision_refusal(self, precision: str) -> str | None:
+        """Why the stack cannot run a precision at all (its run is recorded skipped with this), or None."""
+        if self.supports_precision(precision):
+            return None
+        if precision in MIXED_POLICIES:
+            return (f"Keras {self.keras} in the {self.name} stack has no mixed-precision dtype policy for "
+                    f"{precision} (a tf.keras >= 2.1 and Keras 3 API); float16 via floatx is its only 16-bit mode")
+        if precision == "bfloat16":
+            return (f"Keras {self.keras} in the {self.name} stack refuses floatx bfloat16 "
+                    "(only Keras 3's keras.config.set_floatx accepts it)")
+        return f"the {self.name} stack cannot run {precision}"
+
     def requirements_text(self) -> str:
         """The requirements file the image build installs (`pip install --no-deps -r`)."""
         header = f"# {self.name}: every pip package installed on top of {self.base_image}\n"

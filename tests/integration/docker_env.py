@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fp16doctor.engines import docker_engine
+from fp16doctor.engines.docker import sdk
 from fp16doctor.errors import DoctorError
 
 SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -24,7 +24,7 @@ def ca_bundle() -> Path | None:
 def require_engine(docker_host: str | None = None) -> None:
     """Skip, saying why, where no Docker engine answers."""
     try:
-        docker_engine.client_for(docker_host)
+        sdk.client_for(docker_host)
     except DoctorError as exc:
         where = f" at {docker_host}" if docker_host else ""
         pytest.skip(f"no Docker engine reachable{where} ({exc.message}); start one with `bash .ci/docker-up.sh`")

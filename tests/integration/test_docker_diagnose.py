@@ -11,7 +11,7 @@ import pytest
 from docker_env import ca_bundle, require_engine
 from slow_path import assert_cut_and_said, forced_cut_env
 
-from fp16doctor.engines import docker_engine
+from fp16doctor.engines.docker import sdk
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -40,7 +40,7 @@ def test_stack_runs_land_beside_host_runs_and_leave_no_container(tmp_path: Path)
     assert container["step_time_ms"]["median"] > 0
     html = (tmp_path / "report.html").read_text()
     assert "cpu" in html and "host" in html
-    assert docker_engine.leftover_containers(None) == []
+    assert sdk.leftover_containers(None) == []
 
 
 @pytest.mark.parametrize("cut", [False, True], ids=["as-measured", "float16-cut"])
@@ -76,4 +76,4 @@ def test_a_stacks_precisions_are_timed_again_together_in_one_container(tmp_path:
         assert all(r["step_time_ms"]["design"] == "interleaved" for r in originals.values())
         assert verdict["interval_method"] == "paired_rounds" and verdict["repeats"] >= 3
         assert "interleaved rounds" in proc.stderr
-    assert docker_engine.leftover_containers(None) == []
+    assert sdk.leftover_containers(None) == []

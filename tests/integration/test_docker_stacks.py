@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from docker_env import ca_bundle, require_engine
 
-from fp16doctor.engines import docker_engine
 from fp16doctor.engines.base import QUICK, RunSpec
-from fp16doctor.engines.build import BuildOptions, build_stack, ensure_image
+from fp16doctor.engines.context import BuildOptions
+from fp16doctor.engines.docker import sdk
+from fp16doctor.engines.docker.build import build_stack, ensure_image
 from fp16doctor.stacks import get_stack
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -57,7 +58,7 @@ def test_ensure_image_reuses_the_built_image(cpu_image: str) -> None:
 def test_runs_in_a_container_and_leaves_nothing_behind(cpu_image: str) -> None:
     events: list[dict[str, Any]] = []
     run_id = f"it{os.getpid()}"
-    record = docker_engine.run_in_stack(RunSpec("cpu", "float32", "original", QUICK), get_stack("cpu"),
+    record = sdk.run_in_stack(RunSpec("cpu", "float32", "original", QUICK), get_stack("cpu"),
                                         None, None, events.append, image=cpu_image, run_id=run_id)
     assert record["status"] == "ok", record.get("error")
     assert record["step_time_ms"]["median"] > 0 and record["step_time_ms"]["n"] >= QUICK.min_steps
@@ -65,22 +66,22 @@ def test_runs_in_a_container_and_leaves_nothing_behind(cpu_image: str) -> None:
     assert record["software"]["python"].startswith("3.11")
     assert record["software"]["tensorflow"] == get_stack("cpu").tensorflow
     assert any(e["event"] == "result" for e in events)
-    assert docker_engine.leftover_containers(None, run_id) == []
+    assert sdk.leftover_containers(None, run_id) == []
 
 
 def test_a_container_that_cannot_start_fails_cleanly(engine: None) -> None:
     run_id = f"itfail{os.getpid()}"
     # The bare base image has no fp16doctor-python: the start fails, the record says why.
-    record = docker_engine.run_in_stack(RunSpec("cpu", "float32", "original", QUICK), get_stack("cpu"),
+    record = sdk.run_in_stack(RunSpec("cpu", "float32", "original", QUICK), get_stack("cpu"),
                                         None, None, lambda _e: None, image="debian:bookworm-slim",
                                         run_id=run_id)
     assert record["status"] == "failed"
     assert "fp16doctor-python" in record["error"] or "fp16doctor-python" in " ".join(record["log_tail"])
-    assert docker_engine.leftover_containers(None, run_id) == []
+    assert sdk.leftover_containers(None, run_id) == []
 
 
 def _require_debian() -> None:
-    if docker_engine.image_id(None, "debian:bookworm-slim") is None:
+    if sdk.image_id(None, "debian:bookworm-slim") is None:
         pytest.fail("debian:bookworm-slim is missing: run `bash .ci/docker-up.sh`")
 
 
@@ -88,10 +89,10 @@ def _require_debian() -> None:
 # says its name, then waits.
 OWNER_SCRIPT = """
 import sys, time
-from fp16doctor.engines import docker_engine
-client = docker_engine.client_for(None)
-labels = {docker_engine.MANAGED_LABEL: "true", docker_engine.RUN_ID_LABEL: sys.argv[1],
-          **docker_engine.owner_labels()}
+from fp16doctor.engines.docker import sdk
+client = sdk.client_for(None)
+labels = {sdk.MANAGED_LABEL: "true", sdk.RUN_ID_LABEL: sys.argv[1],
+          **sdk.owner_labels()}
 make = client.containers.create if sys.argv[2:] == ["created"] else client.containers.run
 container = make("debian:bookworm-slim", ["sleep", "300"], labels=labels, detach=True,
                  network_mode="none", name="fp16doctor-" + sys.argv[1])
@@ -109,17 +110,17 @@ def test_a_killed_fp16doctors_running_container_is_removed_by_the_next(engine: N
         name = owner.stdout.readline().strip()
         assert name == f"fp16doctor-{run_id}"
         # A live owner's container is left alone.
-        assert name not in docker_engine.remove_orphans(None)
+        assert name not in sdk.remove_orphans(None)
         owner.kill()  # SIGKILL: no cleanup runs, the container keeps running under containerd-shim
         owner.wait(timeout=30)
-        running = docker_engine.client_for(None).containers.list(filters={"name": name})
+        running = sdk.client_for(None).containers.list(filters={"name": name})
         assert [c.name for c in running] == [name]
-        assert name in docker_engine.remove_orphans(None)
-        assert docker_engine.leftover_containers(None, run_id) == []
+        assert name in sdk.remove_orphans(None)
+        assert sdk.leftover_containers(None, run_id) == []
     finally:
         if owner.poll() is None:
             owner.kill()
-        docker_engine.cleanup(None, run_id=run_id)
+        sdk.cleanup(None, run_id=run_id)
 
 
 def test_a_live_fp16doctors_created_container_survives_the_next_ones_sweep(engine: None) -> None:
@@ -133,13 +134,13 @@ def test_a_live_fp16doctors_created_container_survives_the_next_ones_sweep(engin
         assert name == f"fp16doctor-{run_id}"
         # The sweep a second fp16doctor makes on connecting (here kept to this test's run id, so other
         # users' containers on the engine are not touched): the owner is alive, so the container stays.
-        assert docker_engine.cleanup(None, run_id=run_id, stopped_only=True)["containers"] == []
-        assert docker_engine.leftover_containers(None, run_id) == [name]
+        assert sdk.cleanup(None, run_id=run_id, stopped_only=True)["containers"] == []
+        assert sdk.leftover_containers(None, run_id) == [name]
         owner.kill()
         owner.wait(timeout=30)
-        assert docker_engine.cleanup(None, run_id=run_id, stopped_only=True)["containers"] == [name]
-        assert docker_engine.leftover_containers(None, run_id) == []
+        assert sdk.cleanup(None, run_id=run_id, stopped_only=True)["containers"] == [name]
+        assert sdk.leftover_containers(None, run_id) == []
     finally:
         if owner.poll() is None:
             owner.kill()
-        docker_engine.cleanup(None, run_id=run_id)
+        sdk.cleanup(None, run_id=run_id)

@@ -24,8 +24,9 @@ from docker_env import ca_bundle, require_engine
 from scale_second_engine import SecondEngine
 from slow_path import forced_cut_env
 
-from fp16doctor.engines import docker_engine
-from fp16doctor.engines.build import BuildOptions, ensure_image
+from fp16doctor.engines.context import BuildOptions
+from fp16doctor.engines.docker import sdk
+from fp16doctor.engines.docker.build import ensure_image
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL
 from fp16doctor.stacks import get_stack
 from fp16doctor.workload.protocol import PREFIX
@@ -50,10 +51,10 @@ def second(cpu_image: str) -> Iterator[SecondEngine]:
     try:
         engine.start()
         # No registry here: the image travels from the first engine through the API (save | load).
-        docker_engine.copy_image(FIRST, engine.url, cpu_image, lambda _line: None)
+        sdk.copy_image(FIRST, engine.url, cpu_image, lambda _line: None)
         yield engine
     finally:
-        docker_engine.forget_client(engine.url)
+        sdk.forget_client(engine.url)
         engine.remove()
 
 
@@ -78,7 +79,7 @@ def _finish(proc: subprocess.Popen[str]) -> tuple[int, str]:
 
 def _leftovers(url: str) -> list[Any]:
     client = docker.DockerClient(base_url=url)
-    return list(client.containers.list(all=True, filters={"label": f"{docker_engine.MANAGED_LABEL}=true"}))
+    return list(client.containers.list(all=True, filters={"label": f"{sdk.MANAGED_LABEL}=true"}))
 
 
 def test_one_diagnose_spreads_the_runs_over_two_engines(second: SecondEngine, tmp_path: Path) -> None:
@@ -116,7 +117,7 @@ def test_an_engine_killed_mid_run_fails_its_run_and_resume_completes_it(
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             try:
-                running = watcher.containers.list(filters={"label": f"{docker_engine.MANAGED_LABEL}=true"})
+                running = watcher.containers.list(filters={"label": f"{sdk.MANAGED_LABEL}=true"})
             except docker.errors.DockerException:
                 return
             if any(_training(container) for container in running):

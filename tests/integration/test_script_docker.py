@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from docker_env import ca_bundle, require_engine
 
-from fp16doctor.engines import docker_engine
+from fp16doctor.engines.docker import sdk
 from fp16doctor.workload.dataset import ensure_dataset
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -73,7 +73,7 @@ def test_a_script_runs_in_a_stack_seeing_only_its_folder(tmp_path: Path) -> None
     assert "own folder writable: False" in log and "cwd writable: True" in log
     assert not (project / "written.txt").exists() and sorted(p.name for p in project.iterdir()) == ["data.txt",
                                                                                                    "train.py"]
-    assert docker_engine.leftover_containers(None) == []
+    assert sdk.leftover_containers(None) == []
 
 
 def test_the_questions_script_runs_unchanged_where_keras_takes_its_optimizer_arguments(tmp_path: Path) -> None:
@@ -81,7 +81,7 @@ def test_the_questions_script_runs_unchanged_where_keras_takes_its_optimizer_arg
     fit_generator runs, and the run is measured per step with what ran. float32 only: a float16 step of its
     128 images at 224x336 takes minutes on a small CPU (docs/examples/cpu-epyc-avx2-tf2.10-seed-script)."""
     require_engine()
-    if docker_engine.image_id(None, "debian:bullseye-slim") is None:
+    if sdk.image_id(None, "debian:bullseye-slim") is None:
         pytest.fail("debian:bullseye-slim is missing: run `bash .ci/docker-up.sh`")
     data = tmp_path / "data"
     # The built-in workload's image folders (two classes; the script resizes them): 512 training images
@@ -106,4 +106,4 @@ def test_the_questions_script_runs_unchanged_where_keras_takes_its_optimizer_arg
     assert {"conv2d", "conv2d_1", "conv2d_2", "conv2d_3", "dense"} <= {item["layer"] for item in ops["items"]}
     log = (tmp_path / "out" / run["script_log"]).read_text()  # relative to the results' folder
     assert "Found 512 images belonging to 2 classes." in log and "Epoch 1/32" in log
-    assert docker_engine.leftover_containers(None) == []
+    assert sdk.leftover_containers(None) == []

@@ -229,7 +229,7 @@ def test_ctrl_c_cancels_this_invocations_jobs_and_leaves_another_job_alone(
         assert left.stdout.split()[:1] == [other] and left.stdout.split()[1] in ("PENDING", "RUNNING"), left
         # No workload of that invocation runs on.
         time.sleep(2)
-        leftover = subprocess.run(["pgrep", "-f", f"fp16doctor.engines.slurm_job {tmp_path}"], capture_output=True)
+        leftover = subprocess.run(["pgrep", "-f", f"fp16doctor.engines.slurm.job {tmp_path}"], capture_output=True)
         assert leftover.returncode == 1, leftover.stdout
     finally:
         subprocess.run(["scancel", other], check=False)

@@ -20,7 +20,8 @@ import pytest
 from docker_env import ca_bundle, require_engine
 from test_slurm_diagnose import _cluster_node, _progress_lines, _wait_for
 
-from fp16doctor.engines import build, runtimes
+from fp16doctor.engines import context as build
+from fp16doctor.engines.slurm import runtimes
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL
 from fp16doctor.stacks import get_stack
 
@@ -140,7 +141,7 @@ def test_a_job_cancelled_mid_run_leaves_no_container(docker_runtime: str, node: 
 
 @pytest.mark.docker
 def test_the_sweep_removes_a_container_whose_job_has_ended(docker_runtime: str) -> None:
-    from fp16doctor.engines import slurm_job
+    from fp16doctor.engines.slurm import job as slurm_job
 
     name = "fp16doctor-999999_0-left-behind"
     subprocess.run(["docker", "run", "--detach", "--name", name, "--label", f"{runtimes.JOB_LABEL}=999999_0",

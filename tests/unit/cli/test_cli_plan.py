@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from cli_helpers import run_cli
 
-from fp16doctor import diagnose, probe
+from fp16doctor import probe
 from fp16doctor.engines import host as host_engine
 from fp16doctor.errors import EXIT_OK, EXIT_USAGE
 
@@ -25,9 +25,9 @@ CPU_HOST: dict[str, Any] = {
 def spy(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     ran: list[Any] = []
     monkeypatch.setattr(probe, "probe_host", lambda python=None: json.loads(json.dumps(CPU_HOST)))
-    monkeypatch.setattr(diagnose, "check_workload_imports", lambda *a, **k: None)
+    monkeypatch.setattr("fp16doctor.diagnose.prepare.check_workload_imports", lambda *a, **k: None)
     monkeypatch.setattr(host_engine.HostEngine, "run", lambda self, spec, *a, **k: ran.append(spec))
-    monkeypatch.setattr(diagnose, "_run_specs", lambda *a, **k: ran.append(a) or [])
+    monkeypatch.setattr("fp16doctor.diagnose.run.run_matrix", lambda *a, **k: ran.append(a) or [])
     return ran
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from fp16doctor import diagnose, probe
+from fp16doctor import probe
 from fp16doctor.diagnose import DiagnoseOptions, plan_diagnose
 from fp16doctor.engines import host as host_engine
 from fp16doctor.errors import DoctorError
@@ -43,9 +43,9 @@ def no_runs(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """This host as probed, its workload's imports fine, and a spy on everything that would run a cell."""
     ran: list[Any] = []
     monkeypatch.setattr(probe, "probe_host", lambda python=None: json.loads(json.dumps(CPU_HOST)))
-    monkeypatch.setattr(diagnose, "check_workload_imports", lambda *a, **k: None)
+    monkeypatch.setattr("fp16doctor.diagnose.prepare.check_workload_imports", lambda *a, **k: None)
     monkeypatch.setattr(host_engine.HostEngine, "run", lambda self, spec, *a, **k: ran.append(spec))
-    monkeypatch.setattr(diagnose, "_run_specs", lambda *a, **k: ran.append(a))
+    monkeypatch.setattr("fp16doctor.diagnose.run.run_matrix", lambda *a, **k: ran.append(a))
     return ran
 
 

@@ -111,7 +111,7 @@ def test_a_scripts_rounds_run_the_script_runner_with_the_rounds_and_no_profile_o
 
 
 def test_the_rounds_budget_counts_what_a_script_does_before_training_once_per_model() -> None:
-    from fp16doctor.diagnose import _script_setup_s
+    from fp16doctor.diagnose.budget import _script_setup_s
 
     script_run = run("float32", 10, workload={"name": "script"}, timing={"import_s": 2.0, "script_s": 6.5},
                      first_step_ms=500.0, warmup_step_ms=[500.0, 20.0], step_ms_all=[10.0] * 96)

@@ -1,0 +1,167 @@
+"""diagnose's checks of what the user asked, before anything is created or run: pure, apart from reading the
+files named (the script, --data) and asking the filesystem whether --out can be written."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from fp16doctor.errors import EXIT_USAGE, DoctorError
+from fp16doctor.invocation import DiagnoseRequest, refusal
+from fp16doctor.options import DiagnoseOptions
+from fp16doctor.workload.dataset import class_folders
+
+
+def check_out_dir(out_dir: Path, create: bool = True) -> None:
+    """--out can be written to; made here unless `create` is off (--plan creates nothing: then the folder, or
+    the nearest one above it that exists, must be a folder this user may write in)."""
+    # mkdir says only "File exists" when a folder on the way is a file: name it.
+    blocker = next((p for p in (out_dir, *out_dir.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise DoctorError(f"--out {out_dir}: {blocker} is a file, not a folder",
+                          hint="pass a folder for --out, e.g. --out ./fp16doctor-out", exit_code=EXIT_USAGE)
+    try:
+        if not create:
+            existing = next(p for p in (out_dir, *out_dir.absolute().parents) if p.exists())
+            if not existing.is_dir():
+                raise NotADirectoryError(20, "Not a directory")
+            if not os.access(existing, os.W_OK | os.X_OK):
+                raise PermissionError(13, "Permission denied")
+            return
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = out_dir / ".fp16doctor-write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        raise DoctorError(
+            f"cannot write to --out {out_dir} ({exc.strerror or exc.__class__.__name__})",
+            hint="pass a directory you can write to, e.g. --out ./fp16doctor-out",
+        ) from None
+
+
+def refuse(request: DiagnoseRequest) -> None:
+    """What the user typed, checked by the one validator every printed command passes too (invocation.py)."""
+    refused = refusal(request)
+    if refused is not None:
+        raise DoctorError(refused.message, hint=refused.hint, exit_code=EXIT_USAGE)
+
+
+def request_of(options: DiagnoseOptions) -> DiagnoseRequest:
+    slurm = options.slurm
+    given = {name for name, value in (("--steps", options.steps is not None), ("--script-arg", options.script_args),
+                                      ("--runtime", slurm and slurm.runtime), ("--registry", slurm and slurm.registry))
+             if value}
+    return DiagnoseRequest(tuple(options.stacks), tuple(options.precisions), tuple(options.variants or ()),
+                           tuple(options.docker_hosts), options.script is not None, options.include_host,
+                           slurm is not None, frozenset(given))
+
+
+def check_precisions(precisions: list[str]) -> list[str]:
+    """The precisions asked for, checked, float32 first (its step sets the others' slow-step bound)."""
+    refuse(DiagnoseRequest(precisions=tuple(precisions)))
+    return float32_first(dict.fromkeys(precisions))
+
+
+def check_variants(variants: list[str] | None) -> list[str] | None:
+    if not variants:
+        return None
+    refuse(DiagnoseRequest(variants=tuple(variants)))
+    return list(dict.fromkeys(variants))
+
+
+def float32_first(precisions: Iterable[str]) -> list[str]:
+    return sorted(precisions, key=lambda p: p != "float32")
+
+
+def check_data(data_dir: Path | None) -> str | None:
+    if data_dir is None:
+        return None
+    if not data_dir.is_dir():
+        raise DoctorError(f"--data {data_dir} is not a directory",
+                          hint="pass the train directory that holds one folder per class", exit_code=EXIT_USAGE)
+    classes = class_folders(str(data_dir))
+    if len(classes) < 2:
+        raise DoctorError(
+            f"--data {data_dir} has {len(classes)} class folder(s) with images; the script needs at least 2",
+            hint="lay it out as DIR/<class name>/<image files>, as flow_from_directory expects", exit_code=EXIT_USAGE,
+        )
+    return str(data_dir.resolve())
+
+
+def _major(version: Any) -> int:
+    try:
+        return int(str(version).split(".")[0])
+    except ValueError:
+        return 0
+
+
+def host_keras(host: dict[str, Any]) -> tuple[bool, str | None]:
+    """Whether the host Python can run the workload, and the Keras backend it would use."""
+    frameworks = host.get("frameworks") or {}
+    keras = frameworks.get("keras") or {}
+
+    def works(name: str) -> bool:
+        # A broken or hung install comes back from the probe as {"version": ..., "error": ...}.
+        entry = frameworks.get(name) or {}
+        return bool(entry.get("version")) and not entry.get("error")
+
+    usable = works("keras") or works("tf_keras") or works("tensorflow")
+    backend = os.environ.get("KERAS_BACKEND") or keras.get("backend")
+    if _major(keras.get("version")) >= 3:
+        installed = [name for name in ("tensorflow", "jax", "torch") if works(name)]
+        if backend not in installed and installed:
+            # Keras 3 defaults to TensorFlow; fall back to whichever backend is really installed.
+            backend = installed[0]
+    return usable, backend
+
+
+# What fp16doctor's code in the target Python imports besides the framework: (probe key, name, what to pip
+# install). NumPy: the built-in workload and the script runner both (run_workload's batches and versions).
+WORKLOAD_MODULES = (("numpy", "NumPy", "numpy"),)
+# Only the built-in workload's: a script brings its own imports (and its own error names what it lacks).
+# Pillow loads the images (workload/dataset.py, flow_from_directory).
+BUILTIN_WORKLOAD_MODULES = (("pillow", "Pillow", "pillow"),)
+# SciPy only under the Keras 2 API (keras 2.x, tf_keras): its ImageDataGenerator.apply_transform always
+# calls apply_affine_transform, which raises "Image transformations require SciPy" without it, even for
+# the built-in workload's flips (tf_keras/src/preprocessing/image.py); Keras 3's legacy copy needs SciPy
+# only for rotations, shifts and zooms (keras/src/legacy/preprocessing/image.py).
+KERAS2_MODULES = (("scipy", "SciPy", "scipy"),)
+KERAS3_BACKENDS = ("tensorflow", "jax", "torch")
+
+
+def check_workload_imports(host: dict[str, Any], backend: str | None, *, script: bool = False) -> None:
+    """Stop before any run when the target Python lacks what the workload imports, naming the package.
+
+    script: the user's script runs instead of the built-in workload, so only what the script runner
+    itself needs is asked (not Pillow, not SciPy). Reads the probe's answers (a child process of the
+    target Python imported each one); a module the probe did not ask about (an older results file, a
+    probe without it) is not held against the host.
+    """
+    frameworks = host.get("frameworks") or {}
+    python = (host.get("python") or {}).get("executable") or "the target Python"
+    keras = frameworks.get("keras") or {}
+    keras3 = _major(keras.get("version")) >= 3 and not keras.get("error")
+    needed: tuple[tuple[str, str, str], ...] = WORKLOAD_MODULES
+    if not script:
+        needed += BUILTIN_WORKLOAD_MODULES + (() if keras3 else KERAS2_MODULES)
+    user = "fp16doctor's script runner" if script else "the workload"
+    for key, name, package in needed:
+        if key not in frameworks:
+            continue
+        entry = frameworks[key]
+        if entry is None or entry.get("error"):
+            why = "cannot import" if entry is None else f"has a broken {name} ({entry['error']}) and cannot use"
+            raise DoctorError(f"{python} {why} {name}, which {user} needs",
+                              hint=f"{python} -m pip install {package}")
+    if keras3 and backend in KERAS3_BACKENDS and backend in frameworks:
+        entry = frameworks.get(backend)
+        if entry is None or entry.get("error"):
+            raise DoctorError(f"{python} has Keras {keras.get('version')} but no working backend for it "
+                              f"(KERAS_BACKEND={backend})",
+                              hint=f"{python} -m pip install "
+                                   + ("tensorflow-cpu" if backend == "tensorflow" else backend)
+                                   + " (or set KERAS_BACKEND to an installed one: tensorflow, jax, torch)")
+
+

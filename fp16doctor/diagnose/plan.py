@@ -1,0 +1,136 @@
+"""What a diagnose runs: the matrix of stacks x precisions x variants, what --resume keeps, the experiments the
+analysis asks for next. Pure: data in, run specs out."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from fp16doctor.diagnose.checks import float32_first
+from fp16doctor.engines.base import HOST_STACK, RunSpec, ScriptSpec, WorkloadSize
+from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS
+from fp16doctor.knowledge.gpus import gpu_has_bfloat16
+from fp16doctor.options import Progress
+from fp16doctor.results import VARIANT_CHANGES, Document
+from fp16doctor.workload.protocol import PRECISIONS, SCRIPT_VARIANTS, VARIANTS
+
+# The matrix every diagnose runs; mixed_bfloat16 joins it where the device computes in bfloat16.
+BASE_PRECISIONS = ("float32", "float16", "mixed_float16")
+
+
+def device_has_bfloat16(host: Mapping[str, Any]) -> bool:
+    """Whether the device the host runs use computes in bfloat16: with NVIDIA GPUs, any of compute
+    capability 8.0 or newer; without, a CPU with BF16 instructions (knowledge/cpu.py CPU_BF16_FLAGS:
+    AVX512-BF16, AMX-BF16, Arm BF16)."""
+    gpus = [g for g in host.get("gpus") or [] if isinstance(g, Mapping)]
+    if gpus:
+        return any(gpu_has_bfloat16(g.get("compute_capability")) for g in gpus)
+    cpu = host.get("cpu")
+    if not isinstance(cpu, Mapping):
+        return False
+    flags = cpu.get("flags")
+    return bool(set(flags if isinstance(flags, list) else []) & set(CPU_BF16_FLAGS)) or cpu.get("bf16_native") is True
+
+
+def default_precisions(host: Mapping[str, Any]) -> list[str]:
+    """The matrix when --precision is not given: float32, float16 and mixed_float16 everywhere, and
+    mixed_bfloat16 where the device has bfloat16 arithmetic (elsewhere it would only be emulated)."""
+    return [*BASE_PRECISIONS, *(["mixed_bfloat16"] if device_has_bfloat16(host) else [])]
+
+
+def same_host_setup(run: Mapping[str, Any], python: str, backend: str | None) -> bool:
+    """A finished host run still compares with new ones: same interpreter, same Keras backend (where
+    both are known). Container runs are judged by their stack and size alone."""
+    if run.get("stack") != HOST_STACK:
+        return True
+    engine = run.get("engine") if isinstance(run.get("engine"), Mapping) else {}
+    recorded = engine.get("python") if isinstance(engine, Mapping) else None
+    if recorded and os.path.abspath(str(recorded)) != os.path.abspath(python):
+        return False
+    software = run.get("software") if isinstance(run.get("software"), Mapping) else {}
+    ran_on = software.get("keras_backend") if isinstance(software, Mapping) else None
+    return not (backend and ran_on and ran_on != backend)
+
+
+def _uses_gpu(stack: str) -> bool:
+    from fp16doctor.stacks import get_stack
+
+    return get_stack(stack).gpu
+
+
+def plan_runs(
+    stacks: list[str], precisions: list[str], size: WorkloadSize, variants: list[str] | None,
+    data_dir: str | None, where_native: Iterable[str] = (),
+) -> list[RunSpec]:
+    """The matrix; `where_native`: precisions for the GPU stacks of engines whose devices are not known yet, run
+    only where a GPU computes them natively (RunSpec.native_only), whatever this machine's own device would say."""
+    specs: list[RunSpec] = []
+    for stack in stacks:
+        extra = [p for p in where_native if stack != HOST_STACK and _uses_gpu(stack)]
+        ordered = float32_first(dict.fromkeys([*precisions, *extra]))
+        for v in variants or ["original"]:
+            experiment = {"changes": VARIANT_CHANGES[v], "tests": None} if v in VARIANT_CHANGES else None
+            specs += [RunSpec(stack, precision, v, size, data_dir=data_dir if stack == HOST_STACK else None,
+                              experiment=experiment, native_only=precision in extra)
+                      for precision in ordered]
+        if variants is None:
+            # synthetic_input (batches already in memory) isolates device compute from the input
+            # pipeline; the quick size keeps only float32's to stay within its time budget.
+            synth = ["float32"] if size.name == "quick" else ordered
+            specs += [RunSpec(stack, p, "synthetic_input", size, native_only=p in extra)
+                      for p in ordered if p in synth]
+    return specs
+
+
+def script_experiments(planned: list[RunSpec], script: ScriptSpec, progress: Progress) -> list[RunSpec]:
+    """The planned experiments a script can take unchanged (an environment variable or a compile argument);
+    the others would rewrite its model or its data, and are said, not run."""
+    kept = [replace(s, script=script, data_dir=None) for s in planned if s.variant in SCRIPT_VARIANTS]
+    for spec in planned:
+        if spec.variant not in SCRIPT_VARIANTS:
+            progress.note(f"experiment {spec.precision} {spec.variant} not run: it changes the built-in "
+                          "workload's model or data, and your script runs unchanged")
+    return kept
+
+
+def plan_experiments(doc: Document, progress: Progress) -> list[dict[str, Any]]:
+    """The experiments the analysis asks for after the main matrix; the ones not worth a run are said.
+    A planner that breaks costs the experiments, never the measured runs, the analysis or the report."""
+    from fp16doctor.analysis.experiments import plan
+
+    try:
+        items = plan(doc)
+    except (ArithmeticError, LookupError, TypeError, ValueError, AttributeError) as exc:
+        progress.note(f"no experiments: planning them failed ({exc.__class__.__name__}: {exc})")
+        return []
+    for item in items:
+        if "skip_reason" in item:
+            progress.note(f"experiment {item['precision']} {item['variant']} skipped: {item['skip_reason']}")
+    return [item for item in items if "skip_reason" not in item]
+
+
+def experiment_specs(
+    items: Iterable[Mapping[str, Any]], stacks: list[str], size: WorkloadSize, data_dir: str | None,
+    done: set[tuple[str, str, str]],
+) -> list[RunSpec]:
+    """Planned experiments as run specs: only for stacks this diagnose runs, each cell once, not the
+    cells already measured (so --resume picks up where it stopped), float32 first in each group."""
+    specs: dict[tuple[str, str, str], RunSpec] = {}
+    for item in items:
+        stack, precision, variant = (str(item.get(k)) for k in ("stack", "precision", "variant"))
+        key = (stack, precision, variant)
+        if stack not in stacks or precision not in PRECISIONS or variant not in VARIANTS or key in done:
+            continue
+        experiment = item.get("experiment")
+        if not isinstance(experiment, Mapping):
+            experiment = {"changes": VARIANT_CHANGES.get(variant, {}), "tests": None}
+        experiment = dict(experiment)
+        if item.get("reason"):
+            experiment.setdefault("reason", str(item["reason"]))
+        specs.setdefault(key, RunSpec(stack, precision, variant, size,
+                                      data_dir=data_dir if stack == HOST_STACK else None,
+                                      experiment=experiment))
+    order = {group: i for i, group in enumerate(dict.fromkeys((s.stack, s.variant) for s in specs.values()))}
+    return sorted(specs.values(), key=lambda s: (order[(s.stack, s.variant)], s.precision != "float32"))

@@ -1,0 +1,154 @@
+"""`fp16doctor diagnose`, as its phases: prepare (checks, probe, engines, plan), the matrix, the interleaved
+rounds, the experiments, then the analysis and the report. Every finished run is written to results.json at
+once, so an interrupted diagnose keeps what it measured."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fp16doctor.diagnose.budget import rounds_budget_s, within_budget
+from fp16doctor.diagnose.plan import experiment_specs, plan_experiments, script_experiments
+from fp16doctor.diagnose.prepare import Prepared, prepare
+from fp16doctor.diagnose.sink import DocumentSink, RoundsSink
+from fp16doctor.engines.base import HOST_STACK, MIN_ROUNDS, RunSpec, comparison_groups
+from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
+from fp16doctor.options import DiagnoseOptions, Progress
+from fp16doctor.results import Document, ResultsWriter, run_key
+from fp16doctor.runplan import QUICK_BUDGET_S
+
+if TYPE_CHECKING:
+    from fp16doctor.analysis import Diagnosis
+    from fp16doctor.runplan import DiagnosePlan
+
+
+@dataclass
+class DiagnoseOutcome:
+    document: Document
+    results_path: Path
+    report_path: Path | None
+    exit_code: int
+    failed: list[dict[str, Any]]
+    diagnosis: Diagnosis  # made once, written to results.json and rendered by the report and the summary
+
+
+def plan_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnosePlan:
+    """`diagnose --plan`: every check of a real diagnose, then what it would run, where, and about how long;
+    nothing runs and nothing is created (no --out folder, no results, no container, no job)."""
+    from fp16doctor.runplan import describe_plan
+
+    prepared = prepare(replace(options, plan=True), progress)
+    return describe_plan(prepared.todo, len(prepared.specs) - len(prepared.todo), prepared.size, options,
+                         prepared.results_path)
+
+
+def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcome:
+    prepared = prepare(options, progress)
+    writer = ResultsWriter(prepared.results_path, prepared.doc)
+    interrupted = False
+    try:
+        run_matrix(prepared, prepared.todo, writer)
+        time_in_rounds(prepared, writer)
+        if options.experiments:
+            run_experiments(prepared, writer)
+    except KeyboardInterrupt:
+        interrupted = True
+    return analyse_and_report(prepared, options, writer, interrupted)
+
+
+def run_matrix(prepared: Prepared, specs: list[RunSpec], writer: ResultsWriter) -> None:
+    """The cells on their engines, in the router's order (the host's before the containers'); each record is
+    written as it finishes, and what each engine knows of itself goes into the document."""
+    sink = DocumentSink(writer, prepared.progress, len(specs))
+    for engine, cells in prepared.router.route(specs):
+        try:
+            engine.run_groups(comparison_groups(cells), sink)
+        finally:
+            writer.doc.update(engine.describe())
+            writer.save()
+
+
+def time_in_rounds(prepared: Prepared, writer: ResultsWriter) -> None:
+    """Each stack's precisions timed again, together, in interleaved rounds (engines/rounds.py), on the engine
+    and hardware their runs used; a script's in one process too, each precision's model from its own run of the
+    script (workload/script_rounds.py)."""
+    from fp16doctor.engines.rounds import mark_left_out, rounds_plan
+
+    progress, runs = prepared.progress, writer.doc["runs"]
+    planned: list[RunSpec] = []
+    for stack in prepared.stacks:
+        if not any(s.stack == stack and s.variant == "original" for s in prepared.specs):
+            continue
+        engine_class = prepared.router.engine_class(RunSpec(stack, "float32", "original", prepared.size))
+        # The quick budget's clock binds only what runs here, unqueued; the others get the minimum.
+        deadline = prepared.started + QUICK_BUDGET_S if engine_class.runs_here and not engine_class.queued else None
+        budget = rounds_budget_s(prepared.size, stack, runs, deadline)
+        plan = rounds_plan(runs, stack, prepared.size, budget)
+        prefix = "" if stack == HOST_STACK else f"{stack}: "
+        for note in plan.messages():
+            progress.note(prefix + note)
+        if mark_left_out(runs, stack, plan):
+            writer.save()
+        if plan.spec is None:
+            continue
+        spec = replace(plan.spec, script=prepared.script) if prepared.script is not None else plan.spec
+        if engine_class.runs_here:
+            progress.note(f"interleaved rounds of {', '.join(spec.rounds_of)} in one process, each round in a new "
+                          f"order (about {budget:.0f} s, at least {MIN_ROUNDS} rounds)")
+        planned.append(spec)
+    for engine, cells in prepared.router.route(planned):
+        sink = RoundsSink(writer, progress, alone=engine.one_run, measure_load=engine.runs_here)
+        engine.run_groups([[cell] for cell in cells], sink)
+
+
+def run_experiments(prepared: Prepared, writer: ResultsWriter) -> None:
+    """The one-change runs the analysis asks for after the matrix; at the quick size, those that fit its budget."""
+    progress, doc = prepared.progress, writer.doc
+    planned = experiment_specs(plan_experiments(doc, progress), prepared.stacks, prepared.size, prepared.data_dir,
+                               {run_key(r) for r in doc["runs"]})
+    if prepared.script is not None:
+        planned = script_experiments(planned, prepared.script, progress)
+    if prepared.size.name == "quick":
+        planned = within_budget(planned, doc["runs"], prepared.started + QUICK_BUDGET_S, progress)
+    if planned:
+        progress.note(f"{len(planned)} experiment run(s), each changing one thing: "
+                      + ", ".join(f"{s.precision} {s.variant}" for s in planned))
+        run_matrix(prepared, planned, writer)
+
+
+def analyse_and_report(prepared: Prepared, options: DiagnoseOptions, writer: ResultsWriter,
+                       interrupted: bool) -> DiagnoseOutcome:
+    from fp16doctor.analysis import diagnose_document
+    from fp16doctor.report import write_report
+
+    doc, progress, script = writer.doc, prepared.progress, prepared.script
+    doc["invocation"]["elapsed_s"] = round(time.monotonic() - prepared.started, 1)
+    findings = [f for engine in prepared.router.engines() for f in engine.findings()]
+    # What only the pre-flight knows is stored as data a rule reads, so every re-analysis says it again.
+    doc["preflight"] = [{"stack": f.get("stack"), "ok": False, "reasons": f.get("evidence", []),
+                         "alternatives": f.get("alternatives", []), "forced": options.force} for f in findings]
+    diagnosis = diagnose_document(doc)
+    writer.set_findings(diagnosis.findings, diagnosis.verdicts, diagnosis.prescriptions,
+                        [c.to_dict() for c in diagnosis.stack_comparisons])
+    diagnosis = replace(diagnosis, findings_source="results")  # written to results.json with the runs
+    report_path: Path | None = options.out_dir / "report.html"
+    try:
+        write_report([doc], options.out_dir / "report.html", "html", [diagnosis])
+    except DoctorError as exc:
+        progress.note(f"report not written: {exc.message}")
+        report_path = None
+    if interrupted:
+        raise KeyboardInterrupt
+    if script is not None:
+        from fp16doctor.user_script import run_notes, script_failure
+
+        for note in run_notes(doc["runs"]):
+            progress.note(note)
+        error = script_failure(doc["runs"], script)
+        if error is not None:
+            raise error  # results.json and the report keep what did run
+    failed = [r for r in doc["runs"] if r.get("status") == "failed"]
+    exit_code = EXIT_PARTIAL if failed else EXIT_OK
+    return DiagnoseOutcome(doc, prepared.results_path, report_path, exit_code, failed, diagnosis)

@@ -1,0 +1,68 @@
+"""Where an engine's runs go during a diagnose: each record into results.json as it finishes, the rest to the
+display; an interleaved rounds process's record into the runs it timed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fp16doctor.engines.base import HOST_STACK, RunSpec
+from fp16doctor.options import Progress
+from fp16doctor.results import ResultsWriter
+
+
+class DocumentSink:
+    """An engine's RunSink for diagnose: records go to results.json at once, the rest to the display."""
+
+    def __init__(self, writer: ResultsWriter, progress: Progress, total: int) -> None:
+        self.writer = writer
+        self.progress = progress
+        self.total = total
+        self.started = 0
+
+    def runs(self) -> list[dict[str, Any]]:
+        return list(self.writer.doc["runs"])
+
+    def note(self, message: str) -> None:
+        self.progress.note(message)
+
+    def start_run(self, spec: RunSpec) -> None:
+        self.progress.start_run(spec, self.total, self.started)
+        self.started += 1
+
+    def event(self, event: dict[str, Any]) -> None:
+        self.progress.event(event)
+
+    def finish_run(self, record: dict[str, Any]) -> None:
+        self.writer.add_run(record)
+        self.progress.finish_run(record)
+
+
+class RoundsSink(DocumentSink):
+    """The rounds process's record goes into the runs it timed (engines/rounds.take_rounds), not in as a run of
+    its own; its start shows as a note (the runs' progress counts cells)."""
+
+    def __init__(self, writer: ResultsWriter, progress: Progress, alone: str, measure_load: bool) -> None:
+        super().__init__(writer, progress, 1)
+        self.alone = alone  # where each precision's own figures were timed, as the cross-check names it
+        self.measure_load = measure_load  # the engine runs here: this machine's load beside the rounds is theirs
+        self.before: Any = None
+
+    def start_run(self, spec: RunSpec) -> None:
+        if self.measure_load:
+            from fp16doctor.probe.load import snapshot
+
+            self.before = snapshot()  # what else ran beside the rounds: the reason a failed A/A control gives
+
+    def finish_run(self, record: dict[str, Any]) -> None:
+        from fp16doctor.engines.rounds import take_rounds
+
+        if self.before is not None:
+            from fp16doctor.probe.load import machine_load, snapshot
+
+            record["machine_load"] = machine_load(self.before, snapshot())
+        prefix = "" if record.get("stack") in (None, HOST_STACK) else f"{record.get('stack')}: "
+        kept, notes = take_rounds(self.writer.doc, record, alone=self.alone)
+        if kept is not None:
+            self.writer.save()
+        for note in notes:
+            self.progress.note(prefix + note)

@@ -1,0 +1,759 @@
+"""The only module that talks to the Docker SDK: engines, image builds, one container per run, cleanup.
+
+Every engine is named by a docker_host string (unix://, tcp://, ssh:// URL, or a Docker context name;
+None = the environment's default), so several engines can be driven at once: clients are cached per
+docker_host and nothing here depends on the client's filesystem (build contexts travel as tar
+streams, results come back through the container's stdout). Every image and container carries
+fp16doctor labels, so leftovers can be found and removed.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import socket
+import tarfile
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+import docker
+import docker.context
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.types import DeviceRequest
+from requests.exceptions import RequestException
+
+from fp16doctor import __version__
+from fp16doctor.engines.base import (
+    ONEDNN_PREFIXES,
+    SCRIPT_RUNNER,
+    EventCallback,
+    RunSpec,
+    WindowCapture,
+    attach_ops,
+    base_run_record,
+    merge_workload_result,
+    script_runner_args,
+    split_script_log,
+)
+from fp16doctor.engines.failures import classify, log_tail
+from fp16doctor.engines.labels import (
+    MANAGED_LABEL,
+    OWNER_HOST_LABEL,
+    OWNER_PID_LABEL,
+    PRECISION_LABEL,
+    RUN_ID_LABEL,
+    STACK_LABEL,
+    VARIANT_LABEL,
+    VERSION_LABEL,
+)
+from fp16doctor.engines.runloop import Streamed, failure_kind, stream
+from fp16doctor.errors import DoctorError
+from fp16doctor.results import LOCAL_DOCKER_SCHEMES
+from fp16doctor.stacks import StackSpec
+from fp16doctor.workload.protocol import PROFILE_DIR_ENV
+
+# A stopped container whose owner cannot be asked (another machine, or a version without owner labels) is
+# left by a dead run only once it has stayed created or exited this long: a live run keeps its container
+# created for the instant before its start, and exited while its log and profile are copied out.
+LEFTOVER_AFTER_S = 3600.0
+
+WORKLOAD_DIR = "/opt/fp16doctor/workload"
+# The Dockerfile writes fp16doctor-python, a wrapper for the stack's own interpreter (venv or system).
+WORKLOAD_ENTRYPOINT = ["fp16doctor-python", f"{WORKLOAD_DIR}/run_workload.py"]
+GPU_CAPABILITIES = ["gpu", "compute", "utility"]
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+OUTPUT_TAIL_LINES = 200
+# Where the workload records its profiled window inside the container; copied out before removal.
+CONTAINER_PROFILE_DIR = "/tmp/fp16doctor-profile"
+
+Log = Callable[[str], None]
+
+_clients: dict[str | None, Any] = {}
+_clients_lock = threading.Lock()  # guards the two dicts; never held while an engine is asked anything
+_connect_locks: dict[str | None, threading.Lock] = {}  # one connection attempt per engine at a time
+# Process-wide: a run id groups the containers of one fp16doctor invocation.
+RUN_ID = uuid.uuid4().hex[:12]
+
+
+def owner_labels() -> dict[str, str]:
+    """This process as the owner of the containers it starts."""
+    return {OWNER_HOST_LABEL: socket.gethostname(), OWNER_PID_LABEL: str(os.getpid())}
+
+
+def engine_label(docker_host: str | None) -> str:
+    """The engine as results.json names it: the URL or context given, else DOCKER_HOST, else the socket."""
+    return docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
+
+
+def _make_client(docker_host: str | None) -> Any:
+    """A DockerClient for a URL, a context name, or (None) the environment. Tests replace this."""
+    if docker_host is None:
+        return docker.from_env()
+    if "://" in docker_host:
+        kwargs: dict[str, Any] = {}
+        if docker_host.startswith("ssh://"):
+            kwargs["use_ssh_client"] = True  # the system ssh client: keys, agents and config just work
+        elif docker_host.startswith("tcp://"):
+            tls = docker.utils.kwargs_from_env().get("tls")  # DOCKER_TLS_VERIFY / DOCKER_CERT_PATH
+            if tls:
+                kwargs["tls"] = tls
+        return docker.DockerClient(base_url=docker_host, **kwargs)
+    context = docker.context.ContextAPI.get_context(docker_host)
+    if context is None:
+        raise DoctorError(f"no Docker context named {docker_host!r}",
+                          hint="pass a URL (unix://, tcp://, ssh://) or a name from `docker context ls`")
+    return docker.DockerClient(base_url=context.Host, tls=context.TLSConfig or False)
+
+
+def client_for(docker_host: str | None) -> Any:
+    """The cached, reachable client for one engine; DoctorError when it does not answer."""
+    with _clients_lock:
+        client = _clients.get(docker_host)
+        if client is not None:
+            return client
+        connect_lock = _connect_locks.setdefault(docker_host, threading.Lock())
+    # An engine that does not answer may take a connection timeout to say so; the other engines'
+    # workers must not wait for it.
+    with connect_lock:
+        with _clients_lock:
+            client = _clients.get(docker_host)
+        if client is not None:
+            return client
+        try:
+            client = _make_client(docker_host)
+            client.ping()
+        except (DockerException, RequestException, OSError) as exc:
+            raise DoctorError(
+                f"cannot reach the Docker engine at {engine_label(docker_host)}: {_short(exc)}",
+                hint="start it (CI: `bash .ci/docker-up.sh`), or pass --docker-host with a reachable engine",
+            ) from exc
+        with _clients_lock:
+            _clients[docker_host] = client
+        return client
+
+
+def forget_client(docker_host: str | None) -> None:
+    """Drop a cached client (after the engine went away)."""
+    with _clients_lock:
+        client = _clients.pop(docker_host, None)
+    if client is not None:
+        try:
+            client.close()
+        except (DockerException, RequestException, OSError):
+            pass
+
+
+def _short(exc: BaseException, width: int = 300) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    docker_host: str
+    server_version: str
+    os: str
+    ncpu: int
+    mem_total_mib: int
+    runtimes: tuple[str, ...]
+    nvidia_runtime: bool | None  # True: "nvidia" runtime registered; None: not confirmed either way
+    name: str = ""  # the engine machine's host name (docker info Name)
+    engine_id: str = ""  # the daemon's id (from its key file: daemons sharing /etc/docker share it)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"docker_host": self.docker_host, "server_version": self.server_version, "os": self.os,
+                "ncpu": self.ncpu, "mem_total_mib": self.mem_total_mib, "runtimes": list(self.runtimes),
+                "nvidia_runtime": self.nvidia_runtime, "name": self.name, "engine_id": self.engine_id}
+
+
+def engine_facts(docker_host: str | None) -> EngineFacts:
+    """What the engine says about itself (for host["docker"] and the pre-flight check)."""
+    client = client_for(docker_host)
+    try:
+        info = client.info()
+    except (APIError, RequestException, OSError) as exc:
+        forget_client(docker_host)
+        raise DoctorError(f"cannot ask the Docker engine at {engine_label(docker_host)} what it is: {_short(exc)}",
+                          hint="check that the engine is running") from exc
+    runtimes = tuple(sorted((info.get("Runtimes") or {}).keys()))
+    # GPU requests also work through nvidia-container-toolkit's hook without a registered runtime,
+    # so a missing "nvidia" runtime is "not confirmed", not "absent".
+    nvidia = True if "nvidia" in runtimes else None
+    return EngineFacts(
+        docker_host=engine_label(docker_host),
+        server_version=str(info.get("ServerVersion", "?")),
+        os=str(info.get("OperatingSystem", "?")),
+        ncpu=int(info.get("NCPU") or 0),
+        mem_total_mib=int((info.get("MemTotal") or 0) // (1024 * 1024)),
+        runtimes=runtimes,
+        nvidia_runtime=nvidia,
+        name=str(info.get("Name", "")),
+        engine_id=str(info.get("ID", "")),
+    )
+
+
+# ---------------------------------------------------------------------------------------------- images
+
+
+def image_id(docker_host: str | None, tag: str) -> str | None:
+    """The image id behind a tag on this engine, or None."""
+    client = client_for(docker_host)
+    try:
+        return str(client.images.get(tag).id)
+    except ImageNotFound:
+        return None
+    except (APIError, RequestException, OSError) as exc:
+        # Asked from stack-run worker threads, which expect DoctorError from an engine that went away.
+        forget_client(docker_host)
+        raise DoctorError(f"cannot look up {tag} on {engine_label(docker_host)}: {_short(exc)}",
+                          hint="check that the engine is running") from exc
+
+
+def build_image(
+    docker_host: str | None,
+    context: IO[bytes],
+    tag: str,
+    build_args: dict[str, str],
+    labels: dict[str, str],
+    log: Log,
+    nocache: bool = False,
+    pull: bool = False,
+) -> tuple[str, bool]:
+    """Build from a tar stream (top-level Dockerfile inside), streaming progress lines to `log`.
+
+    Returns (image id, cached) where cached means the engine reused every layer (same id as before).
+    """
+    client = client_for(docker_host)
+    before = image_id(docker_host, tag)
+    output: list[str] = []
+    error: str | None = None
+    built: str | None = None
+    last_status = ""
+    try:
+        stream = client.api.build(fileobj=context, custom_context=True, tag=tag, buildargs=build_args,
+                                  labels=labels, rm=True, forcerm=True, decode=True, nocache=nocache,
+                                  pull=pull)
+        for chunk in stream:
+            if "stream" in chunk:
+                for line in str(chunk["stream"]).splitlines():
+                    if line.strip():
+                        output.append(line)
+                        log(line)
+            elif "status" in chunk:  # base image pull progress: one line per layer state change
+                status = f"{chunk.get('id', '')} {chunk['status']}".strip()
+                if status != last_status and "progress" not in chunk:
+                    log(status)
+                    output.append(status)
+                last_status = status
+            elif "error" in chunk:
+                error = str(chunk.get("error"))
+                output.append(error)
+            elif "aux" in chunk and isinstance(chunk["aux"], dict) and "ID" in chunk["aux"]:
+                built = str(chunk["aux"]["ID"])
+    except (APIError, RequestException, OSError) as exc:
+        error = _short(exc)
+        output.append(error)
+    if error is not None:
+        failure = classify("\n".join(output))
+        raise DoctorError(f"building {tag} failed: {failure.reason}",
+                          hint="last build output: " + " | ".join(log_tail("\n".join(output), 6)))
+    after = image_id(docker_host, tag) or built
+    if after is None:
+        raise DoctorError(f"building {tag} finished without an image", hint="see the build output above")
+    return after, before == after
+
+
+# ----------------------------------------------------------------------------------------- containers
+
+
+def _container_name(spec: RunSpec, run_id: str) -> str:
+    raw = f"fp16doctor-{run_id}-{spec.stack}-{spec.precision}-{spec.variant}-{uuid.uuid4().hex[:6]}"
+    return re.sub(r"[^a-zA-Z0-9_.-]", "-", raw)
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[str]:
+    """Re-split a byte stream into text lines (chunks need not end on line boundaries)."""
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            yield line.decode("utf-8", "replace")
+    if pending:
+        yield pending.decode("utf-8", "replace")
+
+
+def script_container_options(spec: RunSpec, scratch: str, user: str | None) -> dict[str, Any]:
+    """How a container runs the user's script: the script's folder and the data folder read-only at the
+    same paths as on this machine (so its own paths keep working), `scratch` writable as its working
+    directory and log, and nothing else of the host. `user` ("uid:gid") keeps what the script writes
+    removable by the user who ran fp16doctor."""
+    script = spec.script
+    assert script is not None
+    volumes: dict[str, dict[str, str]] = {d: {"bind": d, "mode": "ro"} for d in script.read_only_dirs}
+    volumes[scratch] = {"bind": scratch, "mode": "rw"}
+    options: dict[str, Any] = {
+        "entrypoint": ["fp16doctor-python", f"{WORKLOAD_DIR}/{SCRIPT_RUNNER}"],
+        "command": script_runner_args(spec, f"{scratch}/work", f"{scratch}/{script.log_name(spec)}",
+                                      CONTAINER_PROFILE_DIR),
+        "volumes": volumes,
+        "working_dir": scratch,
+    }
+    if user:
+        options["user"] = user
+    return options
+
+
+def _host_user() -> str | None:
+    getuid, getgid = getattr(os, "getuid", None), getattr(os, "getgid", None)
+    return f"{getuid()}:{getgid()}" if getuid and getgid else None
+
+
+def _keep_script_log(spec: RunSpec, scratch: str, record: dict[str, Any], capture: WindowCapture) -> None:
+    script = spec.script
+    assert script is not None
+    source = os.path.join(scratch, script.log_name(spec))
+    split_script_log(source, capture)  # oneDNN's window lines went to the script's log
+    if script.log_dir and os.path.exists(source):
+        target = os.path.join(script.log_dir, script.log_name(spec))
+        try:
+            shutil.copyfile(source, target)
+        except OSError as exc:  # the run's result matters more than its log
+            record.setdefault("notes", []).append(f"the script's log was not kept: {exc.strerror or exc}")
+            return
+        record["script_log"] = target
+
+
+def _device_for(spec_device: Any, gpu: dict[str, Any] | None) -> Any:
+    """The workload sees its one GPU as gpu:0; the record names the host's index."""
+    if gpu is not None and isinstance(spec_device, str) and spec_device.startswith("gpu"):
+        return f"gpu:{gpu.get('index', 0)}"
+    return spec_device
+
+
+def run_in_stack(
+    spec: RunSpec,
+    stack: StackSpec,
+    docker_host: str | None,
+    gpu: dict[str, Any] | None,
+    on_event: EventCallback,
+    *,
+    image: str,
+    run_id: str | None = None,
+    timeout_s: float | None = None,
+    log: Log | None = None,
+    keep_profile: Path | None = None,
+) -> dict[str, Any]:
+    """Run the workload for one RunSpec in a fresh container of `stack` and return its run record.
+
+    `gpu` is a host GPU dict (index, uuid, ...) to pin with a DeviceRequest, or None for the CPU.
+    `image` is the stack's image on that engine (engines.build.ensure_image). The container is removed in every case,
+    KeyboardInterrupt included; a failure becomes status "failed" with the classified reason and the
+    log tail, never an exception (except DoctorError when the engine cannot be reached at all).
+    """
+    run_id = run_id or RUN_ID
+    log = log or (lambda _line: None)
+    client = client_for(docker_host)
+
+    use_gpu = gpu is not None and stack.gpu
+    # The profile folder goes by environment, so the command stays the spec's workload arguments.
+    env = {"KERAS_BACKEND": stack.keras_backend, PROFILE_DIR_ENV: CONTAINER_PROFILE_DIR,
+           **spec.extra_env}
+    device_requests = None
+    if use_gpu:
+        assert gpu is not None
+        device_id = str(gpu.get("uuid") or gpu.get("index", 0))
+        device_requests = [DeviceRequest(device_ids=[device_id], capabilities=[GPU_CAPABILITIES])]
+        # The NVIDIA runtime mounts only what these capabilities name; compute brings libcuda.
+        env["NVIDIA_DRIVER_CAPABILITIES"] = "compute,utility"
+        env["NVIDIA_VISIBLE_DEVICES"] = device_id
+    elif stack.gpu:
+        # CUDA base images set NVIDIA_VISIBLE_DEVICES=all; where nvidia is the default runtime that
+        # would hand every GPU to a run meant for the CPU.
+        env["NVIDIA_VISIBLE_DEVICES"] = "void"
+    record = base_run_record(spec, f"gpu:{gpu.get('index', 0)}" if use_gpu and gpu else "cpu")
+    scratch: str | None = None
+    create_args: dict[str, Any] = {"entrypoint": WORKLOAD_ENTRYPOINT, "command": spec.workload_args()}
+    if spec.script is not None:
+        if not engine_label(docker_host).startswith(LOCAL_DOCKER_SCHEMES):
+            # Bind mounts name the engine machine's paths: the script's folder is only here.
+            record.update(status="failed", failure_kind="remote_engine",
+                          error=f"a script run needs a Docker engine on this machine (the script's folder is "
+                                f"mounted from here); {engine_label(docker_host)} is remote")
+            return record
+        scratch = tempfile.mkdtemp(prefix="fp16doctor-script-")
+        create_args = script_container_options(spec, scratch, _host_user())
+    record["engine"] = {
+        "kind": "docker",
+        "docker_host": engine_label(docker_host),
+        "image": image,
+        "gpu_uuid": gpu.get("uuid") if use_gpu and gpu else None,
+    }
+    labels = {
+        MANAGED_LABEL: "true",
+        STACK_LABEL: stack.name,
+        RUN_ID_LABEL: run_id,
+        PRECISION_LABEL: spec.precision,
+        VARIANT_LABEL: spec.variant,
+        VERSION_LABEL: __version__,
+        **owner_labels(),
+    }
+    exit_code: int | None = None
+    oom_killed = False
+    output = ""
+    container = None
+    streamed = Streamed()
+    profile_tar: bytes | None = None
+    profile_error: str | None = None
+    try:
+        try:
+            container = client.containers.create(
+                image,
+                **create_args,
+                name=_container_name(spec, run_id),
+                labels=labels,
+                environment=env,
+                device_requests=device_requests,
+                network_mode="none",  # the workload makes its own data; nothing to fetch
+                shm_size="1g",
+                detach=True,
+            )
+            record["engine"]["container"] = container.name
+            container.start()
+            streamed = stream(_Container(container), on_event, timeout_s)
+            exit_code = streamed.exit_code
+            container.reload()
+            oom_killed = bool(container.attrs.get("State", {}).get("OOMKilled", False))
+            raw = container.logs(stdout=True, stderr=True, tail=OUTPUT_TAIL_LINES)
+            # oneDNN's verbose lines (the profiled window) say nothing about why a run failed.
+            output = "\n".join(line for line in raw.decode("utf-8", "replace").splitlines()
+                               if not line.startswith(ONEDNN_PREFIXES))
+            if streamed.result is not None and isinstance(streamed.result.get("profile"), dict):
+                profile_tar, profile_error = _copy_profile_out(container)
+        except (APIError, RequestException, OSError, DockerException) as exc:
+            output = (output + "\n" + str(exc)).strip()
+            if isinstance(exc, (RequestException, OSError)):
+                forget_client(docker_host)
+                output += f"\nlost the Docker engine at {engine_label(docker_host)}"
+    finally:
+        if container is not None:
+            try:
+                container.remove(force=True)
+            except NotFound:
+                pass
+            except (DockerException, RequestException, OSError) as exc:
+                log(f"could not remove container {container.name}: {_short(exc)}")
+        if scratch is not None:
+            _keep_script_log(spec, scratch, record, streamed.capture)
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    capture = streamed.capture
+    result, error_event = streamed.result, streamed.error_event
+    if result is not None and error_event is None and exit_code == 0:
+        merged = merge_workload_result(record, result)
+        merged.setdefault("status", "ok")
+        merged["device"] = _device_for(merged.get("device"), gpu if use_gpu else None)
+        _attach_container_ops(merged, capture, profile_tar, profile_error, keep_profile)
+        return merged
+    if error_event is not None and error_event.get("status") == "skipped":
+        record.update(status="skipped", error=str(error_event.get("error", "skipped by the workload")))
+        return record
+    detail = "\n".join(str(error_event.get(k, "")) for k in ("error", "traceback")) if error_event else ""
+    failure = classify(output + "\n" + detail, exit_code, oom_killed)
+    reason = failure.reason
+    if streamed.timed_out:
+        reason = f"the run exceeded its {timeout_s:.0f} s limit and was killed"
+    elif failure.kind == "unknown" and error_event and error_event.get("error"):
+        reason = str(error_event["error"])
+    kind = failure_kind(streamed, output, oom_killed)
+    if error_event and isinstance(error_event.get("script_failure"), dict):
+        record["script_failure"] = error_event["script_failure"]
+    record.update(status="failed", error=reason, failure_kind=kind, exit_code=exit_code,
+                  log_tail=log_tail(output + ("\n" + detail if detail else "")))
+    return record
+
+
+class _Container:
+    """A started container as the run loop drives it: its stdout, its exit status, a kill."""
+
+    def __init__(self, container: Any) -> None:
+        self.container = container
+
+    def lines(self) -> Iterator[str]:
+        return _lines(self.container.logs(stream=True, follow=True, stdout=True, stderr=False))
+
+    def wait(self) -> int | None:
+        return int(self.container.wait().get("StatusCode", -1))
+
+    def stop(self) -> None:
+        try:
+            self.container.kill()
+        except (DockerException, RequestException, OSError):
+            pass  # it stopped by itself, or its engine went away with it
+
+
+def _copy_profile_out(container: Any) -> tuple[bytes | None, str | None]:
+    """The container's profile folder as a tar archive (docker cp works on a stopped container)."""
+    try:
+        chunks, _stat = container.get_archive(CONTAINER_PROFILE_DIR)
+        return b"".join(chunks), None
+    except (AttributeError, APIError, NotFound, RequestException, OSError) as exc:
+        return None, f"could not copy the profile out of the container: {_short(exc)}"
+
+
+def _attach_container_ops(record: dict[str, Any], capture: WindowCapture, archive: bytes | None,
+                          error: str | None, keep_profile: Path | None) -> None:
+    if not isinstance(record.get("profile"), dict):
+        return
+    with tempfile.TemporaryDirectory(prefix="fp16doctor-profile-") as tmp:
+        local: Path | None = None
+        if archive is not None:
+            try:
+                with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                    members = [m for m in tar.getmembers() if m.isfile() or m.isdir()]  # no links, no devices
+                    # The "data" filter (Python >= 3.10.12) also refuses absolute paths and "..".
+                    safe: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                    tar.extractall(tmp, members=members, **safe)  # noqa: S202
+                local = Path(tmp) / Path(CONTAINER_PROFILE_DIR).name
+            except (tarfile.TarError, OSError) as exc:
+                error = f"could not unpack the container's profile: {_short(exc)}"
+        attach_ops(record, capture, local, keep_profile)
+    if error:
+        record["ops_error"] = "; ".join(e for e in (error, record.get("ops_error")) if e)
+
+
+# -------------------------------------------------------------------------------------------- cleanup
+
+
+def leftover_containers(docker_host: str | None, run_id: str | None = None) -> list[str]:
+    """Names of fp16doctor containers still on the engine (all of them, or one run id's)."""
+    filters = [f"{MANAGED_LABEL}=true"] + ([f"{RUN_ID_LABEL}={run_id}"] if run_id else [])
+    containers = client_for(docker_host).containers.list(all=True, filters={"label": filters})
+    return [str(c.name) for c in containers]
+
+
+def cleanup(
+    docker_host: str | None, *, run_id: str | None = None, images: bool = False, stopped_only: bool = False
+) -> dict[str, list[str]]:
+    """Remove leftover fp16doctor containers (and with images=True its images) found by label.
+
+    stopped_only: only those no longer running (left by an engine that died mid-run) and left by a dead
+    run (`_leftover`), so another fp16doctor's runs on the same engine are never touched, including the
+    container it has just created and not yet started.
+    """
+    client = client_for(docker_host)
+    filters = [f"{MANAGED_LABEL}=true"] + ([f"{RUN_ID_LABEL}={run_id}"] if run_id else [])
+    removed: dict[str, list[str]] = {"containers": [], "images": []}
+    query: dict[str, Any] = {"label": filters}
+    if stopped_only:
+        query["status"] = ["created", "exited", "dead"]
+    try:
+        containers = client.containers.list(all=True, filters=query)
+    except (APIError, RequestException, OSError) as exc:
+        # Callers run this while an engine may be going away; they handle DoctorError, not SDK errors.
+        forget_client(docker_host)
+        raise DoctorError(f"cannot list the containers of {engine_label(docker_host)}: {_short(exc)}",
+                          hint="check that the engine is running") from exc
+    for container in containers:
+        if stopped_only and not _leftover(container):
+            continue
+        try:
+            container.remove(force=True)
+            removed["containers"].append(str(container.name))
+        except NotFound:
+            pass
+        except (APIError, RequestException, OSError):
+            pass  # removal already in progress, or the engine went away with the container
+    if images:
+        for image in client.images.list(filters={"label": f"{MANAGED_LABEL}=true"}):
+            try:
+                client.images.remove(image.id, force=True)
+                removed["images"].append(str(image.id))
+            except (NotFound, APIError):
+                pass  # still in use by a container another process runs, or already gone
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, under another user
+    return True
+
+
+def _owner_alive(labels: dict[str, str]) -> bool | None:
+    """Whether the fp16doctor that started a container still runs; None where it cannot be asked (a
+    container of another machine, or without owner labels: older versions)."""
+    pid = labels.get(OWNER_PID_LABEL, "")
+    if labels.get(OWNER_HOST_LABEL) != socket.gethostname() or not pid.isdigit():
+        return None
+    return int(pid) == os.getpid() or _process_alive(int(pid))
+
+
+def _orphaned(labels: dict[str, str]) -> bool:
+    """Started by an fp16doctor on this machine whose process is gone. A container of another machine,
+    or without owner labels (older versions), is never judged: its owner may be alive."""
+    return _owner_alive(labels) is False
+
+
+_DOCKER_TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+
+
+def _docker_time(text: Any) -> float | None:
+    """A Docker timestamp (RFC 3339, nanoseconds) in epoch seconds; None when absent or unset (year 1).
+    Python 3.10's fromisoformat takes neither "Z" nor nine digits."""
+    found = _DOCKER_TIME.match(str(text or ""))
+    if found is None or found.group(1).startswith("0001-"):
+        return None
+    whole, fraction, zone = found.groups()
+    micros = (fraction or "")[:6].ljust(6, "0")
+    return datetime.fromisoformat(f"{whole}.{micros}{'+00:00' if zone == 'Z' else zone}").timestamp()
+
+
+def _leftover(container: Any) -> bool:
+    """A stopped container left by a dead run, not one a live fp16doctor has just created (and not yet
+    started) or is reading back. Its owner decides where it can be asked; otherwise its age does
+    (LEFTOVER_AFTER_S since it was created, or since it exited); an age it cannot read keeps it."""
+    alive = _owner_alive(dict(container.labels or {}))
+    if alive is not None:
+        return not alive
+    attrs = container.attrs or {}
+    state = attrs.get("State") or {}
+    since = _docker_time(state.get("FinishedAt")) if state.get("Status") in ("exited", "dead") else None
+    since = since or _docker_time(attrs.get("Created"))
+    return since is not None and time.time() - since >= LEFTOVER_AFTER_S
+
+
+def remove_orphans(docker_host: str | None) -> list[str]:
+    """Remove the fp16doctor containers (running or not) whose owning process on this machine is gone.
+
+    Returns their names. Another live fp16doctor's runs on the same engine are never touched.
+    """
+    client = client_for(docker_host)
+    try:
+        containers = client.containers.list(all=True, filters={"label": [f"{MANAGED_LABEL}=true"]})
+    except (APIError, RequestException, OSError) as exc:
+        forget_client(docker_host)
+        raise DoctorError(f"cannot list the containers of {engine_label(docker_host)}: {_short(exc)}",
+                          hint="check that the engine is running") from exc
+    removed: list[str] = []
+    for container in containers:
+        if not _orphaned(dict(container.labels or {})):
+            continue
+        try:
+            container.remove(force=True)
+            removed.append(str(container.name))
+        except NotFound:
+            pass
+        except (APIError, RequestException, OSError):
+            pass  # removal already in progress, or the engine went away with the container
+    return removed
+
+
+# ----------------------------------------------------------------------------------- several engines
+
+# nvidia-smi's CSV query; compute_cap needs driver 510 or newer (nvidia-smi --help-query-gpu).
+_GPU_QUERY_FIELDS = ("index", "uuid", "name", "driver_version", "memory.total", "compute_cap")
+
+
+def _any_image(client: Any) -> str | None:
+    """An image the engine already has (ours first) to run nvidia-smi in; None on an empty engine."""
+    for filters in ({"label": f"{MANAGED_LABEL}=true"}, {}):
+        for image in client.images.list(filters=filters):
+            if image.tags:
+                return str(image.tags[0])
+    return None
+
+
+def _parse_gpu_csv(text: str, fields: tuple[str, ...]) -> list[dict[str, Any]]:
+    gpus: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        values = [v.strip() for v in line.split(",")]
+        if len(values) != len(fields):
+            continue
+        row = dict(zip(fields, values, strict=True))
+        gpu: dict[str, Any] = {"index": int(row["index"]) if row["index"].isdigit() else len(gpus),
+                               "uuid": row["uuid"], "name": row["name"],
+                               "driver_version": row["driver_version"]}
+        if row["memory.total"].isdigit():
+            gpu["memory_total_mib"] = int(row["memory.total"])
+        if re.fullmatch(r"\d+\.\d+", row.get("compute_cap", "")):
+            gpu["compute_capability"] = row["compute_cap"]
+        gpus.append(gpu)
+    return gpus
+
+
+def engine_gpus(docker_host: str | None, image: str | None = None) -> list[dict[str, Any]] | None:
+    """The NVIDIA GPUs this engine hands to containers, asked through the engine itself.
+
+    Runs nvidia-smi (mounted by the NVIDIA container toolkit, so any glibc image works) in `image`
+    or an image already on the engine, with every GPU requested. [] when the engine cannot give
+    containers a GPU; None when it has no image to ask with, or nvidia-smi could not run in it.
+    """
+    client = client_for(docker_host)
+    try:
+        image = image or _any_image(client)
+    except (APIError, RequestException, OSError) as exc:
+        forget_client(docker_host)
+        raise DoctorError(f"cannot list the images of {engine_label(docker_host)}: {_short(exc)}",
+                          hint="check that the engine is running") from exc
+    if image is None:
+        return None
+    request = [DeviceRequest(count=-1, capabilities=[["gpu", "utility"]])]
+    for fields in (_GPU_QUERY_FIELDS, _GPU_QUERY_FIELDS[:-1]):
+        try:
+            raw = client.containers.run(
+                image, entrypoint=["nvidia-smi"],
+                command=[f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
+                device_requests=request, environment={"NVIDIA_DRIVER_CAPABILITIES": "utility"},
+                labels={MANAGED_LABEL: "true", RUN_ID_LABEL: RUN_ID, **owner_labels()}, network_mode="none",
+                remove=True, stdout=True, stderr=False,
+            )
+        except docker.errors.ContainerError:
+            continue  # an older driver rejects compute_cap: ask again without it
+        except APIError as exc:
+            if "device driver" in str(exc) or "nvidia" in str(exc).lower():
+                return []  # "could not select device driver": no NVIDIA runtime on this engine
+            raise DoctorError(f"cannot list the GPUs of {engine_label(docker_host)}: {_short(exc)}",
+                              hint="check that the engine can run containers") from exc
+        except (RequestException, OSError) as exc:
+            forget_client(docker_host)
+            raise DoctorError(f"cannot list the GPUs of {engine_label(docker_host)}: {_short(exc)}",
+                              hint="check that the engine is running") from exc
+        return _parse_gpu_csv(raw.decode("utf-8", "replace"), fields)
+    return None
+
+
+def copy_image(source_host: str | None, target_host: str | None, tag: str, log: Log) -> str:
+    """Stream an image from one engine into another (docker save | docker load, through the API).
+
+    For engines that cannot build it themselves (no registry for the base image). Returns the tag.
+    """
+    source = client_for(source_host)
+    target = client_for(target_host)
+    log(f"copying {tag} from {engine_label(source_host)} to {engine_label(target_host)}")
+    try:
+        for chunk in target.api.load_image(source.api.get_image(tag)):
+            if isinstance(chunk, dict) and chunk.get("error"):
+                raise DoctorError(f"loading {tag} into {engine_label(target_host)} failed: {chunk['error']}",
+                                  hint="check the target engine's disk space and logs")
+    except (APIError, RequestException, OSError) as exc:
+        raise DoctorError(f"copying {tag} to {engine_label(target_host)} failed: {_short(exc)}",
+                          hint="build the image on that engine instead (fp16doctor stacks build "
+                               "--docker-host ...)") from exc
+    if image_id(target_host, tag) is None:
+        raise DoctorError(f"copying {tag} to {engine_label(target_host)} left no image there",
+                          hint="check the target engine's logs")
+    return tag

@@ -1,0 +1,175 @@
+"""diagnose's order of work on a CPU host, with canned runs: float32 first, its step bounding the 16-bit
+runs, then the experiments the analysis plans; no framework needed."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+import fp16doctor.probe as probe
+from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
+from fp16doctor.engines import host as host_engine
+from fp16doctor.engines.base import QUICK, RunSpec
+from fp16doctor.progress import LiveProgress, waiting_text
+
+SPR_HOST = {
+    "cpu": {"model": "Intel(R) Xeon(R) Platinum 8480+", "cores": 2,
+            "flags": ["avx2", "f16c", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16"]},
+    "gpus": [], "nvml": {"available": False, "error": "no NVIDIA driver"}, "os": "Linux",
+    "python": {"version": "3.11.7", "executable": "/usr/bin/python3"},
+    "frameworks": {"keras": {"version": "3.15.1", "backend": "tensorflow"}, "tensorflow": {"version": "2.21.0"}},
+}
+# What that Xeon measured (issue 12): float32 ~130 ms, float16 ~22 s, mixed_bfloat16 ~59 ms per step.
+STEP_MS = {"float32": 130.0, "float16": 22000.0, "mixed_float16": 22000.0, "mixed_bfloat16": 59.0}
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+
+    def start_run(self, spec: RunSpec, total: int, index: int) -> None:
+        pass
+
+    def event(self, event: dict[str, Any]) -> None:
+        pass
+
+    def finish_run(self, record: dict[str, Any]) -> None:
+        pass
+
+
+@pytest.fixture
+def xeon(monkeypatch: pytest.MonkeyPatch) -> list[RunSpec]:
+    specs: list[RunSpec] = []
+    monkeypatch.setattr(probe, "probe_host", lambda python=None: json.loads(json.dumps(SPR_HOST)))
+
+    def fake_run(self, spec: RunSpec, on_event, gpu_index=None):  # type: ignore[no-untyped-def]
+        specs.append(spec)
+        ms = STEP_MS[spec.precision] / (6.0 if spec.variant == "onednn_off" and spec.precision != "float32" else 1.0)
+        bound = spec.bound_ms is not None and ms > spec.bound_ms
+        record = {"stack": spec.stack, "precision": spec.precision, "variant": spec.variant, "device": "cpu",
+                  "status": "ok", "engine": {"kind": "host"}, "first_step_ms": ms + 1500.0,
+                  "step_time_ms": {"median": ms, "p10": ms, "p90": ms, "n": 1 if bound else 5},
+                  "workload": {"name": "seed_cnn", "image_height": 112, "image_width": 168, "channels": 3,
+                               "batch_size": 32}}
+        if bound:
+            record.update(bound=True, stop_reason="slow_step_bound")
+        if spec.experiment is not None:
+            record["experiment"] = spec.experiment
+        return record
+
+    monkeypatch.setattr(host_engine.HostEngine, "run", fake_run)
+    return specs
+
+
+def _planner(monkeypatch: pytest.MonkeyPatch, calls: list[int]) -> None:
+    """A stand-in for the analysis' planner, so the order of work is tested apart from what it plans."""
+
+    def plan_experiments(doc: dict[str, Any], progress: Any) -> list[dict[str, Any]]:
+        calls.append(len(doc["runs"]))
+        slow = [r for r in doc["runs"] if r.get("bound") and r["variant"] == "original"]
+        return [{"stack": r["stack"], "precision": p, "variant": "onednn_off",
+                 "experiment": {"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}}, "tests": "slow_fp16_kernels"},
+                 "reason": "a 16-bit op ran oneDNN's reference kernel"}
+                for r in slow[:1] for p in ("float32", r["precision"])]
+
+    monkeypatch.setattr("fp16doctor.diagnose.run.plan_experiments", plan_experiments)
+
+
+def test_float32_runs_first_and_bounds_every_16_bit_run(tmp_path: Path, xeon: list[RunSpec]) -> None:
+    progress = Recorder()
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="quick", experiments=False), progress)
+    # The precisions that finished unbound are timed again together; the bound ones are left out, and said.
+    rounds, = [s for s in xeon if s.rounds_of]
+    assert rounds.rounds_of == ("float32", "mixed_bfloat16")
+    assert any("float16 left out of the interleaved rounds: cut short" in n for n in progress.notes)
+    xeon[:] = [s for s in xeon if not s.rounds_of]
+    assert [(s.precision, s.variant) for s in xeon] == [
+        ("float32", "original"), ("float16", "original"), ("mixed_float16", "original"),
+        ("mixed_bfloat16", "original"), ("float32", "synthetic_input")]
+    assert xeon[0].bound_ms is None
+    assert {s.bound_ms for s in xeon[1:4]} == {5000.0}  # the quick size's 5 s (under 50x float32's 130 ms)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    f16 = next(r for r in doc["runs"] if r["precision"] == "float16")
+    assert f16["bound"] is True and f16["step_time_ms"]["n"] == 1
+
+
+def test_planned_experiments_run_after_the_matrix_and_are_recorded_as_experiments(
+        tmp_path: Path, xeon: list[RunSpec], monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    _planner(monkeypatch, calls)
+    progress = Recorder()
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="quick"), progress)
+    assert calls == [5]  # asked once, with the whole matrix measured
+    xeon[:] = [s for s in xeon if not s.rounds_of]
+    assert [(s.precision, s.variant) for s in xeon[5:]] == [("float32", "onednn_off"), ("float16", "onednn_off")]
+    assert xeon[6].bound_ms == 5000.0  # the experiment's own float32 (130 ms) bounds it
+    doc = json.loads((tmp_path / "results.json").read_text())
+    experiment = next(r for r in doc["runs"] if r["variant"] == "onednn_off" and r["precision"] == "float16")
+    assert experiment["experiment"]["tests"] == "slow_fp16_kernels"
+    assert experiment["step_time_ms"]["median"] == pytest.approx(22000.0 / 6)
+    assert any("experiment run(s)" in note and "float16 onednn_off" in note for note in progress.notes)
+    assert doc["invocation"]["experiments"] is True
+
+    # --resume: what was measured, experiments included, is not run again.
+    before = len(xeon)
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="quick", resume=True), Recorder())
+    assert [s for s in xeon[before:] if not s.rounds_of] == []  # (rounds that failed to report are retried)
+
+
+def test_no_experiments_runs_the_matrix_only(tmp_path: Path, xeon: list[RunSpec],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    _planner(monkeypatch, calls)
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="quick", experiments=False), Recorder())
+    assert calls == [] and {s.variant for s in xeon} == {"original", "synthetic_input"}
+
+
+def test_variants_by_hand_replace_the_default(tmp_path: Path, xeon: list[RunSpec]) -> None:
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="quick", precisions=["float16", "float32"],
+                                 variants=["original", "float32_batches"], experiments=False), Recorder())
+    assert [(s.precision, s.variant) for s in xeon] == [
+        ("float32", "original"), ("float16", "original"), ("float32", "float32_batches"),
+        ("float16", "float32_batches")]
+    assert xeon[3].experiment == {"changes": {"batch_dtype": "float32"}, "tests": None}
+
+
+def test_the_live_line_says_what_a_slow_step_is_waiting_for() -> None:
+    now = [100.0]
+    progress = LiveProgress(Console(file=io.StringIO()), enabled=False, clock=lambda: now[0])
+    spec = RunSpec("host", "float16", "original", QUICK, reference_ms=130.0, reference_first_step_ms=2000.0)
+    progress.start_run(spec, 4, 1)
+    progress.event({"event": "phase", "phase": "train"})
+    row = progress.rows[spec.label]
+    now[0] += 2.0
+    assert waiting_text(row, now[0]) is None and progress.status_of(row) == "training (warm-up)"
+    now[0] += 10.0
+    assert progress.status_of(row) == "float16: step 1 running for 12 s (float32 took 130 ms/step)"
+    progress.event({"event": "step", "phase": "warmup", "index": 0, "ms": 12000.0})
+    assert progress.status_of(row) == "warm-up step 1: 12000 ms"
+    now[0] += 7.0
+    assert progress.status_of(row) == "float16: step 2 running for 7 s (float32 took 130 ms/step)"
+    progress.event({"event": "step", "phase": "measure", "index": 1, "ms": 19000.0, "bound": True,
+                    "limit_ms": 6500.0})
+    assert "beyond the slow-step bound of 6500 ms" in progress.status_of(row)
+    progress.event({"event": "phase", "phase": "attribution"})
+    now[0] += 60.0
+    assert progress.status_of(row) == "reading the profile"
+
+
+def test_a_bound_run_is_reported_as_one_step_over_the_bound() -> None:
+    out = io.StringIO()
+    progress = LiveProgress(Console(file=out, width=200, color_system=None), enabled=True)
+    spec = RunSpec("host", "float16", "original", QUICK, reference_ms=130.0)
+    progress.start_run(spec, 4, 1)
+    progress.finish_run({"stack": "host", "precision": "float16", "variant": "original", "status": "ok",
+                         "bound": True, "step_time_ms": {"median": 22000.0, "n": 1},
+                         "slow_step_bound": {"multiple": 50.0, "float32_step_ms": 130.0}})
+    assert "22000.0 ms for its one step (stopped there: over 50x float32's 130 ms)" in out.getvalue()
