@@ -23,12 +23,11 @@ from fp16doctor.engines.base import (
     RunSpec,
     attach_ops,
     base_run_record,
-    merge_workload_result,
     script_runner_args,
     split_script_log,
     with_slow_step_bound,
 )
-from fp16doctor.engines.runloop import failure_kind, stream
+from fp16doctor.engines.runloop import stream, to_record
 from fp16doctor.workload.protocol import SCRATCH_ENV
 
 WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workload"
@@ -138,46 +137,21 @@ class HostEngine:
                     on_event(event)
 
                 streamed = stream(_ChildProcess(proc), _on_event, self.timeout_s)
-            final = streamed.final
-            capture = streamed.capture
-            returncode = None if streamed.timed_out else streamed.exit_code
             usage = sampler.summary() if sampler is not None else None
             if spec.script is not None:
                 # The script's stdout went to its log, oneDNN's window lines with it.
-                split_script_log(script_log_path(spec, Path(tmp)), capture)
-            log_tail = _tail(stderr_path)
-            if final is not None and final["event"] == "result":
-                record = merge_workload_result(record, final["run"])
+                split_script_log(script_log_path(spec, Path(tmp)), streamed.capture)
+            record = to_record(record, streamed, _tail(stderr_path), self.timeout_s)
+            if record["status"] == "ok":
                 if usage:
                     record.update(usage)
                 if "profile" in record:
                     on_event({"event": "phase", "phase": "attribution"})
                 keep = self.keep_profiles / spec.slug if self.keep_profiles is not None else None
-                attach_ops(record, capture, profile_dir, keep)
-                record["wall_s"] = round(time.monotonic() - started, 3)
-                if spec.script is not None and spec.script.log_dir:
-                    record["script_log"] = str(script_log_path(spec, Path(tmp)))
-                return record
+                attach_ops(record, streamed.capture, profile_dir, keep)
         record["wall_s"] = round(time.monotonic() - started, 3)
         if spec.script is not None and spec.script.log_dir:
             record["script_log"] = str(script_log_path(spec, Path(tmp)))
-        record["status"] = final.get("status", "failed") if final else "failed"
-        if final is not None:
-            record["error"] = final.get("error", "the workload failed")
-            if final.get("traceback"):
-                record["traceback"] = final["traceback"]
-            if final.get("script_failure"):
-                record["script_failure"] = final["script_failure"]
-        elif returncode is None:
-            record["error"] = f"timed out after {self.timeout_s:.0f} s"
-        else:
-            record["error"] = f"the workload exited with status {returncode} before reporting a result"
-        if returncode is not None and final is None:
-            record["exit_code"] = returncode  # negative: killed by that signal
-        if log_tail:
-            record["log_tail"] = log_tail
-        if record["status"] == "failed":
-            record["failure_kind"] = failure_kind(streamed, log_tail)
         return record
 
     # --- the engine protocol (engines/base.Engine)

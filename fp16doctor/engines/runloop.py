@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from fp16doctor.engines.base import EventCallback, WindowCapture, parse_protocol_line
-from fp16doctor.engines.failures import classify
+from fp16doctor.engines.base import EventCallback, WindowCapture, merge_workload_result, parse_protocol_line
+from fp16doctor.engines.failures import classify, log_tail
 
 
 class Launched(Protocol):
@@ -89,10 +89,37 @@ def stream(launched: Launched, on_event: EventCallback, timeout_s: float | None)
     return streamed
 
 
-def failure_kind(streamed: Streamed, output: str, oom_killed: bool = False) -> str:
-    """The failure's stable id (engines/failures.py), from the run's output and how it ended."""
+def to_record(record: dict[str, Any], streamed: Streamed, output: str, timeout_s: float | None,
+              oom_killed: bool = False) -> dict[str, Any]:
+    """The run record from what a run said, the same for every engine: the workload's result merged into
+    `record` (status ok; the engine then attaches its ops), or the run skipped or failed, in one wording, its
+    failure classified (engines/failures.py) from `output` (what the run printed besides the protocol) and the
+    workload's own error event."""
+    result, error = streamed.result, streamed.error_event
+    if result is not None and error is None and not streamed.timed_out:
+        merged = merge_workload_result(record, result)
+        merged.setdefault("status", "ok")
+        if streamed.exit_code not in (0, None):
+            merged["exit_code"] = streamed.exit_code  # it ended badly after its result: the measurement stands
+        return merged
+    ended = dict(record)
+    if error is not None and error.get("status") == "skipped":
+        ended.update(status="skipped", error=str(error.get("error") or "skipped by the workload"))
+        return ended
+    detail = "\n".join(str(error[k]) for k in ("error", "traceback") if error and error.get(k)) if error else ""
+    failure = classify(output + "\n" + detail, streamed.exit_code, oom_killed)
     if streamed.timed_out:
-        return "timeout"
-    error = streamed.error_event or {}
-    detail = "\n".join(str(error.get(k, "")) for k in ("error", "traceback"))
-    return classify(output + "\n" + detail, streamed.exit_code, oom_killed).kind
+        reason, kind = f"the run exceeded its {timeout_s or 0:.0f} s limit and was killed", "timeout"
+    elif failure.kind == "unknown" and error is not None and error.get("error"):
+        reason, kind = str(error["error"]), failure.kind
+    else:
+        reason, kind = failure.reason, failure.kind
+    ended.update(status="failed", error=reason, failure_kind=kind)
+    if streamed.exit_code is not None:
+        ended["exit_code"] = streamed.exit_code  # negative: killed by that signal
+    if error is not None:
+        ended.update({k: error[k] for k in ("traceback", "script_failure") if error.get(k)})
+    tail = log_tail(output + ("\n" + detail if detail else ""))
+    if tail:
+        ended["log_tail"] = tail
+    return ended

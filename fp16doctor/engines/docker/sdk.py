@@ -40,7 +40,6 @@ from fp16doctor.engines.base import (
     WindowCapture,
     attach_ops,
     base_run_record,
-    merge_workload_result,
     script_runner_args,
     split_script_log,
 )
@@ -55,7 +54,7 @@ from fp16doctor.engines.labels import (
     VARIANT_LABEL,
     VERSION_LABEL,
 )
-from fp16doctor.engines.runloop import Streamed, failure_kind, stream
+from fp16doctor.engines.runloop import Streamed, stream, to_record
 from fp16doctor.errors import DoctorError
 from fp16doctor.results import LOCAL_DOCKER_SCHEMES
 from fp16doctor.stacks import StackSpec
@@ -407,7 +406,6 @@ def run_in_stack(
         VERSION_LABEL: __version__,
         **owner_labels(),
     }
-    exit_code: int | None = None
     oom_killed = False
     output = ""
     container = None
@@ -430,7 +428,6 @@ def run_in_stack(
             record["engine"]["container"] = container.name
             container.start()
             streamed = stream(_Container(container), on_event, timeout_s)
-            exit_code = streamed.exit_code
             container.reload()
             oom_killed = bool(container.attrs.get("State", {}).get("OOMKilled", False))
             raw = container.logs(stdout=True, stderr=True, tail=OUTPUT_TAIL_LINES)
@@ -456,29 +453,10 @@ def run_in_stack(
             _keep_script_log(spec, scratch, record, streamed.capture)
             shutil.rmtree(scratch, ignore_errors=True)
 
-    capture = streamed.capture
-    result, error_event = streamed.result, streamed.error_event
-    if result is not None and error_event is None and exit_code == 0:
-        merged = merge_workload_result(record, result)
-        merged.setdefault("status", "ok")
-        merged["device"] = _device_for(merged.get("device"), gpu if use_gpu else None)
-        _attach_container_ops(merged, capture, profile_tar, profile_error, keep_profile)
-        return merged
-    if error_event is not None and error_event.get("status") == "skipped":
-        record.update(status="skipped", error=str(error_event.get("error", "skipped by the workload")))
-        return record
-    detail = "\n".join(str(error_event.get(k, "")) for k in ("error", "traceback")) if error_event else ""
-    failure = classify(output + "\n" + detail, exit_code, oom_killed)
-    reason = failure.reason
-    if streamed.timed_out:
-        reason = f"the run exceeded its {timeout_s:.0f} s limit and was killed"
-    elif failure.kind == "unknown" and error_event and error_event.get("error"):
-        reason = str(error_event["error"])
-    kind = failure_kind(streamed, output, oom_killed)
-    if error_event and isinstance(error_event.get("script_failure"), dict):
-        record["script_failure"] = error_event["script_failure"]
-    record.update(status="failed", error=reason, failure_kind=kind, exit_code=exit_code,
-                  log_tail=log_tail(output + ("\n" + detail if detail else "")))
+    record = to_record(record, streamed, output, timeout_s, oom_killed)
+    if record["status"] == "ok":
+        record["device"] = _device_for(record.get("device"), gpu if use_gpu else None)
+        _attach_container_ops(record, streamed.capture, profile_tar, profile_error, keep_profile)
     return record
 
 

@@ -34,6 +34,7 @@ from fp16doctor.engines.base import (
     spec_to_dict,
     with_slow_step_bound,
 )
+from fp16doctor.engines.failures import log_tail
 from fp16doctor.engines.slurm import runtimes
 from fp16doctor.engines.slurm import tools as slurm
 from fp16doctor.engines.slurm.job import GROUP_FILE, PROGRESS_FILE
@@ -457,9 +458,10 @@ def _job_env() -> dict[str, str]:
     return env
 
 
-def _tail(path: Path) -> str:
+def _tail(path: Path) -> list[str]:
+    """The job's output's last lines, as every engine's failed run keeps them (`log_tail`)."""
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return ""
-    return "\n".join(line for line in lines[-LOG_TAIL_LINES:] if line.strip())
+        return []
+    return log_tail(text, LOG_TAIL_LINES)
