@@ -228,6 +228,11 @@ def _targeting(ctx: Context, run: RunView) -> list[str]:
         return ([] if host else ["--stack", run.stack, "--no-host"]) + kept
     raw = as_mapping(as_list(ctx.doc.get("runs"))[run.index]) if run.index < len(as_list(ctx.doc.get("runs"))) else {}
     engine, workload = as_mapping(raw.get("engine")), as_mapping(raw.get("workload"))
+    script = ["--script", as_str(workload.get("script")) or "train.py"] if workload.get("name") == "script" else []
+    rerun = engine.get("rerun")
+    if isinstance(rerun, list) and all(isinstance(a, str) for a in rerun):
+        return [*rerun, *script]  # the engine said how to run there again
+    # A document written before engines said it: inferred from the engine's fields.
     # A stack diagnose ran left its container in the record; a hand-written run's "stack" (the user's own set-up)
     # is no catalogue name that --stack takes: it is measured where the command runs.
     host = host or not (as_str(engine.get("image")) or as_str(engine.get("kind")) == "docker")
@@ -239,9 +244,7 @@ def _targeting(ctx: Context, run: RunView) -> list[str]:
         out += ["--docker-host", docker_host]
     if as_str(engine.get("kind")) == "slurm":
         out += ["--slurm"]
-    if workload.get("name") == "script":
-        out += ["--script", as_str(workload.get("script")) or "train.py"]
-    return out
+    return out + script
 
 
 # A stack name a command line can carry as written (a hand-written document may name a stack anything).

@@ -87,8 +87,12 @@ class RunRow:
 
 
 def engine_label(run: Mapping[str, object]) -> str:
-    """Where a run ran, in words: "docker tcp://gpu-box:2376 gpu 1", "host", "slurm"."""
+    """Where a run ran, in words: "docker tcp://gpu-box:2376 gpu 1", "host", "slurm node-3": as its engine wrote it
+    (`engine.label`), else, for a document written before engines did, from its engine's fields."""
     engine = as_mapping(run.get("engine"))
+    label = as_str(engine.get("label"))
+    if label:
+        return label
     kind = as_str(engine.get("kind")) or ""
     if kind != "docker":
         return kind

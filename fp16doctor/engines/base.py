@@ -385,6 +385,17 @@ def base_run_record(spec: RunSpec, device: str) -> dict[str, Any]:
     return record
 
 
+def stamp_engine(record: dict[str, Any], machine: str, label: str, rerun: list[str]) -> dict[str, Any]:
+    """What the layers below need of a run's engine, written by the engine into the record, so results, analysis
+    and report never ask which engine it was: the machine it ran on (`runs[].machine`, "host" for this one), where it
+    ran in words (`engine.label`), and the diagnose options that run a configuration there again (`engine.rerun`)."""
+    record["machine"] = machine
+    engine = record.setdefault("engine", {})
+    engine["label"] = label
+    engine["rerun"] = list(rerun)
+    return record
+
+
 def merge_workload_result(record: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     """Fold the workload's final `result` event into the run record the engine started."""
     merged = dict(record)

@@ -25,9 +25,11 @@ from fp16doctor.engines.base import (
     base_run_record,
     script_runner_args,
     split_script_log,
+    stamp_engine,
     with_slow_step_bound,
 )
 from fp16doctor.engines.runloop import stream, to_record
+from fp16doctor.results import HOST_MACHINE
 from fp16doctor.workload.protocol import SCRATCH_ENV
 
 WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workload"
@@ -198,7 +200,7 @@ class HostEngine:
                 record = self.run(spec, sink.event, gpu_index=self.gpu_index)
                 if self.gpu_uuid and str(record.get("device", "")).startswith("gpu"):
                     record.setdefault("engine", {})["gpu_uuid"] = self.gpu_uuid
-                sink.finish_run(record)
+                sink.finish_run(stamp_engine(record, HOST_MACHINE, self.kind, []))
 
     def cancel(self) -> None:
         """A host run stops with the Ctrl-C that reaches this process (engines/runloop.stream)."""

@@ -27,11 +27,12 @@ from fp16doctor.engines.base import (
     RunSink,
     RunSpec,
     base_run_record,
+    stamp_engine,
     with_slow_step_bound,
 )
 from fp16doctor.errors import DoctorError
 from fp16doctor.knowledge.gpus import gpu_has_bfloat16
-from fp16doctor.results import LOCAL_DOCKER_SCHEMES
+from fp16doctor.results import HOST_MACHINE, LOCAL_DOCKER_SCHEMES
 from fp16doctor.stacks import StackSpec, get_stack
 
 if TYPE_CHECKING:
@@ -402,6 +403,7 @@ class _Matrix:
                                   "--resume runs it again"
                 record["failure_kind"] = ENGINE_LOST
         record.setdefault("engine", {}).update(self.engine_fields(slot, gpu))
+        stamp_engine(record, *self.placement(slot, gpu, spec.stack))
         # Other runs on the same machine share its CPU cores (and input pipelines): timings are
         # comparable only between runs that ran under the same load.
         record["engine"]["concurrent_runs"] = concurrent
@@ -409,6 +411,16 @@ class _Matrix:
             record["forced"] = True
             record.setdefault("notes", []).append(f"pre-flight said: {verdict.reason}")
         return record
+
+    @staticmethod
+    def placement(slot: Slot, gpu: dict[str, Any] | None, stack: str) -> tuple[str, str, list[str]]:
+        """The run's machine (this one for an engine on a local socket), its label, and how to run there again."""
+        daemon = slot.engine
+        name = daemon.facts.get("name")
+        machine = HOST_MACHINE if daemon.local else str(name or daemon.label)
+        label = f"docker {daemon.label}" + (f" gpu {gpu.get('index')}" if gpu is not None else "")
+        rerun = ["--stack", stack, "--no-host"] + ([] if daemon.local else ["--docker-host", daemon.label])
+        return machine, label, rerun
 
     def engine_fields(self, slot: Slot, gpu: dict[str, Any] | None) -> dict[str, Any]:
         facts = slot.engine.facts
@@ -742,7 +754,8 @@ def _work_through(matrix: _Matrix, slots: list[Slot], engines: list[Daemon]) -> 
             matrix.cond.notify_all()
         _remove_containers(engines)
         for worker in workers:
-            worker.join(timeout=10)
+            if worker.ident is not None:  # Ctrl-C may come while the workers are still being started
+                worker.join(timeout=10)
         _remove_containers(engines)  # a container created while the first sweep ran
         raise
     if matrix.crash is not None:

@@ -32,12 +32,13 @@ from fp16doctor.engines.base import (
     RunSpec,
     base_run_record,
     spec_to_dict,
+    stamp_engine,
     with_slow_step_bound,
 )
 from fp16doctor.engines.failures import log_tail
 from fp16doctor.engines.slurm import runtimes
 from fp16doctor.engines.slurm import tools as slurm
-from fp16doctor.engines.slurm.job import GROUP_FILE, PROGRESS_FILE
+from fp16doctor.engines.slurm.job import GROUP_FILE, PROGRESS_FILE, slurm_rerun
 from fp16doctor.errors import DoctorError
 
 RUNNER_MODULE = "fp16doctor.engines.slurm.job"
@@ -377,8 +378,8 @@ class SlurmEngine:
                           error=(f"Slurm job {task.job_id} ended {state}{where} before this run finished"
                                  + (f": {task.error}" if task.error else "") + "; --resume runs it again"),
                           engine={"kind": "slurm", "runtime": task.runtime, "job_id": task.job_id,
-                                  **({"node": task.node, "name": task.node} if task.node else {})},
-                          machine=task.node or "slurm")
+                                  **({"node": task.node, "name": task.node} if task.node else {})})
+            stamp_engine(record, task.node or "slurm", f"slurm {task.node or task.job_id}", slurm_rerun(spec.stack))
             if tail:
                 record["log_tail"] = tail
             sink.finish_run(record)

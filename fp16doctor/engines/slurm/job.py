@@ -24,7 +24,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from fp16doctor.engines.base import EventCallback, RunSpec, comparison_groups, spec_from_dict
+from fp16doctor.engines.base import (
+    HOST_STACK,
+    EventCallback,
+    RunSpec,
+    comparison_groups,
+    spec_from_dict,
+    stamp_engine,
+)
 from fp16doctor.engines.host import HostEngine
 from fp16doctor.engines.slurm import runtimes
 from fp16doctor.engines.slurm import tools as slurm
@@ -34,6 +41,12 @@ from fp16doctor.workload.protocol import SCRATCH_ENV
 GROUP_FILE = "group.json"
 PROGRESS_FILE = "progress.jsonl"
 SIGNAL_GRACE_S = 3.0
+
+
+def slurm_rerun(stack: str) -> list[str]:
+    """The diagnose options that run a configuration on the cluster again (the invocation's own --partition, --gres
+    and the like are kept from its command line by the analysis)."""
+    return ["--slurm"] + ([] if stack == HOST_STACK else ["--stack", stack, "--no-host"])
 
 
 def job_id_from_env(env: dict[str, str]) -> str:
@@ -108,7 +121,7 @@ class FileSink:
         if not str(record.get("device", "")).startswith("gpu"):
             engine = {k: v for k, v in engine.items() if not k.startswith("gpu_")}
         record["engine"] = engine
-        record["machine"] = self.machine
+        stamp_engine(record, self.machine, f"slurm {self.machine}", slurm_rerun(str(record.get("stack"))))
         self.records.append(record)
         self.write({"kind": "record", "record": record})
 

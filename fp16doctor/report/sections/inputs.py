@@ -53,10 +53,12 @@ def machine_name(doc: Mapping[str, Any], key: str, rows: Sequence[RunRow]) -> tu
     details: list[str] = []
     if key != HOST_MACHINE:
         record = dict_of(dict_of(doc.get("machines")).get(key))
-        details.append(f"Docker engine {text(key)}")
+        # Where its runs ran, as their engines named it ("docker tcp://gpu-box:2376 gpu 1", "slurm node-3").
+        where = [e for e in dict.fromkeys(r.engine for r in rows) if e]
+        details.append(", ".join(where) if where else f"machine {text(key)}")
         if not record:
             gpu_names = [g for g in dict.fromkeys(text(r.gpu_name) for r in rows) if g]
-            return (gpu_summary(gpu_names) if gpu_names else "remote Docker engine"), details
+            return (gpu_summary(gpu_names) if gpu_names else f"machine {text(key)}"), details
     else:
         record = dict_of(doc.get("host"))
     gpus = [g for g in list_of(record.get("gpus")) if isinstance(g, dict)] if key != HOST_MACHINE else host_gpus(doc)

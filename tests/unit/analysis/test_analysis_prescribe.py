@@ -203,6 +203,17 @@ def test_untested_command_keeps_targeting_from_the_runs_when_no_invocation_is_re
     assert "--stack tf2.21-gpu" in idea["command"] and "--docker-host ssh://gpu-box" in idea["command"]
 
 
+def test_untested_command_takes_the_engines_own_rerun_options_over_any_inference() -> None:
+    # A Slurm node's run: the engine wrote how to run there again; nothing in the record says "docker".
+    fp32 = run("float32", 100, engine={"kind": "slurm", "label": "slurm gpu-03",
+                                       "rerun": ["--slurm", "--stack", "cpu", "--no-host"]})
+    fp32["stack"] = "cpu"
+    idea, = only(diagnose_document(cpu_doc(fp32, flags=("avx512_bf16",))).prescriptions)["untested"]
+    assert idea["command"] == ("fp16doctor diagnose --slurm --stack cpu --no-host --precision float32 "
+                               "--precision mixed_bfloat16")
+    assert check_diagnose_argv(idea["command"].split()) is None
+
+
 def test_a_recommendation_of_an_unmeasured_configuration_says_it_is_untested() -> None:
     doc = recorded_doc(XEON)  # no mixed_float16 run
     floatx = next(f for f in diagnose_document(doc).findings if f["id"] == "pure_float16_floatx")

@@ -92,3 +92,28 @@ def test_an_out_folder_under_a_file_names_the_file(tmp_path: Path, nothing_runs:
     done = run_cli("diagnose", "-o", str(blocker / "out"))
     assert done.code == errors.EXIT_USAGE and nothing_runs == []
     assert f"{blocker} is a file, not a folder" in " ".join(done.stderr.split()) and "File exists" not in done.stderr
+
+
+def test_an_unreachable_docker_engine_stops_diagnose_before_anything_runs_or_is_created(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engines a diagnose needs are checked before --out is made and before the host's runs (which used to
+    train for minutes before the engine was found missing)."""
+    from fp16doctor.engines.docker import sdk
+    from fp16doctor.engines.host import HostEngine
+
+    ran: list[str] = []
+    monkeypatch.setattr(probe, "probe_host", lambda python=None: {"gpus": [], "frameworks": {
+        "keras": {"version": "3.15.1"}, "tensorflow": {"version": "2.21.0"}}})
+    monkeypatch.setattr(HostEngine, "run", lambda self, spec, *a, **k: ran.append(spec.label))
+
+    def unreachable(docker_host: str | None) -> object:
+        raise errors.DoctorError(f"cannot reach the Docker engine at {docker_host}: connection refused",
+                                 hint="start it")
+
+    monkeypatch.setattr(sdk, "engine_facts", unreachable)
+    out = tmp_path / "out"
+    done = run_cli("diagnose", "--stack", "cpu", "--docker-host", "tcp://gpu-box:2376", "-o", str(out))
+    assert done.code == errors.EXIT_ERROR, done.stderr
+    assert "Docker engine tcp://gpu-box:2376 unreachable: connection refused" in done.stderr
+    assert "hint: start it" in done.stderr
+    assert ran == [] and not out.exists()

@@ -163,7 +163,7 @@ def test_verdicts_go_to_their_own_machine(ops_doc):
         run["engine"] = {"kind": "docker", "docker_host": "tcp://gpu-node:2376"}
     doc["runs"] += remote
     machines = _report(doc).documents[0].machines
-    assert [m.name for m in machines][1] == "remote Docker engine"
+    assert [m.name for m in machines][1] == "machine gpu-node"  # no GPU named, no record of its machine
     assert [v.precision for v in machines[1].verdicts] == ["float16"]
     assert [t.precision for t in machines[1].time_tables] == ["float16"]
     assert len(machines[0].time_tables) == 2

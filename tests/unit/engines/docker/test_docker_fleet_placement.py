@@ -50,6 +50,11 @@ def test_runs_on_separate_machines_do_not_count_as_concurrent(
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
     assert fleet.max_in_flight == 2
     assert [r["engine"]["concurrent_runs"] for r in runs] == [0] * len(specs)
+    # Each record names its machine, where it ran in words, and how to run there again, as its engine wrote it.
+    for r in runs:
+        url = A if r["machine"] == "node-a" else B
+        assert r["machine"] in ("node-a", "node-b") and r["engine"]["label"] == f"docker {url}"
+        assert r["engine"]["rerun"] == ["--stack", r["stack"], "--no-host", "--docker-host", url]
 
 
 def test_the_synthetic_input_control_runs_on_the_machine_its_original_ran_on(

@@ -89,6 +89,33 @@ def test_a_crash_without_a_report_keeps_the_exit_status_and_log(tmp_path: Path) 
     assert any("libcudnn" in line for line in record["log_tail"])
 
 
+def test_a_groups_records_name_this_machine_and_how_to_run_there_again(tmp_path: Path) -> None:
+    script = _script(tmp_path, """
+        import json
+        print("@@fp16doctor " + json.dumps({"event": "result", "run": {
+            "status": "ok", "device": "cpu", "step_time_ms": {"median": 40.0}}}))
+    """)
+
+    class Sink:
+        def __init__(self) -> None:
+            self.records: list[dict] = []
+
+        def runs(self) -> list[dict]:
+            return self.records
+
+        def note(self, message: str) -> None: ...
+        def start_run(self, spec: RunSpec) -> None: ...
+        def event(self, event: dict) -> None: ...
+
+        def finish_run(self, record: dict) -> None:
+            self.records.append(record)
+
+    sink = Sink()
+    HostEngine(script=script, cache_dir=tmp_path).run_groups([[RunSpec("host", "float32", "original", QUICK)]], sink)
+    [record] = sink.records
+    assert record["machine"] == "host" and record["engine"]["label"] == "host" and record["engine"]["rerun"] == []
+
+
 def test_gpu_runs_carry_the_sampled_utilisation(tmp_path: Path) -> None:
     script = _script(tmp_path, """
         import json

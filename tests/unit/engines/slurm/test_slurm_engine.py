@@ -242,7 +242,7 @@ def test_a_job_cancelled_mid_group_keeps_its_finished_run_and_fails_the_rest_wit
     lost = runs["float16"]
     assert lost["status"] == "failed" and lost["failure_kind"] == "CANCELLED"
     assert lost["engine"] == {"kind": "slurm", "runtime": "host", "job_id": "77_0", "node": "gpu-03",
-                              "name": "gpu-03"}
+                              "name": "gpu-03", "label": "slurm gpu-03", "rerun": ["--slurm"]}
     assert "--resume" in lost["error"] and lost["machine"] == "gpu-03"
     _, args = fake.submitted[0]
     assert "--job-name=fp16doctor-abc" in args and "--comment=fp16doctor run abc" in args
@@ -321,7 +321,8 @@ def test_a_jobs_records_name_the_job_the_node_and_its_gpu(tmp_path: Path) -> Non
                      "device": "cpu", "engine": {"kind": "host", "python": "/p"}})
     written = [json.loads(line)["record"] for line in (tmp_path / "progress.jsonl").read_text().splitlines()]
     gpu, cpu = written
-    assert gpu["engine"] == {"kind": "slurm", "runtime": "host", "python": "/p", **fields}
+    assert gpu["engine"] == {"kind": "slurm", "runtime": "host", "python": "/p", **fields, "label": "slurm gpu-03",
+                             "rerun": ["--slurm"]}
     assert gpu["machine"] == cpu["machine"] == "gpu-03"
     assert "gpu_uuid" not in cpu["engine"] and cpu["engine"]["job_id"] == "77_1"
 

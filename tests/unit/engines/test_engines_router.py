@@ -1,0 +1,44 @@
+"""Which engine runs which cell: decided in one place (engines/registry.Router), from the engines' own traits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fp16doctor.engines.base import HOST_STACK, QUICK, EngineSetup, RunSpec
+from fp16doctor.engines.docker.fleet import DockerEngine
+from fp16doctor.engines.host import HostEngine
+from fp16doctor.engines.registry import ENGINES, Router
+from fp16doctor.engines.slurm.engine import SlurmEngine
+from fp16doctor.engines.slurm.tools import SlurmOptions
+
+CELLS = [RunSpec(stack, precision, "original", QUICK) for stack in ("cpu", HOST_STACK, "tf2.10-cpu")
+         for precision in ("float32", "float16")]
+
+
+def _routed(setup: EngineSetup) -> list[tuple[str, list[str]]]:
+    return [(engine.kind, [f"{s.stack}/{s.precision}" for s in cells]) for engine, cells in Router(setup).route(CELLS)]
+
+
+def test_without_slurm_the_hosts_cells_run_here_first_and_the_stacks_in_docker() -> None:
+    assert _routed(EngineSetup(out_dir=Path("out"))) == [
+        ("host", ["host/float32", "host/float16"]),
+        ("docker", ["cpu/float32", "cpu/float16", "tf2.10-cpu/float32", "tf2.10-cpu/float16"]),
+    ]
+
+
+def test_with_slurm_every_cell_goes_to_the_cluster_in_plan_order() -> None:
+    [(kind, cells)] = _routed(EngineSetup(out_dir=Path("out"), slurm=SlurmOptions()))
+    assert kind == "slurm" and cells == [f"{s.stack}/{s.precision}" for s in CELLS]
+
+
+def test_each_engine_is_made_once_per_diagnose() -> None:
+    router = Router(EngineSetup(out_dir=Path("out")))
+    first = {engine.kind: engine for engine, _ in router.route(CELLS)}
+    again = {engine.kind: engine for engine, _ in router.route(CELLS[:2])}
+    assert again["docker"] is first["docker"] and len(router.engines()) == 2
+
+
+def test_what_differs_between_engines_is_their_declared_traits() -> None:
+    assert ENGINES == (SlurmEngine, HostEngine, DockerEngine)
+    assert [(e.kind, e.runs_here, e.queued) for e in ENGINES] == [
+        ("slurm", False, True), ("host", True, False), ("docker", False, False)]
