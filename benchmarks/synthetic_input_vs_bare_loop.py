@@ -23,8 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fp16doctor.engines.base import RunSpec, WorkloadSize
 from fp16doctor.engines.host import HostEngine
+from fp16doctor.engines.spec import RunSpec, WorkloadSize
 from fp16doctor.probe.cpu import probe_cpu
 
 BARE = Path(__file__).resolve().parents[1] / "tests" / "integration" / "bare_keras_steps.py"

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from fp16doctor.engines.base import HOST_STACK, RunSpec
 from fp16doctor.engines.slurm.tools import SlurmOptions
+from fp16doctor.engines.spec import HOST_STACK, RunSpec
 
 __all__ = ["HOST_STACK", "DiagnoseOptions", "Progress"]
 

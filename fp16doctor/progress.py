@@ -18,7 +18,7 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from fp16doctor.engines.base import RunSpec
+from fp16doctor.engines.spec import RunSpec
 from fp16doctor.results import run_key
 
 PHASES = {

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fp16doctor.engines.base import RunSpec, WorkloadSize
 from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S
+from fp16doctor.engines.spec import RunSpec, WorkloadSize
 from fp16doctor.options import HOST_STACK, DiagnoseOptions
 
 # --quick is a wall-time budget for the host's matrix: the interleaved rounds fill what the runs left of it.

@@ -15,7 +15,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from fp16doctor.engines.base import ScriptSpec
+from fp16doctor.engines.spec import ScriptSpec
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.knowledge.keras_api import accepts
 

@@ -7,8 +7,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from fp16doctor.engines.base import RunSpec, WorkloadSize
 from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S, ROUNDS_MIN_BUDGET_S, stack_rounds_budget_s
+from fp16doctor.engines.spec import RunSpec, WorkloadSize
 from fp16doctor.options import Progress
 from fp16doctor.runplan import QUICK_BUDGET_S
 

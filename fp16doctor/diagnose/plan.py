@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from fp16doctor.diagnose.checks import float32_first
-from fp16doctor.engines.base import HOST_STACK, RunSpec, ScriptSpec, WorkloadSize
+from fp16doctor.engines.spec import HOST_STACK, RunSpec, ScriptSpec, WorkloadSize
 from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS
 from fp16doctor.knowledge.gpus import gpu_has_bfloat16
 from fp16doctor.options import Progress

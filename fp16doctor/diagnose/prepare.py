@@ -25,8 +25,10 @@ from fp16doctor.diagnose.checks import (
     request_of,
 )
 from fp16doctor.diagnose.plan import BASE_PRECISIONS, default_precisions, plan_runs, same_host_setup
-from fp16doctor.engines.base import HOST_STACK, SIZES, EngineSetup, RunSpec, ScriptSpec, WorkloadSize
+from fp16doctor.engines.base import EngineSetup
 from fp16doctor.engines.registry import Router
+from fp16doctor.engines.spec import HOST_STACK, RunSpec, ScriptSpec, WorkloadSize
+from fp16doctor.engines.spec import WORKLOAD_SIZES as SIZES
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.options import DiagnoseOptions, Progress
 from fp16doctor.results import Document, load, new_document, run_key

@@ -13,7 +13,7 @@ from fp16doctor.diagnose.budget import rounds_budget_s, within_budget
 from fp16doctor.diagnose.plan import experiment_specs, plan_experiments, script_experiments
 from fp16doctor.diagnose.prepare import Prepared, prepare
 from fp16doctor.diagnose.sink import DocumentSink, RoundsSink
-from fp16doctor.engines.base import HOST_STACK, MIN_ROUNDS, RunSpec, comparison_groups
+from fp16doctor.engines.spec import HOST_STACK, MIN_ROUNDS, RunSpec, comparison_groups
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
 from fp16doctor.options import DiagnoseOptions, Progress
 from fp16doctor.results import Document, ResultsWriter, run_key

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fp16doctor.engines.base import HOST_STACK, RunSpec
+from fp16doctor.engines.spec import HOST_STACK, RunSpec
 from fp16doctor.options import Progress
 from fp16doctor.results import ResultsWriter
 

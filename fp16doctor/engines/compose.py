@@ -15,9 +15,9 @@ import json
 import sys
 from pathlib import Path
 
-from fp16doctor.engines.base import QUICK
 from fp16doctor.engines.context import EXTRAS_GITIGNORE, EXTRAS_README
 from fp16doctor.engines.labels import MANAGED_LABEL, STACK_LABEL  # the labels cleanup finds
+from fp16doctor.engines.spec import QUICK
 from fp16doctor.stacks import StackSpec, all_stacks
 
 COMPOSE_FILE = "stacks.yaml"

@@ -13,22 +13,17 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, ClassVar
 
-from fp16doctor.engines.base import (
+from fp16doctor.engines.artifacts import attach_ops, split_script_log
+from fp16doctor.engines.base import EngineSetup, EventCallback, RunSink, base_run_record, stamp_engine
+from fp16doctor.engines.runloop import stream, to_record
+from fp16doctor.engines.spec import (
     HOST_STACK,
     RUN_TIMEOUT_S,
     SCRIPT_RUNNER,
-    EngineSetup,
-    EventCallback,
-    RunSink,
     RunSpec,
-    attach_ops,
-    base_run_record,
     script_runner_args,
-    split_script_log,
-    stamp_engine,
     with_slow_step_bound,
 )
-from fp16doctor.engines.runloop import stream, to_record
 from fp16doctor.results import HOST_MACHINE
 from fp16doctor.workload.protocol import SCRATCH_ENV
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fp16doctor.engines.base import Engine, EngineSetup, RunSpec
+from fp16doctor.engines.base import Engine, EngineSetup
 from fp16doctor.engines.docker.fleet import DockerEngine
 from fp16doctor.engines.host import HostEngine
 from fp16doctor.engines.slurm.engine import SlurmEngine
+from fp16doctor.engines.spec import RunSpec
 
 ENGINES: tuple[type[Engine], ...] = (
     SlurmEngine,  # a Slurm cluster: one job per comparison group, the nodes' Python or the stack's container

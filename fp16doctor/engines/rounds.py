@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fp16doctor.engines.base import MIN_ROUNDS, RunSpec, WorkloadSize
+from fp16doctor.engines.spec import MIN_ROUNDS, RunSpec, WorkloadSize
 from fp16doctor.workload.protocol import AA_CONTROL
 
 # A precision whose minimum rounds would take longer than this is left out (its ratio then rests on its own

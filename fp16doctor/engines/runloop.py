@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from fp16doctor.engines.base import EventCallback, WindowCapture, merge_workload_result, parse_protocol_line
+from fp16doctor.engines.artifacts import WindowCapture
+from fp16doctor.engines.base import EventCallback, merge_workload_result, parse_protocol_line
 from fp16doctor.engines.failures import classify, log_tail
 
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from docker_env import ca_bundle, require_engine
 
-from fp16doctor.engines.base import QUICK, RunSpec
 from fp16doctor.engines.context import BuildOptions
 from fp16doctor.engines.docker import sdk
 from fp16doctor.engines.docker.build import build_stack, ensure_image
+from fp16doctor.engines.spec import QUICK, RunSpec
 from fp16doctor.stacks import get_stack
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

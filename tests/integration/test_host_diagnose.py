@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from slow_path import assert_cut_and_said, forced_cut_env, is_cut
 
-from fp16doctor.engines.base import QUICK, RunSpec
 from fp16doctor.engines.host import HostEngine
+from fp16doctor.engines.spec import QUICK, RunSpec
 
 FP16DOCTOR = [sys.executable, "-m", "fp16doctor"]
 

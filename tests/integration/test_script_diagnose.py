@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from slow_path import FORCED_CUT, assert_cut_and_said, is_cut
 
-from fp16doctor.engines.base import QUICK
+from fp16doctor.engines.spec import QUICK
 
 pytestmark = pytest.mark.slow
 

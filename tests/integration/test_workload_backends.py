@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fp16doctor.engines.base import RunSpec, WorkloadSize
 from fp16doctor.engines.host import HostEngine
+from fp16doctor.engines.spec import RunSpec, WorkloadSize
 
 TINY = WorkloadSize("tiny", 32, 48, 8, warmup_steps=1, min_steps=3, max_steps=5, max_measure_s=3.0, profile_steps=2,
                     input_batches=2)

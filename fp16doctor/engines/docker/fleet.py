@@ -19,17 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from fp16doctor.engines.base import (
-    HOST_STACK,
-    MIN_ROUNDS,
-    RUN_TIMEOUT_S,
-    EngineSetup,
-    RunSink,
-    RunSpec,
-    base_run_record,
-    stamp_engine,
-    with_slow_step_bound,
-)
+from fp16doctor.engines.base import EngineSetup, RunSink, base_run_record, stamp_engine
+from fp16doctor.engines.spec import HOST_STACK, MIN_ROUNDS, RUN_TIMEOUT_S, RunSpec, with_slow_step_bound
 from fp16doctor.errors import DoctorError
 from fp16doctor.knowledge.gpus import gpu_has_bfloat16
 from fp16doctor.results import HOST_MACHINE, LOCAL_DOCKER_SCHEMES

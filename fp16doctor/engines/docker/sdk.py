@@ -32,17 +32,8 @@ from docker.types import DeviceRequest
 from requests.exceptions import RequestException
 
 from fp16doctor import __version__
-from fp16doctor.engines.base import (
-    ONEDNN_PREFIXES,
-    SCRIPT_RUNNER,
-    EventCallback,
-    RunSpec,
-    WindowCapture,
-    attach_ops,
-    base_run_record,
-    script_runner_args,
-    split_script_log,
-)
+from fp16doctor.engines.artifacts import ONEDNN_PREFIXES, WindowCapture, attach_ops, split_script_log
+from fp16doctor.engines.base import EventCallback, base_run_record
 from fp16doctor.engines.failures import classify, log_tail
 from fp16doctor.engines.labels import (
     MANAGED_LABEL,
@@ -55,6 +46,7 @@ from fp16doctor.engines.labels import (
     VERSION_LABEL,
 )
 from fp16doctor.engines.runloop import Streamed, stream, to_record
+from fp16doctor.engines.spec import SCRIPT_RUNNER, RunSpec, script_runner_args
 from fp16doctor.errors import DoctorError
 from fp16doctor.results import LOCAL_DOCKER_SCHEMES
 from fp16doctor.stacks import StackSpec

@@ -25,20 +25,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from fp16doctor import __version__
-from fp16doctor.engines.base import (
-    HOST_STACK,
-    EngineSetup,
-    RunSink,
-    RunSpec,
-    base_run_record,
-    spec_to_dict,
-    stamp_engine,
-    with_slow_step_bound,
-)
+from fp16doctor.engines.base import EngineSetup, RunSink, base_run_record, stamp_engine
 from fp16doctor.engines.failures import log_tail
 from fp16doctor.engines.slurm import runtimes
 from fp16doctor.engines.slurm import tools as slurm
 from fp16doctor.engines.slurm.job import GROUP_FILE, PROGRESS_FILE, slurm_rerun
+from fp16doctor.engines.spec import HOST_STACK, RunSpec, spec_to_dict, with_slow_step_bound
 from fp16doctor.errors import DoctorError
 
 RUNNER_MODULE = "fp16doctor.engines.slurm.job"

@@ -24,17 +24,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from fp16doctor.engines.base import (
-    HOST_STACK,
-    EventCallback,
-    RunSpec,
-    comparison_groups,
-    spec_from_dict,
-    stamp_engine,
-)
+from fp16doctor.engines.base import EventCallback, stamp_engine
 from fp16doctor.engines.host import HostEngine
 from fp16doctor.engines.slurm import runtimes
 from fp16doctor.engines.slurm import tools as slurm
+from fp16doctor.engines.spec import HOST_STACK, RunSpec, comparison_groups, spec_from_dict
 from fp16doctor.errors import DoctorError
 from fp16doctor.workload.protocol import SCRATCH_ENV
 

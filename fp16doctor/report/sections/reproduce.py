@@ -67,7 +67,7 @@ def _reproduce(doc: Mapping[str, Any], rows: Sequence[RunRow], known: set[str] |
 
 
 def _size_from_workload(doc: Mapping[str, Any]) -> str | None:
-    from fp16doctor.engines.base import SIZES
+    from fp16doctor.engines.spec import WORKLOAD_SIZES as SIZES
 
     for run in runs_of(doc):
         wl = _dict(run.get("workload"))

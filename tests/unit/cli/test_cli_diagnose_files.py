@@ -14,7 +14,7 @@ from cli_helpers import ROOT, run_cli
 
 import fp16doctor.probe as probe
 from fp16doctor.engines import host as host_engine
-from fp16doctor.engines.base import RunSpec
+from fp16doctor.engines.spec import RunSpec
 from fp16doctor.errors import EXIT_PARTIAL
 from fp16doctor.results import load_all
 

@@ -14,7 +14,7 @@ import fp16doctor.probe as probe
 from fp16doctor import cli
 from fp16doctor.diagnose import DiagnoseOptions, check_workload_imports, run_diagnose
 from fp16doctor.engines import host as host_engine
-from fp16doctor.engines.base import RunSpec
+from fp16doctor.engines.spec import RunSpec
 from fp16doctor.errors import DoctorError
 
 PYTHON = "/opt/venv/bin/python"

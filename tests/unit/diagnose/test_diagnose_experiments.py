@@ -14,7 +14,7 @@ from rich.console import Console
 import fp16doctor.probe as probe
 from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
 from fp16doctor.engines import host as host_engine
-from fp16doctor.engines.base import QUICK, RunSpec
+from fp16doctor.engines.spec import QUICK, RunSpec
 from fp16doctor.progress import LiveProgress, waiting_text
 
 SPR_HOST = {

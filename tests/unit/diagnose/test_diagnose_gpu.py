@@ -14,7 +14,7 @@ import fp16doctor.probe as probe
 from fp16doctor.cli import app
 from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
 from fp16doctor.engines import host as host_engine
-from fp16doctor.engines.base import RunSpec
+from fp16doctor.engines.spec import RunSpec
 from fp16doctor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, DoctorError
 from fp16doctor.results import VARIANT_CHANGES
 

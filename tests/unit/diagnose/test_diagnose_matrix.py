@@ -17,7 +17,7 @@ from fp16doctor.diagnose import (
     plan_runs,
 )
 from fp16doctor.diagnose.checks import check_precisions, check_variants
-from fp16doctor.engines.base import (
+from fp16doctor.engines.spec import (
     FULL,
     QUICK,
     SLOW_STEP_FLOOR,

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from fp16doctor.diagnose import HOST_STACK, plan_runs
-from fp16doctor.engines.base import FULL, QUICK
+from fp16doctor.engines.spec import FULL, QUICK
 from fp16doctor.results import ResultsWriter, new_document
 
 WORKLOAD_DIR = Path(__file__).resolve().parents[3] / "fp16doctor" / "workload"

@@ -15,8 +15,8 @@ import fp16doctor.probe as probe
 from fp16doctor.cli import app
 from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
 from fp16doctor.engines import host as host_engine
-from fp16doctor.engines.base import QUICK, RunSpec, ScriptSpec
 from fp16doctor.engines.host import HostEngine
+from fp16doctor.engines.spec import QUICK, RunSpec, ScriptSpec
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.knowledge.cuda import version_at_least
 from fp16doctor.stacks import all_stacks

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from fp16doctor.engines.base import QUICK
 from fp16doctor.engines.rounds import AA_CONTROL, mark_left_out, merge_rounds, rounds_plan
+from fp16doctor.engines.spec import QUICK
 
 
 def run(precision: str, ms: float, **extra: Any) -> dict[str, Any]:
@@ -95,7 +95,7 @@ def test_a_failed_rounds_process_changes_nothing() -> None:
 def test_a_scripts_rounds_run_the_script_runner_with_the_rounds_and_no_profile_or_bound() -> None:
     from dataclasses import replace
 
-    from fp16doctor.engines.base import ScriptSpec, script_runner_args
+    from fp16doctor.engines.spec import ScriptSpec, script_runner_args
 
     spec = rounds_plan([run("float32", 10), run("float16", 12)], "host", QUICK, 30.0).spec
     assert spec is not None

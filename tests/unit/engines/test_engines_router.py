@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fp16doctor.engines.base import HOST_STACK, QUICK, EngineSetup, RunSpec
+from fp16doctor.engines.base import EngineSetup
 from fp16doctor.engines.docker.fleet import DockerEngine
 from fp16doctor.engines.host import HostEngine
 from fp16doctor.engines.registry import ENGINES, Router
 from fp16doctor.engines.slurm.engine import SlurmEngine
 from fp16doctor.engines.slurm.tools import SlurmOptions
+from fp16doctor.engines.spec import HOST_STACK, QUICK, RunSpec
 
 CELLS = [RunSpec(stack, precision, "original", QUICK) for stack in ("cpu", HOST_STACK, "tf2.10-cpu")
          for precision in ("float32", "float16")]

@@ -107,7 +107,7 @@ def test_diagnose_script_with_tokens_in_its_arguments_shares_neither_them_nor_th
     import fp16doctor.probe as probe
     from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
     from fp16doctor.engines import host as host_engine
-    from fp16doctor.engines.base import RunSpec
+    from fp16doctor.engines.spec import RunSpec
     from fp16doctor.errors import DoctorError
 
     home = tmp_path / "home" / "alice"

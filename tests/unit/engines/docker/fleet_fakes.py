@@ -16,10 +16,11 @@ from fp16doctor.diagnose import BASE_PRECISIONS, DiagnoseOptions, plan_runs
 from fp16doctor.diagnose.prepare import Prepared
 from fp16doctor.diagnose.run import time_in_rounds
 from fp16doctor.diagnose.sink import DocumentSink
-from fp16doctor.engines.base import QUICK, EngineSetup, RunSpec, base_run_record, comparison_groups
+from fp16doctor.engines.base import EngineSetup, base_run_record
 from fp16doctor.engines.docker import build, sdk
 from fp16doctor.engines.docker.fleet import DockerEngine
 from fp16doctor.engines.registry import Router
+from fp16doctor.engines.spec import QUICK, RunSpec, comparison_groups
 from fp16doctor.errors import DoctorError
 from fp16doctor.results import ResultsWriter, new_document
 from fp16doctor.stacks import StackSpec

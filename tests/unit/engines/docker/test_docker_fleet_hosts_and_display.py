@@ -8,8 +8,8 @@ import threading
 import pytest
 from rich.console import Console
 
-from fp16doctor.engines.base import QUICK, RunSpec, ScriptSpec
 from fp16doctor.engines.docker.fleet import EngineTarget, parse_docker_host, select_gpus
+from fp16doctor.engines.spec import QUICK, RunSpec, ScriptSpec
 from fp16doctor.errors import DoctorError
 from fp16doctor.progress import LiveProgress
 from fp16doctor.results import group_runs_by_machine

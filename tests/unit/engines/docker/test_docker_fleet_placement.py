@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from fleet_fakes import Fleet, RecordingProgress, gpu, options, plan, run_stack_specs, side_by_side, writer
 
-from fp16doctor.engines.base import QUICK, RUN_TIMEOUT_S, RunSpec
 from fp16doctor.engines.docker import sdk
+from fp16doctor.engines.spec import QUICK, RUN_TIMEOUT_S, RunSpec
 
 A, B = "tcp://node-a:2376", "tcp://node-b:2376"
 

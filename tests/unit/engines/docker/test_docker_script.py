@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from test_docker_sdk import IMAGE, FakeClient, proto
 
-from fp16doctor.engines.base import QUICK, RunSpec, ScriptSpec
 from fp16doctor.engines.docker import sdk
+from fp16doctor.engines.spec import QUICK, RunSpec, ScriptSpec
 from fp16doctor.stacks import get_stack
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from fp16doctor.engines.base import QUICK, RunSpec
 from fp16doctor.engines.docker import sdk
+from fp16doctor.engines.spec import QUICK, RunSpec
 from fp16doctor.errors import DoctorError
 from fp16doctor.stacks import get_stack
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from fp16doctor.engines.base import QUICK, RunSpec, parse_protocol_line
+from fp16doctor.engines.base import parse_protocol_line
 from fp16doctor.engines.host import HostEngine
+from fp16doctor.engines.spec import QUICK, RunSpec
 
 
 def _script(tmp_path: Path, body: str) -> Path:

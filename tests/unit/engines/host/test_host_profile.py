@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from fp16doctor.engines.base import QUICK, RunSpec, WindowCapture, attach_ops
+from fp16doctor.engines.artifacts import WindowCapture, attach_ops
 from fp16doctor.engines.host import HostEngine
+from fp16doctor.engines.spec import QUICK, RunSpec
 
 # Two lines as oneDNN v3.7 prints them (the seed model's first conv, float16 weight gradient, on a
 # Sapphire Rapids Xeon), and one gemm_api line of the kind an AVX2 CPU prints thousands of per step.
@@ -218,7 +219,7 @@ def test_a_profile_that_cannot_be_copied_out_leaves_the_run_as_measured(monkeypa
 
 
 def test_a_script_log_gives_its_window_lines_to_the_capture_and_keeps_the_scripts_output(tmp_path: Path) -> None:
-    from fp16doctor.engines.base import split_script_log
+    from fp16doctor.engines.artifacts import split_script_log
 
     log = tmp_path / "host-float32.log"
     log.write_text("\n".join(["Epoch 1/4", POOL, "=== fp16doctor-window-start 1766.0 kind after_timing", REF_CONV,

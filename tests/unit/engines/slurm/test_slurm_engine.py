@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from fp16doctor.engines.base import QUICK, RunSpec, comparison_groups, spec_from_dict, spec_to_dict
 from fp16doctor.engines.slurm import engine as slurm_engine
 from fp16doctor.engines.slurm import tools as slurm
 from fp16doctor.engines.slurm.engine import SlurmEngine
 from fp16doctor.engines.slurm.job import allocated_gpus, job_id_from_env
 from fp16doctor.engines.slurm.tools import JobState, SlurmOptions
+from fp16doctor.engines.spec import QUICK, RunSpec, comparison_groups, spec_from_dict, spec_to_dict
 from fp16doctor.errors import DoctorError
 
 RECORDED = Path(__file__).resolve().parents[3] / "data" / "recordings" / "slurm"

@@ -160,8 +160,8 @@ def test_a_plan_travels_to_the_job_as_json_and_back() -> None:
 
 def test_a_cell_runs_in_the_container_with_its_scratch_and_the_cache_bound_and_its_profile_there(
         tmp_path: Path) -> None:
-    from fp16doctor.engines.base import QUICK, RunSpec
     from fp16doctor.engines.slurm.job import ContainerEngine
+    from fp16doctor.engines.spec import QUICK, RunSpec
 
     engine = ContainerEngine(PLAN, "podman", "77_0", [], "sha256:abc", tmp_path / "cache", None, None)
     spec = RunSpec("cpu", "float16", "original", QUICK, extra_env={"TF_ENABLE_ONEDNN_OPTS": "0"})

@@ -1,0 +1,234 @@
+"""A cell of the matrix and how big it is: what an engine is told to run, the same on every engine (host, Docker,
+Slurm), and how it crosses to a Slurm node (as JSON). The fairness rules live here too: which cells are compared
+with each other, and the slow-step bound a 16-bit cell takes from its group's float32."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from fp16doctor.workload.protocol import SIZES
+
+# Slow-step bound: a 16-bit run whose steady step (the second on: the first pays tracing) takes longer than the
+# bound stops after that step, which is its measurement. The bound is time: SLOW_STEP_S of the run's size, but
+# never under SLOW_STEP_FLOOR times float32's median (a 2-5x slowdown is what a diagnosis must measure well)
+# and never over SLOW_STEP_MULTIPLE times it (50x is beyond anything a precision change explains by arithmetic
+# alone: a GPU without fast fp16 is 2x-64x, a CPU emulating it 5x-10x).
+SLOW_STEP_MULTIPLE = 50.0
+SLOW_STEP_FLOOR = 5.0
+SLOW_STEP_S = {"quick": 5.0, "full": 30.0}
+# Benchmarks and tests force the slow path on a machine where no precision is pathological.
+SLOW_STEP_MULTIPLE_ENV = "FP16DOCTOR_SLOW_STEP_MULTIPLE"
+# The stack name of the cells that run on the target Python itself, not in a pinned stack's image.
+HOST_STACK = "host"
+# Interleaved rounds: never fewer than this (a t interval needs them; analysis/intervals.py MIN_ROUNDS).
+MIN_ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class WorkloadSize:
+    """How big one run is. `full` is the user's script as posted; `quick` fits a 2-core CPU in 90 s."""
+
+    name: str
+    image_height: int
+    image_width: int
+    batch_size: int
+    warmup_steps: int
+    min_steps: int
+    max_steps: int
+    max_measure_s: float  # stop measuring after this long even if the median is not yet stable
+    input_batches: int  # batches timed to measure host input time
+    profile_steps: int = 2  # the profiled window after the timed steps
+
+    def to_args(self) -> list[str]:
+        return [
+            "--height", str(self.image_height),
+            "--width", str(self.image_width),
+            "--batch-size", str(self.batch_size),
+            "--warmup-steps", str(self.warmup_steps),
+            "--min-steps", str(self.min_steps),
+            "--max-steps", str(self.max_steps),
+            "--max-measure-s", str(self.max_measure_s),
+            "--input-batches", str(self.input_batches),
+        ]
+
+
+FULL = WorkloadSize("full", **SIZES["full"])
+# Quick: the size SEED.md measured on a 2-core CPU; float16 there runs ~1 s/step, so the time budget
+# (not the step count) usually ends a run, and the whole diagnose stays within 90 s.
+QUICK = WorkloadSize("quick", **SIZES["quick"])
+WORKLOAD_SIZES = {s.name: s for s in (FULL, QUICK)}
+# The most one run may take, on the host or in a container: a hung driver call prints nothing and
+# would otherwise hold the diagnose forever.
+RUN_TIMEOUT_S = 3600.0
+
+
+@dataclass(frozen=True)
+class ScriptSpec:
+    """The user's own training script (`diagnose --script`), run unchanged by workload/script_runner.py."""
+
+    path: str  # absolute
+    args: tuple[str, ...] = ()
+    sha256: str = ""
+    steps: int | None = None  # exactly this many measured steps; None: the size's statistics decide
+    log_dir: str | None = None  # the script's own output is kept here, one file per run
+    read_only_dirs: tuple[str, ...] = ()  # what a container sees of the host: the script's folder, --data
+    label: str = ""  # the path as results show it (home as ~); the content is never stored
+
+    def log_name(self, spec: RunSpec) -> str:
+        if spec.rounds_of:
+            return f"{spec.stack}-interleaved-rounds.log"
+        suffix = "" if spec.variant == "original" else f"-{spec.variant}"
+        return f"{spec.stack}-{spec.precision}{suffix}.log"
+
+
+SCRIPT_RUNNER = "script_runner.py"
+
+
+def script_runner_args(spec: RunSpec, workdir: str, log_path: str, profile_dir: str | None = None) -> list[str]:
+    """The runner's command line after `python -u script_runner.py` (host and container alike)."""
+    script = spec.script
+    assert script is not None
+    size = spec.size
+    args = ["--precision", spec.precision, "--variant", spec.variant, "--log", log_path, "--workdir", workdir,
+            "--warmup-steps", str(size.warmup_steps), "--script-label", script.label or script.path,
+            "--profile-steps", str(size.profile_steps)]
+    if script.steps:
+        args += ["--steps", str(script.steps)]
+    else:
+        args += ["--min-steps", str(size.min_steps), "--max-steps", str(size.max_steps),
+                 "--max-measure-s", str(size.max_measure_s)]
+    if spec.bound_ms is not None:
+        args += ["--bound-ms", f"{spec.bound_ms:.3f}"]
+    if profile_dir is not None:
+        args += ["--profile-dir", profile_dir]
+    return [*args, *spec.rounds_args(), "--", script.path, *script.args]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One cell of the matrix: where (stack), how (precision, variant) and how big (size)."""
+
+    stack: str
+    precision: str
+    variant: str
+    size: WorkloadSize
+    data_dir: str | None = None  # the user's own train directory (host engine only)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    script: ScriptSpec | None = None  # set: run the user's script instead of the seed workload
+    # {"changes": {...}, "tests": "<finding id>" | None}: the run is an experiment (docs/results-schema.md)
+    experiment: dict[str, Any] | None = None
+    # float32's median and first step for the same stack and variant: they set the slow-step bound
+    reference_ms: float | None = None
+    reference_first_step_ms: float | None = None
+    # A default precision planned before the engine's devices were known: run only where one computes it
+    # natively (mixed_bfloat16: a GPU of compute capability 8.0+), else skipped with the reason.
+    native_only: bool = False
+    # Interleaved rounds (engines/rounds.py): these precisions timed in one process, each round in a new order;
+    # the record carries their rounds, not a run of its own.
+    rounds_of: tuple[str, ...] = ()
+    rounds_budget_s: float | None = None
+
+    @property
+    def bound_ms(self) -> float | None:
+        if not self.reference_ms:
+            return None
+        multiple = slow_step_multiple()
+        by_time = max(SLOW_STEP_S.get(self.size.name, SLOW_STEP_S["full"]) * 1000.0,
+                      min(SLOW_STEP_FLOOR, multiple) * self.reference_ms)
+        return min(multiple * self.reference_ms, by_time)
+
+    def workload_args(self) -> list[str]:
+        args = ["--precision", self.precision, "--variant", self.variant, *self.size.to_args(),
+                "--profile-steps", str(self.size.profile_steps)]
+        if self.data_dir:
+            args += ["--data", self.data_dir]
+        if self.bound_ms is not None:
+            args += ["--bound-ms", f"{self.bound_ms:.3f}"]
+        return [*args, *self.rounds_args()]
+
+    def rounds_args(self) -> list[str]:
+        """The workload's and the script runner's arguments for interleaved rounds (none without rounds_of)."""
+        if not self.rounds_of:
+            return []
+        args = ["--rounds-of", ",".join(self.rounds_of), "--min-rounds", str(MIN_ROUNDS)]
+        if self.rounds_budget_s is not None:
+            args += ["--rounds-budget-s", f"{self.rounds_budget_s:.1f}"]
+        return args
+
+    @property
+    def label(self) -> str:
+        if self.rounds_of:
+            return f"{self.stack} / interleaved rounds of {', '.join(self.rounds_of)}"
+        return f"{self.stack} / {self.precision} / {self.variant}"
+
+    @property
+    def slug(self) -> str:
+        """The cell as one file name: host-float16-original (host-interleaved-rounds for the rounds)."""
+        if self.rounds_of:
+            return f"{self.stack.replace('/', '_')}-interleaved-rounds"
+        return "-".join(part.replace("/", "_") for part in (self.stack, self.precision, self.variant))
+
+
+def slow_step_multiple() -> float:
+    """SLOW_STEP_MULTIPLE, unless the environment sets another (a positive number)."""
+    try:
+        value = float(os.environ.get(SLOW_STEP_MULTIPLE_ENV, ""))
+    except ValueError:
+        return SLOW_STEP_MULTIPLE
+    return value if value > 0 else SLOW_STEP_MULTIPLE
+
+
+def _float32_partner(spec: RunSpec, runs: Iterable[Mapping[str, Any]], variant: str) -> Mapping[str, Any] | None:
+    for run in runs:
+        step = run.get("step_time_ms")
+        median = step.get("median") if isinstance(step, dict) else None
+        if (run.get("stack") == spec.stack and run.get("precision") == "float32"
+                and run.get("variant", "original") == variant and run.get("status") == "ok"
+                and not run.get("bound") and isinstance(median, (int, float)) and median > 0):
+            return run
+    return None
+
+
+def with_slow_step_bound(spec: RunSpec, runs: Iterable[Mapping[str, Any]]) -> RunSpec:
+    """The spec with its float32 reference (same stack and variant, else the stack's original), which
+    sets the slow-step bound; unchanged for float32 itself or when no float32 run finished."""
+    if spec.precision == "float32":
+        return spec
+    runs = list(runs)
+    partner = _float32_partner(spec, runs, spec.variant) or _float32_partner(spec, runs, "original")
+    if partner is None:
+        return spec
+    first = partner.get("first_step_ms")
+    return replace(spec, reference_ms=float(partner["step_time_ms"]["median"]),
+                   reference_first_step_ms=float(first) if isinstance(first, (int, float)) else None)
+
+
+def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
+    """A RunSpec as plain JSON data (a Slurm job reads its cells from a file)."""
+    data = asdict(spec)
+    data["size"] = asdict(spec.size)
+    return data
+
+
+def spec_from_dict(data: dict[str, Any]) -> RunSpec:
+    fields_ = dict(data)
+    fields_["size"] = WorkloadSize(**fields_["size"])
+    fields_["rounds_of"] = tuple(fields_.get("rounds_of") or ())  # JSON has lists, the spec a tuple
+    script = fields_.get("script")
+    if isinstance(script, dict):
+        fields_["script"] = ScriptSpec(**{**script, "args": tuple(script.get("args") or ()),
+                                          "read_only_dirs": tuple(script.get("read_only_dirs") or ())})
+    return RunSpec(**fields_)
+
+
+def comparison_groups(specs: Iterable[RunSpec]) -> list[list[RunSpec]]:
+    """The fairness rule, in one place: the cells that are compared with each other (one stack and
+    variant, across precisions) form a group that runs on one machine (one GPU model, or one CPU),
+    float32 first, since its step sets the 16-bit runs' slow-step bound. Groups keep the plan's order."""
+    groups: dict[tuple[str, str], list[RunSpec]] = {}
+    for spec in specs:
+        groups.setdefault((spec.stack, spec.variant), []).append(spec)
+    return [sorted(group, key=lambda s: s.precision != "float32") for group in groups.values()]
