@@ -15,6 +15,7 @@ take over what is still queued. All Docker calls go through fp16doctor.engines.s
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
 GPU_SELECTOR = "#gpus="  # --docker-host URL#gpus=0,2 (indices or UUIDs); #gpus=none: CPU only
 ENGINE_LOST = "engine_lost"
 JOIN_POLL_S = 0.2  # the main thread wakes this often, so Ctrl-C is handled while workers run
+# How long diagnose waits for an engine's version before anything runs (an ssh:// engine asks a password, a tcp://
+# one sits behind a firewall that drops packets): an engine that does not answer is no engine to plan on.
+CHECK_TIMEOUT_S = 20.0
 
 
 # ------------------------------------------------------------------------------------------- engines
@@ -611,17 +615,35 @@ class DockerEngine:
         return spec.stack != HOST_STACK
 
     def check(self) -> None:
-        """Before anything runs: every engine answers with its version, or diagnose stops (an engine that
-        dies later fails only its runs)."""
+        """Before anything runs: every engine answers with its version within CHECK_TIMEOUT_S, or diagnose stops
+        (an engine that dies later fails only its runs). The engines are asked side by side."""
         from fp16doctor.engines.docker import sdk
 
-        for engine in self.engines:
+        answers: dict[int, dict[str, Any] | DoctorError] = {}
+
+        def ask(i: int, engine: Daemon) -> None:
             try:
-                engine.facts = sdk.engine_facts(engine.docker_host).to_dict()
+                answers[i] = sdk.engine_facts(engine.docker_host).to_dict()
             except DoctorError as exc:
-                raise DoctorError(f"Docker engine {engine.label} unreachable: {_detail(exc)}",
-                                  hint=exc.hint or "start it (or pass --docker-host for another), or drop --stack "
-                                  "to diagnose this host's Python only") from None
+                answers[i] = exc
+
+        threads = [threading.Thread(target=ask, args=(i, e), daemon=True, name=f"fp16doctor-check-{i}")
+                   for i, e in enumerate(self.engines)]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + CHECK_TIMEOUT_S
+        for thread in threads:
+            while thread.is_alive() and time.monotonic() < deadline:
+                thread.join(JOIN_POLL_S)
+        for i, engine in enumerate(self.engines):
+            answer = answers.get(i)
+            if isinstance(answer, dict):
+                engine.facts = answer
+                continue
+            why = _detail(answer) if answer is not None else f"no answer within {CHECK_TIMEOUT_S:.0f} s"
+            hint = (answer.hint if answer is not None else None) or (
+                "start it (or pass --docker-host for another), or drop --stack to diagnose this host's Python only")
+            raise DoctorError(f"Docker engine {engine.label} unreachable: {why}", hint=hint)
 
     def describe(self) -> dict[str, Any]:
         return {"engines": [e.summary() for e in self.engines]}

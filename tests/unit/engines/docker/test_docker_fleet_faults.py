@@ -13,7 +13,7 @@ from fleet_fakes import Fleet, RecordingProgress, options, plan, run_stack_specs
 from fp16doctor import probe
 from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
 from fp16doctor.engines.docker import sdk
-from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL
+from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
 
 A, B = "tcp://node-a:2376", "tcp://node-b:2376"
 
@@ -147,3 +147,26 @@ def test_resume_runs_exactly_the_cells_that_failed(
     assert {label for label, _ in fleet.engines[A].runs} == missing | {
         "cpu / interleaved rounds of float32, float16, mixed_float16"}
     assert [r["status"] for r in _runs(tmp_path)] == ["ok"] * 4
+
+
+def test_the_check_before_anything_runs_gives_up_on_an_engine_that_does_not_answer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from fp16doctor.engines import base
+    from fp16doctor.engines.docker import fleet as fleet_module
+
+    answered = threading.Event()
+
+    def hangs(docker_host: str | None) -> object:
+        answered.wait(5)  # an ssh engine waiting for a password nobody types
+        raise DoctorError("never")
+
+    monkeypatch.setattr(sdk, "engine_facts", hangs)
+    monkeypatch.setattr(fleet_module, "CHECK_TIMEOUT_S", 0.3)
+    engine = fleet_module.DockerEngine(base.EngineSetup(out_dir=tmp_path, docker_hosts=("ssh://gpu-box",)))
+    with pytest.raises(DoctorError) as raised:
+        engine.check()
+    answered.set()
+    assert raised.value.message == "Docker engine ssh://gpu-box unreachable: no answer within 0 s"
+    assert "--docker-host" in (raised.value.hint or "")
