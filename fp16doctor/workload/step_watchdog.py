@@ -14,8 +14,9 @@ from __future__ import division, print_function
 import os
 import sys
 import threading
+import traceback
 
-from events import flush_native_stdout
+from events import emit, flush_native_stdout
 
 
 class StepWatchdog(object):
@@ -62,9 +63,13 @@ class StepWatchdog(object):
                 return
             self.fired = True
             elapsed_ms = (self.clock() - self.start) * 1000.0
+            status = 0
             try:
                 self.on_cut(elapsed_ms)
-            finally:
-                sys.stdout.flush()
-                flush_native_stdout()
-                self.exit_process(0)
+            except Exception as exc:  # noqa: BLE001  (the engine must hear why, or it sees a silent exit)
+                emit("error", status="failed", error="reporting a step cut at the bound: %s: %s"
+                     % (exc.__class__.__name__, exc), traceback=traceback.format_exc()[-4000:])
+                status = 1
+            sys.stdout.flush()
+            flush_native_stdout()
+            self.exit_process(status)

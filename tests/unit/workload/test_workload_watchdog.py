@@ -145,3 +145,18 @@ def test_elsewhere_the_step_runs_to_its_end_as_before() -> None:
     assert said == [] and profiler.cuts == 0
     assert hooks.step_end(SimpleNamespace(), {"loss": 1.0}) is True
     assert hooks.timer.bound and not hooks.timer.cut and "cut_in_step" not in hooks.result_fields()
+
+
+def test_a_report_that_fails_is_an_error_event_and_a_failed_exit(capsys: pytest.CaptureFixture[str]) -> None:
+    def broken(ms: float) -> None:
+        raise KeyError("model")
+
+    exits: list[int] = []
+    dog = load("step_watchdog").StepWatchdog(time.perf_counter, broken, exits.append)
+    dog.arm(time.perf_counter(), 10.0)
+    deadline = time.perf_counter() + 5
+    while not exits and time.perf_counter() < deadline:
+        time.sleep(0.005)
+    assert exits == [1]
+    out = capsys.readouterr().out
+    assert '"event": "error"' in out and "reporting a step cut at the bound: KeyError" in out
