@@ -225,6 +225,7 @@ class RunView:
     model: ModelInfo | None
     machine: str = HOST_MACHINE
     bound: bool = False  # cut short by the slow-run rule: its step time is a lower bound
+    censored: bool = False  # its one step was ended inside, at the bound (`cut_in_step`): it lasted at least step_ms
     ops: OpsView | None = None
     experiment: Mapping[str, Any] | None = None
     loss_scale_last: float | None = None
@@ -251,7 +252,7 @@ class RunView:
         assert self.step_ms is not None
         single = Timing(*self.single) if self.single is not None else None
         return Timing(self.step_ms, self.p10_ms, self.p90_ms, self.rounds, self.design, self.aa_rounds, single,
-                      self.first_step_ms, self.bound)
+                      self.first_step_ms, self.bound or self.censored, self.censored)
 
     @property
     def ok(self) -> bool:
@@ -318,7 +319,8 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
         model=model_for_run(run),
         machine=machine_id(dict(run)),
         bound=run.get("bound") is True or workload.get("stop_reason") == "slow_step_bound"
-        or run.get("stop_reason") == "slow_step_bound",
+        or run.get("stop_reason") == "slow_step_bound" or _censored(run),
+        censored=_censored(run),
         ops=_ops_view(run.get("ops")),
         experiment=as_mapping(run.get("experiment")) or None,
         loss_scale_first=as_number(loss.get("scale_first")),
@@ -334,6 +336,11 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
 
 
 WORKLOAD_MODES = ("training", "inference")
+
+
+def _censored(run: Mapping[str, Any]) -> bool:
+    """The run's one step was cut inside at the slow-step bound: its time says only how long it lasted at least."""
+    return run.get("cut_in_step") is True or as_mapping(run.get("step_time_ms")).get("censored") is True
 
 
 def _mode(value: Any) -> str | None:

@@ -12,7 +12,8 @@ strongest first, each recomputable from the results document alone:
   relative, from the wider run) as a band either side, at least DEFAULT_BAND; a document with a median and no
   spread is judged with DEFAULT_BAND alone, and says so;
 - a run cut short by the slow-step bound: one step, so no interval at all, only a one-sided bound (`lower_bound`),
-  its first step against float32's first step (tracing included on both sides).
+  its first step against float32's first step (tracing included on both sides); so is a run whose step was cut
+  inside at the bound (`cut_in_step`, `step_time_ms.censored`: the step lasted at least its recorded time).
 The outcome follows the interval: it excludes 1.0, or it is no difference.
 
 Two timings of one configuration in two processes differ by more than either process's spread shows (a document's
@@ -52,6 +53,8 @@ ALWAYS_MEASURABLE = 2.0
 FIRST_STEP = "first step, tracing included"
 CUT_STEP = ("its fastest recorded step against float32's median step (float32's first step not recorded: not like "
             "for like, a warm-up step may still carry tracing)")
+CUT_IN_STEP = ("its step, cut inside at the bound so it lasted at least that long, against float32's median step "
+               "(float32's first step not recorded: not like for like, a warm-up step may still carry tracing)")
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -124,6 +127,7 @@ class Timing:
     single: Timing | None = None  # what the run's own process measured, where rounds replaced its statistics
     first_step_ms: float | None = None
     bound: bool = False  # cut short by the slow-step bound: one step measured
+    censored: bool = False  # that step was cut inside, at the bound: median_ms is only how long it lasted at least
 
     @property
     def own_process(self) -> Timing:
@@ -280,7 +284,8 @@ def lower_bound(fp32: Timing, cut: Timing) -> RatioInterval:
     if cut.first_step_ms and fp32.first_step_ms:
         fp32_ms, other_ms, compared = fp32.first_step_ms, cut.first_step_ms, FIRST_STEP
     else:
-        fp32_ms, other_ms, compared = fp32.median_ms, min(cut.first_step_ms or cut.median_ms, cut.median_ms), CUT_STEP
+        fp32_ms, other_ms = fp32.median_ms, min(cut.first_step_ms or cut.median_ms, cut.median_ms)
+        compared = CUT_IN_STEP if cut.censored and other_ms == cut.median_ms else CUT_STEP
     r = fp32_ms / other_ms
     return RatioInterval(r, 0.0, r, "lower_bound", 0, None, other_ms - fp32_ms, other_ms - fp32_ms, None,
                          fp32_ms=fp32_ms, other_ms=other_ms, compared=compared)
@@ -316,8 +321,8 @@ def ratio_interval(fp32: Timing, other: Timing, between: float = 0.0) -> RatioIn
     """The best interval the two records support: a cut run's one-sided bound; paired rounds (one process, no
     price); else two processes, unpaired rounds or each run's own-process median with its spread band, widened by
     `between`, the variation (log) the document measured between two timings of one configuration."""
-    if other.bound and not fp32.bound:
-        return lower_bound(fp32, other)
+    if (other.bound or other.censored) and not fp32.bound:
+        return lower_bound(fp32, other)  # a censored step, cut inside, is never read as a measured one
     paired = _paired(fp32, other)
     if paired is not None:
         return paired

@@ -153,6 +153,8 @@ def verdict_for(acc: Accounting) -> Verdict:
         "outcome": outcome,
         "bound": interval.is_bound,  # the ratio is only a one-sided bound (cut short by the slow-step bound)
         "cut_short": reduced.bound,  # one step measured: the run met the slow-step bound
+        # That step was ended inside at the bound: its time is censored, the ratio can only be a bound.
+        **({"cut_in_step": True} if reduced.censored else {}),
         **({"numerics": "not judged: the run was cut short after its first steps"} if reduced.bound else {}),
         "cause": top.cause if top else None,
         "basis": top.basis if top else None,

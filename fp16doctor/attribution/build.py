@@ -59,7 +59,8 @@ def _onednn_records(execs: list[onednn.OnednnExec], model_layers: Sequence[Mappi
     for record in execs:
         layer, pass_name = matcher.match(record)
         pass_name = pass_name or "other"
-        key = (record.primitive, record.impl, pass_name, record.desc, layer, record.src_dtype)
+        running = record.operation == "in_flight"
+        key = (record.primitive, record.impl, pass_name, record.desc, layer, record.src_dtype, running)
         op = grouped.get(key)
         if op is None:
             op = grouped[key] = OpRecord(
@@ -73,6 +74,9 @@ def _onednn_records(execs: list[onednn.OnednnExec], model_layers: Sequence[Mappi
                 op_type=record.primitive,
                 shape=record.desc,
             )
+            if running:
+                # Still running when the step was cut: its time is the most it can have run before the cut.
+                op.extra["in_flight"] = True
         op.total_ms += record.ms
         op.calls += 1
         if record.start_ms is not None:
@@ -240,7 +244,11 @@ def build_ops(artifacts: Mapping[str, Any], model_layers: Sequence[Mapping[str, 
         window_lines, marker_wall_ms = onednn.window_lines(str(line) for line in lines)
         if window.get("wall_ms") is None and marker_wall_ms is not None:
             window["wall_ms"] = marker_wall_ms
-        dnn_records = _onednn_records(onednn.parse_lines(window_lines), model_layers)
+        execs = onednn.parse_lines(window_lines)
+        cut_at_ms = window.get("cut_at_ms")
+        if window.get("cut_in_step") and isinstance(cut_at_ms, (int, float)):
+            execs += onednn.in_flight(window_lines, float(cut_at_ms), len(execs))
+        dnn_records = _onednn_records(execs, model_layers)
 
     xplane_path = artifacts.get("xplane_path")
     if xplane_path:
@@ -309,6 +317,9 @@ def build_ops(artifacts: Mapping[str, Any], model_layers: Sequence[Mapping[str, 
     else:
         notes.append("the window's wall time is unknown: no coverage")
     ops["coverage"] = round(coverage, 4) if coverage is not None else None
+    if window.get("cut_in_step"):
+        notes.append("the window's step was cut inside, at the slow-step bound: an op marked in_flight was still "
+                     "running then, its time the most it can have run before the cut")
     if window.get("epoch_start"):
         notes.append("the window holds an epoch's first step (one epoch is too short to leave it out): the time "
                      "between two epochs, the data iterator torn down and rebuilt, runs in no op")

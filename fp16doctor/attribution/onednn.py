@@ -10,13 +10,20 @@ Formats read (oneDNN developer guide, "Verbose Mode", v1.x to v3.x):
 - MKL-DNN v0.x:     mkldnn_verbose,exec,convolution,<impl>,<prop>,<mds>,<aux>,<desc>,<ms>  (no engine, no attrs)
 With ONEDNN_VERBOSE_TIMESTAMP=1 a timestamp (ms since the epoch, taken as the primitive's start) follows the
 marker (and "v1"); times then give intervals, otherwise only durations.
+
+Creation lines (ONEDNN_VERBOSE's profile_create) have the same fields with "create:cache_miss" or
+"create:cache_hit" for "exec", their time the creation's, and are printed before the primitive runs:
+    onednn_verbose,v1,1796194955640.045898,primitive,create:cache_hit,cpu,convolution,jit:avx2,backward_weights,
+    <mds>,<attrs>,<aux>,mb32_ic3oc16_ih56oh56kh3...,0.00805664
+They count only in a window cut inside a step (`in_flight`): a primitive created there and never executed before
+the cut is the one that was still running.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # The line prefixes of oneDNN's verbose mode, and the workload's window markers around a profiled window.
 from fp16doctor.workload.protocol import ONEDNN_PREFIXES, WINDOW_END, WINDOW_START
@@ -62,6 +69,7 @@ class OnednnExec:
     ms: float
     start_ms: float | None  # ONEDNN_VERBOSE_TIMESTAMP=1 only
     index: int  # order within the parsed lines
+    operation: str = "exec"  # "exec"; "create" (a creation line); "in_flight" (created, still running at a cut)
 
     @property
     def src_dtype(self) -> str | None:
@@ -99,8 +107,9 @@ def _dtypes(mds: str) -> tuple[tuple[str, str], ...]:
     return tuple(found)
 
 
-def parse_line(line: str, index: int = 0) -> OnednnExec | None:
-    """One verbose line -> OnednnExec, or None for info/create lines and anything unreadable."""
+def parse_line(line: str, index: int = 0, creates: bool = False) -> OnednnExec | None:
+    """One verbose line -> OnednnExec, or None for info lines, anything unreadable and, unless `creates`, creation
+    lines (then operation "create", ms the creation's time)."""
     text = line.strip()
     leading = _LEADING_STAMP.match(text)  # "1.60704e+12:dnnl_verbose,exec,..." (oneDNN verbose RFC, 2020)
     start_ms = float(leading.group(1)) if leading else None
@@ -115,8 +124,9 @@ def parse_line(line: str, index: int = 0) -> OnednnExec | None:
         rest = rest[1:]
     if rest and rest[0] == "primitive":
         rest = rest[1:]
-    if not rest or rest[0] != "exec":
+    if not rest or not (rest[0] == "exec" or (creates and rest[0].startswith("create"))):
         return None
+    operation = "exec" if rest[0] == "exec" else "create"
     rest = rest[1:]
     has_engine = rest[0] in ("cpu", "gpu")
     if has_engine:
@@ -137,6 +147,7 @@ def parse_line(line: str, index: int = 0) -> OnednnExec | None:
         ms=ms,
         start_ms=start_ms,
         index=index,
+        operation=operation,
     )
 
 
@@ -171,6 +182,33 @@ def parse_lines(lines: Iterable[str]) -> list[OnednnExec]:
         if record is not None:
             execs.append(record)
     return execs
+
+
+def in_flight(lines: Iterable[str], cut_at_ms: float, first_index: int = 0) -> list[OnednnExec]:
+    """The primitives created among `lines` (a window cut inside a step) and never executed before the cut at
+    `cut_at_ms` (ms since the epoch, oneDNN's clock): each with the interval from its creation's end to the cut,
+    the most it can have run (operation "in_flight"). A creation is matched to the first later execution of the
+    same primitive, problem and implementation. Lines without timestamps bound nothing: none is returned."""
+    pending: dict[tuple[object, ...], list[OnednnExec]] = {}
+    for line in lines:
+        record = parse_line(line, creates=True)
+        if record is None:
+            continue
+        key = (record.primitive, record.impl, record.prop_kind, record.dtypes, record.desc)
+        if record.operation == "create":
+            pending.setdefault(key, []).append(record)
+        elif pending.get(key):
+            pending[key].pop(0)
+    running = sorted((r for created in pending.values() for r in created if r.start_ms is not None),
+                     key=lambda r: r.start_ms or 0.0)
+    out: list[OnednnExec] = []
+    for record in running:
+        assert record.start_ms is not None
+        began = record.start_ms + record.ms
+        if cut_at_ms > began:
+            out.append(replace(record, ms=cut_at_ms - began, start_ms=began, index=first_index + len(out),
+                               operation="in_flight"))
+    return out
 
 
 def isa_line(lines: Iterable[str]) -> str | None:

@@ -18,10 +18,12 @@ import tempfile
 from events import Skip, flush_native_stdout
 from protocol import PADDED_CHANNELS, SCRATCH_ENV, VARIANT_ENV
 
-# oneDNN >= 3.3 reads "profile_exec,filter=REGEX" (src/common/verbose.cpp): execution lines of every
-# component but gemm_api, whose thousands of small calls per step (Eigen contractions on AVX2 CPUs)
-# would slow every step down; primitives (convolution, pooling, reorder, inner_product ...) stay.
-ONEDNN_VERBOSE_SETTING = "profile_exec,filter=^(?!gemm_api)"
+# oneDNN >= 3.3 reads "profile_create,profile_exec,filter=REGEX" (src/common/verbose.cpp): creation and
+# execution lines of every component but gemm_api, whose thousands of small calls per step (Eigen contractions
+# on AVX2 CPUs) would slow every step down; primitives (convolution, pooling, reorder, inner_product ...) stay.
+# A creation line is printed before its primitive runs, so a step cut inside still names the kernel it was in
+# (TensorFlow 2.21 creates its convolutions' primitives again on every step: "create:cache_hit").
+ONEDNN_VERBOSE_SETTING = "profile_create,profile_exec,filter=^(?!gemm_api)"
 ONEDNN_FILTER_SINCE_TF = (2, 17)
 
 

@@ -19,6 +19,7 @@ from __future__ import division, print_function
 import argparse
 import math
 import os
+import shutil
 import sys
 import time
 import traceback
@@ -147,10 +148,23 @@ def run(args):
                       args.stable_tolerance, bound_ms=args.bound_ms,
                       window_steps=args.profile_steps if profiler is not None else 0)
     callback, hooks = make_callback(api, timer, profiler)
+    streamed = args.variant != "synthetic_input"
+    facts = {"device": device, "software": software, "import_s": import_s, "generator": generator,
+             "keras_dir": keras_dir, "keras_config": keras_config, "batch_dtype": batch_dtype, "applied": applied,
+             "streamed": streamed, "input_ms": input_ms}
+
+    def snapshot():
+        facts.update(model=describe_model(model), scale_first=initial_loss_scale(model), scale_last=loss_scale(model))
+
+    def report_cut():
+        emit("result", run=run_result(args, api, timer, hooks, model, started, facts))
+        shutil.rmtree(os.path.dirname(keras_dir), True)  # the process exits next: its exit handlers do not run
+
+    if args.bound_ms is not None:
+        hooks.cut_inside_steps(snapshot, report_cut)
     # Room for the window to wait past an epoch's first step (window_placement); training stops by itself.
     total_steps = args.warmup_steps + args.max_steps + (2 * timer.window_steps + 1 if timer.window_steps else 0)
     emit("phase", phase="train")
-    streamed = args.variant != "synthetic_input"
     if streamed:
         steps_per_epoch = max(1, int(math.ceil(generator.samples / float(args.batch_size))))
         epochs = int(math.ceil(total_steps / float(steps_per_epoch)))
@@ -167,17 +181,25 @@ def run(args):
 
     if not timer.step_ms:
         raise RuntimeError("training stopped before any step was measured")
+    snapshot()
+    emit("result", run=run_result(args, api, timer, hooks, model, started, facts))
+
+
+def run_result(args, api, timer, hooks, model, started, facts):
+    """The run's `result`: after training, or on the watchdog's thread when a step was cut inside (then `facts`
+    holds what was read between steps, and nothing here touches the framework while its step runs)."""
     losses = timer.losses
     bad = [v for v in losses if not finite(v)]
+    keras_dir, streamed = facts["keras_dir"], facts["streamed"]
     result = {
         "status": "ok",
-        "device": device,
-        "software": software,
+        "device": facts["device"],
+        "software": facts["software"],
         "workload": {
             "name": SEED_WORKLOAD, "image_height": args.height, "image_width": args.width, "channels": 3,
             "batch_size": args.batch_size, "steps_measured": len(timer.step_ms),
             "warmup_steps": len(timer.warmup_ms), "stop_reason": timer.stop_reason,
-            "data": "user" if args.data else "synthetic", "images": generator.samples,
+            "data": "user" if args.data else "synthetic", "images": facts["generator"].samples,
             "api": "fit_generator" if api.name == "keras2" and streamed else "fit",
             "jit_compile": jit_compile_of(model),
         },
@@ -188,24 +210,26 @@ def run(args):
         "step_ms_all": [round(v, 3) for v in timer.step_ms],
         # Non-finite values are null in JSON (nan_or_inf says so); every step's loss, for the numerics rule.
         "loss": {"first": finite(losses[0]) if losses else None, "last": finite(losses[-1]) if losses else None,
-                 "nan_or_inf": bool(bad), "scale_first": initial_loss_scale(model),
-                 "scale_last": loss_scale(model)},
+                 "nan_or_inf": bool(bad), "scale_first": facts["scale_first"], "scale_last": facts["scale_last"]},
         "losses": [None if finite(v) is None else round(v, 6) for v in losses],
-        "model": describe_model(model),
-        "keras_config": {"floatx": api.floatx(), "epsilon": keras_config["epsilon"],
+        "model": facts["model"],
+        "keras_config": {"floatx": api.floatx(), "epsilon": facts["keras_config"]["epsilon"],
                          "config_path": os.path.join(keras_dir, "keras.json")},
-        "batch_dtype": batch_dtype,
-        "timing": {"import_s": round(import_s, 3), "total_s": round(time.perf_counter() - started, 3)},
+        "batch_dtype": facts["batch_dtype"],
+        "timing": {"import_s": round(facts["import_s"], 3), "total_s": round(time.perf_counter() - started, 3)},
     }
-    if applied:
-        result["variant_applied"] = applied
+    if timer.cut:
+        # Censored: the step was ended at the bound, so it lasted at least this long.
+        result["step_time_ms"]["censored"] = True
+    if facts["applied"]:
+        result["variant_applied"] = facts["applied"]
     result.update(hooks.result_fields())
     cpu = cpu_facts()
     if cpu is not None:
         result["cpu"] = cpu
     if streamed:
-        result["input_time_ms"] = input_ms
-    emit("result", run=result)
+        result["input_time_ms"] = facts["input_ms"]
+    return result
 
 
 def main(argv=None):

@@ -38,6 +38,8 @@ class StepTimer(object):
     Slow-step bound: a steady step (any after the first, which pays tracing) longer than `bound_ms` ends the
     run after that step, which becomes its only measured step (`bound` = True), so a run that is hundreds of
     times slower than float32 costs two steps, not seven, and is still compared step for step with float32's.
+    A step the watchdog (step_watchdog.py) ends at the bound, before it finishes, is recorded by `cut_in_step`: its
+    time is censored, the step lasted at least that long (`cut` = True).
 
     Profiled window: with `window_steps`, once the measurement is done the run goes on for that many
     steps, kept apart from the timed ones (`window_ms`); the caller profiles them.
@@ -65,6 +67,7 @@ class StepTimer(object):
         self.stop_reason = None
         self.bound = False
         self.bound_limit_ms = None
+        self.cut = False  # the step that met the bound was ended inside it: its time is a lower bound
         self.in_window = False
         self.window_hold = 0  # steps to run, untimed and unprofiled, before the window's first
         self.done = False
@@ -147,6 +150,28 @@ class StepTimer(object):
             return False
         self.done = True
         return True
+
+    def judges_next_step(self):
+        """Whether the slow-step bound judges the step that starts now: a steady step before any measured one (the
+        same steps end_step holds against `bound_ms`)."""
+        if self.bound_ms is None or self.done or self.in_window or self.first_step_ms is None or self.step_ms:
+            return False
+        return len(self.warmup_ms) < self.warmup_steps or len(self.warmup_ms) == 1
+
+    def cut_in_step(self, elapsed_ms):
+        """The step that started at `last` was ended inside, `elapsed_ms` after it began, past the bound: it is
+        the run's one measured step, censored (it lasted at least that long)."""
+        index = len(self.warmup_ms) + len(self.step_ms)
+        if len(self.warmup_ms) < self.warmup_steps:
+            self.warmup_ms.append(elapsed_ms)  # as a warm-up step that meets the bound after it ends is kept
+        self.step_ms = [elapsed_ms]
+        self.bound = True
+        self.cut = True
+        self.bound_limit_ms = self.bound_ms
+        self.stop_reason = "slow_step_bound"
+        self.done = True
+        emit("step", phase="measure", index=index, ms=round(elapsed_ms, 3), loss=None, bound=True,
+             limit_ms=round(self.bound_ms, 3), cut_in_step=True)
 
     def should_stop(self, now):
         n = len(self.step_ms)

@@ -18,6 +18,10 @@ import time
 from events import emit, flush_native_stdout
 from profile_export import LAYER_PREFIX, export_torch_events
 from protocol import WINDOW_END, WINDOW_START
+from step_watchdog import StepWatchdog
+
+# A TensorFlow op that oneDNN runs is named _Mkl... in the profiler's trace (_MklNativeConv2DBackpropFilter ...).
+ONEDNN_OP_MARK = b"_Mkl"
 
 
 class WindowProfiler(object):
@@ -102,6 +106,42 @@ class WindowProfiler(object):
         except Exception as exc:  # noqa: BLE001
             self._note("stopping the %s profiler" % self.backend, exc)
         self.kind = None
+
+    def cut(self, clock):
+        """The window's step was ended inside, by the step watchdog: the end marker and the window say so, with
+        the time of the cut (ms since the epoch, oneDNN's clock), so the attribution bounds the primitive that was
+        still running. The backend is not stopped (TensorFlow writes its trace only then, after the step)."""
+        if self.kind is None:
+            return
+        wall_ms = (clock() - self.t0) * 1000.0
+        cut_at = time.time()
+        flush_native_stdout()
+        sys.stdout.write("%s %.3f ms_per_step %.3f steps 1 kind %s cut_in_step 1\n"
+                         % (WINDOW_END, cut_at, wall_ms, self.kind))
+        sys.stdout.flush()
+        window = self.windows[self.kind]
+        window.pop("xplane", None)
+        window["window"] = {"kind": self.kind, "steps": 1, "wall_ms": round(wall_ms, 3), "total_ms": round(wall_ms, 3),
+                            "cut_in_step": True, "cut_at_ms": round(cut_at * 1000.0, 3)}
+        self.kind = None
+
+    def names_running_kernel(self):
+        """Whether a cut inside a step keeps its op source: oneDNN's creation lines, printed before a primitive
+        runs, name the one still running (TensorFlow 2 with ONEDNN_VERBOSE's profile_create), and the first
+        step's trace shows that oneDNN runs the ops (where TensorFlow runs its own kernels oneDNN prints nothing,
+        and the trace the cut loses is the only source)."""
+        if self.backend != "tensorflow" or (self.tf_major or 0) < 2 or not self.onednn:
+            return False
+        if "profile_create" not in os.environ.get("ONEDNN_VERBOSE", ""):
+            return False
+        trace = (self.windows.get("first_step") or {}).get("xplane")
+        if not trace:
+            return False
+        try:
+            with open(trace, "rb") as fh:
+                return ONEDNN_OP_MARK in fh.read()
+        except (IOError, OSError):
+            return False
 
     # -- per backend
 
@@ -282,6 +322,40 @@ class StepHooks(object):
         self.profiler = profiler
         self.window_placed = False
         self.epoch = None
+        self.watchdog = None
+        self.snapshot = None
+        self.report_cut = None
+        self.in_step = None  # None until the first bounded step: whether a cut inside it keeps the op source
+
+    def cut_inside_steps(self, snapshot, report):
+        """Let the step watchdog end a step that passes the bound inside it, where the op source survives that
+        (WindowProfiler.names_running_kernel; elsewhere the run is cut after the step, as without this).
+        snapshot(): what the report needs that cannot be read while a step runs (called between steps, outside
+        the timed time); report(): emit the run's result (called on the watchdog's thread, then the process ends)."""
+        self.snapshot, self.report_cut = snapshot, report
+        self.watchdog = StepWatchdog(self.timer.clock, self._cut)
+
+    def _cut(self, elapsed_ms):
+        self.timer.cut_in_step(elapsed_ms)
+        if self.profiler is not None:
+            self.profiler.cut(self.timer.clock)
+        self.report_cut()
+
+    def _arm(self):
+        timer, profiler = self.timer, self.profiler
+        if self.watchdog is None or not timer.judges_next_step():
+            return
+        if self.in_step is None:
+            self.in_step = profiler is not None and profiler.names_running_kernel()
+            if self.in_step:
+                self.snapshot()
+                emit("log", message="a step past the slow-step bound is ended at the bound: oneDNN names the "
+                                    "kernel still running")
+            timer.skip_time()
+            if profiler is not None and profiler.kind is not None:
+                profiler.t0 = timer.last  # the window is the step: the look at the trace and the snapshot are not
+        if self.in_step and profiler.kind == "bound_step":  # the step is profiled: its oneDNN lines are the window
+            self.watchdog.arm(timer.last, timer.bound_ms)
 
     def epoch_begin(self, epoch):
         self.epoch = epoch
@@ -295,6 +369,8 @@ class StepHooks(object):
 
     def step_end(self, model, logs, batch=None, params=None):
         timer, profiler = self.timer, self.profiler
+        if self.watchdog is not None:
+            self.watchdog.disarm()  # waits, where the watchdog is cutting this step, until the process ends
         if timer.done:
             return True
         stop = timer.end_step(logs)
@@ -323,9 +399,13 @@ class StepHooks(object):
                 timer.skip_time()
             if stop and profiler.kind is not None:
                 profiler.stop(len(timer.window_ms), timer.clock)
+        if not stop:
+            self._arm()
         return stop
 
     def train_end(self):
+        if self.watchdog is not None:
+            self.watchdog.disarm()
         profiler = self.profiler
         if profiler is not None and profiler.kind is not None:
             profiler.stop(len(self.timer.window_ms) or 1, self.timer.clock)
@@ -336,6 +416,8 @@ class StepHooks(object):
         if timer.bound:
             out["bound"] = True
             out["bound_limit_ms"] = round(timer.bound_limit_ms, 3)
+        if timer.cut:
+            out["cut_in_step"] = True
         if timer.window_ms:
             out["window_step_ms"] = [round(v, 3) for v in timer.window_ms]
         if self.profiler is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 import re
 import signal
 import subprocess
@@ -192,6 +193,40 @@ def test_a_run_cut_short_by_its_second_warmup_step_is_profiled_on_that_step(tmp_
     assert ops is not None, record.get("ops_error")
     assert {"conv2d", "conv2d_1"} <= {item["layer"] for item in ops["items"]}
     assert ops["coverage"] > 0 and (ops["coverage"] >= 0.7 or "coverage_note" in ops)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="TensorFlow's oneDNN ops: x86 only")
+def test_a_step_past_the_bound_is_ended_inside_where_onednn_names_the_running_kernel(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step watchdog on any x86 CPU: float16 runs oneDNN only with AVX-512, so the path is taken with float32 and
+    TensorFlow's oneDNN ops switched on, its bound at half its own steady step. The step is ended inside at the bound
+    (censored: at least the bound), its window is oneDNN's lines up to the cut, and the ops come from them."""
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")
+    engine = HostEngine(cache_dir=tmp_path, backend="tensorflow")
+    reference = engine.run(RunSpec("host", "float32", "original", QUICK), lambda e: None)
+    assert reference["status"] == "ok", reference.get("error")
+    # The bound is 50x the reference (engines/base.py): half of float32's own step lands inside its convolutions.
+    spec = RunSpec("host", "float32", "original", QUICK, reference_ms=reference["step_time_ms"]["median"] / 100,
+                   reference_first_step_ms=reference["first_step_ms"])
+    events: list[dict] = []
+    record = engine.run(spec, events.append)
+    assert record["status"] == "ok", record.get("error")
+    assert record["bound"] is True and record["cut_in_step"] is True and record["stop_reason"] == "slow_step_bound"
+    limit = record["slow_step_bound"]["limit_ms"]
+    step = record["step_time_ms"]
+    assert step["n"] == 1 and step["censored"] is True and limit <= step["median"] < reference["step_time_ms"]["p90"]
+    assert record["warmup_step_ms"][-1] == step["median"]  # the second step, the first one judged, was cut
+    window = record["profile"]["window"]
+    assert window["kind"] == "bound_step" and window["cut_in_step"] is True and window["cut_at_ms"] > 0
+    assert record["profile"]["artifacts"] == ["onednn_lines"]  # the trace is written only when the profiler stops
+    ops = record.get("ops")
+    assert ops is not None, record.get("ops_error")
+    assert ops["source"] == "onednn_verbose" and "conv2d" in {item["layer"] for item in ops["items"]}
+    for item in ops["items"]:
+        if item.get("in_flight"):  # still running at the cut: at most the window's time
+            assert item["layer"] is not None and 0 < item["ms_per_step"] <= window["wall_ms"]
+    assert [e for e in events if e["event"] == "step"][-1]["cut_in_step"] is True
 
 
 def _workloads_of(pid: int) -> list[int]:

@@ -292,3 +292,72 @@ def test_the_xeon_quick_diagnoses_give_one_sided_bounds_for_their_cut_runs(name:
     assert {m["precision"]: m.get("interval_method") for m in measured if m.get("bound")} == {
         "float16": "lower_bound", "mixed_float16": "lower_bound"}
     assert diagnosis.prescriptions[0]["recommended"]["precision"] == "mixed_bfloat16"
+
+
+def _cut_in_step_doc(fp32_first_ms: float | None) -> dict[str, Any]:
+    """A float16 run whose second step was ended inside at the 5 s bound (the step watchdog), as the workload records
+    it: the step is censored, and its ops are oneDNN's, the conv still running at the cut marked in_flight."""
+    doc = doc_of(interleaved(150, 0.02), {"median": 5003.2, "p10": 5003.2, "p90": 5003.2, "n": 1, "censored": True})
+    if fp32_first_ms is not None:
+        doc["runs"][0].update(first_step_ms=fp32_first_ms, warmup_step_ms=[fp32_first_ms, 207.6])
+    doc["host"]["cpu"]["flags"] = ["avx512f", "avx512_fp16", "avx512_bf16", "amx_bf16"]
+    doc["runs"][0]["ops"] = {
+        "source": "onednn_verbose", "window": {"kind": "after_timing", "steps": 2, "wall_ms": 150.0}, "coverage": 0.9,
+        "items": [{"name": "convolution:backward_weights:mb32_ic32oc32_ih56oh56kh3", "layer": "conv2d_1",
+                   "pass": "backward_weights", "dtype": "float32", "impl": "brg_conv_bwd_w:avx10_1_512",
+                   "ms_per_step": 20.0, "wall_ms_per_step": 20.0, "calls_per_step": 1, "op_type": "convolution"},
+                  {"name": "convolution:forward:mb32_ic32oc32_ih56oh56kh3", "layer": "conv2d_1", "pass": "forward",
+                   "dtype": "float32", "impl": "brg_conv_fwd:avx10_1_512", "ms_per_step": 18.0,
+                   "wall_ms_per_step": 18.0, "calls_per_step": 1, "op_type": "convolution"}]}
+    doc["runs"][1].update(
+        bound=True, cut_in_step=True, stop_reason="slow_step_bound", bound_limit_ms=5000.0,
+        first_step_ms=27551.6, warmup_step_ms=[27551.6, 5003.2],
+        slow_step_bound={"multiple": 50.0, "float32_step_ms": 150.0, "limit_ms": 5000.0},
+        ops={"source": "onednn_verbose", "window": {"kind": "bound_step", "steps": 1, "wall_ms": 5003.2,
+                                                    "cut_in_step": True},
+             "coverage": 0.99,
+             "items": [{"name": "convolution:backward_weights:mb32_ic32oc32_ih56oh56kh3", "layer": "conv2d_1",
+                        "pass": "backward_weights", "dtype": "float16", "impl": "ref:any", "ms_per_step": 4400.0,
+                        "wall_ms_per_step": 4400.0, "calls_per_step": 1, "op_type": "convolution",
+                        "in_flight": True},
+                       {"name": "convolution:forward:mb32_ic32oc32_ih56oh56kh3", "layer": "conv2d_1",
+                        "pass": "forward", "dtype": "float16", "impl": "brg_conv_fwd:avx10_1_512",
+                        "ms_per_step": 19.6, "wall_ms_per_step": 19.6, "calls_per_step": 1,
+                        "op_type": "convolution"}]})
+    return doc
+
+
+def test_a_step_cut_inside_at_the_bound_is_a_one_sided_bound_never_a_ratio() -> None:
+    """The step watchdog ended float16's second step at 5.0 s: that time is only how long the step lasted at least,
+    so the verdict is ">= Nx slower" on first steps (both complete), says the step was cut inside, and still names
+    the kernel that was running at the cut."""
+    verdict, = diagnose_document(_cut_in_step_doc(1417.7)).verdicts
+    r = 1417.7 / 27551.6
+    assert verdict["interval_method"] == "lower_bound" and verdict["bound"] is True
+    assert verdict["cut_in_step"] is True and verdict["cut_short"] is True
+    assert verdict["ratio_interval"] == [0.0, pytest.approx(r, abs=1e-4)] and verdict["outcome"] == "slower"
+    assert verdict["compared"] == "first step, tracing included"
+    assert "float16 is >= 19x slower" in verdict["headline"]
+    assert verdict["difference_interval_ms"][1] is None
+    assert "ref:any" in verdict["headline"]
+
+
+def test_a_censored_step_is_a_bound_even_where_the_record_omits_bound() -> None:
+    """`step_time_ms.censored` alone (no `bound`, no stop reason) still makes the run a lower bound; without
+    float32's first step the censored step itself is compared, and the words say it lasted at least that long."""
+    doc = _cut_in_step_doc(None)
+    for key in ("bound", "cut_in_step", "stop_reason"):
+        doc["runs"][1].pop(key)
+    verdict, = diagnose_document(doc).verdicts
+    assert verdict["interval_method"] == "lower_bound" and verdict["cut_in_step"] is True
+    assert verdict["ratio"] == pytest.approx(150 / 5003.2, rel=0.05)
+    assert verdict["compared"].startswith("its step, cut inside at the bound")
+    assert ">= " in verdict["headline"] and "slower" in verdict["headline"]
+
+
+def test_a_step_not_cut_inside_says_nothing_of_it() -> None:
+    doc = _cut_in_step_doc(1417.7)
+    doc["runs"][1].pop("cut_in_step")
+    doc["runs"][1]["step_time_ms"].pop("censored")
+    verdict, = diagnose_document(doc).verdicts
+    assert "cut_in_step" not in verdict and verdict["interval_method"] == "lower_bound"

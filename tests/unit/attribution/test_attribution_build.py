@@ -311,3 +311,22 @@ def test_a_python_op_with_no_dataset_op_to_hold_it_stays_listed_as_input():
     kept = build.fold_python_input(records)
     assert [(r.name, r.pass_) for r in kept] == [("PyFunc", "input"), ("Iterator::Root", "input"),
                                                  ("model/lambda/PyFunc", "forward")]
+
+
+def test_a_window_cut_inside_its_step_lists_the_running_primitive_in_flight():
+    """The real cut window (recordings/cpu-epyc-avx2-tf2.21-cut-in-step): no trace (TensorFlow writes it only when
+    the profiler stops), so oneDNN's lines are the source, and the convolution still running at the cut is an op,
+    marked in_flight, its time bounded by the cut; the coverage note says so."""
+    cut = RECORDINGS / "cpu-epyc-avx2-tf2.21-cut-in-step"
+    result = json.loads((cut / "float32.result.json").read_text())
+    lines = (cut / "float32.bound_step.onednn_verbose.log").read_text().splitlines()
+    ops = build_ops({"window": result["window"], "onednn_lines": lines}, result["model_layers"])
+    assert ops is not None and ops["source"] == "onednn_verbose"
+    running = [item for item in ops["items"] if item.get("in_flight")]
+    assert [(i["layer"], i["pass"], i["impl"]) for i in running] == [("conv2d_1", "forward", "brg_conv_fwd:avx2")]
+    assert 0 < running[0]["ms_per_step"] < result["window"]["wall_ms"]
+    assert "in_flight" in ops["coverage_note"]
+    # The same lines in a window that was not cut: creation lines name nothing, as before.
+    window = {k: v for k, v in result["window"].items() if k not in ("cut_in_step", "cut_at_ms")}
+    plain = build_ops({"window": window, "onednn_lines": lines}, result["model_layers"])
+    assert plain is not None and not any(item.get("in_flight") for item in plain["items"])

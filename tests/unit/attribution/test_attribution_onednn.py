@@ -3,6 +3,11 @@ in public issues (tests/data/public/onednn_verbose_formats.txt, sources inside).
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
+import pytest
 from attribution_data import PUBLIC, XEON, onednn_lines
 
 from fp16doctor.attribution import onednn
@@ -76,3 +81,51 @@ def test_leading_timestamp_form():
 def test_unreadable_lines_are_skipped():
     assert onednn.parse_line("onednn_verbose,v1,primitive,exec,cpu,convolution,ref:any") is None
     assert onednn.parse_line("Epoch 1/1") is None
+
+
+CUT = Path(__file__).resolve().parents[2] / "data" / "recordings" / "cpu-epyc-avx2-tf2.21-cut-in-step"
+
+
+def _cut_recording() -> tuple[list[str], dict]:
+    return ((CUT / "float32.bound_step.onednn_verbose.log").read_text().splitlines(),
+            json.loads((CUT / "float32.result.json").read_text()))
+
+
+def test_creation_lines_are_skipped_unless_asked():
+    lines, _ = _cut_recording()
+    creates = [line for line in lines if ",create:" in line]
+    assert creates and all(onednn.parse_line(line) is None for line in creates)
+    record = onednn.parse_line(creates[0], creates=True)
+    assert record is not None and record.operation == "create" and record.start_ms is not None
+
+
+def test_the_primitive_created_and_never_executed_before_the_cut_is_in_flight():
+    """A real window cut inside its step: conv2d_1's forward convolution was created and never executed before the
+    cut; its time runs from its creation's end to the cut."""
+    lines, result = _cut_recording()
+    cut_at = result["window"]["cut_at_ms"]
+    running = onednn.in_flight(lines, cut_at)
+    assert [(r.primitive, r.prop_kind, r.impl) for r in running] == [
+        ("convolution", "forward_training", "brg_conv_fwd:avx2")]
+    last_conv = [line for line in lines if ",create:" in line and ",convolution," in line][-1]
+    created = onednn.parse_line(last_conv, creates=True)
+    assert created is not None and created.desc == running[0].desc and created.start_ms is not None
+    assert running[0].start_ms == created.start_ms + created.ms
+    assert running[0].ms == pytest.approx(cut_at - running[0].start_ms)
+    assert 0 < running[0].ms < result["window"]["wall_ms"]
+
+
+def test_a_creation_matched_by_its_execution_is_not_in_flight():
+    lines, result = _cut_recording()
+    executed = [line for line in lines if ",exec," in line]
+    assert executed  # every other primitive of the window ran: it is matched, not running at the cut
+    names = {(r.primitive, r.desc) for r in onednn.in_flight(lines, result["window"]["cut_at_ms"])}
+    for line in executed:
+        record = onednn.parse_line(line)
+        assert record is not None and (record.primitive, record.desc) not in names
+
+
+def test_without_timestamps_nothing_is_bounded():
+    lines, result = _cut_recording()
+    plain = [re.sub(r"^(onednn_verbose,v1,)[0-9.]+,", r"\1", line) for line in lines]
+    assert onednn.in_flight(plain, result["window"]["cut_at_ms"]) == []
