@@ -26,15 +26,14 @@ def rounds_budget_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], 
 
 
 def within_budget(planned: list[RunSpec], runs: list[dict[str, Any]], deadline: float,
-                   progress: Progress) -> list[RunSpec]:
-    """The experiments that fit what is left of the quick budget, each costing what the run it changes took;
-    the others are skipped, and said (run them with --variant, outside --quick's budget)."""
+                  progress: Progress) -> list[RunSpec]:
+    """The experiments that fit what is left of the quick budget, each costed at its own expected step
+    (`experiment_cost_s`), cheapest first in the plan's order; the others are skipped, and said with the command
+    that runs them (outside --quick's budget)."""
     left = deadline - time.monotonic()
     kept = []
     for spec in planned:
-        base = next((r for r in runs if r.get("stack") == spec.stack and r.get("precision") == spec.precision
-                     and r.get("variant", "original") == "original"), None)
-        cost = float((base or {}).get("wall_s") or 0.0)
+        cost = experiment_cost_s(spec, runs)
         if cost > left:
             progress.note(f"experiment {spec.precision} {spec.variant} skipped: it would take about {cost:.0f} s "
                           f"and {max(left, 0):.0f} s of the {QUICK_BUDGET_S:.0f} s quick budget are left (run it "
@@ -43,6 +42,50 @@ def within_budget(planned: list[RunSpec], runs: list[dict[str, Any]], deadline: 
         left -= cost
         kept.append(spec)
     return kept
+
+
+# The prior for a 16-bit step that an experiment takes off the kernel that made it pathological (oneDNN off, on a
+# run the slow-step bound cut), until one has run: 2.2x float32's step, what TensorFlow 2.21's float16 step measured
+# where TensorFlow computes float16 without oneDNN (an AVX2 EPYC: 1004 ms against 449 ms,
+# docs/examples/cpu-epyc-avx2-quick).
+UNBOUND_16BIT_STEP_PRIOR = 2.2
+# Importing the framework, before anything of this invocation measured it (2.8-5.1 s in the recorded quick
+# diagnoses of an EPYC and a Xeon, runs[].timing.import_s).
+IMPORT_PRIOR_S = 3.0
+
+
+def _original(runs: list[dict[str, Any]], stack: str, precision: str) -> Mapping[str, Any] | None:
+    return next((r for r in runs if r.get("stack") == stack and r.get("precision") == precision
+                 and r.get("variant", "original") == "original" and r.get("status") == "ok"), None)
+
+
+def _median_s(run: Mapping[str, Any] | None) -> float | None:
+    median = ((run or {}).get("step_time_ms") or {}).get("median")
+    return float(median) / 1000.0 if isinstance(median, (int, float)) and median > 0 else None
+
+
+def experiment_cost_s(spec: RunSpec, runs: list[dict[str, Any]]) -> float:
+    """What one experiment run is expected to cost, from its own expected step: the framework's import, the first
+    step (float32's tracing plus one step), the warm-up, the measured steps (the size's stop rule: its minimum of
+    steps, at least three, within its time budget), the profiled window, and what the run it changes (float32,
+    where that run was cut) spent around its steps. A run the slow-step bound cut is no guide to its experiment's
+    step: that one is priced at float32's step times UNBOUND_16BIT_STEP_PRIOR, never above the cut run's own."""
+    size = spec.size
+    base, fp32 = _original(runs, spec.stack, spec.precision), _original(runs, spec.stack, "float32")
+    base_step, fp32_step = _median_s(base), _median_s(fp32)
+    step_s = base_step or fp32_step or 1.0
+    if base is not None and base.get("bound") and fp32_step is not None:
+        step_s = min(step_s, fp32_step * UNBOUND_16BIT_STEP_PRIOR)
+    timing = dict((base or fp32 or {}).get("timing") or {})
+    import_s = float(timing.get("import_s") or IMPORT_PRIOR_S)
+    fp32_first = float((fp32 or {}).get("first_step_ms") or 0.0) / 1000.0
+    first_s = max(fp32_first - (fp32_step or 0.0), 0.0) + step_s
+    measured_s = max(3 * step_s, min(size.max_measure_s, size.min_steps * step_s))
+    # Around the steps (the profile's attribution, the teardown): the cut run's went on reading its long window.
+    around = fp32 if base is None or base.get("bound") else base
+    around_timing = (around or {}).get("timing") or {}
+    around_s = max(float((around or {}).get("wall_s") or 0.0) - float(around_timing.get("total_s") or 0.0), 0.0)
+    return import_s + first_s + (size.warmup_steps - 1) * step_s + measured_s + size.profile_steps * step_s + around_s
 
 
 def _rounds_startup_s(all_runs: list[dict[str, Any]], stack: str) -> float:

@@ -1,0 +1,64 @@
+"""The quick budget: an experiment is costed at its own expected step, not at the run it changes."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fp16doctor.diagnose.budget import UNBOUND_16BIT_STEP_PRIOR, experiment_cost_s, within_budget
+from fp16doctor.diagnose.plan import experiment_specs, plan_experiments
+from fp16doctor.engines.spec import QUICK
+
+XEON = Path(__file__).resolve().parents[2] / "data" / "recordings" / "cpu-xeon-quick-diagnose"
+
+
+class Notes:
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+
+
+@pytest.mark.parametrize("document", ["first-run.results.json", "third-rerun.results.json"])
+def test_on_the_xeon_the_onednn_off_experiment_fits_what_the_old_costing_spent_on_one_cut_run(document: str) -> None:
+    """Recorded quick diagnoses of a Xeon where float16 ran 24-35 s a step: the experiment that tests the cause
+    (oneDNN off) was costed at the cut run's 57-90 s and never ran. At its own expected step it costs seconds."""
+    doc: dict[str, Any] = json.loads((XEON / document).read_text())
+    notes = Notes()
+    planned = experiment_specs(plan_experiments(doc, notes), ["host"], QUICK, None, set())  # type: ignore[arg-type]
+    assert {(s.precision, s.variant) for s in planned} >= {("float32", "onednn_off"), ("float16", "onednn_off")}
+    float16 = next(s for s in planned if s.precision == "float16")
+    cut = next(r for r in doc["runs"] if r["precision"] == "float16" and r["variant"] == "original")
+    assert cut["bound"] and cut["wall_s"] > 50
+    cost = experiment_cost_s(float16, doc["runs"])
+    fp32_step_s = next(r for r in doc["runs"] if r["precision"] == "float32")["step_time_ms"]["median"] / 1000
+    # Its steps are priced at the prior's multiple of float32's, ten of them at most at the quick size.
+    assert cost < cut["wall_s"] / 3 and cost < 15 + 10 * UNBOUND_16BIT_STEP_PRIOR * fp32_step_s
+    total = sum(experiment_cost_s(s, doc["runs"]) for s in planned)
+    kept = within_budget(planned, doc["runs"], time.monotonic() + total + 1.0, notes)  # type: ignore[arg-type]
+    assert kept == planned and not any("quick budget are left" in n for n in notes.notes)
+
+
+def test_an_experiment_that_does_not_fit_is_skipped_with_the_command_that_runs_it() -> None:
+    doc: dict[str, Any] = json.loads((XEON / "first-run.results.json").read_text())
+    notes = Notes()
+    planned = experiment_specs(plan_experiments(doc, notes), ["host"], QUICK, None, set())  # type: ignore[arg-type]
+    assert within_budget(planned, doc["runs"], time.monotonic() + 1.0, notes) == []  # type: ignore[arg-type]
+    said = [n for n in notes.notes if "quick budget are left" in n]
+    assert said and all("--variant original --variant onednn_off" in n for n in said)
+
+
+def test_an_unbound_runs_experiment_is_costed_at_that_runs_step() -> None:
+    runs = [{"stack": "host", "precision": p, "variant": "original", "status": "ok", "first_step_ms": 1300.0,
+             "step_time_ms": {"median": ms}, "timing": {"import_s": 3.0, "total_s": 10.0}, "wall_s": 11.0}
+            for p, ms in (("float32", 450.0), ("float16", 1000.0))]
+    from fp16doctor.engines.spec import RunSpec
+
+    slower = experiment_cost_s(RunSpec("host", "float16", "onednn_off", QUICK), runs)
+    faster = experiment_cost_s(RunSpec("host", "float32", "onednn_off", QUICK), runs)
+    assert slower > faster > 3.0  # the import alone is 3 s; the 16-bit run's steps are its own, 2.2x float32's
