@@ -18,6 +18,7 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
+from fp16doctor.analysis.values import as_positive, fmt_ms, fmt_times
 from fp16doctor.engines.spec import RunSpec
 from fp16doctor.results import run_key
 
@@ -202,10 +203,13 @@ class LiveProgress:
         if status == "ok" and record.get("bound"):
             step = record["step_time_ms"]
             bound = record.get("slow_step_bound") or {}
-            why = (f"over {bound['multiple']:.0f}x float32's {bound['float32_step_ms']:.0f} ms"
-                   if bound.get("multiple") and bound.get("float32_step_ms") else "over the slow-step bound")
+            # The bound it met, and what that is against float32's step (the multiple is only the bound's cap).
+            limit, fp32 = as_positive(bound.get("limit_ms")), as_positive(bound.get("float32_step_ms"))
+            why = (f"over its bound of {fmt_ms(limit)}, {fmt_times(limit / fp32)} float32's {fmt_ms(fp32)}"
+                   if limit and fp32 else "over the slow-step bound")
+            what = "at least, cut inside it" if record.get("cut_in_step") else "for its one step"
             line = Text.assemble(("✓ ", "yellow"), (label, "bold"),
-                                 f"  {step['median']:.1f} ms for its one step (stopped there: {why})")
+                                 f"  {fmt_ms(step['median'])} {what} (stopped there: {why})")
         elif status == "ok":
             step = record["step_time_ms"]
             line = Text.assemble(("✓ ", "green"), (label, "bold"),

@@ -171,5 +171,12 @@ def test_a_bound_run_is_reported_as_one_step_over_the_bound() -> None:
     progress.start_run(spec, 4, 1)
     progress.finish_run({"stack": "host", "precision": "float16", "variant": "original", "status": "ok",
                          "bound": True, "step_time_ms": {"median": 22000.0, "n": 1},
-                         "slow_step_bound": {"multiple": 50.0, "float32_step_ms": 130.0}})
-    assert "22000.0 ms for its one step (stopped there: over 50x float32's 130 ms)" in out.getvalue()
+                         "slow_step_bound": {"multiple": 50.0, "float32_step_ms": 130.0, "limit_ms": 5000.0}})
+    # The bound it met is the quick size's 5 s, 38x float32's step: not the 50x cap it never reached.
+    assert "22.0 s for its one step (stopped there: over its bound of 5000 ms, 38x float32's 130 ms)" in out.getvalue()
+    progress.start_run(spec, 4, 2)
+    progress.finish_run({"stack": "host", "precision": "float16", "variant": "original", "status": "ok",
+                         "bound": True, "cut_in_step": True,
+                         "step_time_ms": {"median": 5001.0, "n": 1, "censored": True},
+                         "slow_step_bound": {"multiple": 50.0, "float32_step_ms": 130.0, "limit_ms": 5000.0}})
+    assert "5001 ms at least, cut inside it (stopped there: over its bound of 5000 ms" in out.getvalue()
