@@ -165,3 +165,30 @@ def check_workload_imports(host: dict[str, Any], backend: str | None, *, script:
                                    + " (or set KERAS_BACKEND to an installed one: tensorflow, jax, torch)")
 
 
+
+
+# Compiling a script takes well under a second; an interpreter that hangs is no reason to wait for it.
+COMPILE_TIMEOUT_S = 30.0
+_COMPILE = ("import sys\n"
+            "path = sys.argv[1]\n"
+            "try:\n"
+            "    compile(open(path, 'rb').read(), path, 'exec', dont_inherit=True)\n"
+            "except SyntaxError as exc:\n"
+            "    sys.stdout.write('%s (line %s)' % (exc.msg, exc.lineno))\n"
+            "    sys.exit(3)\n")
+
+
+def check_script_compiles(script: Path, python: str) -> None:
+    """A --script that its interpreter cannot compile is what the user typed wrong: said before anything runs (the
+    interpreter that runs it compiles it, so a script for an older or newer Python is judged by its own)."""
+    import subprocess
+
+    try:
+        done = subprocess.run([python, "-c", _COMPILE, str(script)], capture_output=True, text=True,
+                              timeout=COMPILE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return  # the run itself will say what is wrong with the interpreter
+    if done.returncode == 3:
+        raise DoctorError(f"--script {script} does not compile on {python}: {done.stdout.strip()}",
+                          hint="fix the script, or run it on a stack whose Python reads it (--stack NAME --no-host)",
+                          exit_code=EXIT_USAGE)

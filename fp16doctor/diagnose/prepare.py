@@ -18,6 +18,7 @@ from fp16doctor.diagnose.checks import (
     check_data,
     check_out_dir,
     check_precisions,
+    check_script_compiles,
     check_variants,
     check_workload_imports,
     host_keras,
@@ -85,11 +86,20 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
 
         script = prepare_script(options.script, options.script_args, options.steps, options.out_dir, data_dir,
                                 make_log_dir=False)
+        if options.include_host and options.slurm is None:
+            check_script_compiles(Path(script.path), options.python or sys.executable)
     if options.stacks:
         from fp16doctor.stacks import get_stack
 
-        for name in options.stacks:
-            get_stack(name)  # an unknown name fails here, before minutes of host runs
+        stack_specs = [get_stack(name) for name in options.stacks]  # an unknown name fails here, before any run
+        if not options.include_host:
+            # A precision asked for that no stack can run is what was typed wrong; one that some stack runs is
+            # recorded skipped, with the reason, on the stacks that cannot.
+            for precision in precisions:
+                refusals = [r for r in (stack.precision_refusal(precision) for stack in stack_specs) if r]
+                if refusals and len(refusals) == len(stack_specs):
+                    raise DoctorError(f"--precision {precision}: {refusals[0]}", exit_code=EXIT_USAGE,
+                                      hint="drop it, or add a stack that runs it (fp16doctor stacks list)")
 
     if platform.system() != "Linux":
         progress.note(OFF_LINUX.format(system=platform.system() or sys.platform))

@@ -49,6 +49,8 @@ USAGE_ERRORS = {
     "--no-host without --stack": (["diagnose", "--no-host"], "--no-host without --stack"),
     "a --python that is not there": (["diagnose", "--python", "no-such-python-3.99"], "is not an executable"),
     "a Slurm option without --slurm": (["diagnose", "--partition", "gpu"], "--partition applies to Slurm jobs"),
+    "a precision no stack asked can run": (["diagnose", "--stack", "tf1.7-cuda9.0", "--no-host", "-p", "float32",
+                                            "-p", "mixed_float16"], "--precision mixed_float16: Keras 2.1.5"),
 }
 
 
@@ -64,6 +66,16 @@ def test_what_was_typed_wrong_exits_2_with_one_line_before_anything_runs(
 def test_a_data_folder_that_is_not_there_exits_2(tmp_path: Path, nothing_runs: list[str]) -> None:
     done = run_cli("diagnose", "--data", str(tmp_path / "missing"), "-o", str(tmp_path / "out"))
     assert done.code == errors.EXIT_USAGE and "is not a directory" in done.stderr and nothing_runs == []
+
+
+def test_a_script_that_does_not_compile_exits_2_before_anything_runs(tmp_path: Path, nothing_runs: list[str]) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("import keras\nmodel = keras.Sequential(\nprint('unclosed')\n")
+    source = script.read_text()
+    done = run_cli("diagnose", "--script", str(script), "-o", str(tmp_path / "out"))
+    assert done.code == errors.EXIT_USAGE, done.stderr
+    assert f"--script {script} does not compile on" in " ".join(done.stderr.split()) and "(line " in done.stderr
+    assert nothing_runs == [] and not (tmp_path / "out").exists() and script.read_text() == source
 
 
 def test_an_unknown_report_format_is_the_parsers_usage_error(tmp_path: Path) -> None:
