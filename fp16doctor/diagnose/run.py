@@ -5,7 +5,10 @@ once, so an interrupted diagnose keeps what it measured."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,15 +50,30 @@ def plan_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnosePlan:
 def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcome:
     prepared = prepare(options, progress)
     writer = ResultsWriter(prepared.results_path, prepared.doc)
+    # Where the wall time went, phase by phase (the checks and the probe are "prepare"), kept in results.json.
+    phases: dict[str, float] = {"prepare": round(time.monotonic() - prepared.started, 1)}
+    writer.doc["invocation"]["phases_s"] = phases
+    steps: list[tuple[str, Callable[[], None]]] = [("matrix", partial(run_matrix, prepared, prepared.todo, writer)),
+                                                   ("rounds", partial(time_in_rounds, prepared, writer))]
+    if options.experiments:
+        steps.append(("experiments", partial(run_experiments, prepared, writer)))
     interrupted = False
     try:
-        run_matrix(prepared, prepared.todo, writer)
-        time_in_rounds(prepared, writer)
-        if options.experiments:
-            run_experiments(prepared, writer)
+        for name, step in steps:
+            with _timed(phases, name):
+                step()
     except KeyboardInterrupt:
         interrupted = True
     return analyse_and_report(prepared, options, writer, interrupted)
+
+
+@contextmanager
+def _timed(phases: dict[str, float], name: str) -> Iterator[None]:
+    began = time.monotonic()
+    try:
+        yield
+    finally:
+        phases[name] = round(time.monotonic() - began, 1)
 
 
 def run_matrix(prepared: Prepared, specs: list[RunSpec], writer: ResultsWriter) -> None:
@@ -125,6 +143,7 @@ def analyse_and_report(prepared: Prepared, options: DiagnoseOptions, writer: Res
 
     doc, progress, script = writer.doc, prepared.progress, prepared.script
     doc["invocation"]["elapsed_s"] = round(time.monotonic() - prepared.started, 1)
+    analysed = time.monotonic()
     findings = [f for engine in prepared.router.engines() for f in engine.findings()]
     # What only the pre-flight knows is stored as data a rule reads, so every re-analysis says it again.
     doc["preflight"] = [{"stack": f.get("stack"), "ok": False, "reasons": f.get("evidence", []),
@@ -139,6 +158,11 @@ def analyse_and_report(prepared: Prepared, options: DiagnoseOptions, writer: Res
     except DoctorError as exc:
         progress.note(f"report not written: {exc.message}")
         report_path = None
+    phases = doc["invocation"].get("phases_s")
+    if isinstance(phases, dict):
+        phases["analysis"] = round(time.monotonic() - analysed, 1)  # and the report
+        doc["invocation"]["elapsed_s"] = round(time.monotonic() - prepared.started, 1)
+        writer.save()
     if interrupted:
         raise KeyboardInterrupt
     if script is not None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from rich import box
 from rich.console import Group, RenderableType
@@ -26,6 +26,8 @@ class DiagnoseOutcome(Protocol):
     def results_path(self) -> Path: ...
     @property
     def report_path(self) -> Path | None: ...
+    @property
+    def document(self) -> Mapping[str, Any]: ...
 
 
 def runs_table(rows: Sequence[RunRow]) -> Table:
@@ -97,6 +99,12 @@ def diagnose_summary_text(outcome: DiagnoseOutcome) -> RenderableType:
                                        (f"  ({f['id']})", "dim")))
             for line in (f.get("evidence") or [])[:2]:
                 parts.append(Text(f"      {line}"))
+    invocation = outcome.document.get("invocation") or {}
+    phases, elapsed = invocation.get("phases_s"), invocation.get("elapsed_s")
+    if isinstance(phases, dict) and isinstance(elapsed, (int, float)):
+        spent = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in phases.items()
+                          if isinstance(seconds, (int, float)))
+        parts.append(Text(f"\n{elapsed:.0f} s in all: {spent}", style="dim"))
     parts.append(Text(f"\nresults: {outcome.results_path}"))
     if outcome.report_path:
         parts.append(Text(f"report:  {outcome.report_path}"))

@@ -117,6 +117,10 @@ def test_planned_experiments_run_after_the_matrix_and_are_recorded_as_experiment
     assert experiment["step_time_ms"]["median"] == pytest.approx(22000.0 / 6)
     assert any("experiment run(s)" in note and "float16 onednn_off" in note for note in progress.notes)
     assert doc["invocation"]["experiments"] is True
+    # Where the wall time went: every phase, together no more than the whole.
+    phases = doc["invocation"]["phases_s"]
+    assert set(phases) == {"prepare", "matrix", "rounds", "experiments", "analysis"}
+    assert sum(phases.values()) <= doc["invocation"]["elapsed_s"] + 0.5  # each phase rounded to a tenth
 
     # --resume: what was measured, experiments included, is not run again.
     before = len(xeon)

@@ -66,3 +66,30 @@ def test_a_short_run_row_stays_on_one_line_at_80_columns() -> None:
     out = io.StringIO()
     Console(file=out, width=80, color_system=None).print(runs_table(_rows(runs)))
     assert any("host mixed_float16" in line and "22000.0" in line for line in out.getvalue().splitlines())
+
+
+def test_the_summary_says_where_the_wall_time_went() -> None:
+    from dataclasses import dataclass
+    from pathlib import Path
+    from typing import Any
+
+    from fp16doctor.textout.diagnose import diagnose_summary_text
+
+    runs = [{"stack": "host", "precision": p, "device": "cpu", "status": "ok", "step_time_ms": {"median": ms}}
+            for p, ms in (("float32", 400.0), ("float16", 800.0))]
+    document: dict[str, Any] = {"runs": runs, "invocation": {"elapsed_s": 88.4, "phases_s": {
+        "prepare": 3.1, "matrix": 52.4, "rounds": 21.0, "experiments": 9.7, "analysis": 2.2}}}
+
+    @dataclass
+    class Outcome:
+        document: dict[str, Any]
+        results_path: Path = Path("out/results.json")
+        report_path: Path | None = None
+
+        @property
+        def diagnosis(self) -> Any:
+            return diagnose_document(self.document)
+
+    out = io.StringIO()
+    Console(file=out, width=120, color_system=None).print(diagnose_summary_text(Outcome(document)))
+    assert "88 s in all: prepare 3 s, matrix 52 s, rounds 21 s, experiments 10 s, analysis 2 s" in out.getvalue()
