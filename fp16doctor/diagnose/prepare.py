@@ -27,7 +27,7 @@ from fp16doctor.diagnose.checks import (
 )
 from fp16doctor.diagnose.plan import BASE_PRECISIONS, default_precisions, plan_runs, same_host_setup
 from fp16doctor.engines.base import EngineSetup
-from fp16doctor.engines.registry import Router
+from fp16doctor.engines.registry import Router, engine_class
 from fp16doctor.engines.spec import HOST_STACK, RunSpec, ScriptSpec, WorkloadSize
 from fp16doctor.engines.spec import WORKLOAD_SIZES as SIZES
 from fp16doctor.errors import EXIT_USAGE, DoctorError
@@ -67,8 +67,12 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
     refuse(request_of(options))
     precisions = check_precisions(options.precisions)
     variants = check_variants(options.variants)
-    # On Slurm the nodes run --python (SlurmEngine.check: an absolute path); here it must run.
-    if options.python and options.slurm is None and not shutil.which(options.python):
+    # Whether the host's cells run on this machine (or, with --slurm, on the nodes' Python): what is probed here,
+    # and what the default matrix is, follow from it.
+    runs_here = engine_class(RunSpec(HOST_STACK, "float32", "original", SIZES["quick"]),
+                             EngineSetup(out_dir=options.out_dir, slurm=options.slurm)).runs_here
+    # Where the host's cells run elsewhere, that engine checks --python (Slurm: an absolute path); here it must run.
+    if options.python and runs_here and not shutil.which(options.python):
         raise DoctorError(f"--python {options.python} is not an executable",
                           hint="pass the path of a Python interpreter, e.g. ~/venvs/tf/bin/python",
                           exit_code=EXIT_USAGE)
@@ -86,7 +90,7 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
 
         script = prepare_script(options.script, options.script_args, options.steps, options.out_dir, data_dir,
                                 make_log_dir=False)
-        if options.include_host and options.slurm is None:
+        if options.include_host and runs_here:
             check_script_compiles(Path(script.path), options.python or sys.executable)
     if options.stacks:
         from fp16doctor.stacks import get_stack
@@ -104,8 +108,8 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
     if platform.system() != "Linux":
         progress.note(OFF_LINUX.format(system=platform.system() or sys.platform))
     progress.note("probing this host")
-    # On Slurm the nodes run --python; a path only the nodes have cannot be probed here.
-    local_python = options.slurm is None or options.python is None or os.path.exists(options.python)
+    # A --python only the nodes have cannot be probed here.
+    local_python = runs_here or options.python is None or os.path.exists(options.python)
     host = probe_host(options.python if local_python else None)
     gpus = host.get("gpus") or []
     size = SIZES[options.size or ("full" if (options.slurm.gpu if options.slurm else gpus) else "quick")]
@@ -146,8 +150,8 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
         progress.note(f"no NVIDIA GPU ({reason}): diagnosing the CPU, size {size.name}")
     if not local_python:
         progress.note(f"--python {options.python} is not on this machine: the Slurm nodes check it themselves")
-    # On Slurm this machine is not where the runs go: the default matrix needs no device of its own.
-    precisions = precisions or (list(BASE_PRECISIONS) if options.slurm else default_precisions(host))
+    # Where the runs go elsewhere, this machine's device says nothing of theirs: the default matrix needs none.
+    precisions = precisions or (default_precisions(host) if runs_here else list(BASE_PRECISIONS))
     if "float32" not in precisions:
         progress.note("no float32 in --precision: the 16-bit runs have no baseline here, so no slow-step bound "
                       "and no verdict (add --precision float32)")

@@ -23,6 +23,14 @@ ENGINES: tuple[type[Engine], ...] = (
 )
 
 
+def engine_class(spec: RunSpec, setup: EngineSetup, engines: tuple[type[Engine], ...] = ENGINES) -> type[Engine]:
+    """The engine that runs a cell in this invocation: the first in `engines` it selects that takes the cell."""
+    for cls in engines:
+        if cls.selected(setup) and cls.takes(spec):
+            return cls
+    raise LookupError(f"no engine takes {spec.label}")
+
+
 class Router:
     """The engines of one diagnose, each made once (its connections, images and verdicts kept between the
     matrix, the rounds and the experiments), and which of them runs which cell."""
@@ -33,10 +41,7 @@ class Router:
         self.made: dict[type[Engine], Engine] = {}
 
     def engine_class(self, spec: RunSpec) -> type[Engine]:
-        for cls in self.classes:
-            if cls.takes(spec):
-                return cls
-        raise LookupError(f"no engine takes {spec.label}")
+        return engine_class(spec, self.setup, self.classes)
 
     def engine(self, cls: type[Engine]) -> Engine:
         if cls not in self.made:
