@@ -3,7 +3,8 @@
     python benchmarks/diagnose_wall.py [--repeat 2] [extra diagnose arguments, e.g. --no-experiments]
 
 Runs the real CLI end to end (probe, the runs, the experiments the analysis plans, analysis, report) and
-prints one JSON object.
+prints one JSON object: each diagnose's wall time, its phases (results.json invocation.phases_s), each run's wall
+time, and beside them the CPU model and the load average before and after, since a loaded machine is slower.
 Set FP16DOCTOR_SLOW_STEP_MULTIPLE to force the slow-step bound on a CPU where float16 is not pathological.
 """
 
@@ -26,28 +27,42 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     args, extra = ap.parse_known_args()
     cli = [sys.executable, "-m", "fp16doctor"]
-    walls, runs = [], []
+    walls, runs, phases, loads = [], [], [], []
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as out:
+            load_before = os.getloadavg()[0]
             t0 = time.perf_counter()
             proc = subprocess.run([*cli, "diagnose", "--quick", "--out", out, *extra],
                                   capture_output=True, text=True)
             walls.append(time.perf_counter() - t0)
+            loads.append([round(load_before, 2), round(os.getloadavg()[0], 2)])
             if proc.returncode != 0:
                 sys.exit(f"diagnose failed ({proc.returncode}): {proc.stderr[-2000:]}")
             doc = json.loads((Path(out) / "results.json").read_text())
+            phases.append(doc.get("invocation", {}).get("phases_s"))
             runs.append({f"{r['precision']}/{r['variant']}": {
                 "wall_s": r.get("wall_s"), "status": r.get("status"), "bound": r.get("bound", False),
                 "step_ms": (r.get("step_time_ms") or {}).get("median"), "n": (r.get("step_time_ms") or {}).get("n"),
                 "ops": "ops" in r, "experiment": (r.get("experiment") or {}).get("tests")} for r in doc["runs"]})
     print(json.dumps({
-        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                    "python": platform.python_version()},
+        "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "python": platform.python_version()},
         "command": " ".join(["fp16doctor", "diagnose", "--quick", *extra]),
         "slow_step_multiple": os.environ.get("FP16DOCTOR_SLOW_STEP_MULTIPLE"),
         "wall_s": [round(w, 1) for w in walls], "median_wall_s": round(statistics.median(walls), 1),
+        "phases_s": phases, "load_average_1min_before_after": loads,
         "per_run_wall_s": runs,
     }, indent=2))
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 if __name__ == "__main__":
