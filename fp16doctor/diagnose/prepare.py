@@ -58,12 +58,80 @@ class Prepared:
     progress: Progress  # the caller's, logged to --out/diagnose.log once the checks passed
 
 
-def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
-    """Every check diagnose makes before its first run, the probe, the engines and the matrix; with options.plan
-    nothing is created."""
-    from fp16doctor.probe import probe_host
+@dataclass(frozen=True)
+class _Typed:
+    """What the user typed, checked: nothing probed, contacted or created yet."""
 
+    precisions: list[str]
+    variants: list[str] | None
+    data_dir: str | None
+    script: ScriptSpec | None
+    runs_here: bool  # the host's cells run on this machine (with --slurm: on the nodes' Python)
+
+
+def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
+    """Every check diagnose makes before its first run, the probe, the engines and the matrix, in that order; with
+    options.plan nothing is created."""
     started = time.monotonic()
+    typed = _check_typed(options)
+    if platform.system() != "Linux":
+        progress.note(OFF_LINUX.format(system=platform.system() or sys.platform))
+    progress.note("probing this host")
+    host, local_python, backend = _probe(options, typed)
+    size = SIZES[options.size or ("full" if (options.slurm.gpu if options.slurm else host.get("gpus")) else "quick")]
+    stacks = ([HOST_STACK] if options.include_host else []) + list(dict.fromkeys(options.stacks))
+    router = Router(EngineSetup(out_dir=options.out_dir, python=options.python, backend=backend,
+                                keep_profiles=options.keep_profiles, host=host,
+                                docker_hosts=tuple(options.docker_hosts), ca_bundle=options.ca_bundle,
+                                wheelhouse=options.wheelhouse, force=options.force, slurm=options.slurm))
+    # The engines these stacks need, checked before anything is created: an unreachable --docker-host stops
+    # diagnose here, not after the host's runs.
+    router.check(RunSpec(stack, "float32", "original", size) for stack in stacks)
+    if options.include_host and local_python:
+        _check_host_python(host, backend, typed.script)
+
+    if not options.plan:  # every check passed: from here on a failure leaves its log in --out
+        check_out_dir(options.out_dir, create=True)
+        if typed.script is not None and typed.script.log_dir:
+            Path(typed.script.log_dir).mkdir(parents=True, exist_ok=True)
+        logs.log_to(options.out_dir)
+        progress = logs.LoggedProgress(progress)
+    gpus = host.get("gpus") or []
+    if gpus:
+        progress.note(f"GPU: {', '.join(str(g.get('name')) for g in gpus)}; size {size.name}")
+    else:
+        reason = (host.get("nvml") or {}).get("error") or "NVML found no device"
+        progress.note(f"no NVIDIA GPU ({reason}): diagnosing the CPU, size {size.name}")
+    if not local_python:
+        progress.note(f"--python {options.python} is not on this machine: the Slurm nodes check it themselves")
+    # Where the runs go elsewhere, this machine's device says nothing of theirs: the default matrix needs none.
+    precisions = typed.precisions or (default_precisions(host) if typed.runs_here else list(BASE_PRECISIONS))
+    if "float32" not in precisions:
+        progress.note("no float32 in --precision: the 16-bit runs have no baseline here, so no slow-step bound "
+                      "and no verdict (add --precision float32)")
+
+    results_path = options.out_dir / "results.json"
+    doc = _document(options, host, size, stacks, precisions, typed)
+    if options.resume and results_path.exists():
+        _resume(doc, load(results_path), results_path, size, typed.data_dir, options.python or sys.executable,
+                backend, typed.script, progress)
+    # Remote engines' GPUs are known only once connected: bfloat16 is planned for their stacks, and the
+    # Docker engine keeps it where a GPU computes in bfloat16 (it says why where none does).
+    where_native = ["mixed_bfloat16"] if not options.precisions and options.docker_hosts else []
+    specs = plan_runs(stacks, precisions, size, (typed.variants or ["original"]) if typed.script else typed.variants,
+                      typed.data_dir, where_native)
+    if typed.script is not None:
+        specs = [replace(s, script=typed.script, data_dir=None) for s in specs]
+    done = {run_key(r) for r in doc["runs"]}
+    todo = [s for s in specs if (s.stack, s.precision, s.variant) not in done]
+    if done and options.resume:
+        progress.note(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in {results_path}")
+    return Prepared(started, host, size, stacks, typed.data_dir, typed.script, backend, doc, results_path, specs,
+                    todo, router, progress)
+
+
+def _check_typed(options: DiagnoseOptions) -> _Typed:
+    """What the user typed, every check that needs nothing probed: a usage error (exit 2) before anything else."""
     refuse(request_of(options))
     precisions = check_precisions(options.precisions)
     variants = check_variants(options.variants)
@@ -104,94 +172,58 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
                 if refusals and len(refusals) == len(stack_specs):
                     raise DoctorError(f"--precision {precision}: {refusals[0]}", exit_code=EXIT_USAGE,
                                       hint="drop it, or add a stack that runs it (fp16doctor stacks list)")
+    return _Typed(precisions, variants, data_dir, script, runs_here)
 
-    if platform.system() != "Linux":
-        progress.note(OFF_LINUX.format(system=platform.system() or sys.platform))
-    progress.note("probing this host")
+
+def _probe(options: DiagnoseOptions, typed: _Typed) -> tuple[dict[str, Any], bool, str | None]:
+    """This host as the probe finds it, whether its --python is here to probe, and the Keras backend it uses."""
+    from fp16doctor.probe import probe_host
+
     # A --python only the nodes have cannot be probed here.
-    local_python = runs_here or options.python is None or os.path.exists(options.python)
+    local_python = typed.runs_here or options.python is None or os.path.exists(options.python)
     host = probe_host(options.python if local_python else None)
-    gpus = host.get("gpus") or []
-    size = SIZES[options.size or ("full" if (options.slurm.gpu if options.slurm else gpus) else "quick")]
-    stacks = ([HOST_STACK] if options.include_host else []) + list(dict.fromkeys(options.stacks))
     backend: str | None = None
     if not local_python:
         backend = os.environ.get("KERAS_BACKEND")
     elif options.include_host:
         _, backend = host_keras(host)
-    setup = EngineSetup(out_dir=options.out_dir, python=options.python, backend=backend,
-                        keep_profiles=options.keep_profiles, host=host, docker_hosts=tuple(options.docker_hosts),
-                        ca_bundle=options.ca_bundle, wheelhouse=options.wheelhouse, force=options.force,
-                        slurm=options.slurm)
-    router = Router(setup)
-    # The engines these stacks need, checked before anything is created: an unreachable --docker-host stops
-    # diagnose here, not after the host's runs.
-    router.check(RunSpec(stack, "float32", "original", size) for stack in stacks)
-    if options.include_host and local_python:
-        usable, _ = host_keras(host)
-        if not usable:
-            raise DoctorError(
-                f"no Keras or TensorFlow in {host.get('python', {}).get('executable', 'this Python')}",
-                hint="pip install 'fp16doctor[tensorflow]' (CPU-only: [tensorflow-cpu]; or [jax] / [torch]),"
-                " or use --stack cpu --no-host to run in Docker",
-            )
-        check_workload_imports(host, backend, script=script is not None)
+    return host, local_python, backend
 
-    if not options.plan:  # every check passed: from here on a failure leaves its log in --out
-        check_out_dir(options.out_dir, create=True)
-        if script is not None and script.log_dir:
-            Path(script.log_dir).mkdir(parents=True, exist_ok=True)
-        logs.log_to(options.out_dir)
-        progress = logs.LoggedProgress(progress)
-    if gpus:
-        progress.note(f"GPU: {', '.join(str(g.get('name')) for g in gpus)}; size {size.name}")
-    else:
-        reason = (host.get("nvml") or {}).get("error") or "NVML found no device"
-        progress.note(f"no NVIDIA GPU ({reason}): diagnosing the CPU, size {size.name}")
-    if not local_python:
-        progress.note(f"--python {options.python} is not on this machine: the Slurm nodes check it themselves")
-    # Where the runs go elsewhere, this machine's device says nothing of theirs: the default matrix needs none.
-    precisions = precisions or (default_precisions(host) if runs_here else list(BASE_PRECISIONS))
-    if "float32" not in precisions:
-        progress.note("no float32 in --precision: the 16-bit runs have no baseline here, so no slow-step bound "
-                      "and no verdict (add --precision float32)")
 
-    results_path = options.out_dir / "results.json"
+def _check_host_python(host: dict[str, Any], backend: str | None, script: ScriptSpec | None) -> None:
+    """The probed Python can run the workload (or the script runner): Keras or TensorFlow, and what it imports."""
+    usable, _ = host_keras(host)
+    if not usable:
+        raise DoctorError(
+            f"no Keras or TensorFlow in {host.get('python', {}).get('executable', 'this Python')}",
+            hint="pip install 'fp16doctor[tensorflow]' (CPU-only: [tensorflow-cpu]; or [jax] / [torch]),"
+            " or use --stack cpu --no-host to run in Docker",
+        )
+    check_workload_imports(host, backend, script=script is not None)
+
+
+def _document(options: DiagnoseOptions, host: dict[str, Any], size: WorkloadSize, stacks: list[str],
+              precisions: list[str], typed: _Typed) -> Document:
+    """A new results document, with what this invocation was asked."""
     doc = new_document(host)
-    if options.resume and results_path.exists():
-        _resume(doc, load(results_path), results_path, size, data_dir, options.python or sys.executable, backend,
-                script, progress)
     doc["invocation"] = {
         "argv": ["fp16doctor", *options.argv[1:]],
         "size": size.name,
         "stacks": stacks,
         "precisions": precisions,
-        "variants": variants,
+        "variants": typed.variants,
         "experiments": options.experiments,
         "docker_hosts": options.docker_hosts,
-        "data": "user" if data_dir else "synthetic",
+        "data": "user" if typed.data_dir else "synthetic",
     }
     if options.slurm is not None:
         doc["invocation"]["slurm"] = options.slurm.sbatch_args()
-    if script is not None:
+    if typed.script is not None:
         from fp16doctor.user_script import invocation_entry
 
-        doc["invocation"]["script"] = invocation_entry(script)
+        doc["invocation"]["script"] = invocation_entry(typed.script)
         doc["invocation"]["data"] = "script"  # the script reads its own data
-
-    # Remote engines' GPUs are known only once connected: bfloat16 is planned for their stacks, and the
-    # Docker engine keeps it where a GPU computes in bfloat16 (it says why where none does).
-    where_native = ["mixed_bfloat16"] if not options.precisions and options.docker_hosts else []
-    specs = plan_runs(stacks, precisions, size, (variants or ["original"]) if script else variants, data_dir,
-                      where_native)
-    if script is not None:
-        specs = [replace(s, script=script, data_dir=None) for s in specs]
-    done = {run_key(r) for r in doc["runs"]}
-    todo = [s for s in specs if (s.stack, s.precision, s.variant) not in done]
-    if done and options.resume:
-        progress.note(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in {results_path}")
-    return Prepared(started, host, size, stacks, data_dir, script, backend, doc, results_path, specs, todo, router,
-                    progress)
+    return doc
 
 
 def _resume(doc: Document, previous: Document, results_path: Path, size: WorkloadSize, data_dir: str | None,
