@@ -34,7 +34,7 @@ from fp16doctor.engines.spec import HOST_STACK, RunSpec, spec_to_dict, with_slow
 from fp16doctor.errors import DoctorError
 
 RUNNER_MODULE = "fp16doctor.engines.slurm.job"
-PACKAGE_DIR = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = Path(__file__).resolve().parents[2]  # fp16doctor/, staged whole for the nodes
 # squeue is asked this often; never slower than a tenth of MinJobAge, so a job's end is read from
 # scontrol before the controller forgets it.
 POLL_S = 2.0

@@ -344,3 +344,17 @@ def test_a_cell_the_stack_cannot_run_is_recorded_skipped_instead_of_costing_a_jo
     [skipped] = sink.runs
     assert skipped["status"] == "skipped" and "refuses floatx bfloat16" in skipped["error"]
     assert skipped["engine"] == {"kind": "slurm"}
+
+
+def test_the_package_is_staged_whole_where_the_job_runs_its_runner_module(tmp_path: Path) -> None:
+    """The job runs `python -m fp16doctor.engines.slurm.job` with the staged copy first on its path: the copy
+    must be the whole package, the runner and the workload in it."""
+    engine = slurm_engine.SlurmEngine(slurm.SlurmOptions(workdir=tmp_path / "shared"), tmp_path)
+    engine.prepare("host")
+    lib = engine.run_dir / "lib"
+    runner = lib / Path(*slurm_engine.RUNNER_MODULE.split(".")).with_suffix(".py")
+    assert runner.is_file() and (lib / "fp16doctor" / "workload" / "run_workload.py").is_file()
+    assert not list(lib.rglob("__pycache__"))
+    done = subprocess.run([sys.executable, "-c", f"import {slurm_engine.RUNNER_MODULE} as m; print(m.__file__)"],
+                          cwd=tmp_path, env={"PYTHONPATH": str(lib)}, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip().startswith(str(lib)), done.stderr
