@@ -93,8 +93,8 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
             if script is not None and not spec.runs_scripts:
                 raise DoctorError(f"--script cannot run in {name}: its Python {spec.python} cannot run fp16doctor's "
                                   "script runner (Python 3 only)",
-                                  hint=f"run the built-in seed workload there (drop --script), or the script in a "
-                                       f"Python 3 stack such as tf2.10-cpu", exit_code=EXIT_USAGE)
+                                  hint="run the built-in seed workload there (drop --script), or the script in a "
+                                       "Python 3 stack such as tf2.10-cpu", exit_code=EXIT_USAGE)
 
     if platform.system() != "Linux":
         progress.note(OFF_LINUX.format(system=platform.system() or sys.platform))
