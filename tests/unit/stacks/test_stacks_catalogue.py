@@ -121,7 +121,19 @@ def test_the_cpu_twin_says_what_it_is_and_pins_its_whole_closure_for_python_2_7(
 
 def test_only_a_stack_without_pip_bootstraps_one() -> None:
     # Every other stack's Dockerfile steps stay as they were: an empty PIP_BOOTSTRAP skips the bootstrap.
-    assert {s.name for s in all_stacks() if s.pip_bootstrap} == {"tf1.7-cpu"}
+    assert {s.name for s in all_stacks() if s.pip_bootstrap} == {"tf1.7-cpu", "tf1.13-cpu"}
+    assert all(s.python.startswith("2.") for s in all_stacks() if s.pip_bootstrap)
+
+
+def test_the_second_twin_is_the_upgrade_on_the_same_recipe() -> None:
+    twin, gpu = get_stack("tf1.13-cpu"), get_stack("tf1.13-cuda10.0")
+    assert (twin.tensorflow, twin.keras, twin.python) == (gpu.tensorflow, gpu.keras, "2.7.18")
+    assert twin.base_image == get_stack("tf1.7-cpu").base_image and not twin.gpu
+    # The Keras companions the GPU stack pins (keras-preprocessing 1.0.5 builds float32 batches).
+    for name in ("keras-applications", "keras-preprocessing"):
+        assert twin.pins()[name] == gpu.pins()[name]
+    for words in ("CPU", "Python 2.7.18", "second half", "not the question's Python 3.7.3 + CUDA 10.0"):
+        assert words in twin.description, words
 
 
 def test_stacks_show_names_the_twin_and_its_pip_bootstrap() -> None:
