@@ -15,7 +15,8 @@ ARG BASE_IMAGE=debian:bookworm-slim
 ARG STACK=cpu
 # The interpreter whose pip installs the requirements and that runs the workload.
 ARG PYTHON=python3
-# apt packages, only for bases without Python (cpu: python3 python3-venv on debian:bookworm-slim).
+# apt packages, only for bases without Python (cpu: python3 python3-venv on debian:bookworm-slim; tf1.7-cpu:
+# python2.7 and python-pip-whl on debian:bullseye-slim).
 ARG SYSTEM_PACKAGES=
 # When set, a virtual environment at this path holds the pip packages (PYTHON points into it).
 ARG VENV=
@@ -45,6 +46,9 @@ RUN set -e; \
 ARG PIP_INDEX_URL=
 ARG PIP_EXTRA_INDEX_URL=
 ARG PIP_TRUSTED_HOST=
+# Pinned pip, setuptools and wheel for a Python without pip (Debian ships none for Python 2.7): Debian's pip
+# wheel (apt python-pip-whl), run in place, installs them first, through the same index, CA and wheelhouse.
+ARG PIP_BOOTSTRAP=
 
 COPY compose/build-extras/ /opt/fp16doctor/build-extras/
 COPY compose/requirements/${STACK}.txt /opt/fp16doctor/requirements.txt
@@ -57,6 +61,10 @@ RUN set -e; \
     set --; \
     if ls build-extras/wheelhouse/*.whl >/dev/null 2>&1; then \
       set -- --no-index --find-links /opt/fp16doctor/build-extras/wheelhouse; \
+    fi; \
+    if [ -n "$PIP_BOOTSTRAP" ]; then \
+      fp16doctor-python "$(ls /usr/share/python-wheels/pip-*.whl | head -n 1)/pip" install --no-cache-dir \
+        --no-deps "$@" $PIP_BOOTSTRAP; \
     fi; \
     if grep -q '^[^#[:space:]]' requirements.txt; then \
       fp16doctor-python -m pip install --no-cache-dir --no-deps "$@" -r requirements.txt; \

@@ -164,6 +164,12 @@ def _check_typed(options: DiagnoseOptions) -> _Typed:
         from fp16doctor.stacks import get_stack
 
         stack_specs = [get_stack(name) for name in options.stacks]  # an unknown name fails here, before any run
+        for stack in stack_specs:
+            if script is not None and not stack.runs_scripts:
+                raise DoctorError(f"--script cannot run in {stack.name}: its Python {stack.python} cannot run "
+                                  "fp16doctor's script runner (Python 3 only)",
+                                  hint="run the built-in seed workload there (drop --script), or the script in a "
+                                       "Python 3 stack such as tf2.10-cpu", exit_code=EXIT_USAGE)
         if not options.include_host:
             # A precision asked for that no stack can run is what was typed wrong; one that some stack runs is
             # recorded skipped, with the reason, on the stacks that cannot.

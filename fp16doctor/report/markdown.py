@@ -202,7 +202,8 @@ def _document(doc: DocumentView, many: bool) -> list[str]:
                 )
                 if v.get(key)
             ]
-            stacks.append(f"{sw.stack}: {', '.join(bits)}" if bits else sw.stack)
+            described = f" ({sw.description})" if sw.description else ""
+            stacks.append(f"{sw.stack}{described}: {', '.join(bits)}" if bits else sw.stack + described)
         out += ["**Stacks:** " + md_text("; ".join(dict.fromkeys(stacks))), ""]
     if doc.findings:
         out.append("**Why (top findings):**")

@@ -60,6 +60,9 @@ class StackSpec:
     base: StackBase
     system_packages: tuple[str, ...] = ()
     venv: str | None = None
+    # pip itself and what builds source releases, installed first where the base's Python has no pip of its own
+    # (Debian ships none for Python 2.7): Debian's pip wheel, run in place, installs these pins.
+    pip_bootstrap: tuple[str, ...] = ()
 
     def pins(self) -> dict[str, str]:
         """requirements as {normalised name: version}."""
@@ -68,6 +71,12 @@ class StackSpec:
             name, _, version = req.partition("==")
             out[normalise_name(name)] = version
         return out
+
+    @property
+    def runs_scripts(self) -> bool:
+        """Whether `diagnose --script` can run here: the script runner's Keras import hook is a PEP 451 finder,
+        which Python 2.7 never asks (the built-in workload runs on 2.7 all the same)."""
+        return not self.python.startswith("2.")
 
     def supports_precision(self, precision: str) -> bool:
         """float32/float16 run everywhere; the mixed policies need a Keras with a dtype-policy API;
@@ -103,6 +112,7 @@ class StackSpec:
             "PYTHON": self.python_executable,
             "SYSTEM_PACKAGES": " ".join(self.system_packages),
             "VENV": self.venv or "",
+            "PIP_BOOTSTRAP": " ".join(self.pip_bootstrap),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -124,6 +134,7 @@ class StackSpec:
             "requirements": list(self.requirements),
             "system_packages": list(self.system_packages),
             "venv": self.venv,
+            "pip_bootstrap": list(self.pip_bootstrap),
             "base_contents": self.base.to_dict(),
             "limits": _limits(self),
         }
@@ -182,13 +193,14 @@ def _parse_stack(raw: dict[str, Any]) -> StackSpec:
             base=base,
             system_packages=tuple(str(p) for p in raw.get("system_packages", ())),
             venv=raw.get("venv") or None,
+            pip_bootstrap=tuple(str(p) for p in raw.get("pip_bootstrap", ())),
         )
     except KeyError as exc:
         raise DoctorError(f"{where} lacks the field {exc.args[0]!r}", hint="every stack needs the fields "
                           "that fp16doctor/stacks/stacks.toml documents at its top") from exc
     if spec.mixed_precision not in MIXED_PRECISION_MODES:
         raise DoctorError(f"{where}: mixed_precision must be one of {', '.join(MIXED_PRECISION_MODES)}")
-    for req in spec.requirements:
+    for req in spec.requirements + spec.pip_bootstrap:
         name, sep, version = req.partition("==")
         if not sep or not name.strip() or not version.strip() or any(c in version for c in "<>=!~*, "):
             raise DoctorError(f"{where}: requirement {req!r} is not pinned as name==version",

@@ -46,6 +46,8 @@ def stack_text(spec: StackSpec) -> RenderableType:
         rows.append(("apt packages", " ".join(spec.system_packages)))
     if spec.venv:
         rows.append(("venv", spec.venv))
+    if spec.pip_bootstrap:
+        rows.append(("pip bootstrap", " ".join(spec.pip_bootstrap)))
     for key, value in rows:
         grid.add_row(key, value)
     pins = Text("\n".join(spec.requirements) if spec.requirements else _NONE)

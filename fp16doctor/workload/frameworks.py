@@ -15,6 +15,7 @@ import shutil
 import sys
 import tempfile
 
+from compat import cpu_count
 from events import Skip, flush_native_stdout
 from protocol import PADDED_CHANNELS, SCRATCH_ENV, VARIANT_ENV
 
@@ -344,5 +345,5 @@ def cpu_facts(path="/proc/cpuinfo"):
                     flags = sorted(f for f in value.split() if f.startswith(CPU_FLAG_PREFIXES))
     except (IOError, OSError):
         return None
-    cores = os.cpu_count() if hasattr(os, "cpu_count") else None
+    cores = cpu_count()
     return {"model": model, "flags": flags or [], "cores": cores, "source": "the workload's /proc/cpuinfo"}

@@ -6,10 +6,9 @@ Runs in the target Python (down to 3.5 with Keras 2.1.5): stdlib, numpy and the 
 """
 from __future__ import division, print_function
 
-import inspect
 import sys
-import time
 
+from compat import parameter_names, perf_counter
 from events import Skip
 from timing import summary
 
@@ -168,7 +167,7 @@ def make_generator(api, train_dir, height, width, batch_size, batch_dtype=None):
     kwargs = {}
     if batch_dtype is not None:
         try:
-            accepts_dtype = "dtype" in inspect.signature(api.ImageDataGenerator.__init__).parameters
+            accepts_dtype = "dtype" in parameter_names(api.ImageDataGenerator.__init__)
         except (TypeError, ValueError):
             accepts_dtype = False
         if accepts_dtype:  # Keras 3's legacy class, tf_keras, keras_preprocessing >= 1.0.6
@@ -190,9 +189,9 @@ def time_input(generator, batches):
     x, _ = next(generator)  # first batch opens files and warms caches
     times = []
     for _ in range(max(1, batches)):
-        t0 = time.perf_counter()
+        t0 = perf_counter()
         x, _ = next(generator)
-        times.append((time.perf_counter() - t0) * 1000.0)
+        times.append((perf_counter() - t0) * 1000.0)
     return summary(times), str(x.dtype)
 
 

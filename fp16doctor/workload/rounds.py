@@ -13,8 +13,8 @@ Runs inside the target Python beside run_workload.py: valid Python 3.5, stdlib +
 from __future__ import division, print_function
 
 import random
-import time
 
+from compat import perf_counter
 from protocol import AA_CONTROL, MIXED_POLICIES  # AA_CONTROL: the second float32 model (the A/A control)
 
 BLOCK_TARGET_S = 0.4  # a block's timed steps, aimed at this long (a 10 ms step gets 20 of them, capped below)
@@ -50,7 +50,7 @@ class _BlockTimer(object):
     def step_end(self, logs):
         loss = (logs or {}).get("loss")
         self.losses.append(float(loss) if loss is not None else None)  # waits for the device first
-        self.ends.append(time.perf_counter())
+        self.ends.append(perf_counter())
 
     def steps_ms(self):
         return [(self.ends[i] - self.ends[i - 1]) * 1000.0 for i in range(1, len(self.ends))
@@ -136,7 +136,7 @@ def _policy_name(api):
     return None
 
 
-def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=time.perf_counter):
+def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=perf_counter):
     """Time every precision in args.rounds_of in interleaved rounds, each with its own model of the built-in
     workload; the result's fields, rounds included."""
     precisions = [p for p in args.rounds_of.split(",") if p]
@@ -194,7 +194,7 @@ def _tf_input(api, generator):
         tf.data.AUTOTUNE).with_options(options)
 
 
-def interleave(configs, args, api, defaults, emit, clock=time.perf_counter):
+def interleave(configs, args, api, defaults, emit, clock=perf_counter):
     """Warm every configuration up (its first fit() traces and compiles, and sizes its blocks), then time them
     in rounds, each round in a new order, while the next round (as long as the last) fits in
     args.rounds_budget_s, and at least args.min_rounds of them (at most args.max_rounds)."""

@@ -21,13 +21,13 @@ import math
 import os
 import shutil
 import sys
-import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # These sit beside this file, inside the image too.
 import dataset  # noqa: E402
 import rounds  # noqa: E402
+from compat import perf_counter  # noqa: E402
 from events import Skip, emit  # noqa: E402
 from frameworks import (  # noqa: E402
     apply_variant, cpu_facts, enable_onednn_verbose, load_keras, prepare_keras_home, prime_onednn_verbose,
@@ -74,7 +74,7 @@ def parse_args(argv):
 
 
 def run(args):
-    started = time.perf_counter()
+    started = perf_counter()
     backend = args.backend or os.environ.get("KERAS_BACKEND") or user_keras_config().get("backend") \
         or "tensorflow"
     cache_root = args.cache_dir or os.path.join(
@@ -99,9 +99,9 @@ def run(args):
         os.environ.setdefault("ONEDNN_VERBOSE_TIMESTAMP", "1")  # read when the window first turns verbose on
 
     emit("phase", phase="import")
-    t0 = time.perf_counter()
+    t0 = perf_counter()
     api = load_keras(backend)
-    import_s = time.perf_counter() - t0
+    import_s = perf_counter() - t0
     if onednn_env:
         try:
             prime_onednn_verbose()
@@ -216,7 +216,7 @@ def run_result(args, api, timer, hooks, model, started, facts):
         "keras_config": {"floatx": api.floatx(), "epsilon": facts["keras_config"]["epsilon"],
                          "config_path": os.path.join(keras_dir, "keras.json")},
         "batch_dtype": facts["batch_dtype"],
-        "timing": {"import_s": round(facts["import_s"], 3), "total_s": round(time.perf_counter() - started, 3)},
+        "timing": {"import_s": round(facts["import_s"], 3), "total_s": round(perf_counter() - started, 3)},
     }
     if timer.cut:
         # Censored: the step was ended at the bound, so it lasted at least this long.

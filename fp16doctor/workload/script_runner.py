@@ -35,13 +35,13 @@ import re
 import runpy
 import shutil
 import sys
-import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 # The built-in workload's modules: they sit beside this file, inside the image too.
 import events  # noqa: E402
+from compat import perf_counter  # noqa: E402
 import script_rounds  # noqa: E402
 import frameworks  # noqa: E402
 import window  # noqa: E402
@@ -509,9 +509,9 @@ class KerasImportHook(object):
         hook = self
 
         def exec_module(module):
-            started = time.perf_counter()
+            started = perf_counter()
             original(module)
-            hook.on_import(fullname, module, time.perf_counter() - started)
+            hook.on_import(fullname, module, perf_counter() - started)
 
         loader.exec_module = exec_module
         return spec
@@ -575,7 +575,7 @@ def run(args):
     redirect_output(args.log)
     if args.rounds_of:
         return run_rounds(args, session, script_sha256)
-    started = time.perf_counter()
+    started = perf_counter()
     ended = "completed"
     exit_code = None
     try:
@@ -585,7 +585,7 @@ def run(args):
     except SystemExit as exc:
         exit_code = exc.code
         ended = "exited" if exc.code in (None, 0) else "exit_status"
-    script_s = time.perf_counter() - started
+    script_s = perf_counter() - started
     sys.stdout.flush()
     sys.stderr.flush()
 
@@ -697,7 +697,7 @@ def run_rounds(args, session, script_sha256):
                 raise script_rounds.NotReplayable("the script exited with status %s" % exc.code)
         return False
 
-    started = time.perf_counter()
+    started = perf_counter()
     try:
         result = script_rounds.run_script_rounds(args, session, run_once, keras_api, emit)
     except (script_rounds.NotReplayable, RuntimeError) as exc:  # RuntimeError: a precision that did not take,
@@ -708,7 +708,7 @@ def run_rounds(args, session, script_sha256):
     result["workload"] = {"name": "script", "script": args.script_label or args.script,
                           "script_sha256": script_sha256, "api": [result.pop("fit_method")],
                           "keras_module": session.keras_name}
-    result["timing"]["script_s"] = round(time.perf_counter() - started, 3)
+    result["timing"]["script_s"] = round(perf_counter() - started, 3)
     result["timing"]["import_s"] = round(session.import_s, 3)
     cpu = frameworks.cpu_facts()
     if cpu is not None:

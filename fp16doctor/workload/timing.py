@@ -6,8 +6,8 @@ Runs in the target Python (down to 3.5): stdlib only.
 from __future__ import division, print_function
 
 import math
-import time
 
+from compat import perf_counter
 from events import emit
 
 # The median of the first and the second half of the steps this close: the measurement is stable.
@@ -45,7 +45,7 @@ class StepTimer(object):
     steps, kept apart from the timed ones (`window_ms`); the caller profiles them.
     """
 
-    def __init__(self, warmup_steps, min_steps, max_steps, max_measure_s, tolerance, clock=time.perf_counter,
+    def __init__(self, warmup_steps, min_steps, max_steps, max_measure_s, tolerance, clock=perf_counter,
                  bound_ms=None, window_steps=0):
         self.clock = clock
         self.warmup_steps = warmup_steps

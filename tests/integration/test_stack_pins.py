@@ -45,10 +45,18 @@ def python_version(stack: StackSpec) -> str:
     return ".".join(str(p) for p in _version_tuple(stack.python))
 
 
+def cpython_abi(major: int, minor: int) -> str:
+    """The ABI tag of the stack's CPython on Linux: Python 2's are built with 4-byte unicode (the "u" of cp27mu,
+    Debian's python2.7 and PyPI's manylinux wheels alike), pymalloc's "m" until 3.8 dropped it."""
+    if major == 2:
+        return f"cp{major}{minor}mu"
+    return f"cp{major}{minor}m" if (major, minor) < (3, 8) else f"cp{major}{minor}"
+
+
 def target_options(stack: StackSpec) -> list[str]:
     """pip's options that make it choose files for the stack's interpreter instead of this one."""
     major, minor = _version_tuple(stack.python)[:2]
-    abi = f"cp{major}{minor}m" if (major, minor) < (3, 8) else f"cp{major}{minor}"
+    abi = cpython_abi(major, minor)
     # The whole version where the stack records it: a requires-python may exclude early patch releases
     # (cryptography 44 and later: ">=3.9,!=3.9.0,!=3.9.1").
     options = ["--python-version", python_version(stack), "--implementation", "cp"]
@@ -100,7 +108,8 @@ def test_every_pin_exists_on_the_index_for_the_stacks_python(stack: StackSpec) -
     if unreachable:
         pytest.skip(f"the package index is not reachable from here: {unreachable}")
     with ThreadPoolExecutor(max_workers=8) as pool:
-        problems = [p for p in pool.map(lambda r: pin_problem(stack, r), stack.requirements) if p]
+        problems = [p for p in pool.map(lambda r: pin_problem(stack, r), stack.pip_bootstrap + stack.requirements)
+                    if p]
     assert not problems, "\n".join(problems)
 
 
@@ -111,3 +120,8 @@ def test_the_check_rejects_a_wheel_only_release_for_an_older_python() -> None:
         pytest.skip(f"the package index is not reachable from here: {unreachable}")
     problem = pin_problem(old, "numpy==2.0.0")  # wheels for CPython >= 3.9 only
     assert problem is not None and "numpy==2.0.0" in problem
+
+
+def test_python_2_takes_the_wide_unicode_abi() -> None:
+    # PyPI's TensorFlow 1.7.0 for Python 2.7 exists only as cp27mu: cp27m would find no wheel at all.
+    assert [cpython_abi(2, 7), cpython_abi(3, 5), cpython_abi(3, 11)] == ["cp27mu", "cp35m", "cp311"]

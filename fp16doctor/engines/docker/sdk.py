@@ -388,6 +388,8 @@ def run_in_stack(
         "docker_host": engine_label(docker_host),
         "image": image,
         "gpu_uuid": gpu.get("uuid") if use_gpu and gpu else None,
+        # What the stack is, in the catalogue's words (a CPU twin says it is not the question's GPU stack).
+        "stack_description": stack.description,
     }
     labels = {
         MANAGED_LABEL: "true",

@@ -33,6 +33,7 @@ class SoftwareRow:
     stack: str
     engine: str
     values: dict[str, str]
+    description: str = ""  # the catalogue's words for a stack run in Docker (engine.stack_description)
 
 
 SOFTWARE_KEYS = ("python", "tensorflow", "keras", "keras_backend", "cuda", "cudnn")
@@ -72,6 +73,8 @@ def _environment(doc: Mapping[str, Any], rows_of_runs: Sequence[RunRow]) -> Envi
     ]
     software: list[SoftwareRow] = []
     seen: set[tuple[str, str, str]] = set()
+    described = {_text(r.get("stack")): _text(_dict(r.get("engine")).get("stack_description"))
+                 for r in runs_of(doc) if _dict(r.get("engine")).get("stack_description")}
     for row in rows_of_runs:
         sw = asdict(row.software) if row.software is not None else {}
         values = {k: _text(sw.get(k)) for k in SOFTWARE_KEYS}
@@ -83,7 +86,8 @@ def _environment(doc: Mapping[str, Any], rows_of_runs: Sequence[RunRow]) -> Envi
         if key in seen:
             continue
         seen.add(key)
-        software.append(SoftwareRow(stack=key[0], engine=key[1], values=values))
+        software.append(SoftwareRow(stack=key[0], engine=key[1], values=values,
+                                    description=described.get(key[0], "")))
     return EnvironmentView(host=rows, gpus=gpus, software=software)
 
 

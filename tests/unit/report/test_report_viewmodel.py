@@ -514,3 +514,22 @@ def test_every_machine_shows_its_own_cpu_and_gpu() -> None:
     assert "AMD EPYC 9B14 (CPU only)" in by_name
     remote = by_name["NVIDIA H100 80GB HBM3"]
     assert "Intel Xeon Platinum 8480+" in remote and "compute capability 9.0" in remote and "Ubuntu 22.04" in remote
+
+
+def test_a_stacks_own_description_stands_beside_its_software(rich_doc, sources):
+    # A CPU twin must say in the report what it is (not the question's GPU stack), in the catalogue's words.
+    from fp16doctor.report.html import render_view
+    from fp16doctor.report.markdown import markdown_from_view
+
+    doc = copy.deepcopy(rich_doc)
+    words = "CPU twin of the question's first half, on Python 2.7.18"
+    stack = doc["runs"][0]["stack"]
+    for run in doc["runs"]:
+        if run["stack"] == stack:
+            run["engine"] = {**(run.get("engine") or {}), "kind": "docker", "stack_description": words}
+    report = build_report([doc], sources)
+    rows = [sw for sw in report.documents[0].environment.software if sw.stack == stack]
+    assert rows and all(sw.description == words for sw in rows)
+    assert all(sw.description == "" for sw in report.documents[0].environment.software if sw.stack != stack)
+    assert words.replace("'", "&#39;") in render_view(report)
+    assert f"{stack} ({words})" in markdown_from_view(report).replace("\\", "")

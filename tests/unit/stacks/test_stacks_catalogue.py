@@ -103,3 +103,41 @@ def test_ctrl_c_outside_diagnose_claims_no_kept_results(
         cli.main()
     assert exited.value.code == EXIT_INTERRUPTED
     assert capsys.readouterr().err.strip() == "interrupted"
+
+
+def test_the_cpu_twin_says_what_it_is_and_pins_its_whole_closure_for_python_2_7() -> None:
+    twin = get_stack("tf1.7-cpu")
+    assert (twin.tensorflow, twin.keras, twin.python, twin.base_image) == ("1.7.0", "2.1.5", "2.7.18",
+                                                                           "debian:bullseye-slim")
+    assert not twin.gpu and not twin.needs_gpu and twin.cuda is None and not twin.venv
+    # In its own words: the 2018 CPU builds on Python 2.7, not the question's Python 3.5 + CUDA 9.0 stack.
+    for words in ("CPU", "Python 2.7.18", "not the question's Python 3.5 + CUDA 9.0", "float16 slower"):
+        assert words in twin.description, words
+    assert {"tensorflow", "tensorboard", "keras", "numpy", "protobuf", "mock", "enum34"} <= set(twin.pins())
+    assert twin.docker_build_args()["PIP_BOOTSTRAP"].split() == list(twin.pip_bootstrap)
+    assert any(p.startswith("pip==") for p in twin.pip_bootstrap)
+    assert not twin.supports_precision("mixed_float16") and twin.supports_precision("float16")
+
+
+def test_only_a_stack_without_pip_bootstraps_one() -> None:
+    # Every other stack's Dockerfile steps stay as they were: an empty PIP_BOOTSTRAP skips the bootstrap.
+    assert {s.name for s in all_stacks() if s.pip_bootstrap} == {"tf1.7-cpu", "tf1.13-cpu"}
+    assert all(s.python.startswith("2.") for s in all_stacks() if s.pip_bootstrap)
+
+
+def test_the_second_twin_is_the_upgrade_on_the_same_recipe() -> None:
+    twin, gpu = get_stack("tf1.13-cpu"), get_stack("tf1.13-cuda10.0")
+    assert (twin.tensorflow, twin.keras, twin.python) == (gpu.tensorflow, gpu.keras, "2.7.18")
+    assert twin.base_image == get_stack("tf1.7-cpu").base_image and not twin.gpu
+    # The Keras companions the GPU stack pins (keras-preprocessing 1.0.5 builds float32 batches).
+    for name in ("keras-applications", "keras-preprocessing"):
+        assert twin.pins()[name] == gpu.pins()[name]
+    for words in ("CPU", "Python 2.7.18", "second half", "not the question's Python 3.7.3 + CUDA 10.0"):
+        assert words in twin.description, words
+
+
+def test_stacks_show_names_the_twin_and_its_pip_bootstrap() -> None:
+    result = CliRunner().invoke(app, ["stacks", "show", "tf1.7-cpu"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "Python 2.7.18" in result.output and "pip==20.3.4" in result.output
+    assert "tensorflow==1.7.0" in result.output

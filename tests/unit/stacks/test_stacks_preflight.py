@@ -18,20 +18,21 @@ GPUS = {
     "h200": ("NVIDIA H200", "9.0", "550.54.15", "570.86.15"),
 }
 
-# Expected: which stacks run, per GPU and driver ("old" / "new"). The CPU stacks run everywhere.
+# Expected: which stacks run, per GPU and driver ("old" / "new"). The CPU stacks (the TF1 twins too) run everywhere.
+CPU_STACKS = {"cpu", "tf2.10-cpu", "tf1.7-cpu", "tf1.13-cpu"}
 RUNS = {
-    ("titan_v", "old"): {"tf1.7-cuda9.0", "cpu", "tf2.10-cpu"},  # 390 is older than CUDA 10.0's 410.48
+    ("titan_v", "old"): {"tf1.7-cuda9.0"} | CPU_STACKS,  # 390 is older than CUDA 10.0's 410.48
     ("titan_v", "new"): {"tf1.7-cuda9.0", "tf1.13-cuda10.0", "tf1.15-ngc23.03", "tf2.15-keras2",
-                         "tf2.20-keras3", "cpu", "tf2.10-cpu"},
-    ("rtx_2080_ti", "old"): {"tf1.7-cuda9.0", "tf1.13-cuda10.0", "cpu", "tf2.10-cpu"},  # sm_70 code runs on 7.5
+                         "tf2.20-keras3"} | CPU_STACKS,
+    ("rtx_2080_ti", "old"): {"tf1.7-cuda9.0", "tf1.13-cuda10.0"} | CPU_STACKS,  # sm_70 code runs on 7.5
     ("rtx_2080_ti", "new"): {"tf1.7-cuda9.0", "tf1.13-cuda10.0", "tf1.15-ngc23.03", "tf2.15-keras2",
-                             "tf2.20-keras3", "cpu", "tf2.10-cpu"},
-    ("a100", "old"): {"cpu", "tf2.10-cpu"},  # CUDA 9/10 lack Ampere; 450 predates CUDA 12's 525.60.13
-    ("a100", "new"): {"tf1.15-ngc23.03", "tf2.15-keras2", "tf2.20-keras3", "cpu", "tf2.10-cpu"},
-    ("rtx_4090", "old"): {"cpu", "tf2.10-cpu"},
-    ("rtx_4090", "new"): {"tf1.15-ngc23.03", "tf2.15-keras2", "tf2.20-keras3", "cpu", "tf2.10-cpu"},
-    ("h200", "old"): {"tf1.15-ngc23.03", "tf2.15-keras2", "tf2.20-keras3", "cpu", "tf2.10-cpu"},
-    ("h200", "new"): {"tf1.15-ngc23.03", "tf2.15-keras2", "tf2.20-keras3", "cpu", "tf2.10-cpu"},
+                             "tf2.20-keras3"} | CPU_STACKS,
+    ("a100", "old"): set(CPU_STACKS),  # CUDA 9/10 lack Ampere; 450 predates CUDA 12's 525.60.13
+    ("a100", "new"): {"tf1.15-ngc23.03", "tf2.15-keras2", "tf2.20-keras3"} | CPU_STACKS,
+    ("rtx_4090", "old"): set(CPU_STACKS),
+    ("rtx_4090", "new"): {"tf1.15-ngc23.03", "tf2.15-keras2", "tf2.20-keras3"} | CPU_STACKS,
+    ("h200", "old"): {"tf1.15-ngc23.03", "tf2.15-keras2", "tf2.20-keras3"} | CPU_STACKS,
+    ("h200", "new"): {"tf1.15-ngc23.03", "tf2.15-keras2", "tf2.20-keras3"} | CPU_STACKS,
 }
 
 

@@ -63,7 +63,7 @@ class FakeKeras:
             config=SimpleNamespace(set_floatx=self.set_floatx),
             mixed_precision=SimpleNamespace(set_dtype_policy=self.set_policy,
                                             dtype_policy=lambda: SimpleNamespace(name=outer._policy)))
-        module.time.perf_counter = clock  # the loop's step clock
+        time.perf_counter = clock  # the loop's step clock (compat.perf_counter reads it at each call)
 
     def set_floatx(self, value: str) -> None:
         self._floatx = value
