@@ -131,7 +131,8 @@ class StackSpec:
             "needs_gpu": self.needs_gpu,
             "mixed_precision": self.mixed_precision,
             "precisions": [p for p in PRECISIONS if self.supports_precision(p)],
-            "requirements": list(self.requirements),
+            # Every pip package installed on top of the base image: the bootstrap's pip, setuptools and wheel too.
+            "requirements": list(self.pip_bootstrap + self.requirements),
             "system_packages": list(self.system_packages),
             "venv": self.venv,
             "pip_bootstrap": list(self.pip_bootstrap),
