@@ -87,7 +87,7 @@ def nice_ticks(maximum: float, target: int = 5) -> list[float]:
     if maximum <= 0 or not math.isfinite(maximum):
         return [0.0, 1.0]
     raw = maximum / target
-    magnitude = 10 ** math.floor(math.log10(raw))
+    magnitude = 10.0 ** math.floor(math.log10(raw))  # a float: an int power of ten past 1e308 cannot be formatted
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
     count = math.ceil(maximum / step - 1e-9)
     # Twelve significant digits take the float noise off (0.30000000000000004) at any magnitude: rounding to a

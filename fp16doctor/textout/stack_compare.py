@@ -22,11 +22,11 @@ def _changes_table(comparison: StackComparison, count: int) -> Table:
     columns (a long implementation name wraps, whole)."""
     table = Table(show_edge=False, pad_edge=False, box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0))
     table.add_column("layer", no_wrap=True, min_width=9, max_width=16, overflow="ellipsis")
-    table.add_column("pass", no_wrap=True, min_width=11, overflow="ellipsis")
+    table.add_column("pass", min_width=11, max_width=12)  # "bwd weights" over "(other way)"
     for stack in (comparison.from_.stack, comparison.to.stack):
-        table.add_column(stack, justify="right", overflow="fold", min_width=7)
+        table.add_column(stack, justify="right", no_wrap=True, min_width=max(7, len(stack)))  # a name kept whole
     table.add_column("change", justify="right", no_wrap=True, min_width=8)
-    table.add_column("implementation", overflow="fold", min_width=12)
+    table.add_column("implementation", overflow="fold", min_width=20)
     for change in comparison.changes[:count]:
         impls = (change.impl_from or "-") if change.impl_from == change.impl_to else \
             f"{change.impl_from or '-'} -> {change.impl_to or '-'}"
