@@ -139,6 +139,23 @@ def test_compare_on_two_stacks_measured_on_the_example_machine() -> None:
     assert top["layer_type"] == "Conv2D" and top["layer_from"] == top["layer_to"]  # both count from 0
 
 
+def test_keras_2_1_5s_layers_pair_with_keras_3s_by_position_not_by_name() -> None:
+    """TensorFlow 1.7 / Keras 2.1.5 (numbers its layers from 1) against TensorFlow 2.21 / Keras 3 (from 0), one
+    machine: the first convolution is conv2d_1 in one and conv2d in the other, and its float16 weight gradient is
+    one change, not two unmatched ops."""
+    code, stdout, stderr = run_cli("compare", str(EXAMPLES / "cpu-epyc-avx2-tf1.7-quick" / "results.json"),
+                                   str(EXAMPLES / "cpu-epyc-avx2-quick" / "results.json"), "--json")
+    assert code == 0, stderr
+    (entry,) = json.loads(stdout)["stack_comparisons"]
+    assert (entry["from"], entry["to"], entry["precision"]) == ("tf1.7-cpu", "host", "float16")
+    first = next(c for c in entry["changes"] if (c["layer_type"], c["position"], c["pass"])
+                 == ("Conv2D", 0, "backward_weights"))
+    assert (first["layer_from"], first["layer_to"]) == ("conv2d_1", "conv2d")
+    assert first["ms_from"] > first["ms_to"] > 0 and first["impl_from"] == "Conv2DBackpropFilter"
+    second = next(c for c in entry["changes"] if (c["layer_type"], c["position"]) == ("Conv2D", 1))
+    assert (second["layer_from"], second["layer_to"]) == ("conv2d_2", "conv2d_1")
+
+
 def test_the_readme_quotes_compare_as_it_prints() -> None:
     """The README's `compare` block is the command's output on the examples, line for line."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
