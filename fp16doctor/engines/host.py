@@ -101,7 +101,7 @@ class HostEngine:
 
     def run(self, spec: RunSpec, on_event: EventCallback, gpu_index: int | None = None) -> dict[str, Any]:
         record = base_run_record(spec, device="cpu")
-        record["engine"] = {"kind": "host", "python": self.python}
+        record["engine"] = {"kind": self.kind, "python": self.python}
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="fp16doctor-run-") as tmp:
             stderr_path = Path(tmp) / "stderr.log"

@@ -23,9 +23,10 @@ ENGINES: tuple[type[Engine], ...] = (
 )
 
 
-def engine_class(spec: RunSpec, setup: EngineSetup, engines: tuple[type[Engine], ...] = ENGINES) -> type[Engine]:
-    """The engine that runs a cell in this invocation: the first in `engines` it selects that takes the cell."""
-    for cls in engines:
+def engine_class(spec: RunSpec, setup: EngineSetup,
+                 engines: tuple[type[Engine], ...] | None = None) -> type[Engine]:
+    """The engine that runs a cell in this invocation: the first in `engines` (ENGINES) it selects that takes it."""
+    for cls in ENGINES if engines is None else engines:
         if cls.selected(setup) and cls.takes(spec):
             return cls
     raise LookupError(f"no engine takes {spec.label}")
@@ -35,9 +36,9 @@ class Router:
     """The engines of one diagnose, each made once (its connections, images and verdicts kept between the
     matrix, the rounds and the experiments), and which of them runs which cell."""
 
-    def __init__(self, setup: EngineSetup, engines: tuple[type[Engine], ...] = ENGINES) -> None:
+    def __init__(self, setup: EngineSetup, engines: tuple[type[Engine], ...] | None = None) -> None:
         self.setup = setup
-        self.classes = tuple(c for c in engines if c.selected(setup))
+        self.classes = tuple(c for c in (ENGINES if engines is None else engines) if c.selected(setup))
         self.made: dict[type[Engine], Engine] = {}
 
     def engine_class(self, spec: RunSpec) -> type[Engine]:
