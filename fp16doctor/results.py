@@ -10,7 +10,7 @@ import json
 import math
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from html.parser import HTMLParser
 from pathlib import Path
@@ -73,14 +73,47 @@ def machine_key(run: Run) -> str:
     recorded = run.get("machine")
     if isinstance(recorded, str) and recorded:
         return "" if recorded == HOST_MACHINE else recorded
-    engine = run.get("engine")
-    if not isinstance(engine, dict) or engine.get("kind") != "docker":
-        return ""
-    docker_host = engine.get("docker_host")
-    if not isinstance(docker_host, str) or not docker_host or docker_host.startswith(LOCAL_DOCKER_SCHEMES):
-        return ""
-    name = engine.get("name")
-    return name if isinstance(name, str) and name else docker_host
+    return _older_docker(run)[0]
+
+
+def engine_label(run: Mapping[str, Any]) -> str:
+    """Where a run ran, in words: "docker tcp://gpu-box:2376 gpu 1", "host", "slurm node-3"."""
+    raw = run.get("engine")
+    engine: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    label = engine.get("label")
+    if isinstance(label, str) and label:
+        return label
+    return _older_docker(run)[1] or str(engine.get("kind") or "")
+
+
+def rerun_options(run: Mapping[str, Any]) -> list[str]:
+    """The diagnose options that run a configuration where this run ran, as its engine wrote them."""
+    raw = run.get("engine")
+    engine: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    rerun = engine.get("rerun")
+    if isinstance(rerun, list) and all(isinstance(a, str) for a in rerun):
+        return list(rerun)
+    return _older_docker(run)[2]
+
+
+def _older_docker(run: Mapping[str, Any]) -> tuple[str, str, list[str]]:
+    """The one fallback for documents written before engines recorded `machine`, `engine.label` and `engine.rerun`:
+    (machine key, label, rerun options) inferred from the engine's fields. A record with a container (a Docker
+    engine's) ran in its stack; Slurm's records carried their machine and say --slurm; anything else is this host,
+    a hand-written run's "stack" included (no catalogue name --stack takes)."""
+    raw = run.get("engine")
+    engine: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    if engine.get("kind") == "slurm":
+        return "", "", ["--slurm"]
+    if not (engine.get("image") or engine.get("kind") == "docker"):
+        return "", "", []
+    docker_host = str(engine.get("docker_host") or "")
+    remote = bool(docker_host) and not docker_host.startswith(LOCAL_DOCKER_SCHEMES)
+    name = str(engine.get("name") or "")
+    gpu = engine.get("gpu_index", engine.get("gpu_name"))
+    label = " ".join(["docker", *([docker_host] if docker_host else []), *([f"gpu {gpu}"] if gpu is not None else [])])
+    rerun = ["--stack", str(run.get("stack")), "--no-host"] + (["--docker-host", docker_host] if remote else [])
+    return (name or docker_host) if remote else "", label, rerun
 
 
 def machine_id(run: Run) -> str:

@@ -41,7 +41,7 @@ from fp16doctor.invocation import check_diagnose_argv
 from fp16doctor.knowledge.frameworks import has_feature
 from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.redaction import redact_secrets
-from fp16doctor.results import VARIANT_CHANGES
+from fp16doctor.results import VARIANT_CHANGES, rerun_options
 
 Finding = dict[str, Any]
 Prescription = dict[str, Any]
@@ -227,24 +227,9 @@ def _targeting(ctx: Context, run: RunView) -> list[str]:
             kept.append(arg)
         return ([] if host else ["--stack", run.stack, "--no-host"]) + kept
     raw = as_mapping(as_list(ctx.doc.get("runs"))[run.index]) if run.index < len(as_list(ctx.doc.get("runs"))) else {}
-    engine, workload = as_mapping(raw.get("engine")), as_mapping(raw.get("workload"))
+    workload = as_mapping(raw.get("workload"))
     script = ["--script", as_str(workload.get("script")) or "train.py"] if workload.get("name") == "script" else []
-    rerun = engine.get("rerun")
-    if isinstance(rerun, list) and all(isinstance(a, str) for a in rerun):
-        return [*rerun, *script]  # the engine said how to run there again
-    # A document written before engines said it: inferred from the engine's fields.
-    # A stack diagnose ran left its container in the record; a hand-written run's "stack" (the user's own set-up)
-    # is no catalogue name that --stack takes: it is measured where the command runs.
-    host = host or not (as_str(engine.get("image")) or as_str(engine.get("kind")) == "docker")
-    out: list[str] = []
-    if not host:
-        out += ["--stack", run.stack, "--no-host"]
-    docker_host = as_str(engine.get("docker_host"))
-    if docker_host and not host and not docker_host.startswith(("unix://", "npipe://")):
-        out += ["--docker-host", docker_host]
-    if as_str(engine.get("kind")) == "slurm":
-        out += ["--slurm"]
-    return out + script
+    return [*rerun_options(raw), *script]  # how its engine runs there again (results.rerun_options)
 
 
 # A stack name a command line can carry as written (a hand-written document may name a stack anything).

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from fp16doctor.analysis.context import Context, Pair, RunView, Software
 from fp16doctor.analysis.values import ShownRatio, as_list, as_mapping, as_str
-from fp16doctor.results import HOST_MACHINE, machine_id
+from fp16doctor.results import HOST_MACHINE, engine_label, machine_id
 from fp16doctor.workload.protocol import PRECISIONS
 
 
@@ -84,26 +84,6 @@ class RunRow:
         """"host / float16", "host / float16 / xla": how the runs' notes and lists name a run."""
         variant = "" if self.variant == "original" else f" / {self.variant}"
         return f"{self.stack} / {self.precision}{variant}"
-
-
-def engine_label(run: Mapping[str, object]) -> str:
-    """Where a run ran, in words: "docker tcp://gpu-box:2376 gpu 1", "host", "slurm node-3": as its engine wrote it
-    (`engine.label`), else, for a document written before engines did, from its engine's fields."""
-    engine = as_mapping(run.get("engine"))
-    label = as_str(engine.get("label"))
-    if label:
-        return label
-    kind = as_str(engine.get("kind")) or ""
-    if kind != "docker":
-        return kind
-    label = "docker"
-    docker_host = as_str(engine.get("docker_host"))
-    if docker_host:
-        label += f" {docker_host}"
-    gpu = engine.get("gpu_index", engine.get("gpu_name"))
-    if gpu is not None:
-        label += f" gpu {gpu}"
-    return label
 
 
 def _unread_row(index: int, run: Mapping[str, object]) -> RunRow:
