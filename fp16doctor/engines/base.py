@@ -110,9 +110,13 @@ class Engine(Protocol):
         ...
 
     def run_groups(self, groups: list[list[RunSpec]], sink: RunSink) -> None:
-        """Launch every group (each on one machine, in its order), stream its runs' protocol lines to
-        `sink`, and hand it each record as it finishes, failures classified. KeyboardInterrupt cancels
-        what is in flight and propagates."""
+        """Launch every group, stream its runs' protocol lines to `sink`, and hand it each record as it finishes,
+        failures classified. KeyboardInterrupt cancels what is in flight and propagates.
+
+        "One group, one machine" means one kind of hardware: a group's runs are timed on one GPU model, or on one
+        machine's CPU, so its ratios compare like with like. An engine may run a group's cells side by side on
+        several slots of that hardware (the Docker engine: two GPUs of one model), float32 first wherever its
+        step sets the others' bound; it never spreads a group over two GPU models or two machines' CPUs."""
         ...
 
     def cancel(self) -> None:

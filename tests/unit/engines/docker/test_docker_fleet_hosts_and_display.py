@@ -8,7 +8,7 @@ import threading
 import pytest
 from rich.console import Console
 
-from fp16doctor.engines.docker.fleet import EngineTarget, parse_docker_host, select_gpus
+from fp16doctor.engines.docker.daemons import EngineTarget, parse_docker_host, select_gpus
 from fp16doctor.engines.spec import QUICK, RunSpec, ScriptSpec
 from fp16doctor.errors import DoctorError
 from fp16doctor.progress import LiveProgress
