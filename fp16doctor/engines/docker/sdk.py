@@ -9,19 +9,14 @@ fp16doctor labels, so leftovers can be found and removed.
 
 from __future__ import annotations
 
-import io
 import os
-import re
 import shutil
 import socket
-import tarfile
 import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -32,8 +27,29 @@ from docker.types import DeviceRequest
 from requests.exceptions import RequestException
 
 from fp16doctor import __version__
-from fp16doctor.engines.artifacts import ONEDNN_PREFIXES, WindowCapture, attach_ops, split_script_log
+from fp16doctor.engines.artifacts import ONEDNN_PREFIXES
 from fp16doctor.engines.base import EventCallback, base_run_record
+from fp16doctor.engines.docker.containers import (
+    CONTAINER_PROFILE_DIR,
+    DEFAULT_DOCKER_HOST,
+    GPU_CAPABILITIES,
+    LEFTOVER_AFTER_S,
+    OUTPUT_TAIL_LINES,
+    WORKLOAD_ENTRYPOINT,
+    EngineFacts,
+    attach_container_ops,
+    container_name,
+    device_for,
+    docker_time,
+    host_user,
+    keep_script_log,
+    orphaned,
+    owner_alive,
+    parse_gpu_csv,
+    script_container_options,
+    short,
+    stream_lines,
+)
 from fp16doctor.engines.failures import classify, log_tail
 from fp16doctor.engines.labels import (
     MANAGED_LABEL,
@@ -46,25 +62,11 @@ from fp16doctor.engines.labels import (
     VERSION_LABEL,
 )
 from fp16doctor.engines.runloop import Streamed, stream, to_record
-from fp16doctor.engines.spec import SCRIPT_RUNNER, RunSpec, script_runner_args
+from fp16doctor.engines.spec import RunSpec
 from fp16doctor.errors import DoctorError
 from fp16doctor.results import LOCAL_DOCKER_SCHEMES
 from fp16doctor.stacks import StackSpec
 from fp16doctor.workload.protocol import PROFILE_DIR_ENV
-
-# A stopped container whose owner cannot be asked (another machine, or a version without owner labels) is
-# left by a dead run only once it has stayed created or exited this long: a live run keeps its container
-# created for the instant before its start, and exited while its log and profile are copied out.
-LEFTOVER_AFTER_S = 3600.0
-
-WORKLOAD_DIR = "/opt/fp16doctor/workload"
-# The Dockerfile writes fp16doctor-python, a wrapper for the stack's own interpreter (venv or system).
-WORKLOAD_ENTRYPOINT = ["fp16doctor-python", f"{WORKLOAD_DIR}/run_workload.py"]
-GPU_CAPABILITIES = ["gpu", "compute", "utility"]
-DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
-OUTPUT_TAIL_LINES = 200
-# Where the workload records its profiled window inside the container; copied out before removal.
-CONTAINER_PROFILE_DIR = "/tmp/fp16doctor-profile"
 
 Log = Callable[[str], None]
 
@@ -124,7 +126,7 @@ def client_for(docker_host: str | None) -> Any:
             client.ping()
         except (DockerException, RequestException, OSError) as exc:
             raise DoctorError(
-                f"cannot reach the Docker engine at {engine_label(docker_host)}: {_short(exc)}",
+                f"cannot reach the Docker engine at {engine_label(docker_host)}: {short(exc)}",
                 hint="start it (CI: `bash .ci/docker-up.sh`), or pass --docker-host with a reachable engine",
             ) from exc
         with _clients_lock:
@@ -143,29 +145,6 @@ def forget_client(docker_host: str | None) -> None:
             pass
 
 
-def _short(exc: BaseException, width: int = 300) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-@dataclass(frozen=True)
-class EngineFacts:
-    docker_host: str
-    server_version: str
-    os: str
-    ncpu: int
-    mem_total_mib: int
-    runtimes: tuple[str, ...]
-    nvidia_runtime: bool | None  # True: "nvidia" runtime registered; None: not confirmed either way
-    name: str = ""  # the engine machine's host name (docker info Name)
-    engine_id: str = ""  # the daemon's id (from its key file: daemons sharing /etc/docker share it)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"docker_host": self.docker_host, "server_version": self.server_version, "os": self.os,
-                "ncpu": self.ncpu, "mem_total_mib": self.mem_total_mib, "runtimes": list(self.runtimes),
-                "nvidia_runtime": self.nvidia_runtime, "name": self.name, "engine_id": self.engine_id}
-
-
 def engine_facts(docker_host: str | None) -> EngineFacts:
     """What the engine says about itself (for host["docker"] and the pre-flight check)."""
     client = client_for(docker_host)
@@ -173,7 +152,7 @@ def engine_facts(docker_host: str | None) -> EngineFacts:
         info = client.info()
     except (APIError, RequestException, OSError) as exc:
         forget_client(docker_host)
-        raise DoctorError(f"cannot ask the Docker engine at {engine_label(docker_host)} what it is: {_short(exc)}",
+        raise DoctorError(f"cannot ask the Docker engine at {engine_label(docker_host)} what it is: {short(exc)}",
                           hint="check that the engine is running") from exc
     runtimes = tuple(sorted((info.get("Runtimes") or {}).keys()))
     # GPU requests also work through nvidia-container-toolkit's hook without a registered runtime,
@@ -205,7 +184,7 @@ def image_id(docker_host: str | None, tag: str) -> str | None:
     except (APIError, RequestException, OSError) as exc:
         # Asked from stack-run worker threads, which expect DoctorError from an engine that went away.
         forget_client(docker_host)
-        raise DoctorError(f"cannot look up {tag} on {engine_label(docker_host)}: {_short(exc)}",
+        raise DoctorError(f"cannot look up {tag} on {engine_label(docker_host)}: {short(exc)}",
                           hint="check that the engine is running") from exc
 
 
@@ -251,7 +230,7 @@ def build_image(
             elif "aux" in chunk and isinstance(chunk["aux"], dict) and "ID" in chunk["aux"]:
                 built = str(chunk["aux"]["ID"])
     except (APIError, RequestException, OSError) as exc:
-        error = _short(exc)
+        error = short(exc)
         output.append(error)
     if error is not None:
         failure = classify("\n".join(output))
@@ -264,71 +243,6 @@ def build_image(
 
 
 # ----------------------------------------------------------------------------------------- containers
-
-
-def _container_name(spec: RunSpec, run_id: str) -> str:
-    raw = f"fp16doctor-{run_id}-{spec.stack}-{spec.precision}-{spec.variant}-{uuid.uuid4().hex[:6]}"
-    return re.sub(r"[^a-zA-Z0-9_.-]", "-", raw)
-
-
-def _lines(chunks: Iterator[bytes]) -> Iterator[str]:
-    """Re-split a byte stream into text lines (chunks need not end on line boundaries)."""
-    pending = b""
-    for chunk in chunks:
-        pending += chunk
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            yield line.decode("utf-8", "replace")
-    if pending:
-        yield pending.decode("utf-8", "replace")
-
-
-def script_container_options(spec: RunSpec, scratch: str, user: str | None) -> dict[str, Any]:
-    """How a container runs the user's script: the script's folder and the data folder read-only at the
-    same paths as on this machine (so its own paths keep working), `scratch` writable as its working
-    directory and log, and nothing else of the host. `user` ("uid:gid") keeps what the script writes
-    removable by the user who ran fp16doctor."""
-    script = spec.script
-    assert script is not None
-    volumes: dict[str, dict[str, str]] = {d: {"bind": d, "mode": "ro"} for d in script.read_only_dirs}
-    volumes[scratch] = {"bind": scratch, "mode": "rw"}
-    options: dict[str, Any] = {
-        "entrypoint": ["fp16doctor-python", f"{WORKLOAD_DIR}/{SCRIPT_RUNNER}"],
-        "command": script_runner_args(spec, f"{scratch}/work", f"{scratch}/{script.log_name(spec)}",
-                                      CONTAINER_PROFILE_DIR),
-        "volumes": volumes,
-        "working_dir": scratch,
-    }
-    if user:
-        options["user"] = user
-    return options
-
-
-def _host_user() -> str | None:
-    getuid, getgid = getattr(os, "getuid", None), getattr(os, "getgid", None)
-    return f"{getuid()}:{getgid()}" if getuid and getgid else None
-
-
-def _keep_script_log(spec: RunSpec, scratch: str, record: dict[str, Any], capture: WindowCapture) -> None:
-    script = spec.script
-    assert script is not None
-    source = os.path.join(scratch, script.log_name(spec))
-    split_script_log(source, capture)  # oneDNN's window lines went to the script's log
-    if script.log_dir and os.path.exists(source):
-        target = os.path.join(script.log_dir, script.log_name(spec))
-        try:
-            shutil.copyfile(source, target)
-        except OSError as exc:  # the run's result matters more than its log
-            record.setdefault("notes", []).append(f"the script's log was not kept: {exc.strerror or exc}")
-            return
-        record["script_log"] = target
-
-
-def _device_for(spec_device: Any, gpu: dict[str, Any] | None) -> Any:
-    """The workload sees its one GPU as gpu:0; the record names the host's index."""
-    if gpu is not None and isinstance(spec_device, str) and spec_device.startswith("gpu"):
-        return f"gpu:{gpu.get('index', 0)}"
-    return spec_device
 
 
 def run_in_stack(
@@ -382,7 +296,7 @@ def run_in_stack(
                                 f"mounted from here); {engine_label(docker_host)} is remote")
             return record
         scratch = tempfile.mkdtemp(prefix="fp16doctor-script-")
-        create_args = script_container_options(spec, scratch, _host_user())
+        create_args = script_container_options(spec, scratch, host_user())
     record["engine"] = {
         "kind": "docker",
         "docker_host": engine_label(docker_host),
@@ -411,7 +325,7 @@ def run_in_stack(
             container = client.containers.create(
                 image,
                 **create_args,
-                name=_container_name(spec, run_id),
+                name=container_name(spec, run_id),
                 labels=labels,
                 environment=env,
                 device_requests=device_requests,
@@ -442,15 +356,15 @@ def run_in_stack(
             except NotFound:
                 pass
             except (DockerException, RequestException, OSError) as exc:
-                log(f"could not remove container {container.name}: {_short(exc)}")
+                log(f"could not remove container {container.name}: {short(exc)}")
         if scratch is not None:
-            _keep_script_log(spec, scratch, record, streamed.capture)
+            keep_script_log(spec, scratch, record, streamed.capture)
             shutil.rmtree(scratch, ignore_errors=True)
 
     record = to_record(record, streamed, output, timeout_s, oom_killed)
     if record["status"] == "ok":
-        record["device"] = _device_for(record.get("device"), gpu if use_gpu else None)
-        _attach_container_ops(record, streamed.capture, profile_tar, profile_error, keep_profile)
+        record["device"] = device_for(record.get("device"), gpu if use_gpu else None)
+        attach_container_ops(record, streamed.capture, profile_tar, profile_error, keep_profile)
     return record
 
 
@@ -461,7 +375,7 @@ class _Container:
         self.container = container
 
     def lines(self) -> Iterator[str]:
-        return _lines(self.container.logs(stream=True, follow=True, stdout=True, stderr=False))
+        return stream_lines(self.container.logs(stream=True, follow=True, stdout=True, stderr=False))
 
     def wait(self) -> int | None:
         return int(self.container.wait().get("StatusCode", -1))
@@ -479,28 +393,7 @@ def _copy_profile_out(container: Any) -> tuple[bytes | None, str | None]:
         chunks, _stat = container.get_archive(CONTAINER_PROFILE_DIR)
         return b"".join(chunks), None
     except (AttributeError, APIError, NotFound, RequestException, OSError) as exc:
-        return None, f"could not copy the profile out of the container: {_short(exc)}"
-
-
-def _attach_container_ops(record: dict[str, Any], capture: WindowCapture, archive: bytes | None,
-                          error: str | None, keep_profile: Path | None) -> None:
-    if not isinstance(record.get("profile"), dict):
-        return
-    with tempfile.TemporaryDirectory(prefix="fp16doctor-profile-") as tmp:
-        local: Path | None = None
-        if archive is not None:
-            try:
-                with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-                    members = [m for m in tar.getmembers() if m.isfile() or m.isdir()]  # no links, no devices
-                    # The "data" filter (Python >= 3.10.12) also refuses absolute paths and "..".
-                    safe: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-                    tar.extractall(tmp, members=members, **safe)  # noqa: S202
-                local = Path(tmp) / Path(CONTAINER_PROFILE_DIR).name
-            except (tarfile.TarError, OSError) as exc:
-                error = f"could not unpack the container's profile: {_short(exc)}"
-        attach_ops(record, capture, local, keep_profile)
-    if error:
-        record["ops_error"] = "; ".join(e for e in (error, record.get("ops_error")) if e)
+        return None, f"could not copy the profile out of the container: {short(exc)}"
 
 
 # -------------------------------------------------------------------------------------------- cleanup
@@ -533,7 +426,7 @@ def cleanup(
     except (APIError, RequestException, OSError) as exc:
         # Callers run this while an engine may be going away; they handle DoctorError, not SDK errors.
         forget_client(docker_host)
-        raise DoctorError(f"cannot list the containers of {engine_label(docker_host)}: {_short(exc)}",
+        raise DoctorError(f"cannot list the containers of {engine_label(docker_host)}: {short(exc)}",
                           hint="check that the engine is running") from exc
     for container in containers:
         if stopped_only and not _leftover(container):
@@ -555,56 +448,17 @@ def cleanup(
     return removed
 
 
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # it exists, under another user
-    return True
-
-
-def _owner_alive(labels: dict[str, str]) -> bool | None:
-    """Whether the fp16doctor that started a container still runs; None where it cannot be asked (a
-    container of another machine, or without owner labels: older versions)."""
-    pid = labels.get(OWNER_PID_LABEL, "")
-    if labels.get(OWNER_HOST_LABEL) != socket.gethostname() or not pid.isdigit():
-        return None
-    return int(pid) == os.getpid() or _process_alive(int(pid))
-
-
-def _orphaned(labels: dict[str, str]) -> bool:
-    """Started by an fp16doctor on this machine whose process is gone. A container of another machine,
-    or without owner labels (older versions), is never judged: its owner may be alive."""
-    return _owner_alive(labels) is False
-
-
-_DOCKER_TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
-
-
-def _docker_time(text: Any) -> float | None:
-    """A Docker timestamp (RFC 3339, nanoseconds) in epoch seconds; None when absent or unset (year 1).
-    Python 3.10's fromisoformat takes neither "Z" nor nine digits."""
-    found = _DOCKER_TIME.match(str(text or ""))
-    if found is None or found.group(1).startswith("0001-"):
-        return None
-    whole, fraction, zone = found.groups()
-    micros = (fraction or "")[:6].ljust(6, "0")
-    return datetime.fromisoformat(f"{whole}.{micros}{'+00:00' if zone == 'Z' else zone}").timestamp()
-
-
 def _leftover(container: Any) -> bool:
     """A stopped container left by a dead run, not one a live fp16doctor has just created (and not yet
     started) or is reading back. Its owner decides where it can be asked; otherwise its age does
     (LEFTOVER_AFTER_S since it was created, or since it exited); an age it cannot read keeps it."""
-    alive = _owner_alive(dict(container.labels or {}))
+    alive = owner_alive(dict(container.labels or {}))
     if alive is not None:
         return not alive
     attrs = container.attrs or {}
     state = attrs.get("State") or {}
-    since = _docker_time(state.get("FinishedAt")) if state.get("Status") in ("exited", "dead") else None
-    since = since or _docker_time(attrs.get("Created"))
+    since = docker_time(state.get("FinishedAt")) if state.get("Status") in ("exited", "dead") else None
+    since = since or docker_time(attrs.get("Created"))
     return since is not None and time.time() - since >= LEFTOVER_AFTER_S
 
 
@@ -618,11 +472,11 @@ def remove_orphans(docker_host: str | None) -> list[str]:
         containers = client.containers.list(all=True, filters={"label": [f"{MANAGED_LABEL}=true"]})
     except (APIError, RequestException, OSError) as exc:
         forget_client(docker_host)
-        raise DoctorError(f"cannot list the containers of {engine_label(docker_host)}: {_short(exc)}",
+        raise DoctorError(f"cannot list the containers of {engine_label(docker_host)}: {short(exc)}",
                           hint="check that the engine is running") from exc
     removed: list[str] = []
     for container in containers:
-        if not _orphaned(dict(container.labels or {})):
+        if not orphaned(dict(container.labels or {})):
             continue
         try:
             container.remove(force=True)
@@ -649,24 +503,6 @@ def _any_image(client: Any) -> str | None:
     return None
 
 
-def _parse_gpu_csv(text: str, fields: tuple[str, ...]) -> list[dict[str, Any]]:
-    gpus: list[dict[str, Any]] = []
-    for line in text.splitlines():
-        values = [v.strip() for v in line.split(",")]
-        if len(values) != len(fields):
-            continue
-        row = dict(zip(fields, values, strict=True))
-        gpu: dict[str, Any] = {"index": int(row["index"]) if row["index"].isdigit() else len(gpus),
-                               "uuid": row["uuid"], "name": row["name"],
-                               "driver_version": row["driver_version"]}
-        if row["memory.total"].isdigit():
-            gpu["memory_total_mib"] = int(row["memory.total"])
-        if re.fullmatch(r"\d+\.\d+", row.get("compute_cap", "")):
-            gpu["compute_capability"] = row["compute_cap"]
-        gpus.append(gpu)
-    return gpus
-
-
 def engine_gpus(docker_host: str | None, image: str | None = None) -> list[dict[str, Any]] | None:
     """The NVIDIA GPUs this engine hands to containers, asked through the engine itself.
 
@@ -679,7 +515,7 @@ def engine_gpus(docker_host: str | None, image: str | None = None) -> list[dict[
         image = image or _any_image(client)
     except (APIError, RequestException, OSError) as exc:
         forget_client(docker_host)
-        raise DoctorError(f"cannot list the images of {engine_label(docker_host)}: {_short(exc)}",
+        raise DoctorError(f"cannot list the images of {engine_label(docker_host)}: {short(exc)}",
                           hint="check that the engine is running") from exc
     if image is None:
         return None
@@ -698,13 +534,13 @@ def engine_gpus(docker_host: str | None, image: str | None = None) -> list[dict[
         except APIError as exc:
             if "device driver" in str(exc) or "nvidia" in str(exc).lower():
                 return []  # "could not select device driver": no NVIDIA runtime on this engine
-            raise DoctorError(f"cannot list the GPUs of {engine_label(docker_host)}: {_short(exc)}",
+            raise DoctorError(f"cannot list the GPUs of {engine_label(docker_host)}: {short(exc)}",
                               hint="check that the engine can run containers") from exc
         except (RequestException, OSError) as exc:
             forget_client(docker_host)
-            raise DoctorError(f"cannot list the GPUs of {engine_label(docker_host)}: {_short(exc)}",
+            raise DoctorError(f"cannot list the GPUs of {engine_label(docker_host)}: {short(exc)}",
                               hint="check that the engine is running") from exc
-        return _parse_gpu_csv(raw.decode("utf-8", "replace"), fields)
+        return parse_gpu_csv(raw.decode("utf-8", "replace"), fields)
     return None
 
 
@@ -722,7 +558,7 @@ def copy_image(source_host: str | None, target_host: str | None, tag: str, log: 
                 raise DoctorError(f"loading {tag} into {engine_label(target_host)} failed: {chunk['error']}",
                                   hint="check the target engine's disk space and logs")
     except (APIError, RequestException, OSError) as exc:
-        raise DoctorError(f"copying {tag} to {engine_label(target_host)} failed: {_short(exc)}",
+        raise DoctorError(f"copying {tag} to {engine_label(target_host)} failed: {short(exc)}",
                           hint="build the image on that engine instead (fp16doctor stacks build "
                                "--docker-host ...)") from exc
     if image_id(target_host, tag) is None:

@@ -308,10 +308,10 @@ def test_the_sweep_on_connect_leaves_a_live_fp16doctors_created_container(fake: 
 
 
 def test_docker_timestamps_are_read_on_python_3_10() -> None:
-    assert sdk._docker_time("1970-01-01T00:01:40.123456789Z") == pytest.approx(100.123456)
-    assert sdk._docker_time("1970-01-01T01:01:40+01:00") == 100.0
-    assert sdk._docker_time("0001-01-01T00:00:00Z") is None  # never started, never finished
-    assert sdk._docker_time(None) is None
+    assert sdk.docker_time("1970-01-01T00:01:40.123456789Z") == pytest.approx(100.123456)
+    assert sdk.docker_time("1970-01-01T01:01:40+01:00") == 100.0
+    assert sdk.docker_time("0001-01-01T00:00:00Z") is None  # never started, never finished
+    assert sdk.docker_time(None) is None
 
 
 def test_every_run_container_names_its_owner(fake: FakeClient) -> None:

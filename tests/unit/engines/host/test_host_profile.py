@@ -201,7 +201,7 @@ def test_a_container_runs_profile_is_copied_out_and_read_like_a_host_runs(
     assert container.asked == [inside] and error is None
     record = _record({"window": {"kind": "after_timing", "steps": 2, "wall_ms": 300.0}, "onednn": False,
                       "dir": inside, "torch_events_path": f"{inside}/after_timing/torch_events.json"})
-    sdk._attach_container_ops(record, WindowCapture(), archive, error, None)
+    sdk.attach_container_ops(record, WindowCapture(), archive, error, None)
     assert seen[0]["torch_events"] == events and record["ops"] == {"items": []}
     assert "ops_error" not in record
 
@@ -213,7 +213,7 @@ def test_a_profile_that_cannot_be_copied_out_leaves_the_run_as_measured(monkeypa
     archive, error = sdk._copy_profile_out(object())  # an engine API without get_archive
     record = _record({"window": {"kind": "after_timing"}, "onednn": False, "dir": "/tmp/fp16doctor-profile",
                       "xplane": "/tmp/fp16doctor-profile/after_timing/plugins/profile/1/vm.xplane.pb"})
-    sdk._attach_container_ops(record, WindowCapture(), archive, error, None)
+    sdk.attach_container_ops(record, WindowCapture(), archive, error, None)
     assert record["status"] == "ok" and "ops" not in record
     assert record["ops_error"].startswith("could not copy the profile out of the container")
 
