@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fp16doctor.engines.base import Engine
+from fp16doctor.engines.registry import Router
 from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S
 from fp16doctor.engines.spec import RunSpec, WorkloadSize
 from fp16doctor.options import HOST_STACK, DiagnoseOptions
@@ -44,20 +46,6 @@ class DiagnosePlan:
                 "notes": list(self.notes)}
 
 
-def _engines(options: DiagnoseOptions, todo: list[RunSpec]) -> tuple[str, ...]:
-    where: list[str] = []
-    if options.slurm is not None:
-        where.append(f"Slurm ({' '.join(options.slurm.sbatch_args()) or 'the default partition'}): one job per "
-                     "comparison group, the host's cells on the nodes' Python")
-        return tuple(where)
-    if any(s.stack == HOST_STACK for s in todo):
-        where.append(f"this host's Python ({options.python or 'the one running fp16doctor'})")
-    if any(s.stack != HOST_STACK for s in todo):
-        for url in options.docker_hosts or ["the local Docker engine (DOCKER_HOST or its socket)"]:
-            where.append(f"Docker: {url}")
-    return tuple(where)
-
-
 def _images(options: DiagnoseOptions, todo: list[RunSpec]) -> tuple[str, ...]:
     """Each container stack's image tag: the hash of its build context, so the same tag a build would make."""
     from fp16doctor.engines.context import BuildOptions, build_args, context_files, context_hash, default_ca_bundle
@@ -72,36 +60,33 @@ def _images(options: DiagnoseOptions, todo: list[RunSpec]) -> tuple[str, ...]:
     return tuple(tags)
 
 
-def _estimate(todo: list[RunSpec], size: WorkloadSize, options: DiagnoseOptions) -> str:
-    host = [s for s in todo if s.stack == HOST_STACK and options.slurm is None]
-    others = [s for s in todo if s not in host]
+def _estimate(routed: list[tuple[Engine, list[RunSpec]]], size: WorkloadSize) -> str:
     parts: list[str] = []
-    if host and size.name == "quick":
-        parts.append(f"about {QUICK_BUDGET_S:.0f} s for this host's {len(host)} run(s): the quick budget, which the "
-                     "interleaved rounds fill (a CPU whose 16-bit steps take 20 s or more runs past it)")
-    elif host:
+    for engine, cells in routed:
         per_run = IMPORT_PRIOR_S + size.max_measure_s
-        parts.append(f"at most about {(len(host) * per_run + FULL_ROUNDS_BUDGET_S) / 60:.0f} min for this host's "
-                     f"{len(host)} run(s) (each stops measuring after {size.max_measure_s:.0f} s; the rounds take "
-                     f"{FULL_ROUNDS_BUDGET_S:.0f} s more), plus each run's first step")
-    if others:
-        per_run = IMPORT_PRIOR_S + size.max_measure_s
-        where = "Slurm job" if options.slurm is not None else "container"
-        parts.append(f"up to about {len(others) * per_run / 60:.1f} min of measuring for the {len(others)} "
-                     f"{where} run(s), plus each {where}'s start and first step")
-    if any(s.stack != HOST_STACK for s in todo) and options.slurm is None:
-        parts.append("plus a build of each image an engine lacks (minutes each)")
-    if options.slurm is not None:
-        parts.append("plus the time the jobs wait in the queue")
+        if engine.runs_here and not engine.queued and size.name == "quick":
+            parts.append(f"about {QUICK_BUDGET_S:.0f} s for this host's {len(cells)} run(s): the quick budget, which "
+                         "the interleaved rounds fill (a CPU whose 16-bit steps take 20 s or more runs past it)")
+        elif engine.runs_here and not engine.queued:
+            parts.append(f"at most about {(len(cells) * per_run + FULL_ROUNDS_BUDGET_S) / 60:.0f} min for this host's "
+                         f"{len(cells)} run(s) (each stops measuring after {size.max_measure_s:.0f} s; the rounds take "
+                         f"{FULL_ROUNDS_BUDGET_S:.0f} s more), plus each run's first step")
+        else:
+            parts.append(f"up to about {len(cells) * per_run / 60:.1f} min of measuring for the {len(cells)} "
+                         f"{engine.run_noun} run(s), plus each {engine.run_noun}'s start and first step")
+        if engine.also_costs:
+            parts.append(engine.also_costs)
     return "; ".join(parts) if parts else "nothing left to run"
 
 
 def describe_plan(todo: list[RunSpec], kept: int, size: WorkloadSize, options: DiagnoseOptions,
-                  results_path: Path) -> DiagnosePlan:
+                  results_path: Path, router: Router) -> DiagnosePlan:
     notes: list[str] = []
     if options.experiments:
         notes.append("experiments that change one thing are chosen from what the runs measure, and run after them"
                      + (" if the quick budget has room" if size.name == "quick" else ""))
     notes.append("float32 runs first in each group: its step sets the 16-bit runs' slow-step bound")
-    return DiagnosePlan(size.name, tuple(s.label for s in todo), kept, _engines(options, todo),
-                        _images(options, todo), _estimate(todo, size, options), str(results_path), tuple(notes))
+    routed = router.route(todo)
+    where = tuple(line for engine, _ in routed for line in engine.where())
+    return DiagnosePlan(size.name, tuple(s.label for s in todo), kept, where, _images(options, todo),
+                        _estimate(routed, size), str(results_path), tuple(notes))

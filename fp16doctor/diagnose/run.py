@@ -44,7 +44,7 @@ def plan_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnosePlan:
 
     prepared = prepare(replace(options, plan=True), progress)
     return describe_plan(prepared.todo, len(prepared.specs) - len(prepared.todo), prepared.size, options,
-                         prepared.results_path)
+                         prepared.results_path, prepared.router)
 
 
 def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcome:

@@ -76,6 +76,9 @@ class Engine(Protocol):
     queued: ClassVar[bool]
     # What one run is, as a sentence names it ("each ratio rests on its own process").
     one_run: ClassVar[str]
+    # What one run is called in an estimate ("container"), and what else it costs that no prior covers.
+    run_noun: ClassVar[str]
+    also_costs: ClassVar[str]
 
     @classmethod
     def from_setup(cls, setup: EngineSetup) -> Engine:
@@ -99,6 +102,10 @@ class Engine(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """What results.json records of the engine, by top-level key ({} for none)."""
+        ...
+
+    def where(self) -> list[str]:
+        """Where its cells would run, in words (`diagnose --plan`): asks nothing, contacts nothing."""
         ...
 
     def findings(self) -> list[dict[str, Any]]:

@@ -54,6 +54,8 @@ class HostEngine:
     kind: ClassVar[str] = "host"
     runs_here: ClassVar[bool] = True
     one_run: ClassVar[str] = "its own process"
+    run_noun: ClassVar[str] = "run"
+    also_costs: ClassVar[str] = ""
     queued: ClassVar[bool] = False
 
     def __init__(
@@ -182,6 +184,9 @@ class HostEngine:
 
     def findings(self) -> list[dict[str, Any]]:
         return []
+
+    def where(self) -> list[str]:
+        return [f"this host's Python ({self.python})"]
 
     def prepare(self, stack: str) -> None:
         """The host's own Python needs nothing prepared."""

@@ -48,6 +48,8 @@ class DockerEngine:
     kind: ClassVar[str] = "docker"
     runs_here: ClassVar[bool] = False  # a --docker-host may be another machine: its load is not this one's
     one_run: ClassVar[str] = "its own container's run"
+    run_noun: ClassVar[str] = "container"
+    also_costs: ClassVar[str] = "plus a build of each image an engine lacks (minutes each)"
     queued: ClassVar[bool] = False
 
     def __init__(self, setup: EngineSetup) -> None:
@@ -106,6 +108,9 @@ class DockerEngine:
 
     def describe(self) -> dict[str, Any]:
         return {"engines": [e.summary() for e in self.engines]}
+
+    def where(self) -> list[str]:
+        return [f"Docker: {e.label}" for e in self.engines]
 
     def findings(self) -> list[dict[str, Any]]:
         """What the pre-flight said of stacks an engine cannot run (stack_incompatible_gpu)."""

@@ -76,6 +76,8 @@ class SlurmEngine:
     kind: ClassVar[str] = "slurm"
     runs_here: ClassVar[bool] = False
     one_run: ClassVar[str] = "its own job's run"
+    run_noun: ClassVar[str] = "Slurm job"
+    also_costs: ClassVar[str] = "plus the time the jobs wait in the queue"
     queued: ClassVar[bool] = True  # a job's wait in the queue is no run's time
 
     def __init__(self, options: slurm.SlurmOptions, out_dir: Path, python: str | None = None,
@@ -122,6 +124,10 @@ class SlurmEngine:
 
     def findings(self) -> list[dict[str, Any]]:
         return []
+
+    def where(self) -> list[str]:
+        return [f"Slurm ({' '.join(self.options.sbatch_args()) or 'the default partition'}): one job per comparison "
+                "group, the host's cells on the nodes' Python"]
 
     @property
     def job_name(self) -> str:
