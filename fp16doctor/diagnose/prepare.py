@@ -78,12 +78,14 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
         progress.note(OFF_LINUX.format(system=platform.system() or sys.platform))
     progress.note("probing this host")
     host, local_python, backend = _probe(options, typed)
-    size = SIZES[options.size or ("full" if (options.slurm.gpu if options.slurm else host.get("gpus")) else "quick")]
     stacks = ([HOST_STACK] if options.include_host else []) + list(dict.fromkeys(options.stacks))
     router = Router(EngineSetup(out_dir=options.out_dir, python=options.python, backend=backend,
                                 keep_profiles=options.keep_profiles, host=host,
                                 docker_hosts=tuple(options.docker_hosts), ca_bundle=options.ca_bundle,
                                 wheelhouse=options.wheelhouse, force=options.force, slurm=options.slurm))
+    # The default size: full where the host's cells get GPUs (this host's, or a Slurm job's --gres), else quick.
+    host_engine = router.engine(router.engine_class(RunSpec(HOST_STACK, "float32", "original", SIZES["quick"])))
+    size = SIZES[options.size or ("full" if host_engine.has_gpus() else "quick")]
     # The engines these stacks need, checked before anything is created: an unreachable --docker-host stops
     # diagnose here, not after the host's runs.
     router.check(RunSpec(stack, "float32", "original", size) for stack in stacks)
@@ -115,9 +117,11 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
     if options.resume and results_path.exists():
         _resume(doc, load(results_path), results_path, size, typed.data_dir, options.python or sys.executable,
                 backend, typed.script, progress)
-    # Remote engines' GPUs are known only once connected: bfloat16 is planned for their stacks, and the
-    # Docker engine keeps it where a GPU computes in bfloat16 (it says why where none does).
-    where_native = ["mixed_bfloat16"] if not options.precisions and options.docker_hosts else []
+    # An engine whose GPUs are known only once it runs (a remote Docker engine's): bfloat16 is planned for its
+    # stacks, and the engine keeps it where a GPU computes in bfloat16 (it says why where none does).
+    unknown = any(engine.has_gpus() is None
+                  for engine, _ in router.route(RunSpec(stack, "float32", "original", size) for stack in stacks))
+    where_native = ["mixed_bfloat16"] if not options.precisions and unknown else []
     specs = plan_runs(stacks, precisions, size, (typed.variants or ["original"]) if typed.script else typed.variants,
                       typed.data_dir, where_native)
     if typed.script is not None:

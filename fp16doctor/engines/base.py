@@ -108,6 +108,11 @@ class Engine(Protocol):
         """Where its cells would run, in words (`diagnose --plan`): asks nothing, contacts nothing."""
         ...
 
+    def has_gpus(self) -> bool | None:
+        """Whether its runs get GPUs (the default size is full with them, quick without); None: not known before
+        it runs (a remote Docker engine's)."""
+        ...
+
     def findings(self) -> list[dict[str, Any]]:
         """What only the engine knows, as findings (a stack the pre-flight refused)."""
         ...

@@ -188,6 +188,9 @@ class HostEngine:
     def where(self) -> list[str]:
         return [f"this host's Python ({self.python})"]
 
+    def has_gpus(self) -> bool | None:
+        return self.gpu_index is not None
+
     def prepare(self, stack: str) -> None:
         """The host's own Python needs nothing prepared."""
 

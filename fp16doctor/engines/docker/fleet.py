@@ -112,6 +112,10 @@ class DockerEngine:
     def where(self) -> list[str]:
         return [f"Docker: {e.label}" for e in self.engines]
 
+    def has_gpus(self) -> bool | None:
+        """Known once connected (a remote engine's GPUs are asked then); a local engine's are this host's."""
+        return bool(self.setup.host_gpus) if all(e.local for e in self.engines) else None
+
     def findings(self) -> list[dict[str, Any]]:
         """What the pre-flight said of stacks an engine cannot run (stack_incompatible_gpu)."""
         return list(self.preflight_findings)

@@ -125,6 +125,9 @@ class SlurmEngine:
     def findings(self) -> list[dict[str, Any]]:
         return []
 
+    def has_gpus(self) -> bool | None:
+        return self.options.gpu  # --gres asks for them
+
     def where(self) -> list[str]:
         return [f"Slurm ({' '.join(self.options.sbatch_args()) or 'the default partition'}): one job per comparison "
                 "group, the host's cells on the nodes' Python"]

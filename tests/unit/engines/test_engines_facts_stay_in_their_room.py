@@ -70,3 +70,52 @@ def test_nothing_above_the_engines_asks_which_engine_ran_a_run() -> None:
                 offenders.append(f"fp16doctor/{relative}:{line} ({function})")
     assert offenders == []
     assert kind_tests((PACKAGE / FALLBACK[0]).read_text(encoding="utf-8"))  # the fallback is where it says
+
+
+# Where diagnose reads an engine's options only to record or check what was typed, not to choose what runs.
+RECORDS_WHAT_WAS_TYPED = {("diagnose/prepare.py", "_document"), ("diagnose/checks.py", "request_of")}
+
+
+def option_tests(source: str) -> list[tuple[int, str]]:
+    """(line, function) of every condition (if, conditional expression, boolean operand) that reads
+    `options.slurm` or `options.docker_hosts`."""
+    found: list[tuple[int, str]] = []
+
+    def reads_engine_option(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Attribute) and n.attr in ("slurm", "docker_hosts")
+                   and isinstance(n.value, ast.Name) and n.value.id == "options" for n in ast.walk(node))
+
+    class Scan(ast.NodeVisitor):
+        def __init__(self) -> None:
+            self.functions = ["<module>"]
+
+        def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+            self.functions.append(node.name)
+            self.generic_visit(node)
+            self.functions.pop()
+
+        def _condition(self, node: ast.If | ast.IfExp | ast.While, test: ast.AST) -> None:
+            if reads_engine_option(test):
+                found.append((node.lineno, self.functions[-1]))
+            self.generic_visit(node)
+
+        def visit_If(self, node: ast.If) -> None:
+            self._condition(node, node.test)
+
+        def visit_IfExp(self, node: ast.IfExp) -> None:
+            self._condition(node, node.test)
+
+    Scan().visit(ast.parse(source))
+    return found
+
+
+def test_diagnose_asks_the_engines_instead_of_testing_their_options() -> None:
+    offenders = []
+    for path in sorted([*(PACKAGE / "diagnose").glob("*.py"), PACKAGE / "runplan.py"]):
+        relative = str(path.relative_to(PACKAGE))
+        for line, function in option_tests(path.read_text(encoding="utf-8")):
+            if (relative, function) not in RECORDS_WHAT_WAS_TYPED:
+                offenders.append(f"fp16doctor/{relative}:{line} ({function})")
+    assert offenders == []
+    assert option_tests("def f(options):\n    x = 1 if options.slurm else 2\n    if options.docker_hosts:\n"
+                        "        pass\n") == [(2, "f"), (3, "f")]
