@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from interrupt import ctrl_c_reaches_it
 from slow_path import assert_cut_and_said, forced_cut_env, is_cut
 
 from fp16doctor.engines.host import HostEngine
@@ -243,7 +244,7 @@ def test_ctrl_c_keeps_finished_runs_and_exits_130(tmp_path: Path, cut: bool) -> 
     cut by the slow-step bound."""
     proc = subprocess.Popen([*FP16DOCTOR, "diagnose", "--quick", "--out", str(tmp_path)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=forced_cut_env() if cut else None)
+                            env=forced_cut_env() if cut else None, preexec_fn=ctrl_c_reaches_it)
     results = tmp_path / "results.json"
     deadline = time.monotonic() + 300
     running: list[int] = []

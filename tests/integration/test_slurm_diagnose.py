@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from interrupt import ctrl_c_reaches_it
 from slow_path import assert_cut_and_said, forced_cut_env
 
 from fp16doctor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
@@ -55,7 +56,7 @@ def _diagnose(out: Path, *extra: str, cut: bool = False) -> subprocess.Popen[str
     --export=ALL passes it."""
     return subprocess.Popen([sys.executable, "-m", "fp16doctor", "diagnose", *CHEAP, "--out", str(out), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=forced_cut_env() if cut else None)
+                            env=forced_cut_env() if cut else None, preexec_fn=ctrl_c_reaches_it)
 
 
 def _own_step(run: dict[str, Any]) -> dict[str, Any]:
