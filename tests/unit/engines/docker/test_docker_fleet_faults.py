@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import _thread
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -111,8 +112,13 @@ def test_ctrl_c_removes_the_containers_in_flight_and_propagates(
             _thread.interrupt_main()  # what Ctrl-C does to the main thread
 
     fleet.on_start = interrupt_on_the_first_start
-    with pytest.raises(KeyboardInterrupt):
-        run_stack_specs(plan("cpu"), {"gpus": []}, options(tmp_path, A, B), writer(tmp_path), progress, 0, 4)
+    # interrupt_main does nothing where SIGINT is ignored (a suite started as a background job inherits that).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_stack_specs(plan("cpu"), {"gpus": []}, options(tmp_path, A, B), writer(tmp_path), progress, 0, 4)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
     assert interrupted and interrupted[0] == 1
     assert {url for url, _ in fleet.cleanups} == {A, B}
