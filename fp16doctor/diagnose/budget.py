@@ -10,7 +10,7 @@ from typing import Any
 from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S, ROUNDS_MIN_BUDGET_S, stack_rounds_budget_s
 from fp16doctor.engines.spec import RunSpec, WorkloadSize
 from fp16doctor.options import Progress
-from fp16doctor.runplan import QUICK_BUDGET_S
+from fp16doctor.runplan import IMPORT_PRIOR_S, QUICK_BUDGET_S
 
 
 def rounds_budget_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], deadline: float | None) -> float:
@@ -49,9 +49,6 @@ def within_budget(planned: list[RunSpec], runs: list[dict[str, Any]], deadline: 
 # where TensorFlow computes float16 without oneDNN (an AVX2 EPYC: 1004 ms against 449 ms,
 # docs/examples/cpu-epyc-avx2-quick).
 UNBOUND_16BIT_STEP_PRIOR = 2.2
-# Importing the framework, before anything of this invocation measured it (2.8-5.1 s in the recorded quick
-# diagnoses of an EPYC and a Xeon, runs[].timing.import_s).
-IMPORT_PRIOR_S = 3.0
 
 
 def _original(runs: list[dict[str, Any]], stack: str, precision: str) -> Mapping[str, Any] | None:
