@@ -29,18 +29,23 @@ def _names_an_engine(node: ast.AST) -> bool:
     return any(isinstance(v, ast.Constant) and v.value in KINDS for v in values)
 
 
+class _InFunctions(ast.NodeVisitor):
+    """A visitor that knows the innermost function it is in."""
+
+    def __init__(self) -> None:
+        self.functions = ["<module>"]
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self.functions.append(node.name)
+        self.generic_visit(node)
+        self.functions.pop()
+
+
 def kind_tests(source: str) -> list[tuple[int, str]]:
     """(line, innermost enclosing function) of every comparison of an engine kind with an engine's name."""
     found: list[tuple[int, str]] = []
 
-    class Scan(ast.NodeVisitor):
-        def __init__(self) -> None:
-            self.functions = ["<module>"]
-
-        def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-            self.functions.append(node.name)
-            self.generic_visit(node)
-            self.functions.pop()
+    class Scan(_InFunctions):
 
         def visit_Compare(self, node: ast.Compare) -> None:
             sides = [node.left, *node.comparators]
@@ -85,14 +90,7 @@ def option_tests(source: str) -> list[tuple[int, str]]:
         return any(isinstance(n, ast.Attribute) and n.attr in ("slurm", "docker_hosts")
                    and isinstance(n.value, ast.Name) and n.value.id == "options" for n in ast.walk(node))
 
-    class Scan(ast.NodeVisitor):
-        def __init__(self) -> None:
-            self.functions = ["<module>"]
-
-        def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-            self.functions.append(node.name)
-            self.generic_visit(node)
-            self.functions.pop()
+    class Scan(_InFunctions):
 
         def _condition(self, node: ast.If | ast.IfExp | ast.While, test: ast.AST) -> None:
             if reads_engine_option(test):
