@@ -231,7 +231,7 @@ class RunView:
     loss_scale_last: float | None = None
     loss_scale_first: float | None = None
     step_losses: tuple[float, ...] = ()
-    image_pixels: int | None = None
+    image_size: tuple[int, int] | None = None  # (height, width) of the workload's images
     rounds: tuple[float, ...] = ()  # one step median per round, in order (`step_time_ms.rounds`)
     aa_rounds: tuple[float, ...] = ()  # float32's A/A control: a second float32 model in the same rounds
     design: str | None = None  # how its rounds ran beside float32's: "interleaved" | "sequential"
@@ -279,9 +279,9 @@ class RunView:
         return f"{self.stack} / {self.precision}{variant}{machine}"
 
 
-def _pixels(workload: Mapping[str, Any]) -> int | None:
+def _image_size(workload: Mapping[str, Any]) -> tuple[int, int] | None:
     height, width = as_int(workload.get("image_height")), as_int(workload.get("image_width"))
-    return height * width if height and width else None
+    return (height, width) if height and width else None
 
 
 def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
@@ -325,7 +325,7 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
         experiment=as_mapping(run.get("experiment")) or None,
         loss_scale_first=as_number(loss.get("scale_first")),
         loss_scale_last=as_number(loss.get("scale_last")),
-        image_pixels=_pixels(workload),
+        image_size=_image_size(workload),
         step_losses=tuple(v for v in (as_number(x) for x in as_list(run.get("losses"))) if v is not None),
         rounds=tuple(v for v in (as_positive(x) for x in as_list(step.get("rounds"))) if v is not None),
         design=as_str(step.get("design")),

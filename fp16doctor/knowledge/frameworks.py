@@ -184,29 +184,35 @@ NUMPY_FP16_ISSUES = (
 )
 @dataclass(frozen=True)
 class HostBatchEstimate:
-    """Host time to build one ImageDataGenerator batch in float16 and float32: an estimate, used only where a
-    results file carries no measured input time of its own."""
+    """Host time to build one ImageDataGenerator batch in float16 and float32, measured by fp16doctor on one
+    machine: quoted for a document that carries no measured input time of its own, labelled as an estimate."""
 
     float16_ms: float
     float32_ms: float
     batch_size: int
-    image_pixels: int  # height x width of the images it was measured on
+    image_height: int
+    image_width: int
     source: str
 
-    def scaled_excess_ms(self, batch_size: int | None, image_pixels: int | None) -> float:
-        """The float16 excess, scaled linearly to another batch and image size (numpy's work is per element)."""
+    def scale(self, batch_size: int | None, image_pixels: int | None) -> float:
+        """How many times this measurement's work another batch is (numpy's work is per element)."""
         scale = (batch_size or self.batch_size) / self.batch_size
-        scale *= (image_pixels or self.image_pixels) / self.image_pixels
-        return (self.float16_ms - self.float32_ms) * scale
+        return scale * (image_pixels or self.image_pixels) / self.image_pixels
+
+    @property
+    def image_pixels(self) -> int:
+        return self.image_height * self.image_width
 
 
-# One Keras-2.1.5-style batch (rescale + flips, decode excluded) of 128 images at 224x336, on a 2-core x86
-# machine; numpy emulates float16 arithmetic in software (numpy issues 7571, 11590, 28753). Measured on another
-# machine than the one a document describes: evidence for a likely cause (verdicts[].likely_cause), labelled as an
-# estimate, never a verdict cause with explains_ms.
+# The seed workload's generator (rescale and both flips, JPEG decode included) timed by fp16doctor itself: the
+# tf1.7-cpu stack (TensorFlow 1.7.0, Keras 2.1.5, numpy 1.14.2, Python 2.7.18), quick size, on a 2-core AMD EPYC
+# (family 25) with AVX2 and F16C, `input_time_ms` medians of float16 (floatx) and float32 batches. The run is in
+# docs/examples/cpu-epyc-avx2-tf1.7-quick (a unit test holds these figures to it). numpy emulates float16
+# arithmetic in software (numpy issues 7571, 11590). Measured on another machine than the one a document
+# describes: evidence for a likely cause (verdicts[].likely_cause), never a verdict cause with explains_ms.
 HOST_FP16_BATCH_ESTIMATE = HostBatchEstimate(
-    float16_ms=170.0, float32_ms=26.0, batch_size=128, image_pixels=224 * 336,
-    source="a Keras 2.1.5-style ImageDataGenerator batch timed on a 2-core x86 machine",
+    float16_ms=65.9, float32_ms=57.8, batch_size=32, image_height=112, image_width=168,
+    source="Keras 2.1.5's ImageDataGenerator on fp16doctor's tf1.7-cpu stack (2-core AMD EPYC, AVX2 and F16C)",
 )
 
 

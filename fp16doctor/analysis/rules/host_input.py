@@ -23,6 +23,7 @@ from fp16doctor.knowledge.frameworks import (
     HOST_FP16_BATCH_ESTIMATE,
     KERAS_USES_KERAS_PREPROCESSING_SINCE,
     NUMPY_FP16_ISSUES,
+    HostBatchEstimate,
     has_feature,
 )
 from fp16doctor.workload.protocol import SEED_WORKLOAD
@@ -184,6 +185,14 @@ def _host_gain(ctx: Context, runs: list[RunView]) -> str | None:
     return None
 
 
+def _batch_words(run: RunView, est: HostBatchEstimate) -> str:
+    """This run's batch and image size as the scaled estimate names them (what it does not record: as measured)."""
+    batch = run.batch_size or est.batch_size
+    if run.image_size is None or run.image_size == (est.image_height, est.image_width):
+        return f"batch of {batch}"
+    return f"batch of {batch} at {run.image_size[0]}x{run.image_size[1]}"
+
+
 def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
     evidence: list[str] = []
     runs: list[RunView] = []
@@ -222,18 +231,16 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
             if not in_floatx:
                 continue
             est = HOST_FP16_BATCH_ESTIMATE
-            measured_batch = est.batch_size
             line = (
                 f"{at(run)}: {why}; numpy has no fast float16 arithmetic on x86 ({NUMPY_FP16_ISSUES[0]}). "
-                f"Estimate (no input time was measured): {est.source} took about {est.float16_ms:.0f} ms "
-                f"per batch of {measured_batch} in float16 vs {est.float32_ms:.0f} ms in float32 "
-                "(decode excluded"
+                f"Estimate (no input time was measured): {est.source} took {est.float16_ms:.1f} ms per batch of "
+                f"{est.batch_size} images of {est.image_height}x{est.image_width} in float16 vs "
+                f"{est.float32_ms:.1f} ms in float32 (decode included"
             )
-            batch = run.batch_size or measured_batch
-            if batch != measured_batch:  # a scaled figure is said to be one, not passed off as measured
-                scale = batch / measured_batch
-                line += (f"; about {est.float16_ms * scale:.0f} vs "
-                         f"{est.float32_ms * scale:.0f} ms scaled to this run's batch of {batch}")
+            scale = est.scale(run.batch_size, run.image_size and run.image_size[0] * run.image_size[1])
+            if abs(scale - 1) > 0.01:  # a scaled figure is said to be one, not passed off as measured
+                line += (f"; about {est.float16_ms * scale:.0f} vs {est.float32_ms * scale:.0f} ms scaled to this "
+                         f"run's {_batch_words(run, est)}")
             line += ")"
             grown = next((p for p in ctx.fp16_pairs() if p.reduced is run), None)
             major = True

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from fp16doctor.analysis import analyse
+from fp16doctor.knowledge.frameworks import HOST_FP16_BATCH_ESTIMATE
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples"
 
 TITAN_V = {"index": 0, "name": "NVIDIA TITAN V", "compute_capability": "7.0"}
 V100 = {"index": 0, "name": "Tesla V100-SXM2-16GB", "compute_capability": "7.0"}
@@ -215,16 +220,34 @@ def test_inferred_for_keras_215_generator() -> None:
 
 
 def test_the_reference_host_timing_is_quoted_as_measured_and_a_scaled_one_as_scaled() -> None:
+    measured = {**SEED, "image_height": 112, "image_width": 168, "batch_size": 32}  # the measurement's own size
+    f = finding(doc(run("float32", 500, software=KERAS215, workload=measured),
+                    run("float16", 800, software=KERAS215, workload=measured), gpu=TITAN_V), "host_fp16_emulation")
+    line = next(e for e in f["evidence"] if "was measured" in e)
+    assert "65.9 ms per batch of 32 images of 112x168 in float16 vs 57.8 ms in float32" in line
+    assert "scaled" not in line
     f = finding(doc(run("float32", 500, software=KERAS215, workload=SEED),
                     run("float16", 800, software=KERAS215, workload=SEED), gpu=TITAN_V), "host_fp16_emulation")
     line = next(e for e in f["evidence"] if "was measured" in e)
-    assert "about 170 ms per batch of 128 in float16 vs 26 ms in float32" in line and "scaled" not in line
-    small = {**SEED, "batch_size": 32}
-    f = finding(doc(run("float32", 500, software=KERAS215, workload=small),
-                    run("float16", 800, software=KERAS215, workload=small), gpu=TITAN_V), "host_fp16_emulation")
-    line = next(e for e in f["evidence"] if "was measured" in e)
-    assert "about 170 ms per batch of 128 in float16" in line  # what was measured, as measured
-    assert "about 42 vs 6 ms scaled to this run's batch of 32" in line
+    assert "65.9 ms per batch of 32 images of 112x168 in float16" in line  # what was measured, as measured
+    # 128 images of 224x336 are 16 times the work: 1054 vs 925 ms.
+    assert "about 1054 vs 925 ms scaled to this run's batch of 128 at 224x336" in line
+
+
+def test_the_host_batch_estimate_is_the_tf1_7_twins_own_measurement() -> None:
+    """The estimate quoted where nothing was measured is fp16doctor's measurement on the tf1.7-cpu stack: its
+    figures, batch and image size are those of the example that recorded it."""
+    example = json.loads((EXAMPLES / "cpu-epyc-avx2-tf1.7-quick" / "results.json").read_text())
+    runs = {r["precision"]: r for r in example["runs"] if r["variant"] == "original"}
+    est = HOST_FP16_BATCH_ESTIMATE
+    assert round(runs["float16"]["input_time_ms"]["median"], 1) == est.float16_ms
+    assert round(runs["float32"]["input_time_ms"]["median"], 1) == est.float32_ms
+    assert runs["float16"]["batch_dtype"] == "float16" and runs["float32"]["batch_dtype"] == "float32"
+    for r in runs.values():
+        workload, software = r["workload"], r["software"]
+        assert (workload["batch_size"], workload["image_height"], workload["image_width"]) == (
+            est.batch_size, est.image_height, est.image_width)
+        assert software["keras"] == "2.1.5" and r["stack"] == "tf1.7-cpu"
 
 
 def test_keras_224_generator_yields_float32() -> None:
