@@ -1,6 +1,8 @@
-"""The question's 2018 frameworks for real: TensorFlow 1.7.0 and Keras 2.1.5 (the tf1.7-cpu stack, their CPU builds on
-Python 2.7.18) run the seed workload in float32 and in float16 set as the user set it (keras.json floatx), on a real
-Docker engine. One stack, two precisions, the quick size: what holds on any x86-64 CPU, not how fast it is."""
+"""The question's 2018 frameworks for real: TensorFlow 1.7.0 with Keras 2.1.5 and TensorFlow 1.13.1 with Keras 2.2.4
+(the tf1.7-cpu and tf1.13-cpu stacks, their CPU builds on Python 2.7.18) run the seed workload in float32 and in
+float16 set as the user set it (keras.json floatx), in one diagnose on a real Docker engine, which then says what
+changed for float16 from one stack to the next. Two stacks, two precisions, the quick size: what holds on any x86-64
+CPU, not how fast it is."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from docker_env import ca_bundle, require_engine
@@ -17,20 +20,35 @@ from fp16doctor.stacks import get_stack
 from fp16doctor.workload.protocol import SEED_WORKLOAD
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-TWIN = "tf1.7-cpu"
+# The twins, oldest first, with what each one's workload must report about itself.
+TWINS = {"tf1.7-cpu": ("1.7.0", "2.1.5"), "tf1.13-cpu": ("1.13.1", "2.2.4")}
 
 
-def test_tensorflow_1_7_and_keras_2_1_5_train_in_float32_and_float16_on_python_2_7(tmp_path: Path) -> None:
-    require_engine()
-    command = [sys.executable, "-m", "fp16doctor", "diagnose", "--quick", "--stack", TWIN, "--no-host",
-               "--precision", "float32", "--precision", "float16", "--no-experiments", "--out", str(tmp_path)]
+def _diagnose(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "fp16doctor", "diagnose", "--quick", "--no-host", *args, "--out", str(out)]
     ca = ca_bundle()
-    if ca is not None:  # pip inside the build goes through this machine's TLS proxy
+    if ca is not None:  # pip inside the builds goes through this machine's TLS proxy
         command += ["--ca-bundle", str(ca)]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+    return subprocess.run(command, capture_output=True, text=True, timeout=3600)
+
+
+@pytest.fixture(scope="module")
+def both_twins(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    """One diagnose over both twins: (its results document, its terminal output)."""
+    require_engine()
+    out = tmp_path_factory.mktemp("tf1-twins")
+    stacks = [arg for name in TWINS for arg in ("--stack", name)]
+    proc = _diagnose(out, *stacks, "--precision", "float32", "--precision", "float16", "--no-experiments")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    doc = json.loads((tmp_path / "results.json").read_text())
-    runs = {r["precision"]: r for r in doc["runs"] if r["variant"] == "original"}
+    assert sdk.leftover_containers(None) == []
+    return json.loads((out / "results.json").read_text()), proc.stdout
+
+
+@pytest.mark.parametrize("twin", list(TWINS))
+def test_the_2018_frameworks_train_in_float32_and_float16_on_python_2_7(
+        both_twins: tuple[dict[str, Any], str], twin: str) -> None:
+    doc, _ = both_twins
+    runs = {r["precision"]: r for r in doc["runs"] if r["variant"] == "original" and r["stack"] == twin}
     assert sorted(runs) == ["float16", "float32"]
     float32 = runs["float32"]
     assert float32["status"] == "ok", float32.get("error")
@@ -41,19 +59,42 @@ def test_tensorflow_1_7_and_keras_2_1_5_train_in_float32_and_float16_on_python_2
             continue
         # The twin's own software, as the workload saw it inside the image.
         software = run["software"]
-        assert (software["tensorflow"], software["keras"]) == ("1.7.0", "2.1.5"), software
+        assert (software["tensorflow"], software["keras"]) == TWINS[twin], software
         assert software["python"].startswith("2.7."), software
         assert run["workload"]["name"] == SEED_WORKLOAD and run["workload"]["api"] == "fit_generator"
         assert run["keras_config"]["floatx"] == precision
         assert run["step_time_ms"]["median"] > 0
-        # TensorFlow 1.7 from PyPI is no oneDNN build: its ops come from RunMetadata step stats, layers named the
-        # Keras 2.1.5 way (the first Conv2D is conv2d_1).
+        # TensorFlow 1.x from PyPI is no oneDNN build: its ops come from RunMetadata step stats, layers named the
+        # Keras 2 way (the first Conv2D is conv2d_1).
         ops = run["ops"]
         assert ops["source"] == "tf1_run_metadata", ops
         layers = {item["layer"] for item in ops["items"]}
         assert "conv2d_1" in layers, sorted(layers)
         assert any(i["pass"] == "backward_weights" and i["op_type"] == "Conv2DBackpropFilter" for i in ops["items"])
+        # The host half, measured: Keras 2.1.5 builds batches in floatx, Keras 2.2.4's keras_preprocessing float32.
+        assert run["input_time_ms"]["median"] > 0
+        if precision == "float16":
+            assert run["batch_dtype"] == ("float16" if twin == "tf1.7-cpu" else "float32"), run["batch_dtype"]
         engine = run["engine"]
-        assert engine["kind"] == "docker" and engine["image"].startswith(f"fp16doctor/{TWIN}:")
-        assert engine["stack_description"] == get_stack(TWIN).description
-    assert sdk.leftover_containers(None) == []
+        assert engine["kind"] == "docker" and engine["image"].startswith(f"fp16doctor/{twin}:")
+        assert engine["stack_description"] == get_stack(twin).description
+
+
+def test_one_diagnose_over_both_twins_says_what_changed_for_float16_between_them(
+        both_twins: tuple[dict[str, Any], str]) -> None:
+    doc, terminal = both_twins
+    float16_ok = {r["stack"] for r in doc["runs"]
+                  if r["precision"] == "float16" and r["variant"] == "original" and r["status"] == "ok"}
+    if float16_ok != set(TWINS):
+        pytest.skip(f"float16 did not train on every twin here ({sorted(float16_ok)}): nothing to compare")
+    [comparison] = [c for c in doc["stack_comparisons"] if c["precision"] == "float16"]
+    assert (comparison["from"], comparison["to"]) == ("tf1.7-cpu", "tf1.13-cpu")  # older software first
+    assert (comparison["software_from"]["keras"], comparison["software_to"]["keras"]) == ("2.1.5", "2.2.4")
+    assert comparison["headline"].startswith("float16 against float32 went from ")
+    assert 0 <= comparison["explained_share"] <= 1
+    # Ops are matched by layer type and position: both Keras 2 stacks call their first Conv2D conv2d_1.
+    if comparison["significant"]:
+        assert comparison["changes"], comparison
+    # The terminal says it too, under its own heading (the sentence wrapped to the terminal's width).
+    words = " ".join(terminal.split())
+    assert "Between stacks" in words and " ".join(comparison["headline"].split()[:8]) in words, terminal[-3000:]
