@@ -106,7 +106,7 @@ def _stacks_accepting(names: list[str], on_gpu: bool) -> tuple[list[str], bool]:
     of device first, and whether each of them needs a GPU."""
     from fp16doctor.stacks import all_stacks
 
-    stacks = [s for s in all_stacks() if accepts(s.keras, names) and s.runs_scripts]
+    stacks = [s for s in all_stacks() if accepts(s.keras, names)]
     stacks.sort(key=lambda s: s.gpu != on_gpu)  # stable: the catalogue's order within each kind
     return [s.name for s in stacks], bool(stacks) and all(s.needs_gpu for s in stacks)
 

@@ -192,3 +192,22 @@ def check_script_compiles(script: Path, python: str) -> None:
         raise DoctorError(f"--script {script} does not compile on {python}: {done.stdout.strip()}",
                           hint="fix the script, or run it on a stack whose Python reads it (--stack NAME --no-host)",
                           exit_code=EXIT_USAGE)
+
+
+def check_script_reads_as_python2(script: Path, stack: str, python: str) -> None:
+    """A --script for a Python 2 stack that uses Python 3-only syntax is what the user typed wrong: said before
+    anything is built or run. This machine has no Python 2.7 to compile it with, so it is read for Python 3-only
+    syntax (py2_syntax.py); what that reading cannot tell, the stack's Python compiles when the script runs."""
+    from fp16doctor.diagnose.py2_syntax import python2_problem
+
+    try:
+        source = script.read_bytes()
+    except OSError:
+        return  # prepare_script has read it already; the run will say
+    problem = python2_problem(source)
+    if problem is not None:
+        what, line = problem
+        raise DoctorError(f"--script {script} is not Python 2.7, which the {stack} stack runs (Python {python}): "
+                          f"{what} (line {line})",
+                          hint="make the script valid Python 2.7, or run it in a Python 3 stack such as tf2.10-cpu "
+                               "(--stack tf2.10-cpu --no-host)", exit_code=EXIT_USAGE)

@@ -19,6 +19,7 @@ from fp16doctor.diagnose.checks import (
     check_out_dir,
     check_precisions,
     check_script_compiles,
+    check_script_reads_as_python2,
     check_variants,
     check_workload_imports,
     host_keras,
@@ -169,11 +170,8 @@ def _check_typed(options: DiagnoseOptions) -> _Typed:
 
         stack_specs = [get_stack(name) for name in options.stacks]  # an unknown name fails here, before any run
         for stack in stack_specs:
-            if script is not None and not stack.runs_scripts:
-                raise DoctorError(f"--script cannot run in {stack.name}: its Python {stack.python} cannot run "
-                                  "fp16doctor's script runner (Python 3 only)",
-                                  hint="run the built-in seed workload there (drop --script), or the script in a "
-                                       "Python 3 stack such as tf2.10-cpu", exit_code=EXIT_USAGE)
+            if script is not None and stack.python.startswith("2."):
+                check_script_reads_as_python2(Path(script.path), stack.name, stack.python)
         if not options.include_host:
             # A precision asked for that no stack can run is what was typed wrong; one that some stack runs is
             # recorded skipped, with the reason, on the stacks that cannot.

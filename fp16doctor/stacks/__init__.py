@@ -72,12 +72,6 @@ class StackSpec:
             out[normalise_name(name)] = version
         return out
 
-    @property
-    def runs_scripts(self) -> bool:
-        """Whether `diagnose --script` can run here: the script runner's Keras import hook is a PEP 451 finder,
-        which Python 2.7 never asks (the built-in workload runs on 2.7 all the same)."""
-        return not self.python.startswith("2.")
-
     def supports_precision(self, precision: str) -> bool:
         """float32/float16 run everywhere; the mixed policies need a Keras with a dtype-policy API;
         floatx bfloat16 only Keras 3 accepts (Keras 2 and tf_keras check floatx against float16/32/64)."""

@@ -13,7 +13,7 @@ What cannot be replayed this way is said, and the rounds fail (each precision's 
 process): a script that trains with train_on_batch or a custom loop, or one whose input runs out (a one-shot
 generator) before a block is done.
 
-Runs inside the target Python beside script_runner.py: valid Python 3.5, stdlib + the framework.
+Runs inside the target Python beside script_runner.py: valid Python 2.7 and 3.5, stdlib + the framework.
 """
 from __future__ import division, print_function
 

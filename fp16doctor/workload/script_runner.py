@@ -3,13 +3,13 @@
 
     python -u script_runner.py --precision P --log FILE --workdir DIR [--steps N ...] -- train.py [ARGS]
 
-Like run_workload.py this runs inside the target Python (down to Python 3.5 with Keras 2.1.5), so it
-stays valid Python 3.5 with stdlib, numpy and Keras only, and reports through "@@fp16doctor {json}"
-lines (events.py). The precision is applied from outside, as a user would: a private keras.json (floatx), and for
-the mixed policies the global dtype policy, set the moment the script imports Keras. An import hook
-wraps Model.fit / fit_generator / train_on_batch of whichever Keras the script imports (Keras 3,
-tf_keras, Keras 2), so a callback the script never sees times each step with the built-in workload's
-StepTimer (timing.py).
+Like run_workload.py this runs inside the target Python (down to Python 2.7 with Keras 2.1.5: the tf1.7-cpu and
+tf1.13-cpu stacks), so it stays valid Python 2.7 and 3.5 (what Python 2.7 lacks goes through compat.py) with
+stdlib, numpy and Keras only, and reports through "@@fp16doctor {json}" lines (events.py). The precision is
+applied from outside, as a user would: a private keras.json (floatx), and for the mixed policies the global
+dtype policy, set the moment the script imports Keras. An import hook wraps Model.fit / fit_generator /
+train_on_batch of whichever Keras the script imports (Keras 3, tf_keras, Keras 2), so a callback the script
+never sees times each step with the built-in workload's StepTimer (timing.py).
 After N measured steps the runner stops the script by an exception (any Keras), and the code after that
 point (evaluation, saving) does not run.
 
@@ -18,8 +18,8 @@ point (evaluation, saving) does not run.
 times those precisions together instead, in interleaved rounds in this one process (script_rounds.py): the
 script runs once per precision and its first fit() call is replayed in short blocks.
 
-The script runs through runpy as __main__ with sys.argv = [script, ARGS...] and its own folder first
-on sys.path, in DIR (a fresh, writable scratch directory: the script's folder may be read-only in a
+The script runs as __main__ (runpy's way: compat.run_script) with sys.argv = [script, ARGS...] and its own
+folder first on sys.path, in DIR (a fresh, writable scratch directory: the script's folder may be read-only in a
 container, and a checkpoint written relative to the working directory must not overwrite the user's
 own, once per precision). Its stdout and stderr (Python's and the framework's C++ logs) go to FILE;
 the protocol keeps the runner's original stdout.
@@ -29,10 +29,9 @@ from __future__ import division, print_function
 import argparse
 import functools
 import hashlib
-import importlib.util
+import importlib
 import os
 import re
-import runpy
 import shutil
 import sys
 import traceback
@@ -41,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 # The built-in workload's modules: they sit beside this file, inside the image too.
 import events  # noqa: E402
-from compat import perf_counter  # noqa: E402
+from compat import find_spec, perf_counter, run_script  # noqa: E402
 import script_rounds  # noqa: E402
 import frameworks  # noqa: E402
 import window  # noqa: E402
@@ -52,12 +51,15 @@ from protocol import ONEDNN_PREFIXES, PRECISIONS, PROFILE_DIR_ENV, SCRIPT_VARIAN
 
 # The user's script may have modules of the same names (model, events, dataset ...), or a package it imports
 # may: ours must not shadow them. Run as a script, this folder is also sys.path[0]; what was imported stays
-# reachable through the names above.
+# reachable through the names above, and the modules themselves stay referenced here: Python 2.7 clears a
+# module's globals to None once the module object goes away (compat.perf_counter would find no `time`).
 _here = os.path.realpath(HERE)
+_own_modules = []
 sys.path[:] = [p for p in sys.path if not p or os.path.realpath(p) != _here]
 for _name, _module in list(sys.modules.items()):
     _file = getattr(_module, "__file__", None)
     if _name not in ("__main__", __name__) and _file and os.path.dirname(os.path.realpath(_file)) == _here:
+        _own_modules.append(_module)
         del sys.modules[_name]
 
 # tf.keras was TensorFlow's own copy, tensorflow.python.keras, before TensorFlow 2.6 (from 2.6 it is the
@@ -65,6 +67,8 @@ for _name, _module in list(sys.modules.items()):
 TF_KERAS_MODULE = "tensorflow.python.keras"
 TF_KERAS_OWN_COPY_BEFORE = (2, 6)
 KERAS_MODULES = ("keras", "tf_keras", TF_KERAS_MODULE)
+# What the import hook reports: the Keras modules, and TensorFlow, whose end TensorFlow 1's tf.keras waits for.
+HOOKED_MODULES = KERAS_MODULES + ("tensorflow",)
 TRAIN_METHODS = ("fit", "fit_generator", "train_on_batch")
 WRAPPED_METHODS = TRAIN_METHODS + ("compile",)
 # Keras 2 API that later Keras rejects: the runner names what the script used (fp16doctor's host side
@@ -244,10 +248,30 @@ class Session(object):
         self.policy_at_first_call = None
         self.notes = []
         self.capture = None  # interleaved rounds: takes each training call instead of timing it
+        self.tensorflow_loaded = sys.modules.get("tensorflow") is not None
+        self.deferred = []  # TensorFlow 1's tf.keras, loaded before TensorFlow was (on_keras_import)
 
     # -------------------------------------------------------- precision, applied when Keras loads
 
     def on_keras_import(self, name, module, seconds):
+        """A hooked module has executed. TensorFlow 1 imports its own tf.keras half-way through `import
+        tensorflow` (tensorflow/python/__init__.py), before tensorflow has its __version__ or its backend
+        functions: that tf.keras waits until TensorFlow has loaded and, where the import of another Keras (Keras
+        2.2.4 imports TensorFlow) loaded it, until that Keras has had its turn: the script's Keras comes first."""
+        if name == "tensorflow":
+            self.tensorflow_loaded = True
+        elif name == TF_KERAS_MODULE and not self.tensorflow_loaded:
+            self.deferred.append((name, module, seconds))
+            return
+        else:
+            self.keras_loaded(name, module, seconds)
+        importing = [n for n in ("keras", "tf_keras") if sys.modules.get(n) is not None and n not in self.modules]
+        if self.deferred and self.tensorflow_loaded and not importing:
+            deferred, self.deferred = self.deferred, []
+            for args in deferred:
+                self.keras_loaded(*args)
+
+    def keras_loaded(self, name, module, seconds):
         # Several may load (tf.keras can be either): each gets the precision and the patches.
         if name == TF_KERAS_MODULE:
             if not tf_keras_is_own_copy():
@@ -487,19 +511,28 @@ def apply_precision(session, keras, name):
 
 
 class KerasImportHook(object):
-    """A meta-path finder that finds `keras` / `tf_keras` as the normal finders do, and calls back
-    the moment the module has executed, before the script's next line."""
+    """A meta-path finder that finds `keras` / `tf_keras`, TensorFlow 1's tf.keras and `tensorflow` as the normal
+    finders do, and calls back the moment the module has executed, before the script's next line.
+
+    Python 3 asks find_spec (PEP 451): the normal finders' spec is returned with its loader's exec_module
+    wrapped. Python 2.7 knows only PEP 302 and asks find_module, then the loader it returns (this hook) to
+    load_module: the module is imported by the normal finders meanwhile (the hook stands aside for that name),
+    then called back. Python 3.4 to 3.11 fall back to find_module only for a finder without find_spec, so each
+    Python takes one path."""
 
     def __init__(self, on_import):
         self.on_import = on_import
         self.busy = set()
 
+    def _wanted(self, fullname):
+        return fullname in HOOKED_MODULES and fullname not in self.busy
+
     def find_spec(self, fullname, path=None, target=None):
-        if fullname not in KERAS_MODULES or fullname in self.busy:
+        if not self._wanted(fullname):
             return None
         self.busy.add(fullname)
         try:
-            spec = importlib.util.find_spec(fullname)
+            spec = find_spec(fullname)
         finally:
             self.busy.discard(fullname)
         loader = getattr(spec, "loader", None)
@@ -515,6 +548,25 @@ class KerasImportHook(object):
 
         loader.exec_module = exec_module
         return spec
+
+    def find_module(self, fullname, path=None):
+        """PEP 302 (Python 2.7): this hook loads the Keras modules."""
+        return self if self._wanted(fullname) else None
+
+    def load_module(self, fullname):
+        """PEP 302: the module, imported by the normal finders, then called back; one already in sys.modules (a
+        reload) is returned as it is."""
+        module = sys.modules.get(fullname)
+        if module is not None:
+            return module
+        self.busy.add(fullname)
+        started = perf_counter()
+        try:
+            module = importlib.import_module(fullname)
+        finally:
+            self.busy.discard(fullname)
+        self.on_import(fullname, module, perf_counter() - started)
+        return module
 
 
 # ---------------------------------------------------------------- running the script
@@ -579,7 +631,7 @@ def run(args):
     ended = "completed"
     exit_code = None
     try:
-        runpy.run_path(args.script, run_name="__main__")
+        run_script(args.script)
     except Enough:
         ended = "stopped"
     except SystemExit as exc:
@@ -689,7 +741,7 @@ def run_rounds(args, session, script_sha256):
         sys.argv = [args.script] + list(args.script_args)
         os.chdir(args.workdir)
         try:
-            runpy.run_path(args.script, run_name="__main__")
+            run_script(args.script)
         except script_rounds.Captured:
             return True
         except SystemExit as exc:

@@ -2,7 +2,8 @@
 (the tf1.7-cpu and tf1.13-cpu stacks, their CPU builds on Python 2.7.18) run the seed workload in float32 and in
 float16 set as the user set it (keras.json floatx), in one diagnose on a real Docker engine, which then says what
 changed for float16 from one stack to the next. Two stacks, two precisions, the quick size: what holds on any x86-64
-CPU, not how fast it is."""
+CPU, not how fast it is. And a user's own Keras 2 script runs, measured, on TensorFlow 1.13.1 and Keras 2.2.4 on Python
+2.7 (the tf1.13-cpu stack)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from fp16doctor.workload.protocol import SEED_WORKLOAD
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 # The twins, oldest first, with what each one's workload must report about itself.
 TWINS = {"tf1.7-cpu": ("1.7.0", "2.1.5"), "tf1.13-cpu": ("1.13.1", "2.2.4")}
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _diagnose(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -98,3 +100,50 @@ def test_one_diagnose_over_both_twins_says_what_changed_for_float16_between_them
     # The terminal says it too, under its own heading (the sentence wrapped to the terminal's width).
     words = " ".join(terminal.split())
     assert "Between stacks" in words and " ".join(comparison["headline"].split()[:8]) in words, terminal[-3000:]
+
+
+def test_a_keras_2_script_runs_measured_on_tensorflow_1_13_and_keras_2_2_4_on_python_2_7(tmp_path: Path) -> None:
+    """The script runner on Python 2.7: its import hook (PEP 302 there) applies floatx and times the script's own
+    model.fit; the profiled window's ops come from TensorFlow 1's step stats. A tiny script, so the test stays short
+    once the image is built."""
+    require_engine()
+    stack = "tf1.13-cpu"
+    script = ROOT / "tests" / "data" / "scripts" / "keras2_fit_py27.py"
+    out = tmp_path / "out"
+    proc = _diagnose(out, "--script", str(script), "--stack", stack, "--precision", "float32", "--precision", "float16",
+                     "--no-experiments")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = {r["precision"]: r for r in json.loads((out / "results.json").read_text())["runs"]}
+    assert sorted(runs) == ["float16", "float32"]
+    assert runs["float32"]["status"] == "ok", runs["float32"].get("error")
+    for precision, run in runs.items():
+        if run["status"] != "ok":
+            assert run["status"] in ("skipped", "failed") and run.get("error"), (precision, run)
+            continue
+        software = run["software"]
+        assert (software["tensorflow"], software["keras"]) == ("1.13.1", "2.2.4"), software
+        assert software["python"].startswith("2.7."), software
+        workload = run["workload"]
+        # The script's Keras is the one it imported (TensorFlow 1.13 loads its own tf.keras on the way).
+        assert workload["name"] == "script" and workload["keras_module"] == "keras" and workload["api"] == ["fit"]
+        assert run["keras_config"]["floatx"] == precision
+        assert workload["precision_applied"] == {"how": "keras.json floatx", "floatx": precision}
+        assert workload["per_step"] is True and workload["fit_calls"] == 1
+        timing = run["step_time_ms"]
+        assert timing["median"] > 0
+        # Where float16 was not cut short by the slow-step bound, both were timed again in interleaved rounds in one
+        # process (script_rounds.py on Python 2.7): the run's own steps are then kept as single_process.
+        if timing.get("design") == "interleaved":
+            assert len(timing["rounds"]) == timing["n"] >= 1 and all(ms > 0 for ms in timing["rounds"])
+        single = timing.get("single_process", timing)
+        assert single["n"] == len(run["step_ms_all"]) == workload["steps_measured"] >= 1
+        if precision == "float32":
+            assert workload["steps_measured"] >= 3
+        ops = run["ops"]
+        assert ops["source"] == "tf1_run_metadata", ops
+        assert {"conv2d_1", "conv2d_2", "dense_1"} <= {item["layer"] for item in ops["items"]}
+        assert any(i["pass"] == "backward_weights" and i["op_type"] == "Conv2DBackpropFilter" for i in ops["items"])
+        assert run["engine"]["kind"] == "docker" and run["engine"]["image"].startswith(f"fp16doctor/{stack}:")
+        log = (out / run["script_log"]).read_text()
+        assert f"python 2.7.18 keras 2.2.4 floatx {precision}" in log and "trained" not in log
+    assert sdk.leftover_containers(None) == []

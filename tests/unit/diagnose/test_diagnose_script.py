@@ -63,12 +63,32 @@ def test_missing_script_is_a_usage_error_with_a_hint(tmp_path: Path) -> None:
         prepare_script(_script(tmp_path), [], 2, tmp_path / "out", None)
 
 
-def test_a_script_in_a_python_2_stack_is_refused_before_anything_runs(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["diagnose", "--script", str(_script(tmp_path)), "--stack", "tf1.7-cpu",
-                                      "--no-host", "--out", str(tmp_path / "out")])
+def test_a_python_3_only_script_for_a_python_2_stack_is_a_usage_error_before_anything_runs(tmp_path: Path) -> None:
+    script = _script(tmp_path)
+    script.write_text('name = "x"\nprint(f"{name}")\n')
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["diagnose", "--script", str(script), "--stack", "tf1.13-cpu", "--no-host",
+                                      "--out", str(out)])
     assert isinstance(result.exception, DoctorError) and result.exception.exit_code == EXIT_USAGE
-    assert "tf1.7-cpu" in result.exception.message and "Python 2.7.18" in result.exception.message
-    assert "tf2.10-cpu" in result.exception.hint
+    message = result.exception.message
+    assert "\n" not in message and "an f-string (line 2)" in message
+    assert "tf1.13-cpu" in message and "Python 2.7.18" in message and "tf2.10-cpu" in result.exception.hint
+    assert not out.exists()
+
+
+def test_a_python_2_script_runs_in_a_python_2_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No refusal any more: the plan for a valid Python 2.7 script in both Python 2 stacks (nothing runs)."""
+    monkeypatch.setattr(probe, "probe_host", lambda python=None: json.loads(json.dumps(CPU_HOST)))
+    script = _script(tmp_path)
+    script.write_text("from __future__ import print_function\nprint('training', end='')\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["diagnose", "--plan", "--json", "--script", str(script), "--stack", "tf1.7-cpu",
+                                      "--stack", "tf1.13-cpu", "--no-host", "--precision", "float32",
+                                      "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    assert plan["cells"] == ["tf1.7-cpu / float32 / original", "tf1.13-cpu / float32 / original"], plan["cells"]
+    assert not out.exists()
 
 
 def test_steps_without_a_script_is_a_usage_error(tmp_path: Path) -> None:
@@ -128,8 +148,8 @@ def test_keras2_arguments_name_the_stacks_of_the_catalogue_that_have_them() -> N
     assert "RMSprop(lr=..., decay=...)" in error.message and "Keras 3.15.1 rejects" in error.message
     # Named from stacks.toml: every Keras before 2.11 has both, no later one does.
     named = set(error.message.rpartition("Keras 2 stacks: ")[2].split(", "))
-    assert named == {s.name for s in all_stacks() if version_at_least(s.keras, "2.11") is False and s.runs_scripts}
-    assert "tf1.7-cpu" not in named  # Keras 2.1.5 has lr=, but the script runner needs Python 3
+    assert named == {s.name for s in all_stacks() if version_at_least(s.keras, "2.11") is False}
+    assert "tf1.7-cpu" in named and "tf1.13-cpu" in named  # Keras 2.1.5 / 2.2.4 on Python 2.7 run scripts too
     assert "tf1.7-cuda9.0" in error.message and "tf1.13-cuda10.0" in error.message
     assert "tf2.10-cpu" in error.message and "each needs an NVIDIA GPU" not in error.message
     # Failed on the CPU: the hint is a stack that runs without a GPU; failed on a GPU: a GPU stack.

@@ -1,5 +1,6 @@
-"""What runs inside the 2018 stacks must be valid Python 3.5 (no f-strings, variable annotations ...), and the
-built-in workload valid Python 2.7 too (the tf1.7-cpu stack runs TensorFlow 1.7 on Python 2.7.18)."""
+"""What runs inside the 2018 stacks must be valid Python 3.5 (no f-strings, variable annotations ...), and valid
+Python 2.7 too: the built-in workload and the script runner (the tf1.7-cpu and tf1.13-cpu stacks run TensorFlow 1.7
+and 1.13 on Python 2.7.18)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,8 @@ WORKLOAD = Path(__file__).resolve().parents[3] / "fp16doctor" / "workload"
 # What else must run in a Python 3.5 stack: the Keras 2 style test scripts (the script runner sits in WORKLOAD).
 SCRIPTS = Path(__file__).resolve().parents[2] / "data" / "scripts"
 PY35_SCRIPTS = [SCRIPTS / "keras2_style.py", SCRIPTS / "seed_question.py"]
-# Not run on Python 2.7: the script runner, whose Keras import hook is a PEP 451 finder (Python 2.7 knows only
-# PEP 302's find_module/load_module), so `--script` needs Python 3.
-NOT_PY27 = {"script_runner.py"}
+# The test script the Python 2.7 stacks run (tests/integration/test_docker_tf1_twin.py).
+PY27_SCRIPTS = [SCRIPTS / "keras2_fit_py27.py"]
 
 
 def _vermin() -> list[str]:
@@ -39,11 +39,12 @@ def test_the_check_catches_python_3_6_syntax(tmp_path: Path) -> None:
     assert result.returncode != 0 and "f-strings" in result.stdout
 
 
-def test_the_built_in_workload_is_valid_python_2_7() -> None:
-    files = sorted(p for p in WORKLOAD.glob("*.py") if p.name not in NOT_PY27)
-    assert WORKLOAD / "run_workload.py" in files and WORKLOAD / "compat.py" in files
+def test_the_workload_and_the_script_runner_are_valid_python_2_7() -> None:
+    files = sorted(WORKLOAD.glob("*.py"))
+    for name in ("run_workload.py", "compat.py", "script_runner.py", "script_rounds.py"):
+        assert WORKLOAD / name in files
     result = subprocess.run([*_vermin(), "-t=2.7-", "-t=3.5-", "--no-tips", "--violations", "--eval-annotations",
-                             "--no-parse-comments", *map(str, files)], capture_output=True, text=True)
+                             "--no-parse-comments", *map(str, files + PY27_SCRIPTS)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

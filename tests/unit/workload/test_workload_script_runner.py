@@ -281,6 +281,24 @@ def test_tf_keras_of_tensorflow_1_is_hooked_like_any_keras(tmp_path: Path) -> No
     run = final["run"]
     assert run["status"] == "ok" and run["step_time_ms"]["n"] == 5 and "floatx float16" in log
     assert run["workload"]["keras_module"] == "tensorflow.keras" and run["workload"]["api"] == ["fit"]
+    # Called back once TensorFlow had loaded, not half-way through its import (when it has no __version__ yet).
+    assert run["software"]["tensorflow"] == "1.13.1" and run["software"]["keras"] == "2.2.4-tf"
+
+
+def test_a_keras_that_imports_tensorflow_1_stays_the_scripts_keras(tmp_path: Path) -> None:
+    """Keras 2.2.4 imports TensorFlow 1.13, which imports its own tf.keras before its import ends: the script's
+    Keras is the one it imported, and tf.keras gets the precision too, once TensorFlow has loaded."""
+    body = """
+        import keras
+        print("floatx", keras.backend.floatx())
+        keras.Model().fit(epochs=3, steps_per_epoch=4)
+    """
+    final, log, _ = run_script(tmp_path, body, "--steps", "3", precision="float16", FAKE_KERAS_IMPORTS_TENSORFLOW="1",
+                               PYTHONPATH=os.pathsep.join([str(FAKE_TF1), str(FAKE_KERAS)]))
+    assert final["event"] == "result", final
+    run = final["run"]
+    assert run["workload"]["keras_module"] == "keras" and run["keras_config"]["floatx"] == "float16"
+    assert run["step_time_ms"]["n"] == 3 and "floatx float16" in log
 
 
 def test_tensorflows_own_keras_copy_is_left_alone_from_2_6(tmp_path: Path) -> None:

@@ -7,6 +7,8 @@ import os
 import time
 
 __version__ = "3.0.0-fake"
+if os.environ.get("FAKE_KERAS_IMPORTS_TENSORFLOW") and __name__ == "keras":
+    import tensorflow  # noqa: F401  (as Keras 2.2.4's backend does: TensorFlow 1 then loads its own tf.keras)
 STEP_S = float(os.environ.get("FAKE_STEP_S", "0.002"))
 LOSS = float(os.environ.get("FAKE_LOSS", "0.5"))
 
