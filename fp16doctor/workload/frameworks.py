@@ -296,6 +296,11 @@ def prime_onednn_verbose():
     flush_native_stdout()
 
 
+# The TensorFlow release that first reads TF_ENABLE_ONEDNN_OPTS: oneDNN is in the official x86-64 builds "after
+# v2.5", switched by that variable (Intel's "Maximize TensorFlow Performance on CPU"); before it, PyPI's builds have none.
+ONEDNN_OPTS_SINCE = (2, 5)
+
+
 def apply_variant(api, variant, device, env):
     """The experiment's one change that needs the framework loaded; Skip where it cannot apply here."""
     applied = dict(("env " + k, v) for k, v in env.items())
@@ -307,6 +312,12 @@ def apply_variant(api, variant, device, env):
         elif api.backend_name != "tensorflow":
             raise Skip("onednn_off: the %s backend does not run its ops through oneDNN by default"
                        % api.backend_name)
+        else:
+            import tensorflow as tf
+            if tuple(int(p) for p in tf.__version__.split(".")[:2]) < ONEDNN_OPTS_SINCE:
+                # TensorFlow reads TF_ENABLE_ONEDNN_OPTS from 2.5 on; PyPI's builds before it run no oneDNN ops.
+                raise Skip("onednn_off: TensorFlow %s reads no TF_ENABLE_ONEDNN_OPTS (it exists from 2.5) and its "
+                           "PyPI build runs no oneDNN ops: there is nothing to turn off" % tf.__version__)
     elif variant == "tf32_off" and not device.startswith("gpu"):
         raise Skip("tf32_off: TF32 exists only on NVIDIA GPUs of compute capability 8.0 and newer; "
                    "this run is on the CPU")
