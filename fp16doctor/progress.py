@@ -167,7 +167,8 @@ class LiveProgress:
             elif kind == "step":
                 ms = float(event.get("ms", 0.0))
                 if event.get("bound"):
-                    row.status = (f"step {int(event.get('index', 0)) + 1}: {ms:.0f} ms, beyond the slow-step "
+                    which = "first-step" if event.get("bound_on") == "first_step" else "slow-step"
+                    row.status = (f"step {int(event.get('index', 0)) + 1}: {ms:.0f} ms, beyond the {which} "
                                   f"bound of {float(event.get('limit_ms', 0.0)):.0f} ms: stopping here")
                 elif event.get("phase") == "measure":
                     row.steps.append(ms)
@@ -203,11 +204,19 @@ class LiveProgress:
         if status == "ok" and record.get("bound"):
             step = record["step_time_ms"]
             bound = record.get("slow_step_bound") or {}
-            # The bound it met, and what that is against float32's step (the multiple is only the bound's cap).
-            limit, fp32 = as_positive(bound.get("limit_ms")), as_positive(bound.get("float32_step_ms"))
-            why = (f"over its bound of {fmt_ms(limit)}, {fmt_times(limit / fp32)} float32's {fmt_ms(fp32)}"
-                   if limit and fp32 else "over the slow-step bound")
-            what = "at least, cut inside it" if record.get("cut_in_step") else "for its one step"
+            # The bound it met, and what that is against float32's step (the multiple is only the bound's cap);
+            # the first-step bound against float32's first step (one-time work in both).
+            if record.get("bound_on") == "first_step":
+                limit = as_positive(bound.get("first_step_limit_ms")) or as_positive(record.get("bound_limit_ms"))
+                fp32 = as_positive(bound.get("float32_first_step_ms"))
+                why = (f"its first step over its bound of {fmt_ms(limit)}, {fmt_times(limit / fp32)} float32's "
+                       f"first step of {fmt_ms(fp32)}" if limit and fp32 else "its first step over its bound")
+                what = "for its one step, the first, one-time work included"
+            else:
+                limit, fp32 = as_positive(bound.get("limit_ms")), as_positive(bound.get("float32_step_ms"))
+                why = (f"over its bound of {fmt_ms(limit)}, {fmt_times(limit / fp32)} float32's {fmt_ms(fp32)}"
+                       if limit and fp32 else "over the slow-step bound")
+                what = "at least, cut inside it" if record.get("cut_in_step") else "for its one step"
             line = Text.assemble(("✓ ", "yellow"), (label, "bold"),
                                  f"  {fmt_ms(step['median'])} {what} (stopped there: {why})")
         elif status == "ok":

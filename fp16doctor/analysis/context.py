@@ -226,6 +226,7 @@ class RunView:
     machine: str = HOST_MACHINE
     bound: bool = False  # cut short by the slow-run rule: its step time is a lower bound
     censored: bool = False  # its one step was ended inside, at the bound (`cut_in_step`): it lasted at least step_ms
+    bound_on: str | None = None  # which step met the bound (`bound_on`): "first_step" | "steady_step"; None: not said
     ops: OpsView | None = None
     experiment: Mapping[str, Any] | None = None
     loss_scale_last: float | None = None
@@ -261,9 +262,12 @@ class RunView:
     @property
     def bound_on_first_step(self) -> bool:
         """Cut short by its first step (tracing and autotuning in it), not by a later warm-up step (whose own time
-        is then the step time, apart from the first's); a record that does not say is taken as the first."""
+        is then the step time, apart from the first's): the record's `bound_on` where it says, else its one step
+        being its first; a record that says neither is taken as the first."""
         if not self.bound:
             return False
+        if self.bound_on in ("first_step", "steady_step"):
+            return self.bound_on == "first_step"
         if self.first_step_ms is None or self.step_ms is None:
             return True
         return abs(self.step_ms - self.first_step_ms) < 0.01
@@ -321,6 +325,7 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
         bound=run.get("bound") is True or workload.get("stop_reason") == "slow_step_bound"
         or run.get("stop_reason") == "slow_step_bound" or _censored(run),
         censored=_censored(run),
+        bound_on=as_str(run.get("bound_on")),
         ops=_ops_view(run.get("ops")),
         experiment=as_mapping(run.get("experiment")) or None,
         loss_scale_first=as_number(loss.get("scale_first")),

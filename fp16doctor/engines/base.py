@@ -167,6 +167,8 @@ def base_run_record(spec: RunSpec, device: str) -> dict[str, Any]:
         record["slow_step_bound"] = {"multiple": slow_step_multiple(), "float32_step_ms": spec.reference_ms,
                                      "float32_first_step_ms": spec.reference_first_step_ms,
                                      "limit_ms": round(spec.bound_ms, 3)}
+        if spec.first_bound_ms is not None:
+            record["slow_step_bound"]["first_step_limit_ms"] = round(spec.first_bound_ms, 3)
     return record
 
 

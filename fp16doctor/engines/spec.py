@@ -16,6 +16,11 @@ from fp16doctor.workload.protocol import SIZES
 # never under SLOW_STEP_FLOOR times float32's median (a 2-5x slowdown is what a diagnosis must measure well)
 # and never over SLOW_STEP_MULTIPLE times it (50x is beyond anything a precision change explains by arithmetic
 # alone: a GPU without fast fp16 is 2x-64x, a CPU emulating it 5x-10x).
+# First-step bound: a 16-bit run whose first step already exceeds float32's first step by the whole steady bound,
+# and is at least SLOW_STEP_FLOOR times it, stops after that step, which is its measurement (read, like any bound
+# run, against float32's first step). Both conditions: a healthy 16-bit first step on a GPU pays cuDNN's
+# autotuning or XLA's compilation afresh for its own dtype and can take seconds more than float32's, which the
+# margin alone would mistake for pathology; 5x float32's whole first step, tracing included, it does not reach.
 SLOW_STEP_MULTIPLE = 50.0
 SLOW_STEP_FLOOR = 5.0
 SLOW_STEP_S = {"quick": 5.0, "full": 30.0}
@@ -100,8 +105,7 @@ def script_runner_args(spec: RunSpec, workdir: str, log_path: str, profile_dir: 
     else:
         args += ["--min-steps", str(size.min_steps), "--max-steps", str(size.max_steps),
                  "--max-measure-s", str(size.max_measure_s)]
-    if spec.bound_ms is not None:
-        args += ["--bound-ms", f"{spec.bound_ms:.3f}"]
+    args += spec.bound_args()
     if profile_dir is not None:
         args += ["--profile-dir", profile_dir]
     return [*args, *spec.rounds_args(), "--", script.path, *script.args]
@@ -140,14 +144,31 @@ class RunSpec:
                       min(SLOW_STEP_FLOOR, multiple) * self.reference_ms)
         return min(multiple * self.reference_ms, by_time)
 
+    @property
+    def first_bound_ms(self) -> float | None:
+        """The first-step bound: float32's first step plus the whole steady bound, and never under
+        min(SLOW_STEP_FLOOR, multiple) times float32's first step; None without both of float32's steps."""
+        bound = self.bound_ms
+        if bound is None or not self.reference_first_step_ms:
+            return None
+        first = self.reference_first_step_ms
+        return max(first + bound, min(SLOW_STEP_FLOOR, slow_step_multiple()) * first)
+
+    def bound_args(self) -> list[str]:
+        """Both runners' slow-step bound arguments (none for a run without a float32 reference)."""
+        args: list[str] = []
+        if self.bound_ms is not None:
+            args += ["--bound-ms", f"{self.bound_ms:.3f}"]
+        if self.first_bound_ms is not None:
+            args += ["--first-bound-ms", f"{self.first_bound_ms:.3f}"]
+        return args
+
     def workload_args(self) -> list[str]:
         args = ["--precision", self.precision, "--variant", self.variant, *self.size.to_args(),
                 "--profile-steps", str(self.size.profile_steps)]
         if self.data_dir:
             args += ["--data", self.data_dir]
-        if self.bound_ms is not None:
-            args += ["--bound-ms", f"{self.bound_ms:.3f}"]
-        return [*args, *self.rounds_args()]
+        return [*args, *self.bound_args(), *self.rounds_args()]
 
     def rounds_args(self) -> list[str]:
         """The workload's and the script runner's arguments for interleaved rounds (none without rounds_of)."""

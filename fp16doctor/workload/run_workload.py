@@ -61,6 +61,8 @@ def parse_args(argv):
     p.add_argument("--backend", default=None, help="Keras 3 backend (tensorflow, jax, torch)")
     p.add_argument("--bound-ms", type=float, default=None,
                    help="a steady step (not the first) longer than this ends the run after it (a slow-step bound)")
+    p.add_argument("--first-bound-ms", type=float, default=None,
+                   help="a first step longer than this ends the run after it (the first-step bound; needs --bound-ms)")
     p.add_argument("--profile-dir", default=None, help="record the profiled window here (none: no profile)")
     p.add_argument("--profile-steps", type=int, default=FULL["profile_steps"],
                    help="steps in the window after the timed steps")
@@ -145,7 +147,7 @@ def run(args):
                              jit_compile=args.variant == "xla",
                              run_options=profiler.run_options if profiler is not None else None)
     timer = StepTimer(args.warmup_steps, args.min_steps, args.max_steps, args.max_measure_s,
-                      args.stable_tolerance, bound_ms=args.bound_ms,
+                      args.stable_tolerance, bound_ms=args.bound_ms, first_bound_ms=args.first_bound_ms,
                       window_steps=args.profile_steps if profiler is not None else 0)
     callback, hooks = make_callback(api, timer, profiler)
     streamed = args.variant != "synthetic_input"

@@ -113,6 +113,7 @@ def parse_args(argv):
     p.add_argument("--stable-tolerance", type=float, default=0.05)
     p.add_argument("--variant", choices=SCRIPT_VARIANTS, default="original", help="the experiment's one change")
     p.add_argument("--bound-ms", type=float, default=None, help="slow-step bound (see timing.py)")
+    p.add_argument("--first-bound-ms", type=float, default=None, help="first-step bound (see timing.py)")
     p.add_argument("--profile-dir", default=None, help="record a profiled window of steps here")
     p.add_argument("--profile-steps", type=int, default=3, help="steps in the profiled window")
     p.add_argument("--rounds-of", default=None,
@@ -613,6 +614,7 @@ def run(args):
     variant_env = frameworks.set_variant_environment(args.variant, backend)
     onednn_env = frameworks.enable_onednn_verbose(backend, args.variant) if profile_dir else {}
     timer = ScriptTimer(warmup, min_steps, max_steps, budget, tolerance, bound_ms=args.bound_ms,
+                        first_bound_ms=args.first_bound_ms,
                         window_steps=max(0, args.profile_steps) if profile_dir else 0)
     session = Session(args, timer, onednn_env, variant_env)
     _session[0] = session

@@ -38,6 +38,10 @@ class StepTimer(object):
     Slow-step bound: a steady step (any after the first, which pays tracing) longer than `bound_ms` ends the
     run after that step, which becomes its only measured step (`bound` = True), so a run that is hundreds of
     times slower than float32 costs two steps, not seven, and is still compared step for step with float32's.
+    First-step bound: a first step longer than `first_bound_ms` (float32's first step plus the whole steady
+    bound, and several times float32's first step: engines/spec.py) ends the run after that one step, its one
+    measured step, one-time work included (`bound_on` = "first_step"; the analysis compares it with float32's
+    first step), so a pathological run costs one step, not two.
     A step the watchdog (step_watchdog.py) ends at the bound, before it finishes, is recorded by `cut_in_step`: its
     time is censored, the step lasted at least that long (`cut` = True).
 
@@ -46,7 +50,7 @@ class StepTimer(object):
     """
 
     def __init__(self, warmup_steps, min_steps, max_steps, max_measure_s, tolerance, clock=perf_counter,
-                 bound_ms=None, window_steps=0):
+                 bound_ms=None, window_steps=0, first_bound_ms=None):
         self.clock = clock
         self.warmup_steps = warmup_steps
         self.min_steps = min_steps
@@ -54,6 +58,7 @@ class StepTimer(object):
         self.max_measure_s = max_measure_s
         self.tolerance = tolerance
         self.bound_ms = bound_ms
+        self.first_bound_ms = first_bound_ms if bound_ms is not None else None
         self.window_steps = window_steps
         self.model = None
         self.start = None
@@ -67,6 +72,7 @@ class StepTimer(object):
         self.stop_reason = None
         self.bound = False
         self.bound_limit_ms = None
+        self.bound_on = None  # which step met the bound: "first_step" (one-time work in it) or "steady_step"
         self.cut = False  # the step that met the bound was ended inside it: its time is a lower bound
         self.in_window = False
         self.window_hold = 0  # steps to run, untimed and unprofiled, before the window's first
@@ -114,33 +120,19 @@ class StepTimer(object):
             if first:
                 self.first_step_ms = elapsed_ms
             self.warmup_ms.append(elapsed_ms)
-            # The first step pays tracing and autotuning: it never ends a run, so a slowdown is always judged on a
-            # steady step, like float32's median.
-            limit = None if first else self.bound_ms
+            # The first step pays tracing and autotuning: only its own bound (far beyond float32's first step,
+            # tracing included) ends a run there; later steps are judged like float32's median, steady.
+            limit = self.first_bound_ms if first else self.bound_ms
             if limit is not None and elapsed_ms > limit:
                 # Far beyond float32 already: this step is the measurement, a bound on the slowdown.
-                self.step_ms = [elapsed_ms]
-                self.bound = True
-                self.bound_limit_ms = limit
-                self.stop_reason = "slow_step_bound"
-                self.done = True
-                emit("step", phase="measure", index=done, ms=round(elapsed_ms, 3), loss=loss, bound=True,
-                     limit_ms=round(limit, 3))
-                return True
+                return self._met_bound(elapsed_ms, limit, "first_step" if first else "steady_step", done, loss)
             emit("step", phase="warmup", index=done, ms=round(elapsed_ms, 3), loss=loss)
             return False
         if self.measure_start is None:
             self.measure_start = now - elapsed_ms / 1000.0
         if not self.step_ms and len(self.warmup_ms) == 1 and self.bound_ms is not None and elapsed_ms > self.bound_ms:
             # No warm-up step after the first: the first steady step is the one the bound judges.
-            self.step_ms = [elapsed_ms]
-            self.bound = True
-            self.bound_limit_ms = self.bound_ms
-            self.stop_reason = "slow_step_bound"
-            self.done = True
-            emit("step", phase="measure", index=done, ms=round(elapsed_ms, 3), loss=loss, bound=True,
-                 limit_ms=round(self.bound_ms, 3))
-            return True
+            return self._met_bound(elapsed_ms, self.bound_ms, "steady_step", done, loss)
         self.step_ms.append(elapsed_ms)
         emit("step", phase="measure", index=done, ms=round(elapsed_ms, 3), loss=loss)
         if not self.should_stop(now):
@@ -151,9 +143,21 @@ class StepTimer(object):
         self.done = True
         return True
 
+    def _met_bound(self, elapsed_ms, limit, on, index, loss):
+        """The step just ended passed `limit`: it is the run's one measured step, and the run ends here."""
+        self.step_ms = [elapsed_ms]
+        self.bound = True
+        self.bound_limit_ms = limit
+        self.bound_on = on
+        self.stop_reason = "slow_step_bound"
+        self.done = True
+        emit("step", phase="measure", index=index, ms=round(elapsed_ms, 3), loss=loss, bound=True,
+             limit_ms=round(limit, 3), bound_on=on)
+        return True
+
     def judges_next_step(self):
         """Whether the slow-step bound judges the step that starts now: a steady step before any measured one (the
-        same steps end_step holds against `bound_ms`)."""
+        same steps end_step holds against `bound_ms`; the first step is judged after it ends, never inside)."""
         if self.bound_ms is None or self.done or self.in_window or self.first_step_ms is None or self.step_ms:
             return False
         return len(self.warmup_ms) < self.warmup_steps or len(self.warmup_ms) == 1
@@ -168,10 +172,11 @@ class StepTimer(object):
         self.bound = True
         self.cut = True
         self.bound_limit_ms = self.bound_ms
+        self.bound_on = "steady_step"
         self.stop_reason = "slow_step_bound"
         self.done = True
         emit("step", phase="measure", index=index, ms=round(elapsed_ms, 3), loss=None, bound=True,
-             limit_ms=round(self.bound_ms, 3), cut_in_step=True)
+             limit_ms=round(self.bound_ms, 3), bound_on="steady_step", cut_in_step=True)
 
     def should_stop(self, now):
         n = len(self.step_ms)

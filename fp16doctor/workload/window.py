@@ -310,7 +310,8 @@ class StepHooks(object):
     callback and the script runner's (its fit callback and its train_on_batch wrapper) both call these.
 
     train_begin: before the first step of a fit call (the first step may be the only one, under the
-    slow-step bound: it is profiled, to be sure; so is each later warm-up step, `bound_step`, since the
+    first-step bound, or the only one besides the step the slow-step bound ends the run at: it is profiled, to be
+    sure; so is each later warm-up step, `bound_step`, since the
     bound may stop the run there instead, where that step, not the first with its tracing, is the
     measurement). step_end: after each step; True when training should stop. train_end: when a fit call
     ends (a window still open is closed with what it has).
@@ -416,6 +417,8 @@ class StepHooks(object):
         if timer.bound:
             out["bound"] = True
             out["bound_limit_ms"] = round(timer.bound_limit_ms, 3)
+            if timer.bound_on is not None:
+                out["bound_on"] = timer.bound_on  # "first_step": its one step includes one-time work
         if timer.cut:
             out["cut_in_step"] = True
         if timer.window_ms:
@@ -429,7 +432,7 @@ class StepHooks(object):
         timer = self.timer
         if not timer.bound:
             return "after_timing"
-        return "first_step" if len(timer.warmup_ms) <= 1 else "bound_step"
+        return "first_step" if timer.bound_on == "first_step" or len(timer.warmup_ms) <= 1 else "bound_step"
 
 
 def make_callback(api, timer, profiler=None):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from interrupt import ctrl_c_reaches_it
-from slow_path import assert_cut_and_said, forced_cut_env, is_cut
+from slow_path import assert_cut_and_said, assert_cut_window, forced_cut_env, is_cut
 
 from fp16doctor.engines.host import HostEngine
 from fp16doctor.engines.spec import QUICK, RunSpec
@@ -72,7 +72,7 @@ def test_quick_diagnose_measures_all_three_precisions_and_explains_them(quick) -
         assert ops["coverage"] > 0 and (ops["coverage"] >= 0.7 or "coverage_note" in ops)
         if is_cut(run):
             # A run cut by the bound is profiled on the step that passed it, and says why it has no rounds.
-            assert ops["window"]["kind"] == "bound_step" and ops["window"]["steps"] == 1
+            assert_cut_window(run, ops)
             assert_cut_and_said(run)
         else:
             # ... in a window clear of an epoch's first step (four steps an epoch leave room for two).
@@ -116,9 +116,9 @@ def test_quick_diagnose_measures_all_three_precisions_and_explains_them(quick) -
 
 @pytest.mark.slow
 def test_a_quick_diagnose_whose_16_bit_runs_are_all_cut_still_measures_explains_and_prescribes(quick_cut) -> None:
-    """The Xeon's branch on any CPU: float16 and mixed_float16 cut by the slow-step bound after one steady step,
-    left out of the interleaved rounds and saying so, their ops measured on that step, a verdict each, and a
-    prescription of a configuration that was measured in full."""
+    """The Xeon's branch on any CPU: float16 and mixed_float16 cut by the slow-step bound after their first step (the
+    first-step bound) or after one steady step, left out of the interleaved rounds and saying so, their ops measured
+    on that step, a verdict each, and a prescription of a configuration that was measured in full."""
     proc, out = quick_cut
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads((out / "results.json").read_text())
@@ -128,10 +128,11 @@ def test_a_quick_diagnose_whose_16_bit_runs_are_all_cut_still_measures_explains_
         run = _ok(doc, precision)
         assert_cut_and_said(run)
         assert f"{precision} left out of the interleaved rounds: cut short by the slow-step bound" in proc.stderr
-        assert run["first_step_ms"] > 0 and len(run["warmup_step_ms"]) == 2
+        assert run["first_step_ms"] > 0
         ops = run.get("ops")
         assert ops is not None, run.get("ops_error")
-        assert ops["window"]["kind"] == "bound_step" and {"conv2d", "conv2d_1"} <= {i["layer"] for i in ops["items"]}
+        assert_cut_window(run, ops)
+        assert {"conv2d", "conv2d_1"} <= {i["layer"] for i in ops["items"]}
     verdicts = {v["precision"]: v for v in doc["verdicts"] if v["variant"] == "original"}
     assert {"float16", "mixed_float16"} <= set(verdicts)
     for precision in ("float16", "mixed_float16"):
@@ -161,13 +162,15 @@ def test_quick_diagnose_writes_a_report_naming_precisions_and_numbers(quick) -> 
 @pytest.mark.slow
 def test_a_float16_run_beyond_its_slow_step_bound_stops_after_its_first_steady_step(tmp_path: Path) -> None:
     """The slow path forced on any CPU: a float32 reference so small that every float16 step is far
-    beyond 50x of it, as float16 is on a CPU that runs oneDNN's reference kernels (22 s against 130 ms). The
-    first step (tracing) never ends a run: the second, a steady step like float32's median, is the measurement."""
+    beyond 50x of it, as float16 is on a CPU that runs oneDNN's reference kernels (22 s against 130 ms). No float32
+    first step is known (0), so there is no first-step bound and the first step (tracing) does not end the run: the
+    second, a steady step like float32's median, is the measurement."""
     spec = RunSpec("host", "float16", "original", QUICK, reference_ms=0.01, reference_first_step_ms=0.0)
     events: list[dict] = []
     record = HostEngine(cache_dir=tmp_path, backend="tensorflow").run(spec, events.append)
     assert record["status"] == "ok", record.get("error")
     assert record["bound"] is True and record["stop_reason"] == "slow_step_bound"
+    assert record["bound_on"] == "steady_step" and "first_step_limit_ms" not in record["slow_step_bound"]
     step = record["step_time_ms"]
     first, second = record["warmup_step_ms"]
     assert first == record["first_step_ms"] and "window_step_ms" not in record
@@ -180,13 +183,38 @@ def test_a_float16_run_beyond_its_slow_step_bound_stops_after_its_first_steady_s
     assert len(steps) == 2 and steps[-1]["bound"] is True
 
 
+@pytest.mark.slow
+def test_a_float16_first_step_beyond_its_first_step_bound_ends_the_run_after_it(tmp_path: Path) -> None:
+    """The first-step bound forced on any CPU: float32's first step of 1 ms and step of 0.01 ms put it at 5 ms (5x the
+    first step, over 1 ms + the 0.5 ms steady bound). The first step, tracing included, is the run's one measured
+    step and its profiled window, and no second step runs."""
+    spec = RunSpec("host", "float16", "original", QUICK, reference_ms=0.01, reference_first_step_ms=1.0)
+    assert spec.first_bound_ms == pytest.approx(5.0)
+    events: list[dict] = []
+    record = HostEngine(cache_dir=tmp_path, backend="tensorflow").run(spec, events.append)
+    assert record["status"] == "ok", record.get("error")
+    assert record["bound"] is True and record["stop_reason"] == "slow_step_bound" and "cut_in_step" not in record
+    assert record["bound_on"] == "first_step" and record["bound_limit_ms"] == pytest.approx(5.0)
+    assert record["slow_step_bound"]["first_step_limit_ms"] == pytest.approx(5.0)
+    step = record["step_time_ms"]
+    assert step["n"] == 1 and step["median"] == record["first_step_ms"] and record["warmup_step_ms"] == [step["median"]]
+    assert "window_step_ms" not in record
+    window = record["profile"]["window"]
+    assert window["kind"] == "first_step" and window["steps"] == 1
+    ops = record.get("ops")
+    assert ops is not None, record.get("ops_error")
+    assert ops["window"]["kind"] == "first_step" and {"conv2d", "conv2d_1"} <= {item["layer"] for item in ops["items"]}
+    steps = [e for e in events if e["event"] == "step"]
+    assert len(steps) == 1 and steps[0]["bound"] is True and steps[0]["bound_on"] == "first_step"
+
+
 def test_a_run_cut_short_by_its_second_warmup_step_is_profiled_on_that_step(tmp_path: Path) -> None:
-    """A first step (tracing) never ends a run; the second, beyond the bound, is the measurement and the profiled
-    window, not the first with its tracing."""
+    """A first step (tracing) under its own bound (float32's first step here 10^7 ms) does not end the run; the
+    second, beyond the steady bound, is the measurement and the profiled window, not the first with its tracing."""
     spec = RunSpec("host", "float16", "original", QUICK, reference_ms=0.01, reference_first_step_ms=1e7)
     record = HostEngine(cache_dir=tmp_path, backend="tensorflow").run(spec, lambda e: None)
     assert record["status"] == "ok", record.get("error")
-    assert record["bound"] is True and len(record["warmup_step_ms"]) == 2
+    assert record["bound"] is True and len(record["warmup_step_ms"]) == 2 and record["bound_on"] == "steady_step"
     assert record["step_time_ms"]["n"] == 1 and record["step_time_ms"]["median"] == record["warmup_step_ms"][1]
     window = record["profile"]["window"]
     assert window["kind"] == "bound_step" and window["steps"] == 1
@@ -214,6 +242,7 @@ def test_a_step_past_the_bound_is_ended_inside_where_onednn_names_the_running_ke
     record = engine.run(spec, events.append)
     assert record["status"] == "ok", record.get("error")
     assert record["bound"] is True and record["cut_in_step"] is True and record["stop_reason"] == "slow_step_bound"
+    assert record["bound_on"] == "steady_step"  # its first step stayed under 5x the reference's first step
     limit = record["slow_step_bound"]["limit_ms"]
     step = record["step_time_ms"]
     assert step["n"] == 1 and step["censored"] is True and limit <= step["median"] < reference["step_time_ms"]["p90"]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slow_path import FORCED_CUT, assert_cut_and_said, is_cut
+from slow_path import FORCED_CUT, assert_cut_and_said, assert_cut_window, is_cut
 
 from fp16doctor.engines.spec import QUICK
 
@@ -118,7 +118,7 @@ def test_script_runs_record_what_ran_and_leave_the_log_to_the_script(tmp_path: P
         assert {"conv2d", "conv2d_1", "dense"} <= {item["layer"] for item in ops["items"]}
         assert ops["coverage"] > 0 and (ops["coverage"] >= 0.7 or "coverage_note" in ops)
         if is_cut(run):
-            assert ops["window"]["kind"] == "bound_step" and ops["window"]["steps"] == 1
+            assert_cut_window(run, ops)
             assert run["step_time_ms"]["n"] == 1 and "window_step_ms" not in run
         else:
             assert len(run["window_step_ms"]) == QUICK.profile_steps, run

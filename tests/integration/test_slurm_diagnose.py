@@ -164,7 +164,7 @@ def test_a_job_cancelled_mid_run_fails_its_run_with_cancelled_and_resume_complet
     proc = _diagnose(tmp_path, cut=cut)
 
     def float16_under_way() -> bool:
-        # Cut by the bound, float16 trains for two steps only: its first event (the framework loaded) is the one
+        # Cut by the bound, float16 trains for one or two steps only: its first event (the framework loaded) is the one
         # the cancel can count on landing inside the run.
         phases = ("train", "measure") if not cut else None
         entries = _progress_lines(tmp_path)

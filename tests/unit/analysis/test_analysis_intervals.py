@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from fp16doctor.analysis import diagnose_document
+from fp16doctor.analysis.context import build_context
 from fp16doctor.analysis.intervals import DEFAULT_BAND, Timing, ratio_interval, t_quantile
 
 # Multiplicative round-to-round noise, zero-mean in logs: +n, -n, +n/2, -n/2, 0, ...
@@ -361,3 +362,30 @@ def test_a_step_not_cut_inside_says_nothing_of_it() -> None:
     doc["runs"][1]["step_time_ms"].pop("censored")
     verdict, = diagnose_document(doc).verdicts
     assert "cut_in_step" not in verdict and verdict["interval_method"] == "lower_bound"
+
+
+def test_a_run_cut_after_its_first_step_is_a_one_sided_bound_on_first_steps() -> None:
+    """The first-step bound (engines/spec.py `first_bound_ms`): float16's first step, 27.6 s against float32's 1.4 s,
+    ended the run there; its one step is that first step, one-time work included (`bound_on`), read like any cut run
+    against float32's first step."""
+    doc = doc_of(interleaved(150, 0.02), {"median": 27551.6, "p10": 27551.6, "p90": 27551.6, "n": 1})
+    doc["runs"][0].update(first_step_ms=1417.7, warmup_step_ms=[1417.7, 207.6])
+    doc["runs"][1].update(bound=True, stop_reason="slow_step_bound", bound_limit_ms=7088.5, bound_on="first_step",
+                          first_step_ms=27551.6, warmup_step_ms=[27551.6],
+                          loss={"first": 0.7, "last": 0.7, "nan_or_inf": False},
+                          slow_step_bound={"multiple": 50.0, "float32_step_ms": 150.0, "float32_first_step_ms": 1417.7,
+                                           "limit_ms": 5000.0, "first_step_limit_ms": 7088.5})
+    verdict, = diagnose_document(doc).verdicts
+    r = 1417.7 / 27551.6
+    assert verdict["interval_method"] == "lower_bound" and verdict["bound"] is True and verdict["cut_short"] is True
+    assert verdict["ratio_interval"] == [0.0, pytest.approx(r, abs=1e-4)] and verdict["outcome"] == "slower"
+    assert verdict["compared"] == "first step, tracing included"
+    assert (verdict["step_ms"], verdict["fp32_step_ms"]) == (27551.6, 1417.7)
+    assert "float16 is >= 19x slower" in verdict["headline"] and "cut_in_step" not in verdict
+    # The record's word on which step met the bound is what the analysis goes by, before any arithmetic on its steps.
+    def first_step_cut(run: dict[str, Any]) -> bool:
+        return build_context({**doc, "runs": [doc["runs"][0], run]}).runs[1].bound_on_first_step
+
+    assert first_step_cut(doc["runs"][1])
+    assert not first_step_cut({**doc["runs"][1], "bound_on": "steady_step"})
+    assert first_step_cut({k: v for k, v in doc["runs"][1].items() if k != "bound_on"})  # its one step is its first

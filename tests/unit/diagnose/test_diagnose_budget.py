@@ -62,3 +62,21 @@ def test_an_unbound_runs_experiment_is_costed_at_that_runs_step() -> None:
     slower = experiment_cost_s(RunSpec("host", "float16", "onednn_off", QUICK), runs)
     faster = experiment_cost_s(RunSpec("host", "float32", "onednn_off", QUICK), runs)
     assert slower > faster > 3.0  # the import alone is 3 s; the 16-bit run's steps are its own, 2.2x float32's
+
+
+def test_a_run_cut_after_its_first_step_prices_its_experiment_at_the_prior_not_its_first_step() -> None:
+    """The first-step bound: float16's one step (27.6 s) is its first, tracing included; like a run cut at a later
+    step it is no guide to its experiment's step, which is priced at the prior's multiple of float32's."""
+    fp32 = {"stack": "host", "precision": "float32", "variant": "original", "status": "ok", "first_step_ms": 1400.0,
+            "step_time_ms": {"median": 150.0}, "timing": {"import_s": 3.0, "total_s": 10.0}, "wall_s": 12.0}
+    cut = {"stack": "host", "precision": "float16", "variant": "original", "status": "ok", "first_step_ms": 27600.0,
+           "step_time_ms": {"median": 27600.0, "n": 1}, "warmup_step_ms": [27600.0], "bound": True,
+           "bound_on": "first_step", "stop_reason": "slow_step_bound", "timing": {"import_s": 3.0, "total_s": 33.0},
+           "wall_s": 60.0}
+    from fp16doctor.engines.spec import RunSpec
+
+    cost = experiment_cost_s(RunSpec("host", "float16", "onednn_off", QUICK), [fp32, cut])
+    step_s = 0.150 * UNBOUND_16BIT_STEP_PRIOR
+    assert cost == pytest.approx(3.0 + (1.4 - 0.15 + step_s) + (QUICK.warmup_steps - 1) * step_s
+                                 + max(3 * step_s, min(QUICK.max_measure_s, QUICK.min_steps * step_s))
+                                 + QUICK.profile_steps * step_s + (12.0 - 10.0))

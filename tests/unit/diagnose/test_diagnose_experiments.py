@@ -14,6 +14,7 @@ from rich.console import Console
 import fp16doctor.probe as probe
 from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
 from fp16doctor.engines import host as host_engine
+from fp16doctor.engines.base import base_run_record
 from fp16doctor.engines.spec import QUICK, RunSpec
 from fp16doctor.progress import LiveProgress, waiting_text
 
@@ -184,3 +185,28 @@ def test_a_bound_run_is_reported_as_one_step_over_the_bound() -> None:
                          "step_time_ms": {"median": 5001.0, "n": 1, "censored": True},
                          "slow_step_bound": {"multiple": 50.0, "float32_step_ms": 130.0, "limit_ms": 5000.0}})
     assert "5001 ms at least, cut inside it (stopped there: over its bound of 5000 ms" in out.getvalue()
+
+
+def test_a_run_cut_after_its_first_step_names_the_first_step_bound() -> None:
+    out = io.StringIO()
+    progress = LiveProgress(Console(file=out, width=240, color_system=None), enabled=True)
+    spec = RunSpec("host", "float16", "original", QUICK, reference_ms=150.0, reference_first_step_ms=1400.0)
+    record = base_run_record(spec, "cpu")
+    # Every bounded run records both limits: the steady step's and the first step's (engines/spec.py).
+    assert record["slow_step_bound"] == {"multiple": 50.0, "float32_step_ms": 150.0, "float32_first_step_ms": 1400.0,
+                                         "limit_ms": 5000.0, "first_step_limit_ms": 7000.0}
+    progress.start_run(spec, 4, 1)
+    progress.event({"event": "phase", "phase": "train"})
+    progress.event({"event": "step", "phase": "measure", "index": 0, "ms": 27600.0, "bound": True,
+                    "limit_ms": 7000.0, "bound_on": "first_step"})
+    assert "step 1: 27600 ms, beyond the first-step bound of 7000 ms" in progress.status_of(progress.rows[spec.label])
+    progress.finish_run({**record, "status": "ok", "bound": True, "bound_on": "first_step", "bound_limit_ms": 7000.0,
+                         "step_time_ms": {"median": 27600.0, "n": 1}})
+    text = " ".join(out.getvalue().split())
+    assert ("27.6 s for its one step, the first, one-time work included (stopped there: its first step over its "
+            "bound of 7000 ms, 5.00x float32's first step of 1400 ms)") in text
+    # A run the steady bound cut keeps its words.
+    progress.start_run(spec, 4, 2)
+    progress.finish_run({**record, "status": "ok", "bound": True, "bound_on": "steady_step", "bound_limit_ms": 5000.0,
+                         "step_time_ms": {"median": 24500.0, "n": 1}})
+    assert "24.5 s for its one step (stopped there: over its bound of 5000 ms, 33x float32's 150 ms)" in out.getvalue()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,11 @@ from fp16doctor.engines.spec import (
     QUICK,
     SLOW_STEP_FLOOR,
     SLOW_STEP_MULTIPLE,
+    SLOW_STEP_MULTIPLE_ENV,
     SLOW_STEP_S,
     RunSpec,
+    ScriptSpec,
+    script_runner_args,
     with_slow_step_bound,
 )
 from fp16doctor.errors import DoctorError
@@ -165,6 +169,52 @@ def test_a_16_bit_run_is_bounded_by_its_float32_partner() -> None:
     assert synth.bound_ms == SLOW_STEP_MULTIPLE * 50.0  # never over 50x it
     experiment = with_slow_step_bound(RunSpec("host", "float16", "onednn_off", FULL), runs)
     assert experiment.bound_ms == SLOW_STEP_MULTIPLE * 130.0  # full size: 30 s, capped at 50x
+
+
+def test_a_16_bit_first_step_is_bounded_by_float32s_first_step_plus_the_steady_bound_and_5x_it() -> None:
+    # The Xeon: float32 150 ms/step, first step 1.4 s. Steady bound 5 s; first-step bound max(1.4 + 5, 5 x 1.4) = 7 s.
+    xeon = with_slow_step_bound(RunSpec("host", "float16", "original", QUICK),
+                                [_run("float32", median=150.0, first_step_ms=1400.0)])
+    assert xeon.reference_first_step_ms == 1400.0 and xeon.bound_ms == 5000.0
+    assert xeon.first_bound_ms == pytest.approx(SLOW_STEP_FLOOR * 1400.0)
+    # TensorFlow 1.7 on a 2-core EPYC: float32 1.76 s/step, first step 3.2 s. Steady bound 8.8 s (5x); the margin
+    # (3.2 + 8.8 = 12 s) is under 5x the first step (16 s): 16 s.
+    tf17 = RunSpec("tf1.7-cpu", "float16", "original", QUICK, reference_ms=1760.0, reference_first_step_ms=3200.0)
+    assert tf17.bound_ms == pytest.approx(8800.0) and tf17.first_bound_ms == pytest.approx(16000.0)
+    # A GPU: float32 50 ms/step, first step 20 s of autotuning. The margin (20 s + 5 s) is under 5x (100 s): 100 s,
+    # so a 16-bit first step that autotunes afresh, seconds longer, is never taken for pathology.
+    gpu = RunSpec("host", "mixed_float16", "original", QUICK, reference_ms=50.0, reference_first_step_ms=20000.0)
+    assert gpu.bound_ms == pytest.approx(2500.0) and gpu.first_bound_ms == pytest.approx(100000.0)
+    # A fast first step: the margin, the whole steady bound past float32's first step, is the larger.
+    fast = RunSpec("host", "float16", "original", QUICK, reference_ms=130.0, reference_first_step_ms=400.0)
+    assert fast.first_bound_ms == pytest.approx(400.0 + 5000.0)
+    # Both command lines carry it, next to the steady bound.
+    args = fast.workload_args()
+    assert args[args.index("--bound-ms") + 2:args.index("--bound-ms") + 4] == ["--first-bound-ms", "5400.000"]
+    script = replace(fast, script=ScriptSpec(path="/home/u/train.py", label="~/train.py"))
+    runner = script_runner_args(script, "/tmp/w", "/tmp/w/log")
+    assert runner[runner.index("--first-bound-ms") + 1] == "5400.000" and "--bound-ms" in runner
+    assert runner.index("--first-bound-ms") < runner.index("--")
+
+
+def test_the_first_step_bound_needs_both_of_float32s_steps_and_follows_the_forced_multiple(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    no_first = with_slow_step_bound(RunSpec("host", "float16", "original", QUICK),
+                                    [_run("float32", first_step_ms=None)])
+    assert no_first.bound_ms == 5000.0 and no_first.first_bound_ms is None
+    assert "--bound-ms" in no_first.workload_args() and "--first-bound-ms" not in no_first.workload_args()
+    assert RunSpec("host", "float16", "original", QUICK, reference_ms=130.0, reference_first_step_ms=0.0) \
+        .first_bound_ms is None
+    unbound = RunSpec("host", "float16", "original", QUICK, reference_first_step_ms=2000.0)  # no float32 median
+    assert unbound.bound_ms is None and unbound.first_bound_ms is None
+    assert "--first-bound-ms" not in unbound.workload_args()
+    # The slow path forced (tests/integration/slow_path.py): a multiple of 0.1 makes the steady bound a tenth of
+    # float32's step, and the first-step bound float32's first step plus that tenth (0.1x of it is smaller).
+    monkeypatch.setenv(SLOW_STEP_MULTIPLE_ENV, "0.1")
+    forced = RunSpec("host", "float16", "original", QUICK, reference_ms=400.0, reference_first_step_ms=3000.0)
+    assert forced.bound_ms == pytest.approx(40.0) and forced.first_bound_ms == pytest.approx(3040.0)
+    monkeypatch.setenv(SLOW_STEP_MULTIPLE_ENV, "2")  # under the floor of 5x: min(5, 2) x the first step
+    assert forced.first_bound_ms == pytest.approx(max(3000.0 + 800.0, 2 * 3000.0))
 
 
 def test_float32_and_runs_without_a_measured_float32_are_not_bounded() -> None:

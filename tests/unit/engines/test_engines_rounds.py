@@ -42,6 +42,16 @@ def test_a_group_whose_16_bit_runs_were_all_cut_has_no_rounds_and_says_why() -> 
     assert all("slow-step bound" in r["rounds_left_out"] for r in runs[1:])
 
 
+def test_a_run_cut_after_its_first_step_is_left_out_of_the_rounds_like_any_cut_run() -> None:
+    # The first-step bound: float16's one step is its first (27.6 s, tracing included), no steady step to pair.
+    first = run("float16", 27600.0, bound=True, bound_on="first_step", first_step_ms=27600.0,
+                warmup_step_ms=[27600.0], stop_reason="slow_step_bound")
+    runs = [run("float32", 150), first, run("mixed_bfloat16", 160)]
+    plan = rounds_plan(runs, "host", QUICK, 20.0)
+    assert plan.spec is not None and plan.spec.rounds_of == ("float32", "mixed_bfloat16")
+    assert mark_left_out(runs, "host", plan) and "slow-step bound" in first["rounds_left_out"]
+
+
 def test_no_rounds_without_a_float32_to_pair_with_or_a_second_precision() -> None:
     assert rounds_plan([run("float16", 100)], "host", QUICK, 20.0).spec is None
     assert rounds_plan([run("float32", 100), run("float16", 100, status="failed")], "host", QUICK, 20.0).spec is None

@@ -225,6 +225,26 @@ def test_a_step_beyond_the_slow_step_bound_ends_the_run_as_its_measurement(tmp_p
     assert "after training" not in log
 
 
+@pytest.mark.parametrize("loop", ["fit", "train_on_batch"])
+def test_a_first_step_beyond_the_first_step_bound_ends_the_run_after_it(tmp_path: Path, loop: str) -> None:
+    body = {"fit": "keras.Model().fit(epochs=5, steps_per_epoch=10)",
+            "train_on_batch": "m = keras.Model()\nfor _ in range(50):\n    m.train_on_batch(None, None)"}[loop]
+    final, log, _ = run_script(tmp_path, "import keras\n" + body + "\nprint('after training')\n",
+                               "--steps", "5", "--bound-ms", "10", "--first-bound-ms", "20", FAKE_STEP_S="0.03")
+    run = final["run"]
+    assert run["status"] == "ok" and run["bound"] is True and run["bound_on"] == "first_step"
+    assert run["bound_limit_ms"] == 20.0 and run["stop_reason"] == "slow_step_bound"
+    assert run["step_time_ms"]["n"] == 1 and run["step_time_ms"]["median"] == run["first_step_ms"] >= 25.0
+    assert run["warmup_step_ms"] == [run["first_step_ms"]]
+    assert run["workload"]["ended"] == "stopped" and "after training" not in log
+    # Under it, the first step is warm-up as before and the second step meets the steady bound.
+    final, _, _ = run_script(tmp_path, "import keras\n" + body + "\n", "--steps", "5", "--bound-ms", "10",
+                             "--first-bound-ms", "5000", FAKE_STEP_S="0.03")
+    run = final["run"]
+    assert run["bound"] is True and run["bound_on"] == "steady_step" and run["bound_limit_ms"] == 10.0
+    assert len(run["warmup_step_ms"]) == 2
+
+
 def test_a_profiled_window_follows_the_measured_steps_and_leaves_the_log_to_the_script(tmp_path: Path) -> None:
     profile = tmp_path / "profile"
     final, log, _ = run_script(tmp_path, FIT, "--steps", "4", "--profile-dir", str(profile),

@@ -3,10 +3,13 @@ Keras home."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 WORKLOAD_DIR = Path(__file__).resolve().parents[3] / "fp16doctor" / "workload"
 sys.path.insert(0, str(WORKLOAD_DIR))  # the workload's modules import each other from beside themselves
@@ -107,3 +110,62 @@ def test_the_profiled_window_follows_the_timed_steps_and_stays_out_of_them() -> 
     assert all(abs(v - 100.0) < 1e-6 for v in timer.step_ms)
     # Keras 2.0-era loops run on to the end of the epoch: later steps change nothing.
     assert timer.end_step({"loss": 0.5}) is True and len(timer.window_ms) == 2
+
+
+def test_a_first_step_past_the_first_step_bound_ends_the_run_as_its_one_measured_step(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # The Xeon case: float32's first step 1.4 s, its median 150 ms (steady bound 5 s, first-step bound 7 s); float16's
+    # first step 27.6 s is already the measurement: no second step of 24.5 s is needed to know the run is pathological.
+    timer = timing.StepTimer(warmup_steps=2, min_steps=5, max_steps=60, max_measure_s=8.0, tolerance=0.05,
+                             bound_ms=5000.0, first_bound_ms=7000.0, window_steps=2)
+    assert _drive(timer, [27.6] * 10) == 0 and timer.done
+    assert timer.stop_reason == "slow_step_bound" and timer.bound and not timer.cut
+    assert timer.bound_limit_ms == 7000.0 and timer.bound_on == "first_step"
+    assert timer.step_ms == [27600.0] and timer.first_step_ms == 27600.0 and timer.warmup_ms == [27600.0]
+    assert timer.window_ms == [] and not timer.judges_next_step()
+    assert timer.end_step({"loss": 0.5}) is True and timer.step_ms == [27600.0]  # a loop that runs on changes nothing
+    events = [json.loads(line.split(" ", 1)[1]) for line in capsys.readouterr().out.splitlines() if '"step"' in line]
+    assert len(events) == 1
+    assert events[0]["bound"] is True and events[0]["bound_on"] == "first_step" and events[0]["limit_ms"] == 7000.0
+    assert events[0]["index"] == 0 and events[0]["phase"] == "measure"
+
+
+def test_a_first_step_under_the_first_step_bound_leaves_the_steady_bound_as_it_was() -> None:
+    # Over the steady bound (5 s) but under the first-step bound (7 s): tracing, not pathology; the second step
+    # decides, as before.
+    timer = timing.StepTimer(warmup_steps=2, min_steps=5, max_steps=60, max_measure_s=8.0, tolerance=0.05,
+                             bound_ms=5000.0, first_bound_ms=7000.0)
+    assert _drive(timer, [6.5, 6.0, 6.0]) == 1
+    assert timer.step_ms == [6000.0] and timer.warmup_ms == [6500.0, 6000.0]
+    assert timer.bound_limit_ms == 5000.0 and timer.bound_on == "steady_step"
+    fast = timing.StepTimer(warmup_steps=2, min_steps=6, max_steps=100, max_measure_s=1e9, tolerance=0.05,
+                            bound_ms=5000.0, first_bound_ms=7000.0)
+    assert _drive(fast, [6.5, 0.3] + [0.1] * 20) == 7  # under both bounds after the first: measured in full
+    assert not fast.bound and fast.bound_on is None and fast.stop_reason == "stable"
+    one = timing.StepTimer(warmup_steps=1, min_steps=5, max_steps=60, max_measure_s=8.0, tolerance=0.05,
+                           bound_ms=5000.0, first_bound_ms=7000.0)
+    assert _drive(one, [6.5, 6.0]) == 1  # one warm-up step: the first measured step is still judged
+    assert one.step_ms == [6000.0] and one.warmup_ms == [6500.0] and one.bound_on == "steady_step"
+
+
+def test_without_a_first_step_bound_the_first_step_never_ends_a_run() -> None:
+    timer = timing.StepTimer(warmup_steps=2, min_steps=5, max_steps=60, max_measure_s=8.0, tolerance=0.05,
+                             bound_ms=5000.0)
+    assert _drive(timer, [27.6, 24.5]) == 1
+    assert timer.step_ms == [24500.0] and timer.bound_on == "steady_step" and timer.bound_limit_ms == 5000.0
+    # A first-step bound without the steady one (no float32 step to set it) is no bound at all.
+    free = timing.StepTimer(warmup_steps=2, min_steps=6, max_steps=100, max_measure_s=1e9, tolerance=0.05,
+                            first_bound_ms=1000.0)
+    assert _drive(free, [27.6, 0.3] + [0.1] * 20) == 7 and not free.bound
+
+
+def test_the_built_in_workload_reads_both_bounds_from_the_engines_command_line() -> None:
+    import run_workload
+
+    from fp16doctor.engines.spec import QUICK, RunSpec
+
+    spec = RunSpec("host", "float16", "original", QUICK, reference_ms=150.0, reference_first_step_ms=1400.0)
+    args = run_workload.parse_args(spec.workload_args())
+    assert args.bound_ms == pytest.approx(spec.bound_ms) and args.first_bound_ms == pytest.approx(spec.first_bound_ms)
+    unbound = run_workload.parse_args(RunSpec("host", "float32", "original", QUICK).workload_args())
+    assert unbound.bound_ms is None and unbound.first_bound_ms is None

@@ -49,6 +49,27 @@ def test_the_bound_judges_the_steady_steps_before_any_measured_one() -> None:
     assert not free.judges_next_step()
 
 
+def test_the_first_step_bound_is_judged_after_the_first_step_never_inside_it() -> None:
+    """The watchdog is never armed for the first step, whatever its bound: one-time work in it has no place in a cut
+    step's ops. A first step past its bound ends the run after it, and nothing is armed for a step that will not run."""
+    t = load("timing").StepTimer(2, 3, 10, 60.0, 0.05, bound_ms=50.0, first_bound_ms=400.0)
+    clock = [0.0]
+    t.clock = lambda: clock[0]
+    t.begin()
+    assert not t.judges_next_step()
+    clock[0] += 0.5
+    assert t.end_step({"loss": 1.0}) is True
+    assert t.bound_on == "first_step" and not t.cut and not t.judges_next_step()
+    under = load("timing").StepTimer(2, 3, 10, 60.0, 0.05, bound_ms=50.0, first_bound_ms=400.0)
+    under.clock = lambda: clock[0]
+    under.begin()
+    clock[0] += 0.3
+    assert under.end_step({"loss": 1.0}) is False
+    assert under.judges_next_step()  # the second step, as without a first-step bound
+    under.cut_in_step(52.5)
+    assert under.bound_on == "steady_step" and under.bound_limit_ms == 50.0
+
+
 def test_a_step_cut_inside_is_the_one_censored_measurement(capsys: pytest.CaptureFixture[str]) -> None:
     t = timer()
     t.begin()

@@ -139,10 +139,11 @@ def test_a_loop_that_gives_no_position_profiles_the_next_steps_as_before() -> No
     assert steps == 7 and profiler.events == [("start", 5), ("stop", 7)]
 
 
-def _warmup(steps_ms: list[float], warmup_steps: int = 2) -> tuple[Any, Any, _Profiler]:
+def _warmup(steps_ms: list[float], warmup_steps: int = 2,
+            first_bound_ms: float | None = None) -> tuple[Any, Any, _Profiler]:
     clock = [0.0]
     timer = timing.StepTimer(warmup_steps=warmup_steps, min_steps=4, max_steps=100, max_measure_s=1e9, tolerance=0.05,
-                         bound_ms=1000.0, window_steps=2, clock=lambda: clock[0])
+                         bound_ms=1000.0, window_steps=2, clock=lambda: clock[0], first_bound_ms=first_bound_ms)
     profiler = _Profiler()
     hooks = StepHooks(timer, profiler)
     hooks.train_begin(None)
@@ -175,3 +176,17 @@ def test_warmup_windows_of_a_run_that_is_not_cut_short_give_way_to_the_window_af
     assert not timer.bound and timer.done and hooks.window_kind() == "after_timing"
     assert profiler.kinds[:4] == ["first_step", "first_step", "bound_step", "bound_step"]
     assert profiler.kinds[-2:] == ["after_timing", "after_timing"]
+
+
+def test_a_run_cut_short_by_its_first_step_is_profiled_on_that_step_and_says_so() -> None:
+    """Past the first-step bound the first step is the run's one step: its window (profiled, as every first step of a
+    run that may be bound) stands for the run, no other step runs, and the result says which bound was met."""
+    timer, hooks, profiler = _warmup([9000.0, 9000.0, 9000.0], first_bound_ms=5000.0)
+    assert timer.bound and timer.step_ms == [9000.0] and timer.warmup_ms == [9000.0]
+    assert profiler.kinds == ["first_step", "first_step"] and profiler.step == 1
+    assert hooks.window_kind() == "first_step"
+    hooks.profiler = None  # the fields the record takes from the timer, without the profile's
+    assert hooks.result_fields() == {"bound": True, "bound_limit_ms": 5000.0, "bound_on": "first_step"}
+    later, later_hooks, _ = _warmup([2500.0, 1500.0], first_bound_ms=5000.0)  # under it: the second step decides
+    later_hooks.profiler = None
+    assert later_hooks.result_fields() == {"bound": True, "bound_limit_ms": 1000.0, "bound_on": "steady_step"}
