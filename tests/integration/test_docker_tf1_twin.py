@@ -40,7 +40,9 @@ def both_twins(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any]
     require_engine()
     out = tmp_path_factory.mktemp("tf1-twins")
     stacks = [arg for name in TWINS for arg in ("--stack", name)]
-    proc = _diagnose(out, *stacks, "--precision", "float32", "--precision", "float16", "--no-experiments")
+    # The workload as written only (no input-free control run): the question is float16 against float32.
+    proc = _diagnose(out, *stacks, "--precision", "float32", "--precision", "float16", "--variant", "original",
+                     "--no-experiments")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sdk.leftover_containers(None) == []
     return json.loads((out / "results.json").read_text()), proc.stdout
