@@ -207,11 +207,11 @@ class HostBatchEstimate:
 # The seed workload's generator (rescale and both flips, JPEG decode included) timed by fp16doctor itself: the
 # tf1.7-cpu stack (TensorFlow 1.7.0, Keras 2.1.5, numpy 1.14.2, Python 2.7.18), quick size, on a 2-core AMD EPYC
 # (family 25) with AVX2 and F16C, `input_time_ms` medians of float16 (floatx) and float32 batches. The run is in
-# docs/examples/cpu-epyc-avx2-tf1.7-quick (a unit test holds these figures to it). numpy emulates float16
+# docs/examples/cpu-epyc-avx2-three-stacks-quick (a unit test holds these figures to it). numpy emulates float16
 # arithmetic in software (numpy issues 7571, 11590). Measured on another machine than the one a document
 # describes: evidence for a likely cause (verdicts[].likely_cause), never a verdict cause with explains_ms.
 HOST_FP16_BATCH_ESTIMATE = HostBatchEstimate(
-    float16_ms=65.9, float32_ms=57.8, batch_size=32, image_height=112, image_width=168,
+    float16_ms=101.9, float32_ms=61.0, batch_size=32, image_height=112, image_width=168,
     source="Keras 2.1.5's ImageDataGenerator on fp16doctor's tf1.7-cpu stack (2-core AMD EPYC, AVX2 and F16C)",
 )
 
