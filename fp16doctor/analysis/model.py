@@ -10,7 +10,7 @@ from typing import Any
 from fp16doctor.analysis.values import as_int, as_list, as_mapping, as_number
 from fp16doctor.workload.protocol import SEED_WORKLOAD, SIZES
 
-# The seed script's convolutions (SEED.md): 3x3, same-padded, each followed by 2x2 max pooling.
+# The seed script's convolutions (the question's model): 3x3, same-padded, each followed by 2x2 max pooling.
 SEED_CONVS = ((None, 32), (32, 32), (32, 64), (64, 64))
 
 

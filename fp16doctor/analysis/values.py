@@ -182,6 +182,12 @@ class ShownRatio:
         return self.outcome == "no_significant_difference" and not self.lower_bound
 
     @property
+    def unmeasurable(self) -> bool:
+        """No difference said of an interval wholly on one side of 1: the A/A control (or the price of two
+        processes) judged the effect unmeasurable here, which is not the same speed."""
+        return self.same and self.low is not None and self.high is not None and (self.high < 1 or self.low > 1)
+
+    @property
     def magnitude(self) -> float:
         """The number printed: how many times faster, or how many times slower."""
         return 1 / self.speedup if self.slower else self.speedup
@@ -206,10 +212,11 @@ class ShownRatio:
         return f"{self.magnitude:.{self.digits}f}x"
 
     def figure(self, than: str = "") -> str:
-        """'2.24x faster', '166x slower', '>= 166x slower', 'same speed' (`than`: ' than float32' after it)."""
+        """'2.24x faster', '166x slower', '>= 166x slower', 'same speed', 'not measurable' (`than`: ' than float32'
+        after it)."""
         after = f" {than}" if than else ""
         if self.same:
-            return "same speed"
+            return "not measurable" if self.unmeasurable else "same speed"
         if self.lower_bound:
             return f">= {self.times()} slower{after}"
         return f"{self.times()} {'slower' if self.slower else 'faster'}{after}"
@@ -222,6 +229,10 @@ class ShownRatio:
         digits = self.digits
         if self.same:  # an interval across 1 reads as speed-ups
             low, high = self.low or 0.0, self.high or 0.0
+            if 0 < high < 1:  # wholly below 1 (unmeasurable): said as slowdowns
+                low, high = 1 / high, 1 / low
+                digits = max(digits, ratio_digits(1.0, (high - low)))
+                return f"{low:.{digits}f}-{high:.{digits}f}x slower"
             digits = max(digits, ratio_digits(1.0, (high - low)))
             return f"{low:.{digits}f}-{high:.{digits}f}x"
         low, high = interval
@@ -234,7 +245,8 @@ class ShownRatio:
         difference (0.95-1.05x)': the figure and its interval, in one direction."""
         spread = self.interval_text()
         if self.same:
-            return "no significant difference" + (f" ({spread})" if spread else "")
+            said = "not measurable here now" if self.unmeasurable else "no significant difference"
+            return said + (f" ({spread})" if spread else "")
         return self.figure(than) + (f" ({spread})" if spread else "")
 
 

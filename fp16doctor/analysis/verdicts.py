@@ -127,7 +127,6 @@ def verdict_for(acc: Accounting) -> Verdict:
                      f"{fmt_ms(reduced.ops.window_ms)}, float32 {fmt_ms(fp32.ops.window_ms)} per step), so "
                      f"{fmt_ms(missed)} of the timed difference did not recur there (the steps changed speed "
                      "between the timing and the window)")
-    unmeasurable = bool(interval.refused) or (interval.aa is not None and not interval.aa.passed)
     return {
         "machine": reduced.machine,
         "stack": reduced.stack,
@@ -170,8 +169,8 @@ def verdict_for(acc: Accounting) -> Verdict:
                     **({"confirmed_by": s.confirmed_by} if s.confirmed_by else {}),
                     "ops": [{"name": o.get("name"), "layer": o.get("layer"), "pass": o.get("pass"),
                              "dtype": o.get("dtype"), "ms": o.get("ms")} for o in s.ops]} for s in causes],
-        "figure": phrase if outcome != "no_significant_difference" else "not measurable" if unmeasurable else
-        "same speed",
+        # ShownRatio's words for no difference: "same speed", or "not measurable" for an interval off 1.
+        "figure": phrase if outcome != "no_significant_difference" else shown_ratio(acc).figure(),
         "headline": headline,
     }
 

@@ -61,8 +61,8 @@ class WorkloadSize:
 
 
 FULL = WorkloadSize("full", **SIZES["full"])
-# Quick: the size SEED.md measured on a 2-core CPU; float16 there runs ~1 s/step, so the time budget
-# (not the step count) usually ends a run, and the whole diagnose stays within 90 s.
+# Quick: the question's seed script made small enough for a 2-core CPU; float16 there runs ~1 s/step, so the time
+# budget (not the step count) usually ends a run, and the whole diagnose stays within 90 s.
 QUICK = WorkloadSize("quick", **SIZES["quick"])
 WORKLOAD_SIZES = {s.name: s for s in (FULL, QUICK)}
 # The most one run may take, on the host or in a container: a hung driver call prints nothing and

@@ -133,7 +133,7 @@ FEATURES: dict[str, Feature] = {
         KERAS3_MIXED_PRECISION,
     ),
     # keras_preprocessing's DirectoryIterator built float32 batches whatever dtype was asked for
-    # (SEED facts; fix: KERAS_PREPROCESSING_DTYPE).
+    # (keras_preprocessing's image.py; fix: KERAS_PREPROCESSING_DTYPE).
     "kp_ignores_dtype": Feature(
         "keras_preprocessing",
         "1.0.5",
@@ -173,7 +173,7 @@ def has_feature(key: str, version: str | None) -> bool | None:
 
 
 # Keras 2.1.x's ImageDataGenerator builds batches with dtype=K.floatx() and rescales them in place, so
-# floatx=float16 makes the host do float16 numpy arithmetic (SEED facts: keras 2.1.5 image.py).
+# floatx=float16 makes the host do float16 numpy arithmetic (keras 2.1.5 preprocessing/image.py).
 KERAS_FLOATX_BATCHES_UNTIL = "2.2.0"
 # Keras 2.2.0 moved the generator into keras_preprocessing.
 KERAS_USES_KERAS_PREPROCESSING_SINCE = "2.2.0"

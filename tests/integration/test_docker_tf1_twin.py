@@ -93,7 +93,7 @@ def test_one_diagnose_over_both_twins_says_what_changed_for_float16_between_them
         pytest.skip(f"float16 did not train on every twin here ({sorted(float16_ok)}): nothing to compare")
     [comparison] = [c for c in doc["stack_comparisons"] if c["precision"] == "float16"]
     assert (comparison["from"], comparison["to"]) == ("tf1.7-cpu", "tf1.13-cpu")  # older software first
-    assert (comparison["software_from"]["keras"], comparison["software_to"]["keras"]) == ("2.1.5", "2.2.4")
+    assert "Keras 2.1.5" in comparison["software_from"] and "Keras 2.2.4" in comparison["software_to"], comparison
     assert comparison["headline"].startswith("float16 against float32 went from ")
     assert 0 <= comparison["explained_share"] <= 1
     # Ops are matched by layer type and position: both Keras 2 stacks call their first Conv2D conv2d_1.

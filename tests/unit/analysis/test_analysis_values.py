@@ -129,5 +129,17 @@ def test_every_output_of_an_example_prints_a_ratio_the_same_way(path: Path) -> N
         entry = next(m for p in diagnosis.prescriptions for m in p["measured"]
                      if (p["machine"], p["stack"], m["precision"], m["variant"])
                      == (verdict["machine"], verdict["stack"], verdict["precision"], verdict["variant"]))
-        assert entry_versus(entry).startswith(shown if verdict["outcome"] != "no_significant_difference"
-                                              else "no significant difference")
+        same = "not measurable" if shown == "not measurable" else "no significant difference"
+        assert entry_versus(entry).startswith(shown if verdict["outcome"] != "no_significant_difference" else same)
+
+
+def test_no_difference_on_an_interval_off_1_is_not_measurable_never_a_speed_up_under_1() -> None:
+    """The A/A control can refuse an effect whose interval excludes 1 (0.44-0.95x: float16 slower, but no more than
+    two identical float32 models differed): it is said as not measurable, its interval as slowdowns."""
+    shown = ShownRatio.of(0.6459, [0.44085, 0.94632], "no_significant_difference")
+    assert shown is not None and shown.unmeasurable and shown.figure() == "not measurable"
+    assert shown.interval_text() == "1.1-2.3x slower"
+    assert shown.versus() == "not measurable here now (1.1-2.3x slower)"
+    across = ShownRatio.of(0.98, [0.95, 1.02], "no_significant_difference")
+    assert across is not None and not across.unmeasurable and across.figure() == "same speed"
+    assert across.interval_text() == "0.95-1.02x"

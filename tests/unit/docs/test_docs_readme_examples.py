@@ -95,3 +95,18 @@ def test_the_readme_quotes_its_examples_as_they_were_measured(sentence: str, exa
 def test_the_readme_names_no_scratch_folder() -> None:
     # Commands and hints show the example's own folders or a placeholder, not where someone once ran them.
     assert re.findall(r"/tmp/[\w.-]+", README) == []
+
+
+def test_the_readme_quotes_what_the_three_stack_example_says_changed_between_stacks() -> None:
+    """The README's "Between stacks" lines are the example's own: its first comparison's sentence as the analysis
+    wrote it, and the one-sided bounds of the two twins' float16 as their verdicts give them."""
+    example = "cpu-epyc-avx2-three-stacks-quick"
+    assert f"docs/examples/{example}" in README
+    doc = json.loads((ROOT / "docs" / "examples" / example / "results.json").read_text(encoding="utf-8"))
+    first = doc["stack_comparisons"][0]
+    assert (first["from"], first["to"], first["precision"]) == ("tf1.7-cpu", "tf1.13-cpu", "float16")
+    assert " ".join(first["headline"].split()) in README
+    bounds = {v["stack"]: v for v in doc["verdicts"] if v["precision"] == "float16" and v["bound"]}
+    for stack, keras in (("tf1.7-cpu", "2.1.5"), ("tf1.13-cpu", "2.2.4")):
+        slower = round(1 / bounds[stack]["ratio"])
+        assert f"at least {slower}x" in README and f"Keras {keras}" in README, (stack, slower)
