@@ -4,7 +4,9 @@
 
 Runs the real CLI end to end (probe, the runs, the experiments the analysis plans, analysis, report) and
 prints one JSON object: each diagnose's wall time, its phases (results.json invocation.phases_s), each run's wall
-time, and beside them the CPU model and the load average before and after, since a loaded machine is slower.
+time, and beside them the CPU model and the load average before and after, since a loaded machine is slower. With
+--repeat 3 it also says whether the diagnoses in a row agree: each verdict's outcome and cause, each prescription's
+configuration, and whether each ratio's intervals overlap across the repeats.
 Set FP16DOCTOR_SLOW_STEP_MULTIPLE to force the slow-step bound on a CPU where float16 is not pathological.
 """
 
@@ -27,7 +29,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     args, extra = ap.parse_known_args()
     cli = [sys.executable, "-m", "fp16doctor"]
-    walls, runs, phases, loads = [], [], [], []
+    walls, runs, phases, loads, conclusions = [], [], [], [], []
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as out:
             load_before = os.getloadavg()[0]
@@ -40,6 +42,7 @@ def main() -> None:
                 sys.exit(f"diagnose failed ({proc.returncode}): {proc.stderr[-2000:]}")
             doc = json.loads((Path(out) / "results.json").read_text())
             phases.append(doc.get("invocation", {}).get("phases_s"))
+            conclusions.append(_conclusions(doc))
             runs.append({f"{r['precision']}/{r['variant']}": {
                 "wall_s": r.get("wall_s"), "status": r.get("status"), "bound": r.get("bound", False),
                 "step_ms": (r.get("step_time_ms") or {}).get("median"), "n": (r.get("step_time_ms") or {}).get("n"),
@@ -51,7 +54,35 @@ def main() -> None:
         "wall_s": [round(w, 1) for w in walls], "median_wall_s": round(statistics.median(walls), 1),
         "phases_s": phases, "load_average_1min_before_after": loads,
         "per_run_wall_s": runs,
+        "conclusions": conclusions, "agreement": _agreement(conclusions),
     }, indent=2))
+
+
+def _conclusions(doc: dict) -> dict:
+    """What a user acts on: each verdict's outcome, cause and interval; each machine's prescribed configuration."""
+    verdicts = {f"{v['stack']}/{v['precision']}/{v['variant']}": {
+        "outcome": v.get("outcome"), "cause": v.get("cause"), "figure": v.get("figure"),
+        "interval": v.get("ratio_interval")} for v in doc.get("verdicts", [])}
+    prescribed = {p["stack"]: (p.get("recommended") or {}).get("precision") for p in doc.get("prescriptions", [])}
+    return {"verdicts": verdicts, "prescribed": prescribed}
+
+
+def _agreement(conclusions: list[dict]) -> dict:
+    """Whether the repeats agree on outcome, cause and prescription, and whether each ratio's intervals overlap."""
+    if len(conclusions) < 2:
+        return {}
+    keys = set.intersection(*(set(c["verdicts"]) for c in conclusions))
+    overlap = {}
+    for key in sorted(keys):
+        ranges = [c["verdicts"][key]["interval"] for c in conclusions]
+        if all(isinstance(r, list) and len(r) == 2 for r in ranges):
+            overlap[key] = max(r[0] for r in ranges) <= min(r[1] for r in ranges)
+    return {
+        "outcomes": all(len({c["verdicts"][k]["outcome"] for c in conclusions}) == 1 for k in keys),
+        "causes": all(len({c["verdicts"][k]["cause"] for c in conclusions}) == 1 for k in keys),
+        "prescriptions": len({json.dumps(c["prescribed"], sort_keys=True) for c in conclusions}) == 1,
+        "intervals_overlap": overlap,
+    }
 
 
 def _cpu_model() -> str:
