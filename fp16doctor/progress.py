@@ -18,7 +18,7 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from fp16doctor.analysis.values import as_positive, fmt_ms, fmt_times
+from fp16doctor.analysis.values import as_positive, fmt_ms
 from fp16doctor.engines.spec import RunSpec
 from fp16doctor.results import run_key
 
@@ -209,12 +209,12 @@ class LiveProgress:
             if record.get("bound_on") == "first_step":
                 limit = as_positive(bound.get("first_step_limit_ms")) or as_positive(record.get("bound_limit_ms"))
                 fp32 = as_positive(bound.get("float32_first_step_ms"))
-                why = (f"its first step over its bound of {fmt_ms(limit)}, {fmt_times(limit / fp32)} float32's "
+                why = (f"its first step over its bound of {fmt_ms(limit)}, {_multiple(limit / fp32)} float32's "
                        f"first step of {fmt_ms(fp32)}" if limit and fp32 else "its first step over its bound")
                 what = "for its one step, the first, one-time work included"
             else:
                 limit, fp32 = as_positive(bound.get("limit_ms")), as_positive(bound.get("float32_step_ms"))
-                why = (f"over its bound of {fmt_ms(limit)}, {fmt_times(limit / fp32)} float32's {fmt_ms(fp32)}"
+                why = (f"over its bound of {fmt_ms(limit)}, {_multiple(limit / fp32)} float32's {fmt_ms(fp32)}"
                        if limit and fp32 else "over the slow-step bound")
                 what = "at least, cut inside it" if record.get("cut_in_step") else "for its one step"
             line = Text.assemble(("✓ ", "yellow"), (label, "bold"),
@@ -228,3 +228,8 @@ class LiveProgress:
             mark = ("✗ ", "red") if status == "failed" else ("– ", "yellow")
             line = Text.assemble(mark, (label, "bold"), f"  {status}: {record.get('error', '')}"[:300])
         self.console.print(line)
+
+
+def _multiple(value: float) -> str:
+    """A bound's size against float32's step, a setting rather than a measured ratio: '38x', '5x', '7.7x'."""
+    return f"{value:.0f}x" if value >= 10 else f"{value:.2g}x"

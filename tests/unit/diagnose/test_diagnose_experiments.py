@@ -204,7 +204,7 @@ def test_a_run_cut_after_its_first_step_names_the_first_step_bound() -> None:
                          "step_time_ms": {"median": 27600.0, "n": 1}})
     text = " ".join(out.getvalue().split())
     assert ("27.6 s for its one step, the first, one-time work included (stopped there: its first step over its "
-            "bound of 7000 ms, 5.00x float32's first step of 1400 ms)") in text
+            "bound of 7000 ms, 5x float32's first step of 1400 ms)") in text
     # A run the steady bound cut keeps its words.
     progress.start_run(spec, 4, 2)
     progress.finish_run({**record, "status": "ok", "bound": True, "bound_on": "steady_step", "bound_limit_ms": 5000.0,
