@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from progress_recorder import Recorder
 from rich.console import Console
 
 import fp16doctor.probe as probe
@@ -27,23 +28,6 @@ SPR_HOST = {
 }
 # What that Xeon measured (issue 12): float32 ~130 ms, float16 ~22 s, mixed_bfloat16 ~59 ms per step.
 STEP_MS = {"float32": 130.0, "float16": 22000.0, "mixed_float16": 22000.0, "mixed_bfloat16": 59.0}
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.notes: list[str] = []
-
-    def note(self, message: str) -> None:
-        self.notes.append(message)
-
-    def start_run(self, spec: RunSpec, total: int, index: int) -> None:
-        pass
-
-    def event(self, event: dict[str, Any]) -> None:
-        pass
-
-    def finish_run(self, record: dict[str, Any]) -> None:
-        pass
 
 
 @pytest.fixture

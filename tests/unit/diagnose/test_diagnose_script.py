@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from progress_recorder import Recorder
 from typer.testing import CliRunner
 
 import fp16doctor.probe as probe
@@ -27,23 +28,6 @@ CPU_HOST = {
     "os": "Linux", "python": {"version": "3.11.7", "executable": "/usr/bin/python3"},
     "frameworks": {"keras": {"version": "3.15.1", "backend": "tensorflow"}, "tensorflow": {"version": "2.21.0"}},
 }
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.notes: list[str] = []
-
-    def note(self, message: str) -> None:
-        self.notes.append(message)
-
-    def start_run(self, spec: RunSpec, total: int, index: int) -> None:
-        pass
-
-    def event(self, event: dict[str, Any]) -> None:
-        pass
-
-    def finish_run(self, record: dict[str, Any]) -> None:
-        pass
 
 
 def _script(tmp_path: Path) -> Path:

@@ -7,29 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from progress_recorder import Recorder
 
 from fp16doctor.diagnose import sink as sink_module
 from fp16doctor.diagnose.sink import RoundsSink
 from fp16doctor.engines.rounds import AA_CONTROL
 from fp16doctor.engines.spec import QUICK, RunSpec
 from fp16doctor.results import ResultsWriter, new_document
-
-
-class _Notes:
-    def __init__(self) -> None:
-        self.notes: list[str] = []
-
-    def note(self, message: str) -> None:
-        self.notes.append(message)
-
-    def start_run(self, spec: RunSpec, total: int, index: int) -> None:
-        pass
-
-    def event(self, event: dict[str, Any]) -> None:
-        pass
-
-    def finish_run(self, record: dict[str, Any]) -> None:
-        pass
 
 
 def _run(precision: str, ms: float) -> dict[str, Any]:
@@ -51,7 +35,7 @@ def test_the_rounds_note_says_what_they_cost_where_the_engine_did_not_time_them(
     writer = ResultsWriter(tmp_path / "results.json", new_document({"gpus": []}))
     for run in (_run("float32", 964.0), _run("float16", 1600.0)):
         writer.add_run(run)
-    progress = _Notes()
+    progress = Recorder()
     sink = RoundsSink(writer, progress, alone="each run's own process", measure_load=False)
     clock = iter([100.0, 151.0])
     monkeypatch.setattr(sink_module.time, "monotonic", lambda: next(clock))
