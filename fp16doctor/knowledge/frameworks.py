@@ -194,14 +194,14 @@ class HostBatchEstimate:
     image_width: int
     source: str
 
-    def scale(self, batch_size: int | None, image_pixels: int | None) -> float:
-        """How many times this measurement's work another batch is (numpy's work is per element)."""
-        scale = (batch_size or self.batch_size) / self.batch_size
-        return scale * (image_pixels or self.image_pixels) / self.image_pixels
-
     @property
-    def image_pixels(self) -> int:
-        return self.image_height * self.image_width
+    def image_size(self) -> tuple[int, int]:
+        return self.image_height, self.image_width
+
+    def scale(self, batch_size: int, image_size: tuple[int, int]) -> float:
+        """How many times this measurement's work a batch of `batch_size` images of `image_size` (height, width)
+        is: numpy's work is per element."""
+        return batch_size * image_size[0] * image_size[1] / (self.batch_size * self.image_height * self.image_width)
 
 
 # The seed workload's generator (rescale and both flips, JPEG decode included) timed by fp16doctor itself: the

@@ -23,7 +23,6 @@ from fp16doctor.knowledge.frameworks import (
     HOST_FP16_BATCH_ESTIMATE,
     KERAS_USES_KERAS_PREPROCESSING_SINCE,
     NUMPY_FP16_ISSUES,
-    HostBatchEstimate,
     has_feature,
 )
 from fp16doctor.workload.protocol import SEED_WORKLOAD
@@ -186,14 +185,6 @@ def _host_gain(ctx: Context, runs: list[RunView]) -> str | None:
     return None
 
 
-def _batch_words(run: RunView, est: HostBatchEstimate) -> str:
-    """This run's batch and image size as the scaled estimate names them (what it does not record: as measured)."""
-    batch = run.batch_size or est.batch_size
-    if run.image_size is None or run.image_size == (est.image_height, est.image_width):
-        return f"batch of {batch}"
-    return f"batch of {batch} at {run.image_size[0]}x{run.image_size[1]}"
-
-
 def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
     evidence: list[str] = []
     runs: list[RunView] = []
@@ -238,12 +229,14 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
                 f"{est.batch_size} images of {est.image_height}x{est.image_width} in float16 vs "
                 f"{est.float32_ms:.1f} ms in float32 (decode included"
             )
-            scale = est.scale(run.batch_size, run.image_size and run.image_size[0] * run.image_size[1])
-            measured_size = (est.batch_size, (est.image_height, est.image_width))
-            if (run.batch_size or est.batch_size, run.image_size or measured_size[1]) != measured_size:
-                # a scaled figure is said to be one, not passed off as measured
+            # This run's batch and images, as measured where it does not record them; a scaled figure is said to
+            # be one, not passed off as measured.
+            batch, size = run.batch_size or est.batch_size, run.image_size or est.image_size
+            if (batch, size) != (est.batch_size, est.image_size):
+                scale = est.scale(batch, size)
+                at_size = "" if size == est.image_size else f" at {size[0]}x{size[1]}"
                 line += (f"; about {est.float16_ms * scale:.0f} vs {est.float32_ms * scale:.0f} ms scaled to this "
-                         f"run's {_batch_words(run, est)}")
+                         f"run's batch of {batch}{at_size}")
             line += ")"
             grown = next((p for p in ctx.fp16_pairs() if p.reduced is run), None)
             major = True
