@@ -3,7 +3,6 @@ display; an interleaved rounds process's record into the runs it timed."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from fp16doctor.engines.spec import HOST_STACK, RunSpec
@@ -47,10 +46,8 @@ class RoundsSink(DocumentSink):
         self.alone = alone  # where each precision's own figures were timed, as the cross-check names it
         self.measure_load = measure_load  # the engine runs here: this machine's load beside the rounds is theirs
         self.before: Any = None
-        self.rounds_started: float | None = None
 
     def start_run(self, spec: RunSpec) -> None:
-        self.rounds_started = time.monotonic()
         if self.measure_load:
             from fp16doctor.probe.load import snapshot
 
@@ -63,10 +60,6 @@ class RoundsSink(DocumentSink):
             from fp16doctor.probe.load import machine_load, snapshot
 
             record["machine_load"] = machine_load(self.before, snapshot())
-        if "wall_s" not in record and self.rounds_started is not None:
-            # What the rounds cost here, start to record (a container's start or a job's node included), where the
-            # engine did not time its process itself.
-            record["wall_s"] = round(time.monotonic() - self.rounds_started, 3)
         prefix = "" if record.get("stack") in (None, HOST_STACK) else f"{record.get('stack')}: "
         kept, notes = take_rounds(self.writer.doc, record, alone=self.alone)
         if kept is not None:

@@ -318,6 +318,7 @@ def run_in_stack(
     output = ""
     container = None
     streamed = Streamed()
+    started = time.monotonic()
     profile_tar: bytes | None = None
     profile_error: str | None = None
     try:
@@ -365,6 +366,7 @@ def run_in_stack(
     if record["status"] == "ok":
         record["device"] = device_for(record.get("device"), gpu if use_gpu else None)
         attach_container_ops(record, streamed.capture, profile_tar, profile_error, keep_profile)
+    record["wall_s"] = round(time.monotonic() - started, 3)  # the container's whole life, as the host times a run
     return record
 
 

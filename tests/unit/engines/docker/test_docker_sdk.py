@@ -156,6 +156,7 @@ def test_successful_run_becomes_a_record_with_the_engine(fake: FakeClient) -> No
     assert record["engine"]["kind"] == "docker"
     assert record["engine"]["docker_host"] == "tcp://10.0.0.2:2376"
     assert record["engine"]["image"] == IMAGE and record["engine"]["gpu_uuid"] is None
+    assert record["wall_s"] >= 0  # the container's whole life, as the host engine times its runs (the rounds' note)
     created = fake.containers.created[0]
     assert created["entrypoint"] == ["fp16doctor-python", "/opt/fp16doctor/workload/run_workload.py"]
     assert created["command"] == spec().workload_args()
