@@ -129,6 +129,10 @@ def probe(
         out.print(probe_text(host))
 
 
+SIZE_HELP = ("quick or full (--quick and --full by name), or smoke: the whole diagnose at a sixteenth of quick's "
+             "steps, to check that a stack, engine or cluster runs; its timings do not diagnose a real size.")
+
+
 @app.command()
 def diagnose(
     ctx: typer.Context,
@@ -138,7 +142,7 @@ def diagnose(
                                metavar=FLAG, rich_help_panel=PANEL_WHAT),
     full: bool = typer.Option(False, "--full", help="The script's own size (336x224, batch 128), even on a CPU.",
                               metavar=FLAG, rich_help_panel=PANEL_WHAT),
-    size: str | None = typer.Option(None, "--size", help="quick or full: --quick and --full by name.",
+    size: str | None = typer.Option(None, "--size", help=SIZE_HELP,
                                     callback=_check_size, autocompletion=_complete_size,
                                     metavar=_metavar(tuple(SIZES)), rich_help_panel=PANEL_WHAT),
     stack: list[str] = typer.Option([], "--stack", "-s", help="Run in this pinned stack (Docker); repeatable.",

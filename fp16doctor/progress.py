@@ -211,7 +211,8 @@ class LiveProgress:
                 fp32 = as_positive(bound.get("float32_first_step_ms"))
                 why = (f"its first step over its bound of {fmt_ms(limit)}, {_multiple(limit / fp32)} float32's "
                        f"first step of {fmt_ms(fp32)}" if limit and fp32 else "its first step over its bound")
-                what = "for its one step, the first, one-time work included"
+                what = ("at least, cut inside its first step, one-time work included" if record.get("cut_in_step")
+                        else "for its one step, the first, one-time work included")
             else:
                 limit, fp32 = as_positive(bound.get("limit_ms")), as_positive(bound.get("float32_step_ms"))
                 why = (f"over its bound of {fmt_ms(limit)}, {_multiple(limit / fp32)} float32's {fmt_ms(fp32)}"

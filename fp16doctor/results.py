@@ -32,6 +32,9 @@ VARIANT_CHANGES: dict[str, dict[str, Any]] = {
     "xla": {"jit_compile": True},
 }
 RUN_STATUSES = ("ok", "failed", "skipped")
+# What a size's timings are not (invocation.size): said beside its prescription and when the diagnose starts.
+SIZE_CAVEATS = {"smoke": "the smoke size checks that everything runs; its steps are too small to say how training "
+                         "at a real size goes (diagnose with --quick or --full before acting on it)"}
 SEVERITIES = ("info", "warning", "critical")
 # runs[].ops.coverage below this: the listed ops leave much of the window unattributed, and reports say so.
 LOW_COVERAGE = 0.7

@@ -19,8 +19,6 @@ from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S
 from fp16doctor.engines.spec import RunSpec, WorkloadSize
 from fp16doctor.options import HOST_STACK, DiagnoseOptions
 
-# --quick is a wall-time budget for the host's matrix: the interleaved rounds fill what the runs left of it.
-QUICK_BUDGET_S = 90.0
 # Importing the framework in a fresh process: 2.8-3.3 s in the recorded quick diagnoses of 2-core EPYC and Xeon
 # machines (runs[].timing.import_s in docs/examples and tests/data/recordings); a run's own set-up and profiled
 # window come on top.
@@ -64,9 +62,9 @@ def _estimate(routed: list[tuple[Engine, list[RunSpec]]], size: WorkloadSize) ->
     parts: list[str] = []
     for engine, cells in routed:
         per_run = IMPORT_PRIOR_S + size.max_measure_s
-        if engine.runs_here and not engine.queued and size.name == "quick":
-            parts.append(f"about {QUICK_BUDGET_S:.0f} s for this host's {len(cells)} run(s): the quick budget, which "
-                         "the interleaved rounds fill (a CPU whose 16-bit steps take 20 s or more runs past it)")
+        if engine.runs_here and not engine.queued and size.budget_s is not None:
+            parts.append(f"about {size.budget_s:.0f} s for this host's {len(cells)} run(s): the {size.name} budget, "
+                         "which the interleaved rounds fill (a CPU whose 16-bit steps take 20 s or more runs past it)")
         elif engine.runs_here and not engine.queued:
             parts.append(f"at most about {(len(cells) * per_run + FULL_ROUNDS_BUDGET_S) / 60:.0f} min for this host's "
                          f"{len(cells)} run(s) (each stops measuring after {size.max_measure_s:.0f} s; the rounds take "
@@ -84,7 +82,7 @@ def describe_plan(todo: list[RunSpec], kept: int, size: WorkloadSize, options: D
     notes: list[str] = []
     if options.experiments:
         notes.append("experiments that change one thing are chosen from what the runs measure, and run after them"
-                     + (" if the quick budget has room" if size.name == "quick" else ""))
+                     + (f" if the {size.name} budget has room" if size.budget_s is not None else ""))
     notes.append("float32 runs first in each group: its step sets the 16-bit runs' slow-step bound")
     routed = router.route(todo)
     where = tuple(line for engine, _ in routed for line in engine.where())

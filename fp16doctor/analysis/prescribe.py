@@ -41,7 +41,7 @@ from fp16doctor.invocation import check_diagnose_argv
 from fp16doctor.knowledge.frameworks import has_feature
 from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.redaction import redact_secrets
-from fp16doctor.results import VARIANT_CHANGES, rerun_options
+from fp16doctor.results import SIZE_CAVEATS, VARIANT_CHANGES, rerun_options
 
 Finding = dict[str, Any]
 Prescription = dict[str, Any]
@@ -326,6 +326,12 @@ def _headline(fp32: RunView, best: Measured, configs: Sequence[Measured]) -> str
     return f"Use {best.label} on {where}: {best.speed_phrase()}{caveat}"
 
 
+def _size_caveat(ctx: Context) -> str:
+    """What the invocation's size says of its timings (SIZE_CAVEATS), after the headline; empty for a real size."""
+    caveat = SIZE_CAVEATS.get(as_str(as_mapping(ctx.doc.get("invocation")).get("size")) or "")
+    return f" ({caveat})" if caveat else ""
+
+
 def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
     """One prescription per machine and stack with a float32 run of the original workload."""
     result = []
@@ -349,7 +355,7 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
             },
             "measured": [m.to_dict() for m in configs],
             "untested": _untested(ctx, fp32, configs, best, found),
-            "headline": _headline(fp32, best, configs),
+            "headline": _headline(fp32, best, configs) + _size_caveat(ctx),
         })
     return result
 

@@ -1,5 +1,5 @@
-"""The quick size's wall budget (runplan.QUICK_BUDGET_S): what the interleaved rounds get, and which experiments
-fit in what is left. An engine whose runs wait in a queue is not bound by it (its `queued` trait)."""
+"""A size's wall budget (WorkloadSize.budget_s: quick's 90 s, smoke's): what the interleaved rounds get, and which
+experiments fit in what is left. An engine whose runs wait in a queue is not bound by it (its `queued` trait)."""
 
 from __future__ import annotations
 
@@ -10,33 +10,37 @@ from typing import Any
 from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S, ROUNDS_MIN_BUDGET_S, stack_rounds_budget_s
 from fp16doctor.engines.spec import RunSpec, WorkloadSize
 from fp16doctor.options import Progress
-from fp16doctor.runplan import IMPORT_PRIOR_S, QUICK_BUDGET_S
+from fp16doctor.runplan import IMPORT_PRIOR_S
 
 
-def rounds_budget_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], deadline: float | None) -> float:
-    """The rounds' budget for one stack: the full size's fixed budget; at the quick size, what the wall budget
-    has left after the rounds process's own start-up where the budget binds (`deadline`: the engine runs here,
-    unqueued, the budget's clock is its own), else the minimum (a container stack already cost more than the
-    budget; a queued job's wait is not the budget's)."""
-    if size.name != "quick":
+def rounds_budget_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], deadline: float | None,
+                    reserve_s: float = 0.0) -> float:
+    """The rounds' budget for one stack: the full size's fixed budget; at a budgeted size, what the wall budget
+    has left after the rounds process's own start-up and `reserve_s` (the experiments to come) where the budget
+    binds (`deadline`: the engine runs here, unqueued, the budget's clock is its own), else the minimum (a
+    container stack already cost more than the budget; a queued job's wait is not the budget's)."""
+    if size.budget_s is None:
         return FULL_ROUNDS_BUDGET_S
     if deadline is None:
         return stack_rounds_budget_s(size)
-    return max(ROUNDS_MIN_BUDGET_S, deadline - time.monotonic() - _rounds_startup_s(runs, stack))
+    return max(ROUNDS_MIN_BUDGET_S, deadline - time.monotonic() - _rounds_startup_s(runs, stack) - reserve_s)
 
 
-def within_budget(planned: list[RunSpec], runs: list[dict[str, Any]], deadline: float,
+def within_budget(planned: list[RunSpec], runs: list[dict[str, Any]], started: float, size: WorkloadSize,
                   progress: Progress) -> list[RunSpec]:
-    """The experiments that fit what is left of the quick budget, each costed at its own expected step
-    (`experiment_cost_s`), cheapest first in the plan's order; the others are skipped, and said with the command
-    that runs them (outside --quick's budget)."""
+    """The experiments that fit what is left of the size's budget (the diagnose `started` then), each costed at its
+    own expected step (`experiment_cost_s`), cheapest first in the plan's order; the others are skipped, and said
+    with the command that runs them (outside the budget)."""
+    budget = size.budget_s
+    assert budget is not None, "a size without a budget runs every experiment"
+    deadline = started + budget
     left = deadline - time.monotonic()
     kept = []
     for spec in planned:
         cost = experiment_cost_s(spec, runs)
         if cost > left:
             progress.note(f"experiment {spec.precision} {spec.variant} skipped: it would take about {cost:.0f} s "
-                          f"and {max(left, 0):.0f} s of the {QUICK_BUDGET_S:.0f} s quick budget are left (run it "
+                          f"and {max(left, 0):.0f} s of the {budget:.0f} s {size.name} budget are left (run it "
                           f"with --precision {spec.precision} --variant original --variant {spec.variant})")
             continue
         left -= cost
@@ -45,10 +49,16 @@ def within_budget(planned: list[RunSpec], runs: list[dict[str, Any]], deadline: 
 
 
 # The prior for a 16-bit step that an experiment takes off the kernel that made it pathological (oneDNN off, on a
-# run the slow-step bound cut), until one has run: 2.2x float32's step, what TensorFlow 2.21's float16 step measured
-# where TensorFlow computes float16 without oneDNN (an AVX2 EPYC: 1004 ms against 449 ms,
-# docs/examples/cpu-epyc-avx2-quick).
-UNBOUND_16BIT_STEP_PRIOR = 2.2
+# run the slow-step bound cut), until one has run: 7.6x float32's step, TensorFlow 2.21's float16 step without
+# oneDNN against float32's with it on the Intel Xeon with AVX512-FP16 and AMX-BF16 where the bound cuts float16
+# (944 ms against 124 ms at the quick size, docs/benchmarks.md). Where TensorFlow computes float16 without oneDNN
+# anyway (an AVX2 EPYC) it measured 2.2x (1004 ms against 449 ms), and its float16 runs are not cut there.
+UNBOUND_16BIT_STEP_PRIOR = 7.6
+# float32 without oneDNN (TensorFlow's own kernels) against float32 with it, the same Xeon: 356 ms against 124 ms.
+ONEDNN_OFF_FLOAT32_PRIOR = 2.9
+# Steps a run may spend, untimed, before its profiled window, to keep an epoch's first step out of it (two at the
+# quick size: eight batches an epoch, seven steps before the window).
+WINDOW_HOLD_STEPS = 2
 
 
 def _original(runs: list[dict[str, Any]], stack: str, precision: str) -> Mapping[str, Any] | None:
@@ -61,28 +71,42 @@ def _median_s(run: Mapping[str, Any] | None) -> float | None:
     return float(median) / 1000.0 if isinstance(median, (int, float)) and median > 0 else None
 
 
+def _steps_s(run: Mapping[str, Any]) -> float:
+    """The time a run spent in its training steps: the warm-up (its first step in it), the timed and the profiled."""
+    warmup = run.get("warmup_step_ms") or [float(run.get("first_step_ms") or 0.0)]
+    steps = [*warmup, *(run.get("step_ms_all") or []), *(run.get("window_step_ms") or [])]
+    return sum(float(ms) for ms in steps if isinstance(ms, (int, float))) / 1000.0
+
+
 def experiment_cost_s(spec: RunSpec, runs: list[dict[str, Any]]) -> float:
     """What one experiment run is expected to cost, from its own expected step: the framework's import, the first
     step (float32's tracing plus one step), the warm-up, the measured steps (the size's stop rule: its minimum of
-    steps, at least three, within its time budget), the profiled window, and what the run it changes (float32,
-    where that run was cut) spent around its steps. A run the slow-step bound cut is no guide to its experiment's
-    step: that one is priced at float32's step times UNBOUND_16BIT_STEP_PRIOR, never above the cut run's own."""
+    steps, at least three, within its time budget), a step held back before the profiled window, the window, and
+    what the run it changes (float32, where that run was cut) spent besides its import and its steps (building,
+    profiling, the teardown). A run the slow-step bound cut is no guide to its experiment's step: that one is priced
+    at float32's step times UNBOUND_16BIT_STEP_PRIOR, never above the cut run's own; float32 without oneDNN at its
+    own step times ONEDNN_OFF_FLOAT32_PRIOR."""
     size = spec.size
     base, fp32 = _original(runs, spec.stack, spec.precision), _original(runs, spec.stack, "float32")
     base_step, fp32_step = _median_s(base), _median_s(fp32)
     step_s = base_step or fp32_step or 1.0
     if base is not None and base.get("bound") and fp32_step is not None:
         step_s = min(step_s, fp32_step * UNBOUND_16BIT_STEP_PRIOR)
+    if spec.precision == "float32" and spec.variant == "onednn_off":
+        step_s *= ONEDNN_OFF_FLOAT32_PRIOR
     timing = dict((base or fp32 or {}).get("timing") or {})
     import_s = float(timing.get("import_s") or IMPORT_PRIOR_S)
     fp32_first = float((fp32 or {}).get("first_step_ms") or 0.0) / 1000.0
     first_s = max(fp32_first - (fp32_step or 0.0), 0.0) + step_s
     measured_s = max(3 * step_s, min(size.max_measure_s, size.min_steps * step_s))
-    # Around the steps (the profile's attribution, the teardown): the cut run's went on reading its long window.
+    steps_s = (first_s + (size.warmup_steps - 1 + WINDOW_HOLD_STEPS + size.profile_steps) * step_s + measured_s)
+    # Besides the import and the steps: the cut run's went on reading its long window, so float32's stands for it.
     around = fp32 if base is None or base.get("bound") else base
-    around_timing = (around or {}).get("timing") or {}
-    around_s = max(float((around or {}).get("wall_s") or 0.0) - float(around_timing.get("total_s") or 0.0), 0.0)
-    return import_s + first_s + (size.warmup_steps - 1) * step_s + measured_s + size.profile_steps * step_s + around_s
+    around_s = 0.0
+    if around is not None:
+        around_import = float((around.get("timing") or {}).get("import_s") or 0.0)
+        around_s = max(float(around.get("wall_s") or 0.0) - around_import - _steps_s(around), 0.0)
+    return import_s + steps_s + around_s
 
 
 def _rounds_startup_s(all_runs: list[dict[str, Any]], stack: str) -> float:

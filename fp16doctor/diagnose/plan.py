@@ -77,8 +77,8 @@ def plan_runs(
                       for precision in ordered]
         if variants is None:
             # synthetic_input (batches already in memory) isolates device compute from the input
-            # pipeline; the quick size keeps only float32's to stay within its time budget.
-            synth = ["float32"] if size.name == "quick" else ordered
+            # pipeline; a budgeted size keeps only float32's to stay within its time budget.
+            synth = ["float32"] if size.budget_s is not None else ordered
             specs += [RunSpec(stack, p, "synthetic_input", size, native_only=p in extra)
                       for p in ordered if p in synth]
     return specs

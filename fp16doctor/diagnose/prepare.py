@@ -33,7 +33,7 @@ from fp16doctor.engines.spec import HOST_STACK, RunSpec, ScriptSpec, WorkloadSiz
 from fp16doctor.engines.spec import WORKLOAD_SIZES as SIZES
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.options import DiagnoseOptions, Progress
-from fp16doctor.results import Document, load, new_document, run_key
+from fp16doctor.results import SIZE_CAVEATS, Document, load, new_document, run_key
 
 # What diagnose says, in one line, on a host that is not Linux (where it is built and tested).
 OFF_LINUX = ("{system} is not Linux: diagnose runs on this host's Python, untested here; --slurm needs a Linux login"
@@ -105,6 +105,8 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
     else:
         reason = (host.get("nvml") or {}).get("error") or "NVML found no device"
         progress.note(f"no NVIDIA GPU ({reason}): diagnosing the CPU, size {size.name}")
+    if size.name in SIZE_CAVEATS:
+        progress.note(SIZE_CAVEATS[size.name])
     if not local_python:
         progress.note(f"--python {options.python} is not on this machine: the Slurm nodes check it themselves")
     # Where the runs go elsewhere, this machine's device says nothing of theirs: the default matrix needs none.

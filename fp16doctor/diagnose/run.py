@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fp16doctor.diagnose.budget import rounds_budget_s, within_budget
+from fp16doctor.diagnose.budget import experiment_cost_s, rounds_budget_s, within_budget
 from fp16doctor.diagnose.plan import experiment_specs, plan_experiments, script_experiments
 from fp16doctor.diagnose.prepare import Prepared, prepare
 from fp16doctor.diagnose.sink import DocumentSink, RoundsSink
@@ -20,7 +20,6 @@ from fp16doctor.engines.spec import HOST_STACK, MIN_ROUNDS, RunSpec, comparison_
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
 from fp16doctor.options import DiagnoseOptions, Progress
 from fp16doctor.results import Document, ResultsWriter, run_key
-from fp16doctor.runplan import QUICK_BUDGET_S
 
 if TYPE_CHECKING:
     from fp16doctor.analysis import Diagnosis
@@ -53,8 +52,9 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     # Where the wall time went, phase by phase (the checks and the probe are "prepare"), kept in results.json.
     phases: dict[str, float] = {"prepare": round(time.monotonic() - prepared.started, 1)}
     writer.doc["invocation"]["phases_s"] = phases
-    steps: list[tuple[str, Callable[[], None]]] = [("matrix", partial(run_matrix, prepared, prepared.todo, writer)),
-                                                   ("rounds", partial(time_in_rounds, prepared, writer))]
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("matrix", partial(run_matrix, prepared, prepared.todo, writer)),
+        ("rounds", partial(time_in_rounds, prepared, writer, options.experiments))]
     if options.experiments:
         steps.append(("experiments", partial(run_experiments, prepared, writer)))
     interrupted = False
@@ -88,21 +88,26 @@ def run_matrix(prepared: Prepared, specs: list[RunSpec], writer: ResultsWriter) 
             writer.save()
 
 
-def time_in_rounds(prepared: Prepared, writer: ResultsWriter) -> None:
+def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool = True) -> None:
     """Each stack's precisions timed again, together, in interleaved rounds (engines/rounds.py), on the engine
     and hardware their runs used; a script's in one process too, each precision's model from its own run of the
-    script (workload/script_rounds.py)."""
+    script (workload/script_rounds.py). Where a budget binds, the rounds leave room for the experiments the runs
+    so far ask for (cheapest evidence first: they test the cause, more rounds only narrow an interval)."""
     from fp16doctor.engines.rounds import mark_left_out, rounds_plan
 
     progress, runs = prepared.progress, writer.doc["runs"]
+    reserve = _experiments_planned(prepared, writer.doc, _Unsaid()) if experiments else []
     planned: list[RunSpec] = []
     for stack in prepared.stacks:
         if not any(s.stack == stack and s.variant == "original" for s in prepared.specs):
             continue
         engine_class = prepared.router.engine_class(RunSpec(stack, "float32", "original", prepared.size))
-        # The quick budget's clock binds only what runs here, unqueued; the others get the minimum.
-        deadline = prepared.started + QUICK_BUDGET_S if engine_class.runs_here and not engine_class.queued else None
-        budget = rounds_budget_s(prepared.size, stack, runs, deadline)
+        # The size's budget clock binds only what runs here, unqueued; the others get the minimum.
+        budget_s = prepared.size.budget_s
+        deadline = (prepared.started + budget_s if budget_s is not None and engine_class.runs_here
+                    and not engine_class.queued else None)
+        reserve_s = sum(experiment_cost_s(s, runs) for s in reserve if s.stack == stack)
+        budget = rounds_budget_s(prepared.size, stack, runs, deadline, reserve_s)
         plan = rounds_plan(runs, stack, prepared.size, budget)
         prefix = "" if stack == HOST_STACK else f"{stack}: "
         for note in plan.messages():
@@ -124,16 +129,39 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter) -> None:
 def run_experiments(prepared: Prepared, writer: ResultsWriter) -> None:
     """The one-change runs the analysis asks for after the matrix; at the quick size, those that fit its budget."""
     progress, doc = prepared.progress, writer.doc
-    planned = experiment_specs(plan_experiments(doc, progress), prepared.stacks, prepared.size, prepared.data_dir,
-                               {run_key(r) for r in doc["runs"]})
-    if prepared.script is not None:
-        planned = script_experiments(planned, prepared.script, progress)
-    if prepared.size.name == "quick":
-        planned = within_budget(planned, doc["runs"], prepared.started + QUICK_BUDGET_S, progress)
+    planned = _experiments_planned(prepared, doc, progress)
+    if prepared.size.budget_s is not None:
+        planned = within_budget(planned, doc["runs"], prepared.started, prepared.size, progress)
     if planned:
         progress.note(f"{len(planned)} experiment run(s), each changing one thing: "
                       + ", ".join(f"{s.precision} {s.variant}" for s in planned))
         run_matrix(prepared, planned, writer)
+
+
+def _experiments_planned(prepared: Prepared, doc: Document, progress: Progress) -> list[RunSpec]:
+    """The experiment runs the analysis asks for now, as specs (a script's: those it can take unchanged)."""
+    planned = experiment_specs(plan_experiments(doc, progress), prepared.stacks, prepared.size, prepared.data_dir,
+                               {run_key(r) for r in doc["runs"]})
+    if prepared.script is not None:
+        planned = script_experiments(planned, prepared.script, progress)
+    return planned
+
+
+class _Unsaid:
+    """A Progress that says nothing: the rounds ask which experiments are coming only to leave them room; the
+    experiments phase plans them again, and says why any is skipped."""
+
+    def note(self, message: str) -> None:
+        pass
+
+    def start_run(self, spec: RunSpec, total: int, index: int) -> None:
+        pass
+
+    def event(self, event: dict[str, Any]) -> None:
+        pass
+
+    def finish_run(self, record: dict[str, Any]) -> None:
+        pass
 
 
 def analyse_and_report(prepared: Prepared, options: DiagnoseOptions, writer: ResultsWriter,

@@ -27,16 +27,16 @@ BLOCK_OVERHEAD_STEPS = 1.0
 TYPICAL_BLOCK_STEPS = 1
 # A configuration's rounds and its own process more than this factor apart: said, since both timed one model.
 DISAGREEMENT = 1.5
-# How long rounds go on once the minimum is done: the full size's; the quick size's host rounds get what its
+# How long rounds go on once the minimum is done: the full size's; a budgeted size's host rounds get what its
 # budget has left (diagnose), at least ROUNDS_MIN_BUDGET_S; a container stack's, the minimum (its containers
-# already cost more than --quick's budget).
+# already cost more than the budget).
 FULL_ROUNDS_BUDGET_S = 60.0
 ROUNDS_MIN_BUDGET_S = 5.0
 
 
 def stack_rounds_budget_s(size: WorkloadSize) -> float:
     """The rounds budget of a container stack's comparison group."""
-    return ROUNDS_MIN_BUDGET_S if size.name == "quick" else FULL_ROUNDS_BUDGET_S
+    return ROUNDS_MIN_BUDGET_S if size.budget_s is not None else FULL_ROUNDS_BUDGET_S
 
 
 def _ok_unbound(run: Mapping[str, Any]) -> float | None:

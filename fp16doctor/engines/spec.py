@@ -23,7 +23,10 @@ from fp16doctor.workload.protocol import SIZES
 # margin alone would mistake for pathology; 5x float32's whole first step, tracing included, it does not reach.
 SLOW_STEP_MULTIPLE = 50.0
 SLOW_STEP_FLOOR = 5.0
-SLOW_STEP_S = {"quick": 5.0, "full": 30.0}
+SLOW_STEP_S = {"smoke": 1.0, "quick": 5.0, "full": 30.0}
+# The wall budget a size keeps where its engine runs here, unqueued (diagnose/budget.py): the interleaved rounds
+# fill what the runs leave of it and experiments run only where they fit. The full size has none.
+WALL_BUDGET_S = {"smoke": 30.0, "quick": 90.0}
 # Benchmarks and tests force the slow path on a machine where no precision is pathological.
 SLOW_STEP_MULTIPLE_ENV = "FP16DOCTOR_SLOW_STEP_MULTIPLE"
 # The stack name of the cells that run on the target Python itself, not in a pinned stack's image.
@@ -34,7 +37,8 @@ MIN_ROUNDS = 3
 
 @dataclass(frozen=True)
 class WorkloadSize:
-    """How big one run is. `full` is the user's script as posted; `quick` fits a 2-core CPU in 90 s."""
+    """How big one run is. `full` is the user's script as posted; `quick` fits a 2-core CPU in 90 s; `smoke` checks
+    that everything runs, in seconds a run."""
 
     name: str
     image_height: int
@@ -46,6 +50,11 @@ class WorkloadSize:
     max_measure_s: float  # stop measuring after this long even if the median is not yet stable
     input_batches: int  # batches timed to measure host input time
     profile_steps: int = 2  # the profiled window after the timed steps
+
+    @property
+    def budget_s(self) -> float | None:
+        """The size's wall budget (WALL_BUDGET_S), None for a size without one."""
+        return WALL_BUDGET_S.get(self.name)
 
     def to_args(self) -> list[str]:
         return [
@@ -64,7 +73,8 @@ FULL = WorkloadSize("full", **SIZES["full"])
 # Quick: the question's seed script made small enough for a 2-core CPU; float16 there runs ~1 s/step, so the time
 # budget (not the step count) usually ends a run, and the whole diagnose stays within 90 s.
 QUICK = WorkloadSize("quick", **SIZES["quick"])
-WORKLOAD_SIZES = {s.name: s for s in (FULL, QUICK)}
+SMOKE = WorkloadSize("smoke", **SIZES["smoke"])
+WORKLOAD_SIZES = {s.name: s for s in (FULL, QUICK, SMOKE)}
 # The most one run may take, on the host or in a container: a hung driver call prints nothing and
 # would otherwise hold the diagnose forever.
 RUN_TIMEOUT_S = 3600.0

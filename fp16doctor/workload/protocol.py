@@ -42,12 +42,16 @@ AA_CONTROL = "float32_aa"
 # The built-in workload's name in a run's `workload` section.
 SEED_WORKLOAD = "seed_cnn"
 # How big one run is. full: the user's script as posted (224x336 images, batch 128); quick: the size that fits
-# a 2-core CPU in 90 s. The engine passes a size on the command line; the runners default to these.
+# a 2-core CPU in 90 s; smoke: a check that a stack, engine or cluster runs the whole diagnose end to end, its steps
+# a sixteenth of quick's (too small to say how training at a real size goes). The engine passes a size on the
+# command line; the runners default to these.
 SIZES = {
     "full": {"image_height": 224, "image_width": 336, "batch_size": 128, "warmup_steps": 3, "min_steps": 10,
              "max_steps": 200, "max_measure_s": 120.0, "input_batches": 5, "profile_steps": 3},
     "quick": {"image_height": 112, "image_width": 168, "batch_size": 32, "warmup_steps": 2, "min_steps": 5,
               "max_steps": 60, "max_measure_s": 8.0, "input_batches": 3, "profile_steps": 2},
+    "smoke": {"image_height": 64, "image_width": 96, "batch_size": 8, "warmup_steps": 2, "min_steps": 5,
+              "max_steps": 40, "max_measure_s": 2.0, "input_batches": 2, "profile_steps": 2},
 }  # type: dict
 
 # Environment the engine sets for a run: the folder the profile goes to (a container's, copied out after),

@@ -163,7 +163,8 @@ def run(args):
         shutil.rmtree(os.path.dirname(keras_dir), True)  # the process exits next: its exit handlers do not run
 
     if args.bound_ms is not None:
-        hooks.cut_inside_steps(snapshot, report_cut)
+        # What the model computes in (its first layer's compute dtype), which decides a cut inside the first step.
+        hooks.cut_inside_steps(snapshot, report_cut, str(getattr(model.layers[0], "compute_dtype", "") or ""))
     # Room for the window to wait past an epoch's first step (window_placement); training stops by itself.
     total_steps = args.warmup_steps + args.max_steps + (2 * timer.window_steps + 1 if timer.window_steps else 0)
     emit("phase", phase="train")

@@ -42,8 +42,9 @@ class StepTimer(object):
     bound, and several times float32's first step: engines/spec.py) ends the run after that one step, its one
     measured step, one-time work included (`bound_on` = "first_step"; the analysis compares it with float32's
     first step), so a pathological run costs one step, not two.
-    A step the watchdog (step_watchdog.py) ends at the bound, before it finishes, is recorded by `cut_in_step`: its
-    time is censored, the step lasted at least that long (`cut` = True).
+    A step the watchdog (step_watchdog.py) ends at its bound, before it finishes (the first step at the first-step
+    bound, a steady one at the steady bound), is recorded by `cut_in_step`: its time is censored, the step lasted at
+    least that long (`cut` = True).
 
     Profiled window: with `window_steps`, once the measurement is done the run goes on for that many
     steps, kept apart from the timed ones (`window_ms`); the caller profiles them.
@@ -162,21 +163,29 @@ class StepTimer(object):
             return False
         return len(self.warmup_ms) < self.warmup_steps or len(self.warmup_ms) == 1
 
+    def judges_first_step(self):
+        """Whether the first-step bound judges the step that starts now: the run's first, where it has that bound."""
+        return self.first_bound_ms is not None and self.first_step_ms is None and not self.done
+
     def cut_in_step(self, elapsed_ms):
-        """The step that started at `last` was ended inside, `elapsed_ms` after it began, past the bound: it is
-        the run's one measured step, censored (it lasted at least that long)."""
+        """The step that started at `last` was ended inside, `elapsed_ms` after it began, past its bound (the
+        first-step bound for the first step, else the steady one): it is the run's one measured step, censored (it
+        lasted at least that long)."""
         index = len(self.warmup_ms) + len(self.step_ms)
+        first = self.first_step_ms is None
+        if first:
+            self.first_step_ms = elapsed_ms
         if len(self.warmup_ms) < self.warmup_steps:
             self.warmup_ms.append(elapsed_ms)  # as a warm-up step that meets the bound after it ends is kept
         self.step_ms = [elapsed_ms]
         self.bound = True
         self.cut = True
-        self.bound_limit_ms = self.bound_ms
-        self.bound_on = "steady_step"
+        self.bound_limit_ms = self.first_bound_ms if first else self.bound_ms
+        self.bound_on = "first_step" if first else "steady_step"
         self.stop_reason = "slow_step_bound"
         self.done = True
         emit("step", phase="measure", index=index, ms=round(elapsed_ms, 3), loss=None, bound=True,
-             limit_ms=round(self.bound_ms, 3), bound_on="steady_step", cut_in_step=True)
+             limit_ms=round(self.bound_limit_ms, 3), bound_on=self.bound_on, cut_in_step=True)
 
     def should_stop(self, now):
         n = len(self.step_ms)

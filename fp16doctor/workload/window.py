@@ -22,6 +22,34 @@ from step_watchdog import StepWatchdog
 
 # A TensorFlow op that oneDNN runs is named _Mkl... in the profiler's trace (_MklNativeConv2DBackpropFilter ...).
 ONEDNN_OP_MARK = b"_Mkl"
+# Where TensorFlow hands a 16-bit dtype's ops to oneDNN: its own rule, IsDataTypeSupportedByOneDNNOnThisCPU
+# (tensorflow/core/util/util.cc), on the CPU's flags as Linux names them. float16: AVX512BW with AVX512-FP16 or
+# AMX-FP16, or AVX-NE-CONVERT, and only in builds with oneDNN 3 (2.x has no float16); bfloat16: AVX-512F or
+# AVX-NE-CONVERT. Each entry: any one of these sets of flags.
+ONEDNN_DTYPE_FLAGS = {
+    "float16": (("avx512bw", "avx512_fp16"), ("avx512bw", "amx_fp16"), ("avx_ne_convert",)),
+    "bfloat16": (("avx512f",), ("avx_ne_convert",)),
+}
+# The first TensorFlow taken at that rule before a step has run: 2.15 and later build oneDNN 3 on x86 (a floor
+# kept high on purpose: an older one is judged from its first step's trace, after that step).
+ONEDNN_RULE_FROM_TF = (2, 15)
+
+
+def cpu_flags(path="/proc/cpuinfo"):
+    """The CPU's flags as Linux lists them (empty where there is no /proc/cpuinfo)."""
+    try:
+        with open(path) as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except (IOError, OSError):
+        pass
+    return set()
+
+
+def onednn_computes(dtype, flags):
+    """Whether TensorFlow hands `dtype`'s ops to oneDNN on a CPU with these flags (ONEDNN_DTYPE_FLAGS)."""
+    return any(all(flag in flags for flag in needed) for needed in ONEDNN_DTYPE_FLAGS.get(dtype, ()))
 
 
 class WindowProfiler(object):
@@ -45,6 +73,7 @@ class WindowProfiler(object):
         self.t0 = None
         self.model = None
         self.tf_major = None
+        self.tf_version = None  # (major, minor)
         self.run_options = None  # TF1: (RunOptions, RunMetadata), handed to compile
         self.tf1_steps = []
         self.torch_prof = None
@@ -53,6 +82,7 @@ class WindowProfiler(object):
         if self.backend == "tensorflow":
             import tensorflow as tf
             self.tf_major = int(tf.__version__.split(".")[0])
+            self.tf_version = tuple(int(part) for part in tf.__version__.split(".")[:2] if part.isdigit())
             if self.tf_major < 2:
                 self.run_options = (tf.RunOptions(trace_level=tf.RunOptions.NO_TRACE), tf.RunMetadata())
 
@@ -124,6 +154,16 @@ class WindowProfiler(object):
         window["window"] = {"kind": self.kind, "steps": 1, "wall_ms": round(wall_ms, 3), "total_ms": round(wall_ms, 3),
                             "cut_in_step": True, "cut_at_ms": round(cut_at * 1000.0, 3)}
         self.kind = None
+
+    def names_running_kernel_from_start(self, dtype, flags):
+        """Whether a cut inside the first step keeps its op source, before any trace could tell: oneDNN prints
+        creation lines (as names_running_kernel asks), and TensorFlow's own rule hands `dtype`'s ops to oneDNN on a
+        CPU with these flags (ONEDNN_DTYPE_FLAGS), in a TensorFlow taken at that rule (ONEDNN_RULE_FROM_TF)."""
+        if self.backend != "tensorflow" or not self.onednn or (self.tf_version or (0,)) < ONEDNN_RULE_FROM_TF:
+            return False
+        if "profile_create" not in os.environ.get("ONEDNN_VERBOSE", ""):
+            return False
+        return onednn_computes(dtype, flags)
 
     def names_running_kernel(self):
         """Whether a cut inside a step keeps its op source: oneDNN's creation lines, printed before a primitive
@@ -327,13 +367,15 @@ class StepHooks(object):
         self.snapshot = None
         self.report_cut = None
         self.in_step = None  # None until the first bounded step: whether a cut inside it keeps the op source
+        self.dtype = None  # the 16-bit dtype the run computes in (float16 | bfloat16), for the first step's cut
 
-    def cut_inside_steps(self, snapshot, report):
+    def cut_inside_steps(self, snapshot, report, dtype=None):
         """Let the step watchdog end a step that passes the bound inside it, where the op source survives that
-        (WindowProfiler.names_running_kernel; elsewhere the run is cut after the step, as without this).
+        (WindowProfiler.names_running_kernel, and for the first step, before it has a trace,
+        names_running_kernel_from_start with `dtype`; elsewhere the run is cut after the step, as without this).
         snapshot(): what the report needs that cannot be read while a step runs (called between steps, outside
         the timed time); report(): emit the run's result (called on the watchdog's thread, then the process ends)."""
-        self.snapshot, self.report_cut = snapshot, report
+        self.snapshot, self.report_cut, self.dtype = snapshot, report, dtype
         self.watchdog = StepWatchdog(self.timer.clock, self._cut)
 
     def _cut(self, elapsed_ms):
@@ -363,10 +405,21 @@ class StepHooks(object):
 
     def train_begin(self, model):
         timer, profiler = self.timer, self.profiler
-        if profiler is not None and timer.may_be_bound and timer.start is None:
+        first = timer.start is None
+        if profiler is not None and timer.may_be_bound and first:
             profiler.model = model
             profiler.start("first_step", timer.clock)
+        cut_first = (first and self.watchdog is not None and profiler is not None and profiler.kind == "first_step"
+                     and timer.judges_first_step()
+                     and profiler.names_running_kernel_from_start(self.dtype, cpu_flags()))
+        if cut_first:
+            self.snapshot()
+            emit("log", message="a first step past its bound is ended at the bound: TensorFlow hands %s to oneDNN "
+                                "here, whose creation lines name the kernel still running" % self.dtype)
         timer.train_begin()
+        if cut_first:
+            profiler.t0 = timer.last  # the window is the step: the snapshot is not in it
+            self.watchdog.arm(timer.last, timer.first_bound_ms)
 
     def step_end(self, model, logs, batch=None, params=None):
         timer, profiler = self.timer, self.profiler

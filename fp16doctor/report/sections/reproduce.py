@@ -39,6 +39,8 @@ def _reproduce(doc: Mapping[str, Any], rows: Sequence[RunRow], known: set[str] |
     size = invocation.get("size") or _size_from_workload(doc)
     if size in ("quick", "full"):
         words.append(f"--{size}")
+    elif size == "smoke":
+        words += ["--size", "smoke"]
     run_stacks = list(dict.fromkeys(r.stack for r in rows))
     stacks = _str_list(invocation.get("stacks")) or run_stacks
     for stack in dict.fromkeys(stacks):

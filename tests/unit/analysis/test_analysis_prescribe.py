@@ -240,3 +240,12 @@ def test_the_interleaved_example_prescribes_its_measured_mixed_bfloat16_from_its
     assert only(diagnosis.prescriptions)["recommended"]["speedup_interval"] == pytest.approx(
         [math.exp(mean - half), math.exp(mean + half)], abs=1e-4)
 
+
+
+def test_a_smoke_size_prescription_says_its_timings_are_a_pipeline_check() -> None:
+    doc = cpu_doc(run("float32", 20), run("mixed_float16", 60))
+    assert "smoke size" not in only(diagnose_document(doc).prescriptions)["headline"]
+    doc["invocation"] = {"argv": ["fp16doctor", "diagnose", "--size", "smoke"], "size": "smoke"}
+    headline = only(diagnose_document(doc).prescriptions)["headline"]
+    assert headline.startswith("Use float32 on host") and "the smoke size checks that everything runs" in headline
+    assert "--quick or --full" in headline

@@ -9,10 +9,17 @@ from typing import Any
 
 import pytest
 
-from fp16doctor.diagnose.budget import UNBOUND_16BIT_STEP_PRIOR, experiment_cost_s, within_budget
+from fp16doctor.diagnose.budget import (
+    ONEDNN_OFF_FLOAT32_PRIOR,
+    UNBOUND_16BIT_STEP_PRIOR,
+    WINDOW_HOLD_STEPS,
+    experiment_cost_s,
+    within_budget,
+)
 from fp16doctor.diagnose.plan import experiment_specs, plan_experiments
-from fp16doctor.engines.spec import QUICK
+from fp16doctor.engines.spec import FULL, QUICK, SMOKE
 
+QUICK_BUDGET = QUICK.budget_s or 0.0
 XEON = Path(__file__).resolve().parents[2] / "data" / "recordings" / "cpu-xeon-quick-diagnose"
 
 
@@ -37,10 +44,12 @@ def test_on_the_xeon_the_onednn_off_experiment_fits_what_the_old_costing_spent_o
     assert cut["bound"] and cut["wall_s"] > 50
     cost = experiment_cost_s(float16, doc["runs"])
     fp32_step_s = next(r for r in doc["runs"] if r["precision"] == "float32")["step_time_ms"]["median"] / 1000
-    # Its steps are priced at the prior's multiple of float32's, ten of them at most at the quick size.
-    assert cost < cut["wall_s"] / 3 and cost < 15 + 10 * UNBOUND_16BIT_STEP_PRIOR * fp32_step_s
+    # Its steps are priced at the prior's multiple of float32's, twelve of them at most at the quick size (the
+    # first, the warm-up, five timed, two held back before the window, the window's two).
+    assert cost < cut["wall_s"] / 2 and cost < 15 + 12 * UNBOUND_16BIT_STEP_PRIOR * fp32_step_s
     total = sum(experiment_cost_s(s, doc["runs"]) for s in planned)
-    kept = within_budget(planned, doc["runs"], time.monotonic() + total + 1.0, notes)  # type: ignore[arg-type]
+    started = time.monotonic() + total + 1.0 - QUICK_BUDGET
+    kept = within_budget(planned, doc["runs"], started, QUICK, notes)  # type: ignore[arg-type]
     assert kept == planned and not any("quick budget are left" in n for n in notes.notes)
 
 
@@ -48,7 +57,8 @@ def test_an_experiment_that_does_not_fit_is_skipped_with_the_command_that_runs_i
     doc: dict[str, Any] = json.loads((XEON / "first-run.results.json").read_text())
     notes = Notes()
     planned = experiment_specs(plan_experiments(doc, notes), ["host"], QUICK, None, set())  # type: ignore[arg-type]
-    assert within_budget(planned, doc["runs"], time.monotonic() + 1.0, notes) == []  # type: ignore[arg-type]
+    started = time.monotonic() + 1.0 - QUICK_BUDGET
+    assert within_budget(planned, doc["runs"], started, QUICK, notes) == []  # type: ignore[arg-type]
     said = [n for n in notes.notes if "quick budget are left" in n]
     assert said and all("--variant original --variant onednn_off" in n for n in said)
 
@@ -59,9 +69,16 @@ def test_an_unbound_runs_experiment_is_costed_at_that_runs_step() -> None:
             for p, ms in (("float32", 450.0), ("float16", 1000.0))]
     from fp16doctor.engines.spec import RunSpec
 
-    slower = experiment_cost_s(RunSpec("host", "float16", "onednn_off", QUICK), runs)
-    faster = experiment_cost_s(RunSpec("host", "float32", "onednn_off", QUICK), runs)
-    assert slower > faster > 3.0  # the import alone is 3 s; the 16-bit run's steps are its own, 2.2x float32's
+    def steps_s(step_s: float) -> float:
+        return ((1.3 - 0.45 + step_s) + (QUICK.warmup_steps - 1 + WINDOW_HOLD_STEPS + QUICK.profile_steps) * step_s
+                + max(3 * step_s, min(QUICK.max_measure_s, QUICK.min_steps * step_s)))
+
+    # Each priced at its own run's step (float32's times the prior for its own kernels), plus the import and what
+    # the run spent besides its import and its steps (11 s of wall, 3 s of import, a 1.3 s first step).
+    sixteen = experiment_cost_s(RunSpec("host", "float16", "onednn_off", QUICK), runs)
+    assert sixteen == pytest.approx(3.0 + steps_s(1.0) + (11.0 - 3.0 - 1.3))
+    thirty_two = experiment_cost_s(RunSpec("host", "float32", "onednn_off", QUICK), runs)
+    assert thirty_two == pytest.approx(3.0 + steps_s(0.45 * ONEDNN_OFF_FLOAT32_PRIOR) + (11.0 - 3.0 - 1.3))
 
 
 def test_a_run_cut_after_its_first_step_prices_its_experiment_at_the_prior_not_its_first_step() -> None:
@@ -77,6 +94,36 @@ def test_a_run_cut_after_its_first_step_prices_its_experiment_at_the_prior_not_i
 
     cost = experiment_cost_s(RunSpec("host", "float16", "onednn_off", QUICK), [fp32, cut])
     step_s = 0.150 * UNBOUND_16BIT_STEP_PRIOR
-    assert cost == pytest.approx(3.0 + (1.4 - 0.15 + step_s) + (QUICK.warmup_steps - 1) * step_s
+    # float32's run stands for what the cut run spent besides its import and steps: 12 s of wall, 3 s of import,
+    # its 1.4 s first step.
+    assert cost == pytest.approx(3.0 + (1.4 - 0.15 + step_s)
+                                 + (QUICK.warmup_steps - 1 + WINDOW_HOLD_STEPS + QUICK.profile_steps) * step_s
                                  + max(3 * step_s, min(QUICK.max_measure_s, QUICK.min_steps * step_s))
-                                 + QUICK.profile_steps * step_s + (12.0 - 10.0))
+                                 + (12.0 - 3.0 - 1.4))
+
+
+def test_the_rounds_leave_the_planned_experiments_room_and_never_go_under_their_minimum() -> None:
+    """Cheapest evidence first: the experiments test the cause, more rounds only narrow an interval. Where the
+    budget binds, the rounds get what is left after their start-up and the experiments to come."""
+    from fp16doctor.diagnose.budget import rounds_budget_s
+    from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S, ROUNDS_MIN_BUDGET_S
+
+    runs: list[dict[str, Any]] = [
+        {"stack": "host", "precision": "float32", "variant": "original", "status": "ok", "first_step_ms": 800.0,
+         "step_time_ms": {"median": 120.0}, "timing": {"import_s": 3.0}}]
+    deadline = time.monotonic() + 60.0
+    free = rounds_budget_s(QUICK, "host", runs, deadline)
+    reserved = rounds_budget_s(QUICK, "host", runs, deadline, reserve_s=20.0)
+    assert free - reserved == pytest.approx(20.0, abs=0.5)
+    assert rounds_budget_s(QUICK, "host", runs, deadline, reserve_s=500.0) == ROUNDS_MIN_BUDGET_S
+    assert rounds_budget_s(FULL, "host", runs, deadline, reserve_s=500.0) == FULL_ROUNDS_BUDGET_S
+
+
+def test_the_smoke_size_keeps_a_budget_of_its_own() -> None:
+    started = time.monotonic() - (SMOKE.budget_s or 0.0) + 1.0  # a second of the smoke budget left
+    doc: dict[str, Any] = json.loads((XEON / "first-run.results.json").read_text())
+    notes = Notes()
+    planned = experiment_specs(plan_experiments(doc, notes), ["host"], SMOKE, None, set())  # type: ignore[arg-type]
+    assert within_budget(planned, doc["runs"], started, SMOKE, notes) == []  # type: ignore[arg-type]
+    assert any("of the 30 s smoke budget are left" in n for n in notes.notes)
+    assert FULL.budget_s is None and QUICK.budget_s == 90.0

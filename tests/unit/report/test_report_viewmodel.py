@@ -533,3 +533,10 @@ def test_a_stacks_own_description_stands_beside_its_software(rich_doc, sources):
     assert all(sw.description == "" for sw in report.documents[0].environment.software if sw.stack != stack)
     assert words.replace("'", "&#39;") in render_view(report)
     assert f"{stack} ({words})" in markdown_from_view(report).replace("\\", "")
+
+
+def test_reproduce_names_the_smoke_size_by_its_option(seed_doc, sources):
+    doc = copy.deepcopy(seed_doc)
+    doc["invocation"] = {"size": "smoke"}
+    command = build_report([doc], sources).documents[0].reproduce.command
+    assert command.startswith("fp16doctor diagnose --size smoke ")

@@ -49,9 +49,8 @@ def test_the_bound_judges_the_steady_steps_before_any_measured_one() -> None:
     assert not free.judges_next_step()
 
 
-def test_the_first_step_bound_is_judged_after_the_first_step_never_inside_it() -> None:
-    """The watchdog is never armed for the first step, whatever its bound: one-time work in it has no place in a cut
-    step's ops. A first step past its bound ends the run after it, and nothing is armed for a step that will not run."""
+def test_the_first_step_bound_is_judged_after_the_first_step_where_nothing_cut_it() -> None:
+    """A first step past its bound ends the run after it, and nothing is armed for a step that will not run."""
     t = load("timing").StepTimer(2, 3, 10, 60.0, 0.05, bound_ms=50.0, first_bound_ms=400.0)
     clock = [0.0]
     t.clock = lambda: clock[0]
@@ -128,6 +127,9 @@ class FakeProfiler:
     def names_running_kernel(self) -> bool:
         return self.names
 
+    def names_running_kernel_from_start(self, dtype: str, flags: set[str]) -> bool:
+        return self.names and dtype == "float16"
+
     def result(self, kind: str) -> dict[str, Any]:
         return {"window": {"kind": kind}}
 
@@ -181,3 +183,78 @@ def test_a_report_that_fails_is_an_error_event_and_a_failed_exit(capsys: pytest.
     assert exits == [1]
     out = capsys.readouterr().out
     assert '"event": "error"' in out and "reporting a step cut at the bound: KeyError" in out
+
+
+def test_a_first_step_is_cut_inside_at_its_own_bound_where_onednn_computes_the_dtype_from_the_start() -> None:
+    """The pathological CPU's first float16 step (19-44 s on the Xeon): where oneDNN will name the running kernel
+    before any trace says so (TensorFlow hands float16 to oneDNN there), the watchdog is armed for the first step at
+    the first-step bound; the step is the run's one censored measurement, on the first step."""
+    window = load("window")
+    t = load("timing").StepTimer(2, 3, 10, 60.0, 0.05, bound_ms=50.0, first_bound_ms=200.0)
+    profiler = FakeProfiler(names=True)
+    hooks = window.StepHooks(t, profiler)
+    said: list[str] = []
+    hooks.cut_inside_steps(lambda: said.append("snapshot"), lambda: said.append("result"), "float16")
+    hooks.watchdog.exit_process = lambda code: said.append(f"exit {code}")
+    assert t.judges_first_step()
+    hooks.train_begin(SimpleNamespace())
+    assert profiler.kind == "first_step" and said == ["snapshot"]
+    deadline = time.perf_counter() + 5
+    while "exit 0" not in said and time.perf_counter() < deadline:
+        time.sleep(0.005)
+    assert said == ["snapshot", "result", "exit 0"] and profiler.cuts == 1
+    assert t.bound_on == "first_step" and t.cut and t.bound_limit_ms == 200.0
+    assert t.first_step_ms == t.step_ms[0] >= 200.0 and t.warmup_ms == [t.first_step_ms]
+    fields = hooks.result_fields()
+    assert fields["cut_in_step"] is True and fields["bound_on"] == "first_step"
+    assert fields["profile"]["window"]["kind"] == "first_step"
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", ""])
+def test_a_first_step_in_a_dtype_onednn_is_not_known_to_run_goes_to_its_end(dtype: str) -> None:
+    window = load("window")
+    t = load("timing").StepTimer(2, 3, 10, 60.0, 0.05, bound_ms=50.0, first_bound_ms=100.0)
+    profiler = FakeProfiler(names=True)
+    hooks = window.StepHooks(t, profiler)
+    said: list[str] = []
+    hooks.cut_inside_steps(lambda: said.append("snapshot"), lambda: said.append("result"), dtype)
+    hooks.watchdog.exit_process = lambda code: said.append(f"exit {code}")
+    hooks.train_begin(SimpleNamespace())
+    time.sleep(0.25)  # beyond the 100 ms first-step bound
+    assert said == [] and profiler.cuts == 0
+    assert hooks.step_end(SimpleNamespace(), {"loss": 1.0}) is True
+    assert t.bound_on == "first_step" and not t.cut
+
+
+# The flags of the CPUs met (their /proc/cpuinfo, the 16-bit ones): the Xeons with AVX512-FP16 and AMX-BF16, the
+# EPYC with AVX-512 BF16, the EPYC with AVX2 only.
+XEON = {"avx512f", "avx512bw", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "f16c"}
+EPYC_BF16 = {"avx512f", "avx512bw", "avx512_bf16", "f16c"}
+EPYC_AVX2 = {"avx2", "f16c"}
+
+
+@pytest.mark.parametrize(("flags", "float16", "bfloat16"), [
+    (XEON, True, True), (EPYC_BF16, False, True), (EPYC_AVX2, False, False),
+    ({"avx_ne_convert"}, True, True), ({"avx512bw", "amx_fp16"}, True, False)])
+def test_which_16_bit_dtypes_tensorflow_hands_to_onednn_follows_its_own_rule(
+        flags: set[str], float16: bool, bfloat16: bool) -> None:
+    computes = load("window").onednn_computes
+    assert computes("float16", flags) is float16 and computes("bfloat16", flags) is bfloat16
+    assert not computes("float32", flags) and not computes("", flags)
+
+
+def test_the_rule_is_taken_only_for_tensorflow_2_15_on_with_onednn_creation_lines(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    window = load("window")
+    profiler = window.WindowProfiler.__new__(window.WindowProfiler)
+    profiler.backend, profiler.onednn, profiler.tf_version = "tensorflow", True, (2, 21)
+    monkeypatch.setenv("ONEDNN_VERBOSE", "profile_create,profile_exec")
+    assert profiler.names_running_kernel_from_start("float16", XEON)
+    assert not profiler.names_running_kernel_from_start("float16", EPYC_AVX2)
+    profiler.tf_version = (2, 10)
+    assert not profiler.names_running_kernel_from_start("float16", XEON)
+    profiler.tf_version, profiler.onednn = (2, 21), False
+    assert not profiler.names_running_kernel_from_start("float16", XEON)
+    profiler.onednn = True
+    monkeypatch.setenv("ONEDNN_VERBOSE", "profile_exec")
+    assert not profiler.names_running_kernel_from_start("float16", XEON)
