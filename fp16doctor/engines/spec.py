@@ -164,6 +164,15 @@ class RunSpec:
         first = self.reference_first_step_ms
         return max(first + bound, min(SLOW_STEP_FLOOR, slow_step_multiple()) * first)
 
+    @property
+    def first_step_cuttable(self) -> bool:
+        """Whether the first step may be ended inside, at its bound (where the workload finds oneDNN naming the
+        kernel still running): only at a bound of at least SLOW_STEP_FLOOR times float32's first step, well past the
+        one-time work (tracing) any first step begins with, as the default bounds always are. A tighter bound (one
+        forced through SLOW_STEP_MULTIPLE_ENV) judges the first step after it ends."""
+        first, reference = self.first_bound_ms, self.reference_first_step_ms
+        return first is not None and bool(reference) and first >= SLOW_STEP_FLOOR * float(reference or 0.0)
+
     def bound_args(self) -> list[str]:
         """Both runners' slow-step bound arguments (none for a run without a float32 reference)."""
         args: list[str] = []
@@ -171,6 +180,8 @@ class RunSpec:
             args += ["--bound-ms", f"{self.bound_ms:.3f}"]
         if self.first_bound_ms is not None:
             args += ["--first-bound-ms", f"{self.first_bound_ms:.3f}"]
+        if self.first_step_cuttable:
+            args.append("--cut-first-step")
         return args
 
     def workload_args(self) -> list[str]:

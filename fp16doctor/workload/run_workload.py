@@ -63,6 +63,8 @@ def parse_args(argv):
                    help="a steady step (not the first) longer than this ends the run after it (a slow-step bound)")
     p.add_argument("--first-bound-ms", type=float, default=None,
                    help="a first step longer than this ends the run after it (the first-step bound; needs --bound-ms)")
+    p.add_argument("--cut-first-step", action="store_true",
+                   help="the first step may be ended inside, at its bound, where oneDNN names the running kernel")
     p.add_argument("--profile-dir", default=None, help="record the profiled window here (none: no profile)")
     p.add_argument("--profile-steps", type=int, default=FULL["profile_steps"],
                    help="steps in the window after the timed steps")
@@ -163,8 +165,10 @@ def run(args):
         shutil.rmtree(os.path.dirname(keras_dir), True)  # the process exits next: its exit handlers do not run
 
     if args.bound_ms is not None:
-        # What the model computes in (its first layer's compute dtype), which decides a cut inside the first step.
-        hooks.cut_inside_steps(snapshot, report_cut, str(getattr(model.layers[0], "compute_dtype", "") or ""))
+        # Where the engine allows a cut inside the first step, what the model computes in (its first layer's compute
+        # dtype) decides it.
+        dtype = str(getattr(model.layers[0], "compute_dtype", "") or "") if args.cut_first_step else None
+        hooks.cut_inside_steps(snapshot, report_cut, dtype)
     # Room for the window to wait past an epoch's first step (window_placement); training stops by itself.
     total_steps = args.warmup_steps + args.max_steps + (2 * timer.window_steps + 1 if timer.window_steps else 0)
     emit("phase", phase="train")

@@ -114,6 +114,8 @@ def parse_args(argv):
     p.add_argument("--variant", choices=SCRIPT_VARIANTS, default="original", help="the experiment's one change")
     p.add_argument("--bound-ms", type=float, default=None, help="slow-step bound (see timing.py)")
     p.add_argument("--first-bound-ms", type=float, default=None, help="first-step bound (see timing.py)")
+    p.add_argument("--cut-first-step", action="store_true",
+                   help="the workload's; a script's steps are judged after they end")
     p.add_argument("--profile-dir", default=None, help="record a profiled window of steps here")
     p.add_argument("--profile-steps", type=int, default=3, help="steps in the profiled window")
     p.add_argument("--rounds-of", default=None,

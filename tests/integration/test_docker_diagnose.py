@@ -18,8 +18,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 def test_stack_runs_land_beside_host_runs_and_leave_no_container(tmp_path: Path) -> None:
     require_engine()
-    command = [sys.executable, "-m", "fp16doctor", "diagnose", "--quick", "--stack", "cpu", "--precision", "float16",
-               "--out", str(tmp_path)]
+    command = [sys.executable, "-m", "fp16doctor", "diagnose", "--size", "smoke", "--stack", "cpu", "--precision",
+               "float16", "--out", str(tmp_path)]
     ca = ca_bundle()
     if ca is not None:  # pip inside the build goes through this machine's TLS proxy
         command += ["--ca-bundle", str(ca)]
@@ -49,7 +49,7 @@ def test_a_stacks_precisions_are_timed_again_together_in_one_container(tmp_path:
     interval rests on paired rounds there too, and no container is left. A float16 run cut by the slow-step bound
     (as on a CPU running oneDNN's reference kernels; forced with `cut`) is left out of the rounds, and says so."""
     require_engine()
-    command = [sys.executable, "-m", "fp16doctor", "diagnose", "--quick", "--stack", "cpu", "--no-host",
+    command = [sys.executable, "-m", "fp16doctor", "diagnose", "--size", "smoke", "--stack", "cpu", "--no-host",
                "--precision", "float32", "--precision", "float16", "--no-experiments", "--out", str(tmp_path)]
     ca = ca_bundle()
     if ca is not None:

@@ -16,7 +16,7 @@ from docker_env import ca_bundle, require_engine
 from fp16doctor.engines.context import BuildOptions
 from fp16doctor.engines.docker import sdk
 from fp16doctor.engines.docker.build import build_stack, ensure_image
-from fp16doctor.engines.spec import QUICK, RunSpec
+from fp16doctor.engines.spec import SMOKE, RunSpec
 from fp16doctor.stacks import get_stack
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -58,10 +58,10 @@ def test_ensure_image_reuses_the_built_image(cpu_image: str) -> None:
 def test_runs_in_a_container_and_leaves_nothing_behind(cpu_image: str) -> None:
     events: list[dict[str, Any]] = []
     run_id = f"it{os.getpid()}"
-    record = sdk.run_in_stack(RunSpec("cpu", "float32", "original", QUICK), get_stack("cpu"),
+    record = sdk.run_in_stack(RunSpec("cpu", "float32", "original", SMOKE), get_stack("cpu"),
                                         None, None, events.append, image=cpu_image, run_id=run_id)
     assert record["status"] == "ok", record.get("error")
-    assert record["step_time_ms"]["median"] > 0 and record["step_time_ms"]["n"] >= QUICK.min_steps
+    assert record["step_time_ms"]["median"] > 0 and record["step_time_ms"]["n"] >= SMOKE.min_steps
     assert record["engine"]["kind"] == "docker" and record["engine"]["image"] == cpu_image
     assert record["software"]["python"].startswith("3.11")
     assert record["software"]["tensorflow"] == get_stack("cpu").tensorflow
@@ -72,7 +72,7 @@ def test_runs_in_a_container_and_leaves_nothing_behind(cpu_image: str) -> None:
 def test_a_container_that_cannot_start_fails_cleanly(engine: None) -> None:
     run_id = f"itfail{os.getpid()}"
     # The bare base image has no fp16doctor-python: the start fails, the record says why.
-    record = sdk.run_in_stack(RunSpec("cpu", "float32", "original", QUICK), get_stack("cpu"),
+    record = sdk.run_in_stack(RunSpec("cpu", "float32", "original", SMOKE), get_stack("cpu"),
                                         None, None, lambda _e: None, image="debian:bookworm-slim",
                                         run_id=run_id)
     assert record["status"] == "failed"

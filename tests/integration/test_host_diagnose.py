@@ -16,7 +16,7 @@ from interrupt import ctrl_c_reaches_it
 from slow_path import assert_cut_and_said, assert_cut_window, forced_cut_env, is_cut
 
 from fp16doctor.engines.host import HostEngine
-from fp16doctor.engines.spec import QUICK, RunSpec
+from fp16doctor.engines.spec import QUICK, SLOW_STEP_MULTIPLE_ENV, RunSpec
 
 FP16DOCTOR = [sys.executable, "-m", "fp16doctor"]
 
@@ -33,10 +33,11 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Complete
 
 
 @pytest.fixture(scope="module")
-def quick_cut(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """The quick diagnose as it goes on a CPU where every 16-bit run passes the slow-step bound (slow_path.py)."""
-    out = tmp_path_factory.mktemp("diagnose-quick-cut")
-    proc = _run("diagnose", "--quick", "--out", str(out), env=forced_cut_env())
+def smoke_cut(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The diagnose as it goes on a CPU where every 16-bit run passes the slow-step bound (slow_path.py), at the smoke
+    size: the branch it takes does not depend on the steps' size."""
+    out = tmp_path_factory.mktemp("diagnose-smoke-cut")
+    proc = _run("diagnose", "--size", "smoke", "--out", str(out), env=forced_cut_env())
     return proc, out
 
 
@@ -115,11 +116,11 @@ def test_quick_diagnose_measures_all_three_precisions_and_explains_them(quick) -
 
 
 @pytest.mark.slow
-def test_a_quick_diagnose_whose_16_bit_runs_are_all_cut_still_measures_explains_and_prescribes(quick_cut) -> None:
+def test_a_diagnose_whose_16_bit_runs_are_all_cut_still_measures_explains_and_prescribes(smoke_cut) -> None:
     """The Xeon's branch on any CPU: float16 and mixed_float16 cut by the slow-step bound after their first step (the
     first-step bound) or after one steady step, left out of the interleaved rounds and saying so, their ops measured
     on that step, a verdict each, and a prescription of a configuration that was measured in full."""
-    proc, out = quick_cut
+    proc, out = smoke_cut
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads((out / "results.json").read_text())
     f32 = _ok(doc, "float32")
@@ -184,18 +185,21 @@ def test_a_float16_run_beyond_its_slow_step_bound_stops_after_its_first_steady_s
 
 
 @pytest.mark.slow
-def test_a_float16_first_step_beyond_its_first_step_bound_ends_the_run_after_it(tmp_path: Path) -> None:
-    """The first-step bound forced on any CPU: float32's first step of 1 ms and step of 0.01 ms put it at 5 ms (5x the
-    first step, over 1 ms + the 0.5 ms steady bound). The first step, tracing included, is the run's one measured
-    step and its profiled window, and no second step runs."""
+def test_a_float16_first_step_beyond_its_first_step_bound_ends_the_run_after_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first-step bound forced on any CPU: float32's first step of 1 ms and step of 0.01 ms, with the multiple
+    forced to 4, put it at 4 ms (4x the first step, over 1 ms + the 0.04 ms steady bound), too tight to cut the
+    step inside (that needs 5x: spec.first_step_cuttable). The first step, tracing included, is the run's one
+    measured step and its profiled window, and no second step runs."""
+    monkeypatch.setenv(SLOW_STEP_MULTIPLE_ENV, "4")
     spec = RunSpec("host", "float16", "original", QUICK, reference_ms=0.01, reference_first_step_ms=1.0)
-    assert spec.first_bound_ms == pytest.approx(5.0)
+    assert spec.first_bound_ms == pytest.approx(4.0) and not spec.first_step_cuttable
     events: list[dict] = []
     record = HostEngine(cache_dir=tmp_path, backend="tensorflow").run(spec, events.append)
     assert record["status"] == "ok", record.get("error")
     assert record["bound"] is True and record["stop_reason"] == "slow_step_bound" and "cut_in_step" not in record
-    assert record["bound_on"] == "first_step" and record["bound_limit_ms"] == pytest.approx(5.0)
-    assert record["slow_step_bound"]["first_step_limit_ms"] == pytest.approx(5.0)
+    assert record["bound_on"] == "first_step" and record["bound_limit_ms"] == pytest.approx(4.0)
+    assert record["slow_step_bound"]["first_step_limit_ms"] == pytest.approx(4.0)
     step = record["step_time_ms"]
     assert step["n"] == 1 and step["median"] == record["first_step_ms"] and record["warmup_step_ms"] == [step["median"]]
     assert "window_step_ms" not in record

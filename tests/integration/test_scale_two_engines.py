@@ -58,9 +58,11 @@ def second(cpu_image: str) -> Iterator[SecondEngine]:
         engine.remove()
 
 
-def _diagnose(out: Path, *extra: str, engines: list[str], cut: bool = False) -> subprocess.Popen[str]:
+def _diagnose(out: Path, *extra: str, engines: list[str], cut: bool = False, size: str = "quick"
+              ) -> subprocess.Popen[str]:
     # The precisions named, so the matrix is the same on every CPU (bfloat16 CPUs add mixed_bfloat16 by default).
-    command = [sys.executable, "-m", "fp16doctor", "diagnose", "--quick", "--stack", "cpu", "--no-host",
+    # The quick size where an engine is killed while a run trains (its runs last long enough to be caught).
+    command = [sys.executable, "-m", "fp16doctor", "diagnose", "--size", size, "--stack", "cpu", "--no-host",
                "--precision", "float32", "--precision", "float16", "--precision", "mixed_float16",
                "--out", str(out), *extra]
     for url in engines:
@@ -83,7 +85,7 @@ def _leftovers(url: str) -> list[Any]:
 
 
 def test_one_diagnose_spreads_the_runs_over_two_engines(second: SecondEngine, tmp_path: Path) -> None:
-    code, output = _finish(_diagnose(tmp_path, engines=[FIRST, second.url]))
+    code, output = _finish(_diagnose(tmp_path, engines=[FIRST, second.url], size="smoke"))
     assert code == EXIT_OK, output[-3000:]
 
     doc = json.loads((tmp_path / "results.json").read_text())

@@ -27,7 +27,10 @@ from fp16doctor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-CHEAP = ["--quick", "--slurm", "--precision", "float32", "--precision", "float16", "--no-experiments"]
+CHEAP = ["--slurm", "--precision", "float32", "--precision", "float16", "--no-experiments"]
+# The matrix's tests run the smoke size (what they check does not depend on the steps' size); a test that acts while
+# a run is under way (a cancel, Ctrl-C) runs the quick size, whose runs last long enough to land inside.
+SMOKE, QUICK = ("--size", "smoke"), ("--quick",)
 JOB_ID = re.compile(r"^\d+(_\d+)?$")
 
 
@@ -51,10 +54,11 @@ def node() -> str:
     return _cluster_node()
 
 
-def _diagnose(out: Path, *extra: str, cut: bool = False) -> subprocess.Popen[str]:
+def _diagnose(out: Path, *extra: str, cut: bool = False, size: tuple[str, ...] = QUICK) -> subprocess.Popen[str]:
     """`cut`: the slow-step bound forced (slow_path.py); the job inherits the environment, as sbatch's default
     --export=ALL passes it."""
-    return subprocess.Popen([sys.executable, "-m", "fp16doctor", "diagnose", *CHEAP, "--out", str(out), *extra],
+    return subprocess.Popen([sys.executable, "-m", "fp16doctor", "diagnose", *size, *CHEAP, "--out", str(out),
+                             *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=forced_cut_env() if cut else None, preexec_fn=ctrl_c_reaches_it)
 
@@ -112,9 +116,9 @@ def no_leftover_jobs(tmp_path: Path) -> Iterator[None]:
 
 
 @CUT
-def test_quick_matrix_runs_as_slurm_jobs_each_run_carrying_its_job_and_node(
+def test_the_matrix_runs_as_slurm_jobs_each_run_carrying_its_job_and_node(
         node: str, tmp_path: Path, no_leftover_jobs: None, cut: bool) -> None:
-    proc = _diagnose(tmp_path, cut=cut)
+    proc = _diagnose(tmp_path, cut=cut, size=SMOKE)
     _, stderr = proc.communicate(timeout=900)
     assert proc.returncode == EXIT_OK, stderr[-3000:]
     runs = _runs(tmp_path)

@@ -27,7 +27,7 @@ from fp16doctor.stacks import get_stack
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-CHEAP = ["--quick", "--slurm", "--stack", "cpu", "--no-host", "--precision", "float32", "--precision", "float16",
+CHEAP = ["--slurm", "--stack", "cpu", "--no-host", "--precision", "float32", "--precision", "float16",
          "--variant", "original", "--no-experiments"]
 
 
@@ -39,10 +39,12 @@ def _image() -> str:
                                                      build.build_args(stack, options)))
 
 
-def _diagnose(out: Path, runtime: str, *extra: str) -> subprocess.Popen[str]:
+def _diagnose(out: Path, runtime: str, *extra: str, size: str = "smoke") -> subprocess.Popen[str]:
+    """The smoke size (the runtimes' tests check where and how the runs ran), the quick one for a test that acts
+    while a run is under way."""
     ca = ca_bundle()  # pip inside the node's build goes through this machine's TLS proxy
-    return subprocess.Popen([sys.executable, "-m", "fp16doctor", "diagnose", *CHEAP, "--runtime", runtime,
-                             "--out", str(out), *(["--ca-bundle", str(ca)] if ca else []), *extra],
+    return subprocess.Popen([sys.executable, "-m", "fp16doctor", "diagnose", "--size", size, *CHEAP, "--runtime",
+                             runtime, "--out", str(out), *(["--ca-bundle", str(ca)] if ca else []), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -118,7 +120,7 @@ def test_the_cpu_stack_runs_in_podman_in_a_slurm_job(podman_runtime: str, node: 
 
 @pytest.mark.docker
 def test_a_job_cancelled_mid_run_leaves_no_container(docker_runtime: str, node: str, tmp_path: Path) -> None:
-    proc = _diagnose(tmp_path, docker_runtime)
+    proc = _diagnose(tmp_path, docker_runtime, size="quick")
 
     def float16_training() -> bool:
         return any(e.get("kind") == "event" and e.get("run") == "cpu / float16 / original"

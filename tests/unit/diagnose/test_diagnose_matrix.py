@@ -215,6 +215,19 @@ def test_the_first_step_bound_needs_both_of_float32s_steps_and_follows_the_force
     assert forced.bound_ms == pytest.approx(40.0) and forced.first_bound_ms == pytest.approx(3040.0)
     monkeypatch.setenv(SLOW_STEP_MULTIPLE_ENV, "2")  # under the floor of 5x: min(5, 2) x the first step
     assert forced.first_bound_ms == pytest.approx(max(3000.0 + 800.0, 2 * 3000.0))
+    # A bound that tight may land in the one-time work any first step begins with: judged after the step, never
+    # cut inside it.
+    assert not forced.first_step_cuttable and "--cut-first-step" not in forced.workload_args()
+
+
+def test_a_first_step_may_be_cut_inside_only_at_a_default_bound_of_5x_float32s_first_step() -> None:
+    quick = RunSpec("host", "float16", "original", QUICK, reference_ms=124.0, reference_first_step_ms=815.0)
+    assert quick.first_bound_ms == pytest.approx(815.0 + 5000.0) and quick.first_step_cuttable
+    assert "--cut-first-step" in quick.workload_args()
+    script = replace(quick, script=ScriptSpec(path="/home/u/train.py", label="~/train.py"))
+    runner = script_runner_args(script, "/tmp/w", "/tmp/w/log")
+    assert runner.index("--cut-first-step") < runner.index("--")  # the runner's, never the script's
+    assert not RunSpec("host", "float16", "original", QUICK, reference_ms=124.0).first_step_cuttable
 
 
 def test_float32_and_runs_without_a_measured_float32_are_not_bounded() -> None:
