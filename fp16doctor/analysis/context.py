@@ -143,6 +143,7 @@ class OpItem:
     calls_per_step: float | None
     op_type: str | None
     wall_ms_per_step: float | None = None  # overlap-true wall share, where the source had intervals
+    in_flight: bool = False  # still running when its step was cut inside: its time is the most it can have run
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -189,7 +190,8 @@ def _ops_view(value: Any) -> OpsView | None:
         items.append(OpItem(name, as_str(item.get("layer")), as_str(item.get("pass")) or "other",
                             as_str(item.get("dtype")), as_str(item.get("impl")),
                             tc if isinstance(tc, bool) else None, ms, as_number(item.get("calls_per_step")),
-                            as_str(item.get("op_type")), wall if wall is not None and wall >= 0 else None))
+                            as_str(item.get("op_type")), wall if wall is not None and wall >= 0 else None,
+                            item.get("in_flight") is True))
     if not items:
         return None
     window = as_mapping(ops.get("window"))

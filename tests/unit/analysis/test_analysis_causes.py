@@ -644,3 +644,31 @@ def test_a_cause_is_charged_on_the_net_change_of_its_ops() -> None:
     (verdict,) = diagnose_document(d).verdicts
     slow = next(c for c in verdict["causes"] if c["id"] == "slow_fp16_kernels")
     assert slow["explains_ms"] == pytest.approx(200.0)
+
+
+def test_a_step_cut_inside_leads_with_the_reference_kernel_it_was_still_running() -> None:
+    """The Xeon's mixed_float16 first step, cut at its bound: the window holds only its later layers' backward pass,
+    and the ops in flight at the cut (a reference weight gradient, a JIT data gradient) share the time to the cut.
+    By shares the JIT kernel's 16-bit compute can come out ahead; the step was waiting for the reference kernel."""
+    fp32_ops = [op("conv2d_2", "backward_weights", 3.0, "brg_conv_bwd_w:avx10_1_512", "float32"),
+                op("conv2d_2", "backward_data", 3.0, "brg_conv_bwd_d:avx10_1_512", "float32",
+                   "Conv2DBackpropInput")]
+    cut_ops = [dict(op("conv2d_2", "backward_weights", 1800.0, "ref:any", "float16"), in_flight=True),
+               dict(op("conv2d_2", "backward_data", 1900.0, "brg_conv_bwd:avx10_1_512", "float16",
+                       "Conv2DBackpropInput"), in_flight=True)]
+    cut = run("mixed_float16", 5800.0, bound=True, stop_reason="slow_step_bound", cut_in_step=True,
+              bound_on="first_step", first_step_ms=5800.0,
+              step_time_ms={"median": 5800.0, "p10": 5800.0, "p90": 5800.0, "n": 1, "censored": True},
+              ops={"source": "onednn_verbose", "coverage": 0.85, "items": cut_ops})
+    fp32 = run("float32", 125.0, first_step_ms=815.0,
+               ops={"source": "onednn_verbose", "coverage": 0.9, "items": fp32_ops})
+    (verdict,) = diagnose_document(doc(fp32, cut)).verdicts
+    assert verdict["cause"] == "slow_fp16_kernels" and verdict["cut_in_step"] is True
+    shares = {c["id"]: c["explains_ms"] for c in verdict["causes"]}
+    assert shares["slow_16bit_compute"] > shares["slow_fp16_kernels"]  # the lead is not the larger share
+    # A step that ran to its end is judged by its shares alone.
+    finished = dict(cut, cut_in_step=None, step_time_ms={"median": 5800.0, "p10": 5800.0, "p90": 5800.0, "n": 1},
+                    ops={"source": "onednn_verbose", "coverage": 0.85,
+                         "items": [{k: v for k, v in item.items() if k != "in_flight"} for item in cut_ops]})
+    (whole,) = diagnose_document(doc(fp32, finished)).verdicts
+    assert whole["cause"] == "slow_16bit_compute"
