@@ -21,6 +21,7 @@ from fp16doctor.engines.spec import FULL, QUICK, SMOKE
 
 QUICK_BUDGET = QUICK.budget_s or 0.0
 XEON = Path(__file__).resolve().parents[2] / "data" / "recordings" / "cpu-xeon-quick-diagnose"
+EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples"
 
 
 class Notes:
@@ -127,3 +128,25 @@ def test_the_smoke_size_keeps_a_budget_of_its_own() -> None:
     assert within_budget(planned, doc["runs"], started, SMOKE, notes) == []  # type: ignore[arg-type]
     assert any("of the 30 s smoke budget are left" in n for n in notes.notes)
     assert FULL.budget_s is None and QUICK.budget_s == 90.0
+
+
+def test_on_the_xeon_the_plan_fits_the_quick_budget_with_the_experiment_that_tests_the_cause() -> None:
+    """The Xeon's quick diagnose once its 16-bit first steps are cut inside (docs/examples/cpu-xeon-amx-quick): with
+    the phases it spent before the experiments (prepare, the matrix, the rounds at their minimum), the planner keeps
+    float16's oneDNN-off experiment with its float32 partner, and their expected cost keeps the whole within 90 s."""
+    doc: dict[str, Any] = json.loads((EXAMPLES / "cpu-xeon-amx-quick" / "results.json").read_text())
+    phases = doc["invocation"]["phases_s"]
+    before = phases["prepare"] + phases["matrix"] + phases["rounds"]
+    matrix = [r for r in doc["runs"] if not r.get("experiment")]
+    notes = Notes()
+    planned = experiment_specs(plan_experiments({**doc, "runs": matrix}, notes), ["host"], QUICK, None,
+                               set())  # type: ignore[arg-type]
+    assert ("float16", "onednn_off") in {(s.precision, s.variant) for s in planned}
+    started = time.monotonic() - before
+    kept = within_budget(planned, matrix, started, QUICK, notes)  # type: ignore[arg-type]
+    assert {(s.precision, s.variant) for s in kept} >= {("float32", "onednn_off"), ("float16", "onednn_off")}
+    assert before + sum(experiment_cost_s(s, matrix) for s in kept) <= QUICK_BUDGET
+    # What the experiments really cost there, against the plan's price: within a third.
+    for spec in kept:
+        ran = next(r for r in doc["runs"] if (r["precision"], r["variant"]) == (spec.precision, spec.variant))
+        assert abs(experiment_cost_s(spec, matrix) - ran["wall_s"]) <= ran["wall_s"] / 3

@@ -110,3 +110,18 @@ def test_the_readme_quotes_what_the_three_stack_example_says_changed_between_sta
     for stack, keras in (("tf1.7-cpu", "2.1.5"), ("tf1.13-cpu", "2.2.4")):
         slower = round(1 / bounds[stack]["ratio"])
         assert f"at least {slower}x" in README and f"Keras {keras}" in README, (stack, slower)
+
+
+def test_the_readme_quotes_the_xeons_quick_diagnose_as_it_ran() -> None:
+    """Its prescription, its wall time, the experiment it ran and its 16-bit runs cut inside their first step."""
+    example = "cpu-xeon-amx-quick"
+    doc = json.loads((ROOT / "docs" / "examples" / example / "results.json").read_text(encoding="utf-8"))
+    (prescription,) = doc["prescriptions"]
+    said = re.search(r"prescribes (\w+) in (\d+) s \(\[docs/examples/" + example, " ".join(README.split()))
+    assert said, "the README no longer quotes the Xeon's quick diagnose"
+    assert said.group(1) == prescription["recommended"]["precision"]
+    assert int(said.group(2)) == round(doc["invocation"]["elapsed_s"])
+    runs = {(r["precision"], r["variant"]): r for r in doc["runs"]}
+    assert runs[("float16", "onednn_off")]["status"] == "ok"
+    assert all(runs[(p, "original")]["cut_in_step"] and runs[(p, "original")]["bound_on"] == "first_step"
+               for p in ("float16", "mixed_float16"))
