@@ -96,7 +96,8 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
     from fp16doctor.engines.rounds import mark_left_out, rounds_plan
 
     progress, runs = prepared.progress, writer.doc["runs"]
-    reserve = _experiments_planned(prepared, writer.doc, _Unsaid()) if experiments else []
+    budgeted = experiments and prepared.size.budget_s is not None
+    reserve = _experiments_planned(prepared, writer.doc, _Unsaid()) if budgeted else []
     planned: list[RunSpec] = []
     for stack in prepared.stacks:
         if not any(s.stack == stack and s.variant == "original" for s in prepared.specs):
@@ -127,7 +128,7 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
 
 
 def run_experiments(prepared: Prepared, writer: ResultsWriter) -> None:
-    """The one-change runs the analysis asks for after the matrix; at the quick size, those that fit its budget."""
+    """The one-change runs the analysis asks for after the matrix; at a size with a budget, those that fit it."""
     progress, doc = prepared.progress, writer.doc
     planned = _experiments_planned(prepared, doc, progress)
     if prepared.size.budget_s is not None:

@@ -161,11 +161,14 @@ def test_quick_diagnose_writes_a_report_naming_precisions_and_numbers(quick) -> 
 
 
 @pytest.mark.slow
-def test_a_float16_run_beyond_its_slow_step_bound_stops_after_its_first_steady_step(tmp_path: Path) -> None:
+def test_a_float16_run_beyond_its_slow_step_bound_stops_after_its_first_steady_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The slow path forced on any CPU: a float32 reference so small that every float16 step is far
     beyond 50x of it, as float16 is on a CPU that runs oneDNN's reference kernels (22 s against 130 ms). No float32
     first step is known (0), so there is no first-step bound and the first step (tracing) does not end the run: the
-    second, a steady step like float32's median, is the measurement."""
+    second, a steady step like float32's median, is the measurement. Without oneDNN's lines the step runs to its
+    end on every CPU (where oneDNN runs float16, on a Xeon with AVX512-FP16, they would let it be cut inside)."""
+    monkeypatch.setenv("FP16DOCTOR_ONEDNN_VERBOSE", "0")
     spec = RunSpec("host", "float16", "original", QUICK, reference_ms=0.01, reference_first_step_ms=0.0)
     events: list[dict] = []
     record = HostEngine(cache_dir=tmp_path, backend="tensorflow").run(spec, events.append)
@@ -212,9 +215,13 @@ def test_a_float16_first_step_beyond_its_first_step_bound_ends_the_run_after_it(
     assert len(steps) == 1 and steps[0]["bound"] is True and steps[0]["bound_on"] == "first_step"
 
 
-def test_a_run_cut_short_by_its_second_warmup_step_is_profiled_on_that_step(tmp_path: Path) -> None:
+def test_a_run_cut_short_by_its_second_warmup_step_is_profiled_on_that_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A first step (tracing) under its own bound (float32's first step here 10^7 ms) does not end the run; the
-    second, beyond the steady bound, is the measurement and the profiled window, not the first with its tracing."""
+    second, beyond the steady bound, is the measurement and the profiled window, not the first with its tracing.
+    Without oneDNN's lines that step runs to its end on every CPU (a 0.5 ms bound would otherwise cut it inside
+    before any kernel ran, where oneDNN runs float16)."""
+    monkeypatch.setenv("FP16DOCTOR_ONEDNN_VERBOSE", "0")
     spec = RunSpec("host", "float16", "original", QUICK, reference_ms=0.01, reference_first_step_ms=1e7)
     record = HostEngine(cache_dir=tmp_path, backend="tensorflow").run(spec, lambda e: None)
     assert record["status"] == "ok", record.get("error")

@@ -60,11 +60,12 @@ def second(cpu_image: str) -> Iterator[SecondEngine]:
 
 def _diagnose(out: Path, *extra: str, engines: list[str], cut: bool = False, size: str = "quick"
               ) -> subprocess.Popen[str]:
-    # The precisions named, so the matrix is the same on every CPU (bfloat16 CPUs add mixed_bfloat16 by default).
+    # The precisions named and no experiments, so the matrix is the same on every CPU (bfloat16 CPUs add
+    # mixed_bfloat16 by default; a CPU whose oneDNN runs float16's reference kernels gets oneDNN-off experiments).
     # The quick size where an engine is killed while a run trains (its runs last long enough to be caught).
     command = [sys.executable, "-m", "fp16doctor", "diagnose", "--size", size, "--stack", "cpu", "--no-host",
                "--precision", "float32", "--precision", "float16", "--precision", "mixed_float16",
-               "--out", str(out), *extra]
+               "--no-experiments", "--out", str(out), *extra]
     for url in engines:
         command += ["--docker-host", url]
     env = forced_cut_env() if cut else dict(os.environ)
