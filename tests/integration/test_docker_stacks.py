@@ -16,7 +16,7 @@ from docker_env import ca_bundle, require_engine
 from fp16doctor.engines.context import BuildOptions
 from fp16doctor.engines.docker import sdk
 from fp16doctor.engines.docker.build import build_stack, ensure_image
-from fp16doctor.engines.spec import SMOKE, RunSpec
+from fp16doctor.engines.spec import QUICK, SMOKE, RunSpec
 from fp16doctor.stacks import get_stack
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -144,3 +144,29 @@ def test_a_live_fp16doctors_created_container_survives_the_next_ones_sweep(engin
         if owner.poll() is None:
             owner.kill()
         sdk.cleanup(None, run_id=run_id)
+
+
+def test_a_step_past_the_bound_is_ended_inside_a_container_with_the_running_kernel_named(cpu_image: str) -> None:
+    """The step watchdog in a container, as on the host (tests/integration/test_host_diagnose.py): float32 with
+    TensorFlow's oneDNN ops on (any x86 CPU), its bound at half its own steady step. The container's run ends inside
+    that step, the record says so, and the kernel still running at the cut is among its ops, named by oneDNN."""
+    onednn_on = {"TF_ENABLE_ONEDNN_OPTS": "1"}
+    run_id = f"itcut{os.getpid()}"
+    reference = sdk.run_in_stack(RunSpec("cpu", "float32", "original", QUICK, extra_env=onednn_on),
+                                 get_stack("cpu"), None, None, lambda _e: None, image=cpu_image, run_id=run_id)
+    assert reference["status"] == "ok", reference.get("error")
+    # The bound is 50x the reference (engines/spec.py): half of float32's own step lands inside its convolutions.
+    spec = RunSpec("cpu", "float32", "original", QUICK, extra_env=onednn_on,
+                   reference_ms=reference["step_time_ms"]["median"] / 100,
+                   reference_first_step_ms=reference["first_step_ms"])
+    record = sdk.run_in_stack(spec, get_stack("cpu"), None, None, lambda _e: None, image=cpu_image, run_id=run_id)
+    assert record["status"] == "ok", record.get("error")
+    assert record["cut_in_step"] is True and record["bound_on"] == "steady_step"
+    assert record["step_time_ms"]["censored"] is True and record["step_time_ms"]["n"] == 1
+    window = record["profile"]["window"]
+    assert window["kind"] == "bound_step" and window["cut_in_step"] is True
+    ops = record.get("ops")
+    assert ops is not None, record.get("ops_error")
+    running = [item for item in ops["items"] if item.get("in_flight")]
+    assert running and all(item["layer"] and item["impl"] for item in running), ops["items"][:5]
+    assert sdk.leftover_containers(None, run_id) == []
