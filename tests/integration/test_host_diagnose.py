@@ -16,7 +16,7 @@ from interrupt import ctrl_c_reaches_it
 from slow_path import assert_cut_and_said, assert_cut_window, forced_cut_env, is_cut
 
 from fp16doctor.engines.host import HostEngine
-from fp16doctor.engines.spec import QUICK, SLOW_STEP_MULTIPLE_ENV, RunSpec
+from fp16doctor.engines.spec import QUICK, SLOW_STEP_MULTIPLE_ENV, SMOKE, RunSpec
 
 FP16DOCTOR = [sys.executable, "-m", "fp16doctor"]
 
@@ -39,6 +39,10 @@ def smoke_cut(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comp
     out = tmp_path_factory.mktemp("diagnose-smoke-cut")
     proc = _run("diagnose", "--size", "smoke", "--out", str(out), env=forced_cut_env())
     return proc, out
+
+
+# The forced-bound runs below are at the smoke size: which branch a bound takes does not depend on the steps' size,
+# and a pathological CPU's quick float16 steps (25 s each on a Xeon) would make each test minutes long.
 
 
 def _ok(doc: dict, precision: str, variant: str = "original") -> dict:
@@ -169,7 +173,7 @@ def test_a_float16_run_beyond_its_slow_step_bound_stops_after_its_first_steady_s
     second, a steady step like float32's median, is the measurement. Without oneDNN's lines the step runs to its
     end on every CPU (where oneDNN runs float16, on a Xeon with AVX512-FP16, they would let it be cut inside)."""
     monkeypatch.setenv("FP16DOCTOR_ONEDNN_VERBOSE", "0")
-    spec = RunSpec("host", "float16", "original", QUICK, reference_ms=0.01, reference_first_step_ms=0.0)
+    spec = RunSpec("host", "float16", "original", SMOKE, reference_ms=0.01, reference_first_step_ms=0.0)
     events: list[dict] = []
     record = HostEngine(cache_dir=tmp_path, backend="tensorflow").run(spec, events.append)
     assert record["status"] == "ok", record.get("error")
@@ -195,7 +199,7 @@ def test_a_float16_first_step_beyond_its_first_step_bound_ends_the_run_after_it(
     step inside (that needs 5x: spec.first_step_cuttable). The first step, tracing included, is the run's one
     measured step and its profiled window, and no second step runs."""
     monkeypatch.setenv(SLOW_STEP_MULTIPLE_ENV, "4")
-    spec = RunSpec("host", "float16", "original", QUICK, reference_ms=0.01, reference_first_step_ms=1.0)
+    spec = RunSpec("host", "float16", "original", SMOKE, reference_ms=0.01, reference_first_step_ms=1.0)
     assert spec.first_bound_ms == pytest.approx(4.0) and not spec.first_step_cuttable
     events: list[dict] = []
     record = HostEngine(cache_dir=tmp_path, backend="tensorflow").run(spec, events.append)
@@ -222,7 +226,7 @@ def test_a_run_cut_short_by_its_second_warmup_step_is_profiled_on_that_step(
     Without oneDNN's lines that step runs to its end on every CPU (a 0.5 ms bound would otherwise cut it inside
     before any kernel ran, where oneDNN runs float16)."""
     monkeypatch.setenv("FP16DOCTOR_ONEDNN_VERBOSE", "0")
-    spec = RunSpec("host", "float16", "original", QUICK, reference_ms=0.01, reference_first_step_ms=1e7)
+    spec = RunSpec("host", "float16", "original", SMOKE, reference_ms=0.01, reference_first_step_ms=1e7)
     record = HostEngine(cache_dir=tmp_path, backend="tensorflow").run(spec, lambda e: None)
     assert record["status"] == "ok", record.get("error")
     assert record["bound"] is True and len(record["warmup_step_ms"]) == 2 and record["bound_on"] == "steady_step"
