@@ -164,9 +164,9 @@ def run(args):
         emit("result", run=run_result(args, api, timer, hooks, model, started, facts))
         shutil.rmtree(os.path.dirname(keras_dir), True)  # the process exits next: its exit handlers do not run
 
-    if args.bound_ms is not None:
-        # Where the engine allows a cut inside the first step, what the model computes in (its first layer's compute
-        # dtype) decides it.
+    if args.bound_ms is not None and device == "cpu":
+        # oneDNN's lines name only CPU kernels: a step on a GPU is judged after it ends. Where the engine allows a
+        # cut inside the first step, what the model computes in (its first layer's compute dtype) decides it.
         dtype = str(getattr(model.layers[0], "compute_dtype", "") or "") if args.cut_first_step else None
         hooks.cut_inside_steps(snapshot, report_cut, dtype)
     # Room for the window to wait past an epoch's first step (window_placement); training stops by itself.
