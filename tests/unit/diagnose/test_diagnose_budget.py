@@ -126,7 +126,7 @@ def test_the_smoke_size_keeps_a_budget_of_its_own() -> None:
     notes = Notes()
     planned = experiment_specs(plan_experiments(doc, notes), ["host"], SMOKE, None, set())  # type: ignore[arg-type]
     assert within_budget(planned, doc["runs"], started, SMOKE, notes) == []  # type: ignore[arg-type]
-    assert any("of the 30 s smoke budget are left" in n for n in notes.notes)
+    assert any("of the 45 s smoke budget are left" in n for n in notes.notes)
     assert FULL.budget_s is None and QUICK.budget_s == 90.0
 
 
