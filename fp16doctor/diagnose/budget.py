@@ -26,22 +26,19 @@ def rounds_budget_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], 
     return max(ROUNDS_MIN_BUDGET_S, deadline - time.monotonic() - _rounds_startup_s(runs, stack) - reserve_s)
 
 
-def within_budget(planned: list[RunSpec], runs: list[dict[str, Any]], started: float, size: WorkloadSize,
+def within_budget(planned: list[RunSpec], runs: list[dict[str, Any]], deadline: float, size: WorkloadSize,
                   progress: Progress) -> list[RunSpec]:
-    """The experiments that fit what is left of the size's budget (the diagnose `started` then), each costed at its
-    own expected step (`experiment_cost_s`), cheapest first in the plan's order; the others are skipped, and said
-    with the command that runs them (outside the budget)."""
-    budget = size.budget_s
-    assert budget is not None, "a size without a budget runs every experiment"
-    deadline = started + budget
+    """The experiments that fit what is left of the size's budget (it ends at `deadline`), each costed at its own
+    expected step (`experiment_cost_s`), cheapest first in the plan's order; the others are skipped, and said with
+    the command that runs them (outside the budget)."""
     left = deadline - time.monotonic()
     kept = []
     for spec in planned:
         cost = experiment_cost_s(spec, runs)
         if cost > left:
             progress.note(f"experiment {spec.precision} {spec.variant} skipped: it would take about {cost:.0f} s "
-                          f"and {max(left, 0):.0f} s of the {budget:.0f} s {size.name} budget are left (run it "
-                          f"with --precision {spec.precision} --variant original --variant {spec.variant})")
+                          f"and {max(left, 0):.0f} s of the {size.budget_s or 0:.0f} s {size.name} budget are left "
+                          f"(run it with --precision {spec.precision} --variant original --variant {spec.variant})")
             continue
         left -= cost
         kept.append(spec)
@@ -71,10 +68,11 @@ def _median_s(run: Mapping[str, Any] | None) -> float | None:
     return float(median) / 1000.0 if isinstance(median, (int, float)) and median > 0 else None
 
 
-def _steps_s(run: Mapping[str, Any]) -> float:
-    """The time a run spent in its training steps: the warm-up (its first step in it), the timed and the profiled."""
+def _steps_s(run: Mapping[str, Any], window: bool = True) -> float:
+    """The time a run spent in its training steps: the warm-up (its first step in it), the timed and, with
+    `window`, the profiled."""
     warmup = run.get("warmup_step_ms") or [float(run.get("first_step_ms") or 0.0)]
-    steps = [*warmup, *(run.get("step_ms_all") or []), *(run.get("window_step_ms") or [])]
+    steps = [*warmup, *(run.get("step_ms_all") or []), *((run.get("window_step_ms") or []) if window else [])]
     return sum(float(ms) for ms in steps if isinstance(ms, (int, float))) / 1000.0
 
 
@@ -132,6 +130,4 @@ def _script_setup_s(run: Mapping[str, Any]) -> float:
     timing = run.get("timing") or {}
     if (run.get("workload") or {}).get("name") != "script" or not isinstance(timing.get("script_s"), (int, float)):
         return 0.0
-    warmup = run.get("warmup_step_ms") or [float(run.get("first_step_ms") or 0.0)]  # the first step is in it
-    steps_ms = sum(warmup) + sum(run.get("step_ms_all") or [])
-    return max(0.0, float(timing["script_s"]) - float(timing.get("import_s") or 0.0) - steps_ms / 1000.0)
+    return max(0.0, float(timing["script_s"]) - float(timing.get("import_s") or 0.0) - _steps_s(run, window=False))

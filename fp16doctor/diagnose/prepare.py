@@ -58,6 +58,11 @@ class Prepared:
     router: Router  # the engines, made once, that run the cells
     progress: Progress  # the caller's, logged to --out/diagnose.log once the checks passed
 
+    @property
+    def deadline(self) -> float | None:
+        """When the size's wall budget ends (the monotonic clock), None for a size without one."""
+        return None if self.size.budget_s is None else self.started + self.size.budget_s
+
 
 @dataclass(frozen=True)
 class _Typed:

@@ -96,7 +96,7 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
     from fp16doctor.engines.rounds import mark_left_out, rounds_plan
 
     progress, runs = prepared.progress, writer.doc["runs"]
-    budgeted = experiments and prepared.size.budget_s is not None
+    budgeted = experiments and prepared.deadline is not None
     reserve = _experiments_planned(prepared, writer.doc, _Unsaid()) if budgeted else []
     planned: list[RunSpec] = []
     for stack in prepared.stacks:
@@ -104,9 +104,7 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
             continue
         engine_class = prepared.router.engine_class(RunSpec(stack, "float32", "original", prepared.size))
         # The size's budget clock binds only what runs here, unqueued; the others get the minimum.
-        budget_s = prepared.size.budget_s
-        deadline = (prepared.started + budget_s if budget_s is not None and engine_class.runs_here
-                    and not engine_class.queued else None)
+        deadline = prepared.deadline if engine_class.runs_here and not engine_class.queued else None
         reserve_s = sum(experiment_cost_s(s, runs) for s in reserve if s.stack == stack)
         budget = rounds_budget_s(prepared.size, stack, runs, deadline, reserve_s)
         plan = rounds_plan(runs, stack, prepared.size, budget)
@@ -131,8 +129,8 @@ def run_experiments(prepared: Prepared, writer: ResultsWriter) -> None:
     """The one-change runs the analysis asks for after the matrix; at a size with a budget, those that fit it."""
     progress, doc = prepared.progress, writer.doc
     planned = _experiments_planned(prepared, doc, progress)
-    if prepared.size.budget_s is not None:
-        planned = within_budget(planned, doc["runs"], prepared.started, prepared.size, progress)
+    if prepared.deadline is not None:
+        planned = within_budget(planned, doc["runs"], prepared.deadline, prepared.size, progress)
     if planned:
         progress.note(f"{len(planned)} experiment run(s), each changing one thing: "
                       + ", ".join(f"{s.precision} {s.variant}" for s in planned))

@@ -49,8 +49,7 @@ def test_on_the_xeon_the_onednn_off_experiment_fits_what_the_old_costing_spent_o
     # first, the warm-up, five timed, two held back before the window, the window's two).
     assert cost < cut["wall_s"] / 2 and cost < 15 + 12 * UNBOUND_16BIT_STEP_PRIOR * fp32_step_s
     total = sum(experiment_cost_s(s, doc["runs"]) for s in planned)
-    started = time.monotonic() + total + 1.0 - QUICK_BUDGET
-    kept = within_budget(planned, doc["runs"], started, QUICK, notes)  # type: ignore[arg-type]
+    kept = within_budget(planned, doc["runs"], time.monotonic() + total + 1.0, QUICK, notes)  # type: ignore[arg-type]
     assert kept == planned and not any("quick budget are left" in n for n in notes.notes)
 
 
@@ -58,8 +57,7 @@ def test_an_experiment_that_does_not_fit_is_skipped_with_the_command_that_runs_i
     doc: dict[str, Any] = json.loads((XEON / "first-run.results.json").read_text())
     notes = Notes()
     planned = experiment_specs(plan_experiments(doc, notes), ["host"], QUICK, None, set())  # type: ignore[arg-type]
-    started = time.monotonic() + 1.0 - QUICK_BUDGET
-    assert within_budget(planned, doc["runs"], started, QUICK, notes) == []  # type: ignore[arg-type]
+    assert within_budget(planned, doc["runs"], time.monotonic() + 1.0, QUICK, notes) == []  # type: ignore[arg-type]
     said = [n for n in notes.notes if "quick budget are left" in n]
     assert said and all("--variant original --variant onednn_off" in n for n in said)
 
@@ -121,11 +119,11 @@ def test_the_rounds_leave_the_planned_experiments_room_and_never_go_under_their_
 
 
 def test_the_smoke_size_keeps_a_budget_of_its_own() -> None:
-    started = time.monotonic() - (SMOKE.budget_s or 0.0) + 1.0  # a second of the smoke budget left
+    deadline = time.monotonic() + 1.0  # a second of the smoke budget left
     doc: dict[str, Any] = json.loads((XEON / "first-run.results.json").read_text())
     notes = Notes()
     planned = experiment_specs(plan_experiments(doc, notes), ["host"], SMOKE, None, set())  # type: ignore[arg-type]
-    assert within_budget(planned, doc["runs"], started, SMOKE, notes) == []  # type: ignore[arg-type]
+    assert within_budget(planned, doc["runs"], deadline, SMOKE, notes) == []  # type: ignore[arg-type]
     assert any("of the 45 s smoke budget are left" in n for n in notes.notes)
     assert FULL.budget_s is None and QUICK.budget_s == 90.0
 
@@ -142,8 +140,8 @@ def test_on_the_xeon_the_plan_fits_the_quick_budget_with_the_experiment_that_tes
     planned = experiment_specs(plan_experiments({**doc, "runs": matrix}, notes), ["host"], QUICK, None,
                                set())  # type: ignore[arg-type]
     assert ("float16", "onednn_off") in {(s.precision, s.variant) for s in planned}
-    started = time.monotonic() - before
-    kept = within_budget(planned, matrix, started, QUICK, notes)  # type: ignore[arg-type]
+    deadline = time.monotonic() - before + QUICK_BUDGET
+    kept = within_budget(planned, matrix, deadline, QUICK, notes)  # type: ignore[arg-type]
     assert {(s.precision, s.variant) for s in kept} >= {("float32", "onednn_off"), ("float16", "onednn_off")}
     assert before + sum(experiment_cost_s(s, matrix) for s in kept) <= QUICK_BUDGET
     # What the experiments really cost there, against the plan's price: within a third.
