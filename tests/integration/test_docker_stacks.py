@@ -149,7 +149,7 @@ def test_a_live_fp16doctors_created_container_survives_the_next_ones_sweep(engin
 def test_a_step_past_the_bound_is_ended_inside_a_container_with_the_running_kernel_named(cpu_image: str) -> None:
     """The step watchdog in a container, as on the host (tests/integration/test_host_diagnose.py): float32 with
     TensorFlow's oneDNN ops on (any x86 CPU), its bound at half its own steady step. The container's run ends inside
-    that step, the record says so, and the kernel still running at the cut is among its ops, named by oneDNN."""
+    that step, the record says so, and its ops come from oneDNN's lines up to the cut."""
     onednn_on = {"TF_ENABLE_ONEDNN_OPTS": "1"}
     run_id = f"itcut{os.getpid()}"
     reference = sdk.run_in_stack(RunSpec("cpu", "float32", "original", QUICK, extra_env=onednn_on),
@@ -167,6 +167,10 @@ def test_a_step_past_the_bound_is_ended_inside_a_container_with_the_running_kern
     assert window["kind"] == "bound_step" and window["cut_in_step"] is True
     ops = record.get("ops")
     assert ops is not None, record.get("ops_error")
-    running = [item for item in ops["items"] if item.get("in_flight")]
-    assert running and all(item["layer"] and item["impl"] for item in running), ops["items"][:5]
+    assert ops["source"] == "onednn_verbose"  # no trace: TensorFlow writes one only when the profiler stops
+    # A primitive created and not executed by the cut is the kernel still running, at most the window's time (the cut
+    # may also fall between two primitives, where none is in flight), as on the host.
+    for item in ops["items"]:
+        if item.get("in_flight"):
+            assert item["layer"] is not None and 0 < item["ms_per_step"] <= window["wall_ms"], item
     assert sdk.leftover_containers(None, run_id) == []
