@@ -224,7 +224,8 @@ class LiveProgress:
             step = record["step_time_ms"]
             line = Text.assemble(("✓ ", "green"), (label, "bold"),
                                  f"  {step['median']:.1f} ms/step (p10 {step.get('p10', 0):.1f}, "
-                                 f"p90 {step.get('p90', 0):.1f}, n={step.get('n')})")
+                                 f"p90 {step.get('p90', 0):.1f}, n={step.get('n')}"
+                                 f"{' interleaved rounds' if record.get('timed_by') == 'interleaved_rounds' else ''})")
         else:
             mark = ("✗ ", "red") if status == "failed" else ("– ", "yellow")
             line = Text.assemble(mark, (label, "bold"), f"  {status}: {record.get('error', '')}"[:300])

@@ -238,6 +238,7 @@ class RunView:
     rounds: tuple[float, ...] = ()  # one step median per round, in order (`step_time_ms.rounds`)
     aa_rounds: tuple[float, ...] = ()  # float32's A/A control: a second float32 model in the same rounds
     design: str | None = None  # how its rounds ran beside float32's: "interleaved" | "sequential"
+    group: int | None = None  # the rounds process that timed them (`step_time_ms.group`, timing_rounds[].group)
     # What its own process measured where rounds replaced its statistics (`step_time_ms.single_process`).
     single: tuple[float, float | None, float | None] | None = None
     # The variation (log) between two timings of one configuration that the document measured on this run's
@@ -255,7 +256,7 @@ class RunView:
         assert self.step_ms is not None
         single = Timing(*self.single) if self.single is not None else None
         return Timing(self.step_ms, self.p10_ms, self.p90_ms, self.rounds, self.design, self.aa_rounds, single,
-                      self.first_step_ms, self.bound or self.censored, self.censored)
+                      self.first_step_ms, self.bound or self.censored, self.censored, self.group)
 
     @property
     def ok(self) -> bool:
@@ -336,6 +337,7 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
         step_losses=tuple(v for v in (as_number(x) for x in as_list(run.get("losses"))) if v is not None),
         rounds=tuple(v for v in (as_positive(x) for x in as_list(step.get("rounds"))) if v is not None),
         design=as_str(step.get("design")),
+        group=as_int(step.get("group")),
         aa_rounds=tuple(v for v in (as_positive(x) for x in as_list(step.get("aa_rounds"))) if v is not None),
         single=_single(step),
         mode=_mode(workload.get("mode")),
@@ -573,13 +575,17 @@ def _with_design_facts(doc: Mapping[str, Any], runs: list[RunView]) -> list[RunV
     for run in runs:
         key = (run.machine, run.stack)
         variation[key] = max(variation.get(key, 0.0), _process_variation(run, as_mapping(raw[run.index])))
-    notes: dict[str, str] = {}
+    notes: dict[str | int, str] = {}
     for entry in as_list(doc.get("timing_rounds")):
         entry = as_mapping(entry)
         note = load_words(as_mapping(entry.get("machine_load")))
         if note and as_str(entry.get("stack")):
-            notes[str(entry.get("stack"))] = note
-    return [replace(r, process_variation=variation.get((r.machine, r.stack), 0.0), probe_note=notes.get(r.stack))
+            notes.setdefault(str(entry.get("stack")), note)  # a document without groups: its stack's rounds
+            group = as_int(entry.get("group"))
+            if group is not None:
+                notes[group] = note
+    return [replace(r, process_variation=variation.get((r.machine, r.stack), 0.0),
+                    probe_note=notes.get(r.group) if r.group is not None else notes.get(r.stack))
             for r in runs]
 
 

@@ -128,6 +128,9 @@ class Timing:
     first_step_ms: float | None = None
     bound: bool = False  # cut short by the slow-step bound: one step measured
     censored: bool = False  # that step was cut inside, at the bound: median_ms is only how long it lasted at least
+    # Which rounds process timed its rounds (`step_time_ms.group`): rounds pair only within one; None: not said
+    # (a document that predates it had one rounds process per stack and setting).
+    group: int | None = None
 
     @property
     def own_process(self) -> Timing:
@@ -231,7 +234,7 @@ def _geomean(values: Sequence[float]) -> float:
 
 def _paired(fp32: Timing, other: Timing) -> RatioInterval | None:
     n = min(len(fp32.rounds), len(other.rounds))
-    if n < MIN_ROUNDS or fp32.design != "interleaved" or other.design != "interleaved":
+    if n < MIN_ROUNDS or fp32.design != "interleaved" or other.design != "interleaved" or fp32.group != other.group:
         return None
     pairs = [(a, b) for a, b in zip(fp32.rounds[:n], other.rounds[:n], strict=True) if a > 0 and b > 0]
     if len(pairs) < MIN_ROUNDS:

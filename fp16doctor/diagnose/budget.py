@@ -8,9 +8,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S, ROUNDS_MIN_BUDGET_S, stack_rounds_budget_s
-from fp16doctor.engines.spec import RunSpec, WorkloadSize
+from fp16doctor.engines.spec import MIN_ROUNDS, ExperimentUnit, RunSpec, WorkloadSize
 from fp16doctor.options import Progress
 from fp16doctor.runplan import IMPORT_PRIOR_S
+from fp16doctor.workload.protocol import BLOCK_TARGET_S
 
 
 def rounds_budget_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], deadline: float | None,
@@ -26,23 +27,34 @@ def rounds_budget_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], 
     return max(ROUNDS_MIN_BUDGET_S, deadline - time.monotonic() - _rounds_startup_s(runs, stack) - reserve_s)
 
 
-def within_budget(planned: list[RunSpec], runs: list[dict[str, Any]], deadline: float, size: WorkloadSize,
-                  progress: Progress) -> list[RunSpec]:
-    """The experiments that fit what is left of the size's budget (it ends at `deadline`), each costed at its own
-    expected step (`experiment_cost_s`), cheapest first in the plan's order; the others are skipped, and said with
-    the command that runs them (outside the budget)."""
+def within_budget(units: list[ExperimentUnit], runs: list[dict[str, Any]], deadline: float, size: WorkloadSize,
+                  progress: Progress) -> list[ExperimentUnit]:
+    """The experiments that fit what is left of the size's budget (it ends at `deadline`), each unit costed at its
+    own expected steps (`unit_cost_s`), in the plan's order; a setting's rounds keep float32 and as many of its
+    16-bit precisions, in order, as fit. What does not fit is skipped, and said with the command that runs it
+    (outside the budget)."""
     left = deadline - time.monotonic()
     kept = []
-    for spec in planned:
-        cost = experiment_cost_s(spec, runs)
-        if cost > left:
-            progress.note(f"experiment {spec.precision} {spec.variant} skipped: it would take about {cost:.0f} s "
-                          f"and {max(left, 0):.0f} s of the {size.budget_s or 0:.0f} s {size.name} budget are left "
-                          f"(run it with --precision {spec.precision} --variant original --variant {spec.variant})")
-            continue
-        left -= cost
-        kept.append(spec)
+    for unit in units:
+        fits = next((unit[:n] for n in range(len(unit), 1 if len(unit) > 1 else 0, -1)
+                     if unit_cost_s(unit[:n], runs) <= left), None)
+        dropped = unit[len(fits):] if fits is not None else unit
+        if dropped:
+            precisions = [spec.precision for spec in dropped]
+            cost = unit_cost_s(unit, runs) - (unit_cost_s(fits, runs) if fits else 0.0)
+            progress.note(f"experiment {', '.join(precisions)} {unit[0].variant} skipped: it would take about "
+                          f"{cost:.0f} s and {max(left, 0):.0f} s of the {size.budget_s or 0:.0f} s {size.name} "
+                          f"budget are left (run it with {' '.join(f'--precision {p}' for p in precisions)} "
+                          f"--variant original --variant {unit[0].variant})")
+        if fits:
+            left -= unit_cost_s(fits, runs)
+            kept.append(fits)
     return kept
+
+
+def unit_cost_s(unit: ExperimentUnit, runs: list[dict[str, Any]]) -> float:
+    """What one unit of experiments is expected to cost: a run of its own, or one rounds process for a setting."""
+    return experiment_rounds_cost_s(unit, runs) if len(unit) > 1 else experiment_cost_s(unit[0], runs)
 
 
 # The prior for a 16-bit step that an experiment takes off the kernel that made it pathological (oneDNN off, on a
@@ -76,15 +88,10 @@ def _steps_s(run: Mapping[str, Any], window: bool = True) -> float:
     return sum(float(ms) for ms in steps if isinstance(ms, (int, float))) / 1000.0
 
 
-def experiment_cost_s(spec: RunSpec, runs: list[dict[str, Any]]) -> float:
-    """What one experiment run is expected to cost, from its own expected step: the framework's import, the first
-    step (float32's tracing plus one step), the warm-up, the measured steps (the size's stop rule: its minimum of
-    steps, at least three, within its time budget), a step held back before the profiled window, the window, and
-    what the run it changes (float32, where that run was cut) spent besides its import and its steps (building,
-    profiling, the teardown). A run the slow-step bound cut is no guide to its experiment's step: that one is priced
-    at float32's step times UNBOUND_16BIT_STEP_PRIOR, never above the cut run's own; float32 without oneDNN at its
-    own step times ONEDNN_OFF_FLOAT32_PRIOR."""
-    size = spec.size
+def _expected_step_s(spec: RunSpec, runs: list[dict[str, Any]]) -> float:
+    """An experiment's expected step: the step of the run it changes (float32's where there is none). A run the
+    slow-step bound cut is no guide: that one is priced at float32's step times UNBOUND_16BIT_STEP_PRIOR, never
+    above the cut run's own; float32 without oneDNN at its own step times ONEDNN_OFF_FLOAT32_PRIOR."""
     base, fp32 = _original(runs, spec.stack, spec.precision), _original(runs, spec.stack, "float32")
     base_step, fp32_step = _median_s(base), _median_s(fp32)
     step_s = base_step or fp32_step or 1.0
@@ -92,10 +99,50 @@ def experiment_cost_s(spec: RunSpec, runs: list[dict[str, Any]]) -> float:
         step_s = min(step_s, fp32_step * UNBOUND_16BIT_STEP_PRIOR)
     if spec.precision == "float32" and spec.variant == "onednn_off":
         step_s *= ONEDNN_OFF_FLOAT32_PRIOR
+    return step_s
+
+
+def _first_step_s(spec: RunSpec, runs: list[dict[str, Any]], step_s: float) -> float:
+    """An experiment's first step: float32's one-time work (tracing) plus one of its own steps."""
+    fp32 = _original(runs, spec.stack, "float32")
+    fp32_first = float((fp32 or {}).get("first_step_ms") or 0.0) / 1000.0
+    return max(fp32_first - (_median_s(fp32) or 0.0), 0.0) + step_s
+
+
+def experiment_rounds_cost_s(unit: ExperimentUnit, runs: list[dict[str, Any]]) -> float:
+    """What one setting's rounds process is expected to cost (a process of its own, float32 beside the 16-bit
+    precisions, workload/rounds.py): the framework's import, then for each model (float32's twice, its A/A
+    control) what a script does before it trains, its first step, its warm-up steps and its share of the minimum
+    rounds (a block of at least one step, aimed at BLOCK_TARGET_S, after a dropped step), and one more round
+    where the loop checks the clock."""
+    size, stack = unit[0].size, unit[0].stack
+    fp32 = _original(runs, stack, "float32")
+    import_s = float(((fp32 or {}).get("timing") or {}).get("import_s") or IMPORT_PRIOR_S)
+    total, one_round = import_s, 0.0
+    for spec in unit:
+        copies = 2 if spec.precision == "float32" else 1
+        step_s = _expected_step_s(spec, runs)
+        block_s = max(step_s, BLOCK_TARGET_S) + step_s
+        total += copies * (_script_setup_s(fp32 or {}) + _first_step_s(spec, runs, step_s)
+                           + size.warmup_steps * step_s + MIN_ROUNDS * block_s)
+        one_round += copies * block_s
+    return total + one_round
+
+
+def experiment_cost_s(spec: RunSpec, runs: list[dict[str, Any]]) -> float:
+    """What one experiment run is expected to cost, from its own expected step: the framework's import, the first
+    step (float32's tracing plus one step), the warm-up, the measured steps (the size's stop rule: its minimum of
+    steps, at least three, within its time budget), a step held back before the profiled window, the window, and
+    what the run it changes (float32, where that run was cut) spent besides its import and its steps (building,
+    profiling, the teardown). A run the slow-step bound cut is no guide to its experiment's step: that one is priced
+    at float32's step times UNBOUND_16BIT_STEP_PRIOR, never above the cut run's own; float32 without oneDNN at its
+    own step times ONEDNN_OFF_FLOAT32_PRIOR (`_expected_step_s`)."""
+    size = spec.size
+    base, fp32 = _original(runs, spec.stack, spec.precision), _original(runs, spec.stack, "float32")
+    step_s = _expected_step_s(spec, runs)
     timing = dict((base or fp32 or {}).get("timing") or {})
     import_s = float(timing.get("import_s") or IMPORT_PRIOR_S)
-    fp32_first = float((fp32 or {}).get("first_step_ms") or 0.0) / 1000.0
-    first_s = max(fp32_first - (fp32_step or 0.0), 0.0) + step_s
+    first_s = _first_step_s(spec, runs, step_s)
     measured_s = max(3 * step_s, min(size.max_measure_s, size.min_steps * step_s))
     steps_s = (first_s + (size.warmup_steps - 1 + WINDOW_HOLD_STEPS + size.profile_steps) * step_s + measured_s)
     # Besides the import and the steps: the cut run's went on reading its long window, so float32's stands for it.

@@ -9,12 +9,12 @@ from dataclasses import replace
 from typing import Any
 
 from fp16doctor.diagnose.checks import float32_first
-from fp16doctor.engines.spec import HOST_STACK, RunSpec, ScriptSpec, WorkloadSize
+from fp16doctor.engines.spec import HOST_STACK, ExperimentUnit, RunSpec, ScriptSpec, WorkloadSize
 from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS
 from fp16doctor.knowledge.gpus import gpu_has_bfloat16
 from fp16doctor.options import Progress
 from fp16doctor.results import VARIANT_CHANGES, Document
-from fp16doctor.workload.protocol import PRECISIONS, SCRIPT_VARIANTS, VARIANTS
+from fp16doctor.workload.protocol import PRECISIONS, ROUNDS_VARIANTS, SCRIPT_VARIANTS, VARIANTS
 
 # The matrix every diagnose runs; mixed_bfloat16 joins it where the device computes in bfloat16.
 BASE_PRECISIONS = ("float32", "float16", "mixed_float16")
@@ -134,3 +134,22 @@ def experiment_specs(
                                       experiment=experiment))
     order = {group: i for i, group in enumerate(dict.fromkeys((s.stack, s.variant) for s in specs.values()))}
     return sorted(specs.values(), key=lambda s: (order[(s.stack, s.variant)], s.precision != "float32"))
+
+
+def experiment_units(planned: list[RunSpec]) -> list[ExperimentUnit]:
+    """The planned experiments as the units they run in, in the plan's order: the precisions of one stack in one
+    process setting (an environment switch, ROUNDS_VARIANTS), float32 among them, are timed together in that
+    setting's interleaved rounds, float32 first; every other experiment (one that changes the model or its
+    input, or a setting planned for one precision) runs on its own."""
+    groups: dict[tuple[str, str], list[RunSpec]] = {}
+    for spec in planned:
+        if spec.variant in ROUNDS_VARIANTS:
+            groups.setdefault((spec.stack, spec.variant), []).append(spec)
+    units: list[ExperimentUnit] = []
+    for spec in planned:
+        group = groups.get((spec.stack, spec.variant), [])
+        if len(group) < 2 or not any(s.precision == "float32" for s in group):
+            units.append((spec,))
+        elif spec is group[0]:
+            units.append(tuple(sorted(group, key=lambda s: s.precision != "float32")))
+    return units

@@ -12,14 +12,15 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fp16doctor.diagnose.budget import experiment_cost_s, rounds_budget_s, within_budget
-from fp16doctor.diagnose.plan import experiment_specs, plan_experiments, script_experiments
+from fp16doctor.diagnose.budget import rounds_budget_s, unit_cost_s, within_budget
+from fp16doctor.diagnose.plan import experiment_specs, experiment_units, plan_experiments, script_experiments
 from fp16doctor.diagnose.prepare import Prepared, prepare
 from fp16doctor.diagnose.sink import DocumentSink, RoundsSink
-from fp16doctor.engines.spec import HOST_STACK, MIN_ROUNDS, RunSpec, comparison_groups
+from fp16doctor.engines.spec import HOST_STACK, MIN_ROUNDS, ExperimentUnit, RunSpec, comparison_groups
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
 from fp16doctor.options import DiagnoseOptions, Progress
 from fp16doctor.results import Document, ResultsWriter, run_key
+from fp16doctor.workload.protocol import ROUNDS_VARIANTS, VARIANT_ENV
 
 if TYPE_CHECKING:
     from fp16doctor.analysis import Diagnosis
@@ -90,51 +91,90 @@ def run_matrix(prepared: Prepared, specs: list[RunSpec], writer: ResultsWriter) 
 
 def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool = True) -> None:
     """Each stack's precisions timed again, together, in interleaved rounds (engines/rounds.py), on the engine
-    and hardware their runs used; a script's in one process too, each precision's model from its own run of the
-    script (workload/script_rounds.py). Where a budget binds, the rounds leave room for the experiments the runs
-    so far ask for (cheapest evidence first: they test the cause, more rounds only narrow an interval)."""
-    from fp16doctor.engines.rounds import mark_left_out, rounds_plan
+    and hardware their runs used, one rounds process per process setting the matrix ran (the original, and an
+    environment switch asked for with --variant); a script's in one process too, each precision's model from its
+    own run of the script (workload/script_rounds.py). Where a budget binds, the original's rounds leave room for
+    the experiments the runs so far ask for (cheapest evidence first: they test the cause, more rounds only
+    narrow an interval); another setting's rounds get their minimum."""
+    from fp16doctor.engines.rounds import mark_left_out, rounds_plan, stack_rounds_budget_s
 
     progress, runs = prepared.progress, writer.doc["runs"]
     budgeted = experiments and prepared.deadline is not None
-    reserve = _experiments_planned(prepared, writer.doc, _Unsaid()) if budgeted else []
+    reserve = experiment_units(_experiments_planned(prepared, writer.doc, _Unsaid())) if budgeted else []
     planned: list[RunSpec] = []
     for stack in prepared.stacks:
-        if not any(s.stack == stack and s.variant == "original" for s in prepared.specs):
-            continue
         engine_class = prepared.router.engine_class(RunSpec(stack, "float32", "original", prepared.size))
         # The size's budget clock binds only what runs here, unqueued; the others get the minimum.
         deadline = prepared.deadline if engine_class.runs_here and not engine_class.queued else None
-        reserve_s = sum(experiment_cost_s(s, runs) for s in reserve if s.stack == stack)
-        budget = rounds_budget_s(prepared.size, stack, runs, deadline, reserve_s)
-        plan = rounds_plan(runs, stack, prepared.size, budget)
-        prefix = "" if stack == HOST_STACK else f"{stack}: "
-        for note in plan.messages():
-            progress.note(prefix + note)
-        if mark_left_out(runs, stack, plan):
-            writer.save()
-        if plan.spec is None:
-            continue
-        spec = replace(plan.spec, script=prepared.script) if prepared.script is not None else plan.spec
-        if engine_class.runs_here:
-            progress.note(f"interleaved rounds of {', '.join(spec.rounds_of)} in one process, each round in a new "
-                          f"order (about {budget:.0f} s, at least {MIN_ROUNDS} rounds)")
-        planned.append(spec)
+        for variant in ROUNDS_VARIANTS:
+            if not any(s.stack == stack and s.variant == variant for s in prepared.specs):
+                continue
+            if variant == "original":
+                reserve_s = sum(unit_cost_s(unit, runs) for unit in reserve if unit[0].stack == stack)
+                budget = rounds_budget_s(prepared.size, stack, runs, deadline, reserve_s)
+            else:
+                budget = stack_rounds_budget_s(prepared.size)
+            plan = rounds_plan(runs, stack, prepared.size, budget, variant)
+            prefix = "".join(f"{part}: " for part in (stack, variant) if part not in (HOST_STACK, "original"))
+            for note in plan.messages():
+                progress.note(prefix + note)
+            if mark_left_out(runs, stack, plan, variant):
+                writer.save()
+            if plan.spec is None:
+                continue
+            spec = replace(plan.spec, data_dir=prepared.data_dir if stack == HOST_STACK else None,
+                           script=prepared.script)
+            if engine_class.runs_here:
+                progress.note(f"{prefix}interleaved rounds of {', '.join(spec.rounds_of)} in one process, each "
+                              f"round in a new order (about {budget:.0f} s, at least {MIN_ROUNDS} rounds)")
+            planned.append(spec)
     for engine, cells in prepared.router.route(planned):
         sink = RoundsSink(writer, progress, alone=engine.one_run, measure_load=engine.runs_here)
         engine.run_groups([[cell] for cell in cells], sink)
 
 
 def run_experiments(prepared: Prepared, writer: ResultsWriter) -> None:
-    """The one-change runs the analysis asks for after the matrix; at a size with a budget, those that fit it."""
+    """The one-change runs the analysis asks for after the matrix; at a size with a budget, those that fit it.
+    The precisions of one environment switch are timed together in that setting's own interleaved rounds,
+    float32 beside them (its records made from the rounds); the rest run on their own, as do a setting's when
+    its rounds fail."""
     progress, doc = prepared.progress, writer.doc
-    planned = _experiments_planned(prepared, doc, progress)
+    units = experiment_units(_experiments_planned(prepared, doc, progress))
     if prepared.deadline is not None:
-        planned = within_budget(planned, doc["runs"], prepared.deadline, prepared.size, progress)
-    if planned:
-        progress.note(f"{len(planned)} experiment run(s), each changing one thing: "
-                      + ", ".join(f"{s.precision} {s.variant}" for s in planned))
-        run_matrix(prepared, planned, writer)
+        units = within_budget(units, doc["runs"], prepared.deadline, prepared.size, progress)
+    if not units:
+        return
+    progress.note(f"{sum(len(u) for u in units)} experiment(s), each changing one thing: "
+                  + ", ".join(f"{s.precision} {s.variant}" for u in units for s in u))
+    alone = [unit[0] for unit in units if len(unit) == 1]
+    for unit in (u for u in units if len(u) > 1):
+        if not _time_setting_in_rounds(prepared, writer, unit):
+            progress.note(f"{unit[0].variant}: each experiment runs in a process of its own instead")
+            alone += list(unit)
+    if alone:
+        run_matrix(prepared, alone, writer)
+
+
+def _time_setting_in_rounds(prepared: Prepared, writer: ResultsWriter, unit: ExperimentUnit) -> bool:
+    """One setting's experiments timed in its own rounds process, float32 first; whether they were (the rounds
+    made their records)."""
+    from fp16doctor.engines.rounds import stack_rounds_budget_s
+
+    first = unit[0]
+    spec = RunSpec(first.stack, "float32", first.variant, first.size, data_dir=first.data_dir,
+                   experiment=first.experiment, script=first.script,
+                   rounds_of=tuple(s.precision for s in unit), rounds_budget_s=stack_rounds_budget_s(first.size))
+    setting = " ".join(f"{k}={v}" for k, v in VARIANT_ENV.get(first.variant, {}).items()) or first.variant
+    prefix = "" if first.stack == HOST_STACK else f"{first.stack}: "
+    prepared.progress.note(f"{prefix}{first.variant}: {', '.join(spec.rounds_of)} timed together in interleaved "
+                           f"rounds, in one process with {setting}")
+    made = False
+    for engine, cells in prepared.router.route([spec]):
+        sink = RoundsSink(writer, prepared.progress, alone=engine.one_run, measure_load=engine.runs_here,
+                          creates=list(unit))
+        engine.run_groups([[cell] for cell in cells], sink)
+        made = sink.made
+    return made
 
 
 def _experiments_planned(prepared: Prepared, doc: Document, progress: Progress) -> list[RunSpec]:

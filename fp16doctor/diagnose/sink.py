@@ -1,5 +1,6 @@
 """Where an engine's runs go during a diagnose: each record into results.json as it finishes, the rest to the
-display; an interleaved rounds process's record into the runs it timed."""
+display; an interleaved rounds process's record into the runs it timed, or, for a setting's experiments, into
+records of their own."""
 
 from __future__ import annotations
 
@@ -41,11 +42,15 @@ class RoundsSink(DocumentSink):
     """The rounds process's record goes into the runs it timed (engines/rounds.take_rounds), not in as a run of
     its own; its start shows as a note (the runs' progress counts cells)."""
 
-    def __init__(self, writer: ResultsWriter, progress: Progress, alone: str, measure_load: bool) -> None:
-        super().__init__(writer, progress, 1)
+    def __init__(self, writer: ResultsWriter, progress: Progress, alone: str, measure_load: bool,
+                 creates: list[RunSpec] | None = None) -> None:
+        super().__init__(writer, progress, len(creates or ()) or 1)
         self.alone = alone  # where each precision's own figures were timed, as the cross-check names it
         self.measure_load = measure_load  # the engine runs here: this machine's load beside the rounds is theirs
         self.before: Any = None
+        # Experiments the rounds time with no process of their own: their records are made from the rounds.
+        self.creates = list(creates or ())
+        self.made = False
 
     def start_run(self, spec: RunSpec) -> None:
         if self.measure_load:
@@ -61,8 +66,22 @@ class RoundsSink(DocumentSink):
 
             record["machine_load"] = machine_load(self.before, snapshot())
         prefix = "" if record.get("stack") in (None, HOST_STACK) else f"{record.get('stack')}: "
+        if self.creates:
+            self._make_runs(record, prefix)
+            return
         kept, notes = take_rounds(self.writer.doc, record, alone=self.alone)
         if kept is not None:
             self.writer.save()
         for note in notes:
             self.progress.note(prefix + note)
+
+    def _make_runs(self, record: dict[str, Any], prefix: str) -> None:
+        from fp16doctor.engines.rounds import take_experiment_rounds
+
+        made, notes = take_experiment_rounds(self.writer.doc, record, self.creates)
+        for note in notes:
+            self.progress.note(prefix + note)
+        for run in made or ():
+            self.writer.add_run(run)  # saved at once, as every finished run is
+            self.progress.finish_run(run)
+        self.made = bool(made)

@@ -61,11 +61,12 @@ class RoundsPlan:
                 ] + list(self.notes)
 
 
-def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize, budget_s: float) -> RoundsPlan:
-    """The rounds spec for the original runs of one stack (float32 first), rounds going on for `budget_s` once
-    the minimum is done, and why any precision is left out."""
-    group = [r for r in runs if r.get("stack") == stack and r.get("variant", "original") == "original"
-             and not r.get("experiment")]
+def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize, budget_s: float,
+                variant: str = "original") -> RoundsPlan:
+    """The rounds spec for the runs of one stack in one process setting (ROUNDS_VARIANTS: the original, or an
+    environment switch such as oneDNN off), float32 first, rounds going on for `budget_s` once the minimum is
+    done, and why any precision is left out."""
+    group = [r for r in runs if r.get("stack") == stack and r.get("variant", "original") == variant]
     medians = {str(r["precision"]): m for r in group if (m := _ok_unbound(r)) is not None}
     left_out: dict[str, str] = {}
     if "float32" not in medians:
@@ -89,17 +90,17 @@ def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize, b
     timed = {str(r["precision"]) for r in group if (r.get("step_time_ms") or {}).get("design") == "interleaved"}
     if set(chosen) <= timed:
         return RoundsPlan(None)  # --resume: these were timed together already, and nothing new finished
-    spec = RunSpec(stack, "float32", "original", size, rounds_of=tuple(chosen), rounds_budget_s=budget_s)
+    spec = RunSpec(stack, "float32", variant, size, rounds_of=tuple(chosen), rounds_budget_s=budget_s)
     return RoundsPlan(spec, left_out)
 
 
-def mark_left_out(runs: list[dict[str, Any]], stack: str, plan: RoundsPlan) -> bool:
-    """Keep on each left-out original run of `stack` why it is not in the rounds; True when a run changed."""
+def mark_left_out(runs: list[dict[str, Any]], stack: str, plan: RoundsPlan, variant: str = "original") -> bool:
+    """Keep on each left-out run of `stack` and `variant` why it is not in the rounds; True when a run changed."""
     changed = False
     for run in runs:
         why = plan.left_out.get(str(run.get("precision")))
-        if (why and run.get("stack") == stack and run.get("variant", "original") == "original"
-                and not run.get("experiment") and run.get("rounds_left_out") != why):
+        if (why and run.get("stack") == stack and run.get("variant", "original") == variant
+                and run.get("rounds_left_out") != why):
             run["rounds_left_out"] = why
             changed = True
     return changed
@@ -112,38 +113,61 @@ def _stats(values: list[float]) -> dict[str, float]:
     return {"median": round(statistics.median(values), 3), "p10": round(deciles[0], 3), "p90": round(deciles[-1], 3)}
 
 
-def merge_rounds(runs: list[dict[str, Any]], record: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Put the rounds into the runs they timed (same stack, original variant); returns what the document keeps of
-    the rounds process itself (order, blocks, the A/A control), or None when it failed."""
+def _values(rounds: Mapping[str, Any], label: str) -> list[float]:
+    return [float(v) for v in rounds.get(label) or [] if isinstance(v, (int, float))]
+
+
+def _rounds_step(rounds: Mapping[str, Any], precision: str, group: int) -> dict[str, Any] | None:
+    """One configuration's step statistics from its rounds (None with fewer than MIN_ROUNDS), float32's with its
+    A/A control, and the rounds process that timed them (`group`: rounds pair only within one)."""
+    values = _values(rounds, precision)
+    if len(values) < MIN_ROUNDS:
+        return None
+    step: dict[str, Any] = {**_stats(values), "n": len(values), "rounds": values, "design": "interleaved",
+                            "group": group}
+    aa = _values(rounds, AA_CONTROL)
+    if precision == "float32" and len(aa) >= MIN_ROUNDS:
+        step["aa_rounds"] = aa
+    return step
+
+
+def merge_rounds(runs: list[dict[str, Any]], record: Mapping[str, Any], group: int = 0) -> dict[str, Any] | None:
+    """Put the rounds into the runs they timed (same stack and setting); returns what the document keeps of the
+    rounds process itself (order, blocks, the A/A control), or None when it failed. `group` numbers the rounds
+    process in the document (its index in `timing_rounds`)."""
     rounds = record.get("rounds")
     if record.get("status") != "ok" or not isinstance(rounds, Mapping):
         return None
-    stack = record.get("stack")
-    aa = [float(v) for v in rounds.get(AA_CONTROL) or [] if isinstance(v, (int, float))]
+    stack, variant = record.get("stack"), record.get("variant", "original")
     for run in runs:
-        if run.get("stack") != stack or run.get("variant", "original") != "original" or run.get("experiment"):
+        if run.get("stack") != stack or run.get("variant", "original") != variant or run.get("status") != "ok":
             continue
-        values = [float(v) for v in rounds.get(str(run.get("precision"))) or [] if isinstance(v, (int, float))]
-        if len(values) < MIN_ROUNDS or run.get("status") != "ok":
+        step = _rounds_step(rounds, str(run.get("precision")), group)
+        if step is None:
             continue
         single = dict(run.get("step_time_ms") or {})
         single.pop("rounds", None)
-        stats = _stats(values)
-        step: dict[str, Any] = {**stats, "n": len(values), "rounds": values, "design": "interleaved",
-                                "single_process": single}
+        step["single_process"] = single
         if isinstance(single.get("median"), (int, float)) and single["median"] > 0:
             # Two measurements of one configuration on one machine: far apart, one of them timed something else.
-            step["rounds_vs_single_process"] = round(stats["median"] / float(single["median"]), 4)
-        if run.get("precision") == "float32" and len(aa) >= MIN_ROUNDS:
-            step["aa_rounds"] = aa
+            step["rounds_vs_single_process"] = round(step["median"] / float(single["median"]), 4)
         run["step_time_ms"] = step
+    return _kept(runs, record, group)
+
+
+def _kept(runs: list[dict[str, Any]], record: Mapping[str, Any], group: int) -> dict[str, Any]:
+    """What the document keeps of a rounds process (`timing_rounds[]`)."""
+    rounds = record.get("rounds")
+    rounds = rounds if isinstance(rounds, Mapping) else {}
+    stack = record.get("stack")
     kept = {k: record.get(k) for k in ("stack", "order", "block_steps", "stop_reason", "timing", "wall_s")}
+    kept.update(variant=record.get("variant", "original"), group=group)
     if isinstance(record.get("machine_load"), Mapping):
         kept["machine_load"] = dict(record["machine_load"])  # what else the machine did meanwhile (probe/load.py)
+    timed = [run for run in runs if run.get("stack") == stack and (run.get("step_time_ms") or {}).get("group") == group]
     kept["disagree"] = sorted(
-        str(run.get("precision")) for run in runs if run.get("stack") == stack
-        and not (1 / DISAGREEMENT <= float((run.get("step_time_ms") or {}).get("rounds_vs_single_process") or 1.0)
-                 <= DISAGREEMENT))
+        str(run.get("precision")) for run in timed
+        if not 1 / DISAGREEMENT <= float(run["step_time_ms"].get("rounds_vs_single_process") or 1.0) <= DISAGREEMENT)
     kept["precisions"] = [p for p in rounds if p != AA_CONTROL]
     if isinstance(record.get("engine"), Mapping):
         kept["engine"] = dict(record["engine"])  # where the rounds ran: a container's engine and GPU, a job's node
@@ -153,7 +177,7 @@ def merge_rounds(runs: list[dict[str, Any]], record: Mapping[str, Any]) -> dict[
 def take_rounds(doc: dict[str, Any], record: Mapping[str, Any], alone: str) -> tuple[dict[str, Any] | None, list[str]]:
     """A rounds process's record into the document: its rounds into the runs they timed and what is kept of it
     into `timing_rounds`; with the notes to show (`alone`: what each ratio rests on when the rounds failed)."""
-    kept = merge_rounds(doc["runs"], record)
+    kept = merge_rounds(doc["runs"], record, group=len(doc.get("timing_rounds") or []))
     if kept is None:
         return None, [f"interleaved rounds failed ({record.get('error', 'no result')}): each ratio rests on {alone}"]
     doc.setdefault("timing_rounds", []).append(kept)
@@ -163,3 +187,64 @@ def take_rounds(doc: dict[str, Any], record: Mapping[str, Any], alone: str) -> t
                      f"{', '.join(kept['disagree'])} (step_time_ms.rounds_vs_single_process): check the machine")
     return kept, notes
 
+
+
+# What an experiment's record takes from the rounds process that timed it: where and on what it ran.
+_FROM_ROUNDS = ("stack", "variant", "device", "size", "machine", "engine", "software")
+
+
+def experiment_records(record: Mapping[str, Any], specs: list[RunSpec], runs: list[Mapping[str, Any]],
+                       group: int) -> list[dict[str, Any]]:
+    """The experiments of one process setting, timed in that setting's own rounds process (float32 beside them,
+    and its A/A control), as run records of their own: each its rounds' step statistics, its first step (the
+    warm-up's, tracing included, as a run's own first step is timed) and its losses; `timed_by` says it had no
+    process of its own (no ops, no input time). The workload's description comes from the original run of its
+    stack. A configuration with fewer than MIN_ROUNDS rounds is left out."""
+    rounds, warmup = record.get("rounds"), record.get("warmup")
+    rounds = rounds if isinstance(rounds, Mapping) else {}
+    warmup = warmup if isinstance(warmup, Mapping) else {}
+    original = next((r for r in runs if r.get("stack") == record.get("stack")
+                     and r.get("variant", "original") == "original" and r.get("status") == "ok"), None)
+    made = []
+    for spec in specs:
+        step = _rounds_step(rounds, spec.precision, group)
+        if step is None:
+            continue
+        made_one: dict[str, Any] = {k: record[k] for k in _FROM_ROUNDS if k in record}
+        made_one.update(precision=spec.precision, variant=spec.variant, status="ok", step_time_ms=step,
+                        timed_by="interleaved_rounds")
+        if isinstance(record.get("variant_applied"), Mapping):
+            made_one["variant_applied"] = dict(record["variant_applied"])
+        if spec.experiment is not None:
+            made_one["experiment"] = dict(spec.experiment)
+        first = (warmup.get(spec.precision) or {}).get("first_step_ms")
+        if isinstance(first, (int, float)):
+            made_one["first_step_ms"] = first
+        losses = [v for v in ((record.get("losses") or {}).get(spec.precision) or [])]
+        if losses:
+            made_one["loss"] = {"first": losses[0], "last": losses[-1],
+                                "nan_or_inf": any(v is None for v in losses)}
+        if original is not None and isinstance(original.get("workload"), Mapping):
+            made_one["workload"] = dict(original["workload"])
+        made.append(made_one)
+    return made
+
+
+def take_experiment_rounds(doc: dict[str, Any], record: Mapping[str, Any],
+                           specs: list[RunSpec]) -> tuple[list[dict[str, Any]] | None, list[str]]:
+    """An experiment setting's rounds process into the document: the records it makes (None where it failed, and
+    the experiments then need processes of their own) and what is kept of it into `timing_rounds`; with the notes
+    to show."""
+    group = len(doc.get("timing_rounds") or [])
+    if record.get("status") == "skipped":  # the setting cannot apply here (the workload says why): nor can its runs
+        return [{**{k: record[k] for k in _FROM_ROUNDS if k in record}, "precision": spec.precision,
+                 "variant": spec.variant, "status": "skipped", "error": record.get("error"),
+                 **({"experiment": dict(spec.experiment)} if spec.experiment is not None else {})}
+                for spec in specs], []
+    if record.get("status") != "ok" or not isinstance(record.get("rounds"), Mapping):
+        return None, [f"interleaved rounds of {specs[0].variant if specs else 'the experiments'} failed "
+                      f"({record.get('error', 'no result')})"]
+    records = experiment_records(record, specs, doc["runs"], group)
+    doc.setdefault("timing_rounds", []).append(_kept(doc["runs"], record, group))
+    return records, [f"interleaved rounds of {specs[0].variant if specs else ''}: "
+                     f"{len(record.get('order') or [])} rounds in {record.get('wall_s', 0):.0f} s"]

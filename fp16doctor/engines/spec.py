@@ -215,6 +215,11 @@ class RunSpec:
         return "-".join(part.replace("/", "_") for part in (self.stack, self.precision, self.variant))
 
 
+# Experiments that run as one: a run of its own (one spec), or the precisions of one process setting timed together
+# in that setting's rounds process, float32 first (diagnose/plan.py experiment_units).
+ExperimentUnit = tuple[RunSpec, ...]
+
+
 def slow_step_multiple() -> float:
     """SLOW_STEP_MULTIPLE, unless the environment sets another (a positive number)."""
     try:

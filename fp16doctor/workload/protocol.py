@@ -24,6 +24,11 @@ VARIANT_ENV = {
     # Read by cuBLAS and cuDNN themselves, so it holds for every framework (NVIDIA's TF32 notes).
     "tf32_off": {"NVIDIA_TF32_OVERRIDE": "0"},
 }
+# The settings a whole process shares, its environment and nothing else: each is timed in interleaved rounds of
+# its own, float32 beside the 16-bit precisions in the same setting. The others change a model or its input.
+ROUNDS_VARIANTS = ("original", "onednn_off", "tf32_off")
+# A rounds block's timed steps are aimed at this long (a 10 ms step gets 20 of them, capped), never under one step.
+BLOCK_TARGET_S = 0.4
 # channels_padded: Tensor Core convolutions want channel counts that are multiples of 8 (cuDNN 7 developer
 # guide), so the model appends zero channels to the 3-channel input and its first conv sees this many.
 PADDED_CHANNELS = 8

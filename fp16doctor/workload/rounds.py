@@ -15,13 +15,16 @@ from __future__ import division, print_function
 import random
 
 from compat import perf_counter
-from protocol import AA_CONTROL, MIXED_POLICIES  # AA_CONTROL: the second float32 model (the A/A control)
+from protocol import AA_CONTROL, BLOCK_TARGET_S, MIXED_POLICIES, ROUNDS_VARIANTS  # AA_CONTROL: float32's 2nd model
 
-BLOCK_TARGET_S = 0.4  # a block's timed steps, aimed at this long (a 10 ms step gets 20 of them, capped below)
 MAX_BLOCK_STEPS = 20
 # A slow step's block times one step: two steps of one block differ by 1-3 %, blocks of one model by 5-10 % on a
 # shared 2-core machine, so shorter rounds (their blocks closer in time, more of them) pair better.
 MIN_BLOCK_STEPS = 1
+
+
+def _rounded(value):
+    return None if value is None else round(value, 3)
 
 
 def _median(values):
@@ -39,9 +42,21 @@ class _BlockTimer(object):
     the start of a new epoch (epoch-end callbacks, a new iterator)."""
 
     def __init__(self):
+        self.began = None  # when the fit() call began (its train_begin)
         self.ends = []
         self.losses = []
         self.crossed = []  # indexes into ends: the step ending there began in the epoch before
+
+    def train_begin(self):
+        if self.began is None:
+            self.began = perf_counter()
+
+    def first_step_ms(self):
+        """The call's first step from its start, as a run's own first step is timed (tracing included in a
+        model's first call); None where the start was not seen."""
+        if self.began is None or not self.ends:
+            return None
+        return (self.ends[0] - self.began) * 1000.0
 
     def epoch_begin(self):
         if self.ends:
@@ -61,6 +76,9 @@ def timing_callback(keras, block, stop_after=None):
     """A Keras callback feeding `block`; with stop_after, it stops fit() after that many steps (fit checks
     model.stop_training after every step, Keras 3 and tf.keras alike)."""
     class _RoundsCallback(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            block.train_begin()
+
         def on_epoch_begin(self, epoch, logs=None):
             block.epoch_begin()
 
@@ -86,6 +104,8 @@ class Config(object):
         self.run_block = run_block
         self.room = room  # the most batches one block can run (one epoch of a finite input), None: unknown
         self.block_steps = 2
+        self.first_step_ms = None  # its first fit() call's first step (tracing included)
+        self.warmup_step_ms = None  # the median of the warm-up's later steps
         self.rounds = []
         self.losses = []
 
@@ -136,9 +156,17 @@ def _policy_name(api):
     return None
 
 
+def check_setting(variant):
+    """Rounds time one process's setting: a variant that changes a model or its input is not one they apply."""
+    if variant not in ROUNDS_VARIANTS:
+        raise ValueError("interleaved rounds time a setting of the whole process (%s), not %s"
+                         % (", ".join(ROUNDS_VARIANTS), variant))
+
+
 def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=perf_counter):
     """Time every precision in args.rounds_of in interleaved rounds, each with its own model of the built-in
-    workload; the result's fields, rounds included."""
+    workload, in the process's setting (args.variant); the result's fields, rounds included."""
+    check_setting(args.variant)
     precisions = [p for p in args.rounds_of.split(",") if p]
     defaults = (api.floatx(), _policy_name(api) or "float32")
     configs = []
@@ -204,7 +232,9 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter):
         block = _BlockTimer()
         _set_precision(api, config.precision, defaults)
         config.run_block(args.warmup_steps + 1, block)
-        step_ms = _median(block.steps_ms()) or 1000.0
+        config.first_step_ms = block.first_step_ms()
+        config.warmup_step_ms = _median(block.steps_ms())
+        step_ms = config.warmup_step_ms or 1000.0
         # A block's first step is dropped, the rest timed: at most what one fit() call holds.
         room = max(1, config.room - 1) if config.room else MAX_BLOCK_STEPS
         config.block_steps = min(MAX_BLOCK_STEPS, room, max(MIN_BLOCK_STEPS, int(BLOCK_TARGET_S * 1000.0 / step_ms)))
@@ -244,6 +274,9 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter):
         "status": "ok",
         "rounds": {c.label: [round(v, 3) for v in c.rounds] for c in configs},
         "block_steps": {c.label: c.block_steps for c in configs},
+        # Each configuration's warm-up: its first step (tracing included) and its later steps' median.
+        "warmup": {c.label: {"first_step_ms": _rounded(c.first_step_ms), "step_ms": _rounded(c.warmup_step_ms)}
+                   for c in configs},
         "order": order,
         "stop_reason": stop,
         "losses": {c.label: [None if v is None or v != v or v in (float("inf"), float("-inf")) else round(v, 6)

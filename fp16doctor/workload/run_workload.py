@@ -113,15 +113,17 @@ def run(args):
             emit("log", message="oneDNN was not primed: %s: %s" % (exc.__class__.__name__, exc))
     software, device = software_info(api)
     emit("phase", phase="build", device=device, software=software)
+    applied = apply_variant(api, args.variant, device, env)
     if args.rounds_of:
         result = rounds.run_rounds(args, api, train_dir, build_seed_model, make_generator, emit)
         result.update(device=device, software=software)
+        if applied:
+            result["variant_applied"] = applied
         cpu = cpu_facts()
         if cpu is not None:
             result["cpu"] = cpu
         emit("result", run=result)
         return
-    applied = apply_variant(api, args.variant, device, env)
 
     mixed = args.precision in MIXED_POLICIES
     if mixed:

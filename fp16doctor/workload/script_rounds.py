@@ -113,6 +113,7 @@ def run_script_rounds(args, session, run_script, keras_api, emit):
 
     run_script() runs the script once and says whether a training call was captured; keras_api(module,
     name) is the runner's view of the Keras the script loaded (for the precision switches)."""
+    rounds.check_setting(args.variant)
     precisions = [p for p in args.rounds_of.split(",") if p]
     if "float32" not in precisions:
         raise NotReplayable("interleaved rounds pair every precision with float32: none was asked")

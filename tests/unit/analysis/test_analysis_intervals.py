@@ -68,6 +68,17 @@ def test_paired_rounds_cancel_drift_that_unpaired_rounds_cannot() -> None:
     assert paired.high - paired.low < (unpaired.high - unpaired.low) / 5
 
 
+def test_rounds_pair_only_within_the_rounds_process_that_timed_them() -> None:
+    """Round i of float32's original rounds and round i of an experiment's own rounds ran in two processes, never
+    side by side: their rounds are set against each other unpaired, and priced as two processes."""
+    fp32 = Timing(100, rounds=(100.0, 120.0, 110.0), design="interleaved", group=0)
+    beside = Timing(200, rounds=(200.0, 240.0, 220.0), design="interleaved", group=0)
+    elsewhere = Timing(200, rounds=(200.0, 240.0, 220.0), design="interleaved", group=1)
+    assert ratio_interval(fp32, beside).method == "paired_rounds"
+    apart = ratio_interval(fp32, elsewhere, between=0.1)
+    assert apart.method == "unpaired_rounds" and apart.widened_by == 0.1
+
+
 def test_interval_is_recomputed_from_the_document_alone() -> None:
     """explain needs nothing but the rounds: the interval is a t interval on the per-round log ratios."""
     fp32, fp16 = interleaved(100, 0.02), interleaved(150, 0.02, shift=2)

@@ -14,10 +14,12 @@ from fp16doctor.diagnose.budget import (
     UNBOUND_16BIT_STEP_PRIOR,
     WINDOW_HOLD_STEPS,
     experiment_cost_s,
+    experiment_rounds_cost_s,
+    unit_cost_s,
     within_budget,
 )
-from fp16doctor.diagnose.plan import experiment_specs, plan_experiments
-from fp16doctor.engines.spec import FULL, QUICK, SMOKE
+from fp16doctor.diagnose.plan import experiment_specs, experiment_units, plan_experiments
+from fp16doctor.engines.spec import FULL, QUICK, SMOKE, RunSpec
 
 QUICK_BUDGET = QUICK.budget_s or 0.0
 XEON = Path(__file__).resolve().parents[2] / "data" / "recordings" / "cpu-xeon-quick-diagnose"
@@ -48,16 +50,22 @@ def test_on_the_xeon_the_onednn_off_experiment_fits_what_the_old_costing_spent_o
     # Its steps are priced at the prior's multiple of float32's, twelve of them at most at the quick size (the
     # first, the warm-up, five timed, two held back before the window, the window's two).
     assert cost < cut["wall_s"] / 2 and cost < 15 + 12 * UNBOUND_16BIT_STEP_PRIOR * fp32_step_s
-    total = sum(experiment_cost_s(s, doc["runs"]) for s in planned)
-    kept = within_budget(planned, doc["runs"], time.monotonic() + total + 1.0, QUICK, notes)  # type: ignore[arg-type]
-    assert kept == planned and not any("quick budget are left" in n for n in notes.notes)
+    units = experiment_units(planned)
+    total = sum(unit_cost_s(u, doc["runs"]) for u in units)
+    kept = within_budget(units, doc["runs"], time.monotonic() + total + 1.0, QUICK, notes)  # type: ignore[arg-type]
+    assert kept == units and not any("quick budget are left" in n for n in notes.notes)
 
 
 def test_an_experiment_that_does_not_fit_is_skipped_with_the_command_that_runs_it() -> None:
     doc: dict[str, Any] = json.loads((XEON / "first-run.results.json").read_text())
     notes = Notes()
     planned = experiment_specs(plan_experiments(doc, notes), ["host"], QUICK, None, set())  # type: ignore[arg-type]
-    assert within_budget(planned, doc["runs"], time.monotonic() + 1.0, QUICK, notes) == []  # type: ignore[arg-type]
+    units = experiment_units(planned)
+    assert within_budget(units, doc["runs"], time.monotonic() + 1.0, QUICK, notes) == []  # type: ignore[arg-type]
+    # One setting's experiments are skipped together, with the one command that runs them.
+    assert any("experiment float32, float16, mixed_float16 onednn_off skipped" in n and "--precision float32 "
+               "--precision float16 --precision mixed_float16 --variant original --variant onednn_off" in n
+               for n in notes.notes)
     said = [n for n in notes.notes if "quick budget are left" in n]
     assert said and all("--variant original --variant onednn_off" in n for n in said)
 
@@ -123,7 +131,7 @@ def test_the_smoke_size_keeps_a_budget_of_its_own() -> None:
     doc: dict[str, Any] = json.loads((XEON / "first-run.results.json").read_text())
     notes = Notes()
     planned = experiment_specs(plan_experiments(doc, notes), ["host"], SMOKE, None, set())  # type: ignore[arg-type]
-    assert within_budget(planned, doc["runs"], deadline, SMOKE, notes) == []  # type: ignore[arg-type]
+    assert within_budget(experiment_units(planned), doc["runs"], deadline, SMOKE, notes) == []  # type: ignore[arg-type]
     assert any("of the 45 s smoke budget are left" in n for n in notes.notes)
     assert FULL.budget_s is None and QUICK.budget_s == 90.0
 
@@ -131,7 +139,8 @@ def test_the_smoke_size_keeps_a_budget_of_its_own() -> None:
 def test_on_the_xeon_the_plan_fits_the_quick_budget_with_the_experiment_that_tests_the_cause() -> None:
     """The Xeon's quick diagnose once its 16-bit first steps are cut inside (docs/examples/cpu-xeon-amx-quick): with
     the phases it spent before the experiments (prepare, the matrix, the rounds at their minimum), the planner keeps
-    float16's oneDNN-off experiment with its float32 partner, and their expected cost keeps the whole within 90 s."""
+    float16's oneDNN-off experiment with its float32 partner, timed together in one rounds process of that
+    setting, and their expected cost keeps the whole within 90 s."""
     doc: dict[str, Any] = json.loads((EXAMPLES / "cpu-xeon-amx-quick" / "results.json").read_text())
     phases = doc["invocation"]["phases_s"]
     before = phases["prepare"] + phases["matrix"] + phases["rounds"]
@@ -139,12 +148,33 @@ def test_on_the_xeon_the_plan_fits_the_quick_budget_with_the_experiment_that_tes
     notes = Notes()
     planned = experiment_specs(plan_experiments({**doc, "runs": matrix}, notes), ["host"], QUICK, None,
                                set())  # type: ignore[arg-type]
-    assert ("float16", "onednn_off") in {(s.precision, s.variant) for s in planned}
+    units = experiment_units(planned)
+    setting = next(u for u in units if u[0].variant == "onednn_off")
+    assert [s.precision for s in setting] == ["float32", "float16", "mixed_float16"]
     deadline = time.monotonic() - before + QUICK_BUDGET
-    kept = within_budget(planned, matrix, deadline, QUICK, notes)  # type: ignore[arg-type]
-    assert {(s.precision, s.variant) for s in kept} >= {("float32", "onednn_off"), ("float16", "onednn_off")}
-    assert before + sum(experiment_cost_s(s, matrix) for s in kept) <= QUICK_BUDGET
-    # What the experiments really cost there, against the plan's price: within a third.
-    for spec in kept:
-        ran = next(r for r in doc["runs"] if (r["precision"], r["variant"]) == (spec.precision, spec.variant))
-        assert abs(experiment_cost_s(spec, matrix) - ran["wall_s"]) <= ran["wall_s"] / 3
+    kept = within_budget(units, matrix, deadline, QUICK, notes)  # type: ignore[arg-type]
+    # float32 and float16 fit, mixed_float16 is said with its command: the setting's rounds keep what fits.
+    assert setting[:2] in kept
+    assert before + sum(unit_cost_s(u, matrix) for u in kept) <= QUICK_BUDGET
+    # One process, float32 beside float16 in rounds, costs less than the two processes that example ran.
+    own = sum(r["wall_s"] for r in doc["runs"] if r.get("variant") == "onednn_off")
+    assert experiment_rounds_cost_s(setting[:2], matrix) < own
+
+
+def test_a_settings_rounds_are_priced_from_its_models_steps() -> None:
+    """Import, then per model (float32's twice, the A/A control) its first step, its warm-up and the minimum
+    rounds' blocks (at least BLOCK_TARGET_S, plus the block's dropped step), and one more round."""
+    runs: list[dict[str, Any]] = [
+        {"stack": "host", "precision": "float32", "variant": "original", "status": "ok", "first_step_ms": 1100.0,
+         "step_time_ms": {"median": 100.0}, "timing": {"import_s": 4.0}},
+        {"stack": "host", "precision": "float16", "variant": "original", "status": "ok", "first_step_ms": 2000.0,
+         "step_time_ms": {"median": 900.0}}]
+    unit = (RunSpec("host", "float32", "onednn_off", QUICK), RunSpec("host", "float16", "onednn_off", QUICK))
+    f32 = 0.1 * ONEDNN_OFF_FLOAT32_PRIOR
+    block32, block16 = max(f32, 0.4) + f32, 0.9 + 0.9
+    per_model32 = (1.0 + f32) + QUICK.warmup_steps * f32 + 3 * block32
+    per_model16 = (1.0 + 0.9) + QUICK.warmup_steps * 0.9 + 3 * block16
+    expected = 4.0 + 2 * per_model32 + per_model16 + 2 * block32 + block16
+    assert experiment_rounds_cost_s(unit, runs) == pytest.approx(expected)
+    assert unit_cost_s(unit, runs) == pytest.approx(expected) and unit_cost_s(unit[1:], runs) == pytest.approx(
+        experiment_cost_s(unit[1], runs))

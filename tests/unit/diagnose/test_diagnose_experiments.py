@@ -18,6 +18,7 @@ from fp16doctor.engines import host as host_engine
 from fp16doctor.engines.base import base_run_record
 from fp16doctor.engines.spec import QUICK, RunSpec
 from fp16doctor.progress import LiveProgress, waiting_text
+from fp16doctor.workload.protocol import AA_CONTROL
 
 SPR_HOST = {
     "cpu": {"model": "Intel(R) Xeon(R) Platinum 8480+", "cores": 2,
@@ -30,6 +31,21 @@ SPR_HOST = {
 STEP_MS = {"float32": 130.0, "float16": 22000.0, "mixed_float16": 22000.0, "mixed_bfloat16": 59.0}
 
 
+def _step_ms(precision: str, variant: str) -> float:
+    return STEP_MS[precision] / (6.0 if variant == "onednn_off" and precision != "float32" else 1.0)
+
+
+def _rounds_record(spec: RunSpec) -> dict[str, Any]:
+    """What a rounds process reports: three rounds of each precision and of float32's A/A control."""
+    labels = [*spec.rounds_of, AA_CONTROL]
+    steps = {label: _step_ms("float32" if label == AA_CONTROL else label, spec.variant) for label in labels}
+    return {"stack": spec.stack, "precision": "float32", "variant": spec.variant, "device": "cpu", "status": "ok",
+            "engine": {"kind": "host"}, "software": {"tensorflow": "2.21.0"}, "wall_s": 4.0,
+            "rounds": {label: [ms, ms * 1.01, ms * 0.99] for label, ms in steps.items()},
+            "warmup": {label: {"first_step_ms": ms + 1500.0, "step_ms": ms} for label, ms in steps.items()},
+            "losses": {label: [0.7, 0.69, 0.68] for label in labels}, "order": [labels] * 3}
+
+
 @pytest.fixture
 def xeon(monkeypatch: pytest.MonkeyPatch) -> list[RunSpec]:
     specs: list[RunSpec] = []
@@ -37,7 +53,9 @@ def xeon(monkeypatch: pytest.MonkeyPatch) -> list[RunSpec]:
 
     def fake_run(self, spec: RunSpec, on_event, gpu_index=None):  # type: ignore[no-untyped-def]
         specs.append(spec)
-        ms = STEP_MS[spec.precision] / (6.0 if spec.variant == "onednn_off" and spec.precision != "float32" else 1.0)
+        if spec.rounds_of:
+            return _rounds_record(spec)
+        ms = _step_ms(spec.precision, spec.variant)
         bound = spec.bound_ms is not None and ms > spec.bound_ms
         record = {"stack": spec.stack, "precision": spec.precision, "variant": spec.variant, "device": "cpu",
                   "status": "ok", "engine": {"kind": "host"}, "first_step_ms": ms + 1500.0,
@@ -94,14 +112,26 @@ def test_planned_experiments_run_after_the_matrix_and_are_recorded_as_experiment
     run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="quick"), progress)
     # Asked with the whole matrix measured: before the rounds, which leave the experiments room, and after them.
     assert calls == [5, 5]
-    xeon[:] = [s for s in xeon if not s.rounds_of]
-    assert [(s.precision, s.variant) for s in xeon[5:]] == [("float32", "onednn_off"), ("float16", "onednn_off")]
-    assert xeon[6].bound_ms == 5000.0  # the experiment's own float32 (130 ms) bounds it
+    # oneDNN off is a setting of the whole process: float32 and float16 are timed together in its own rounds.
+    original_rounds, setting_rounds = [s for s in xeon if s.rounds_of]
+    assert (setting_rounds.variant, setting_rounds.rounds_of) == ("onednn_off", ("float32", "float16"))
+    assert original_rounds.variant == "original"
+    assert [(s.precision, s.variant) for s in xeon if not s.rounds_of][5:] == []  # no process of their own
     doc = json.loads((tmp_path / "results.json").read_text())
     experiment = next(r for r in doc["runs"] if r["variant"] == "onednn_off" and r["precision"] == "float16")
     assert experiment["experiment"]["tests"] == "slow_fp16_kernels"
+    assert experiment["timed_by"] == "interleaved_rounds"
     assert experiment["step_time_ms"]["median"] == pytest.approx(22000.0 / 6)
-    assert any("experiment run(s)" in note and "float16 onednn_off" in note for note in progress.notes)
+    assert experiment["first_step_ms"] == pytest.approx(22000.0 / 6 + 1500.0)
+    assert experiment["workload"]["name"] == "seed_cnn"  # the stack's original run says what the workload is
+    fp32 = next(r for r in doc["runs"] if r["variant"] == "onednn_off" and r["precision"] == "float32")
+    # Paired with float32 in the same setting, and only there: the rounds process is a group of its own.
+    groups = {r["step_time_ms"].get("group") for r in doc["runs"] if r["variant"] == "onednn_off"}
+    assert groups == {1} and doc["timing_rounds"][1]["variant"] == "onednn_off"
+    assert len(fp32["step_time_ms"]["aa_rounds"]) == 3
+    assert any("experiment(s)" in note and "float16 onednn_off" in note for note in progress.notes)
+    assert any("onednn_off: float32, float16 timed together in interleaved rounds, in one process with "
+               "TF_ENABLE_ONEDNN_OPTS=0" in note for note in progress.notes)
     assert doc["invocation"]["experiments"] is True
     # Where the wall time went: every phase, together no more than the whole.
     phases = doc["invocation"]["phases_s"]
@@ -112,6 +142,28 @@ def test_planned_experiments_run_after_the_matrix_and_are_recorded_as_experiment
     before = len(xeon)
     run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="quick", resume=True), Recorder())
     assert [s for s in xeon[before:] if not s.rounds_of] == []  # (rounds that failed to report are retried)
+
+
+def test_a_settings_experiments_run_on_their_own_where_its_rounds_fail(
+        tmp_path: Path, xeon: list[RunSpec], monkeypatch: pytest.MonkeyPatch) -> None:
+    _planner(monkeypatch, [])
+    original = host_engine.HostEngine.run
+
+    def rounds_fail(self, spec: RunSpec, on_event, gpu_index=None):  # type: ignore[no-untyped-def]
+        record = original(self, spec, on_event, gpu_index)
+        if spec.rounds_of and spec.variant == "onednn_off":
+            return {**record, "status": "failed", "error": "the script cannot be replayed", "rounds": None}
+        return record
+
+    monkeypatch.setattr(host_engine.HostEngine, "run", rounds_fail)
+    progress = Recorder()
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="quick"), progress)
+    alone = [(s.precision, s.variant) for s in xeon if not s.rounds_of][5:]
+    assert alone == [("float32", "onednn_off"), ("float16", "onednn_off")]
+    assert [s for s in xeon if not s.rounds_of][6].bound_ms == 5000.0  # the experiment's own float32 bounds it
+    assert any("each experiment runs in a process of its own instead" in note for note in progress.notes)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert [r.get("timed_by") for r in doc["runs"] if r["variant"] == "onednn_off"] == [None, None]
 
 
 def test_no_experiments_runs_the_matrix_only(tmp_path: Path, xeon: list[RunSpec],

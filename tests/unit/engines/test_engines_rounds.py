@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from fp16doctor.engines.rounds import AA_CONTROL, mark_left_out, merge_rounds, rounds_plan
-from fp16doctor.engines.spec import QUICK
+from fp16doctor.engines.rounds import AA_CONTROL, mark_left_out, merge_rounds, rounds_plan, take_experiment_rounds
+from fp16doctor.engines.spec import QUICK, RunSpec
 
 
 def run(precision: str, ms: float, **extra: Any) -> dict[str, Any]:
@@ -127,3 +127,59 @@ def test_the_rounds_budget_counts_what_a_script_does_before_training_once_per_mo
                      first_step_ms=500.0, warmup_step_ms=[500.0, 20.0], step_ms_all=[10.0] * 96)
     assert _script_setup_s(script_run) == pytest.approx(6.5 - 2.0 - (500 + 20 + 960) / 1000)
     assert _script_setup_s(run("float32", 10, timing={"import_s": 2.0})) == 0.0  # the built-in workload
+
+
+def test_a_process_setting_gets_rounds_of_its_own_and_they_touch_only_its_runs() -> None:
+    """oneDNN off is read when TensorFlow loads: its precisions are timed together in a process of that setting,
+    and their rounds pair with each other only (their group), never with the original's."""
+    off = {"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}}, "tests": "slow_fp16_kernels"}
+    runs = [run("float32", 150), run("float16", 900), run("float32", 360, variant="onednn_off", experiment=off),
+            run("float16", 950, variant="onednn_off", experiment=off)]
+    plan = rounds_plan(runs, "host", QUICK, 5.0, variant="onednn_off")
+    assert plan.spec is not None and plan.spec.rounds_of == ("float32", "float16")
+    assert plan.spec.workload_args()[:4] == ["--precision", "float32", "--variant", "onednn_off"]
+    record = {"stack": "host", "variant": "onednn_off", "status": "ok",
+              "rounds": {"float32": [350.0, 360.0, 370.0], "float16": [940.0, 950.0, 960.0],
+                         AA_CONTROL: [355.0, 365.0, 360.0]}}
+    kept = merge_rounds(runs, record, group=1)
+    assert kept is not None and (kept["variant"], kept["group"]) == ("onednn_off", 1)
+    assert [r["step_time_ms"].get("group") for r in runs] == [None, None, 1, 1]
+    assert runs[2]["step_time_ms"]["aa_rounds"] == [355.0, 365.0, 360.0]
+
+
+def test_a_settings_experiments_are_made_from_its_rounds_with_no_process_of_their_own() -> None:
+    off = {"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}}, "tests": "slow_fp16_kernels"}
+    specs = [RunSpec("host", p, "onednn_off", QUICK, experiment=off) for p in ("float32", "float16")]
+    original = run("float32", 150, workload={"name": "seed_cnn", "batch_size": 32})
+    doc: dict[str, Any] = {"runs": [original], "timing_rounds": [{"stack": "host", "group": 0}]}
+    record = {"stack": "host", "precision": "float32", "variant": "onednn_off", "status": "ok", "device": "cpu",
+              "machine": "host", "engine": {"kind": "host"}, "software": {"tensorflow": "2.21.0"}, "wall_s": 12.0,
+              "order": [["float16", "float32", AA_CONTROL]] * 3,
+              "rounds": {"float32": [350.0, 360.0, 370.0], "float16": [940.0, 950.0, 960.0],
+                         AA_CONTROL: [355.0, 365.0, 360.0]},
+              "warmup": {"float32": {"first_step_ms": 1900.0, "step_ms": 361.0},
+                         "float16": {"first_step_ms": 2600.0, "step_ms": 951.0}},
+              "losses": {"float32": [0.70, 0.69], "float16": [0.71, None]}}
+    made, notes = take_experiment_rounds(doc, record, specs)
+    assert made is not None and [r["precision"] for r in made] == ["float32", "float16"]
+    f32, f16 = made
+    assert f16["experiment"] == off and f16["variant"] == "onednn_off" and f16["timed_by"] == "interleaved_rounds"
+    assert f16["step_time_ms"] == {"median": 950.0, "p10": 942.0, "p90": 958.0, "n": 3,
+                                   "rounds": [940.0, 950.0, 960.0], "design": "interleaved", "group": 1}
+    assert f32["step_time_ms"]["aa_rounds"] == [355.0, 365.0, 360.0] and f32["first_step_ms"] == 1900.0
+    assert f16["loss"] == {"first": 0.71, "last": None, "nan_or_inf": True}
+    assert f16["workload"] == {"name": "seed_cnn", "batch_size": 32} and f16["engine"] == {"kind": "host"}
+    assert doc["timing_rounds"][1]["group"] == 1 and "3 rounds in 12 s" in notes[0]
+    # A failed rounds process makes nothing: its experiments then need processes of their own.
+    made, notes = take_experiment_rounds(doc, {"status": "failed", "error": "boom"}, specs)
+    assert made is None and "failed (boom)" in notes[0] and len(doc["timing_rounds"]) == 2
+
+
+def test_a_setting_that_cannot_apply_here_skips_its_experiments_with_the_workloads_reason() -> None:
+    specs = [RunSpec("host", p, "onednn_off", QUICK, experiment={"changes": {}, "tests": None})
+             for p in ("float32", "float16")]
+    why = "onednn_off: the jax backend does not run its ops through oneDNN by default"
+    made, _ = take_experiment_rounds({"runs": []}, {"stack": "host", "variant": "onednn_off", "status": "skipped",
+                                                   "error": why}, specs)
+    assert made is not None and [(r["precision"], r["status"], r["error"]) for r in made] == [
+        ("float32", "skipped", why), ("float16", "skipped", why)]

@@ -130,8 +130,8 @@ def run(modules: Any, script: Any = None, rounds_of: str = "float32,float16,mixe
         except modules.script_rounds.Captured:
             return True
 
-    args = SimpleNamespace(rounds_of=rounds_of, warmup_steps=2, rounds_budget_s=0.0, min_rounds=3, max_rounds=30,
-                           rounds_seed=3)
+    args = SimpleNamespace(rounds_of=rounds_of, variant="original", warmup_steps=2, rounds_budget_s=0.0,
+                           min_rounds=3, max_rounds=30, rounds_seed=3)
     result = modules.script_rounds.run_script_rounds(args, session, wrapped, lambda module, name: fake,
                                                      lambda *a, **k: None)
     return result, SimpleNamespace(fake=fake, runs=runs, session=session)

@@ -81,12 +81,13 @@ class FakeKeras:
         # The model was built for one precision; the globals must be that precision's while it trains.
         assert (self._floatx, self._policy) == model.built_under, (self._floatx, self._policy, model.built_under)
         self.blocks.append((model.label, steps))
+        callbacks[0].on_train_begin({})
         for step in range(steps):
             self.clock.now += model.step_s * (3 if step == 0 else 1)  # a block's first step: a new iterator
             callbacks[0].on_train_batch_end(step, {"loss": 0.5})
 
 
-def run(budget_s: float, min_rounds: int = 3) -> tuple[dict[str, Any], FakeKeras]:
+def run(budget_s: float, min_rounds: int = 3, variant: str = "original") -> tuple[dict[str, Any], FakeKeras]:
     module = load()
     clock = Clock()
     api = FakeKeras(clock, module)
@@ -105,7 +106,7 @@ def run(budget_s: float, min_rounds: int = 3) -> tuple[dict[str, Any], FakeKeras
     def generator(api_: Any, train_dir: str, height: int, width: int, batch: int) -> list[int]:
         return list(range(8))  # eight batches an epoch
 
-    args = SimpleNamespace(rounds_of="float32,float16,mixed_float16", height=8, width=8, batch_size=2,
+    args = SimpleNamespace(rounds_of="float32,float16,mixed_float16", variant=variant, height=8, width=8, batch_size=2,
                            warmup_steps=2, rounds_budget_s=budget_s, min_rounds=min_rounds, max_rounds=30,
                            rounds_seed=7)
     return module.run_rounds(args, api, "data", build, generator, lambda *a, **k: None, clock=clock), api
@@ -133,6 +134,22 @@ def test_a_blocks_first_step_is_dropped_and_its_steps_are_the_configurations_own
     for label, values in result["rounds"].items():
         expected = STEP_S["float32" if label == "float32_aa" else label] * 1000.0
         assert values == [expected] * 3, (label, values)
+
+
+def test_each_configurations_warm_up_says_its_first_step_as_a_runs_own_first_step_is_timed() -> None:
+    """From the fit() call's start to its first step's end (tracing and a new iterator included), and the later
+    steps' median: an experiment timed only in rounds is compared with its original on these."""
+    result, _ = run(budget_s=0.0)
+    assert result["warmup"]["float16"] == {"first_step_ms": 750.0, "step_ms": 250.0}
+    assert result["warmup"]["float32_aa"] == {"first_step_ms": 300.0, "step_ms": 100.0}
+
+
+def test_rounds_time_a_setting_of_the_whole_process_never_a_change_to_a_model() -> None:
+    """A variant that pads a model's channels or compiles it with XLA would need models built its way: the rounds
+    refuse it rather than time the original models under its name."""
+    assert run(budget_s=0.0, variant="onednn_off")[0]["status"] == "ok"
+    with pytest.raises(ValueError, match="not xla"):
+        run(budget_s=0.0, variant="xla")
 
 
 def test_blocks_fit_in_one_epoch_and_rounds_fill_the_budget() -> None:
