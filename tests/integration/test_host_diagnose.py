@@ -274,6 +274,56 @@ def test_a_step_past_the_bound_is_ended_inside_where_onednn_names_the_running_ke
     assert [e for e in events if e["event"] == "step"][-1]["cut_in_step"] is True
 
 
+class _Quiet:
+    """A Progress that keeps diagnose's notes and shows nothing."""
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+
+    def start_run(self, spec: RunSpec, total: int, index: int) -> None:
+        pass
+
+    def event(self, event: dict) -> None:
+        pass
+
+    def finish_run(self, record: dict) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_a_settings_experiments_are_timed_together_in_rounds_of_that_setting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """oneDNN off, as the planner asks for it on a CPU where oneDNN ran float16's reference kernels (told to here,
+    on any CPU; the budget, tested apart, is lifted): float32 and float16 with TF_ENABLE_ONEDNN_OPTS=0 set before
+    TensorFlow loads, in one rounds process with float32's A/A control, each with a record of its own made from
+    the rounds, paired with each other and with nothing else."""
+    import fp16doctor.diagnose.run as diagnose_run
+    from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
+
+    off = {"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}}, "tests": "slow_fp16_kernels"}
+    monkeypatch.setattr(diagnose_run, "plan_experiments", lambda doc, progress: [
+        {"stack": "host", "precision": p, "variant": "onednn_off", "experiment": off, "reason": "told to"}
+        for p in ("float32", "float16")])
+    monkeypatch.setattr(diagnose_run, "within_budget", lambda units, *rest: units)
+    progress = _Quiet()
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="smoke", precisions=["float32", "float16"]), progress)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    made = [r for r in doc["runs"] if r["variant"] == "onednn_off"]
+    assert [(r["precision"], r["status"], r.get("timed_by")) for r in made] == [
+        ("float32", "ok", "interleaved_rounds"), ("float16", "ok", "interleaved_rounds")], progress.notes
+    assert all(r["variant_applied"] == {"env TF_ENABLE_ONEDNN_OPTS": "0"} for r in made)
+    assert all(r["experiment"] == {**off, "reason": "told to"} for r in made)
+    assert all(r["first_step_ms"] > 0 and len(r["step_time_ms"]["rounds"]) >= 3 for r in made)
+    group = made[0]["step_time_ms"]["group"]
+    assert made[1]["step_time_ms"]["group"] == group and doc["timing_rounds"][group]["variant"] == "onednn_off"
+    assert len(made[0]["step_time_ms"]["aa_rounds"]) >= 3
+    assert _ok(doc, "float32")["step_time_ms"]["group"] != group  # the original's rounds: another process
+    assert doc["invocation"]["phases_s"]["experiments"] > 0
+
+
 def _workloads_of(pid: int) -> list[int]:
     """The workload processes the diagnose `pid` started and that are alive right now."""
     found = subprocess.run(["pgrep", "-P", str(pid), "-f", "run_workload.py"], capture_output=True, text=True)
