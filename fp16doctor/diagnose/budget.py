@@ -24,7 +24,7 @@ def rounds_budget_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], 
         return FULL_ROUNDS_BUDGET_S
     if deadline is None:
         return stack_rounds_budget_s(size)
-    return max(ROUNDS_MIN_BUDGET_S, deadline - time.monotonic() - _rounds_startup_s(runs, stack) - reserve_s)
+    return max(ROUNDS_MIN_BUDGET_S, deadline - time.monotonic() - _rounds_startup_s(runs, stack, size) - reserve_s)
 
 
 def within_budget(units: list[ExperimentUnit], runs: list[dict[str, Any]], deadline: float, size: WorkloadSize,
@@ -124,7 +124,7 @@ def experiment_rounds_cost_s(unit: ExperimentUnit, runs: list[dict[str, Any]]) -
         step_s = _expected_step_s(spec, runs)
         block_s = max(step_s, BLOCK_TARGET_S) + step_s
         total += copies * (_script_setup_s(fp32 or {}) + _first_step_s(spec, runs, step_s)
-                           + size.warmup_steps * step_s + MIN_ROUNDS * block_s)
+                           + rounds_warmup_steps(size) * step_s + MIN_ROUNDS * block_s)
         one_round += copies * block_s
     return total + one_round
 
@@ -154,7 +154,13 @@ def experiment_cost_s(spec: RunSpec, runs: list[dict[str, Any]]) -> float:
     return import_s + steps_s + around_s
 
 
-def _rounds_startup_s(all_runs: list[dict[str, Any]], stack: str) -> float:
+def rounds_warmup_steps(size: WorkloadSize) -> int:
+    """The steps a rounds process's warm-up block runs after a model's first step (workload/rounds.py: the
+    size's warm-up steps, the first included, two at least)."""
+    return max(2, size.warmup_steps) - 1
+
+
+def _rounds_startup_s(all_runs: list[dict[str, Any]], stack: str, size: WorkloadSize) -> float:
     """What the rounds process spends besides its budget: importing the framework, each model's first steps
     (tracing) and warm-up, float32's twice (its A/A control), and the round that starts just before the budget
     ends (the loop checks the clock between rounds)."""
@@ -166,7 +172,8 @@ def _rounds_startup_s(all_runs: list[dict[str, Any]], stack: str) -> float:
     for run in runs:
         copies = 2 if run.get("precision") == "float32" else 1
         median_s = float((run.get("step_time_ms") or {}).get("median") or 0.0) / 1000.0
-        total += copies * (float(run.get("first_step_ms") or 0.0) / 1000.0 + 2 * median_s + _script_setup_s(run))
+        total += copies * (float(run.get("first_step_ms") or 0.0) / 1000.0 + rounds_warmup_steps(size) * median_s
+                           + _script_setup_s(run))
         one_round += copies * 3 * median_s
     return total + one_round
 

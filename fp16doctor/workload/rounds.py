@@ -231,7 +231,9 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter):
     for config in configs:
         block = _BlockTimer()
         _set_precision(api, config.precision, defaults)
-        config.run_block(args.warmup_steps + 1, block)
+        # The first step traces (and autotunes); the others size the blocks: the size's warm-up steps, the first
+        # included (two at the quick size), as a run's own warm-up counts them.
+        config.run_block(max(2, args.warmup_steps), block)
         config.first_step_ms = block.first_step_ms()
         config.warmup_step_ms = _median(block.steps_ms())
         step_ms = config.warmup_step_ms or 1000.0
