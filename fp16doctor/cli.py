@@ -42,8 +42,8 @@ PANEL_SLURM = "Slurm"
 FLAG = ""  # metavar of an on/off option: it takes no value
 PRECISION_HELP = (f"{', '.join(PRECISIONS)}; repeatable (default: the first three, plus mixed_bfloat16 where the"
                   " device has bfloat16 arithmetic).")
-VARIANT_HELP = (f"{', '.join(VARIANTS)}; repeatable; replaces the default (original, plus synthetic_input): include"
-                " original to compare.")
+VARIANT_HELP = (f"{', '.join(VARIANTS)}; repeatable; replaces the default (original, plus synthetic_input at the"
+                " full size): include original to compare.")
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)

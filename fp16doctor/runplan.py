@@ -81,8 +81,9 @@ def describe_plan(todo: list[RunSpec], kept: int, size: WorkloadSize, options: D
                   results_path: Path, router: Router) -> DiagnosePlan:
     notes: list[str] = []
     if options.experiments:
-        notes.append("experiments that change one thing are chosen from what the runs measure, and run after them"
-                     + (f" if the {size.name} budget has room" if size.budget_s is not None else ""))
+        control = ", and the in-memory input control," if size.budget_s is not None else ""
+        notes.append(f"experiments that change one thing{control} are chosen from what the runs measure, and run "
+                     "after them" + (f" if the {size.name} budget has room" if size.budget_s is not None else ""))
     notes.append("float32 runs first in each group: its step sets the 16-bit runs' slow-step bound")
     routed = router.route(todo)
     where = tuple(line for engine, _ in routed for line in engine.where())

@@ -14,6 +14,7 @@ from fp16doctor.analysis.causes import SETTING_EXPERIMENTS, account, describe_ch
 from fp16doctor.analysis.context import Context, RunView, build_context
 from fp16doctor.analysis.registry import rules
 from fp16doctor.analysis.rules.common import make_finding
+from fp16doctor.analysis.rules.host_input import CONTROL_MIN_FACTOR
 from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.knowledge.kernels import is_reference_impl
 from fp16doctor.results import VARIANT_CHANGES
@@ -21,6 +22,10 @@ from fp16doctor.workload.protocol import SEED_WORKLOAD
 
 # An experiment whose expected effect is below this share of the step is not worth its run.
 MIN_EXPECTED_SHARE = 0.05
+# The input control (synthetic_input: the same model on batches already in memory) shows an input cost only where
+# the step read from images exceeds CONTROL_MIN_FACTOR times its own (rules/host_input.py): the input then takes more
+# than this share of the step. A run whose measured batch time is below it cannot show one, and gets no control.
+INPUT_CONTROL_MIN_SHARE = 1 - 1 / CONTROL_MIN_FACTOR
 # Without measured ops, a CPU float16 run this many times slower than float32 on TensorFlow still points at
 # oneDNN's kernels (TensorFlow hands float16 to oneDNN only on CPUs with fp16 instructions).
 ONEDNN_SUSPECT_RATIO = 3.0
@@ -126,12 +131,35 @@ def plan(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
             add(base32, Experiment(exp.variant, exp.changes, exp.tests, "float32"),
                 f"float32 with the same switch, so the switch is judged end to end ({item['reason']})", None)
     for run in ctx.ok_runs():
+        reason = _input_control_reason(run)
+        key = (run.machine, run.stack, run.precision, "synthetic_input")
+        if reason is not None and key not in done and key not in planned:
+            planned[key] = {"machine": run.machine, "stack": run.stack, "precision": run.precision,
+                            "variant": "synthetic_input", "control": True, "reason": reason}
+    for run in ctx.ok_runs():
         # Where float32 may already run on Tensor Cores (TF32), fp16 can look no better: measure float32 without.
         gpu = ctx.gpu_for(run)
         cc = cc_tuple(gpu.compute_capability) if gpu is not None else None
         if run.precision == "float32" and run.variant == "original" and cc is not None and cc >= (8, 0):
             add(run, TF32_OFF, "float32 may already run on Tensor Cores as TF32", None)
     return list(planned.values())
+
+
+def _input_control_reason(run: RunView) -> str | None:
+    """Why this original run of the built-in workload gets its in-memory input control (the full size's matrix has
+    one for every precision already): its batches took at least INPUT_CONTROL_MIN_SHARE of its step, or, for
+    float32, nothing says how long they took. None: the control could not show an input cost here."""
+    if (run.variant != "original" or run.experiment or run.bound or run.workload_name != SEED_WORKLOAD
+            or not run.step_ms):
+        return None
+    if run.input_ms is None:
+        return ("nothing measured how long the host takes to produce a batch" if run.precision == "float32"
+                else None)
+    share = run.input_ms / run.step_ms
+    if share < INPUT_CONTROL_MIN_SHARE:
+        return None
+    return (f"producing a batch took {share:.0%} of the step: the in-memory control measures what the input "
+            "costs")
 
 
 def plan_experiments(doc: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -75,12 +75,11 @@ def plan_runs(
             specs += [RunSpec(stack, precision, v, size, data_dir=data_dir if stack == HOST_STACK else None,
                               experiment=experiment, native_only=precision in extra)
                       for precision in ordered]
-        if variants is None:
-            # synthetic_input (batches already in memory) isolates device compute from the input
-            # pipeline; a budgeted size keeps only float32's to stay within its time budget.
-            synth = ["float32"] if size.budget_s is not None else ordered
-            specs += [RunSpec(stack, p, "synthetic_input", size, native_only=p in extra)
-                      for p in ordered if p in synth]
+        if variants is None and size.budget_s is None:
+            # synthetic_input (batches already in memory) isolates device compute from the input pipeline; a
+            # budgeted size runs it as a control where a run's measured batch time says it could show something
+            # (analysis/experiments.py INPUT_CONTROL_MIN_SHARE).
+            specs += [RunSpec(stack, p, "synthetic_input", size, native_only=p in extra) for p in ordered]
     return specs
 
 
@@ -123,12 +122,13 @@ def experiment_specs(
         key = (stack, precision, variant)
         if stack not in stacks or precision not in PRECISIONS or variant not in VARIANTS or key in done:
             continue
-        experiment = item.get("experiment")
-        if not isinstance(experiment, Mapping):
-            experiment = {"changes": VARIANT_CHANGES.get(variant, {}), "tests": None}
-        experiment = dict(experiment)
-        if item.get("reason"):
-            experiment.setdefault("reason", str(item["reason"]))
+        experiment: dict[str, Any] | None = None
+        if not item.get("control"):  # a control (the in-memory input) changes what is measured, and tests nothing
+            given = item.get("experiment")
+            experiment = dict(given if isinstance(given, Mapping)
+                              else {"changes": VARIANT_CHANGES.get(variant, {}), "tests": None})
+            if item.get("reason"):
+                experiment.setdefault("reason", str(item["reason"]))
         specs.setdefault(key, RunSpec(stack, precision, variant, size,
                                       data_dir=data_dir if stack == HOST_STACK else None,
                                       experiment=experiment))

@@ -1,8 +1,8 @@
 """`fp16doctor diagnose --slurm` through a real Slurm cluster (`bash .ci/slurm-up.sh`: one node on this
 machine, no accounting), with real TensorFlow on the node's CPU.
 
-Each diagnose runs two comparison groups (float32 + float16 on the original workload, float32 on
-synthetic input): two exclusive CPU jobs of one array, one after the other on this one node.
+Each diagnose runs two comparison groups (float32 + float16 on the original workload, and on synthetic input):
+two exclusive CPU jobs of one array, one after the other on this one node.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from fp16doctor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-CHEAP = ["--slurm", "--precision", "float32", "--precision", "float16", "--no-experiments"]
+# The input control asked for by name: a budgeted diagnose runs it only where a run's batch time asks for it.
+CHEAP = ["--slurm", "--precision", "float32", "--precision", "float16", "--variant", "original", "--variant",
+         "synthetic_input", "--no-experiments"]
 # The matrix's tests run the smoke size (what they check does not depend on the steps' size); a test that acts while
 # a run is under way (a cancel, Ctrl-C) runs the quick size, whose runs last long enough to land inside.
 SMOKE, QUICK = ("--size", "smoke"), ("--quick",)
@@ -122,7 +124,8 @@ def test_the_matrix_runs_as_slurm_jobs_each_run_carrying_its_job_and_node(
     _, stderr = proc.communicate(timeout=900)
     assert proc.returncode == EXIT_OK, stderr[-3000:]
     runs = _runs(tmp_path)
-    assert set(runs) == {("float32", "original"), ("float16", "original"), ("float32", "synthetic_input")}
+    assert set(runs) == {("float32", "original"), ("float16", "original"), ("float32", "synthetic_input"),
+                         ("float16", "synthetic_input")}
     for run in runs.values():
         assert run["status"] == "ok", run.get("error")
         engine = run["engine"]
@@ -190,13 +193,13 @@ def test_a_job_cancelled_mid_run_fails_its_run_with_cancelled_and_resume_complet
     assert cancelled["engine"]["job_id"] == job_id and "--resume" in cancelled["error"]
     # The runs the cancel did not touch are kept: float32 before it in the job, the other group's job.
     assert runs[("float32", "original")]["status"] == "ok"
-    assert runs[("float32", "synthetic_input")]["status"] == "ok"
+    assert runs[("float32", "synthetic_input")]["status"] == runs[("float16", "synthetic_input")]["status"] == "ok"
     kept = runs[("float32", "original")]["step_time_ms"]["median"]
 
     resumed = _diagnose(tmp_path, "--resume", cut=cut)
     _, stderr = resumed.communicate(timeout=900)
     assert resumed.returncode == EXIT_OK, stderr[-3000:]
-    assert "resuming: 2 of 3 runs already" in stderr
+    assert "resuming: 3 of 4 runs already" in stderr
     runs = _runs(tmp_path)
     assert all(r["status"] == "ok" for r in runs.values()), [r.get("error") for r in runs.values()]
     redone = runs[("float16", "original")]

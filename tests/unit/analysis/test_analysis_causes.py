@@ -187,6 +187,29 @@ def test_planner_does_not_repeat_an_experiment_already_run() -> None:
     assert plan_experiments(d) == []
 
 
+def test_planner_asks_for_the_input_control_only_where_it_could_show_an_input_cost() -> None:
+    """The in-memory control counts only where reading images makes the step 1.3x its own (host_input.py): a run
+    whose batch took under 1 - 1/1.3 of its step gets none; one above it does, and float32 with no batch time
+    measured does too; a script's runs and a run already controlled do not."""
+    seed = {"name": "seed_cnn", "batch_size": 32, "image_height": 112, "image_width": 168}
+    controls = lambda d: sorted((p["precision"], p.get("control")) for p in plan(d)  # noqa: E731
+                                if p["variant"] == "synthetic_input")
+    assert controls(doc(run("float32", 140.0, workload=seed, input_time_ms={"median": 19.0}),
+                        run("float16", 790.0, workload=seed, input_time_ms={"median": 25.0}),
+                        flags=EPYC_AVX2_FLAGS)) == []
+    assert controls(doc(run("float32", 40.0, workload=seed, input_time_ms={"median": 19.0}),
+                        run("float16", 790.0, workload=seed, input_time_ms={"median": 25.0}),
+                        flags=EPYC_AVX2_FLAGS)) == [("float32", True)]
+    assert controls(doc(run("float32", 40.0, workload=seed), run("float16", 790.0, workload=seed),
+                        flags=EPYC_AVX2_FLAGS)) == [("float32", True)]
+    script = {"name": "script", "script_sha256": "ab"}
+    assert controls(doc(run("float32", 40.0, workload=script), run("float16", 790.0, workload=script),
+                        flags=EPYC_AVX2_FLAGS)) == []
+    done = doc(run("float32", 40.0, workload=seed), run("float32", 35.0, workload=seed, variant="synthetic_input"),
+               run("float16", 790.0, workload=seed), flags=EPYC_AVX2_FLAGS)
+    assert controls(done) == []
+
+
 def test_planner_float32_batches_from_host_float16_work_and_skips_tiny_effects() -> None:
     seed = {"name": "seed_cnn", "batch_size": 32, "image_height": 112, "image_width": 168}
     sw = {"tensorflow": "2.15.0", "keras": "2.15.0", "keras_backend": "tensorflow", "keras_api": "keras2"}

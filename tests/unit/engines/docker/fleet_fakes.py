@@ -200,8 +200,10 @@ class RecordingProgress:
 
 
 def plan(*stacks: str) -> list[RunSpec]:
-    """The quick plan diagnose makes: every precision, plus float32 on synthetic input."""
-    return plan_runs(list(stacks), list(BASE_PRECISIONS), QUICK, None, None)
+    """Two comparison groups per stack: every precision as written, and float32 on synthetic input (the control a
+    quick diagnose runs where a run's batch time asks for it)."""
+    return [spec for stack in stacks for spec in (*plan_runs([stack], list(BASE_PRECISIONS), QUICK, None, None),
+                                                  RunSpec(stack, "float32", "synthetic_input", QUICK))]
 
 
 def options(tmp_path: Path, *hosts: str, force: bool = False) -> DiagnoseOptions:
