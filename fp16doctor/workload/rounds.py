@@ -21,6 +21,10 @@ MAX_BLOCK_STEPS = 20
 # A slow step's block times one step: two steps of one block differ by 1-3 %, blocks of one model by 5-10 % on a
 # shared 2-core machine, so shorter rounds (their blocks closer in time, more of them) pair better.
 MIN_BLOCK_STEPS = 1
+# A block of more than one step times at least three: its median is then a step of its own, which one stray step
+# cannot move, where a block of two is their mean. A 2-core VM's mixed_bfloat16 run stepped in 571 and 666 ms
+# among fifty steps of about 90 ms (docs/benchmarks.md).
+MIN_MEDIAN_BLOCK_STEPS = 3
 
 
 def _rounded(value):
@@ -239,7 +243,8 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter):
         step_ms = config.warmup_step_ms or 1000.0
         # A block's first step is dropped, the rest timed: at most what one fit() call holds.
         room = max(1, config.room - 1) if config.room else MAX_BLOCK_STEPS
-        config.block_steps = min(MAX_BLOCK_STEPS, room, max(MIN_BLOCK_STEPS, int(BLOCK_TARGET_S * 1000.0 / step_ms)))
+        steps = max(MIN_BLOCK_STEPS, int(BLOCK_TARGET_S * 1000.0 / step_ms))
+        config.block_steps = min(MAX_BLOCK_STEPS, room, MIN_MEDIAN_BLOCK_STEPS if steps == 2 else steps)
         emit("step", phase="warmup", config=config.label, ms=round(step_ms, 3))
     rng = random.Random(args.rounds_seed)
     order = []

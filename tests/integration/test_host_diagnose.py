@@ -87,7 +87,12 @@ def test_quick_diagnose_measures_all_three_precisions_and_explains_them(quick) -
     assert f16["batch_dtype"] == "float16" and f16["model"]["layers"][0]["variable_dtype"] == "float16"
     assert mixed["model"]["layers"][0]["variable_dtype"] == "float32"
     assert mixed["model"]["optimizer"] == "LossScaleOptimizer"
-    assert f32["input_time_ms"]["median"] > 0 and "input_time_ms" not in synth
+    assert f32["input_time_ms"]["median"] > 0 and not any("input_time_ms" in control for control in controls)
+    # The control ran where a run's batch took a share of its step it could show, and only there.
+    shares = {r["precision"]: r["input_time_ms"]["median"] / r["step_time_ms"]["median"] for r in doc["runs"]
+              if r["variant"] == "original" and r["status"] == "ok" and not r.get("bound")}
+    assert {c["precision"] for c in controls} >= {p for p, share in shares.items() if share >= 0.25}
+    assert {c["precision"] for c in controls} <= {p for p, share in shares.items() if share >= 0.2}
     assert not f32["loss"]["nan_or_inf"]
     # One verdict per 16-bit run; its cause can cause speed, and explains at least half or says what is not.
     verdicts = {(v["precision"], v["variant"]): v for v in doc["verdicts"]}

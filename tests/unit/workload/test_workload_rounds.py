@@ -160,6 +160,14 @@ def test_blocks_fit_in_one_epoch_and_rounds_fill_the_budget() -> None:
 
 
 
+def test_a_block_of_more_than_one_step_times_three_so_its_median_is_a_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """0.4 s of 0.15 s steps would be two, whose median is their mean: three, so one stray step cannot move it; a
+    0.25 s step's block stays one step."""
+    monkeypatch.setitem(STEP_S, "mixed_float16", 0.15)
+    result, _ = run(budget_s=0.0)
+    assert result["block_steps"]["mixed_float16"] == 3 and result["block_steps"]["float16"] == 1
+
+
 def test_rounds_stop_before_a_round_that_would_end_past_the_budget() -> None:
     """A round is stopped before it starts when, as long as the last one, it would end past the budget: the
     rounds end within it instead of a whole round beyond (--quick's 90 s)."""
