@@ -145,7 +145,9 @@ def merge_rounds(runs: list[dict[str, Any]], record: Mapping[str, Any], group: i
         step = _rounds_step(rounds, str(run.get("precision")), group)
         if step is None:
             continue
-        single = dict(run.get("step_time_ms") or {})
+        current = dict(run.get("step_time_ms") or {})
+        # A run timed in rounds before (--resume timed its group again) keeps its own process's figures.
+        single = dict(current.get("single_process") or current) if current.get("design") == "interleaved" else current
         single.pop("rounds", None)
         step["single_process"] = single
         if isinstance(single.get("median"), (int, float)) and single["median"] > 0:

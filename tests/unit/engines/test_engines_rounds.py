@@ -183,3 +183,18 @@ def test_a_setting_that_cannot_apply_here_skips_its_experiments_with_the_workloa
                                                    "error": why}, specs)
     assert made is not None and [(r["precision"], r["status"], r["error"]) for r in made] == [
         ("float32", "skipped", why), ("float16", "skipped", why)]
+
+
+def test_rounds_timed_again_keep_the_runs_own_process_figures() -> None:
+    """--resume times a group again once a missing precision has run: the runs timed before keep what their own
+    process measured under single_process, never the earlier rounds."""
+    runs = [run("float32", 450), run("float16", 1000)]
+    record = {"stack": "host", "status": "ok", "rounds": {"float32": [440.0, 450.0, 460.0],
+                                                         "float16": [990.0, 1010.0, 1000.0]}}
+    merge_rounds(runs, record, group=0)
+    again = {"stack": "host", "status": "ok", "rounds": {"float32": [400.0, 410.0, 420.0],
+                                                        "float16": [900.0, 910.0, 920.0]}}
+    merge_rounds(runs, again, group=1)
+    step = runs[0]["step_time_ms"]
+    assert step["median"] == 410.0 and step["group"] == 1
+    assert step["single_process"] == pytest.approx({"median": 450, "p10": 405.0, "p90": 495.0, "n": 5})
