@@ -169,6 +169,19 @@ def test_a_settings_experiments_run_on_their_own_where_its_rounds_fail(
     assert [r.get("timed_by") for r in doc["runs"] if r["variant"] == "onednn_off"] == [None, None]
 
 
+def test_the_rounds_read_the_users_own_images_as_its_runs_did(tmp_path: Path, xeon: list[RunSpec]) -> None:
+    """With --data the host's runs train on the user's images: the rounds that time them again do too (they
+    trained on the generated set before)."""
+    for name in ("cats", "dogs"):
+        (tmp_path / "train" / name).mkdir(parents=True)
+        (tmp_path / "train" / name / "1.png").write_bytes(b"")
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path / "out", size="quick", data_dir=tmp_path / "train",
+                                 experiments=False), Recorder())
+    rounds, = [s for s in xeon if s.rounds_of]
+    assert rounds.data_dir == str((tmp_path / "train").resolve()) and "--data" in rounds.workload_args()
+    assert {s.data_dir for s in xeon if not s.rounds_of} == {rounds.data_dir}
+
+
 def test_no_experiments_runs_the_matrix_only(tmp_path: Path, xeon: list[RunSpec],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
