@@ -54,8 +54,8 @@ SIZES = {
     "full": {"image_height": 224, "image_width": 336, "batch_size": 128, "warmup_steps": 3, "min_steps": 10,
              "max_steps": 200, "max_measure_s": 120.0, "input_batches": 5, "profile_steps": 3},
     # A quick run's own process stops measuring after 3 s: every quick configuration the slow-step bound did not
-    # cut is timed again in the interleaved rounds, whose figures replace its own (8 s spent 5 s more on a 2-core
-    # AVX-512 EPYC's three 16-bit runs, docs/benchmarks.md).
+    # cut is timed again in the interleaved rounds, whose figures replace its own (with 8 s a 2-core AVX-512 EPYC's
+    # float16 and mixed_float16 runs took 19-24 s each, with 3 s 14-16 s; docs/benchmarks.md).
     "quick": {"image_height": 112, "image_width": 168, "batch_size": 32, "warmup_steps": 2, "min_steps": 5,
               "max_steps": 60, "max_measure_s": 3.0, "input_batches": 3, "profile_steps": 2},
     "smoke": {"image_height": 64, "image_width": 96, "batch_size": 8, "warmup_steps": 2, "min_steps": 5,

@@ -22,8 +22,8 @@ MAX_BLOCK_STEPS = 20
 # shared 2-core machine, so shorter rounds (their blocks closer in time, more of them) pair better.
 MIN_BLOCK_STEPS = 1
 # A block of more than one step times at least three: its median is then a step of its own, which one stray step
-# cannot move, where a block of two is their mean. A 2-core VM's mixed_bfloat16 run stepped in 571 and 666 ms
-# among fifty steps of about 90 ms (docs/benchmarks.md).
+# cannot move, where a block of two is their mean: a 2-core VM's mixed_bfloat16 run stepped in 571 and 666 ms
+# among fifty steps of about 90 ms.
 MIN_MEDIAN_BLOCK_STEPS = 3
 
 
