@@ -36,19 +36,19 @@ def within_budget(units: list[ExperimentUnit], runs: list[dict[str, Any]], deadl
     left = deadline - time.monotonic()
     kept = []
     for unit in units:
-        fits = next((unit[:n] for n in range(len(unit), 1 if len(unit) > 1 else 0, -1)
-                     if unit_cost_s(unit[:n], runs) <= left), None)
-        dropped = unit[len(fits):] if fits is not None else unit
-        if dropped:
-            precisions = [spec.precision for spec in dropped]
-            cost = unit_cost_s(unit, runs) - (unit_cost_s(fits, runs) if fits else 0.0)
+        # The unit's first n specs cost this much: float32 with at least one 16-bit precision, or the one spec.
+        costs = {n: unit_cost_s(unit[:n], runs) for n in range(min(2, len(unit)), len(unit) + 1)}
+        n = next((n for n in sorted(costs, reverse=True) if costs[n] <= left), 0)
+        if n < len(unit):
+            precisions = [spec.precision for spec in unit[n:]]
             progress.note(f"experiment {', '.join(precisions)} {unit[0].variant} skipped: it would take about "
-                          f"{cost:.0f} s and {max(left, 0):.0f} s of the {size.budget_s or 0:.0f} s {size.name} "
-                          f"budget are left (run it with {' '.join(f'--precision {p}' for p in precisions)} "
-                          f"--variant original --variant {unit[0].variant})")
-        if fits:
-            left -= unit_cost_s(fits, runs)
-            kept.append(fits)
+                          f"{costs[len(unit)] - costs.get(n, 0.0):.0f} s and {max(left, 0):.0f} s of the "
+                          f"{size.budget_s or 0:.0f} s {size.name} budget are left (run it with "
+                          f"{' '.join(f'--precision {p}' for p in precisions)} --variant original --variant "
+                          f"{unit[0].variant})")
+        if n:
+            left -= costs[n]
+            kept.append(unit[:n])
     return kept
 
 

@@ -190,9 +190,17 @@ def take_rounds(doc: dict[str, Any], record: Mapping[str, Any], alone: str) -> t
     return kept, notes
 
 
-
 # What an experiment's record takes from the rounds process that timed it: where and on what it ran.
 _FROM_ROUNDS = ("stack", "variant", "device", "size", "machine", "engine", "software")
+
+
+def _made_record(record: Mapping[str, Any], spec: RunSpec, status: str) -> dict[str, Any]:
+    """An experiment's record as its setting's rounds process made it: where it ran, what it is, how it ended."""
+    made: dict[str, Any] = {k: record[k] for k in _FROM_ROUNDS if k in record}
+    made.update(precision=spec.precision, variant=spec.variant, status=status)
+    if spec.experiment is not None:
+        made["experiment"] = dict(spec.experiment)
+    return made
 
 
 def experiment_records(record: Mapping[str, Any], specs: list[RunSpec], runs: list[Mapping[str, Any]],
@@ -212,17 +220,14 @@ def experiment_records(record: Mapping[str, Any], specs: list[RunSpec], runs: li
         step = _rounds_step(rounds, spec.precision, group)
         if step is None:
             continue
-        made_one: dict[str, Any] = {k: record[k] for k in _FROM_ROUNDS if k in record}
-        made_one.update(precision=spec.precision, variant=spec.variant, status="ok", step_time_ms=step,
-                        timed_by="interleaved_rounds")
+        made_one = _made_record(record, spec, "ok")
+        made_one.update(step_time_ms=step, timed_by="interleaved_rounds")
         if isinstance(record.get("variant_applied"), Mapping):
             made_one["variant_applied"] = dict(record["variant_applied"])
-        if spec.experiment is not None:
-            made_one["experiment"] = dict(spec.experiment)
         first = (warmup.get(spec.precision) or {}).get("first_step_ms")
         if isinstance(first, (int, float)):
             made_one["first_step_ms"] = first
-        losses = [v for v in ((record.get("losses") or {}).get(spec.precision) or [])]
+        losses = list((record.get("losses") or {}).get(spec.precision) or [])
         if losses:
             made_one["loss"] = {"first": losses[0], "last": losses[-1],
                                 "nan_or_inf": any(v is None for v in losses)}
@@ -237,16 +242,12 @@ def take_experiment_rounds(doc: dict[str, Any], record: Mapping[str, Any],
     """An experiment setting's rounds process into the document: the records it makes (None where it failed, and
     the experiments then need processes of their own) and what is kept of it into `timing_rounds`; with the notes
     to show."""
-    group = len(doc.get("timing_rounds") or [])
+    group, setting = len(doc.get("timing_rounds") or []), record.get("variant", "original")
     if record.get("status") == "skipped":  # the setting cannot apply here (the workload says why): nor can its runs
-        return [{**{k: record[k] for k in _FROM_ROUNDS if k in record}, "precision": spec.precision,
-                 "variant": spec.variant, "status": "skipped", "error": record.get("error"),
-                 **({"experiment": dict(spec.experiment)} if spec.experiment is not None else {})}
-                for spec in specs], []
+        return [{**_made_record(record, spec, "skipped"), "error": record.get("error")} for spec in specs], []
     if record.get("status") != "ok" or not isinstance(record.get("rounds"), Mapping):
-        return None, [f"interleaved rounds of {specs[0].variant if specs else 'the experiments'} failed "
-                      f"({record.get('error', 'no result')})"]
+        return None, [f"interleaved rounds of {setting} failed ({record.get('error', 'no result')})"]
     records = experiment_records(record, specs, doc["runs"], group)
     doc.setdefault("timing_rounds", []).append(_kept(doc["runs"], record, group))
-    return records, [f"interleaved rounds of {specs[0].variant if specs else ''}: "
-                     f"{len(record.get('order') or [])} rounds in {record.get('wall_s', 0):.0f} s"]
+    return records, [f"interleaved rounds of {setting}: {len(record.get('order') or [])} rounds in "
+                     f"{record.get('wall_s', 0):.0f} s"]

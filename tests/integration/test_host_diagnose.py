@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import platform
 import re
@@ -13,10 +14,12 @@ from pathlib import Path
 
 import pytest
 from interrupt import ctrl_c_reaches_it
+from rich.console import Console
 from slow_path import assert_cut_and_said, assert_cut_window, forced_cut_env, is_cut
 
 from fp16doctor.engines.host import HostEngine
 from fp16doctor.engines.spec import QUICK, SLOW_STEP_MULTIPLE_ENV, SMOKE, RunSpec
+from fp16doctor.progress import LiveProgress
 
 FP16DOCTOR = [sys.executable, "-m", "fp16doctor"]
 
@@ -284,25 +287,6 @@ def test_a_step_past_the_bound_is_ended_inside_where_onednn_names_the_running_ke
     assert [e for e in events if e["event"] == "step"][-1]["cut_in_step"] is True
 
 
-class _Quiet:
-    """A Progress that keeps diagnose's notes and shows nothing."""
-
-    def __init__(self) -> None:
-        self.notes: list[str] = []
-
-    def note(self, message: str) -> None:
-        self.notes.append(message)
-
-    def start_run(self, spec: RunSpec, total: int, index: int) -> None:
-        pass
-
-    def event(self, event: dict) -> None:
-        pass
-
-    def finish_run(self, record: dict) -> None:
-        pass
-
-
 @pytest.mark.slow
 def test_a_settings_experiments_are_timed_together_in_rounds_of_that_setting(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -318,12 +302,13 @@ def test_a_settings_experiments_are_timed_together_in_rounds_of_that_setting(
         {"stack": "host", "precision": p, "variant": "onednn_off", "experiment": off, "reason": "told to"}
         for p in ("float32", "float16")])
     monkeypatch.setattr(diagnose_run, "within_budget", lambda units, *rest: units)
-    progress = _Quiet()
-    run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="smoke", precisions=["float32", "float16"]), progress)
+    shown = io.StringIO()  # what the terminal shows, through the display a user sees
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="smoke", precisions=["float32", "float16"]),
+                 LiveProgress(Console(file=shown, width=240, color_system=None)))
     doc = json.loads((tmp_path / "results.json").read_text())
     made = [r for r in doc["runs"] if r["variant"] == "onednn_off"]
     assert [(r["precision"], r["status"], r.get("timed_by")) for r in made] == [
-        ("float32", "ok", "interleaved_rounds"), ("float16", "ok", "interleaved_rounds")], progress.notes
+        ("float32", "ok", "interleaved_rounds"), ("float16", "ok", "interleaved_rounds")], shown.getvalue()
     assert all(r["variant_applied"] == {"env TF_ENABLE_ONEDNN_OPTS": "0"} for r in made)
     assert all(r["experiment"] == {**off, "reason": "told to"} for r in made)
     assert all(r["first_step_ms"] > 0 and len(r["step_time_ms"]["rounds"]) >= 3 for r in made)
@@ -332,6 +317,8 @@ def test_a_settings_experiments_are_timed_together_in_rounds_of_that_setting(
     assert len(made[0]["step_time_ms"]["aa_rounds"]) >= 3
     assert _ok(doc, "float32")["step_time_ms"]["group"] != group  # the original's rounds: another process
     assert doc["invocation"]["phases_s"]["experiments"] > 0
+    # The terminal shows each as timed in the rounds.
+    assert re.search(r"host / float16 / onednn_off .*n=\d+ interleaved rounds\)", shown.getvalue()), shown.getvalue()
 
 
 def _workloads_of(pid: int) -> list[int]:
