@@ -41,6 +41,7 @@ WINDOW_WORDS = {
     "after_timing": "a profiled window after the timed steps",
     "first_step": "the first step of a run cut short (its only step, profiled)",
     "bound_step": "the warm-up step that cut the run short (its measured step, profiled)",
+    "rounds": "a profiled window after its warm-up in the interleaved rounds' process",
 }
 
 
@@ -57,7 +58,9 @@ class OpsSide:
     @property
     def window(self) -> str:
         """"a profiled window after the timed steps (3 steps)"."""
-        words = WINDOW_WORDS.get(self.window_kind or "", "a profiled window")
+        kind = self.window_kind or ""
+        # "rounds_<precision>": profiled in the interleaved rounds' process, the precision having none of its own.
+        words = WINDOW_WORDS.get("rounds" if kind.startswith("rounds_") else kind, "a profiled window")
         if self.window_steps and self.window_kind not in ("first_step", "bound_step"):
             words += f" ({self.window_steps} step{'s' if self.window_steps != 1 else ''})"
         return words

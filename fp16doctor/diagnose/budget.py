@@ -15,16 +15,32 @@ from fp16doctor.workload.protocol import BLOCK_TARGET_S
 
 
 def rounds_budget_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], deadline: float | None,
-                    reserve_s: float = 0.0) -> float:
+                    reserve_s: float = 0.0, profiled: tuple[str, ...] = ()) -> float:
     """The rounds' budget for one stack: the full size's fixed budget; at a budgeted size, what the wall budget
     has left after the rounds process's own start-up and `reserve_s` (the experiments to come) where the budget
     binds (`deadline`: the engine runs here, unqueued, the budget's clock is its own), else the minimum (a
-    container stack already cost more than the budget; a queued job's wait is not the budget's)."""
+    container stack already cost more than the budget; a queued job's wait is not the budget's). `profiled`: the
+    precisions the rounds process also profiles, with no run of their own."""
     if size.budget_s is None:
         return FULL_ROUNDS_BUDGET_S
     if deadline is None:
         return stack_rounds_budget_s(size)
-    return max(ROUNDS_MIN_BUDGET_S, deadline - time.monotonic() - _rounds_startup_s(runs, stack, size) - reserve_s)
+    startup_s = _rounds_startup_s(runs, stack, size) + _profiled_startup_s(runs, stack, size, profiled)
+    return max(ROUNDS_MIN_BUDGET_S, deadline - time.monotonic() - startup_s - reserve_s)
+
+
+# What follows a rounds process's last round within the budget: the process's exit, the analysis and the report
+# (0.5-1 s on the AVX-512 BF16 EPYC), and the engine attributing each window the process profiled (0.9 s each:
+# three windows took 2.7 s there).
+AFTER_ROUNDS_S = 1.5
+ATTRIBUTION_PER_WINDOW_S = 0.9
+
+
+def rounds_end_s(deadline: float, reserve_s: float, windows: int) -> float:
+    """Where the budget binds: how long after it starts the rounds process may go on timing rounds (the workload
+    measures its own start-up against this), leaving `reserve_s` for the experiments to come and the time its
+    `windows` profiled windows take to attribute."""
+    return max(0.0, deadline - time.monotonic() - reserve_s - AFTER_ROUNDS_S - ATTRIBUTION_PER_WINDOW_S * windows)
 
 
 def within_budget(units: list[ExperimentUnit], runs: list[dict[str, Any]], deadline: float, size: WorkloadSize,
@@ -176,6 +192,38 @@ def _rounds_startup_s(all_runs: list[dict[str, Any]], stack: str, size: Workload
                            + _script_setup_s(run))
         one_round += copies * 3 * median_s
     return total + one_round
+
+
+# What starting and stopping the profiler around a window costs beyond its steps, and writing its trace: float32's
+# own run on the 2-core AVX-512 BF16 EPYC spent 1.6 s from its window's start to its end for two 224-242 ms steps.
+WINDOW_OVERHEAD_S = 1.1
+
+
+# A precision profiled in the rounds has no run of its own to price it: its step is priced at float32's times this.
+# mixed_bfloat16 only where the device computes bfloat16 (0.5-0.7x float32's step on the AVX-512 BF16 EPYC and the
+# Xeon with AMX); float16 and mixed_float16 only where TensorFlow computes float16 in its own kernels: 5.5-6x on the
+# AVX-512 BF16 EPYC, 1.7-2.2x on an AVX2 EPYC (docs/benchmarks.md), the larger taken.
+PROFILED_STEP_PRIOR = {"mixed_bfloat16": 1.0, "float16": 6.0, "mixed_float16": 6.0}
+
+
+def _profiled_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSize,
+                        profiled: tuple[str, ...]) -> float:
+    """What the rounds process spends on the precisions it profiles with no run of their own, each priced from
+    float32's own run (PROFILED_STEP_PRIOR): float32's first step with one of its own steps for the tracing, its
+    warm-up, the profiled block (a step outside the window, the window, the profiler's own cost) and its share of
+    the minimum rounds (a block of at least one step after a dropped one)."""
+    fp32 = _original(runs, stack, "float32")
+    if not profiled or fp32 is None:
+        return 0.0
+    fp32_step = _median_s(fp32) or 0.0
+    first_s = float(fp32.get("first_step_ms") or 0.0) / 1000.0
+    total = 0.0
+    for precision in profiled:
+        step_s = fp32_step * PROFILED_STEP_PRIOR.get(precision, 1.0)
+        block_s = max(step_s, BLOCK_TARGET_S) + step_s
+        total += (max(first_s - fp32_step, 0.0) + step_s + (rounds_warmup_steps(size) + 1 + size.profile_steps)
+                  * step_s + WINDOW_OVERHEAD_S + (MIN_ROUNDS + 1) * block_s)
+    return total
 
 
 def _script_setup_s(run: Mapping[str, Any]) -> float:

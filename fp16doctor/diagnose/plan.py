@@ -10,7 +10,7 @@ from typing import Any
 
 from fp16doctor.diagnose.checks import float32_first
 from fp16doctor.engines.spec import HOST_STACK, ExperimentUnit, RunSpec, ScriptSpec, WorkloadSize
-from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS
+from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS, CPU_FP16_FLAGS
 from fp16doctor.knowledge.gpus import gpu_has_bfloat16
 from fp16doctor.options import Progress
 from fp16doctor.results import VARIANT_CHANGES, Document
@@ -32,6 +32,39 @@ def device_has_bfloat16(host: Mapping[str, Any]) -> bool:
         return False
     flags = cpu.get("flags")
     return bool(set(flags if isinstance(flags, list) else []) & set(CPU_BF16_FLAGS)) or cpu.get("bf16_native") is True
+
+
+def profiled_in_rounds(specs: list[RunSpec], host: Mapping[str, Any], budgeted_here: bool,
+                       backend: str | None = None) -> list[RunSpec]:
+    """The cells of `specs` timed and profiled in their stack's interleaved rounds alone, no run of their own: at a
+    size whose budget binds here (`budgeted_here`), the built-in workload's host cells, float32 running beside them
+    in a process of its own (its step sets the bound their warm-up meets in the rounds), of a precision that no
+    pathological kernel is expected to meet (`_no_pathology_expected`)."""
+    if not budgeted_here:
+        return []
+    with_fp32 = {s.stack for s in specs if s.precision == "float32" and s.variant == "original"}
+    return [s for s in specs if s.variant == "original" and s.script is None and s.stack == HOST_STACK
+            and s.stack in with_fp32 and not s.native_only and _no_pathology_expected(s.precision, host, backend)]
+
+
+def _no_pathology_expected(precision: str, host: Mapping[str, Any], backend: str | None) -> bool:
+    """Whether a precision is expected to run without the pathology the slow-step bound is there for: mixed_bfloat16
+    where the device computes bfloat16; float16 and mixed_float16 on TensorFlow on a CPU with no float16 arithmetic
+    (knowledge/cpu.py CPU_FP16_FLAGS), where TensorFlow computes float16 in its own kernels, not oneDNN's (its
+    IsDataTypeSupportedByOneDNNOnThisCPU wants AVX512-FP16 or AMX-FP16 for float16): 5.5-6x float32's step on an
+    AVX-512 BF16 EPYC and 1.7-2.2x on an AVX2 EPYC (docs/benchmarks.md), where a Xeon with AVX512-FP16 met
+    oneDNN's reference kernels at 160x. A warm-up past the bound still leaves the rounds for a run of its own."""
+    if precision == "mixed_bfloat16":
+        return device_has_bfloat16(host)
+    if precision not in ("float16", "mixed_float16") or host.get("gpus"):
+        return False
+    keras = (host.get("frameworks") or {}).get("keras") if isinstance(host.get("frameworks"), Mapping) else None
+    ran_on = backend or (keras.get("backend") if isinstance(keras, Mapping) else None) or "tensorflow"
+    cpu = host.get("cpu")
+    flags = cpu.get("flags") if isinstance(cpu, Mapping) else None
+    if ran_on != "tensorflow" or not isinstance(flags, list) or not flags:
+        return False
+    return not set(flags) & set(CPU_FP16_FLAGS)
 
 
 def default_precisions(host: Mapping[str, Any]) -> list[str]:

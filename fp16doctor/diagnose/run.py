@@ -12,8 +12,14 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fp16doctor.diagnose.budget import rounds_budget_s, unit_cost_s, within_budget
-from fp16doctor.diagnose.plan import experiment_specs, experiment_units, plan_experiments, script_experiments
+from fp16doctor.diagnose.budget import rounds_budget_s, rounds_end_s, unit_cost_s, within_budget
+from fp16doctor.diagnose.plan import (
+    experiment_specs,
+    experiment_units,
+    plan_experiments,
+    profiled_in_rounds,
+    script_experiments,
+)
 from fp16doctor.diagnose.prepare import Prepared, prepare
 from fp16doctor.diagnose.sink import DocumentSink, RoundsSink
 from fp16doctor.engines.spec import HOST_STACK, MIN_ROUNDS, ExperimentUnit, RunSpec, comparison_groups
@@ -53,9 +59,10 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     # Where the wall time went, phase by phase (the checks and the probe are "prepare"), kept in results.json.
     phases: dict[str, float] = {"prepare": round(time.monotonic() - prepared.started, 1)}
     writer.doc["invocation"]["phases_s"] = phases
+    in_rounds = _profiled_in_rounds(prepared)
     steps: list[tuple[str, Callable[[], None]]] = [
-        ("matrix", partial(run_matrix, prepared, prepared.todo, writer)),
-        ("rounds", partial(time_in_rounds, prepared, writer, options.experiments))]
+        ("matrix", partial(run_matrix, prepared, [s for s in prepared.todo if s not in in_rounds], writer)),
+        ("rounds", partial(time_in_rounds, prepared, writer, options.experiments, in_rounds))]
     if options.experiments:
         steps.append(("experiments", partial(run_experiments, prepared, writer)))
     interrupted = False
@@ -66,6 +73,15 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
     except KeyboardInterrupt:
         interrupted = True
     return analyse_and_report(prepared, options, writer, interrupted)
+
+
+def _profiled_in_rounds(prepared: Prepared) -> list[RunSpec]:
+    """The cells timed and profiled in the host's interleaved rounds alone (diagnose/plan.py profiled_in_rounds):
+    only where the size's budget binds the host's engine (it runs here, unqueued)."""
+    host = prepared.router.engine_class(RunSpec(HOST_STACK, "float32", "original", prepared.size))
+    budgeted_here = prepared.deadline is not None and host.runs_here and not host.queued
+    return (profiled_in_rounds(prepared.todo, prepared.host, budgeted_here, prepared.backend)
+            if prepared.script is None else [])
 
 
 @contextmanager
@@ -89,13 +105,16 @@ def run_matrix(prepared: Prepared, specs: list[RunSpec], writer: ResultsWriter) 
             writer.save()
 
 
-def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool = True) -> None:
+def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool = True,
+                   in_rounds: list[RunSpec] | None = None) -> None:
     """Each stack's precisions timed again, together, in interleaved rounds (engines/rounds.py), on the engine
     and hardware their runs used, one rounds process per process setting the matrix ran (the original, and an
     environment switch asked for with --variant); a script's in one process too, each precision's model from its
     own run of the script (workload/script_rounds.py). Where a budget binds, the original's rounds leave room for
     the experiments the runs so far ask for (cheapest evidence first: they test the cause, more rounds only
-    narrow an interval); another setting's rounds get their minimum."""
+    narrow an interval); another setting's rounds get their minimum. `in_rounds`: cells with no run of their own,
+    which their stack's rounds time and profile and make records of; any the rounds did not make runs in a process
+    of its own after all."""
     from fp16doctor.engines.rounds import mark_left_out, rounds_plan, stack_rounds_budget_s
 
     progress, runs = prepared.progress, writer.doc["runs"]
@@ -109,12 +128,16 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
         for variant in ROUNDS_VARIANTS:
             if not any(s.stack == stack and s.variant == variant for s in prepared.specs):
                 continue
+            profiled = tuple(s.precision for s in in_rounds or () if s.stack == stack and s.variant == variant)
+            end_s = None
             if variant == "original":
                 reserve_s = sum(unit_cost_s(unit, runs) for unit in reserve if unit[0].stack == stack)
-                budget = rounds_budget_s(prepared.size, stack, runs, deadline, reserve_s)
+                budget = rounds_budget_s(prepared.size, stack, runs, deadline, reserve_s, profiled)
+                if deadline is not None and prepared.script is None:
+                    end_s = rounds_end_s(deadline, reserve_s, len(profiled))
             else:
                 budget = stack_rounds_budget_s(prepared.size)
-            plan = rounds_plan(runs, stack, prepared.size, budget, variant)
+            plan = rounds_plan(runs, stack, prepared.size, budget, variant, profiled)
             prefix = "".join(f"{part}: " for part in (stack, variant) if part not in (HOST_STACK, "original"))
             for note in plan.messages():
                 progress.note(prefix + note)
@@ -123,14 +146,37 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
             if plan.spec is None:
                 continue
             spec = replace(plan.spec, data_dir=prepared.data_dir if stack == HOST_STACK else None,
-                           script=prepared.script)
+                           script=prepared.script, rounds_end_s=end_s)
+            if spec.rounds_profiled:
+                spec = _bounded_by_float32(spec, runs)
             if engine_class.runs_here:
+                until = (f"until {end_s:.0f} s after it starts" if end_s is not None else f"about {budget:.0f} s")
                 progress.note(f"{prefix}interleaved rounds of {', '.join(spec.rounds_of)} in one process, each "
-                              f"round in a new order (about {budget:.0f} s, at least {MIN_ROUNDS} rounds)")
+                              f"round in a new order ({until}, at least {MIN_ROUNDS} rounds)")
             planned.append(spec)
     for engine, cells in prepared.router.route(planned):
-        sink = RoundsSink(writer, progress, alone=engine.one_run, measure_load=engine.runs_here)
+        sink = RoundsSink(writer, progress, alone=engine.one_run, measure_load=engine.runs_here,
+                          creates=[s for s in in_rounds or () if any(s.precision in c.rounds_profiled for c in cells)])
         engine.run_groups([[cell] for cell in cells], sink)
+    made = {run_key(r) for r in writer.doc["runs"]}
+    unmade = [s for s in in_rounds or () if (s.stack, s.precision, s.variant) not in made]
+    if unmade:
+        progress.note(f"{', '.join(s.precision for s in unmade)}: not timed in the interleaved rounds, so each runs "
+                      "in a process of its own")
+        run_matrix(prepared, unmade, writer)
+
+
+def _bounded_by_float32(spec: RunSpec, runs: list[dict[str, Any]]) -> RunSpec:
+    """A rounds spec whose profiled precisions have no run of their own: float32's own run sets the slow-step bound
+    their warm-up meets in the rounds, as it sets their runs' (engines/spec.py bound_ms)."""
+    fp32 = next((r for r in runs if r.get("stack") == spec.stack and r.get("precision") == "float32"
+                 and r.get("variant", "original") == spec.variant and r.get("status") == "ok"), None)
+    median = ((fp32 or {}).get("step_time_ms") or {}).get("median")
+    if not isinstance(median, (int, float)) or median <= 0:
+        return spec
+    first = (fp32 or {}).get("first_step_ms")
+    return replace(spec, reference_ms=float(median),
+                   reference_first_step_ms=float(first) if isinstance(first, (int, float)) else None)
 
 
 def run_experiments(prepared: Prepared, writer: ResultsWriter) -> None:

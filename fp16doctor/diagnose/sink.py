@@ -48,7 +48,8 @@ class RoundsSink(DocumentSink):
         self.alone = alone  # where each precision's own figures were timed, as the cross-check names it
         self.measure_load = measure_load  # the engine runs here: this machine's load beside the rounds is theirs
         self.before: Any = None
-        # Experiments the rounds time with no process of their own: their records are made from the rounds.
+        # What the rounds time with no process of their own (a setting's experiments, or a precision of the
+        # original profiled in the rounds): their records are made from the rounds.
         self.creates = list(creates or ())
         self.made = False
 
@@ -66,14 +67,21 @@ class RoundsSink(DocumentSink):
 
             record["machine_load"] = machine_load(self.before, snapshot())
         prefix = "" if record.get("stack") in (None, HOST_STACK) else f"{record.get('stack')}: "
-        if self.creates:
+        if self.creates and record.get("variant", "original") != "original":
             self._make_runs(record, prefix)
             return
-        kept, notes = take_rounds(self.writer.doc, record, alone=self.alone)
+        kept, notes, made = take_rounds(self.writer.doc, record, alone=self.alone, creates=self.creates)
         if kept is not None:
             self.writer.save()
         for note in notes:
             self.progress.note(prefix + note)
+        self._add(made)
+
+    def _add(self, made: list[dict[str, Any]] | None) -> None:
+        for run in made or ():
+            self.writer.add_run(run)  # saved at once, as every finished run is
+            self.progress.finish_run(run)
+        self.made = bool(made)
 
     def _make_runs(self, record: dict[str, Any], prefix: str) -> None:
         from fp16doctor.engines.rounds import take_experiment_rounds
@@ -81,7 +89,4 @@ class RoundsSink(DocumentSink):
         made, notes = take_experiment_rounds(self.writer.doc, record, self.creates)
         for note in notes:
             self.progress.note(prefix + note)
-        for run in made or ():
-            self.writer.add_run(run)  # saved at once, as every finished run is
-            self.progress.finish_run(run)
-        self.made = bool(made)
+        self._add(made)

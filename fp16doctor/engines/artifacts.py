@@ -86,7 +86,14 @@ def attach_ops(record: dict[str, Any], capture: WindowCapture, local_dir: Path |
     """Turn the run's raw profile into `record["ops"]` (fp16doctor.attribution), or say why not in
     `record["ops_error"]`. `local_dir` holds the workload's profile folder here (for a container: the
     copy taken out of it); `keep_dir`, when given, receives a copy of the raw files. Never raises for
-    a profile it cannot read: the run's measurement stands without it."""
+    a profile it cannot read: the run's measurement stands without it. A rounds process's configurations with no
+    run of their own (`own_run`) each get theirs the same way, in their own entry."""
+    own_run = record.get("own_run")
+    if isinstance(own_run, dict):
+        for label, fields in own_run.items():
+            if isinstance(fields, dict):
+                fields.setdefault("device", record.get("device"))
+                attach_ops(fields, capture, local_dir, keep_dir / label if keep_dir is not None else None)
     profile = record.get("profile")
     if not isinstance(profile, dict):
         return

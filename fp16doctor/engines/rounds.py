@@ -62,10 +62,11 @@ class RoundsPlan:
 
 
 def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize, budget_s: float,
-                variant: str = "original") -> RoundsPlan:
+                variant: str = "original", profiled: tuple[str, ...] = ()) -> RoundsPlan:
     """The rounds spec for the runs of one stack in one process setting (ROUNDS_VARIANTS: the original, or an
     environment switch such as oneDNN off), float32 first, rounds going on for `budget_s` once the minimum is
-    done, and why any precision is left out."""
+    done, and why any precision is left out; `profiled`: precisions with no run of their own, timed and profiled
+    in the rounds process alone."""
     group = [r for r in runs if r.get("stack") == stack and r.get("variant", "original") == variant]
     medians = {str(r["precision"]): m for r in group if (m := _ok_unbound(r)) is not None}
     left_out: dict[str, str] = {}
@@ -85,12 +86,15 @@ def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize, b
         if run.get("status") == "ok" and run.get("bound"):
             left_out[str(run["precision"])] = ("cut short by the slow-step bound; its ratio is a bound from its own "
                                                "process")
+    profiled = tuple(p for p in profiled if p not in chosen)
+    chosen += profiled
     if len(chosen) < 2:
         return RoundsPlan(None, left_out)
     timed = {str(r["precision"]) for r in group if (r.get("step_time_ms") or {}).get("design") == "interleaved"}
     if set(chosen) <= timed:
         return RoundsPlan(None)  # --resume: these were timed together already, and nothing new finished
-    spec = RunSpec(stack, "float32", variant, size, rounds_of=tuple(chosen), rounds_budget_s=budget_s)
+    spec = RunSpec(stack, "float32", variant, size, rounds_of=tuple(chosen), rounds_budget_s=budget_s,
+                   rounds_profiled=profiled)
     return RoundsPlan(spec, left_out)
 
 
@@ -140,7 +144,8 @@ def merge_rounds(runs: list[dict[str, Any]], record: Mapping[str, Any], group: i
         return None
     stack, variant = record.get("stack"), record.get("variant", "original")
     for run in runs:
-        if run.get("stack") != stack or run.get("variant", "original") != variant or run.get("status") != "ok":
+        if (run.get("stack") != stack or run.get("variant", "original") != variant or run.get("status") != "ok"
+                or run.get("timed_by") == "interleaved_rounds"):  # made from rounds: no process of its own
             continue
         step = _rounds_step(rounds, str(run.get("precision")), group)
         if step is None:
@@ -176,22 +181,35 @@ def _kept(runs: list[dict[str, Any]], record: Mapping[str, Any], group: int) -> 
     return kept
 
 
-def take_rounds(doc: dict[str, Any], record: Mapping[str, Any], alone: str) -> tuple[dict[str, Any] | None, list[str]]:
+def take_rounds(doc: dict[str, Any], record: Mapping[str, Any], alone: str, creates: list[RunSpec] | None = None
+                ) -> tuple[dict[str, Any] | None, list[str], list[dict[str, Any]]]:
     """A rounds process's record into the document: its rounds into the runs they timed and what is kept of it
-    into `timing_rounds`; with the notes to show (`alone`: what each ratio rests on when the rounds failed)."""
-    kept = merge_rounds(doc["runs"], record, group=len(doc.get("timing_rounds") or []))
+    into `timing_rounds`; with the notes to show (`alone`: what each ratio rests on when the rounds failed), and
+    the records it makes for `creates`, the precisions it timed and profiled with no run of their own (for the
+    caller to add; none where the rounds failed)."""
+    group = len(doc.get("timing_rounds") or [])
+    kept = merge_rounds(doc["runs"], record, group=group)
     if kept is None:
-        return None, [f"interleaved rounds failed ({record.get('error', 'no result')}): each ratio rests on {alone}"]
+        return None, [f"interleaved rounds failed ({record.get('error', 'no result')}): each ratio rests on "
+                      f"{alone}"], []
+    made = experiment_records(record, [s for s in creates or () if s.stack == record.get("stack")
+                                       and s.variant == record.get("variant", "original")], doc["runs"], group)
     doc.setdefault("timing_rounds", []).append(kept)
     notes = [f"interleaved rounds: {len(kept.get('order') or [])} rounds in {record.get('wall_s', 0):.0f} s"]
+    left_out = record.get("left_out")
+    for label, why in (left_out.items() if isinstance(left_out, Mapping) else ()):
+        notes.append(f"{label} left out of the interleaved rounds: {why}")
     if kept.get("disagree"):
         notes.append(f"interleaved rounds and their own processes disagree by more than {DISAGREEMENT}x for "
                      f"{', '.join(kept['disagree'])} (step_time_ms.rounds_vs_single_process): check the machine")
-    return kept, notes
+    return kept, notes, made
 
 
 # What an experiment's record takes from the rounds process that timed it: where and on what it ran.
 _FROM_ROUNDS = ("stack", "variant", "device", "size", "machine", "engine", "software")
+# What a configuration profiled in the rounds process (no run of its own) takes from there: its window's ops (the
+# engine attributed them), its model, its input (workload/rounds.py _own_run_fields).
+_FROM_OWN_RUN = ("ops", "ops_error", "profile", "model", "input_time_ms", "batch_dtype", "window_step_ms")
 
 
 def _made_record(record: Mapping[str, Any], spec: RunSpec, status: str) -> dict[str, Any]:
@@ -203,13 +221,32 @@ def _made_record(record: Mapping[str, Any], spec: RunSpec, status: str) -> dict[
     return made
 
 
+def _first_model_names(fields: dict[str, Any], names: Any) -> dict[str, Any]:
+    """A profiled configuration's model and ops with its layers named as in a process of its own (the workload's
+    `layer_names`: a rounds process numbers the names of its later models on), so they compare by name with the
+    runs that had one."""
+    if not isinstance(names, Mapping) or not names:
+        return fields
+    model, ops = fields.get("model"), fields.get("ops")
+    if isinstance(model, Mapping) and isinstance(model.get("layers"), list):
+        fields["model"] = {**model, "layers": [
+            {**layer, "name": names.get(layer.get("name"), layer.get("name"))} if isinstance(layer, Mapping)
+            else layer for layer in model["layers"]]}
+    if isinstance(ops, Mapping) and isinstance(ops.get("items"), list):
+        fields["ops"] = {**ops, "items": [
+            {**item, "layer": names.get(item.get("layer"), item.get("layer"))} if isinstance(item, Mapping)
+            else item for item in ops["items"]]}
+    return fields
+
+
 def experiment_records(record: Mapping[str, Any], specs: list[RunSpec], runs: list[Mapping[str, Any]],
                        group: int) -> list[dict[str, Any]]:
-    """The experiments of one process setting, timed in that setting's own rounds process (float32 beside them,
-    and its A/A control), as run records of their own: each its rounds' step statistics, its first step (the
-    warm-up's, tracing included, as a run's own first step is timed) and its losses; `timed_by` says it had no
-    process of its own (no ops, no input time). The workload's description comes from the original run of its
-    stack. A configuration with fewer than MIN_ROUNDS rounds is left out."""
+    """The configurations a rounds process timed with no process of their own (one setting's experiments, float32
+    beside them, and its A/A control; or a precision of the original that the rounds profiled), as run records of
+    their own: each its rounds' step statistics, its first step (the warm-up's, tracing included, as a run's own
+    first step is timed) and its losses; `timed_by` says it had no process of its own. A profiled one has its
+    window's ops, its model and its input time; the others none. The workload's description comes from the
+    original run of its stack. A configuration with fewer than MIN_ROUNDS rounds is left out."""
     rounds, warmup = record.get("rounds"), record.get("warmup")
     rounds = rounds if isinstance(rounds, Mapping) else {}
     warmup = warmup if isinstance(warmup, Mapping) else {}
@@ -233,6 +270,12 @@ def experiment_records(record: Mapping[str, Any], specs: list[RunSpec], runs: li
                                 "nan_or_inf": any(v is None for v in losses)}
         if original is not None and isinstance(original.get("workload"), Mapping):
             made_one["workload"] = dict(original["workload"])
+        own = (record.get("own_run") or {}).get(spec.precision) if isinstance(record.get("own_run"), Mapping) else None
+        if isinstance(own, Mapping):
+            made_one.update(_first_model_names({k: own[k] for k in _FROM_OWN_RUN if k in own},
+                                               own.get("layer_names")))
+            if "scale_first" in own and isinstance(made_one.get("loss"), dict):  # a mixed_float16 loss scale
+                made_one["loss"].update(scale_first=own["scale_first"], scale_last=own.get("scale_last"))
         made.append(made_one)
     return made
 

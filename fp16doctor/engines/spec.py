@@ -145,6 +145,12 @@ class RunSpec:
     # the record carries their rounds, not a run of its own.
     rounds_of: tuple[str, ...] = ()
     rounds_budget_s: float | None = None
+    # Of rounds_of, those with no run of their own: the rounds process profiles each and describes its model and
+    # input, and their records are made from it (diagnose/plan.py profiled_in_rounds).
+    rounds_profiled: tuple[str, ...] = ()
+    # Where a wall budget binds: the rounds end this many seconds after their process starts, whatever its start-up
+    # took (instead of rounds_budget_s of rounds after it).
+    rounds_end_s: float | None = None
 
     @property
     def bound_ms(self) -> float | None:
@@ -199,6 +205,10 @@ class RunSpec:
         args = ["--rounds-of", ",".join(self.rounds_of), "--min-rounds", str(MIN_ROUNDS)]
         if self.rounds_budget_s is not None:
             args += ["--rounds-budget-s", f"{self.rounds_budget_s:.1f}"]
+        if self.rounds_end_s is not None:
+            args += ["--rounds-end-s", f"{self.rounds_end_s:.1f}"]
+        if self.rounds_profiled:
+            args += ["--profile-rounds", ",".join(self.rounds_profiled)]
         return args
 
     @property
@@ -265,6 +275,7 @@ def spec_from_dict(data: dict[str, Any]) -> RunSpec:
     fields_ = dict(data)
     fields_["size"] = WorkloadSize(**fields_["size"])
     fields_["rounds_of"] = tuple(fields_.get("rounds_of") or ())  # JSON has lists, the spec a tuple
+    fields_["rounds_profiled"] = tuple(fields_.get("rounds_profiled") or ())
     script = fields_.get("script")
     if isinstance(script, dict):
         fields_["script"] = ScriptSpec(**{**script, "args": tuple(script.get("args") or ()),

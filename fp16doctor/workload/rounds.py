@@ -17,6 +17,9 @@ import random
 from compat import perf_counter
 from protocol import AA_CONTROL, BLOCK_TARGET_S, MIXED_POLICIES, ROUNDS_VARIANTS  # AA_CONTROL: float32's 2nd model
 
+# A profiled configuration's window kind (and folder): this prefix and its label.
+WINDOW_PREFIX = "rounds_"
+
 MAX_BLOCK_STEPS = 20
 # A slow step's block times one step: two steps of one block differ by 1-3 %, blocks of one model by 5-10 % on a
 # shared 2-core machine, so shorter rounds (their blocks closer in time, more of them) pair better.
@@ -76,6 +79,44 @@ class _BlockTimer(object):
                 if i not in self.crossed]
 
 
+class _BoundCheck(object):
+    """The slow-step bound of a run of its own (--first-bound-ms, --bound-ms: engines/spec.py), on the warm-up of a
+    configuration that has none: a first step past the first-step bound, or a later one past the bound, ends its
+    warm-up there, and `passed` says why. The step is not cut inside: it ends first (one slow step is the cost)."""
+
+    def __init__(self, keras, block, args):
+        self.block = block
+        self.first_bound_ms = getattr(args, "first_bound_ms", None)
+        self.bound_ms = getattr(args, "bound_ms", None)
+        self.passed = None
+        check = self
+
+        class _Callback(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                if check.judge():
+                    self.model.stop_training = True
+
+            def on_batch_end(self, batch, logs=None):  # Keras 2.0-era loops call only this one
+                if not hasattr(keras.callbacks.Callback, "on_train_batch_end"):
+                    self.on_train_batch_end(batch, logs)
+
+        self.callback = _Callback()
+
+    def judge(self):
+        block = self.block
+        if len(block.ends) == 1:
+            first = block.first_step_ms()
+            if self.first_bound_ms is not None and first is not None and first > self.first_bound_ms:
+                self.passed = "its first step took %.0f ms, past the first-step bound of %.0f ms" % (
+                    first, self.first_bound_ms)
+        else:
+            steps = block.steps_ms()
+            if self.bound_ms is not None and steps and steps[-1] > self.bound_ms:
+                self.passed = "a warm-up step took %.0f ms, past the slow-step bound of %.0f ms" % (
+                    steps[-1], self.bound_ms)
+        return self.passed is not None
+
+
 def timing_callback(keras, block, stop_after=None):
     """A Keras callback feeding `block`; with stop_after, it stops fit() after that many steps (fit checks
     model.stop_training after every step, Keras 3 and tf.keras alike)."""
@@ -112,6 +153,10 @@ class Config(object):
         self.warmup_step_ms = None  # the median of the warm-up's later steps
         self.rounds = []
         self.losses = []
+        self.model = None  # set where the configuration is profiled in this process (run_rounds)
+        self.left_out = None  # why it left the rounds: its warm-up passed the slow-step bound
+        self.facts = {}  # what a run of its own would say of it besides its steps: its model, its input
+        self.window_ms = []  # the profiled block's steps
 
 
 def _set_precision(api, precision, defaults):
@@ -167,11 +212,15 @@ def check_setting(variant):
                          % (", ".join(ROUNDS_VARIANTS), variant))
 
 
-def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=perf_counter):
+def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=perf_counter, profiler=None,
+               started=None):
     """Time every precision in args.rounds_of in interleaved rounds, each with its own model of the built-in
-    workload, in the process's setting (args.variant); the result's fields, rounds included."""
+    workload, in the process's setting (args.variant); the result's fields, rounds included. The precisions in
+    args.profile_rounds have no run of their own: each gets a profiled block after the warm-up (`profiler`, a
+    window.WindowProfiler), and what its run would have said of its model and its input."""
     check_setting(args.variant)
     precisions = [p for p in args.rounds_of.split(",") if p]
+    profiled = [p for p in (getattr(args, "profile_rounds", None) or "").split(",") if p in precisions]
     defaults = (api.floatx(), _policy_name(api) or "float32")
     configs = []
     emit("phase", phase="build")
@@ -181,18 +230,119 @@ def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=pe
         generator = make_generator(api, train_dir, args.height, args.width, args.batch_size)
         model = build_model(api, args.height, args.width, precision.startswith("mixed_"))
         _check_dtypes(model, precision)
+        facts = _run_facts(generator, model, args.input_batches) if label in profiled else {}
         data = _tf_input(api, generator)
         configs.append(Config(label, precision, _fit_block(api, model, generator if data is None else data),
                               # One fit() call over the generator is one epoch of at most len(generator)
                               # batches; the tf.data input goes on for as long as a block needs.
                               room=None if data is not None else len(generator)))
+        if label in profiled:
+            configs[-1].model, configs[-1].facts = model, facts
         _set_precision(api, "float32", defaults)
-    return interleave(configs, args, api, defaults, emit, clock)
+    block = _profiled_block(api, profiler, args.profile_steps, clock) if profiled and profiler is not None else None
+    result = interleave(configs, args, api, defaults, emit, clock, profile_block=block, started=started)
+    if profiled:
+        result["own_run"] = _own_run_fields(configs, profiled, profiler)
+    return result
+
+
+def _run_facts(generator, model, input_batches):
+    """What a run of its own measures of a configuration besides its steps: its model (the attribution names
+    layers from it) and one batch's time and dtype from its generator (model.time_input)."""
+    from model import describe_model, time_input
+
+    input_ms, batch_dtype = time_input(generator, input_batches)
+    described = describe_model(model)
+    names = [layer.get("name") for layer in described.get("layers") or []]
+    return {"model": described, "input_time_ms": input_ms, "batch_dtype": batch_dtype,
+            "layer_names": first_model_names(names)}
+
+
+def first_model_names(names):
+    """{name: the name its layer would have in a process that built no model before}, for the names that differ:
+    Keras numbers each layer name's base across the process (conv2d, conv2d_1, ...), so a rounds process's later
+    models get conv2d_12 ...; a run of its own is the first model of its process, and its ops compare by name."""
+    seen, renamed = {}, {}
+    for name in names:
+        if not name:
+            continue
+        base, _, suffix = name.rpartition("_")
+        if not (base and suffix.isdigit()):
+            base = name
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        first = base if count == 0 else "%s_%d" % (base, count)
+        if first != name:
+            renamed[name] = first
+    return renamed
+
+
+def _profiled_block(api, profiler, steps, clock):
+    """run(config): one fit() call of a configuration whose first step (a new iterator) runs outside the window
+    and whose next `steps` are the profiled window, as a run's own window after its timed steps; the window's
+    steps are kept on the configuration (window_ms)."""
+    keras = api.keras
+    steps = max(1, steps)
+
+    def run(config):
+        kind = WINDOW_PREFIX + config.label
+        ends = []
+
+        class _Profiled(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                ends.append(clock())
+                if len(ends) == 1:
+                    profiler.model = config.model
+                    profiler.start(kind, clock)
+                else:
+                    profiler.after_step()
+                    if len(ends) == steps + 1:
+                        profiler.stop(steps, clock)
+                        self.model.stop_training = True
+
+            def on_batch_end(self, batch, logs=None):  # Keras 2.0-era loops call only this one
+                if not hasattr(keras.callbacks.Callback, "on_train_batch_end"):
+                    self.on_train_batch_end(batch, logs)
+
+        block = _BlockTimer()
+        config.run_block(steps + 1, block, _Profiled())
+        if profiler.kind is not None:  # the block ended early (its input ran out): the window has what it has
+            profiler.stop(max(1, len(ends) - 1), clock)
+        config.window_ms = [(ends[i] - ends[i - 1]) * 1000.0 for i in range(1, len(ends))]
+
+    return run
+
+
+def _own_run_fields(configs, profiled, profiler):
+    """Per profiled configuration: its profile (the engine attributes it), its window's steps, its model and its
+    input, as its run of its own would have reported them."""
+    out = {}
+    for config in configs:
+        if config.label not in profiled or config.left_out:
+            continue
+        fields = dict(config.facts)
+        fields.update(_loss_scales(config.model))
+        if config.window_ms:
+            fields["window_step_ms"] = [round(v, 3) for v in config.window_ms]
+        if profiler is not None:
+            fields["profile"] = profiler.window_result(WINDOW_PREFIX + config.label)
+        else:
+            fields["profile_error"] = "this process recorded no profile (its log says why)"
+        out[config.label] = fields
+    return out
+
+
+def _loss_scales(model):
+    """A mixed_float16 model's dynamic loss scale, first and last (model.py), as its own run reports them."""
+    from model import initial_loss_scale, loss_scale
+
+    first = initial_loss_scale(model)
+    return {"scale_first": first, "scale_last": loss_scale(model)} if first is not None else {}
 
 
 def _fit_block(api, model, data):
-    def run_block(steps, block):
-        api.fit_stream(model, data, steps, 1, [timing_callback(api.keras, block)])
+    def run_block(steps, block, *more_callbacks):
+        api.fit_stream(model, data, steps, 1, [timing_callback(api.keras, block)] + list(more_callbacks))
     return run_block
 
 
@@ -226,19 +376,29 @@ def _tf_input(api, generator):
         tf.data.AUTOTUNE).with_options(options)
 
 
-def interleave(configs, args, api, defaults, emit, clock=perf_counter):
-    """Warm every configuration up (its first fit() traces and compiles, and sizes its blocks), then time them
-    in rounds, each round in a new order, while the next round (as long as the last) fits in
-    args.rounds_budget_s, and at least args.min_rounds of them (at most args.max_rounds)."""
+def interleave(configs, args, api, defaults, emit, clock=perf_counter, profile_block=None, started=None):
+    """Warm every configuration up (its first fit() traces and compiles, and sizes its blocks), profile those
+    with a model to profile (profile_block(config), untimed), then time them in rounds, each round in a new
+    order, while the next round (as long as the last) fits in args.rounds_budget_s, and at least args.min_rounds
+    of them (at most args.max_rounds). With args.rounds_end_s and `started` (the clock when the process began),
+    the rounds instead fill what is left until that many seconds after the start: what the process itself spent
+    before them (import, builds, warm-ups, windows) is measured, not guessed."""
     started = clock()
     emit("phase", phase="warmup")
     for config in configs:
         block = _BlockTimer()
         _set_precision(api, config.precision, defaults)
         # The first step traces (and autotunes); the others size the blocks: the size's warm-up steps, the first
-        # included (two at the quick size), as a run's own warm-up counts them.
-        config.run_block(max(2, args.warmup_steps), block)
+        # included (two at the quick size), as a run's own warm-up counts them. A configuration with no run of its
+        # own meets the slow-step bound here, as its run would have (and leaves the rounds if it passes it).
+        bound = _BoundCheck(api.keras, block, args) if config.model is not None and config.precision != "float32" \
+            else None
+        config.run_block(max(2, args.warmup_steps), block, *([bound.callback] if bound is not None else []))
         config.first_step_ms = block.first_step_ms()
+        if bound is not None and bound.passed:
+            config.left_out = bound.passed
+            emit("log", message="%s left out of the rounds: %s" % (config.label, bound.passed))
+            continue
         config.warmup_step_ms = _median(block.steps_ms())
         step_ms = config.warmup_step_ms or 1000.0
         # A block's first step is dropped, the rest timed: at most what one fit() call holds.
@@ -246,10 +406,22 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter):
         steps = max(MIN_BLOCK_STEPS, int(BLOCK_TARGET_S * 1000.0 / step_ms))
         config.block_steps = min(MAX_BLOCK_STEPS, room, MIN_MEDIAN_BLOCK_STEPS if steps == 2 else steps)
         emit("step", phase="warmup", config=config.label, ms=round(step_ms, 3))
+    left_out = dict((c.label, c.left_out) for c in configs if c.left_out)
+    configs = [c for c in configs if not c.left_out]
+    profiled = [c for c in configs if c.model is not None] if profile_block is not None else []
+    if profiled:
+        emit("phase", phase="window", configs=[c.label for c in profiled])
+    for config in profiled:
+        _set_precision(api, config.precision, defaults)
+        profile_block(config)
     rng = random.Random(args.rounds_seed)
     order = []
     emit("phase", phase="measure")
     measure_start = clock()
+    budget_s = args.rounds_budget_s
+    end_s = getattr(args, "rounds_end_s", None)
+    if end_s is not None and started is not None:
+        budget_s = max(0.0, started + end_s - measure_start)
     last_round_s = 0.0
     while True:
         done = len(order)
@@ -257,7 +429,7 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter):
             stop = "max_rounds"
             break
         # The next round would end past the budget (as long as the last one took): stop before it, not after.
-        if done >= args.min_rounds and clock() - measure_start + last_round_s >= args.rounds_budget_s:
+        if done >= args.min_rounds and clock() - measure_start + last_round_s >= budget_s:
             stop = "time_budget"
             break
         round_start = clock()
@@ -289,4 +461,5 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter):
         "losses": {c.label: [None if v is None or v != v or v in (float("inf"), float("-inf")) else round(v, 6)
                              for v in c.losses] for c in configs},
         "timing": {"measure_s": round(clock() - measure_start, 3), "total_s": round(clock() - started, 3)},
+        "left_out": left_out,
     }

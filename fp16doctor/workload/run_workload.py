@@ -30,7 +30,7 @@ import rounds  # noqa: E402
 from compat import perf_counter  # noqa: E402
 from events import Skip, emit  # noqa: E402
 from frameworks import (  # noqa: E402
-    apply_variant, cpu_facts, enable_onednn_verbose, load_keras, prepare_keras_home, prime_onednn_verbose,
+    apply_variant, cpu_facts, enable_onednn_verbose, exit_now, load_keras, prepare_keras_home, prime_onednn_verbose,
     set_variant_environment, software_info, user_keras_config)
 from model import (  # noqa: E402
     build_seed_model, describe_model, finite, in_memory_batches, initial_loss_scale, jit_compile_of, loss_scale,
@@ -71,9 +71,14 @@ def parse_args(argv):
     p.add_argument("--rounds-of", default=None,
                    help="time these precisions (comma-separated) in interleaved rounds in this one process")
     p.add_argument("--rounds-budget-s", type=float, default=20.0, help="rounds go on until this long")
+    p.add_argument("--rounds-end-s", type=float, default=None,
+                   help="instead, rounds go on until this many seconds after this process started")
     p.add_argument("--min-rounds", type=int, default=3)
     p.add_argument("--max-rounds", type=int, default=30)
     p.add_argument("--rounds-seed", type=int, default=None, help="the shuffle's seed (none: a fresh one)")
+    p.add_argument("--profile-rounds", default=None,
+                   help="precisions of --rounds-of with no run of their own: each gets a profiled block after the "
+                        "warm-up (with --profile-dir), and its model and input described")
     return p.parse_args(argv)
 
 
@@ -115,7 +120,17 @@ def run(args):
     emit("phase", phase="build", device=device, software=software)
     applied = apply_variant(api, args.variant, device, env)
     if args.rounds_of:
-        result = rounds.run_rounds(args, api, train_dir, build_seed_model, make_generator, emit)
+        profiler = None
+        if profile_dir and args.profile_rounds:
+            try:
+                profiler = WindowProfiler(api, profile_dir, bool(onednn_env))
+            except Exception as exc:  # noqa: BLE001  (no profile is no reason to lose the rounds)
+                emit("log", message="profiling is off: %s: %s" % (exc.__class__.__name__, exc))
+        if profiler is not None and profiler.run_options is not None:
+            emit("log", message="profiling is off: TensorFlow 1's step stats need options compiled into the model")
+            profiler = None
+        result = rounds.run_rounds(args, api, train_dir, build_seed_model, make_generator, emit, profiler=profiler,
+                                   started=started)
         result.update(device=device, software=software)
         if applied:
             result["variant_applied"] = applied
@@ -259,4 +274,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

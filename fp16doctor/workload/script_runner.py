@@ -805,17 +805,5 @@ def main(argv=None):
         return 1
 
 
-def _exit_now(code):
-    """Leave at once once the result is out: a script stopped mid-way never runs its own clean-up, and its
-    non-daemon threads or worker pools would otherwise hold the interpreter open until the engine's limit.
-    os._exit skips atexit, so the private Keras home made for this run is removed here."""
-    home = os.path.dirname(os.environ.get("KERAS_HOME") or "")
-    if os.path.basename(home).startswith("fp16doctor-keras-"):
-        shutil.rmtree(home, True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    _exit_now(main())
+    frameworks.exit_now(main())

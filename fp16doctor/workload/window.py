@@ -280,6 +280,11 @@ class WindowProfiler(object):
         for other, window in self.windows.items():
             if other != kind:
                 shutil.rmtree(window["folder"], True)
+        return self.window_result(kind)
+
+    def window_result(self, kind):
+        """What the engine needs about the window `kind`, the others left as they are (a rounds process profiles
+        several configurations, each its own window)."""
         out = dict(self.windows.get(kind) or {})
         out.pop("folder", None)
         if kind not in self.windows:

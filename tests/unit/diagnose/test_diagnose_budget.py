@@ -178,3 +178,26 @@ def test_a_settings_rounds_are_priced_from_its_models_steps() -> None:
     assert experiment_rounds_cost_s(unit, runs) == pytest.approx(expected)
     assert unit_cost_s(unit, runs) == pytest.approx(expected) and unit_cost_s(unit[1:], runs) == pytest.approx(
         experiment_cost_s(unit[1], runs))
+
+
+def test_a_precision_profiled_in_the_rounds_is_priced_at_float32s_figures() -> None:
+    """It has no run of its own to price it: float32's first step, its warm-up, the profiled block (a step outside
+    the window, the window, the profiler's own cost) and its share of the minimum rounds come out of the rounds'
+    budget."""
+    from fp16doctor.diagnose.budget import WINDOW_OVERHEAD_S, rounds_budget_s, rounds_warmup_steps
+
+    runs: list[dict[str, Any]] = [
+        {"stack": "host", "precision": "float32", "variant": "original", "status": "ok", "first_step_ms": 800.0,
+         "step_time_ms": {"median": 120.0}, "timing": {"import_s": 3.0}}]
+    deadline = time.monotonic() + 60.0
+    free = rounds_budget_s(QUICK, "host", runs, deadline)
+    with_bf16 = rounds_budget_s(QUICK, "host", runs, deadline, profiled=("mixed_bfloat16",))
+    block = 0.4 + 0.12  # a block aimed at 0.4 s, after its dropped step
+    one = 0.8 + (rounds_warmup_steps(QUICK) + 1 + QUICK.profile_steps) * 0.12 + WINDOW_OVERHEAD_S + 4 * block
+    assert free - with_bf16 == pytest.approx(one, abs=0.05)
+    # float16 with no run of its own is priced at six times float32's step (its prior on a CPU without fp16).
+    with_f16 = rounds_budget_s(QUICK, "host", runs, deadline, profiled=("float16",))
+    step = 6 * 0.12
+    one = 0.8 - 0.12 + step + (rounds_warmup_steps(QUICK) + 1 + QUICK.profile_steps) * step + WINDOW_OVERHEAD_S \
+        + 4 * 2 * step
+    assert free - with_f16 == pytest.approx(one, abs=0.05)

@@ -45,7 +45,12 @@ def _rounds_record(spec: RunSpec) -> dict[str, Any]:
             "engine": {"kind": "host"}, "software": {"tensorflow": "2.21.0"}, "wall_s": 4.0,
             "rounds": {label: [ms, ms * 1.01, ms * 0.99] for label, ms in steps.items()},
             "warmup": {label: {"first_step_ms": ms + 1500.0, "step_ms": ms} for label, ms in steps.items()},
-            "losses": {label: [0.7, 0.69, 0.68] for label in labels}, "order": [labels] * 3}
+            "losses": {label: [0.7, 0.69, 0.68] for label in labels}, "order": [labels] * 3,
+            # A precision with no run of its own: its profiled window's ops (as the engine attributes them), its
+            # model and its input, as workload/rounds.py reports them.
+            "own_run": {p: {"ops": {"source": "tf_profiler"}, "window_step_ms": [steps[p]] * 2,
+                            "input_time_ms": {"median": INPUT_MS["batch"]}, "batch_dtype": "float32"}
+                        for p in spec.rounds_profiled}}
 
 
 @pytest.fixture
@@ -96,15 +101,46 @@ def test_float32_runs_first_and_bounds_every_16_bit_run(tmp_path: Path, xeon: li
     rounds, = [s for s in xeon if s.rounds_of]
     assert rounds.rounds_of == ("float32", "mixed_bfloat16")
     assert any("float16 left out of the interleaved rounds: cut short" in n for n in progress.notes)
+    # mixed_bfloat16, which this Xeon computes natively, has no process of its own: the rounds profile it.
+    assert rounds.rounds_profiled == ("mixed_bfloat16",)
     xeon[:] = [s for s in xeon if not s.rounds_of]
     assert [(s.precision, s.variant) for s in xeon] == [
-        ("float32", "original"), ("float16", "original"), ("mixed_float16", "original"),
-        ("mixed_bfloat16", "original")]
+        ("float32", "original"), ("float16", "original"), ("mixed_float16", "original")]
     assert xeon[0].bound_ms is None
-    assert {s.bound_ms for s in xeon[1:4]} == {5000.0}  # the quick size's 5 s (under 50x float32's 130 ms)
+    assert {s.bound_ms for s in xeon[1:3]} == {5000.0}  # the quick size's 5 s (under 50x float32's 130 ms)
     doc = json.loads((tmp_path / "results.json").read_text())
     f16 = next(r for r in doc["runs"] if r["precision"] == "float16")
     assert f16["bound"] is True and f16["step_time_ms"]["n"] == 1
+    bf16 = next(r for r in doc["runs"] if r["precision"] == "mixed_bfloat16")
+    assert bf16["timed_by"] == "interleaved_rounds" and bf16["step_time_ms"]["design"] == "interleaved"
+    assert bf16["ops"] == {"source": "tf_profiler"} and bf16["input_time_ms"] == {"median": 13.0}
+    assert "single_process" not in bf16["step_time_ms"]  # it had none
+
+
+def test_a_precision_the_rounds_did_not_make_runs_in_a_process_of_its_own(
+        tmp_path: Path, xeon: list[RunSpec], monkeypatch: pytest.MonkeyPatch) -> None:
+    original = host_engine.HostEngine.run
+
+    def rounds_fail(self, spec: RunSpec, on_event, gpu_index=None):  # type: ignore[no-untyped-def]
+        record = original(self, spec, on_event, gpu_index)
+        return {**record, "status": "failed", "error": "boom", "rounds": None} if spec.rounds_of else record
+
+    monkeypatch.setattr(host_engine.HostEngine, "run", rounds_fail)
+    progress = Recorder()
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="quick", experiments=False), progress)
+    assert [(s.precision, bool(s.rounds_of)) for s in xeon][-2:] == [("float32", True), ("mixed_bfloat16", False)]
+    assert any("mixed_bfloat16: not timed in the interleaved rounds, so each runs in a process of its own" in n
+               for n in progress.notes)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    bf16 = next(r for r in doc["runs"] if r["precision"] == "mixed_bfloat16")
+    assert "timed_by" not in bf16 and bf16["status"] == "ok"
+
+
+def test_at_the_full_size_every_precision_has_a_process_of_its_own(tmp_path: Path, xeon: list[RunSpec]) -> None:
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="full", experiments=False), Recorder())
+    alone = [s.precision for s in xeon if not s.rounds_of and s.variant == "original"]
+    assert alone == ["float32", "float16", "mixed_float16", "mixed_bfloat16"]
+    assert all(not s.rounds_profiled for s in xeon)
 
 
 def test_planned_experiments_run_after_the_matrix_and_are_recorded_as_experiments(
@@ -113,13 +149,14 @@ def test_planned_experiments_run_after_the_matrix_and_are_recorded_as_experiment
     _planner(monkeypatch, calls)
     progress = Recorder()
     run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="quick"), progress)
-    # Asked with the whole matrix measured: before the rounds, which leave the experiments room, and after them.
-    assert calls == [4, 4]
+    # Asked before the rounds, which leave the experiments room (mixed_bfloat16, profiled in the rounds, not run
+    # yet), and after them, with the whole matrix measured.
+    assert calls == [3, 4]
     # oneDNN off is a setting of the whole process: float32 and float16 are timed together in its own rounds.
     original_rounds, setting_rounds = [s for s in xeon if s.rounds_of]
     assert (setting_rounds.variant, setting_rounds.rounds_of) == ("onednn_off", ("float32", "float16"))
     assert original_rounds.variant == "original"
-    assert [(s.precision, s.variant) for s in xeon if not s.rounds_of][4:] == []  # no process of their own
+    assert [(s.precision, s.variant) for s in xeon if not s.rounds_of][3:] == []  # no process of their own
     doc = json.loads((tmp_path / "results.json").read_text())
     experiment = next(r for r in doc["runs"] if r["variant"] == "onednn_off" and r["precision"] == "float16")
     assert experiment["experiment"]["tests"] == "slow_fp16_kernels"
@@ -161,9 +198,9 @@ def test_a_settings_experiments_run_on_their_own_where_its_rounds_fail(
     monkeypatch.setattr(host_engine.HostEngine, "run", rounds_fail)
     progress = Recorder()
     run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="quick"), progress)
-    alone = [(s.precision, s.variant) for s in xeon if not s.rounds_of][4:]
+    alone = [(s.precision, s.variant) for s in xeon if not s.rounds_of][3:]
     assert alone == [("float32", "onednn_off"), ("float16", "onednn_off")]
-    assert [s for s in xeon if not s.rounds_of][5].bound_ms == 5000.0  # the experiment's own float32 bounds it
+    assert [s for s in xeon if not s.rounds_of][4].bound_ms == 5000.0  # the experiment's own float32 bounds it
     assert any("each experiment runs in a process of its own instead" in note for note in progress.notes)
     doc = json.loads((tmp_path / "results.json").read_text())
     assert [r.get("timed_by") for r in doc["runs"] if r["variant"] == "onednn_off"] == [None, None]

@@ -43,3 +43,38 @@ def test_results_are_on_disk_after_every_run_and_a_rerun_replaces_its_cell(tmp_p
     runs = json.loads(path.read_text())["runs"]
     assert [r["status"] for r in runs] == ["ok"]
     assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_a_precision_the_device_computes_natively_is_profiled_in_the_rounds_where_the_budget_binds() -> None:
+    """mixed_bfloat16 on a CPU with AVX512-BF16 is expected to meet no pathology: at a budgeted size on this machine
+    its steps and its profiled window come from the host's rounds process, with no process of its own; elsewhere
+    (the full size, another stack, no float32 beside it) it keeps its own."""
+    from fp16doctor.diagnose.plan import profiled_in_rounds
+
+    bf16_cpu = {"cpu": {"flags": ["avx512f", "avx512_bf16"]}, "gpus": []}
+    specs = plan_runs([HOST_STACK, "cpu"], ["float32", "float16", "mixed_bfloat16"], QUICK, None, None)
+    assert [(s.stack, s.precision) for s in profiled_in_rounds(specs, bf16_cpu, True)] == [
+        ("host", "float16"), ("host", "mixed_bfloat16")]
+    assert profiled_in_rounds(specs, bf16_cpu, False) == []  # the budget does not bind (full size, queued)
+    assert profiled_in_rounds([s for s in specs if s.precision != "float32"], bf16_cpu, True) == []
+
+
+def test_float16_is_profiled_in_the_rounds_only_where_tensorflow_computes_it_in_its_own_kernels() -> None:
+    """On a CPU without float16 arithmetic TensorFlow runs float16 in its own kernels (2-6x float32's step where
+    measured); with AVX512-FP16 it hands float16 to oneDNN, whose reference kernels took 160x on a Xeon: there it
+    keeps a run of its own, bounded and cut. Other backends, GPUs and unknown flags keep theirs too."""
+    from fp16doctor.diagnose.plan import profiled_in_rounds
+
+    specs = plan_runs([HOST_STACK], ["float32", "float16", "mixed_float16", "mixed_bfloat16"], QUICK, None, None)
+    epyc = {"cpu": {"flags": ["avx2", "avx512f", "avx512_bf16"]}, "gpus": [],
+            "frameworks": {"keras": {"backend": "tensorflow"}}}
+    assert [s.precision for s in profiled_in_rounds(specs, epyc, True)] == [
+        "float16", "mixed_float16", "mixed_bfloat16"]
+    avx2 = {"cpu": {"flags": ["avx2", "f16c"]}, "gpus": []}
+    assert [s.precision for s in profiled_in_rounds(specs, avx2, True)] == ["float16", "mixed_float16"]
+    xeon = {"cpu": {"flags": ["avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16"]}, "gpus": []}
+    assert [s.precision for s in profiled_in_rounds(specs, xeon, True)] == ["mixed_bfloat16"]
+    assert [s.precision for s in profiled_in_rounds(specs, epyc, True, backend="torch")] == ["mixed_bfloat16"]
+    assert profiled_in_rounds(specs, {"cpu": {}, "gpus": []}, True) == []
+    gpu = {"cpu": {"flags": ["avx2"]}, "gpus": [{"compute_capability": "7.5"}]}
+    assert profiled_in_rounds(specs, gpu, True) == []

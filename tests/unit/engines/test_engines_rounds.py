@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 
-from fp16doctor.engines.rounds import AA_CONTROL, mark_left_out, merge_rounds, rounds_plan, take_experiment_rounds
+from fp16doctor.engines.rounds import (
+    AA_CONTROL,
+    mark_left_out,
+    merge_rounds,
+    rounds_plan,
+    take_experiment_rounds,
+    take_rounds,
+)
 from fp16doctor.engines.spec import QUICK, RunSpec
 
 
@@ -198,3 +205,46 @@ def test_rounds_timed_again_keep_the_runs_own_process_figures() -> None:
     step = runs[0]["step_time_ms"]
     assert step["median"] == 410.0 and step["group"] == 1
     assert step["single_process"] == pytest.approx({"median": 450, "p10": 405.0, "p90": 495.0, "n": 5})
+
+
+def test_a_precision_with_no_run_of_its_own_joins_the_rounds_and_is_profiled_there() -> None:
+    plan = rounds_plan([run("float32", 200), run("float16", 950)], "host", QUICK, 10.0, profiled=("mixed_bfloat16",))
+    assert plan.spec is not None and plan.spec.rounds_of == ("float32", "float16", "mixed_bfloat16")
+    assert plan.spec.rounds_profiled == ("mixed_bfloat16",)
+    assert plan.spec.workload_args()[-2:] == ["--profile-rounds", "mixed_bfloat16"]
+    # Without float32 to pair with there are no rounds: the caller runs it on its own instead.
+    assert rounds_plan([run("float16", 950)], "host", QUICK, 10.0, profiled=("mixed_bfloat16",)).spec is None
+
+
+def test_the_original_rounds_make_the_record_of_a_precision_they_profiled() -> None:
+    """Its steps from the rounds, its window's ops, model and input from the rounds process; the runs with a
+    process of their own get the rounds as before, and a made record is never merged again as if it had one."""
+    runs = [run("float32", 200, workload={"name": "seed_cnn"}), run("float16", 950)]
+    doc: dict[str, Any] = {"runs": runs}
+    specs = [RunSpec("host", "mixed_bfloat16", "original", QUICK), RunSpec("tf2.21", "mixed_bfloat16", "original",
+                                                                             QUICK)]
+    record = {"stack": "host", "precision": "float32", "variant": "original", "status": "ok", "device": "cpu",
+              "engine": {"kind": "host"}, "wall_s": 30.0, "order": [["float32"]] * 3,
+              "rounds": {"float32": [190.0, 200.0, 210.0], "float16": [940.0, 950.0, 960.0],
+                         "mixed_bfloat16": [100.0, 101.0, 102.0], AA_CONTROL: [195.0, 200.0, 205.0]},
+              "warmup": {"mixed_bfloat16": {"first_step_ms": 1300.0, "step_ms": 101.0}},
+              "own_run": {"mixed_bfloat16": {"ops": {"source": "tf_profiler", "items": [{"layer": "conv2d_13"}]},
+                                             "model": {"layers": [{"name": "conv2d_12"}, {"name": "conv2d_13"}]},
+                                             "layer_names": {"conv2d_12": "conv2d", "conv2d_13": "conv2d_1"},
+                                             "input_time_ms": {"median": 12.0}, "batch_dtype": "float32",
+                                             "window_step_ms": [98.0, 99.0], "profile": {"artifacts": ["xplane"]},
+                                             "device": "cpu"}}}
+    kept, notes, made = take_rounds(doc, record, alone="each run's own process", creates=specs)
+    assert kept is not None and [r["precision"] for r in made] == ["mixed_bfloat16"]  # the host's alone
+    bf16 = made[0]
+    assert bf16["timed_by"] == "interleaved_rounds" and bf16["step_time_ms"]["median"] == 101.0
+    # Its layers named as a process of its own names them (the rounds process built three models before it).
+    assert bf16["ops"] == {"source": "tf_profiler", "items": [{"layer": "conv2d_1"}]}
+    assert bf16["model"] == {"layers": [{"name": "conv2d"}, {"name": "conv2d_1"}]} and "layer_names" not in bf16
+    assert bf16["window_step_ms"] == [98.0, 99.0]
+    assert bf16["input_time_ms"] == {"median": 12.0} and bf16["first_step_ms"] == 1300.0
+    assert bf16["workload"] == {"name": "seed_cnn"} and "experiment" not in bf16
+    assert runs[1]["step_time_ms"]["single_process"]["median"] == 950
+    runs.append(bf16)
+    merge_rounds(runs, record, group=1)
+    assert "single_process" not in bf16["step_time_ms"]

@@ -81,15 +81,46 @@ class FakeKeras:
         # The model was built for one precision; the globals must be that precision's while it trains.
         assert (self._floatx, self._policy) == model.built_under, (self._floatx, self._policy, model.built_under)
         self.blocks.append((model.label, steps))
+        for callback in callbacks:
+            callback.model = model  # as fit() sets it
         callbacks[0].on_train_begin({})
         for step in range(steps):
             self.clock.now += model.step_s * (3 if step == 0 else 1)  # a block's first step: a new iterator
-            callbacks[0].on_train_batch_end(step, {"loss": 0.5})
+            for callback in callbacks:
+                callback.on_train_batch_end(step, {"loss": 0.5})
 
 
-def run(budget_s: float, min_rounds: int = 3, variant: str = "original") -> tuple[dict[str, Any], FakeKeras]:
+class FakeProfiler:
+    """window.WindowProfiler's calls the rounds make: a window started, stepped and stopped, its result."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.kind: str | None = None
+        self.model: Any = None
+        self.windows: list[tuple[str, float, int, float, str]] = []  # kind, start, steps, stop, model
+        self.stepped = 0
+
+    def start(self, kind: str, clock: Any) -> None:
+        self.kind, self.began = kind, clock()
+
+    def after_step(self) -> None:
+        self.stepped += 1
+
+    def stop(self, steps: int, clock: Any) -> None:
+        assert self.kind is not None
+        self.windows.append((self.kind, self.began, steps, clock(), self.model.label))
+        self.kind = None
+
+    def window_result(self, kind: str) -> dict[str, Any]:
+        return {"window": {"kind": kind}}
+
+
+def run(budget_s: float, min_rounds: int = 3, variant: str = "original", profile: str | None = None,
+        profiler: Any = None, clock: Clock | None = None, bound_ms: float | None = None,
+        first_bound_ms: float | None = None) -> tuple[dict[str, Any], FakeKeras]:
     module = load()
-    clock = Clock()
+    module._run_facts = lambda generator, model, batches: {"model": {"name": model.label}}  # no real model here
+    clock = clock or Clock()
     api = FakeKeras(clock, module)
     built: list[str] = []
 
@@ -108,8 +139,35 @@ def run(budget_s: float, min_rounds: int = 3, variant: str = "original") -> tupl
 
     args = SimpleNamespace(rounds_of="float32,float16,mixed_float16", variant=variant, height=8, width=8, batch_size=2,
                            warmup_steps=2, rounds_budget_s=budget_s, min_rounds=min_rounds, max_rounds=30,
-                           rounds_seed=7)
-    return module.run_rounds(args, api, "data", build, generator, lambda *a, **k: None, clock=clock), api
+                           rounds_seed=7, profile_rounds=profile, profile_steps=2, input_batches=3,
+                           bound_ms=bound_ms, first_bound_ms=first_bound_ms)
+    return module.run_rounds(args, api, "data", build, generator, lambda *a, **k: None, clock=clock,
+                             profiler=profiler), api
+
+
+def test_a_precision_with_no_run_of_its_own_gets_a_profiled_window_between_the_warm_up_and_the_rounds() -> None:
+    """Its block's first step (a new iterator) runs outside the window, the next two are the window; the block is
+    no round, and its model and input are described as its own run would."""
+    clock = Clock()
+    profiler = FakeProfiler(clock)
+    result, api = run(budget_s=0.0, profile="mixed_float16", profiler=profiler, clock=clock)
+    assert [(kind, steps, model) for kind, _, steps, _, model in profiler.windows] == [
+        ("rounds_mixed_float16", 2, "mixed_float16")]
+    kind, began, _, ended, _ = profiler.windows[0]
+    assert ended - began == pytest.approx(0.4)  # two 0.2 s steps, the first step outside it
+    assert profiler.stepped == 2
+    own = result["own_run"]
+    assert set(own) == {"mixed_float16"}
+    assert own["mixed_float16"] == {"model": {"name": "mixed_float16"}, "window_step_ms": [200.0, 200.0],
+                                    "profile": {"window": {"kind": "rounds_mixed_float16"}}}
+    assert api.blocks[4] == ("mixed_float16", 3)  # after the four warm-ups, before the rounds
+    assert result["rounds"]["mixed_float16"] == [200.0] * 3 and len(result["order"]) == 3
+
+
+def test_without_a_profiler_a_precision_with_no_run_of_its_own_says_why_it_has_no_profile() -> None:
+    result, api = run(budget_s=0.0, profile="mixed_float16")
+    assert result["own_run"]["mixed_float16"]["profile_error"]
+    assert len(api.blocks) == 4 + 4 * 3  # warm-ups and rounds only: no profiled block
 
 
 def test_every_configuration_gets_a_block_in_every_round_in_a_shuffled_order() -> None:
@@ -220,3 +278,32 @@ def test_keras_3_on_tensorflow_gets_one_endless_pipeline_per_model_without_autot
                                            ("tf_keras", "tensorflow"), ("keras2", "tensorflow")])
 def test_other_kerases_and_backends_keep_the_generator(name: str, backend: str) -> None:
     assert load()._tf_input(SimpleNamespace(name=name, backend_name=backend), Batches()) is None
+
+
+def test_a_later_models_layers_are_named_as_the_first_model_of_a_process_names_them() -> None:
+    """Keras numbers layer names across a process: the rounds' fifth model has conv2d_12 where a run of its own has
+    conv2d; ops compare across runs by layer name."""
+    names = ["conv2d_12", "activation_15", "conv2d_13", "activation_16", "flatten_3", "dense_3", "activation_17"]
+    assert load().first_model_names(names) == {
+        "conv2d_12": "conv2d", "activation_15": "activation", "conv2d_13": "conv2d_1", "activation_16": "activation_1",
+        "flatten_3": "flatten", "dense_3": "dense", "activation_17": "activation_2"}
+    assert load().first_model_names(["conv2d", "conv2d_1", "dense"]) == {}
+
+
+def test_a_warm_up_past_the_slow_step_bound_leaves_the_rounds_and_says_why() -> None:
+    """A configuration with no run of its own meets its run's bound in the warm-up: float16's 250 ms steps pass a
+    220 ms bound after one steady step (its warm-up ends there); it gets no window and no rounds, the others go on."""
+    clock = Clock()
+    profiler = FakeProfiler(clock)
+    module_args = {"bound_ms": 220.0, "first_bound_ms": 5000.0}
+    result, api = run(budget_s=0.0, profile="float16,mixed_float16", profiler=profiler, clock=clock,
+                      **module_args)
+    assert set(result["left_out"]) == {"float16"} and "past the slow-step bound of 220 ms" in result["left_out"][
+        "float16"]
+    assert "float16" not in result["rounds"] and "float16" not in result["own_run"]
+    assert [kind for kind, *_ in profiler.windows] == ["rounds_mixed_float16"]
+    assert len(result["rounds"]["mixed_float16"]) == 3
+    # A first step past the first-step bound ends the warm-up after it.
+    result, api = run(budget_s=0.0, profile="mixed_float16", profiler=FakeProfiler(Clock()), first_bound_ms=500.0)
+    assert "first step took 600 ms" in result["left_out"]["mixed_float16"]
+    assert ("mixed_float16", 2) in api.blocks and api.blocks.count(("mixed_float16", 2)) == 1

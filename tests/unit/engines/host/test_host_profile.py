@@ -231,3 +231,30 @@ def test_a_script_log_gives_its_window_lines_to_the_capture_and_keeps_the_script
     assert capture.windows == {"after_timing": [REF_CONV]}
     assert capture.outside == 1
     split_script_log(tmp_path / "missing.log", capture)  # no log: nothing to do, no error
+
+
+def test_each_configuration_a_rounds_process_profiled_gets_its_own_windows_ops(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A rounds process profiles the precisions with no run of their own, each its own window (kind rounds_<label>):
+    each gets the oneDNN lines of its window and its own model's layers, in its own entry."""
+    seen: dict[str, tuple[list[str], list[Any]]] = {}
+
+    def build_ops(artifacts: dict[str, Any], layers: list[Any]) -> dict[str, Any]:
+        kind = artifacts["window"]["kind"]
+        seen[kind] = (artifacts.get("onednn_lines", []), layers)
+        return {"source": "onednn_verbose", "items": [kind]}
+
+    _install_attribution(monkeypatch, build_ops)
+    capture = WindowCapture()
+    for line in ("=== fp16doctor-window-start 1.0 kind rounds_mixed_bfloat16", POOL,
+                 "=== fp16doctor-window-end 2.0 ms_per_step 100.0 steps 2 kind rounds_mixed_bfloat16", REF_CONV):
+        capture.feed(line)
+    layers = [{"type": "Conv2D", "name": "conv2d"}]
+    record = {"status": "ok", "device": "cpu", "rounds": {},
+              "own_run": {"mixed_bfloat16": {"model": {"layers": layers}, "profile": {
+                  "window": {"kind": "rounds_mixed_bfloat16", "steps": 2, "wall_ms": 100.0}, "onednn": True}}}}
+    attach_ops(record, capture, tmp_path)
+    own = record["own_run"]["mixed_bfloat16"]
+    assert own["ops"] == {"source": "onednn_verbose", "items": ["rounds_mixed_bfloat16"]}
+    assert seen == {"rounds_mixed_bfloat16": ([POOL], layers)}  # the line after its window is not its
+    assert "ops" not in record  # the rounds process itself has no window of its own
