@@ -213,7 +213,7 @@ def check_setting(variant):
 
 
 def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=perf_counter, profiler=None,
-               started=None):
+               process_started=None):
     """Time every precision in args.rounds_of in interleaved rounds, each with its own model of the built-in
     workload, in the process's setting (args.variant); the result's fields, rounds included. The precisions in
     args.profile_rounds have no run of their own: each gets a profiled block after the warm-up (`profiler`, a
@@ -240,7 +240,8 @@ def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=pe
             configs[-1].model, configs[-1].facts = model, facts
         _set_precision(api, "float32", defaults)
     block = _profiled_block(api, profiler, args.profile_steps, clock) if profiled and profiler is not None else None
-    result = interleave(configs, args, api, defaults, emit, clock, profile_block=block, started=started)
+    result = interleave(configs, args, api, defaults, emit, clock, profile_block=block,
+                        process_started=process_started)
     if profiled:
         result["own_run"] = _own_run_fields(configs, profiled, profiler)
     return result
@@ -376,13 +377,13 @@ def _tf_input(api, generator):
         tf.data.AUTOTUNE).with_options(options)
 
 
-def interleave(configs, args, api, defaults, emit, clock=perf_counter, profile_block=None, started=None):
+def interleave(configs, args, api, defaults, emit, clock=perf_counter, profile_block=None, process_started=None):
     """Warm every configuration up (its first fit() traces and compiles, and sizes its blocks), profile those
     with a model to profile (profile_block(config), untimed), then time them in rounds, each round in a new
     order, while the next round (as long as the last) fits in args.rounds_budget_s, and at least args.min_rounds
-    of them (at most args.max_rounds). With args.rounds_end_s and `started` (the clock when the process began),
-    the rounds instead fill what is left until that many seconds after the start: what the process itself spent
-    before them (import, builds, warm-ups, windows) is measured, not guessed."""
+    of them (at most args.max_rounds). With args.rounds_end_s and `process_started` (the clock when the process
+    began), the rounds instead fill what is left until that many seconds after the start: what the process itself
+    spent before them (import, builds, warm-ups, windows) is measured, not guessed."""
     started = clock()
     emit("phase", phase="warmup")
     for config in configs:
@@ -420,8 +421,8 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter, profile_b
     measure_start = clock()
     budget_s = args.rounds_budget_s
     end_s = getattr(args, "rounds_end_s", None)
-    if end_s is not None and started is not None:
-        budget_s = max(0.0, started + end_s - measure_start)
+    if end_s is not None and process_started is not None:
+        budget_s = max(0.0, process_started + end_s - measure_start)
     last_round_s = 0.0
     while True:
         done = len(order)

@@ -130,7 +130,7 @@ def run(args):
             emit("log", message="profiling is off: TensorFlow 1's step stats need options compiled into the model")
             profiler = None
         result = rounds.run_rounds(args, api, train_dir, build_seed_model, make_generator, emit, profiler=profiler,
-                                   started=started)
+                                   process_started=started)
         result.update(device=device, software=software)
         if applied:
             result["variant_applied"] = applied

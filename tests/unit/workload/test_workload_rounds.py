@@ -307,3 +307,36 @@ def test_a_warm_up_past_the_slow_step_bound_leaves_the_rounds_and_says_why() -> 
     result, api = run(budget_s=0.0, profile="mixed_float16", profiler=FakeProfiler(Clock()), first_bound_ms=500.0)
     assert "first step took 600 ms" in result["left_out"]["mixed_float16"]
     assert ("mixed_float16", 2) in api.blocks and api.blocks.count(("mixed_float16", 2)) == 1
+
+
+def test_with_an_end_time_the_rounds_fill_what_the_process_start_up_left_of_it() -> None:
+    """--rounds-end-s: the rounds end that long after the process started, whatever its import, builds and warm-ups
+    took (measured, not priced); never under the minimum."""
+    module = load()
+    clock = Clock()
+    api = FakeKeras(clock, module)
+    built: list[str] = []
+
+    def build(api_: Any, height: int, width: int, mixed: bool) -> Any:
+        precision = api_._policy
+        label = precision if precision not in built else "float32_aa"
+        built.append(precision)
+        variable = "float32" if precision.startswith("mixed_") else precision
+        return SimpleNamespace(label=label, step_s=STEP_S[precision], built_under=(api_._floatx, api_._policy),
+                               layers=[SimpleNamespace(dtype=variable, compute_dtype=precision.removeprefix("mixed_"))])
+
+    def timed(end_s: float) -> dict[str, Any]:
+        clock.now = 100.0
+        started = clock.now - 10.0  # the process started ten seconds before: import and data
+        args = SimpleNamespace(rounds_of="float32,float16", variant="original", height=8, width=8, batch_size=2,
+                               warmup_steps=2, rounds_budget_s=0.0, min_rounds=3, max_rounds=30, rounds_seed=7,
+                               rounds_end_s=end_s)
+        result = module.run_rounds(args, api, "data", build, lambda *a: list(range(8)), lambda *a, **k: None,
+                                   clock=clock, process_started=started)
+        assert clock.now <= started + end_s or len(result["order"]) == 3
+        return result
+
+    assert len(timed(20.0)["order"]) == 3  # start-up took most of it: the minimum
+    built.clear()
+    long = timed(60.0)
+    assert len(long["order"]) > 3 and long["stop_reason"] == "time_budget"
