@@ -30,6 +30,8 @@ PHASES = {
     "train": "training (warm-up)",
     "window": "profiling a few steps",
     "attribution": "reading the profile",
+    "warmup": "warming every model up",
+    "measure": "timing the rounds",
 }
 # A step running longer than this gets a line saying what the run is waiting for.
 SLOW_NOTICE_S = 5.0
@@ -157,6 +159,18 @@ class LiveProgress:
             if row is None:
                 return
             kind = event.get("event")
+            if kind == "ended":  # a row that prints no line of its own (interleaved rounds): its runs print theirs
+                self.rows.pop(str(event.get("run")), None)
+                self.current = next(reversed(self.rows), "") if self.rows else ""
+                self._draw()
+                return
+            if kind == "step" and event.get("config"):  # interleaved rounds: a configuration's warm-up or block
+                where = (f"round {int(event.get('index', 0)) + 1}" if event.get("phase") == "round"
+                         else "warm-up")
+                row.status = f"{where}: {event.get('config')} {float(event.get('ms', 0.0)):.0f} ms"
+                row.step_index, row.step_started = 0, None
+                self._draw()
+                return
             if kind == "phase":
                 phase = str(event.get("phase"))
                 row.status = PHASES.get(phase, phase)

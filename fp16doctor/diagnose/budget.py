@@ -30,9 +30,10 @@ def rounds_budget_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], 
 
 
 # What follows a rounds process's last round within the budget: the process's exit, the analysis and the report
-# (0.5-1 s on the AVX-512 BF16 EPYC), and the engine attributing each window the process profiled (0.9 s each:
-# three windows took 2.7 s there).
-AFTER_ROUNDS_S = 1.5
+# (0.5-1 s on the AVX-512 BF16 EPYC), the command's own start before its clock (about 0.8 s there), a last round
+# longer than the one before it, and the engine attributing each window the process profiled (0.9 s each: three
+# windows took 2.7 s there). Three quick diagnoses with 1.5 s here took 87.6-90.0 s of wall time.
+AFTER_ROUNDS_S = 2.5
 ATTRIBUTION_PER_WINDOW_S = 0.9
 
 

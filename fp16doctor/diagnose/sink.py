@@ -52,8 +52,12 @@ class RoundsSink(DocumentSink):
         # original profiled in the rounds): their records are made from the rounds.
         self.creates = list(creates or ())
         self.made = False
+        self.rows: dict[tuple[Any, Any], str] = {}  # (stack, setting): the live row of its rounds process
 
     def start_run(self, spec: RunSpec) -> None:
+        # A live row for the rounds process (what it is doing while it runs), ended without a line of its own.
+        self.progress.start_run(spec, 1, 0)
+        self.rows[(spec.stack, spec.variant)] = spec.label
         if self.measure_load:
             from fp16doctor.probe.load import snapshot
 
@@ -62,6 +66,9 @@ class RoundsSink(DocumentSink):
     def finish_run(self, record: dict[str, Any]) -> None:
         from fp16doctor.engines.rounds import take_rounds
 
+        label = self.rows.pop((record.get("stack"), record.get("variant", "original")), None)
+        if label is not None:
+            self.progress.event({"event": "ended", "run": label})
         if self.before is not None:
             from fp16doctor.probe.load import machine_load, snapshot
 

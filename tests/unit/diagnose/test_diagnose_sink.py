@@ -39,3 +39,28 @@ def test_the_rounds_note_says_what_the_engine_timed_them_at(tmp_path: Path, wall
     sink.finish_run(_rounds_record(wall_s=wall_s))
     assert any(note == f"cpu: interleaved rounds: {said}" for note in progress.notes), progress.notes
     assert writer.doc["timing_rounds"][0]["wall_s"] == wall_s
+
+
+def test_the_rounds_process_has_a_live_row_saying_what_it_is_timing_ended_without_a_line(tmp_path: Path) -> None:
+    """A rounds process may run for most of the quick budget: its row says which configuration it warms up or times
+    in which round, and ends with no line of its own (the runs it made or timed print theirs)."""
+    import io
+
+    from rich.console import Console
+
+    from fp16doctor.progress import LiveProgress
+
+    writer = ResultsWriter(tmp_path / "results.json", new_document({"gpus": []}))
+    for run in (_run("float32", 964.0), _run("float16", 1600.0)):
+        writer.add_run(run)
+    out = io.StringIO()
+    progress = LiveProgress(Console(file=out, width=200), enabled=True)
+    sink = RoundsSink(writer, progress, alone="each run's own process", measure_load=False)
+    spec = RunSpec("cpu", "float32", "original", QUICK, rounds_of=("float32", "float16"))
+    sink.start_run(spec)
+    sink.event({"event": "step", "phase": "warmup", "config": "float16", "ms": 1612.4})
+    assert progress.rows[spec.label].status == "warm-up: float16 1612 ms"
+    sink.event({"event": "step", "phase": "round", "index": 2, "config": "float32_aa", "ms": 961.0})
+    assert progress.rows[spec.label].status == "round 3: float32_aa 961 ms"
+    sink.finish_run(_rounds_record(wall_s=40.0))
+    assert progress.rows == {} and "✓" not in out.getvalue()
