@@ -4,6 +4,7 @@ once, so an interrupted diagnose keeps what it measured."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,7 +23,14 @@ from fp16doctor.diagnose.plan import (
 )
 from fp16doctor.diagnose.prepare import Prepared, prepare
 from fp16doctor.diagnose.sink import DocumentSink, RoundsSink
-from fp16doctor.engines.spec import HOST_STACK, MIN_ROUNDS, ExperimentUnit, RunSpec, comparison_groups
+from fp16doctor.engines.spec import (
+    HOST_STACK,
+    MIN_ROUNDS,
+    SLOW_STEP_MULTIPLE_ENV,
+    ExperimentUnit,
+    RunSpec,
+    comparison_groups,
+)
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
 from fp16doctor.options import DiagnoseOptions, Progress
 from fp16doctor.results import Document, ResultsWriter, run_key
@@ -77,11 +85,14 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
 
 def _profiled_in_rounds(prepared: Prepared) -> list[RunSpec]:
     """The cells timed and profiled in the host's interleaved rounds alone (diagnose/plan.py profiled_in_rounds):
-    only where the size's budget binds the host's engine (it runs here, unqueued)."""
+    only where the size's budget binds the host's engine (it runs here, unqueued), and not where a slow-step
+    multiple is set by hand (SLOW_STEP_MULTIPLE_ENV asks for the bound on every 16-bit run: none is taken for
+    free of the pathology it is there for)."""
     host = prepared.router.engine_class(RunSpec(HOST_STACK, "float32", "original", prepared.size))
     budgeted_here = prepared.deadline is not None and host.runs_here and not host.queued
-    return (profiled_in_rounds(prepared.todo, prepared.host, budgeted_here, prepared.backend)
-            if prepared.script is None else [])
+    if prepared.script is not None or os.environ.get(SLOW_STEP_MULTIPLE_ENV):
+        return []
+    return profiled_in_rounds(prepared.todo, prepared.host, budgeted_here, prepared.backend)
 
 
 @contextmanager
@@ -147,8 +158,6 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
                 continue
             spec = replace(plan.spec, data_dir=prepared.data_dir if stack == HOST_STACK else None,
                            script=prepared.script, rounds_end_s=end_s)
-            if spec.rounds_profiled:
-                spec = _bounded_by_float32(spec, runs)
             if engine_class.runs_here:
                 until = (f"until {end_s:.0f} s after it starts" if end_s is not None else f"about {budget:.0f} s")
                 progress.note(f"{prefix}interleaved rounds of {', '.join(spec.rounds_of)} in one process, each "
@@ -164,19 +173,6 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
         progress.note(f"{', '.join(s.precision for s in unmade)}: not timed in the interleaved rounds, so each runs "
                       "in a process of its own")
         run_matrix(prepared, unmade, writer)
-
-
-def _bounded_by_float32(spec: RunSpec, runs: list[dict[str, Any]]) -> RunSpec:
-    """A rounds spec whose profiled precisions have no run of their own: float32's own run sets the slow-step bound
-    their warm-up meets in the rounds, as it sets their runs' (engines/spec.py bound_ms)."""
-    fp32 = next((r for r in runs if r.get("stack") == spec.stack and r.get("precision") == "float32"
-                 and r.get("variant", "original") == spec.variant and r.get("status") == "ok"), None)
-    median = ((fp32 or {}).get("step_time_ms") or {}).get("median")
-    if not isinstance(median, (int, float)) or median <= 0:
-        return spec
-    first = (fp32 or {}).get("first_step_ms")
-    return replace(spec, reference_ms=float(median),
-                   reference_first_step_ms=float(first) if isinstance(first, (int, float)) else None)
 
 
 def run_experiments(prepared: Prepared, writer: ResultsWriter) -> None:

@@ -252,8 +252,9 @@ def _float32_partner(spec: RunSpec, runs: Iterable[Mapping[str, Any]], variant: 
 
 def with_slow_step_bound(spec: RunSpec, runs: Iterable[Mapping[str, Any]]) -> RunSpec:
     """The spec with its float32 reference (same stack and variant, else the stack's original), which
-    sets the slow-step bound; unchanged for float32 itself or when no float32 run finished."""
-    if spec.precision == "float32":
+    sets the slow-step bound; unchanged for float32 itself or when no float32 run finished. A rounds process that
+    profiles precisions with no run of their own (rounds_profiled) takes it for their warm-ups."""
+    if spec.precision == "float32" and not spec.rounds_profiled:
         return spec
     runs = list(runs)
     partner = _float32_partner(spec, runs, spec.variant) or _float32_partner(spec, runs, "original")

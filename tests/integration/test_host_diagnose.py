@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -326,6 +327,37 @@ def test_a_settings_experiments_are_timed_together_in_rounds_of_that_setting(
     assert doc["invocation"]["phases_s"]["experiments"] > 0
     # The terminal shows each as timed in the rounds.
     assert re.search(r"host / float16 / onednn_off .*n=\d+ interleaved rounds\)", shown.getvalue()), shown.getvalue()
+
+
+def test_a_precision_profiled_in_the_rounds_whose_warm_up_passes_the_bound_gets_a_run_of_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rounds' safety net, on any CPU, with real TensorFlow: float16 planned with no process of its own (told to
+    here), and float32's bound made tiny for the rounds alone, so float16's first warm-up step passes it. It leaves
+    the rounds (said, with the step and the bound), float32 and its A/A control are timed on, and float16 then runs
+    in a process of its own, bounded by float32's real step."""
+    import fp16doctor.diagnose.run as diagnose_run
+    from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
+
+    monkeypatch.setattr(diagnose_run, "profiled_in_rounds",
+                        lambda specs, *rest: [s for s in specs if s.precision == "float16"])
+    import fp16doctor.engines.host as host_engine
+
+    bounded = host_engine.with_slow_step_bound
+    monkeypatch.setattr(host_engine, "with_slow_step_bound", lambda spec, runs: replace(
+        spec, reference_ms=0.001, reference_first_step_ms=0.001) if spec.rounds_profiled else bounded(spec, runs))
+    shown = io.StringIO()
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="smoke", precisions=["float32", "float16"],
+                                 experiments=False),
+                 LiveProgress(Console(file=shown, width=240, color_system=None)))
+    said = shown.getvalue()
+    assert re.search(r"float16 left out of the interleaved rounds: its first step took \d+ ms, past the first-step "
+                     r"bound of 0 ms", said), said
+    assert "float16: not timed in the interleaved rounds, so each runs in a process of its own" in said
+    doc = json.loads((tmp_path / "results.json").read_text())
+    f16 = _ok(doc, "float16")
+    assert "timed_by" not in f16 and f16["step_time_ms"]["n"] >= 1 and f16["ops"]["window"]["kind"] != "rounds_float16"
+    f32 = _ok(doc, "float32")
+    assert f32["step_time_ms"]["design"] == "interleaved" and len(f32["step_time_ms"]["aa_rounds"]) >= 3
 
 
 def _workloads_of(pid: int) -> list[int]:

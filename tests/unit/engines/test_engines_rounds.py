@@ -248,3 +248,18 @@ def test_the_original_rounds_make_the_record_of_a_precision_they_profiled() -> N
     runs.append(bf16)
     merge_rounds(runs, record, group=1)
     assert "single_process" not in bf16["step_time_ms"]
+
+
+def test_a_rounds_process_profiling_precisions_takes_float32s_bound_for_their_warm_ups() -> None:
+    from dataclasses import replace
+
+    from fp16doctor.engines.spec import with_slow_step_bound
+
+    runs = [run("float32", 200, first_step_ms=1500.0)]
+    spec = RunSpec("host", "float32", "original", QUICK, rounds_of=("float32", "float16"),
+                   rounds_profiled=("float16",))
+    bounded = with_slow_step_bound(spec, runs)
+    assert (bounded.reference_ms, bounded.reference_first_step_ms) == (200, 1500.0)
+    assert "--bound-ms" in bounded.workload_args() and "--first-bound-ms" in bounded.workload_args()
+    plain = replace(spec, rounds_profiled=())  # every precision had a run of its own: nothing to bound
+    assert with_slow_step_bound(plain, runs) == plain
