@@ -103,20 +103,22 @@ def _own_median(run: dict[str, Any]) -> float:
 
 
 def _training(container: Any) -> bool:
-    """The container's workload has reported a training step: a run is under way in it, not starting or ending."""
+    """The container's workload has reported that it trains: a run is under way in it, not starting or ending.
+    Its "train" phase, not its first step: a run cut by the slow-step bound ends within moments of that step."""
     try:
         logs: bytes = container.logs(stdout=True, stderr=False)
     except docker.errors.DockerException:
         return False
-    return any(line.startswith(PREFIX) and '"event": "step"' in line
-               for line in logs.decode("utf-8", "replace").splitlines())
+    events = [json.loads(line[len(PREFIX):]) for line in logs.decode("utf-8", "replace").splitlines()
+              if line.startswith(PREFIX)]
+    return any(e.get("event") == "phase" and e.get("phase") == "train" for e in events)
 
 
 @pytest.mark.parametrize("cut", [False, True], ids=["as-measured", "16-bit-runs-cut"])
 def test_an_engine_killed_mid_run_fails_its_run_and_resume_completes_it(
     second: SecondEngine, tmp_path: Path, cut: bool
 ) -> None:
-    """The second engine is killed once a container on it reports a training step (an event, not a guess at how
+    """The second engine is killed once a container on it reports that it trains (an event, not a guess at how
     long its runs take), also with every 16-bit run cut by the slow-step bound."""
     watcher = docker.DockerClient(base_url=second.url)
     killed = threading.Event()
