@@ -15,17 +15,20 @@ from fp16doctor.workload.protocol import BLOCK_TARGET_S
 
 
 def rounds_budget_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], deadline: float | None,
-                    reserve_s: float = 0.0, profiled: tuple[str, ...] = ()) -> float:
+                    reserve_s: float = 0.0, profiled: tuple[str, ...] = (),
+                    changed: tuple[RunSpec, ...] = ()) -> float:
     """The rounds' budget for one stack: the full size's fixed budget; at a budgeted size, what the wall budget
     has left after the rounds process's own start-up and `reserve_s` (the experiments to come) where the budget
     binds (`deadline`: the engine runs here, unqueued, the budget's clock is its own), else the minimum (a
     container stack already cost more than the budget; a queued job's wait is not the budget's). `profiled`: the
-    precisions the rounds process also profiles, with no run of their own."""
+    precisions the rounds process also profiles, with no run of their own; `changed`: the experiments timed in it
+    that change a model or its input."""
     if size.budget_s is None:
         return FULL_ROUNDS_BUDGET_S
     if deadline is None:
         return stack_rounds_budget_s(size)
-    startup_s = _rounds_startup_s(runs, stack, size) + _profiled_startup_s(runs, stack, size, profiled)
+    startup_s = (_rounds_startup_s(runs, stack, size) + _profiled_startup_s(runs, stack, size, profiled)
+                 + _changed_startup_s(runs, stack, size, changed))
     return max(ROUNDS_MIN_BUDGET_S, deadline - time.monotonic() - startup_s - reserve_s)
 
 
@@ -224,6 +227,22 @@ def _profiled_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSi
         block_s = max(step_s, BLOCK_TARGET_S) + step_s
         total += (max(first_s - fp32_step, 0.0) + step_s + (rounds_warmup_steps(size) + 1 + size.profile_steps)
                   * step_s + WINDOW_OVERHEAD_S + (MIN_ROUNDS + 1) * block_s)
+    return total
+
+
+def _changed_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSize,
+                       changed: tuple[RunSpec, ...]) -> float:
+    """What the rounds process spends on the experiments timed in it that change a model or its input, each priced
+    at the run it changes (its first step, its warm-up, its share of the minimum rounds); at float32's with
+    PROFILED_STEP_PRIOR where that precision has no run of its own."""
+    fp32 = _original(runs, stack, "float32")
+    total = 0.0
+    for spec in changed:
+        base = _original(runs, stack, spec.precision)
+        step_s = _median_s(base) or (_median_s(fp32) or 0.0) * PROFILED_STEP_PRIOR.get(spec.precision, 1.0)
+        first_s = float((base or fp32 or {}).get("first_step_ms") or 0.0) / 1000.0
+        block_s = max(step_s, BLOCK_TARGET_S) + step_s
+        total += first_s + rounds_warmup_steps(size) * step_s + (MIN_ROUNDS + 1) * block_s
     return total
 
 

@@ -34,7 +34,7 @@ from fp16doctor.engines.spec import (
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
 from fp16doctor.options import DiagnoseOptions, Progress
 from fp16doctor.results import Document, ResultsWriter, run_key
-from fp16doctor.workload.protocol import ROUNDS_VARIANTS, VARIANT_ENV
+from fp16doctor.workload.protocol import MODEL_VARIANTS, ROUNDS_VARIANTS, VARIANT_ENV
 
 if TYPE_CHECKING:
     from fp16doctor.analysis import Diagnosis
@@ -123,14 +123,20 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
     environment switch asked for with --variant); a script's in one process too, each precision's model from its
     own run of the script (workload/script_rounds.py). Where a budget binds, the original's rounds leave room for
     the experiments the runs so far ask for (cheapest evidence first: they test the cause, more rounds only
-    narrow an interval); another setting's rounds get their minimum. `in_rounds`: cells with no run of their own,
-    which their stack's rounds time and profile and make records of; any the rounds did not make runs in a process
-    of its own after all."""
+    narrow an interval); another setting's rounds get their minimum. The experiments planned so far that change a
+    model or its input (protocol.MODEL_VARIANTS: the in-memory input control, float32 batches, padded channels,
+    XLA) are timed in the original's rounds beside the precision they change, their records made from them; one
+    the rounds did not make is planned again with the other experiments. `in_rounds`: cells with no run of their
+    own, which their stack's rounds time and profile and make records of; any the rounds did not make runs in a
+    process of its own after all."""
     from fp16doctor.engines.rounds import mark_left_out, rounds_plan, stack_rounds_budget_s
 
     progress, runs = prepared.progress, writer.doc["runs"]
-    budgeted = experiments and prepared.deadline is not None
-    reserve = experiment_units(_experiments_planned(prepared, writer.doc, _Unsaid())) if budgeted else []
+    coming = _experiments_planned(prepared, writer.doc, _Unsaid()) if experiments else []
+    # The experiments that change a model or its input: timed in the original's rounds, beside what they change.
+    changing = [s for s in coming if s.variant in MODEL_VARIANTS] if prepared.script is None else []
+    reserve = experiment_units(coming) if experiments and prepared.deadline is not None else []
+    moved: list[RunSpec] = []
     planned: list[RunSpec] = []
     for stack in prepared.stacks:
         engine_class = prepared.router.engine_class(RunSpec(stack, "float32", "original", prepared.size))
@@ -140,15 +146,19 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
             if not any(s.stack == stack and s.variant == variant for s in prepared.specs):
                 continue
             profiled = tuple(s.precision for s in in_rounds or () if s.stack == stack and s.variant == variant)
+            changed = tuple(s for s in changing if s.stack == stack)
+            plan = rounds_plan(runs, stack, prepared.size, 0.0, variant, profiled, changed)
+            inside = tuple(s for s in changed if plan.spec is not None and s.rounds_label in plan.spec.rounds_of)
+            moved += inside
             end_s = None
             if variant == "original":
-                reserve_s = sum(unit_cost_s(unit, runs) for unit in reserve if unit[0].stack == stack)
-                budget = rounds_budget_s(prepared.size, stack, runs, deadline, reserve_s, profiled)
+                reserve_s = sum(unit_cost_s(unit, runs) for unit in reserve
+                                if unit[0].stack == stack and not all(u in inside for u in unit))
+                budget = rounds_budget_s(prepared.size, stack, runs, deadline, reserve_s, profiled, inside)
                 if deadline is not None and prepared.script is None:
                     end_s = rounds_end_s(deadline, reserve_s, len(profiled))
             else:
                 budget = stack_rounds_budget_s(prepared.size)
-            plan = rounds_plan(runs, stack, prepared.size, budget, variant, profiled)
             prefix = "".join(f"{part}: " for part in (stack, variant) if part not in (HOST_STACK, "original"))
             for note in plan.messages():
                 progress.note(prefix + note)
@@ -157,15 +167,17 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
             if plan.spec is None:
                 continue
             spec = replace(plan.spec, data_dir=prepared.data_dir if stack == HOST_STACK else None,
-                           script=prepared.script, rounds_end_s=end_s)
+                           script=prepared.script, rounds_budget_s=budget, rounds_end_s=end_s)
             if engine_class.runs_here:
                 until = (f"until {end_s:.0f} s after it starts" if end_s is not None else f"about {budget:.0f} s")
                 progress.note(f"{prefix}interleaved rounds of {', '.join(spec.rounds_of)} in one process, each "
                               f"round in a new order ({until}, at least {MIN_ROUNDS} rounds)")
             planned.append(spec)
     for engine, cells in prepared.router.route(planned):
-        sink = RoundsSink(writer, progress, alone=engine.one_run, measure_load=engine.runs_here,
-                          creates=[s for s in in_rounds or () if any(s.precision in c.rounds_profiled for c in cells)])
+        # What these rounds make records of: the precisions they profile, and the changes timed in them.
+        creates = [s for s in [*(in_rounds or ()), *moved] if any(
+            s.stack == c.stack and s.rounds_setting == c.variant and s.rounds_label in c.rounds_of for c in cells)]
+        sink = RoundsSink(writer, progress, alone=engine.one_run, measure_load=engine.runs_here, creates=creates)
         engine.run_groups([[cell] for cell in cells], sink)
     made = {run_key(r) for r in writer.doc["runs"]}
     unmade = [s for s in in_rounds or () if (s.stack, s.precision, s.variant) not in made]
@@ -179,7 +191,7 @@ def run_experiments(prepared: Prepared, writer: ResultsWriter) -> None:
     """The one-change runs the analysis asks for after the matrix; at a size with a budget, those that fit it.
     The precisions of one environment switch are timed together in that setting's own interleaved rounds,
     float32 beside them (its records made from the rounds); the rest run on their own, as do a setting's when
-    its rounds fail."""
+    its rounds fail (a change to a model planned before the rounds was timed in them: time_in_rounds)."""
     progress, doc = prepared.progress, writer.doc
     units = experiment_units(_experiments_planned(prepared, doc, progress))
     if prepared.deadline is not None:

@@ -62,11 +62,13 @@ class RoundsPlan:
 
 
 def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize, budget_s: float,
-                variant: str = "original", profiled: tuple[str, ...] = ()) -> RoundsPlan:
+                variant: str = "original", profiled: tuple[str, ...] = (),
+                changed: tuple[RunSpec, ...] = ()) -> RoundsPlan:
     """The rounds spec for the runs of one stack in one process setting (ROUNDS_VARIANTS: the original, or an
     environment switch such as oneDNN off), float32 first, rounds going on for `budget_s` once the minimum is
     done, and why any precision is left out; `profiled`: precisions with no run of their own, timed and profiled
-    in the rounds process alone."""
+    in the rounds process alone; `changed`: experiments that change a model or its input (the original's
+    rounds only), each timed beside the precision it changes where that precision is timed."""
     group = [r for r in runs if r.get("stack") == stack and r.get("variant", "original") == variant]
     medians = {str(r["precision"]): m for r in group if (m := _ok_unbound(r)) is not None}
     left_out: dict[str, str] = {}
@@ -88,6 +90,7 @@ def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize, b
                                                "process")
     profiled = tuple(p for p in profiled if p not in chosen)
     chosen += profiled
+    chosen += [s.rounds_label for s in changed if variant == "original" and s.precision in chosen]
     if len(chosen) < 2:
         return RoundsPlan(None, left_out)
     timed = {str(r["precision"]) for r in group if (r.get("step_time_ms") or {}).get("design") == "interleaved"}
@@ -193,7 +196,7 @@ def take_rounds(doc: dict[str, Any], record: Mapping[str, Any], alone: str, crea
         return None, [f"interleaved rounds failed ({record.get('error', 'no result')}): each ratio rests on "
                       f"{alone}"], []
     made = experiment_records(record, [s for s in creates or () if s.stack == record.get("stack")
-                                       and s.variant == record.get("variant", "original")], doc["runs"], group)
+                                       and s.rounds_setting == record.get("variant", "original")], doc["runs"], group)
     doc.setdefault("timing_rounds", []).append(kept)
     notes = [f"interleaved rounds: {len(kept.get('order') or [])} rounds in {record.get('wall_s', 0):.0f} s"]
     left_out = record.get("left_out")
@@ -209,7 +212,8 @@ def take_rounds(doc: dict[str, Any], record: Mapping[str, Any], alone: str, crea
 _FROM_ROUNDS = ("stack", "variant", "device", "size", "machine", "engine", "software")
 # What a configuration profiled in the rounds process (no run of its own) takes from there: its window's ops (the
 # engine attributed them), its model, its input (workload/rounds.py _own_run_fields).
-_FROM_OWN_RUN = ("ops", "ops_error", "profile", "model", "input_time_ms", "batch_dtype", "window_step_ms")
+_FROM_OWN_RUN = ("ops", "ops_error", "profile", "model", "input_time_ms", "batch_dtype", "window_step_ms",
+                 "variant_applied")
 
 
 def _made_record(record: Mapping[str, Any], spec: RunSpec, status: str) -> dict[str, Any]:
@@ -245,8 +249,10 @@ def experiment_records(record: Mapping[str, Any], specs: list[RunSpec], runs: li
     beside them, and its A/A control; or a precision of the original that the rounds profiled), as run records of
     their own: each its rounds' step statistics, its first step (the warm-up's, tracing included, as a run's own
     first step is timed) and its losses; `timed_by` says it had no process of its own. A profiled one has its
-    window's ops, its model and its input time; the others none. The workload's description comes from the
-    original run of its stack. A configuration with fewer than MIN_ROUNDS rounds is left out."""
+    window's ops, its model and its input time; a change to a model or its input timed in the original's rounds
+    (spec.rounds_label) says what it applied, its batches' dtype and whether its model was compiled with XLA; the
+    others none of these. The workload's description comes from the original run of its stack. A configuration
+    with fewer than MIN_ROUNDS rounds is left out."""
     rounds, warmup = record.get("rounds"), record.get("warmup")
     rounds = rounds if isinstance(rounds, Mapping) else {}
     warmup = warmup if isinstance(warmup, Mapping) else {}
@@ -254,28 +260,31 @@ def experiment_records(record: Mapping[str, Any], specs: list[RunSpec], runs: li
                      and r.get("variant", "original") == "original" and r.get("status") == "ok"), None)
     made = []
     for spec in specs:
-        step = _rounds_step(rounds, spec.precision, group)
+        label = spec.rounds_label
+        step = _rounds_step(rounds, label, group)
         if step is None:
             continue
         made_one = _made_record(record, spec, "ok")
         made_one.update(step_time_ms=step, timed_by="interleaved_rounds")
         if isinstance(record.get("variant_applied"), Mapping):
             made_one["variant_applied"] = dict(record["variant_applied"])
-        first = (warmup.get(spec.precision) or {}).get("first_step_ms")
+        first = (warmup.get(label) or {}).get("first_step_ms")
         if isinstance(first, (int, float)):
             made_one["first_step_ms"] = first
-        losses = list((record.get("losses") or {}).get(spec.precision) or [])
+        losses = list((record.get("losses") or {}).get(label) or [])
         if losses:
             made_one["loss"] = {"first": losses[0], "last": losses[-1],
                                 "nan_or_inf": any(v is None for v in losses)}
         if original is not None and isinstance(original.get("workload"), Mapping):
             made_one["workload"] = dict(original["workload"])
-        own = (record.get("own_run") or {}).get(spec.precision) if isinstance(record.get("own_run"), Mapping) else None
+        own = (record.get("own_run") or {}).get(label) if isinstance(record.get("own_run"), Mapping) else None
         if isinstance(own, Mapping):
             made_one.update(_first_model_names({k: own[k] for k in _FROM_OWN_RUN if k in own},
                                                own.get("layer_names")))
             if "scale_first" in own and isinstance(made_one.get("loss"), dict):  # a mixed_float16 loss scale
                 made_one["loss"].update(scale_first=own["scale_first"], scale_last=own.get("scale_last"))
+            if isinstance(made_one.get("workload"), dict) and "jit_compile" in own:  # the changed model's own
+                made_one["workload"]["jit_compile"] = own["jit_compile"]
         made.append(made_one)
     return made
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from fp16doctor.workload.protocol import SIZES
+from fp16doctor.workload.protocol import MODEL_VARIANTS, SIZES, VARIANT_LABEL_SEP
 
 # Slow-step bound: a 16-bit run whose steady step (the second on: the first pays tracing) takes longer than the
 # bound stops after that step, which is its measurement. The bound is time: SLOW_STEP_S of the run's size, but
@@ -216,6 +216,19 @@ class RunSpec:
         if self.rounds_of:
             return f"{self.stack} / interleaved rounds of {', '.join(self.rounds_of)}"
         return f"{self.stack} / {self.precision} / {self.variant}"
+
+    @property
+    def rounds_label(self) -> str:
+        """This cell as a configuration of a rounds process: its precision, or "float32+synthetic_input" for a
+        change to its model or its input, timed beside the original configuration it changes."""
+        if self.variant in MODEL_VARIANTS:
+            return f"{self.precision}{VARIANT_LABEL_SEP}{self.variant}"
+        return self.precision
+
+    @property
+    def rounds_setting(self) -> str:
+        """The process setting whose rounds time this cell: its variant, or the original for a change to a model."""
+        return "original" if self.variant in MODEL_VARIANTS else self.variant
 
     @property
     def slug(self) -> str:

@@ -166,11 +166,7 @@ def make_generator(api, train_dir, height, width, batch_size, batch_dtype=None):
     # As posted: rescale on the host, random flips, batches built in K.floatx().
     kwargs = {}
     if batch_dtype is not None:
-        try:
-            accepts_dtype = "dtype" in parameter_names(api.ImageDataGenerator.__init__)
-        except (TypeError, ValueError):
-            accepts_dtype = False
-        if accepts_dtype:  # Keras 3's legacy class, tf_keras, keras_preprocessing >= 1.0.6
+        if accepts_batch_dtype(api):
             kwargs["dtype"] = batch_dtype
         else:
             # Keras 2.1.5's DirectoryIterator asks K.floatx() for every batch: give only the image
@@ -182,6 +178,23 @@ def make_generator(api, train_dir, height, width, batch_size, batch_dtype=None):
     datagen = api.ImageDataGenerator(rescale=1. / 255, horizontal_flip=True, vertical_flip=True, **kwargs)
     return datagen.flow_from_directory(train_dir, target_size=(height, width), batch_size=batch_size,
                                        class_mode="binary")
+
+
+def accepts_batch_dtype(api):
+    """Whether this Keras' ImageDataGenerator takes the batches' dtype (Keras 3's legacy class, tf_keras,
+    keras_preprocessing >= 1.0.6); elsewhere make_generator redirects the image module's K.floatx(), for every
+    generator in the process."""
+    try:
+        return "dtype" in parameter_names(api.ImageDataGenerator.__init__)
+    except (TypeError, ValueError):
+        return False
+
+
+def in_memory_batch_count(batch_size, height, width, steps):
+    """How many batches the in-memory input keeps: eight when they fit in 1 GiB (so epoch boundaries stay rare in
+    the timing), else four; never more than `steps`."""
+    batch_bytes = batch_size * height * width * 3 * 4
+    return min(8 if 8 * batch_bytes <= 2 ** 30 else 4, steps)
 
 
 def time_input(generator, batches):

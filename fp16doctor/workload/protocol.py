@@ -27,6 +27,10 @@ VARIANT_ENV = {
 # The settings a whole process shares, its environment and nothing else: each is timed in interleaved rounds of
 # its own, float32 beside the 16-bit precisions in the same setting. The others change a model or its input.
 ROUNDS_VARIANTS = ("original", "onednn_off", "tf32_off")
+# The experiments that change one model or its input, not the process: each is timed in its stack's original
+# interleaved rounds, beside the configuration it changes, as a configuration labelled "<precision>+<variant>".
+MODEL_VARIANTS = ("synthetic_input", "float32_batches", "channels_padded", "xla")
+VARIANT_LABEL_SEP = "+"
 # A rounds block's timed steps are aimed at this long (a 10 ms step gets 20 of them, capped), never under one step.
 BLOCK_TARGET_S = 0.4
 # channels_padded: Tensor Core convolutions want channel counts that are multiples of 8 (cuDNN 7 developer

@@ -15,7 +15,8 @@ from __future__ import division, print_function
 import random
 
 from compat import perf_counter
-from protocol import AA_CONTROL, BLOCK_TARGET_S, MIXED_POLICIES, ROUNDS_VARIANTS  # AA_CONTROL: float32's 2nd model
+from protocol import (  # AA_CONTROL: float32's 2nd model
+    AA_CONTROL, BLOCK_TARGET_S, MIXED_POLICIES, MODEL_VARIANTS, PADDED_CHANNELS, ROUNDS_VARIANTS, VARIANT_LABEL_SEP)
 
 # A profiled configuration's window kind (and folder): this prefix and its label.
 WINDOW_PREFIX = "rounds_"
@@ -212,20 +213,36 @@ def check_setting(variant):
                          % (", ".join(ROUNDS_VARIANTS), variant))
 
 
+def config_of(label):
+    """A rounds configuration's precision and the change to its model or input it times (protocol.MODEL_VARIANTS),
+    from its label: "float16" is (float16, None), "float32+synthetic_input" (float32, synthetic_input); the A/A
+    control is float32's."""
+    if label == AA_CONTROL:
+        return "float32", None
+    precision, _, variant = label.partition(VARIANT_LABEL_SEP)
+    return precision, variant or None
+
+
 def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=perf_counter, profiler=None,
-               process_started=None):
-    """Time every precision in args.rounds_of in interleaved rounds, each with its own model of the built-in
-    workload, in the process's setting (args.variant); the result's fields, rounds included. The precisions in
-    args.profile_rounds have no run of their own: each gets a profiled block after the warm-up (`profiler`, a
-    window.WindowProfiler), and what its run would have said of its model and its input."""
+               process_started=None, device="cpu"):
+    """Time every configuration in args.rounds_of in interleaved rounds, each with its own model of the built-in
+    workload, in the process's setting (args.variant); the result's fields, rounds included. A label names a
+    precision, or a precision with a change to its model or its input ("float32+synthetic_input": an experiment
+    timed beside the configuration it changes). The precisions in args.profile_rounds have no run of their own:
+    each gets a profiled block after the warm-up (`profiler`, a window.WindowProfiler), and what its run would have
+    said of its model and its input."""
     check_setting(args.variant)
-    precisions = [p for p in args.rounds_of.split(",") if p]
-    profiled = [p for p in (getattr(args, "profile_rounds", None) or "").split(",") if p in precisions]
+    labels = [p for p in args.rounds_of.split(",") if p]
+    profiled = [p for p in (getattr(args, "profile_rounds", None) or "").split(",") if p in labels]
     defaults = (api.floatx(), _policy_name(api) or "float32")
     configs = []
     emit("phase", phase="build")
-    for label in precisions + [AA_CONTROL]:
-        precision = "float32" if label == AA_CONTROL else label
+    for label in labels + [AA_CONTROL]:
+        precision, variant = config_of(label)
+        if variant is not None:
+            configs.append(_variant_config(args, api, train_dir, build_model, make_generator, label, device,
+                                           defaults))
+            continue
         _set_precision(api, precision, defaults)
         generator = make_generator(api, train_dir, args.height, args.width, args.batch_size)
         model = build_model(api, args.height, args.width, precision.startswith("mixed_"))
@@ -242,9 +259,75 @@ def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=pe
     block = _profiled_block(api, profiler, args.profile_steps, clock) if profiled and profiler is not None else None
     result = interleave(configs, args, api, defaults, emit, clock, profile_block=block,
                         process_started=process_started)
-    if profiled:
-        result["own_run"] = _own_run_fields(configs, profiled, profiler)
+    own = _own_run_fields(configs, profiled, profiler) if profiled else {}
+    # A changed model's configuration: what its run of its own would say of the change (its record is made from
+    # these rounds).
+    own.update((c.label, dict(c.facts)) for c in configs if config_of(c.label)[1] is not None and not c.left_out)
+    if own:
+        result["own_run"] = own
     return result
+
+
+def _variant_config(args, api, train_dir, build_model, make_generator, label, device, defaults):
+    """The configuration of a label with a change to its model or its input, built as its run of its own builds
+    it (run_workload.py); left out of the rounds, with why, where the change does not apply here, or not in a
+    process that holds other models (a Keras whose generator takes no dtype gets float32 batches by redirecting
+    K.floatx() for every generator in the process), or where building it failed: the engine then runs it on its
+    own, and the rounds go on without it."""
+    from events import Skip
+    from frameworks import apply_variant
+    from model import accepts_batch_dtype, in_memory_batch_count, jit_compile_of
+
+    precision, variant = config_of(label)
+    try:
+        if variant not in MODEL_VARIANTS or args.variant != "original":
+            raise Skip("%s changes a model or its input: it is timed in the original's rounds only" % variant)
+        applied = apply_variant(api, variant, device, {})
+        if variant == "float32_batches" and not accepts_batch_dtype(api):
+            raise Skip("float32_batches: this Keras' generator takes no dtype, and its float32 batches would be "
+                       "every other model's in this process too")
+        _set_precision(api, precision, defaults)
+        batch_dtype = "float32" if variant == "float32_batches" else None
+        generator = make_generator(api, train_dir, args.height, args.width, args.batch_size, batch_dtype)
+        built = str(generator[0][0].dtype)
+        if variant == "float32_batches" and built != "float32":
+            raise Skip("float32_batches: this Keras' generator still built %s batches" % built)
+        changes = {"pad_to": PADDED_CHANNELS} if variant == "channels_padded" else (
+            {"jit_compile": True} if variant == "xla" else {})
+        model = build_model(api, args.height, args.width, precision.startswith("mixed_"), **changes)
+        _check_dtypes(model, precision)
+        source = generator
+        if variant == "synthetic_input":
+            count = in_memory_batch_count(args.batch_size, args.height, args.width, MAX_BLOCK_STEPS + 1)
+            source = _in_memory(api, generator, count)
+        data = _tf_input(api, source)
+        config = Config(label, precision, _fit_block(api, model, source if data is None else data),
+                        room=None if data is not None else len(source))
+        config.facts = {"variant_applied": applied, "batch_dtype": built, "jit_compile": jit_compile_of(model)}
+    except Exception as exc:  # noqa: BLE001  (one experiment that cannot be built never ends the rounds)
+        config = Config(label, precision, None)
+        config.left_out = str(exc) if isinstance(exc, Skip) else "%s: %s" % (exc.__class__.__name__, exc)
+    _set_precision(api, "float32", defaults)
+    return config
+
+
+def _in_memory(api, generator, count):
+    """The same model's input with its batches already made: the generator's first `count` batches, kept and
+    served as the generator serves them (by index, an epoch of `count`), so the rounds feed it as they feed the
+    original, and what differs is producing the batches (a run of its own's synthetic_input, in a rounds process)."""
+    kept = [tuple(generator[i % len(generator)]) for i in range(count)]
+
+    class InMemory(api.keras.utils.Sequence):
+        def __len__(self):
+            return len(kept)
+
+        def __getitem__(self, index):
+            return kept[index % len(kept)]
+
+        def on_epoch_end(self):
+            pass
+
+    return InMemory()
 
 
 def _run_facts(generator, model, input_batches):
@@ -387,6 +470,9 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter, profile_b
     started = clock()
     emit("phase", phase="warmup")
     for config in configs:
+        if config.left_out:  # not built (run_rounds): said with the others left out
+            emit("log", message="%s left out of the rounds: %s" % (config.label, config.left_out))
+            continue
         block = _BlockTimer()
         _set_precision(api, config.precision, defaults)
         # The first step traces (and autotunes); the others size the blocks: the size's warm-up steps, the first

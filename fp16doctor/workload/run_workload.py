@@ -33,8 +33,8 @@ from frameworks import (  # noqa: E402
     apply_variant, cpu_facts, enable_onednn_verbose, exit_now, load_keras, prepare_keras_home, prime_onednn_verbose,
     set_variant_environment, software_info, user_keras_config)
 from model import (  # noqa: E402
-    build_seed_model, describe_model, finite, in_memory_batches, initial_loss_scale, jit_compile_of, loss_scale,
-    make_generator, time_input)
+    build_seed_model, describe_model, finite, in_memory_batch_count, in_memory_batches, initial_loss_scale,
+    jit_compile_of, loss_scale, make_generator, time_input)
 from window import WindowProfiler, make_callback  # noqa: E402
 from protocol import (  # noqa: E402
     MIXED_POLICIES, PADDED_CHANNELS, PRECISIONS, PROFILE_DIR_ENV, SEED_WORKLOAD, SIZES, VARIANTS)
@@ -69,7 +69,8 @@ def parse_args(argv):
     p.add_argument("--profile-steps", type=int, default=FULL["profile_steps"],
                    help="steps in the window after the timed steps")
     p.add_argument("--rounds-of", default=None,
-                   help="time these precisions (comma-separated) in interleaved rounds in this one process")
+                   help="time these precisions (comma-separated) in interleaved rounds in this one process; "
+                        "'float32+synthetic_input': float32's model with a change to it or its input, beside it")
     p.add_argument("--rounds-budget-s", type=float, default=20.0, help="rounds go on until this long")
     p.add_argument("--rounds-end-s", type=float, default=None,
                    help="instead, rounds go on until this many seconds after this process started")
@@ -130,7 +131,7 @@ def run(args):
             emit("log", message="profiling is off: TensorFlow 1's step stats need options compiled into the model")
             profiler = None
         result = rounds.run_rounds(args, api, train_dir, build_seed_model, make_generator, emit, profiler=profiler,
-                                   process_started=started)
+                                   process_started=started, device=device)
         result.update(device=device, software=software)
         if applied:
             result["variant_applied"] = applied
@@ -195,9 +196,7 @@ def run(args):
         api.fit_stream(model, generator, steps_per_epoch, epochs, [callback])
     else:
         # Same model, batches already in memory: isolates device compute from the input pipeline.
-        # Eight batches when they fit in 1 GiB, so epoch boundaries stay rare in the timing.
-        batch_bytes = args.batch_size * args.height * args.width * 3 * 4
-        n_batches = min(8 if 8 * batch_bytes <= 2 ** 30 else 4, total_steps)
+        n_batches = in_memory_batch_count(args.batch_size, args.height, args.width, total_steps)
         x, y = in_memory_batches(generator, n_batches)
         epochs = int(math.ceil(total_steps / float(n_batches)))
         model.fit(x, y, batch_size=args.batch_size, epochs=epochs, shuffle=False, verbose=0,

@@ -18,7 +18,7 @@ from fp16doctor.engines import host as host_engine
 from fp16doctor.engines.base import base_run_record
 from fp16doctor.engines.spec import QUICK, RunSpec
 from fp16doctor.progress import LiveProgress, waiting_text
-from fp16doctor.workload.protocol import AA_CONTROL
+from fp16doctor.workload.protocol import AA_CONTROL, VARIANT_LABEL_SEP
 
 SPR_HOST = {
     "cpu": {"model": "Intel(R) Xeon(R) Platinum 8480+", "cores": 2,
@@ -37,10 +37,17 @@ def _step_ms(precision: str, variant: str) -> float:
     return STEP_MS[precision] / (6.0 if variant == "onednn_off" and precision != "float32" else 1.0)
 
 
+def _config_ms(label: str, variant: str) -> float:
+    """A rounds configuration's step: its precision's, less the batch's time where its batches are in memory."""
+    precision, _, change = label.partition(VARIANT_LABEL_SEP)
+    ms = _step_ms("float32" if label == AA_CONTROL else precision, variant)
+    return ms - INPUT_MS["batch"] / 2 if change == "synthetic_input" else ms
+
+
 def _rounds_record(spec: RunSpec) -> dict[str, Any]:
-    """What a rounds process reports: three rounds of each precision and of float32's A/A control."""
+    """What a rounds process reports: three rounds of each configuration and of float32's A/A control."""
     labels = [*spec.rounds_of, AA_CONTROL]
-    steps = {label: _step_ms("float32" if label == AA_CONTROL else label, spec.variant) for label in labels}
+    steps = {label: _config_ms(label, spec.variant) for label in labels}
     return {"stack": spec.stack, "precision": "float32", "variant": spec.variant, "device": "cpu", "status": "ok",
             "engine": {"kind": "host"}, "software": {"tensorflow": "2.21.0"}, "wall_s": 4.0,
             "rounds": {label: [ms, ms * 1.01, ms * 0.99] for label, ms in steps.items()},
@@ -231,20 +238,29 @@ def test_no_experiments_runs_the_matrix_only(tmp_path: Path, xeon: list[RunSpec]
 def test_the_input_control_runs_where_producing_a_batch_took_a_share_of_the_step_it_could_show(
         tmp_path: Path, xeon: list[RunSpec], monkeypatch: pytest.MonkeyPatch, input_ms: float) -> None:
     """The in-memory control shows an input cost only above 1 - 1/1.3 of the step: at 13 ms of float32's 130 ms step
-    (and of mixed_bfloat16's 59 ms) it could not, and does not run; at 60 ms it runs after the matrix for both, a
-    control with no experiment of its own."""
+    (and of mixed_bfloat16's 59 ms) it could not, and does not run; at 60 ms it runs for both, a control with no
+    experiment of its own: float32's, planned from its own run, in the interleaved rounds beside float32 (a record
+    made from them); mixed_bfloat16's, planned only once the rounds profiled it, in a process of its own after."""
     monkeypatch.setitem(INPUT_MS, "batch", input_ms)
     progress = Recorder()
     run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="quick", precisions=["float32", "mixed_bfloat16"]),
                  progress)
+    rounds, = [s for s in xeon if s.rounds_of]
     controls = [s for s in xeon if s.variant == "synthetic_input"]
     doc = json.loads((tmp_path / "results.json").read_text())
+    made = {r["precision"]: r for r in doc["runs"] if r["variant"] == "synthetic_input"}
     if input_ms < 0.23 * STEP_MS["mixed_bfloat16"]:
-        assert controls == [] and all(r["variant"] == "original" for r in doc["runs"])
+        assert controls == [] and made == {} and rounds.rounds_of == ("float32", "mixed_bfloat16")
         return
-    assert [(s.precision, s.experiment) for s in controls] == [("float32", None), ("mixed_bfloat16", None)]
-    assert all(r["status"] == "ok" and "experiment" not in r for r in doc["runs"] if r["variant"] == "synthetic_input")
-    assert any("float32 synthetic_input" in note for note in progress.notes)
+    assert rounds.rounds_of == ("float32", "mixed_bfloat16", "float32+synthetic_input")
+    assert [(s.precision, s.experiment) for s in controls] == [("mixed_bfloat16", None)]
+    assert all(r["status"] == "ok" and "experiment" not in r for r in made.values())
+    assert made["float32"]["timed_by"] == "interleaved_rounds" and "timed_by" not in made["mixed_bfloat16"]
+    # Paired with float32 in the rounds that timed both.
+    fp32 = next(r for r in doc["runs"] if r["precision"] == "float32" and r["variant"] == "original")
+    assert made["float32"]["step_time_ms"]["group"] == fp32["step_time_ms"]["group"]
+    assert made["float32"]["step_time_ms"]["median"] == pytest.approx(130.0 - input_ms / 2)
+    assert any("mixed_bfloat16 synthetic_input" in note for note in progress.notes)
 
 
 def test_variants_by_hand_replace_the_default(tmp_path: Path, xeon: list[RunSpec]) -> None:

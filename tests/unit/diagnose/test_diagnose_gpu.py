@@ -17,6 +17,7 @@ from fp16doctor.engines import host as host_engine
 from fp16doctor.engines.spec import RunSpec
 from fp16doctor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, DoctorError
 from fp16doctor.results import VARIANT_CHANGES
+from fp16doctor.workload.protocol import VARIANT_LABEL_SEP
 
 H200_HOST = {
     "cpu": {"model": "Intel(R) Xeon(R) Platinum 8480C", "cores": 16, "flags": ["avx512_fp16", "amx_bf16"]},
@@ -62,8 +63,10 @@ def gpu_host(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     def fake_run(self, spec: RunSpec, on_event, gpu_index=None):  # type: ignore[no-untyped-def]
         calls.append({"spec": spec, "gpu_index": gpu_index, "backend": self.backend,
                       "sampler": self.sampler})
-        if spec.rounds_of:  # interleaved rounds: each precision's canned time, a little apart round to round
-            rounds = {p: [CANNED[(p, "original")] * f for f in (1.0, 1.01, 0.99)] for p in spec.rounds_of}
+        if spec.rounds_of:  # interleaved rounds: each configuration's canned time, a little apart round to round
+            # A change to a model ("float16+channels_padded") takes its original cell's canned time.
+            rounds = {label: [CANNED[(label.partition(VARIANT_LABEL_SEP)[0], "original")] * f
+                              for f in (1.0, 1.01, 0.99)] for label in spec.rounds_of}
             rounds["float32_aa"] = [CANNED[("float32", "original")] * f for f in (1.005, 0.995, 1.0)]
             return {"stack": spec.stack, "precision": "float32", "variant": "original", "device": "gpu:0",
                     "status": "ok", "rounds": rounds, "order": [list(spec.rounds_of)] * 3}
@@ -102,7 +105,15 @@ def test_with_a_gpu_diagnose_runs_the_full_size_on_it(tmp_path: Path, gpu_host) 
     assert all(r["engine"]["gpu_uuid"] == "GPU-0f0e" for r in ok)
     # The precisions that finished were timed again together, in interleaved rounds, on the same GPU.
     rounds, = [c for c in gpu_host if c["spec"].rounds_of]
-    assert rounds["spec"].rounds_of == ("float32", "float16", "mixed_bfloat16") and rounds["gpu_index"] == 0
+    # With them, beside each 16-bit precision, the experiment its steps ask for (Tensor Cores want channel counts in
+    # multiples of 8), its record made from the rounds.
+    assert rounds["spec"].rounds_of == ("float32", "float16", "mixed_bfloat16", "float16+channels_padded",
+                                        "mixed_bfloat16+channels_padded")
+    assert rounds["gpu_index"] == 0
+    padded = [r for r in ok if r["variant"] == "channels_padded"]
+    assert [r["precision"] for r in padded] == ["float16", "mixed_bfloat16"]
+    assert all(r["timed_by"] == "interleaved_rounds" and r["experiment"]["tests"] == "tensor_cores_not_eligible"
+               for r in padded)
     timed = {r["precision"]: r["step_time_ms"] for r in ok if r["variant"] == "original"}
     assert all(t["design"] == "interleaved" and len(t["rounds"]) == 3 for t in timed.values())
     assert len(timed["float32"]["aa_rounds"]) == 3 and "single_process" in timed["float16"]

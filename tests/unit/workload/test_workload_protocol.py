@@ -17,7 +17,7 @@ PROTOCOL = PACKAGE / "workload" / "protocol.py"
 SHARED_STRINGS = {protocol.PREFIX, protocol.WINDOW_MARKER, protocol.WINDOW_START, protocol.WINDOW_END,
                   protocol.AA_CONTROL, protocol.SEED_WORKLOAD, protocol.PROFILE_DIR_ENV, protocol.SCRATCH_ENV}
 SHARED_TUPLES = {protocol.PRECISIONS, protocol.VARIANTS, protocol.SCRIPT_VARIANTS, protocol.ONEDNN_PREFIXES,
-                 protocol.MIXED_POLICIES}
+                 protocol.MIXED_POLICIES, protocol.MODEL_VARIANTS}
 
 
 def _copies(path: Path) -> list[str]:
@@ -58,6 +58,9 @@ def test_every_experiment_says_what_it_changes() -> None:
     assert set(VARIANT_CHANGES) == set(protocol.VARIANTS) - {"original", "synthetic_input"}
     assert set(protocol.SCRIPT_VARIANTS) <= set(protocol.VARIANTS)
     assert set(protocol.MIXED_POLICIES) <= set(protocol.PRECISIONS)
+    # Every variant is a process's setting (its own rounds) or a change to one model (the original's rounds).
+    assert set(protocol.ROUNDS_VARIANTS) | set(protocol.MODEL_VARIANTS) == set(protocol.VARIANTS)
+    assert not set(protocol.ROUNDS_VARIANTS) & set(protocol.MODEL_VARIANTS)
 
 
 def test_each_workload_module_imports_its_siblings_from_beside_itself() -> None:

@@ -85,7 +85,8 @@ class FakeKeras:
             callback.model = model  # as fit() sets it
         callbacks[0].on_train_begin({})
         for step in range(steps):
-            self.clock.now += model.step_s * (3 if step == 0 else 1)  # a block's first step: a new iterator
+            # A block's first step: a new iterator. An input that decodes images adds its time to every step.
+            self.clock.now += model.step_s * (3 if step == 0 else 1) + getattr(generator, "decode_s", 0.0)
             for callback in callbacks:
                 callback.on_train_batch_end(step, {"loss": 0.5})
 
@@ -340,3 +341,84 @@ def test_with_an_end_time_the_rounds_fill_what_the_process_start_up_left_of_it()
     built.clear()
     long = timed(60.0)
     assert len(long["order"]) > 3 and long["stop_reason"] == "time_budget"
+
+
+class Images:
+    """A directory generator's surface: eight batches of its dtype by index, each taking 50 ms to decode."""
+
+    decode_s = 0.05
+
+    def __init__(self, dtype: str) -> None:
+        self.dtype = dtype
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        import numpy as np
+
+        return np.zeros((2, 3), dtype=self.dtype), np.zeros((2,), dtype="float32")
+
+
+def _variant_rounds(labels: str, takes_dtype: bool = True) -> dict[str, Any]:
+    module = load()
+    clock = Clock()
+    api = FakeKeras(clock, module)
+    api.keras.utils = SimpleNamespace(Sequence=object)
+
+    class ImageDataGenerator:  # Keras 3's legacy class: the batches' dtype is a parameter
+        def __init__(self, rescale: float = 1.0, dtype: str | None = None) -> None:
+            pass
+
+    class OldImageDataGenerator:  # Keras 2.1.5's: none
+        def __init__(self, rescale: float = 1.0) -> None:
+            pass
+
+    api.ImageDataGenerator = ImageDataGenerator if takes_dtype else OldImageDataGenerator  # type: ignore[attr-defined]
+
+    def build(api_: Any, height: int, width: int, mixed: bool, pad_to: int | None = None) -> Any:
+        precision = api_._policy
+        label = precision + (f"+padded{pad_to}" if pad_to else "")
+        variable = "float32" if precision.startswith("mixed_") else precision
+        # Padded channels make this fake's float16 model 40 % faster.
+        step_s = STEP_S[precision] * (0.6 if pad_to else 1.0)
+        return SimpleNamespace(label=label, step_s=step_s, built_under=(api_._floatx, api_._policy),
+                               layers=[SimpleNamespace(dtype=variable, compute_dtype=precision.removeprefix("mixed_"))])
+
+    def generator(api_: Any, train_dir: str, height: int, width: int, batch: int, dtype: str | None = None) -> Images:
+        return Images(dtype or api_._floatx)
+
+    args = SimpleNamespace(rounds_of=labels, variant="original", height=8, width=8, batch_size=2, warmup_steps=2,
+                           rounds_budget_s=0.0, min_rounds=3, max_rounds=30, rounds_seed=7)
+    result: dict[str, Any] = module.run_rounds(args, api, "data", build, generator, lambda *a, **k: None,
+                                               clock=clock)
+    return result
+
+
+def test_a_change_to_a_model_or_its_input_is_timed_beside_the_configuration_it_changes() -> None:
+    """float32 on batches already in memory, float16 with its channels padded and float16 on float32 batches: each
+    its own model in the same rounds, built the way its run of its own builds it, with what that run would say
+    of the change."""
+    result = _variant_rounds("float32,float16,float32+synthetic_input,float16+channels_padded,float16+float32_batches")
+    rounds = result["rounds"]
+    assert all(len(values) == 3 for values in rounds.values()) and not result["left_out"]
+    assert sorted(result["order"][0]) == sorted(["float32", "float16", "float32+synthetic_input",
+                                                 "float16+channels_padded", "float16+float32_batches", "float32_aa"])
+    assert rounds["float32"] == [150.0] * 3  # 100 ms of compute and 50 ms decoding images
+    assert rounds["float32+synthetic_input"] == [100.0] * 3  # the same model, its batches already made
+    assert rounds["float16+channels_padded"] == [200.0] * 3 and rounds["float16"] == [300.0] * 3
+    own = result["own_run"]
+    assert own["float16+float32_batches"] == {"variant_applied": {"batch_dtype": "float32"},
+                                              "batch_dtype": "float32", "jit_compile": None}
+    assert own["float16+channels_padded"]["variant_applied"] == {"input_channels_in_model": 8}
+    assert own["float16+channels_padded"]["batch_dtype"] == "float16"
+    assert set(own) == {"float32+synthetic_input", "float16+channels_padded", "float16+float32_batches"}
+
+
+def test_a_change_that_cannot_share_a_process_leaves_the_rounds_and_says_why() -> None:
+    """A Keras whose generator takes no dtype would give every model in the process float32 batches: that
+    configuration is left out (its run of its own follows), the others are timed."""
+    result = _variant_rounds("float32,float16,float16+float32_batches", takes_dtype=False)
+    assert "takes no dtype" in result["left_out"]["float16+float32_batches"]
+    assert set(result["rounds"]) == {"float32", "float16", "float32_aa"}
+    assert "own_run" not in result
