@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fp16doctor.engines.spec import MIN_ROUNDS, RunSpec, WorkloadSize
-from fp16doctor.workload.protocol import AA_CONTROL
+from fp16doctor.engines.spec import MIN_ROUNDS, RunSpec, WorkloadSize, rounds_label, rounds_setting
+from fp16doctor.workload.protocol import AA_CONTROL, MODEL_VARIANTS, VARIANT_LABEL_SEP
 
 # A precision whose minimum rounds would take longer than this is left out (its ratio then rests on its own
 # process, said as such): a 20 s float16 step must not hold the rest hostage. A 1 s step (float16 on a 2-core
@@ -90,10 +90,16 @@ def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize, b
                                                "process")
     profiled = tuple(p for p in profiled if p not in chosen)
     chosen += profiled
-    chosen += [s.rounds_label for s in changed if variant == "original" and s.precision in chosen]
+    # Changes to a model or its input, beside the precision each changes: the matrix's (--variant
+    # synthetic_input, the full size's controls) that finished whole, and the experiments to be made here.
+    ran = [r for r in runs if r.get("stack") == stack and r.get("variant") in MODEL_VARIANTS and variant == "original"
+           and r.get("timed_by") != "interleaved_rounds" and _ok_unbound(r) is not None]
+    chosen += [label for label in dict.fromkeys(
+        [_label(r) for r in ran] + [s.rounds_label for s in changed if variant == "original"])
+        if label.partition(VARIANT_LABEL_SEP)[0] in chosen]
     if len(chosen) < 2:
         return RoundsPlan(None, left_out)
-    timed = {str(r["precision"]) for r in group if (r.get("step_time_ms") or {}).get("design") == "interleaved"}
+    timed = {_label(r) for r in [*group, *ran] if (r.get("step_time_ms") or {}).get("design") == "interleaved"}
     if set(chosen) <= timed:
         return RoundsPlan(None)  # --resume: these were timed together already, and nothing new finished
     spec = RunSpec(stack, "float32", variant, size, rounds_of=tuple(chosen), rounds_budget_s=budget_s,
@@ -124,6 +130,11 @@ def _values(rounds: Mapping[str, Any], label: str) -> list[float]:
     return [float(v) for v in rounds.get(label) or [] if isinstance(v, (int, float))]
 
 
+def _label(run: Mapping[str, Any]) -> str:
+    """A run's configuration in its rounds process (spec.rounds_label)."""
+    return rounds_label(str(run.get("precision")), str(run.get("variant", "original")))
+
+
 def _rounds_step(rounds: Mapping[str, Any], precision: str, group: int) -> dict[str, Any] | None:
     """One configuration's step statistics from its rounds (None with fewer than MIN_ROUNDS), float32's with its
     A/A control, and the rounds process that timed them (`group`: rounds pair only within one)."""
@@ -147,10 +158,12 @@ def merge_rounds(runs: list[dict[str, Any]], record: Mapping[str, Any], group: i
         return None
     stack, variant = record.get("stack"), record.get("variant", "original")
     for run in runs:
-        if (run.get("stack") != stack or run.get("variant", "original") != variant or run.get("status") != "ok"
+        # The runs of its setting, and in the original's a change to a model or its input that ran on its own.
+        if (run.get("stack") != stack or rounds_setting(str(run.get("variant", "original"))) != variant
+                or run.get("status") != "ok"
                 or run.get("timed_by") == "interleaved_rounds"):  # made from rounds: no process of its own
             continue
-        step = _rounds_step(rounds, str(run.get("precision")), group)
+        step = _rounds_step(rounds, _label(run), group)
         if step is None:
             continue
         current = dict(run.get("step_time_ms") or {})
@@ -176,7 +189,7 @@ def _kept(runs: list[dict[str, Any]], record: Mapping[str, Any], group: int) -> 
         kept["machine_load"] = dict(record["machine_load"])  # what else the machine did meanwhile (probe/load.py)
     timed = [run for run in runs if run.get("stack") == stack and (run.get("step_time_ms") or {}).get("group") == group]
     kept["disagree"] = sorted(
-        str(run.get("precision")) for run in timed
+        _label(run) for run in timed
         if not 1 / DISAGREEMENT <= float(run["step_time_ms"].get("rounds_vs_single_process") or 1.0) <= DISAGREEMENT)
     kept["precisions"] = [p for p in rounds if p != AA_CONTROL]
     if isinstance(record.get("engine"), Mapping):

@@ -219,16 +219,11 @@ class RunSpec:
 
     @property
     def rounds_label(self) -> str:
-        """This cell as a configuration of a rounds process: its precision, or "float32+synthetic_input" for a
-        change to its model or its input, timed beside the original configuration it changes."""
-        if self.variant in MODEL_VARIANTS:
-            return f"{self.precision}{VARIANT_LABEL_SEP}{self.variant}"
-        return self.precision
+        return rounds_label(self.precision, self.variant)
 
     @property
     def rounds_setting(self) -> str:
-        """The process setting whose rounds time this cell: its variant, or the original for a change to a model."""
-        return "original" if self.variant in MODEL_VARIANTS else self.variant
+        return rounds_setting(self.variant)
 
     @property
     def slug(self) -> str:
@@ -236,6 +231,18 @@ class RunSpec:
         if self.rounds_of:
             return f"{self.stack.replace('/', '_')}-interleaved-rounds"
         return "-".join(part.replace("/", "_") for part in (self.stack, self.precision, self.variant))
+
+
+def rounds_label(precision: str, variant: str) -> str:
+    """A cell as a configuration of a rounds process: its precision, or "float32+synthetic_input" for a change to
+    its model or its input (protocol.MODEL_VARIANTS), timed beside the original configuration it changes."""
+    return f"{precision}{VARIANT_LABEL_SEP}{variant}" if variant in MODEL_VARIANTS else precision
+
+
+def rounds_setting(variant: str) -> str:
+    """The process setting whose rounds time a cell of this variant: the variant itself (the original, or an
+    environment switch), or the original for a change to a model or its input."""
+    return "original" if variant in MODEL_VARIANTS else variant
 
 
 # Experiments that run as one: a run of its own (one spec), or the precisions of one process setting timed together

@@ -329,6 +329,49 @@ def test_a_settings_experiments_are_timed_together_in_rounds_of_that_setting(
     assert re.search(r"host / float16 / onednn_off .*n=\d+ interleaved rounds\)", shown.getvalue()), shown.getvalue()
 
 
+@pytest.mark.slow
+def test_changes_to_a_model_or_its_input_are_timed_in_the_original_rounds_beside_what_they_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-memory input control for float32, float32 batches and padded channels for float16, as the planner
+    asks for them (told to here, on any CPU; the budget, tested apart, is lifted): each its own model in the
+    original's rounds process, beside float32, float16 and the A/A control, with a record of its own made from
+    the rounds, paired with float32 there; no process of their own. A slow-step multiple far above any CPU's keeps
+    float16 whole on every CPU (a cut float16 leaves the rounds, and its changes run on their own)."""
+    import fp16doctor.diagnose.run as diagnose_run
+    from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
+
+    monkeypatch.setenv(SLOW_STEP_MULTIPLE_ENV, "10000")
+
+    asked = [{"stack": "host", "precision": "float32", "variant": "synthetic_input", "control": True,
+              "reason": "told to"}]
+    asked += [{"stack": "host", "precision": "float16", "variant": variant, "reason": "told to"}
+              for variant in ("float32_batches", "channels_padded")]
+    monkeypatch.setattr(diagnose_run, "plan_experiments", lambda doc, progress: asked)
+    monkeypatch.setattr(diagnose_run, "within_budget", lambda units, *rest: units)
+    shown = io.StringIO()
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="smoke", precisions=["float32", "float16"]),
+                 LiveProgress(Console(file=shown, width=240, color_system=None)))
+    doc = json.loads((tmp_path / "results.json").read_text())
+    made = {r["variant"]: r for r in doc["runs"] if r["variant"] != "original"}
+    assert {(r["precision"], v, r["status"], r.get("timed_by")) for v, r in made.items()} == {
+        ("float32", "synthetic_input", "ok", "interleaved_rounds"),
+        ("float16", "float32_batches", "ok", "interleaved_rounds"),
+        ("float16", "channels_padded", "ok", "interleaved_rounds")}, shown.getvalue()
+    group = _ok(doc, "float32")["step_time_ms"]["group"]
+    assert all(r["step_time_ms"]["group"] == group and len(r["step_time_ms"]["rounds"]) >= 3 for r in made.values())
+    assert set(doc["timing_rounds"][group]["precisions"]) >= {
+        "float32+synthetic_input", "float16+float32_batches", "float16+channels_padded"}
+    # What each changed, as its run of its own would have said it.
+    assert made["float32_batches"]["batch_dtype"] == "float32" and made["channels_padded"]["batch_dtype"] == "float16"
+    assert made["float32_batches"]["variant_applied"] == {"batch_dtype": "float32"}
+    assert made["channels_padded"]["variant_applied"] == {"input_channels_in_model": 8}
+    assert "experiment" not in made["synthetic_input"]  # a control tests nothing
+    assert made["float32_batches"]["experiment"]["changes"] == {"batch_dtype": "float32"}
+    assert len(doc["runs"]) == 5  # float32's and float16's own runs, the three made in the rounds
+    assert re.search(r"host / float16 / channels_padded .*n=\d+ interleaved rounds\)", shown.getvalue()), \
+        shown.getvalue()
+
+
 def test_a_precision_profiled_in_the_rounds_whose_warm_up_passes_the_bound_gets_a_run_of_its_own(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The rounds' safety net, on any CPU, with real TensorFlow: float16 planned with no process of its own (told to

@@ -64,9 +64,12 @@ def gpu_host(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         calls.append({"spec": spec, "gpu_index": gpu_index, "backend": self.backend,
                       "sampler": self.sampler})
         if spec.rounds_of:  # interleaved rounds: each configuration's canned time, a little apart round to round
-            # A change to a model ("float16+channels_padded") takes its original cell's canned time.
-            rounds = {label: [CANNED[(label.partition(VARIANT_LABEL_SEP)[0], "original")] * f
-                              for f in (1.0, 1.01, 0.99)] for label in spec.rounds_of}
+            # A change to a model ("float16+channels_padded") takes its cell's canned time, else its original's.
+            def canned(label: str) -> float:
+                precision, _, variant = label.partition(VARIANT_LABEL_SEP)
+                return CANNED.get((precision, variant)) or CANNED[(precision, "original")]
+
+            rounds = {label: [canned(label) * f for f in (1.0, 1.01, 0.99)] for label in spec.rounds_of}
             rounds["float32_aa"] = [CANNED[("float32", "original")] * f for f in (1.005, 0.995, 1.0)]
             return {"stack": spec.stack, "precision": "float32", "variant": "original", "device": "gpu:0",
                     "status": "ok", "rounds": rounds, "order": [list(spec.rounds_of)] * 3}
@@ -105,10 +108,12 @@ def test_with_a_gpu_diagnose_runs_the_full_size_on_it(tmp_path: Path, gpu_host) 
     assert all(r["engine"]["gpu_uuid"] == "GPU-0f0e" for r in ok)
     # The precisions that finished were timed again together, in interleaved rounds, on the same GPU.
     rounds, = [c for c in gpu_host if c["spec"].rounds_of]
-    # With them, beside each 16-bit precision, the experiment its steps ask for (Tensor Cores want channel counts in
-    # multiples of 8), its record made from the rounds.
-    assert rounds["spec"].rounds_of == ("float32", "float16", "mixed_bfloat16", "float16+channels_padded",
-                                        "mixed_bfloat16+channels_padded")
+    # With them, beside each precision, its in-memory control (a run of its own at the full size), and beside
+    # each 16-bit one the experiment its steps ask for (Tensor Cores want channel counts in multiples of 8), its
+    # record made from the rounds.
+    assert rounds["spec"].rounds_of == (
+        "float32", "float16", "mixed_bfloat16", "float32+synthetic_input", "float16+synthetic_input",
+        "mixed_bfloat16+synthetic_input", "float16+channels_padded", "mixed_bfloat16+channels_padded")
     assert rounds["gpu_index"] == 0
     padded = [r for r in ok if r["variant"] == "channels_padded"]
     assert [r["precision"] for r in padded] == ["float16", "mixed_bfloat16"]

@@ -28,7 +28,8 @@ def test_every_unbound_precision_with_float32_first_and_the_rest_said() -> None:
             run("float16", 600, variant="onednn_off", experiment={"changes": {}})]
     plan = rounds_plan(runs, "host", QUICK, 20.0)
     spec, notes = plan.spec, plan.messages()
-    assert spec is not None and spec.rounds_of == ("float32", "float16")
+    # float32's in-memory control beside it, as a configuration of its own; another setting's run is not here.
+    assert spec is not None and spec.rounds_of == ("float32", "float16", "float32+synthetic_input")
     assert spec.rounds_budget_s == 20.0 and "--rounds-of" in spec.workload_args()
     assert any(n.startswith("mixed_float16 left out") and "own process" in n for n in notes)
     assert any(n.startswith("mixed_bfloat16 left out") and "slow-step bound" in n for n in notes)
@@ -36,6 +37,29 @@ def test_every_unbound_precision_with_float32_first_and_the_rest_said() -> None:
     assert mark_left_out(runs, "host", plan) and not mark_left_out(runs, "host", plan)
     assert "slow-step bound" in runs[3]["rounds_left_out"] and "own process" in runs[2]["rounds_left_out"]
     assert not any("rounds_left_out" in r for r in (runs[0], runs[1], runs[4], runs[5]))
+
+
+def test_a_change_to_a_model_that_ran_on_its_own_is_timed_beside_its_precision_and_keeps_its_own_figures() -> None:
+    """The matrix's input controls (the full size's, or asked for with --variant): each one whose precision is
+    timed joins the rounds (a cut precision's does not), and the rounds go into its record as into the
+    precisions', its own process's figures under single_process."""
+    runs = [run("float32", 450), run("float16", 1000), run("mixed_float16", 24000.0, bound=True),
+            run("float32", 400, variant="synthetic_input"), run("float16", 900, variant="synthetic_input"),
+            run("mixed_float16", 20000.0, variant="synthetic_input")]
+    spec = rounds_plan(runs, "host", QUICK, 20.0).spec
+    assert spec is not None
+    assert spec.rounds_of == ("float32", "float16", "float32+synthetic_input", "float16+synthetic_input")
+    rounds = {label: [v, v * 1.01, v * 0.99] for label, v in (
+        ("float32", 440.0), ("float16", 990.0), ("float32+synthetic_input", 395.0), ("float16+synthetic_input", 880.0),
+        ("float32_aa", 445.0))}
+    kept = merge_rounds(runs, {"stack": "host", "variant": "original", "status": "ok", "rounds": rounds}, group=0)
+    assert kept is not None
+    control = runs[4]["step_time_ms"]
+    assert control["design"] == "interleaved" and control["median"] == 880.0 and control["group"] == 0
+    assert control["single_process"]["median"] == 900 and "aa_rounds" not in control
+    assert "rounds" not in runs[5]["step_time_ms"]  # its precision was cut: not in the rounds
+    # --resume with nothing new: these were timed together already.
+    assert rounds_plan(runs, "host", QUICK, 20.0).spec is None
 
 
 def test_a_group_whose_16_bit_runs_were_all_cut_has_no_rounds_and_says_why() -> None:

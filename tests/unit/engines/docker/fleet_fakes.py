@@ -24,6 +24,7 @@ from fp16doctor.engines.spec import QUICK, RunSpec, comparison_groups
 from fp16doctor.errors import DoctorError
 from fp16doctor.results import ResultsWriter, new_document
 from fp16doctor.stacks import StackSpec
+from fp16doctor.workload.protocol import VARIANT_LABEL_SEP
 
 STEP_MS = {"float32": 100.0, "float16": 160.0, "mixed_float16": 120.0, "mixed_bfloat16": 110.0}
 
@@ -166,7 +167,9 @@ class Fleet:
             record = base_run_record(spec, f"gpu:{gpu['index']}" if gpu and stack.gpu else "cpu")
             if spec.rounds_of:  # what the workload's rounds report: a median per round for each configuration
                 labels = [*spec.rounds_of, "float32_aa"]
-                record["rounds"] = {p: [STEP_MS[p.removesuffix("_aa")]] * 3 for p in labels}
+                # float32_aa: float32's A/A control; float32+synthetic_input: float32's model on in-memory input.
+                record["rounds"] = {p: [STEP_MS[p.removesuffix("_aa").partition(VARIANT_LABEL_SEP)[0]]] * 3
+                                    for p in labels}
                 record["order"] = [labels] * 3
             record.update(status="ok", step_time_ms={"median": STEP_MS[spec.precision], "n": 10},
                           engine={"kind": "docker", "docker_host": engine.url, "image": kwargs.get("image"),
