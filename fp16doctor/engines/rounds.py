@@ -63,12 +63,14 @@ class RoundsPlan:
 
 def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize, budget_s: float,
                 variant: str = "original", profiled: tuple[str, ...] = (),
-                changed: tuple[RunSpec, ...] = ()) -> RoundsPlan:
+                changed: tuple[RunSpec, ...] = (), builds_changes: bool = True) -> RoundsPlan:
     """The rounds spec for the runs of one stack in one process setting (ROUNDS_VARIANTS: the original, or an
     environment switch such as oneDNN off), float32 first, rounds going on for `budget_s` once the minimum is
     done, and why any precision is left out; `profiled`: precisions with no run of their own, timed and profiled
     in the rounds process alone; `changed`: experiments that change a model or its input (the original's
-    rounds only), each timed beside the precision it changes where that precision is timed."""
+    rounds only), each timed beside the precision it changes where that precision is timed, as are the matrix's
+    changes that ran on their own, where the rounds process builds changed models (`builds_changes`: the built-in
+    workload's does; a script's runs the script as written)."""
     group = [r for r in runs if r.get("stack") == stack and r.get("variant", "original") == variant]
     medians = {str(r["precision"]): m for r in group if (m := _ok_unbound(r)) is not None}
     left_out: dict[str, str] = {}
@@ -90,15 +92,15 @@ def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize, b
                                                "process")
     profiled = tuple(p for p in profiled if p not in chosen)
     chosen += profiled
+    if len(chosen) < 2:  # no precision to pair with float32: no rounds, whatever changes to a model wait for them
+        return RoundsPlan(None, left_out)
     # Changes to a model or its input, beside the precision each changes: the matrix's (--variant
     # synthetic_input, the full size's controls) that finished whole, and the experiments to be made here.
     ran = [r for r in runs if r.get("stack") == stack and r.get("variant") in MODEL_VARIANTS and variant == "original"
-           and r.get("timed_by") != "interleaved_rounds" and _ok_unbound(r) is not None]
+           and builds_changes and r.get("timed_by") != "interleaved_rounds" and _ok_unbound(r) is not None]
     chosen += [label for label in dict.fromkeys(
         [_label(r) for r in ran] + [s.rounds_label for s in changed if variant == "original"])
         if label.partition(VARIANT_LABEL_SEP)[0] in chosen]
-    if len(chosen) < 2:
-        return RoundsPlan(None, left_out)
     timed = {_label(r) for r in [*group, *ran] if (r.get("step_time_ms") or {}).get("design") == "interleaved"}
     if set(chosen) <= timed:
         return RoundsPlan(None)  # --resume: these were timed together already, and nothing new finished

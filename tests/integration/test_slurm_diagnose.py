@@ -155,7 +155,10 @@ def test_the_matrix_runs_as_slurm_jobs_each_run_carrying_its_job_and_node(
         assert step["design"] == "interleaved" and len(step["rounds"]) >= 3, step
     assert len(runs[("float32", "original")]["step_time_ms"]["aa_rounds"]) >= 3
     rounds, = doc["timing_rounds"]
-    assert rounds["precisions"] == ["float16", "float32"] and rounds["engine"]["node"] == node, rounds
+    # Each input control beside its precision, in the same job.
+    assert rounds["precisions"] == ["float16", "float16+synthetic_input", "float32", "float32+synthetic_input"]
+    assert rounds["engine"]["node"] == node, rounds
+    assert all(runs[(p, "synthetic_input")]["step_time_ms"]["design"] == "interleaved" for p in ("float32", "float16"))
     verdict, = [v for v in doc["verdicts"] if v["variant"] == "original"]
     assert verdict["interval_method"] == "paired_rounds" and verdict["repeats"] >= 3
     assert re.search(r"interleaved rounds: \d+ rounds in", stderr), stderr[-3000:]

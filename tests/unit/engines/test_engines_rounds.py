@@ -60,17 +60,23 @@ def test_a_change_to_a_model_that_ran_on_its_own_is_timed_beside_its_precision_a
     assert "rounds" not in runs[5]["step_time_ms"]  # its precision was cut: not in the rounds
     # --resume with nothing new: these were timed together already.
     assert rounds_plan(runs, "host", QUICK, 20.0).spec is None
+    # A script's rounds run the script as written: its changed runs (--variant xla) keep their own figures.
+    fresh = [run("float32", 450), run("float16", 1000), run("float32", 300, variant="xla")]
+    script = rounds_plan(fresh, "host", QUICK, 20.0, builds_changes=False)
+    assert script.spec is not None and script.spec.rounds_of == ("float32", "float16")
 
 
 def test_a_group_whose_16_bit_runs_were_all_cut_has_no_rounds_and_says_why() -> None:
     """On a CPU where float16 is pathological (oneDNN's reference kernels), every 16-bit run is cut by the bound:
-    nothing is left to pair with float32, and each cut run keeps why it has no rounds."""
-    runs = [run("float32", 150), run("float16", 24500.0, bound=True), run("mixed_float16", 23800.0, bound=True)]
+    nothing is left to pair with float32, and each cut run keeps why it has no rounds (float32's input control
+    alone is no reason for a rounds process)."""
+    runs = [run("float32", 150), run("float16", 24500.0, bound=True), run("mixed_float16", 23800.0, bound=True),
+            run("float32", 120, variant="synthetic_input")]
     plan = rounds_plan(runs, "host", QUICK, 20.0)
     assert plan.spec is None
     assert sorted(plan.left_out) == ["float16", "mixed_float16"]
     assert mark_left_out(runs, "host", plan)
-    assert all("slow-step bound" in r["rounds_left_out"] for r in runs[1:])
+    assert all("slow-step bound" in r["rounds_left_out"] for r in runs[1:3]) and "rounds_left_out" not in runs[3]
 
 
 def test_a_run_cut_after_its_first_step_is_left_out_of_the_rounds_like_any_cut_run() -> None:
