@@ -303,7 +303,8 @@ def _variant_config(args, api, train_dir, build_model, make_generator, label, de
         data = _tf_input(api, source)
         config = Config(label, precision, _fit_block(api, model, source if data is None else data),
                         room=None if data is not None else len(source))
-        config.facts = {"variant_applied": applied, "batch_dtype": built, "jit_compile": jit_compile_of(model)}
+        config.facts = _model_facts(model)
+        config.facts.update(variant_applied=applied, batch_dtype=built, jit_compile=jit_compile_of(model))
     except Exception as exc:  # noqa: BLE001  (one experiment that cannot be built never ends the rounds)
         config = Config(label, precision, None)
         config.left_out = str(exc) if isinstance(exc, Skip) else "%s: %s" % (exc.__class__.__name__, exc)
@@ -333,13 +334,22 @@ def _in_memory(api, generator, count):
 def _run_facts(generator, model, input_batches):
     """What a run of its own measures of a configuration besides its steps: its model (the attribution names
     layers from it) and one batch's time and dtype from its generator (model.time_input)."""
-    from model import describe_model, time_input
+    from model import time_input
 
     input_ms, batch_dtype = time_input(generator, input_batches)
+    facts = _model_facts(model)
+    facts.update(input_time_ms=input_ms, batch_dtype=batch_dtype)
+    return facts
+
+
+def _model_facts(model):
+    """A model as a run of its own describes it (model.describe_model), with the names its layers would have as
+    the first model of a process (`layer_names`)."""
+    from model import describe_model
+
     described = describe_model(model)
     names = [layer.get("name") for layer in described.get("layers") or []]
-    return {"model": described, "input_time_ms": input_ms, "batch_dtype": batch_dtype,
-            "layer_names": first_model_names(names)}
+    return {"model": described, "layer_names": first_model_names(names)}
 
 
 def first_model_names(names):

@@ -362,6 +362,7 @@ class Images:
 
 def _variant_rounds(labels: str, takes_dtype: bool = True) -> dict[str, Any]:
     module = load()
+    module._model_facts = lambda model: {"model": {"name": model.label}}  # no real model here
     clock = Clock()
     api = FakeKeras(clock, module)
     api.keras.utils = SimpleNamespace(Sequence=object)
@@ -408,8 +409,9 @@ def test_a_change_to_a_model_or_its_input_is_timed_beside_the_configuration_it_c
     assert rounds["float32+synthetic_input"] == [100.0] * 3  # the same model, its batches already made
     assert rounds["float16+channels_padded"] == [200.0] * 3 and rounds["float16"] == [300.0] * 3
     own = result["own_run"]
-    assert own["float16+float32_batches"] == {"variant_applied": {"batch_dtype": "float32"},
-                                              "batch_dtype": "float32", "jit_compile": None}
+    assert own["float16+float32_batches"] == {"model": {"name": "float16"}, "batch_dtype": "float32",
+                                              "variant_applied": {"batch_dtype": "float32"}, "jit_compile": None}
+    assert own["float16+channels_padded"]["model"] == {"name": "float16+padded8"}  # described as built
     assert own["float16+channels_padded"]["variant_applied"] == {"input_channels_in_model": 8}
     assert own["float16+channels_padded"]["batch_dtype"] == "float16"
     assert set(own) == {"float32+synthetic_input", "float16+channels_padded", "float16+float32_batches"}
