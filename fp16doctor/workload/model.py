@@ -10,6 +10,7 @@ import sys
 
 from compat import parameter_names, perf_counter
 from events import Skip
+from protocol import PADDED_CHANNELS
 from timing import summary
 
 
@@ -30,6 +31,24 @@ def pad_channels_layer(api, height, width, channels):
 
     return api.layers.Lambda(pad, input_shape=(height, width, 3), output_shape=(height, width, channels),
                              name="pad_channels")
+
+
+def variant_changes(variant):
+    """What a variant changes in the built-in workload, as (the generator's batch dtype, build_seed_model's keyword
+    arguments): float32 batches, a padded first layer, XLA; (None, {}) for one that changes neither."""
+    if variant == "float32_batches":
+        return "float32", {}
+    if variant == "channels_padded":
+        return None, {"pad_to": PADDED_CHANNELS}
+    if variant == "xla":
+        return None, {"jit_compile": True}
+    return None, {}
+
+
+def check_batches(variant, batch_dtype):
+    """float32_batches with batches that are not float32 (this Keras' generator ignored the dtype): Skip."""
+    if variant == "float32_batches" and batch_dtype != "float32":
+        raise Skip("float32_batches: this Keras' generator still built %s batches" % batch_dtype)
 
 
 def build_seed_model(api, height, width, mixed, pad_to=None, jit_compile=False, run_options=None):

@@ -16,7 +16,7 @@ import random
 
 from compat import perf_counter
 from protocol import (  # AA_CONTROL: float32's 2nd model
-    AA_CONTROL, BLOCK_TARGET_S, MIXED_POLICIES, MODEL_VARIANTS, PADDED_CHANNELS, ROUNDS_VARIANTS, VARIANT_LABEL_SEP)
+    AA_CONTROL, BLOCK_TARGET_S, MIXED_POLICIES, MODEL_VARIANTS, ROUNDS_VARIANTS, VARIANT_LABEL_SEP)
 
 # A profiled configuration's window kind (and folder): this prefix and its label.
 WINDOW_PREFIX = "rounds_"
@@ -276,7 +276,7 @@ def _variant_config(args, api, train_dir, build_model, make_generator, label, de
     own, and the rounds go on without it."""
     from events import Skip
     from frameworks import apply_variant
-    from model import accepts_batch_dtype, in_memory_batch_count, jit_compile_of
+    from model import accepts_batch_dtype, check_batches, in_memory_batch_count, jit_compile_of, variant_changes
 
     precision, variant = config_of(label)
     try:
@@ -287,13 +287,10 @@ def _variant_config(args, api, train_dir, build_model, make_generator, label, de
             raise Skip("float32_batches: this Keras' generator takes no dtype, and its float32 batches would be "
                        "every other model's in this process too")
         _set_precision(api, precision, defaults)
-        batch_dtype = "float32" if variant == "float32_batches" else None
-        generator = make_generator(api, train_dir, args.height, args.width, args.batch_size, batch_dtype)
+        batches_in, changes = variant_changes(variant)
+        generator = make_generator(api, train_dir, args.height, args.width, args.batch_size, batches_in)
         built = str(generator[0][0].dtype)
-        if variant == "float32_batches" and built != "float32":
-            raise Skip("float32_batches: this Keras' generator still built %s batches" % built)
-        changes = {"pad_to": PADDED_CHANNELS} if variant == "channels_padded" else (
-            {"jit_compile": True} if variant == "xla" else {})
+        check_batches(variant, built)
         model = build_model(api, args.height, args.width, precision.startswith("mixed_"), **changes)
         _check_dtypes(model, precision)
         source = generator

@@ -33,11 +33,11 @@ from frameworks import (  # noqa: E402
     apply_variant, cpu_facts, enable_onednn_verbose, exit_now, load_keras, prepare_keras_home, prime_onednn_verbose,
     set_variant_environment, software_info, user_keras_config)
 from model import (  # noqa: E402
-    build_seed_model, describe_model, finite, in_memory_batch_count, in_memory_batches, initial_loss_scale,
-    jit_compile_of, loss_scale, make_generator, time_input)
+    build_seed_model, check_batches, describe_model, finite, in_memory_batch_count, in_memory_batches,
+    initial_loss_scale, jit_compile_of, loss_scale, make_generator, time_input, variant_changes)
 from window import WindowProfiler, make_callback  # noqa: E402
 from protocol import (  # noqa: E402
-    MIXED_POLICIES, PADDED_CHANNELS, PRECISIONS, PROFILE_DIR_ENV, SEED_WORKLOAD, SIZES, VARIANTS)
+    MIXED_POLICIES, PRECISIONS, PROFILE_DIR_ENV, SEED_WORKLOAD, SIZES, VARIANTS)
 from timing import STABLE_TOLERANCE, StepTimer, summary  # noqa: E402
 
 FULL = SIZES["full"]  # the defaults: the user's script as posted
@@ -149,11 +149,10 @@ def run(args):
     if args.precision in ("float16", "bfloat16") and api.floatx() != args.precision:
         raise RuntimeError("floatx %s was not picked up (floatx is %s)" % (args.precision, api.floatx()))
 
-    generator = make_generator(api, train_dir, args.height, args.width, args.batch_size,
-                               "float32" if args.variant == "float32_batches" else None)
+    batches_in, model_changes = variant_changes(args.variant)
+    generator = make_generator(api, train_dir, args.height, args.width, args.batch_size, batches_in)
     input_ms, batch_dtype = time_input(generator, args.input_batches)
-    if args.variant == "float32_batches" and batch_dtype != "float32":
-        raise Skip("float32_batches: this Keras' generator still built %s batches" % batch_dtype)
+    check_batches(args.variant, batch_dtype)
     emit("phase", phase="input_timed", input_time_ms=input_ms, batch_dtype=batch_dtype)
 
     profiler = None
@@ -163,9 +162,7 @@ def run(args):
         except Exception as exc:  # noqa: BLE001  (no profile is no reason to lose the measurement)
             emit("log", message="profiling is off: %s: %s" % (exc.__class__.__name__, exc))
     model = build_seed_model(api, args.height, args.width, mixed,
-                             pad_to=PADDED_CHANNELS if args.variant == "channels_padded" else None,
-                             jit_compile=args.variant == "xla",
-                             run_options=profiler.run_options if profiler is not None else None)
+                             run_options=profiler.run_options if profiler is not None else None, **model_changes)
     timer = StepTimer(args.warmup_steps, args.min_steps, args.max_steps, args.max_measure_s,
                       args.stable_tolerance, bound_ms=args.bound_ms, first_bound_ms=args.first_bound_ms,
                       window_steps=args.profile_steps if profiler is not None else 0)
