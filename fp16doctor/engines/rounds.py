@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fp16doctor.engines.spec import MIN_ROUNDS, RunSpec, WorkloadSize, rounds_label, rounds_setting
-from fp16doctor.workload.protocol import AA_CONTROL, MODEL_VARIANTS, VARIANT_LABEL_SEP
+from fp16doctor.workload.protocol import AA_CONTROL, MODEL_VARIANTS
 
 # A precision whose minimum rounds would take longer than this is left out (its ratio then rests on its own
 # process, said as such): a 20 s float16 step must not hold the rest hostage. A 1 s step (float16 on a 2-core
@@ -98,9 +98,8 @@ def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize, b
     # synthetic_input, the full size's controls) that finished whole, and the experiments to be made here.
     ran = [r for r in runs if r.get("stack") == stack and r.get("variant") in MODEL_VARIANTS and variant == "original"
            and builds_changes and r.get("timed_by") != "interleaved_rounds" and _ok_unbound(r) is not None]
-    chosen += [label for label in dict.fromkeys(
-        [_label(r) for r in ran] + [s.rounds_label for s in changed if variant == "original"])
-        if label.partition(VARIANT_LABEL_SEP)[0] in chosen]
+    chosen += dict.fromkeys([_label(r) for r in ran if r.get("precision") in chosen]
+                            + [s.rounds_label for s in changed if variant == "original" and s.precision in chosen])
     timed = {_label(r) for r in [*group, *ran] if (r.get("step_time_ms") or {}).get("design") == "interleaved"}
     if set(chosen) <= timed:
         return RoundsPlan(None)  # --resume: these were timed together already, and nothing new finished
