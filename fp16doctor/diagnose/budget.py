@@ -224,9 +224,8 @@ def _profiled_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSi
     total = 0.0
     for precision in profiled:
         step_s = fp32_step * PROFILED_STEP_PRIOR.get(precision, 1.0)
-        block_s = max(step_s, BLOCK_TARGET_S) + step_s
-        total += (max(first_s - fp32_step, 0.0) + step_s + (rounds_warmup_steps(size) + 1 + size.profile_steps)
-                  * step_s + WINDOW_OVERHEAD_S + (MIN_ROUNDS + 1) * block_s)
+        total += (_config_startup_s(max(first_s - fp32_step, 0.0) + step_s, step_s, size)
+                  + (1 + size.profile_steps) * step_s + WINDOW_OVERHEAD_S)
     return total
 
 
@@ -241,9 +240,15 @@ def _changed_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSiz
         base = _original(runs, stack, spec.precision)
         step_s = _median_s(base) or (_median_s(fp32) or 0.0) * PROFILED_STEP_PRIOR.get(spec.precision, 1.0)
         first_s = float((base or fp32 or {}).get("first_step_ms") or 0.0) / 1000.0
-        block_s = max(step_s, BLOCK_TARGET_S) + step_s
-        total += first_s + rounds_warmup_steps(size) * step_s + (MIN_ROUNDS + 1) * block_s
+        total += _config_startup_s(first_s, step_s, size)
     return total
+
+
+def _config_startup_s(first_s: float, step_s: float, size: WorkloadSize) -> float:
+    """One more configuration in a rounds process: its first step, its warm-up and its share of the minimum rounds
+    (a block of at least one step after a dropped one, the round that starts as the budget ends among them)."""
+    block_s = max(step_s, BLOCK_TARGET_S) + step_s
+    return first_s + rounds_warmup_steps(size) * step_s + (MIN_ROUNDS + 1) * block_s
 
 
 def _script_setup_s(run: Mapping[str, Any]) -> float:
