@@ -7,18 +7,17 @@ float32's in-memory input control and float16 on float32 batches, whatever the r
 are tested apart), twice per repeat: as diagnose runs them (in the original's rounds, beside float32 and float16),
 and with those experiments sent to processes of their own, as before the rounds could build a changed model. Prints
 one JSON object: per mode, the wall time and phases, the original's rounds (how many), and each experiment's
-record: its step, how it was timed, and its ratio to the configuration it changes with the rounds' interval where
-they pair; the CPU model and the load average beside them. Nothing else should run on the machine meanwhile.
+record: its step, how it was timed, and its ratio to the configuration it changes with the analysis' own interval
+(paired rounds where one process timed both); the CPU model and the load average beside them. Nothing else should
+run on the machine meanwhile.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -31,50 +30,41 @@ ASKED = [{"stack": "host", "precision": "float32", "variant": "synthetic_input",
           "experiment": {"changes": {"batch_dtype": "float32"}, "tests": "host_fp16_emulation"}}]
 
 
-def _paired(base: list[float], other: list[float]) -> dict[str, float] | None:
-    """base / other per round, its geometric mean and a 95 % t interval (the analysis' own, for the rounds)."""
-    from fp16doctor.analysis.intervals import t_quantile
-
-    pairs = [(a, b) for a, b in zip(base, other, strict=False) if a > 0 and b > 0]
-    if len(pairs) < 3:
-        return None
-    logs = [math.log(a / b) for a, b in pairs]
-    mean, sd = statistics.fmean(logs), statistics.stdev(logs)
-    half = t_quantile(len(logs) - 1) * sd / math.sqrt(len(logs))
-    return {"ratio": round(math.exp(mean), 3), "low": round(math.exp(mean - half), 3),
-            "high": round(math.exp(mean + half), 3), "rounds": len(pairs)}
-
-
 def _one(size: str, in_rounds: bool) -> dict[str, Any]:
+    from rich.console import Console
+
     import fp16doctor.diagnose.run as diagnose_run
+    from fp16doctor.analysis.context import build_context
+    from fp16doctor.analysis.intervals import ratio_interval
     from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
     from fp16doctor.progress import LiveProgress
 
     diagnose_run.plan_experiments = lambda doc, progress: ASKED  # type: ignore[assignment]
     diagnose_run.within_budget = lambda units, *rest: units  # type: ignore[assignment]
     diagnose_run.MODEL_VARIANTS = diagnose_run.MODEL_VARIANTS if in_rounds else ()  # type: ignore[misc]
-    with tempfile.TemporaryDirectory() as out:
+    with tempfile.TemporaryDirectory() as out, open(os.devnull, "w") as quiet:
         load_before = os.getloadavg()[0]
         began = time.perf_counter()
-        from rich.console import Console
-
         run_diagnose(DiagnoseOptions(out_dir=Path(out), size=size, precisions=["float32", "float16"]),
-                     LiveProgress(Console(file=open(os.devnull, "w"), width=200)))
+                     LiveProgress(Console(file=quiet, width=200)))
         wall = time.perf_counter() - began
         doc = json.loads((Path(out) / "results.json").read_text())
-    runs = {(r["precision"], r["variant"]): r for r in doc["runs"] if r.get("status") == "ok"}
+    # Each change against the configuration it changes, as the analysis compares two runs (paired rounds where one
+    # process timed both, else the two processes' medians).
+    views = {(r.precision, r.variant): r for r in build_context(doc).ok_runs()}
+    timed_by = {(r["precision"], r["variant"]): r.get("timed_by") for r in doc["runs"]}
     changes = {}
-    for (precision, variant), run in runs.items():
-        if variant == "original":
+    for (precision, variant), view in views.items():
+        base = views.get((precision, "original"))
+        if variant == "original" or base is None:
             continue
-        step, base = run["step_time_ms"], runs.get((precision, "original"), {}).get("step_time_ms", {})
-        paired = (_paired(base.get("rounds") or [], step.get("rounds") or [])
-                  if step.get("group") is not None and step.get("group") == base.get("group") else None)
+        interval = ratio_interval(base.timing, view.timing)
         changes[f"{precision} {variant}"] = {
-            "median_ms": step.get("median"), "timed_by": run.get("timed_by") or "its own process",
-            "original_median_ms": base.get("median"),
-            "ratio_original_over_change": paired or (round(base["median"] / step["median"], 3)
-                                                     if base.get("median") and step.get("median") else None)}
+            "median_ms": view.step_ms, "original_median_ms": base.step_ms,
+            "timed_by": timed_by.get((precision, variant)) or "its own process",
+            "original_over_change": {"ratio": round(interval.speedup, 3), "low": round(interval.low, 3),
+                                     "high": round(interval.high, 3), "method": interval.method,
+                                     "rounds": interval.repeats}}
     return {"wall_s": round(wall, 1), "phases_s": doc["invocation"].get("phases_s"),
             "rounds": [len(t.get("order") or []) for t in doc.get("timing_rounds") or []],
             "changes": changes, "load_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
