@@ -247,6 +247,7 @@ def diagnose(
 ) -> None:
     """Probe, run the workload per stack x precision, analyse, and write results.json and report.html."""
     from fp16doctor.diagnose import DiagnoseOptions, plan_diagnose, run_diagnose
+    from fp16doctor.diagnose.budget import command_started
     from fp16doctor.progress import LiveProgress
 
     sizes = {name for name, given in (("quick", quick), ("full", full), (size or "", size is not None)) if given}
@@ -299,6 +300,7 @@ def diagnose(
         script_args=list(script_arg),
         steps=steps,
         slurm=slurm_options,
+        started=command_started(),
     )
     from fp16doctor import logs
 

@@ -48,3 +48,4 @@ class DiagnoseOptions:
     slurm: SlurmOptions | None = None  # run the host cells as Slurm jobs (diagnose --slurm)
     plan: bool = False  # --plan: every check, then what would run; nothing runs and nothing is created
     argv: list[str] = field(default_factory=lambda: list(sys.argv))
+    started: float | None = None  # time.monotonic() when the user's command began: the budget's clock (None: now)

@@ -3,6 +3,7 @@ experiments fit in what is left. An engine whose runs wait in a queue is not bou
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -32,19 +33,69 @@ def rounds_budget_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], 
     return max(ROUNDS_MIN_BUDGET_S, deadline - time.monotonic() - startup_s - reserve_s)
 
 
-# What follows a rounds process's last round within the budget: the process's exit, the analysis and the report
-# (0.5-1 s on the AVX-512 BF16 EPYC), the command's own start before its clock (about 0.8 s there), a last round
-# longer than the one before it, and the engine attributing each window the process profiled (0.9 s each: three
-# windows took 2.7 s there). Three quick diagnoses with 1.5 s here took 87.6-90.0 s of wall time.
-AFTER_ROUNDS_S = 2.5
+# What follows a rounds process's last round within the budget besides attributing its windows: the process's exit,
+# a last round longer than the one before it, the analysis and the report (0.5-1 s on the AVX-512 BF16 EPYC). The
+# budget's clock starts with the command's own process (`command_started`), so its start-up is counted, not guessed.
+AFTER_ROUNDS_S = 2.0
+# Attributing one profiled window, until this invocation has attributed one (float32's own run's
+# profile.attribution_s): 0.9 s each on the AVX-512 BF16 EPYC (three windows took 2.7 s there).
 ATTRIBUTION_PER_WINDOW_S = 0.9
 
 
-def rounds_end_s(deadline: float, reserve_s: float, windows: int) -> float:
+def rounds_end_s(deadline: float, reserve_s: float, windows: int, per_window_s: float) -> float:
     """Where the budget binds: how long after it starts the rounds process may go on timing rounds (the workload
     measures its own start-up against this), leaving `reserve_s` for the experiments to come and the time its
-    `windows` profiled windows take to attribute."""
-    return max(0.0, deadline - time.monotonic() - reserve_s - AFTER_ROUNDS_S - ATTRIBUTION_PER_WINDOW_S * windows)
+    `windows` profiled windows take to attribute (`per_window_s` each: attribution_per_window_s)."""
+    return max(0.0, deadline - time.monotonic() - reserve_s - AFTER_ROUNDS_S - per_window_s * windows)
+
+
+def attribution_per_window_s(runs: list[dict[str, Any]], stack: str) -> float:
+    """What attributing one profiled window costs on this machine: float32's own window's, as this invocation
+    measured it (profile.attribution_s); ATTRIBUTION_PER_WINDOW_S before one was."""
+    measured = ((_original(runs, stack, "float32") or {}).get("profile") or {}).get("attribution_s")
+    return float(measured) if isinstance(measured, (int, float)) and measured > 0 else ATTRIBUTION_PER_WINDOW_S
+
+
+def command_started() -> float:
+    """When this process began, on time.monotonic()'s clock: the budget counts the command's own start-up (the
+    interpreter, its imports) as the user's wall clock does. Linux gives the process's start in clock ticks since
+    boot (/proc/self/stat) beside the time since boot (/proc/uptime); elsewhere, or where unreadable, now."""
+    now = time.monotonic()
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat, open("/proc/uptime", encoding="ascii") as up:
+            # The command name (field 2) may hold spaces and parentheses: the fields after its last ")" are fixed.
+            start_ticks = float(stat.read().rsplit(")", 1)[1].split()[19])
+            uptime_s = float(up.read().split()[0])
+        age_s = uptime_s - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return now
+    return now - age_s if 0.0 <= age_s < 60.0 else now
+
+
+def rounds_overrun_note(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], deadline: float,
+                        profiled: tuple[str, ...] = (), changed: tuple[RunSpec, ...] = ()) -> str | None:
+    """What to say before the rounds where their minimum is expected to end past `deadline` by a second or more
+    (rounds_overrun_s); None where it fits."""
+    over_s = rounds_overrun_s(size, stack, runs, deadline, profiled, changed)
+    if over_s < 1.0:
+        return None
+    step_s = _median_s(_original(runs, stack, "float32"))
+    steps = f" (float32 steps in {step_s * 1000:.0f} ms here)" if step_s is not None else ""
+    return (f"the interleaved rounds' minimum of {MIN_ROUNDS} rounds is expected to end about {over_s:.0f} s past the "
+            f"{size.budget_s or 0:.0f} s {size.name} budget on this machine{steps}: they run all the same, since "
+            "fewer rounds give no interval")
+
+
+def rounds_overrun_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], deadline: float,
+                     profiled: tuple[str, ...] = (), changed: tuple[RunSpec, ...] = ()) -> float:
+    """How far past `deadline` the rounds process is expected to end at its minimum (its start-up, the precisions it
+    profiles, the changes timed in it, MIN_ROUNDS rounds of every configuration's blocks, then its windows'
+    attribution and what follows it), priced from this invocation's runs; 0 where it fits."""
+    minimum_s = (_rounds_startup_s(runs, stack, size, minimum=True)
+                 + _profiled_startup_s(runs, stack, size, profiled, MIN_ROUNDS)
+                 + _changed_startup_s(runs, stack, size, changed, MIN_ROUNDS))
+    after_s = AFTER_ROUNDS_S + attribution_per_window_s(runs, stack) * len(profiled)
+    return max(0.0, time.monotonic() + minimum_s + after_s - deadline)
 
 
 def within_budget(units: list[ExperimentUnit], runs: list[dict[str, Any]], deadline: float, size: WorkloadSize,
@@ -142,7 +193,7 @@ def experiment_rounds_cost_s(unit: ExperimentUnit, runs: list[dict[str, Any]]) -
     for spec in unit:
         copies = 2 if spec.precision == "float32" else 1
         step_s = _expected_step_s(spec, runs)
-        block_s = max(step_s, BLOCK_TARGET_S) + step_s
+        block_s = _block_s(step_s)
         total += copies * (_script_setup_s(fp32 or {}) + _first_step_s(spec, runs, step_s)
                            + rounds_warmup_steps(size) * step_s + MIN_ROUNDS * block_s)
         one_round += copies * block_s
@@ -180,22 +231,32 @@ def rounds_warmup_steps(size: WorkloadSize) -> int:
     return max(2, size.warmup_steps) - 1
 
 
-def _rounds_startup_s(all_runs: list[dict[str, Any]], stack: str, size: WorkloadSize) -> float:
+def _rounds_startup_s(all_runs: list[dict[str, Any]], stack: str, size: WorkloadSize, minimum: bool = False) -> float:
     """What the rounds process spends besides its budget: importing the framework, each model's first steps
     (tracing) and warm-up, float32's twice (its A/A control), and the round that starts just before the budget
-    ends (the loop checks the clock between rounds)."""
-    runs = [r for r in all_runs if r.get("stack") == stack and r.get("status") == "ok"
-            and r.get("variant", "original") == "original" and not r.get("bound")]
+    ends (the loop checks the clock between rounds); with `minimum`, the minimum rounds instead of that one."""
+    runs = _rounds_runs(all_runs, stack)
     import_s = max((float((r.get("timing") or {}).get("import_s") or 0.0) for r in runs), default=3.0)
     total = import_s
     one_round = 0.0
     for run in runs:
         copies = 2 if run.get("precision") == "float32" else 1
         median_s = float((run.get("step_time_ms") or {}).get("median") or 0.0) / 1000.0
-        total += copies * (float(run.get("first_step_ms") or 0.0) / 1000.0 + rounds_warmup_steps(size) * median_s
-                           + _script_setup_s(run))
-        one_round += copies * 3 * median_s
+        first_s = _rounds_first_step_s(float(run.get("first_step_ms") or 0.0) / 1000.0, median_s)
+        total += copies * (first_s + rounds_warmup_steps(size) * median_s + _script_setup_s(run))
+        one_round += copies * (MIN_ROUNDS * _block_s(median_s) if minimum else 3 * median_s)
     return total + one_round
+
+
+def _rounds_runs(runs: list[dict[str, Any]], stack: str) -> list[dict[str, Any]]:
+    """The stack's runs of their own that the rounds time again: the original's, not cut by the slow-step bound."""
+    return [r for r in runs if r.get("stack") == stack and r.get("status") == "ok"
+            and r.get("variant", "original") == "original" and not r.get("bound")]
+
+
+def _block_s(step_s: float) -> float:
+    """One rounds block: its timed steps, aimed at BLOCK_TARGET_S and never under one step, after a dropped step."""
+    return max(step_s, BLOCK_TARGET_S) + step_s
 
 
 # What starting and stopping the profiler around a window costs beyond its steps, and writing its trace: float32's
@@ -205,15 +266,26 @@ WINDOW_OVERHEAD_S = 1.1
 
 # A precision profiled in the rounds has no run of its own to price it: its step is priced at float32's times this.
 # mixed_bfloat16 only where the device computes bfloat16 (0.5-0.7x float32's step on the AVX-512 BF16 EPYC and the
-# Xeon with AMX); float16 and mixed_float16 only where TensorFlow computes float16 in its own kernels: 5.5-6x on the
-# AVX-512 BF16 EPYC, 1.7-2.2x on an AVX2 EPYC (docs/benchmarks.md), the larger taken.
+# Xeon with AMX); float16 and mixed_float16 only where TensorFlow computes float16 in its own kernels, while float32
+# runs on oneDNN's: 5.0-5.5x where oneDNN has AVX-512 for float32 (the AVX-512 BF16 EPYC, on 2 cores and on 1),
+# 2.2x where it has AVX2 only (an AVX2 EPYC: 1004 ms against 449 ms; docs/benchmarks.md), each rounded up.
 PROFILED_STEP_PRIOR = {"mixed_bfloat16": 1.0, "float16": 6.0, "mixed_float16": 6.0}
+PROFILED_STEP_PRIOR_AVX2 = {"mixed_bfloat16": 1.0, "float16": 2.5, "mixed_float16": 2.5}
+
+
+def _profiled_step_s(precision: str, fp32: Mapping[str, Any]) -> float:
+    """A precision's expected step in the rounds with no run of its own, from float32's own run and the CPU it ran
+    on (its engine's flags: AVX-512 or not)."""
+    flags = ((fp32.get("engine") or {}).get("cpu") or {}).get("flags") or []
+    priors = PROFILED_STEP_PRIOR if not isinstance(flags, list) or not flags or "avx512f" in flags \
+        else PROFILED_STEP_PRIOR_AVX2
+    return (_median_s(fp32) or 0.0) * priors.get(precision, 1.0)
 
 
 def _profiled_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSize,
-                        profiled: tuple[str, ...]) -> float:
+                        profiled: tuple[str, ...], rounds: int = MIN_ROUNDS + 1) -> float:
     """What the rounds process spends on the precisions it profiles with no run of their own, each priced from
-    float32's own run (PROFILED_STEP_PRIOR): float32's first step with one of its own steps for the tracing, its
+    float32's own run (_profiled_step_s): float32's first step with one of its own steps for the tracing, its
     warm-up, the profiled block (a step outside the window, the window, the profiler's own cost) and its share of
     the minimum rounds (a block of at least one step after a dropped one)."""
     fp32 = _original(runs, stack, "float32")
@@ -223,32 +295,48 @@ def _profiled_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSi
     first_s = float(fp32.get("first_step_ms") or 0.0) / 1000.0
     total = 0.0
     for precision in profiled:
-        step_s = fp32_step * PROFILED_STEP_PRIOR.get(precision, 1.0)
-        total += (_config_startup_s(max(first_s - fp32_step, 0.0) + step_s, step_s, size)
+        step_s = _profiled_step_s(precision, fp32)
+        total += (_config_startup_s(_rounds_first_step_s(first_s, fp32_step, step_s), step_s, size, rounds)
                   + (1 + size.profile_steps) * step_s + WINDOW_OVERHEAD_S)
     return total
 
 
 def _changed_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSize,
-                       changed: tuple[RunSpec, ...]) -> float:
+                       changed: tuple[RunSpec, ...], rounds: int = MIN_ROUNDS + 1) -> float:
     """What the rounds process spends on the experiments timed in it that change a model or its input, each priced
     at the run it changes (its first step, its warm-up, its share of the minimum rounds); at float32's with
-    PROFILED_STEP_PRIOR where that precision has no run of its own."""
+    _profiled_step_s where that precision has no run of its own."""
     fp32 = _original(runs, stack, "float32")
     total = 0.0
     for spec in changed:
         base = _original(runs, stack, spec.precision)
-        step_s = _median_s(base) or (_median_s(fp32) or 0.0) * PROFILED_STEP_PRIOR.get(spec.precision, 1.0)
-        first_s = float((base or fp32 or {}).get("first_step_ms") or 0.0) / 1000.0
-        total += _config_startup_s(first_s, step_s, size)
+        step_s = _median_s(base) or _profiled_step_s(spec.precision, fp32 or {})
+        priced = base or fp32 or {}
+        first_s = _rounds_first_step_s(float(priced.get("first_step_ms") or 0.0) / 1000.0, _median_s(priced) or 0.0,
+                                      step_s)
+        total += _config_startup_s(first_s, step_s, size, rounds)
     return total
 
 
-def _config_startup_s(first_s: float, step_s: float, size: WorkloadSize) -> float:
-    """One more configuration in a rounds process: its first step, its warm-up and its share of the minimum rounds
-    (a block of at least one step after a dropped one, the round that starts as the budget ends among them)."""
-    block_s = max(step_s, BLOCK_TARGET_S) + step_s
-    return first_s + rounds_warmup_steps(size) * step_s + (MIN_ROUNDS + 1) * block_s
+# A model's first step in the rounds process spends a share of what a run's own first step spends beyond its step
+# (that one also pays the process's one-time work, which the rounds process spreads over building all its models
+# first): 0.2-0.7 on the AVX-512 BF16 EPYC (float16's 1.5-1.7 s, mixed_float16's 1.2-1.8 s, mixed_bfloat16's
+# 0.8-1.0 s and float32's about 1.2 s against float32's own 2.7-4.2 s, on 2 cores and on 1).
+ROUNDS_TRACING_SHARE = 0.5
+
+
+def _rounds_first_step_s(first_s: float, step_s: float, own_step_s: float | None = None) -> float:
+    """A model's first step in a rounds process, from a run's own first step `first_s` and step `step_s`:
+    ROUNDS_TRACING_SHARE of the tracing and one-time work, then one step of its own (`own_step_s`, default
+    `step_s`)."""
+    return ROUNDS_TRACING_SHARE * max(first_s - step_s, 0.0) + (step_s if own_step_s is None else own_step_s)
+
+
+def _config_startup_s(first_s: float, step_s: float, size: WorkloadSize, rounds: int = MIN_ROUNDS + 1) -> float:
+    """One more configuration in a rounds process: its first step, its warm-up and its share of `rounds` rounds
+    (a block of at least one step after a dropped one; by default the minimum and the round that starts as the
+    budget ends)."""
+    return first_s + rounds_warmup_steps(size) * step_s + rounds * _block_s(step_s)
 
 
 def _script_setup_s(run: Mapping[str, Any]) -> float:

@@ -78,7 +78,7 @@ class _Typed:
 def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
     """Every check diagnose makes before its first run, the probe, the engines and the matrix, in that order; with
     options.plan nothing is created."""
-    started = time.monotonic()
+    started = time.monotonic() if options.started is None else options.started
     typed = _check_typed(options)
     if platform.system() != "Linux":
         progress.note(OFF_LINUX.format(system=platform.system() or sys.platform))

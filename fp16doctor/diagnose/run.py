@@ -13,7 +13,14 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fp16doctor.diagnose.budget import rounds_budget_s, rounds_end_s, unit_cost_s, within_budget
+from fp16doctor.diagnose.budget import (
+    attribution_per_window_s,
+    rounds_budget_s,
+    rounds_end_s,
+    rounds_overrun_note,
+    unit_cost_s,
+    within_budget,
+)
 from fp16doctor.diagnose.plan import (
     experiment_specs,
     experiment_units,
@@ -157,7 +164,10 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
                                 if unit[0].stack == stack and not all(u in inside for u in unit))
                 budget = rounds_budget_s(prepared.size, stack, runs, deadline, reserve_s, profiled, inside)
                 if deadline is not None and prepared.script is None:
-                    end_s = rounds_end_s(deadline, reserve_s, len(profiled))
+                    end_s = rounds_end_s(deadline, reserve_s, len(profiled), attribution_per_window_s(runs, stack))
+                    overrun = rounds_overrun_note(prepared.size, stack, runs, deadline, profiled, inside)
+                    if overrun is not None:
+                        progress.note(overrun)
             else:
                 budget = stack_rounds_budget_s(prepared.size)
             prefix = "".join(f"{part}: " for part in (stack, variant) if part not in (HOST_STACK, "original"))

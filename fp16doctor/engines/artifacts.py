@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,7 @@ def attach_ops(record: dict[str, Any], capture: WindowCapture, local_dir: Path |
     profile = record.get("profile")
     if not isinstance(profile, dict):
         return
+    began = time.monotonic()
     window = profile.get("window") if isinstance(profile.get("window"), dict) else None
     kind = str((window or {}).get("kind", ""))
     remote_dir = str(profile.get("dir") or "")
@@ -158,6 +160,8 @@ def attach_ops(record: dict[str, Any], capture: WindowCapture, local_dir: Path |
             summary["kept"] = str(keep_dir)
         except OSError as exc:
             record["ops_error"] = "; ".join([*errors, f"could not keep the profile: {exc}"])
+    # What reading and attributing this window took here: the budget prices the windows still to come with it.
+    summary["attribution_s"] = round(time.monotonic() - began, 3)
     record["profile"] = summary
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -181,10 +184,11 @@ def test_a_settings_rounds_are_priced_from_its_models_steps() -> None:
 
 
 def test_a_precision_profiled_in_the_rounds_is_priced_at_float32s_figures() -> None:
-    """It has no run of its own to price it: float32's first step, its warm-up, the profiled block (a step outside
-    the window, the window, the profiler's own cost) and its share of the minimum rounds come out of the rounds'
-    budget."""
-    from fp16doctor.diagnose.budget import WINDOW_OVERHEAD_S, rounds_budget_s, rounds_warmup_steps
+    """It has no run of its own to price it: a share of float32's first step beyond its step (the tracing: the
+    rounds process spreads its one-time work over building every model) and a step of its own, its warm-up, the
+    profiled block (a step outside the window, the window, the profiler's own cost) and its share of the minimum
+    rounds come out of the rounds' budget."""
+    from fp16doctor.diagnose.budget import ROUNDS_TRACING_SHARE, WINDOW_OVERHEAD_S, rounds_budget_s, rounds_warmup_steps
 
     runs: list[dict[str, Any]] = [
         {"stack": "host", "precision": "float32", "variant": "original", "status": "ok", "first_step_ms": 800.0,
@@ -193,11 +197,78 @@ def test_a_precision_profiled_in_the_rounds_is_priced_at_float32s_figures() -> N
     free = rounds_budget_s(QUICK, "host", runs, deadline)
     with_bf16 = rounds_budget_s(QUICK, "host", runs, deadline, profiled=("mixed_bfloat16",))
     block = 0.4 + 0.12  # a block aimed at 0.4 s, after its dropped step
-    one = 0.8 + (rounds_warmup_steps(QUICK) + 1 + QUICK.profile_steps) * 0.12 + WINDOW_OVERHEAD_S + 4 * block
+    tracing = ROUNDS_TRACING_SHARE * (0.8 - 0.12)
+    one = tracing + 0.12 + (rounds_warmup_steps(QUICK) + 1 + QUICK.profile_steps) * 0.12 + WINDOW_OVERHEAD_S \
+        + 4 * block
     assert free - with_bf16 == pytest.approx(one, abs=0.05)
-    # float16 with no run of its own is priced at six times float32's step (its prior on a CPU without fp16).
+    # float16 with no run of its own is priced at six times float32's step (its prior on a CPU without fp16, where
+    # oneDNN has AVX-512 for float32 or the CPU is not known).
     with_f16 = rounds_budget_s(QUICK, "host", runs, deadline, profiled=("float16",))
     step = 6 * 0.12
-    one = 0.8 - 0.12 + step + (rounds_warmup_steps(QUICK) + 1 + QUICK.profile_steps) * step + WINDOW_OVERHEAD_S \
+    one = tracing + step + (rounds_warmup_steps(QUICK) + 1 + QUICK.profile_steps) * step + WINDOW_OVERHEAD_S \
         + 4 * 2 * step
     assert free - with_f16 == pytest.approx(one, abs=0.05)
+    # On an AVX2-only CPU float32's own step is slower and float16's prior smaller.
+    avx2 = [{**runs[0], "engine": {"cpu": {"flags": ["avx", "avx2", "f16c", "fma"]}}}]
+    with_f16_avx2 = rounds_budget_s(QUICK, "host", avx2, deadline, profiled=("float16",))
+    assert free - with_f16_avx2 < free - with_f16
+
+
+def _avx2_float32(scale: float) -> dict[str, Any]:
+    """The AVX2-only EPYC's float32 run of its own (docs/examples/cpu-epyc-avx2-quick), its times `scale` times."""
+    doc: dict[str, Any] = json.loads((EXAMPLES / "cpu-epyc-avx2-quick" / "results.json").read_text())
+    run = copy.deepcopy(next(r for r in doc["runs"] if r["precision"] == "float32" and r["variant"] == "original"))
+    run["first_step_ms"] *= scale
+    run["step_time_ms"]["median"] *= scale
+    run["wall_s"] *= scale
+    run["timing"]["import_s"] *= scale
+    return run
+
+
+# The AVX2 EPYC's prepare on a slow day (docs/benchmarks.md: 11.7-13.7 s); its float32 step that day against the
+# example's: 813-859 ms against 449 ms.
+AVX2_PREPARE_S = 13.7
+AVX2_SLOW_DAY = 859.0 / 448.894
+
+
+def test_on_the_avx2_epyc_the_rounds_minimum_fits_the_quick_budget_and_a_slow_day_is_said_first() -> None:
+    """Where float16 and mixed_float16 are profiled in the rounds alone (TensorFlow computes float16 in its own
+    kernels on an AVX2 EPYC), the rounds process's minimum after float32's own run fits what 90 s leave at that
+    machine's measured costs; on a day its steps ran at about half speed the planner says before the rounds how far
+    past the budget their minimum will end, with the step that makes it so."""
+    from fp16doctor.diagnose.budget import rounds_overrun_note, rounds_overrun_s
+
+    profiled = ("float16", "mixed_float16")
+    for scale in (1.0, AVX2_SLOW_DAY):
+        run = _avx2_float32(scale)
+        deadline = time.monotonic() - (AVX2_PREPARE_S + run["wall_s"]) + QUICK_BUDGET
+        over = rounds_overrun_s(QUICK, "host", [run], deadline, profiled)
+        note = rounds_overrun_note(QUICK, "host", [run], deadline, profiled)
+        if scale == 1.0:
+            assert over == 0.0 and note is None
+        else:
+            assert 10.0 < over < 40.0
+            assert note is not None and "past the 90 s quick budget" in note and "float32 steps in 859 ms" in note
+
+
+def test_the_rounds_end_leaves_what_attributing_this_machines_windows_takes() -> None:
+    """Each profiled window is priced at what float32's own window took to attribute here (profile.attribution_s),
+    at the prior before one was attributed."""
+    from fp16doctor.diagnose.budget import ATTRIBUTION_PER_WINDOW_S, attribution_per_window_s, rounds_end_s
+
+    run: dict[str, Any] = {"stack": "host", "precision": "float32", "variant": "original", "status": "ok",
+                           "profile": {"attribution_s": 2.5}}
+    assert attribution_per_window_s([run], "host") == 2.5
+    assert attribution_per_window_s([], "host") == ATTRIBUTION_PER_WINDOW_S
+    deadline = time.monotonic() + 60.0
+    assert rounds_end_s(deadline, 0.0, 0, 2.5) - rounds_end_s(deadline, 0.0, 3, 2.5) == pytest.approx(7.5, abs=0.05)
+
+
+def test_the_budgets_clock_starts_with_the_commands_own_process() -> None:
+    """What a process did before the budget's clock is read (an interpreter's start-up, its imports; here a 0.3 s
+    sleep) is counted, as the user's wall clock counts it."""
+    code = ("import time; time.sleep(0.3); now = time.monotonic()\n"
+            "from fp16doctor.diagnose.budget import command_started\n"
+            "print(now - command_started())")
+    age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert 0.25 < age < 30.0
