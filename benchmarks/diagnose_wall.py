@@ -48,7 +48,9 @@ def main() -> None:
                 "step_ms": (r.get("step_time_ms") or {}).get("median"), "n": (r.get("step_time_ms") or {}).get("n"),
                 "ops": "ops" in r, "experiment": (r.get("experiment") or {}).get("tests")} for r in doc["runs"]})
     print(json.dumps({
-        "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "python": platform.python_version()},
+        # The cores this process may run on (taskset narrows them; the diagnose's processes inherit it).
+        "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "cores_usable": len(os.sched_getaffinity(0)),
+                    "python": platform.python_version()},
         "command": " ".join(["fp16doctor", "diagnose", "--quick", *extra]),
         "slow_step_multiple": os.environ.get("FP16DOCTOR_SLOW_STEP_MULTIPLE"),
         "wall_s": [round(w, 1) for w in walls], "median_wall_s": round(statistics.median(walls), 1),

@@ -318,10 +318,11 @@ def _changed_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSiz
     return total
 
 
-# A model's first step in the rounds process spends a share of what a run's own first step spends beyond its step
-# (that one also pays the process's one-time work, which the rounds process spreads over building all its models
-# first): 0.2-0.7 on the AVX-512 BF16 EPYC (float16's 1.5-1.7 s, mixed_float16's 1.2-1.8 s, mixed_bfloat16's
-# 0.8-1.0 s and float32's about 1.2 s against float32's own 2.7-4.2 s, on 2 cores and on 1).
+# A model's first step in the rounds process spends a share of what float32's own first step spent beyond its step
+# (that one also paid the process's one-time work, which the rounds process spreads over building all its models
+# first). On the AVX-512 BF16 EPYC, float16's, mixed_float16's and mixed_bfloat16's first steps in the rounds spent
+# 1.5, 1.8 and 1.0 s beyond their step against float32's own 2.7 s on 2 cores (0.37-0.68, mean 0.54), and 1.7, 1.4
+# and 0.8 s against 4.2 s on 1 core (0.2-0.41): the mean on 2 cores, rounded.
 ROUNDS_TRACING_SHARE = 0.5
 
 
