@@ -64,8 +64,8 @@ def _estimate(routed: list[tuple[Engine, list[RunSpec]]], size: WorkloadSize) ->
         per_run = IMPORT_PRIOR_S + size.max_measure_s
         if engine.runs_here and not engine.queued and size.budget_s is not None:
             parts.append(f"about {size.budget_s:.0f} s for this host's {len(cells)} run(s): the {size.name} budget, "
-                         "which the interleaved rounds fill (where this machine's steps make their minimum end past it, "
-                         "diagnose says so before they start)")
+                         "which the interleaved rounds fill (where this machine's steps make their minimum end past "
+                         "it, diagnose says so before they start)")
         elif engine.runs_here and not engine.queued:
             parts.append(f"at most about {(len(cells) * per_run + FULL_ROUNDS_BUDGET_S) / 60:.0f} min for this host's "
                          f"{len(cells)} run(s) (each stops measuring after {size.max_measure_s:.0f} s; the rounds take "
