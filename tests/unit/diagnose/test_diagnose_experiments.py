@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -336,3 +337,23 @@ def test_a_run_cut_after_its_first_step_names_the_first_step_bound() -> None:
     progress.finish_run({**record, "status": "ok", "bound": True, "bound_on": "steady_step", "bound_limit_ms": 5000.0,
                          "step_time_ms": {"median": 24500.0, "n": 1}})
     assert "24.5 s for its one step (stopped there: over its bound of 5000 ms, 33x float32's 150 ms)" in out.getvalue()
+
+
+def test_where_the_rounds_minimum_cannot_fit_what_is_left_of_the_budget_it_is_said_before_they_run(
+        tmp_path: Path, xeon: list[RunSpec]) -> None:
+    """The budget's clock starts when the command did (DiagnoseOptions.started): a diagnose whose command began
+    80 s ago has 10 s left, less than the rounds' minimum costs at this machine's steps; that is said before the
+    rounds, which run all the same."""
+    on_time = Recorder()
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path / "on-time", size="quick", experiments=False), on_time)
+    assert not any("past the 90 s quick budget" in n for n in on_time.notes)
+    late = Recorder()
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path / "late", size="quick", experiments=False,
+                                 started=time.monotonic() - 80.0), late)
+    said = [n for n in late.notes if "past the 90 s quick budget" in n]
+    assert len(said) == 1 and "float32 steps in 130 ms here" in said[0]
+    rounds_at = next(i for i, n in enumerate(late.notes) if n.startswith("interleaved rounds of"))
+    assert late.notes.index(said[0]) < rounds_at
+    assert len([s for s in xeon if s.rounds_of]) == 2  # the rounds ran both times
+    doc = json.loads((tmp_path / "late" / "results.json").read_text())
+    assert doc["invocation"]["elapsed_s"] >= 80.0
