@@ -28,9 +28,18 @@ def rounds_budget_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], 
         return FULL_ROUNDS_BUDGET_S
     if deadline is None:
         return stack_rounds_budget_s(size)
-    startup_s = (_rounds_startup_s(runs, stack, size) + _profiled_startup_s(runs, stack, size, profiled)
-                 + _changed_startup_s(runs, stack, size, changed))
+    startup_s = _rounds_process_s(runs, stack, size, profiled, changed, minimum=False)
     return max(ROUNDS_MIN_BUDGET_S, deadline - time.monotonic() - startup_s - reserve_s)
+
+
+def _rounds_process_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSize, profiled: tuple[str, ...],
+                      changed: tuple[RunSpec, ...], minimum: bool) -> float:
+    """The rounds process's start-up: its import and every model's first step and warm-up (the original runs', the
+    precisions it profiles, the changes timed in it), the last three with their share of the minimum rounds and of
+    the round that starts as the budget ends; with `minimum`, every model's minimum rounds and no round more."""
+    rounds = MIN_ROUNDS if minimum else MIN_ROUNDS + 1
+    return (_rounds_startup_s(runs, stack, size, minimum) + _profiled_startup_s(runs, stack, size, profiled, rounds)
+            + _changed_startup_s(runs, stack, size, changed, rounds))
 
 
 # What follows a rounds process's last round within the budget besides attributing its windows: the process's exit,
@@ -46,7 +55,12 @@ def rounds_end_s(deadline: float, reserve_s: float, windows: int, per_window_s: 
     """Where the budget binds: how long after it starts the rounds process may go on timing rounds (the workload
     measures its own start-up against this), leaving `reserve_s` for the experiments to come and the time its
     `windows` profiled windows take to attribute (`per_window_s` each: attribution_per_window_s)."""
-    return max(0.0, deadline - time.monotonic() - reserve_s - AFTER_ROUNDS_S - per_window_s * windows)
+    return max(0.0, deadline - time.monotonic() - reserve_s - _after_rounds_s(windows, per_window_s))
+
+
+def _after_rounds_s(windows: int, per_window_s: float) -> float:
+    """What follows a rounds process's last round: attributing its `windows` profiled windows, then the rest."""
+    return AFTER_ROUNDS_S + per_window_s * windows
 
 
 def attribution_per_window_s(runs: list[dict[str, Any]], stack: str) -> float:
@@ -91,10 +105,8 @@ def rounds_overrun_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]],
     """How far past `deadline` the rounds process is expected to end at its minimum (its start-up, the precisions it
     profiles, the changes timed in it, MIN_ROUNDS rounds of every configuration's blocks, then its windows'
     attribution and what follows it), priced from this invocation's runs; 0 where it fits."""
-    minimum_s = (_rounds_startup_s(runs, stack, size, minimum=True)
-                 + _profiled_startup_s(runs, stack, size, profiled, MIN_ROUNDS)
-                 + _changed_startup_s(runs, stack, size, changed, MIN_ROUNDS))
-    after_s = AFTER_ROUNDS_S + attribution_per_window_s(runs, stack) * len(profiled)
+    minimum_s = _rounds_process_s(runs, stack, size, profiled, changed, minimum=True)
+    after_s = _after_rounds_s(len(profiled), attribution_per_window_s(runs, stack))
     return max(0.0, time.monotonic() + minimum_s + after_s - deadline)
 
 
@@ -151,6 +163,11 @@ def _median_s(run: Mapping[str, Any] | None) -> float | None:
     return float(median) / 1000.0 if isinstance(median, (int, float)) and median > 0 else None
 
 
+def _first_s(run: Mapping[str, Any]) -> float:
+    """A run's first step (tracing included), in seconds; 0 where it has none."""
+    return float(run.get("first_step_ms") or 0.0) / 1000.0
+
+
 def _steps_s(run: Mapping[str, Any], window: bool = True) -> float:
     """The time a run spent in its training steps: the warm-up (its first step in it), the timed and, with
     `window`, the profiled."""
@@ -176,7 +193,7 @@ def _expected_step_s(spec: RunSpec, runs: list[dict[str, Any]]) -> float:
 def _first_step_s(spec: RunSpec, runs: list[dict[str, Any]], step_s: float) -> float:
     """An experiment's first step: float32's one-time work (tracing) plus one of its own steps."""
     fp32 = _original(runs, spec.stack, "float32")
-    fp32_first = float((fp32 or {}).get("first_step_ms") or 0.0) / 1000.0
+    fp32_first = _first_s(fp32 or {})
     return max(fp32_first - (_median_s(fp32) or 0.0), 0.0) + step_s
 
 
@@ -241,8 +258,8 @@ def _rounds_startup_s(all_runs: list[dict[str, Any]], stack: str, size: Workload
     one_round = 0.0
     for run in runs:
         copies = 2 if run.get("precision") == "float32" else 1
-        median_s = float((run.get("step_time_ms") or {}).get("median") or 0.0) / 1000.0
-        first_s = _rounds_first_step_s(float(run.get("first_step_ms") or 0.0) / 1000.0, median_s)
+        median_s = _median_s(run) or 0.0
+        first_s = _rounds_first_step_s(_first_s(run), median_s)
         total += copies * (first_s + rounds_warmup_steps(size) * median_s + _script_setup_s(run))
         one_round += copies * (MIN_ROUNDS * _block_s(median_s) if minimum else 3 * median_s)
     return total + one_round
@@ -292,7 +309,7 @@ def _profiled_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSi
     if not profiled or fp32 is None:
         return 0.0
     fp32_step = _median_s(fp32) or 0.0
-    first_s = float(fp32.get("first_step_ms") or 0.0) / 1000.0
+    first_s = _first_s(fp32)
     total = 0.0
     for precision in profiled:
         step_s = _profiled_step_s(precision, fp32)
@@ -312,8 +329,7 @@ def _changed_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSiz
         base = _original(runs, stack, spec.precision)
         step_s = _median_s(base) or _profiled_step_s(spec.precision, fp32 or {})
         priced = base or fp32 or {}
-        first_s = _rounds_first_step_s(float(priced.get("first_step_ms") or 0.0) / 1000.0, _median_s(priced) or 0.0,
-                                      step_s)
+        first_s = _rounds_first_step_s(_first_s(priced), _median_s(priced) or 0.0, step_s)
         total += _config_startup_s(first_s, step_s, size, rounds)
     return total
 
