@@ -3,8 +3,9 @@ stacks need, and about how long it would take, as `sbatch --test-only` or `docke
 runs, nothing is built, no engine or scheduler is asked for work, and no file is written.
 
 The estimate rests on priors, each said where it is used: the quick size keeps a wall-time budget (the rounds fill
-what the runs leave of it); the full size's runs stop at their measuring limit, so it gives an upper bound; what
-no prior covers (an image build, a queue wait, a first step that pays tracing or autotuning) is named, not guessed.
+what the runs leave of it, or stop sooner once every ratio is precise enough); the full size's runs stop at their
+measuring limit, so it gives an upper bound; what no prior covers (an image build, a queue wait, a first step that
+pays tracing or autotuning) is named, not guessed.
 """
 
 from __future__ import annotations
@@ -63,9 +64,11 @@ def _estimate(routed: list[tuple[Engine, list[RunSpec]]], size: WorkloadSize) ->
     for engine, cells in routed:
         per_run = IMPORT_PRIOR_S + size.max_measure_s
         if engine.runs_here and not engine.queued and size.budget_s is not None:
+            sooner = (f", or stop sooner once every ratio is known to within {size.rounds_precision * 100:.0f} %"
+                      if size.rounds_precision is not None else "")
             parts.append(f"about {size.budget_s:.0f} s for this host's {len(cells)} run(s): the {size.name} budget, "
-                         "which the interleaved rounds fill (where this machine's steps make their minimum end past "
-                         "it, diagnose says so before they start)")
+                         f"which the interleaved rounds fill{sooner} (where this machine's steps make their minimum "
+                         "end past it, diagnose says so before they start)")
         elif engine.runs_here and not engine.queued:
             parts.append(f"at most about {(len(cells) * per_run + FULL_ROUNDS_BUDGET_S) / 60:.0f} min for this host's "
                          f"{len(cells)} run(s) (each stops measuring after {size.max_measure_s:.0f} s; the rounds take "

@@ -184,7 +184,8 @@ def _kept(runs: list[dict[str, Any]], record: Mapping[str, Any], group: int) -> 
     rounds = record.get("rounds")
     rounds = rounds if isinstance(rounds, Mapping) else {}
     stack = record.get("stack")
-    kept = {k: record.get(k) for k in ("stack", "order", "block_steps", "stop_reason", "timing", "wall_s")}
+    kept = {k: record.get(k) for k in ("stack", "order", "block_steps", "stop_reason", "precision", "timing",
+                                      "wall_s")}
     kept.update(variant=record.get("variant", "original"), group=group)
     if isinstance(record.get("machine_load"), Mapping):
         kept["machine_load"] = dict(record["machine_load"])  # what else the machine did meanwhile (probe/load.py)
@@ -196,6 +197,17 @@ def _kept(runs: list[dict[str, Any]], record: Mapping[str, Any], group: int) -> 
     if isinstance(record.get("engine"), Mapping):
         kept["engine"] = dict(record["engine"])  # where the rounds ran: a container's engine and GPU, a job's node
     return kept
+
+
+def rounds_done_words(record: Mapping[str, Any]) -> str:
+    """How many rounds a rounds process timed, in how long, and why it stopped where that was early: "7 rounds in
+    38 s, every ratio known to within 5 % either way"."""
+    words = f"{len(record.get('order') or [])} rounds in {record.get('wall_s', 0):.0f} s"
+    precision = record.get("precision")
+    if record.get("stop_reason") == "precision" and isinstance(precision, Mapping) \
+            and isinstance(precision.get("target"), (int, float)):
+        words += f", every ratio known to within {precision['target'] * 100:.0f} % either way"
+    return words
 
 
 def take_rounds(doc: dict[str, Any], record: Mapping[str, Any], alone: str, creates: list[RunSpec] | None = None
@@ -212,7 +224,7 @@ def take_rounds(doc: dict[str, Any], record: Mapping[str, Any], alone: str, crea
     made = experiment_records(record, [s for s in creates or () if s.stack == record.get("stack")
                                        and s.rounds_setting == record.get("variant", "original")], doc["runs"], group)
     doc.setdefault("timing_rounds", []).append(kept)
-    notes = [f"interleaved rounds: {len(kept.get('order') or [])} rounds in {record.get('wall_s', 0):.0f} s"]
+    notes = [f"interleaved rounds: {rounds_done_words(record)}"]
     left_out = record.get("left_out")
     for label, why in (left_out.items() if isinstance(left_out, Mapping) else ()):
         notes.append(f"{label} left out of the interleaved rounds: {why}")
@@ -315,5 +327,4 @@ def take_experiment_rounds(doc: dict[str, Any], record: Mapping[str, Any],
         return None, [f"interleaved rounds of {setting} failed ({record.get('error', 'no result')})"]
     records = experiment_records(record, specs, doc["runs"], group)
     doc.setdefault("timing_rounds", []).append(_kept(doc["runs"], record, group))
-    return records, [f"interleaved rounds of {setting}: {len(record.get('order') or [])} rounds in "
-                     f"{record.get('wall_s', 0):.0f} s"]
+    return records, [f"interleaved rounds of {setting}: {rounds_done_words(record)}"]

@@ -28,6 +28,11 @@ SLOW_STEP_S = {"smoke": 1.0, "quick": 5.0, "full": 30.0}
 # fill what the runs leave of it and experiments run only where they fit. The full size has none. Smoke's is about
 # what its five runs and three rounds took on a 2-core Xeon (46 s, docs/benchmarks.md).
 WALL_BUDGET_S = {"smoke": 45.0, "quick": 90.0}
+# A budgeted size's interleaved rounds stop once every ratio against float32 (the A/A control's included) is known
+# to within this, relative, either way (its 95 % interval; workload/rounds.py), instead of filling the budget: on the
+# 2-core AVX-512 BF16 EPYC 12 quick rounds left each within 3.7-6.0 %, no narrower than 7 had (docs/benchmarks.md).
+# The full size fills its rounds' budget.
+ROUNDS_PRECISION = {"smoke": 0.05, "quick": 0.05}
 # Benchmarks and tests force the slow path on a machine where no precision is pathological.
 SLOW_STEP_MULTIPLE_ENV = "FP16DOCTOR_SLOW_STEP_MULTIPLE"
 # The stack name of the cells that run on the target Python itself, not in a pinned stack's image.
@@ -56,6 +61,11 @@ class WorkloadSize:
     def budget_s(self) -> float | None:
         """The size's wall budget (WALL_BUDGET_S), None for a size without one."""
         return WALL_BUDGET_S.get(self.name)
+
+    @property
+    def rounds_precision(self) -> float | None:
+        """Where the size's interleaved rounds may stop early (ROUNDS_PRECISION), None: they fill their budget."""
+        return ROUNDS_PRECISION.get(self.name)
 
     def to_args(self) -> list[str]:
         return [
@@ -207,6 +217,8 @@ class RunSpec:
             args += ["--rounds-budget-s", f"{self.rounds_budget_s:.1f}"]
         if self.rounds_end_s is not None:
             args += ["--rounds-end-s", f"{self.rounds_end_s:.1f}"]
+        if self.size.rounds_precision is not None:
+            args += ["--rounds-precision", f"{self.size.rounds_precision:g}"]
         if self.rounds_profiled:
             args += ["--profile-rounds", ",".join(self.rounds_profiled)]
         return args

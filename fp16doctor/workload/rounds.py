@@ -6,12 +6,14 @@ Each precision gets its own model, built and compiled under its own floatx or dt
 generator (whose batches follow floatx, as the user's did). A round times one short block of each, in an
 order shuffled every round; a block is one fit() call whose first step (a new iterator) is dropped.
 A second float32 model runs as an A/A control: the ratio of two identical configurations shows the noise
-floor. Rounds fill the time budget, never fewer than --min-rounds.
+floor. Rounds fill the time budget, never fewer than --min-rounds, and stop sooner once every ratio is known to
+within --rounds-precision.
 
 Runs inside the target Python beside run_workload.py: valid Python 3.5, stdlib + numpy + the framework.
 """
 from __future__ import division, print_function
 
+import math
 import random
 
 from compat import perf_counter
@@ -25,6 +27,14 @@ MAX_BLOCK_STEPS = 20
 # A slow step's block times one step: two steps of one block differ by 1-3 %, blocks of one model by 5-10 % on a
 # shared 2-core machine, so shorter rounds (their blocks closer in time, more of them) pair better.
 MIN_BLOCK_STEPS = 1
+# A budgeted size's rounds may stop early once every ratio against float32 (the A/A control's included) is known to
+# within args.rounds_precision, never before this many rounds: a t interval from fewer rests on a spread guessed
+# from two or three numbers, and stopping where it happens to look narrow would make intervals too short.
+PRECISION_MIN_ROUNDS = 5
+# Student t's 97.5 % quantiles for 1-29 degrees of freedom (the two-sided 95 % interval the analysis draws,
+# analysis/intervals.py t_quantile; a test holds the two equal); 30 or more: 2.04.
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045)
 # A block of more than one step times at least three: its median is then a step of its own, which one stray step
 # cannot move, where a block of two is their mean: a 2-core VM's mixed_bfloat16 run stepped in 571 and 666 ms
 # among fifty steps of about 90 ms.
@@ -33,6 +43,30 @@ MIN_MEDIAN_BLOCK_STEPS = 3
 
 def _rounded(value):
     return None if value is None else round(value, 3)
+
+
+def ratio_half_width(reference, other):
+    """The relative half-width of the 95 % interval on the paired ratio of two configurations' rounds (a Student t
+    interval on the per-round log ratios, as the analysis draws it): 0.05 is the ratio to within 5 % either way;
+    None with fewer than two rounds."""
+    logs = [math.log(a / b) for a, b in zip(reference, other) if a > 0 and b > 0]
+    n = len(logs)
+    if n < 2:
+        return None
+    mean = sum(logs) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in logs) / (n - 1))
+    t = T_975[n - 2] if n - 2 < len(T_975) else 2.04
+    return math.exp(t * sd / math.sqrt(n)) - 1.0
+
+
+def widest_ratio(configs):
+    """The widest relative half-width of every configuration's ratio against float32 (its A/A control's
+    included); None where float32 is not among them or a ratio has no interval yet."""
+    reference = next((c for c in configs if c.label == "float32"), None)
+    if reference is None or len(configs) < 2:
+        return None
+    widths = [ratio_half_width(reference.rounds, c.rounds) for c in configs if c is not reference]
+    return None if any(w is None for w in widths) else max(widths)
 
 
 def _median(values):
@@ -471,7 +505,8 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter, profile_b
     """Warm every configuration up (its first fit() traces and compiles, and sizes its blocks), profile those
     with a model to profile (profile_block(config), untimed), then time them in rounds, each round in a new
     order, while the next round (as long as the last) fits in args.rounds_budget_s, and at least args.min_rounds
-    of them (at most args.max_rounds). With args.rounds_end_s and `process_started` (the clock when the process
+    of them (at most args.max_rounds); with args.rounds_precision, they stop sooner where every ratio against float32
+    is known to within it (PRECISION_MIN_ROUNDS at least). With args.rounds_end_s and `process_started` (the clock when the process
     began), the rounds instead fill what is left until that many seconds after the start: what the process itself
     spent before them (import, builds, warm-ups, windows) is measured, not guessed."""
     started = clock()
@@ -517,11 +552,19 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter, profile_b
     if end_s is not None and process_started is not None:
         budget_s = max(0.0, process_started + end_s - measure_start)
     last_round_s = 0.0
+    precision = getattr(args, "rounds_precision", None)
+    widest = None
     while True:
         done = len(order)
         if done >= args.max_rounds:
             stop = "max_rounds"
             break
+        # Every ratio known well enough: more rounds would narrow what already decides nothing.
+        if precision and done >= max(args.min_rounds, PRECISION_MIN_ROUNDS):
+            widest = widest_ratio(configs)
+            if widest is not None and widest <= precision:
+                stop = "precision"
+                break
         # The next round would end past the budget (as long as the last one took): stop before it, not after.
         if done >= args.min_rounds and clock() - measure_start + last_round_s >= budget_s:
             stop = "time_budget"
@@ -552,6 +595,8 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter, profile_b
                    for c in configs},
         "order": order,
         "stop_reason": stop,
+        # The widest ratio's relative half-width when the rounds stopped, against the target they stop at.
+        "precision": {"target": precision, "widest": _rounded(widest_ratio(configs))} if precision else None,
         "losses": {c.label: [None if v is None or v != v or v in (float("inf"), float("-inf")) else round(v, 6)
                              for v in c.losses] for c in configs},
         "timing": {"measure_s": round(clock() - measure_start, 3), "total_s": round(clock() - started, 3)},

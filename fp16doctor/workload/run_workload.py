@@ -74,6 +74,8 @@ def parse_args(argv):
     p.add_argument("--rounds-budget-s", type=float, default=20.0, help="rounds go on until this long")
     p.add_argument("--rounds-end-s", type=float, default=None,
                    help="instead, rounds go on until this many seconds after this process started")
+    p.add_argument("--rounds-precision", type=float, default=None,
+                   help="rounds stop sooner once every ratio against float32 is known to within this (0.05: 5 %%)")
     p.add_argument("--min-rounds", type=int, default=3)
     p.add_argument("--max-rounds", type=int, default=30)
     p.add_argument("--rounds-seed", type=int, default=None, help="the shuffle's seed (none: a fresh one)")

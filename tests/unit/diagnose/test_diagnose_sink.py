@@ -41,6 +41,20 @@ def test_the_rounds_note_says_what_the_engine_timed_them_at(tmp_path: Path, wall
     assert writer.doc["timing_rounds"][0]["wall_s"] == wall_s
 
 
+def test_rounds_that_stopped_early_say_how_well_they_knew_every_ratio_and_the_document_keeps_it(
+        tmp_path: Path) -> None:
+    writer = ResultsWriter(tmp_path / "results.json", new_document({"gpus": []}))
+    for run in (_run("float32", 964.0), _run("float16", 1600.0)):
+        writer.add_run(run)
+    progress = Recorder()
+    sink = RoundsSink(writer, progress, alone="each run's own process", measure_load=False)
+    sink.start_run(RunSpec("cpu", "float32", "original", QUICK, rounds_of=("float32", "float16")))
+    sink.finish_run(_rounds_record(wall_s=31.0, stop_reason="precision",
+                                   precision={"target": 0.05, "widest": 0.042}))
+    assert "cpu: interleaved rounds: 3 rounds in 31 s, every ratio known to within 5 % either way" in progress.notes
+    assert writer.doc["timing_rounds"][0]["precision"] == {"target": 0.05, "widest": 0.042}
+
+
 def test_the_rounds_process_has_a_live_row_saying_what_it_is_timing_ended_without_a_line(tmp_path: Path) -> None:
     """A rounds process may run for most of the quick budget: its row says which configuration it warms up or times
     in which round, and ends with no line of its own (the runs it made or timed print theirs)."""

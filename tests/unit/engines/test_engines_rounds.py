@@ -14,7 +14,7 @@ from fp16doctor.engines.rounds import (
     take_experiment_rounds,
     take_rounds,
 )
-from fp16doctor.engines.spec import QUICK, RunSpec
+from fp16doctor.engines.spec import FULL, QUICK, RunSpec
 
 
 def run(precision: str, ms: float, **extra: Any) -> dict[str, Any]:
@@ -153,6 +153,9 @@ def test_a_scripts_rounds_run_the_script_runner_with_the_rounds_and_no_profile_o
     assert args[cut:] == ["--", "/home/u/train.py", "--epochs", "3"]  # the script's own arguments stay last
     assert args[args.index("--rounds-of") + 1] == "float32,float16" and "--rounds-budget-s" in args[:cut]
     assert "--bound-ms" not in args
+    # A quick size's rounds stop once every ratio is known to within 5 %; the full size's fill their budget.
+    assert args[args.index("--rounds-precision") + 1] == "0.05"
+    assert "--rounds-precision" not in replace(spec, size=FULL).rounds_args()
     # Its own log and scratch names: never a precision's run's.
     assert script.log_name(spec) == "host-interleaved-rounds.log" and spec.slug == "host-interleaved-rounds"
 
