@@ -3,10 +3,10 @@
     python benchmarks/diagnose_wall.py [--repeat 2] [extra diagnose arguments, e.g. --no-experiments]
 
 Runs the real CLI end to end (probe, the runs, the experiments the analysis plans, analysis, report) and
-prints one JSON object: each diagnose's wall time, its phases (results.json invocation.phases_s), each run's wall
-time, and beside them the CPU model and the load average before and after, since a loaded machine is slower. With
---repeat 3 it also says whether the diagnoses in a row agree: each verdict's outcome and cause, each prescription's
-configuration, and whether each ratio's intervals overlap across the repeats.
+prints one JSON object: each diagnose's wall time, its phases (results.json invocation.phases_s), its rounds (how
+many, why they stopped), each run's wall time, and beside them the CPU model and the load average before and after,
+since a loaded machine is slower. With --repeat 3 it also says whether the diagnoses in a row agree: each verdict's
+outcome and cause, each prescription's configuration, and whether each ratio's intervals overlap across the repeats.
 Set FP16DOCTOR_SLOW_STEP_MULTIPLE to force the slow-step bound on a CPU where float16 is not pathological.
 """
 
@@ -29,7 +29,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     args, extra = ap.parse_known_args()
     cli = [sys.executable, "-m", "fp16doctor"]
-    walls, runs, phases, loads, conclusions = [], [], [], [], []
+    walls, runs, phases, loads, conclusions, rounds = [], [], [], [], [], []
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as out:
             load_before = os.getloadavg()[0]
@@ -42,6 +42,9 @@ def main() -> None:
                 sys.exit(f"diagnose failed ({proc.returncode}): {proc.stderr[-2000:]}")
             doc = json.loads((Path(out) / "results.json").read_text())
             phases.append(doc.get("invocation", {}).get("phases_s"))
+            rounds.append([{"stack": t.get("stack"), "variant": t.get("variant"), "rounds": len(t.get("order") or []),
+                            "stop_reason": t.get("stop_reason"), "stop_precision": t.get("stop_precision")}
+                           for t in doc.get("timing_rounds") or []])
             conclusions.append(_conclusions(doc))
             runs.append({f"{r['precision']}/{r['variant']}": {
                 "wall_s": r.get("wall_s"), "status": r.get("status"), "bound": r.get("bound", False),
@@ -55,6 +58,9 @@ def main() -> None:
         "slow_step_multiple": os.environ.get("FP16DOCTOR_SLOW_STEP_MULTIPLE"),
         "wall_s": [round(w, 1) for w in walls], "median_wall_s": round(statistics.median(walls), 1),
         "phases_s": phases, "load_average_1min_before_after": loads,
+        # Each rounds process: how many rounds, why they stopped (the budget, or every ratio precise enough), and
+        # the widest ratio's relative half-width then.
+        "rounds": rounds,
         "per_run_wall_s": runs,
         "conclusions": conclusions, "agreement": _agreement(conclusions),
     }, indent=2))

@@ -184,7 +184,7 @@ def _kept(runs: list[dict[str, Any]], record: Mapping[str, Any], group: int) -> 
     rounds = record.get("rounds")
     rounds = rounds if isinstance(rounds, Mapping) else {}
     stack = record.get("stack")
-    kept = {k: record.get(k) for k in ("stack", "order", "block_steps", "stop_reason", "precision", "timing",
+    kept = {k: record.get(k) for k in ("stack", "order", "block_steps", "stop_reason", "stop_precision", "timing",
                                       "wall_s")}
     kept.update(variant=record.get("variant", "original"), group=group)
     if isinstance(record.get("machine_load"), Mapping):
@@ -203,7 +203,7 @@ def rounds_done_words(record: Mapping[str, Any]) -> str:
     """How many rounds a rounds process timed, in how long, and why it stopped where that was early: "7 rounds in
     38 s, every ratio known to within 5 % either way"."""
     words = f"{len(record.get('order') or [])} rounds in {record.get('wall_s', 0):.0f} s"
-    precision = record.get("precision")
+    precision = record.get("stop_precision")
     if record.get("stop_reason") == "precision" and isinstance(precision, Mapping) \
             and isinstance(precision.get("target"), (int, float)):
         words += f", every ratio known to within {precision['target'] * 100:.0f} % either way"

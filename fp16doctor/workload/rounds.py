@@ -596,7 +596,7 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter, profile_b
         "order": order,
         "stop_reason": stop,
         # The widest ratio's relative half-width when the rounds stopped, against the target they stop at.
-        "precision": {"target": precision, "widest": _rounded(widest_ratio(configs))} if precision else None,
+        "stop_precision": {"target": precision, "widest": _rounded(widest_ratio(configs))} if precision else None,
         "losses": {c.label: [None if v is None or v != v or v in (float("inf"), float("-inf")) else round(v, 6)
                              for v in c.losses] for c in configs},
         "timing": {"measure_s": round(clock() - measure_start, 3), "total_s": round(clock() - started, 3)},

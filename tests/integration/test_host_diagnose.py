@@ -134,6 +134,16 @@ def test_quick_diagnose_measures_all_three_precisions_and_explains_them(quick) -
         assert f32["step_time_ms"]["design"] == "interleaved" and len(f32["step_time_ms"]["rounds"]) >= 3
         assert len(f32["step_time_ms"]["aa_rounds"]) >= 3 and "single_process" in f32["step_time_ms"]
         assert any(v["repeats"] >= 3 for v in verdicts.values())
+        # The quick size's rounds stop once every ratio is known to within 5 %, or fill the budget; either way the
+        # rounds process had the target and says how wide the widest ratio was when it stopped.
+        kept = doc["timing_rounds"][f32["step_time_ms"]["group"]]
+        widest, rounds = kept["stop_precision"]["widest"], len(kept["order"])
+        assert kept["stop_precision"]["target"] == 0.05 and widest > 0
+        assert kept["stop_reason"] in ("precision", "time_budget", "max_rounds")
+        if kept["stop_reason"] == "precision":
+            assert widest <= 0.05 and rounds >= 5 and "every ratio known to within 5 % either way" in proc.stderr
+        elif kept["stop_reason"] == "time_budget":
+            assert rounds < 5 or widest > 0.05  # it did not go on past a precise enough round
     # The prescription names a measured configuration, first in the terminal.
     prescription, = doc["prescriptions"]
     chosen = prescription["recommended"]

@@ -49,10 +49,11 @@ def test_rounds_that_stopped_early_say_how_well_they_knew_every_ratio_and_the_do
     progress = Recorder()
     sink = RoundsSink(writer, progress, alone="each run's own process", measure_load=False)
     sink.start_run(RunSpec("cpu", "float32", "original", QUICK, rounds_of=("float32", "float16")))
-    sink.finish_run(_rounds_record(wall_s=31.0, stop_reason="precision",
-                                   precision={"target": 0.05, "widest": 0.042}))
+    # As an engine hands it over: the spec's precision (float32) beside the workload's own keys.
+    sink.finish_run(_rounds_record(wall_s=31.0, precision="float32", stop_reason="precision",
+                                   stop_precision={"target": 0.05, "widest": 0.042}))
     assert "cpu: interleaved rounds: 3 rounds in 31 s, every ratio known to within 5 % either way" in progress.notes
-    assert writer.doc["timing_rounds"][0]["precision"] == {"target": 0.05, "widest": 0.042}
+    assert writer.doc["timing_rounds"][0]["stop_precision"] == {"target": 0.05, "widest": 0.042}
 
 
 def test_the_rounds_process_has_a_live_row_saying_what_it_is_timing_ended_without_a_line(tmp_path: Path) -> None:

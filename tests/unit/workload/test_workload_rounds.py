@@ -247,7 +247,7 @@ def test_rounds_stop_once_every_ratio_is_known_to_within_the_precision_asked() -
     the rounds stop there, long before the budget, and say why and how wide the widest ratio was."""
     result, _ = run(budget_s=40.0, precision=0.05)
     assert result["stop_reason"] == "precision" and len(result["order"]) == 5
-    assert result["precision"] == {"target": 0.05, "widest": 0.0}
+    assert result["stop_precision"] == {"target": 0.05, "widest": 0.0}
     assert result["timing"]["measure_s"] < 20.0
 
 
@@ -256,12 +256,12 @@ def test_rounds_on_a_noisy_machine_go_on_while_a_ratio_is_still_wider_than_the_p
     and say how wide the widest ratio still was."""
     result, _ = run(budget_s=40.0, precision=0.01, noise_seed=3)
     assert result["stop_reason"] == "time_budget" and len(result["order"]) > 5
-    assert result["precision"]["widest"] > 0.01
+    assert result["stop_precision"]["widest"] > 0.01
 
 
 def test_without_a_precision_the_rounds_fill_the_budget_however_exact_the_ratios() -> None:
     result, _ = run(budget_s=40.0)
-    assert result["stop_reason"] == "time_budget" and len(result["order"]) > 5 and result["precision"] is None
+    assert result["stop_reason"] == "time_budget" and len(result["order"]) > 5 and result["stop_precision"] is None
 
 
 def test_the_early_stop_draws_each_ratios_interval_as_the_analysis_does() -> None:
