@@ -154,7 +154,7 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
                 continue
             profiled = tuple(s.precision for s in in_rounds or () if s.stack == stack and s.variant == variant)
             changed = tuple(s for s in changing if s.stack == stack)
-            plan = rounds_plan(runs, stack, prepared.size, 0.0, variant, profiled, changed,
+            plan = rounds_plan(runs, stack, prepared.size, variant, profiled, changed,
                                builds_changes=prepared.script is None)
             inside = tuple(s for s in changed if plan.spec is not None and s.rounds_label in plan.spec.rounds_of)
             moved += inside

@@ -61,12 +61,12 @@ class RoundsPlan:
                 ] + list(self.notes)
 
 
-def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize, budget_s: float,
+def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize,
                 variant: str = "original", profiled: tuple[str, ...] = (),
                 changed: tuple[RunSpec, ...] = (), builds_changes: bool = True) -> RoundsPlan:
     """The rounds spec for the runs of one stack in one process setting (ROUNDS_VARIANTS: the original, or an
-    environment switch such as oneDNN off), float32 first, rounds going on for `budget_s` once the minimum is
-    done, and why any precision is left out; `profiled`: precisions with no run of their own, timed and profiled
+    environment switch such as oneDNN off), float32 first, and why any precision is left out (how long the rounds
+    go on is the caller's: diagnose/budget.py); `profiled`: precisions with no run of their own, timed and profiled
     in the rounds process alone; `changed`: experiments that change a model or its input (the original's
     rounds only), each timed beside the precision it changes where that precision is timed, as are the matrix's
     changes that ran on their own, where the rounds process builds changed models (`builds_changes`: the built-in
@@ -103,8 +103,7 @@ def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize, b
     timed = {_label(r) for r in [*group, *ran] if (r.get("step_time_ms") or {}).get("design") == "interleaved"}
     if set(chosen) <= timed:
         return RoundsPlan(None)  # --resume: these were timed together already, and nothing new finished
-    spec = RunSpec(stack, "float32", variant, size, rounds_of=tuple(chosen), rounds_budget_s=budget_s,
-                   rounds_profiled=profiled)
+    spec = RunSpec(stack, "float32", variant, size, rounds_of=tuple(chosen), rounds_profiled=profiled)
     return RoundsPlan(spec, left_out)
 
 

@@ -26,11 +26,11 @@ def test_every_unbound_precision_with_float32_first_and_the_rest_said() -> None:
     runs = [run("float32", 450), run("float16", 1000), run("mixed_float16", 24000.0),
             run("mixed_bfloat16", 20000.0, bound=True), run("float32", 400, variant="synthetic_input"),
             run("float16", 600, variant="onednn_off", experiment={"changes": {}})]
-    plan = rounds_plan(runs, "host", QUICK, 20.0)
+    plan = rounds_plan(runs, "host", QUICK)
     spec, notes = plan.spec, plan.messages()
     # float32's in-memory control beside it, as a configuration of its own; another setting's run is not here.
     assert spec is not None and spec.rounds_of == ("float32", "float16", "float32+synthetic_input")
-    assert spec.rounds_budget_s == 20.0 and "--rounds-of" in spec.workload_args()
+    assert "--rounds-of" in spec.workload_args()
     assert any(n.startswith("mixed_float16 left out") and "own process" in n for n in notes)
     assert any(n.startswith("mixed_bfloat16 left out") and "slow-step bound" in n for n in notes)
     # ... and each left-out run says so in the document, the experiment and the other variant untouched.
@@ -46,7 +46,7 @@ def test_a_change_to_a_model_that_ran_on_its_own_is_timed_beside_its_precision_a
     runs = [run("float32", 450), run("float16", 1000), run("mixed_float16", 24000.0, bound=True),
             run("float32", 400, variant="synthetic_input"), run("float16", 900, variant="synthetic_input"),
             run("mixed_float16", 20000.0, variant="synthetic_input")]
-    spec = rounds_plan(runs, "host", QUICK, 20.0).spec
+    spec = rounds_plan(runs, "host", QUICK).spec
     assert spec is not None
     assert spec.rounds_of == ("float32", "float16", "float32+synthetic_input", "float16+synthetic_input")
     rounds = {label: [v, v * 1.01, v * 0.99] for label, v in (
@@ -59,10 +59,10 @@ def test_a_change_to_a_model_that_ran_on_its_own_is_timed_beside_its_precision_a
     assert control["single_process"]["median"] == 900 and "aa_rounds" not in control
     assert "rounds" not in runs[5]["step_time_ms"]  # its precision was cut: not in the rounds
     # --resume with nothing new: these were timed together already.
-    assert rounds_plan(runs, "host", QUICK, 20.0).spec is None
+    assert rounds_plan(runs, "host", QUICK).spec is None
     # A script's rounds run the script as written: its changed runs (--variant xla) keep their own figures.
     fresh = [run("float32", 450), run("float16", 1000), run("float32", 300, variant="xla")]
-    script = rounds_plan(fresh, "host", QUICK, 20.0, builds_changes=False)
+    script = rounds_plan(fresh, "host", QUICK, builds_changes=False)
     assert script.spec is not None and script.spec.rounds_of == ("float32", "float16")
 
 
@@ -72,7 +72,7 @@ def test_a_group_whose_16_bit_runs_were_all_cut_has_no_rounds_and_says_why() -> 
     alone is no reason for a rounds process)."""
     runs = [run("float32", 150), run("float16", 24500.0, bound=True), run("mixed_float16", 23800.0, bound=True),
             run("float32", 120, variant="synthetic_input")]
-    plan = rounds_plan(runs, "host", QUICK, 20.0)
+    plan = rounds_plan(runs, "host", QUICK)
     assert plan.spec is None
     assert sorted(plan.left_out) == ["float16", "mixed_float16"]
     assert mark_left_out(runs, "host", plan)
@@ -84,21 +84,21 @@ def test_a_run_cut_after_its_first_step_is_left_out_of_the_rounds_like_any_cut_r
     first = run("float16", 27600.0, bound=True, bound_on="first_step", first_step_ms=27600.0,
                 warmup_step_ms=[27600.0], stop_reason="slow_step_bound")
     runs = [run("float32", 150), first, run("mixed_bfloat16", 160)]
-    plan = rounds_plan(runs, "host", QUICK, 20.0)
+    plan = rounds_plan(runs, "host", QUICK)
     assert plan.spec is not None and plan.spec.rounds_of == ("float32", "mixed_bfloat16")
     assert mark_left_out(runs, "host", plan) and "slow-step bound" in first["rounds_left_out"]
 
 
 def test_no_rounds_without_a_float32_to_pair_with_or_a_second_precision() -> None:
-    assert rounds_plan([run("float16", 100)], "host", QUICK, 20.0).spec is None
-    assert rounds_plan([run("float32", 100), run("float16", 100, status="failed")], "host", QUICK, 20.0).spec is None
+    assert rounds_plan([run("float16", 100)], "host", QUICK).spec is None
+    assert rounds_plan([run("float32", 100), run("float16", 100, status="failed")], "host", QUICK).spec is None
 
 
 def test_rounds_already_in_the_file_are_not_run_again() -> None:
     timed = {"median": 100, "rounds": [100, 101, 99], "design": "interleaved"}
     runs = [run("float32", 100, step_time_ms=timed), run("float16", 200, step_time_ms={**timed, "median": 200})]
-    assert rounds_plan(runs, "host", QUICK, 20.0).messages() == []
-    assert rounds_plan(runs, "host", QUICK, 20.0).spec is None
+    assert rounds_plan(runs, "host", QUICK).messages() == []
+    assert rounds_plan(runs, "host", QUICK).spec is None
 
 
 def test_merge_puts_the_rounds_in_their_runs_and_keeps_the_single_process_figures() -> None:
@@ -144,10 +144,10 @@ def test_a_scripts_rounds_run_the_script_runner_with_the_rounds_and_no_profile_o
 
     from fp16doctor.engines.spec import ScriptSpec, script_runner_args
 
-    spec = rounds_plan([run("float32", 10), run("float16", 12)], "host", QUICK, 30.0).spec
+    spec = rounds_plan([run("float32", 10), run("float16", 12)], "host", QUICK).spec
     assert spec is not None
     script = ScriptSpec("/home/u/train.py", ("--epochs", "3"), log_dir="/out/logs")
-    spec = replace(spec, script=script)
+    spec = replace(spec, script=script, rounds_budget_s=30.0)
     args = script_runner_args(spec, "/scratch/work", "/out/logs/x.log")
     cut = args.index("--")
     assert args[cut:] == ["--", "/home/u/train.py", "--epochs", "3"]  # the script's own arguments stay last
@@ -175,7 +175,7 @@ def test_a_process_setting_gets_rounds_of_its_own_and_they_touch_only_its_runs()
     off = {"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}}, "tests": "slow_fp16_kernels"}
     runs = [run("float32", 150), run("float16", 900), run("float32", 360, variant="onednn_off", experiment=off),
             run("float16", 950, variant="onednn_off", experiment=off)]
-    plan = rounds_plan(runs, "host", QUICK, 5.0, variant="onednn_off")
+    plan = rounds_plan(runs, "host", QUICK, variant="onednn_off")
     assert plan.spec is not None and plan.spec.rounds_of == ("float32", "float16")
     assert plan.spec.workload_args()[:4] == ["--precision", "float32", "--variant", "onednn_off"]
     record = {"stack": "host", "variant": "onednn_off", "status": "ok",
@@ -241,12 +241,12 @@ def test_rounds_timed_again_keep_the_runs_own_process_figures() -> None:
 
 
 def test_a_precision_with_no_run_of_its_own_joins_the_rounds_and_is_profiled_there() -> None:
-    plan = rounds_plan([run("float32", 200), run("float16", 950)], "host", QUICK, 10.0, profiled=("mixed_bfloat16",))
+    plan = rounds_plan([run("float32", 200), run("float16", 950)], "host", QUICK, profiled=("mixed_bfloat16",))
     assert plan.spec is not None and plan.spec.rounds_of == ("float32", "float16", "mixed_bfloat16")
     assert plan.spec.rounds_profiled == ("mixed_bfloat16",)
     assert plan.spec.workload_args()[-2:] == ["--profile-rounds", "mixed_bfloat16"]
     # Without float32 to pair with there are no rounds: the caller runs it on its own instead.
-    assert rounds_plan([run("float16", 950)], "host", QUICK, 10.0, profiled=("mixed_bfloat16",)).spec is None
+    assert rounds_plan([run("float16", 950)], "host", QUICK, profiled=("mixed_bfloat16",)).spec is None
 
 
 def test_the_original_rounds_make_the_record_of_a_precision_they_profiled() -> None:
