@@ -30,8 +30,9 @@ SLOW_STEP_S = {"smoke": 1.0, "quick": 5.0, "full": 30.0}
 WALL_BUDGET_S = {"smoke": 45.0, "quick": 90.0}
 # A budgeted size's interleaved rounds stop once every ratio against float32 (the A/A control's included) is known
 # to within this, relative, either way (its 95 % interval; workload/rounds.py), instead of filling the budget: on the
-# 2-core AVX-512 BF16 EPYC 12 quick rounds left each within 3.7-6.0 %, no narrower than 7 had (docs/benchmarks.md).
-# The full size fills its rounds' budget.
+# 2-core AVX-512 BF16 EPYC a quiet morning's quick rounds reached 4.3 % at round 5 and stayed 3.8-6.3 % for 7
+# more; a noisy day's (12 % between identical blocks) would need about 30 rounds, and fill the budget
+# (docs/benchmarks.md). The full size fills its rounds' budget.
 ROUNDS_PRECISION = {"smoke": 0.05, "quick": 0.05}
 # Benchmarks and tests force the slow path on a machine where no precision is pathological.
 SLOW_STEP_MULTIPLE_ENV = "FP16DOCTOR_SLOW_STEP_MULTIPLE"

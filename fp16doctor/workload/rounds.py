@@ -505,10 +505,10 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter, profile_b
     """Warm every configuration up (its first fit() traces and compiles, and sizes its blocks), profile those
     with a model to profile (profile_block(config), untimed), then time them in rounds, each round in a new
     order, while the next round (as long as the last) fits in args.rounds_budget_s, and at least args.min_rounds
-    of them (at most args.max_rounds); with args.rounds_precision, they stop sooner where every ratio against float32
-    is known to within it (PRECISION_MIN_ROUNDS at least). With args.rounds_end_s and `process_started` (the clock when the process
-    began), the rounds instead fill what is left until that many seconds after the start: what the process itself
-    spent before them (import, builds, warm-ups, windows) is measured, not guessed."""
+    of them (at most args.max_rounds); with args.rounds_precision, they stop sooner where every ratio against
+    float32 is known to within it (PRECISION_MIN_ROUNDS at least). With args.rounds_end_s and `process_started` (the
+    clock when the process began), the rounds instead fill what is left until that many seconds after the start:
+    what the process itself spent before them (import, builds, warm-ups, windows) is measured, not guessed."""
     started = clock()
     emit("phase", phase="warmup")
     for config in configs:
@@ -553,13 +553,12 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter, profile_b
         budget_s = max(0.0, process_started + end_s - measure_start)
     last_round_s = 0.0
     precision = getattr(args, "rounds_precision", None)
-    widest = None
     while True:
         done = len(order)
         if done >= args.max_rounds:
             stop = "max_rounds"
             break
-        # Every ratio known well enough: more rounds would narrow what already decides nothing.
+        # Every ratio known well enough: more rounds would only narrow intervals already this narrow.
         if precision and done >= max(args.min_rounds, PRECISION_MIN_ROUNDS):
             widest = widest_ratio(configs)
             if widest is not None and widest <= precision:
