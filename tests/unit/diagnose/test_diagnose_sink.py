@@ -26,32 +26,32 @@ def _rounds_record(**extra: Any) -> dict[str, Any]:
                        AA_CONTROL: [965.0, 955.0, 960.0]}, **extra}
 
 
-@pytest.mark.parametrize(("wall_s", "said"), [(51.0, "3 rounds in 51 s"), (12.4, "3 rounds in 12 s")])
-def test_the_rounds_note_says_what_the_engine_timed_them_at(tmp_path: Path, wall_s: float, said: str) -> None:
-    """Every engine times its process (the host's, a container's whole life, a job's cells on the node): the note
-    and the document's timing_rounds say that time."""
+def _rounds_taken(tmp_path: Path, record: dict[str, Any]) -> tuple[ResultsWriter, Recorder]:
+    """A rounds process of float32 and float16 on the `cpu` stack, its `record` handed to the sink."""
     writer = ResultsWriter(tmp_path / "results.json", new_document({"gpus": []}))
     for run in (_run("float32", 964.0), _run("float16", 1600.0)):
         writer.add_run(run)
     progress = Recorder()
     sink = RoundsSink(writer, progress, alone="each run's own process", measure_load=False)
     sink.start_run(RunSpec("cpu", "float32", "original", QUICK, rounds_of=("float32", "float16")))
-    sink.finish_run(_rounds_record(wall_s=wall_s))
+    sink.finish_run(record)
+    return writer, progress
+
+
+@pytest.mark.parametrize(("wall_s", "said"), [(51.0, "3 rounds in 51 s"), (12.4, "3 rounds in 12 s")])
+def test_the_rounds_note_says_what_the_engine_timed_them_at(tmp_path: Path, wall_s: float, said: str) -> None:
+    """Every engine times its process (the host's, a container's whole life, a job's cells on the node): the note
+    and the document's timing_rounds say that time."""
+    writer, progress = _rounds_taken(tmp_path, _rounds_record(wall_s=wall_s))
     assert any(note == f"cpu: interleaved rounds: {said}" for note in progress.notes), progress.notes
     assert writer.doc["timing_rounds"][0]["wall_s"] == wall_s
 
 
 def test_rounds_that_stopped_early_say_how_well_they_knew_every_ratio_and_the_document_keeps_it(
         tmp_path: Path) -> None:
-    writer = ResultsWriter(tmp_path / "results.json", new_document({"gpus": []}))
-    for run in (_run("float32", 964.0), _run("float16", 1600.0)):
-        writer.add_run(run)
-    progress = Recorder()
-    sink = RoundsSink(writer, progress, alone="each run's own process", measure_load=False)
-    sink.start_run(RunSpec("cpu", "float32", "original", QUICK, rounds_of=("float32", "float16")))
     # As an engine hands it over: the spec's precision (float32) beside the workload's own keys.
-    sink.finish_run(_rounds_record(wall_s=31.0, precision="float32", stop_reason="precision",
-                                   stop_precision={"target": 0.05, "widest": 0.042}))
+    writer, progress = _rounds_taken(tmp_path, _rounds_record(wall_s=31.0, precision="float32", stop_reason="precision",
+                                                              stop_precision={"target": 0.05, "widest": 0.042}))
     assert "cpu: interleaved rounds: 3 rounds in 31 s, every ratio known to within 5 % either way" in progress.notes
     assert writer.doc["timing_rounds"][0]["stop_precision"] == {"target": 0.05, "widest": 0.042}
 
