@@ -86,10 +86,18 @@ class Measured:
     def baseline(self) -> bool:
         return self.run.precision == "float32" and self.run.variant == "original"
 
+    @property
+    def step_ms(self) -> float | None:
+        """The step its ratio comes from (the paired rounds' geometric mean, its own process's median, or a cut
+        run's step), so a recommendation quotes the figure its verdict does; float32's own: its rounds against
+        themselves."""
+        other = self.interval.other_ms
+        return round(other, 3) if other is not None else self.run.step_ms  # as the verdict keeps it
+
     def to_dict(self) -> dict[str, Any]:
         iv = self.interval
         return {"precision": self.run.precision, "variant": self.run.variant, "setting": setting_of(self.run.variant),
-                "step_ms": self.run.step_ms, "speedup": 1.0 if self.baseline else round_ratio(iv.speedup),
+                "step_ms": self.step_ms, "speedup": 1.0 if self.baseline else round_ratio(iv.speedup),
                 # float32 against itself is the baseline, no comparison: no interval
                 "speedup_interval": None if self.baseline else [round_ratio(iv.low), round_ratio(iv.high)],
                 "outcome": "baseline" if self.baseline else iv.outcome,
@@ -348,7 +356,7 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
             "device": fp32.device,
             "recommended": {
                 "precision": best.run.precision, "variant": best.run.variant, "setting": setting_of(best.run.variant),
-                "step_ms": best.run.step_ms, "speedup": 1.0 if best.baseline else round_ratio(iv.speedup),
+                "step_ms": best.step_ms, "speedup": 1.0 if best.baseline else round_ratio(iv.speedup),
                 "speedup_interval": [round_ratio(low), round_ratio(high)],
                 "how": how_to_use(best.run.precision, best.run.software, best.run.variant, best.run.on_gpu),
                 "caveat": best.caveat,

@@ -40,14 +40,18 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
         mixed = pair.reduced
         if pure is None or mixed.step_ms is None or pure.reduced.step_ms is None:
             continue
+        # The steps each verdict quotes (its ratio's own), so this sentence and the verdicts agree.
+        mixed_ms, pure_ms = pair.interval.other_ms, pure.interval.other_ms
+        if not mixed_ms or not pure_ms:
+            continue
         # At least 10 %, and beyond the two runs' measured spread: noise is not a cost of the casts.
         band = max(CAST_MIN_COST, noise_band((mixed.step_ms, mixed.p10_ms, mixed.p90_ms),
                                    (pure.reduced.step_ms, pure.reduced.p10_ms, pure.reduced.p90_ms)))
-        if mixed.step_ms > (1 + band) * pure.reduced.step_ms:
+        if mixed_ms > (1 + band) * pure_ms:
             evidence.append(
-                f"{at(mixed)}: mixed_float16 step {fmt_ms(mixed.step_ms)} vs float16 "
-                f"{fmt_ms(pure.reduced.step_ms)}: the float32->float16 casts of weights and activations "
-                f"and the loss scaling cost {fmt_ms(mixed.step_ms - pure.reduced.step_ms)} per step"
+                f"{at(mixed)}: mixed_float16 step {fmt_ms(mixed_ms)} vs float16 {fmt_ms(pure_ms)}: the "
+                f"float32->float16 casts of weights and activations and the loss scaling cost "
+                f"{fmt_ms(mixed_ms - pure_ms)} per step"
             )
             runs.append(mixed)
             gpu = ctx.gpu_for(mixed)

@@ -18,7 +18,7 @@ import pytest
 from fp16doctor.analysis import diagnose_document, saved_diagnosis
 from fp16doctor.analysis.fixes import fix_for
 from fp16doctor.analysis.registry import REGISTRY
-from fp16doctor.analysis.values import fmt_config
+from fp16doctor.analysis.values import fmt_config, fmt_ms
 
 ROOT = Path(__file__).resolve().parents[3]
 KERAS3 = {"tensorflow": "2.21.0", "keras": "3.15.1", "keras_backend": "tensorflow"}
@@ -287,3 +287,33 @@ def test_the_report_says_whose_findings_it_set_aside_and_shows_none_of_them() ->
     shown = html.split('<script type="application/json"')[0]  # the file itself is embedded after, as data
     assert "written by fp16doctor 0.0.1 and are not shown" in shown
     assert "On this CPU train in float32" not in shown and "565 ms measured" not in shown
+
+
+def _in_rounds(rounds: list[float], **extra: Any) -> dict[str, Any]:
+    """A step timed in interleaved rounds whose median (the middle round) is not their geometric mean."""
+    return {"median": sorted(rounds)[len(rounds) // 2], "p10": min(rounds), "p90": max(rounds), "n": 30,
+            "rounds": rounds, "design": "interleaved", "group": 0, **extra}
+
+
+def test_a_recommendation_quotes_the_steps_its_verdict_does() -> None:
+    """Was: the verdict said float32 151 ms and mixed_float16 821 ms (the paired rounds' geometric means) while
+    `no_fast_fp16_hardware` said "float32 took 149 ms per step" and the advice on mixed_float16 "815 ms" (the
+    rounds' medians): two figures for one step."""
+    fp32 = [140.0, 149.0, 150.0, 152.0, 175.0]
+    runs = [run("float32", 0.0, step_time_ms=_in_rounds(fp32, aa_rounds=[141.0, 148.0, 151.0, 153.0, 176.0])),
+            run("float16", 0.0, step_time_ms=_in_rounds([760.0, 790.0, 800.0, 805.0, 960.0])),
+            run("mixed_float16", 0.0, step_time_ms=_in_rounds([780.0, 800.0, 815.0, 820.0, 900.0])),
+            run("mixed_bfloat16", 0.0, step_time_ms=_in_rounds([78.0, 80.0, 81.0, 83.0, 99.0]))]
+    diagnosis = diagnose_document(cpu_doc(*runs))
+    verdicts = {v["precision"]: v for v in diagnosis.verdicts}
+    steps = {p: v["step_ms"] for p, v in verdicts.items()} | {"float32": verdicts["float16"]["fp32_step_ms"]}
+    assert round(steps["float32"]) == 153 and sorted(fp32)[2] == 150  # the two statistics differ here
+    prescription, = diagnosis.prescriptions
+    assert prescription["recommended"]["precision"] == "mixed_bfloat16"
+    assert prescription["recommended"]["step_ms"] == pytest.approx(steps["mixed_bfloat16"])
+    for entry in prescription["measured"]:
+        assert entry["step_ms"] == pytest.approx(steps[entry["precision"]]), entry["precision"]
+    said = " ".join(f.get("recommendation") or "" for f in diagnosis.findings)
+    quoted = set(re.findall(r"([\d.]+ ms) per step", said))
+    assert f"float32 took {fmt_ms(steps['float32'])} per step" in said, said
+    assert quoted <= {fmt_ms(v) for v in steps.values()}, said
