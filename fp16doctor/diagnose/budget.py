@@ -12,7 +12,7 @@ from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S, ROUNDS_MIN_BUDGET_S,
 from fp16doctor.engines.spec import MIN_ROUNDS, ExperimentUnit, RunSpec, WorkloadSize
 from fp16doctor.options import Progress
 from fp16doctor.runplan import IMPORT_PRIOR_S
-from fp16doctor.workload.protocol import BLOCK_TARGET_S
+from fp16doctor.workload.protocol import BLOCK_TARGET_S, window_steps
 
 
 def rounds_budget_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], deadline: float | None,
@@ -232,7 +232,8 @@ def experiment_cost_s(spec: RunSpec, runs: list[dict[str, Any]]) -> float:
     import_s = float(timing.get("import_s") or IMPORT_PRIOR_S)
     first_s = _first_step_s(spec, runs, step_s)
     measured_s = max(3 * step_s, min(size.max_measure_s, size.min_steps * step_s))
-    steps_s = (first_s + (size.warmup_steps - 1 + WINDOW_HOLD_STEPS + size.profile_steps) * step_s + measured_s)
+    window = window_steps(size.profile_steps, step_s * 1000.0)
+    steps_s = (first_s + (size.warmup_steps - 1 + WINDOW_HOLD_STEPS + window) * step_s + measured_s)
     # Besides the import and the steps: the cut run's went on reading its long window, so float32's stands for it.
     around = fp32 if base is None or base.get("bound") else base
     around_s = 0.0
@@ -314,7 +315,7 @@ def _profiled_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSi
     for precision in profiled:
         step_s = _profiled_step_s(precision, fp32)
         total += (_config_startup_s(_rounds_first_step_s(first_s, fp32_step, step_s), step_s, size, rounds)
-                  + (1 + size.profile_steps) * step_s + WINDOW_OVERHEAD_S)
+                  + (1 + window_steps(size.profile_steps, step_s * 1000.0)) * step_s + WINDOW_OVERHEAD_S)
     return total
 
 

@@ -56,7 +56,7 @@ class WorkloadSize:
     max_steps: int
     max_measure_s: float  # stop measuring after this long even if the median is not yet stable
     input_batches: int  # batches timed to measure host input time
-    profile_steps: int = 2  # the profiled window after the timed steps
+    profile_steps: int = 2  # the profiled window after the timed steps (fewer for long steps: window_steps)
 
     @property
     def budget_s(self) -> float | None:

@@ -33,6 +33,17 @@ MODEL_VARIANTS = ("synthetic_input", "float32_batches", "channels_padded", "xla"
 VARIANT_LABEL_SEP = "+"
 # A rounds block's timed steps are aimed at this long (a 10 ms step gets 20 of them, capped), never under one step.
 BLOCK_TARGET_S = 0.4
+# A profiled window is aimed at this long, in whole steps: at least one, at most the size's profile_steps. A step of
+# a second or more runs every op of the model, so a second such step adds its time, not new ops (a 2 s float16 step
+# on a 2-core AVX2 EPYC made two windows of 4 s each in a quick diagnose, for the ops one step names).
+WINDOW_TARGET_S = 1.0
+
+
+def window_steps(profile_steps, step_ms):
+    """The steps of a profiled window for a step of `step_ms` (None: unknown, the size's profile_steps)."""
+    if not step_ms or step_ms <= 0:
+        return profile_steps
+    return max(1, min(profile_steps, int(-(-WINDOW_TARGET_S * 1000.0 // step_ms))))
 # channels_padded: Tensor Core convolutions want channel counts that are multiples of 8 (cuDNN 7 developer
 # guide), so the model appends zero channels to the 3-channel input and its first conv sees this many.
 PADDED_CHANNELS = 8

@@ -18,7 +18,7 @@ import random
 
 from compat import perf_counter
 from protocol import (  # AA_CONTROL: float32's 2nd model
-    AA_CONTROL, BLOCK_TARGET_S, MIXED_POLICIES, MODEL_VARIANTS, ROUNDS_VARIANTS, VARIANT_LABEL_SEP)
+    AA_CONTROL, BLOCK_TARGET_S, MIXED_POLICIES, MODEL_VARIANTS, ROUNDS_VARIANTS, VARIANT_LABEL_SEP, window_steps)
 
 # A profiled configuration's window kind (and folder): this prefix and its label.
 WINDOW_PREFIX = "rounds_"
@@ -402,15 +402,15 @@ def first_model_names(names):
     return renamed
 
 
-def _profiled_block(api, profiler, steps, clock):
+def _profiled_block(api, profiler, profile_steps, clock):
     """run(config): one fit() call of a configuration whose first step (a new iterator) runs outside the window
-    and whose next `steps` are the profiled window, as a run's own window after its timed steps; the window's
-    steps are kept on the configuration (window_ms)."""
+    and whose next steps are the profiled window (`profile_steps`, fewer for a long step: protocol.window_steps), as a run's
+    own window after its timed steps; the window's steps are kept on the configuration (window_ms)."""
     keras = api.keras
-    steps = max(1, steps)
 
     def run(config):
         kind = WINDOW_PREFIX + config.label
+        steps = window_steps(max(1, profile_steps), config.warmup_step_ms)
         ends = []
 
         class _Profiled(keras.callbacks.Callback):

@@ -9,6 +9,7 @@ import math
 
 from compat import perf_counter
 from events import emit
+from protocol import window_steps
 
 # The median of the first and the second half of the steps this close: the measurement is stable.
 STABLE_TOLERANCE = 0.05
@@ -47,7 +48,8 @@ class StepTimer(object):
     least that long (`cut` = True).
 
     Profiled window: with `window_steps`, once the measurement is done the run goes on for that many
-    steps, kept apart from the timed ones (`window_ms`); the caller profiles them.
+    steps (fewer where its steps are long: protocol.window_steps), kept apart from the timed ones (`window_ms`); the
+    caller profiles them.
     """
 
     def __init__(self, warmup_steps, min_steps, max_steps, max_measure_s, tolerance, clock=perf_counter,
@@ -140,6 +142,7 @@ class StepTimer(object):
             return False
         if self.window_steps > 0:
             self.in_window = True
+            self.window_steps = window_steps(self.window_steps, percentile(self.step_ms, 0.5))  # fewer: long steps
             return False
         self.done = True
         return True

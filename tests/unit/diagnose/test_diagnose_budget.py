@@ -80,7 +80,9 @@ def test_an_unbound_runs_experiment_is_costed_at_that_runs_step() -> None:
     from fp16doctor.engines.spec import RunSpec
 
     def steps_s(step_s: float) -> float:
-        return ((1.3 - 0.45 + step_s) + (QUICK.warmup_steps - 1 + WINDOW_HOLD_STEPS + QUICK.profile_steps) * step_s
+        # A window of one step for a step of a second or more, of the size's profile_steps below that.
+        window = 1 if step_s >= 1.0 else QUICK.profile_steps
+        return ((1.3 - 0.45 + step_s) + (QUICK.warmup_steps - 1 + WINDOW_HOLD_STEPS + window) * step_s
                 + max(3 * step_s, min(QUICK.max_measure_s, QUICK.min_steps * step_s)))
 
     # Each priced at its own run's step (float32's times the prior for its own kernels), plus the import and what
@@ -107,7 +109,7 @@ def test_a_run_cut_after_its_first_step_prices_its_experiment_at_the_prior_not_i
     # float32's run stands for what the cut run spent besides its import and steps: 12 s of wall, 3 s of import,
     # its 1.4 s first step.
     assert cost == pytest.approx(3.0 + (1.4 - 0.15 + step_s)
-                                 + (QUICK.warmup_steps - 1 + WINDOW_HOLD_STEPS + QUICK.profile_steps) * step_s
+                                 + (QUICK.warmup_steps - 1 + WINDOW_HOLD_STEPS + 1) * step_s  # a 1-step window
                                  + max(3 * step_s, min(QUICK.max_measure_s, QUICK.min_steps * step_s))
                                  + (12.0 - 3.0 - 1.4))
 

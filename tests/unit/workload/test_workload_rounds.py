@@ -172,6 +172,19 @@ def test_a_precision_with_no_run_of_its_own_gets_a_profiled_window_between_the_w
     assert result["rounds"]["mixed_float16"] == [200.0] * 3 and len(result["order"]) == 3
 
 
+def test_a_precision_whose_step_takes_over_a_second_gets_a_window_of_one_step(monkeypatch: Any) -> None:
+    """A 2 s float16 step (a 2-core AVX2 EPYC's) runs every op of the model: its window is one step, not the
+    size's two (protocol.window_steps), and its block two steps instead of three."""
+    monkeypatch.setitem(STEP_S, "float16", 2.0)
+    clock = Clock()
+    profiler = FakeProfiler(clock)
+    result, api = run(budget_s=0.0, profile="float16,mixed_float16", profiler=profiler, clock=clock)
+    assert [(kind, steps) for kind, _, steps, _, _ in profiler.windows] == [
+        ("rounds_float16", 1), ("rounds_mixed_float16", 2)]
+    assert result["own_run"]["float16"]["window_step_ms"] == [2000.0]
+    assert ("float16", 2) in api.blocks and ("mixed_float16", 3) in api.blocks
+
+
 def test_without_a_profiler_a_precision_with_no_run_of_its_own_says_why_it_has_no_profile() -> None:
     result, api = run(budget_s=0.0, profile="mixed_float16")
     assert result["own_run"]["mixed_float16"]["profile_error"]

@@ -119,7 +119,7 @@ def test_the_window_holds_no_epochs_first_step_and_the_step_left_out_is_in_no_ti
 
 def test_where_an_epoch_is_one_step_the_window_says_it_holds_an_epochs_first_step() -> None:
     timer, profiler, _, _ = _train(per_epoch=1, epochs=20)
-    assert timer.done and len(timer.window_ms) == 2
+    assert timer.done and len(timer.window_ms) == 1  # every step is an epoch's first, 1.1 s: one is a window
     assert profiler.epoch_start
 
 
@@ -137,6 +137,23 @@ def test_a_loop_that_gives_no_position_profiles_the_next_steps_as_before() -> No
         hooks.step_end(None, {"loss": 0.5})
     # One warm-up and four timed steps, then the next two, profiled.
     assert steps == 7 and profiler.events == [("start", 5), ("stop", 7)]
+
+
+@pytest.mark.parametrize(("step_s", "window"), [(0.1, 2), (0.6, 2), (1.0, 1), (2.5, 1)])
+def test_a_run_whose_steps_take_a_second_or_more_profiles_one(step_s: float, window: int) -> None:
+    """protocol.window_steps: the window is aimed at a second of steps, the size's profile_steps at most."""
+    clock = [0.0]
+    timer = timing.StepTimer(warmup_steps=1, min_steps=4, max_steps=100, max_measure_s=1e9, tolerance=0.05,
+                             window_steps=2, clock=lambda: clock[0])
+    profiler = _Profiler()
+    hooks = StepHooks(timer, profiler)
+    hooks.train_begin(None)
+    steps = 0
+    while not timer.done and steps < 20:
+        clock[0] += step_s
+        steps += 1
+        hooks.step_end(None, {"loss": 0.5})
+    assert len(timer.window_ms) == window and profiler.events == [("start", 5), ("stop", 5 + window)]
 
 
 def _warmup(steps_ms: list[float], warmup_steps: int = 2,
