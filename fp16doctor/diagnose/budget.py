@@ -304,8 +304,8 @@ def _profiled_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSi
                         profiled: tuple[str, ...], rounds: int = MIN_ROUNDS + 1) -> float:
     """What the rounds process spends on the precisions it profiles with no run of their own, each priced from
     float32's own run (_profiled_step_s): float32's first step with one of its own steps for the tracing, its
-    warm-up, the profiled block (a step outside the window, the window, the profiler's own cost) and its share of
-    the minimum rounds (a block of at least one step after a dropped one)."""
+    warm-up, its profiled window (in the warm-up's call: the window's steps and the profiler's own cost) and its
+    share of the minimum rounds (a block of at least one step after a dropped one)."""
     fp32 = _original(runs, stack, "float32")
     if not profiled or fp32 is None:
         return 0.0
@@ -315,7 +315,7 @@ def _profiled_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSi
     for precision in profiled:
         step_s = _profiled_step_s(precision, fp32)
         total += (_config_startup_s(_rounds_first_step_s(first_s, fp32_step, step_s), step_s, size, rounds)
-                  + (1 + window_steps(size.profile_steps, step_s * 1000.0)) * step_s + WINDOW_OVERHEAD_S)
+                  + window_steps(size.profile_steps, step_s * 1000.0) * step_s + WINDOW_OVERHEAD_S)
     return total
 
 

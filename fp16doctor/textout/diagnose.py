@@ -40,7 +40,8 @@ def runs_table(rows: Sequence[RunRow]) -> Table:
     table.add_column("run", overflow="fold")
     table.add_column("input", overflow="fold")
     table.add_column("device", overflow="fold")
-    table.add_column("ms/step", justify="right", overflow="fold")
+    # The median of its steps, p10-p90 beside it; a verdict quotes the steps its ratio comes from.
+    table.add_column("median ms", justify="right", overflow="fold")
     table.add_column("p10-p90", justify="right", overflow="fold")
     table.add_column("vs f32", justify="right", overflow="fold")
     table.add_column("status", overflow="fold")

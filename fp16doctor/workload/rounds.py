@@ -403,37 +403,43 @@ def first_model_names(names):
 
 
 def _profiled_block(api, profiler, profile_steps, clock):
-    """run(config): one fit() call of a configuration whose first step (a new iterator) runs outside the window
-    and whose next steps are the profiled window (`profile_steps`, fewer for a long step: protocol.window_steps), as a run's
-    own window after its timed steps; the window's steps are kept on the configuration (window_ms)."""
+    """run(config, block, warmup, callbacks, stopped): a configuration's warm-up and its profiled window in one fit()
+    call. Its first `warmup` steps are the warm-up (`block` times them; `callbacks`, the slow-step bound, may end the
+    call there: `stopped()` then says so and no window is opened); the next steps are the window, `profile_steps` of
+    them, fewer for a long step (protocol.window_steps on the warm-up's later steps), profiled as a run's own window
+    after its timed steps and kept on the configuration (window_ms). One call, not two: the window needs no new
+    call's first step to run outside it (2 s on a 2-core AVX2 EPYC for float16)."""
     keras = api.keras
 
-    def run(config):
+    def run(config, block, warmup, callbacks, stopped):
         kind = WINDOW_PREFIX + config.label
-        steps = window_steps(max(1, profile_steps), config.warmup_step_ms)
         ends = []
+        window = []  # its steps, once it is open
 
         class _Profiled(keras.callbacks.Callback):
             def on_train_batch_end(self, batch, logs=None):
                 ends.append(clock())
-                if len(ends) == 1:
+                if len(ends) == warmup and not stopped():
+                    window.append(window_steps(max(1, profile_steps), _median(block.steps_ms())))
                     profiler.model = config.model
                     profiler.start(kind, clock)
-                else:
+                elif window and len(ends) > warmup and profiler.kind is not None:
                     profiler.after_step()
-                    if len(ends) == steps + 1:
-                        profiler.stop(steps, clock)
+                    if len(ends) == warmup + window[0]:
+                        profiler.stop(window[0], clock)
                         self.model.stop_training = True
 
             def on_batch_end(self, batch, logs=None):  # Keras 2.0-era loops call only this one
                 if not hasattr(keras.callbacks.Callback, "on_train_batch_end"):
                     self.on_train_batch_end(batch, logs)
 
-        block = _BlockTimer()
-        config.run_block(steps + 1, block, _Profiled())
-        if profiler.kind is not None:  # the block ended early (its input ran out): the window has what it has
-            profiler.stop(max(1, len(ends) - 1), clock)
-        config.window_ms = [(ends[i] - ends[i - 1]) * 1000.0 for i in range(1, len(ends))]
+        # After the timing callback and the bound's: the window opens on what they made of the same step.
+        config.run_block(warmup + max(1, profile_steps), block, *(list(callbacks) + [_Profiled()]))
+        if profiler.kind is not None:  # the call ended early (its input ran out): the window has what it has
+            profiler.stop(max(1, len(ends) - warmup), clock)
+        # Its steps only: a Keras 2.0-era loop honours stop_training at an epoch's end, after more steps.
+        config.window_ms = [(ends[i] - ends[i - 1]) * 1000.0
+                            for i in range(warmup, min(len(ends), warmup + window[0]))] if window else []
 
     return run
 
@@ -502,10 +508,10 @@ def _tf_input(api, generator):
 
 
 def interleave(configs, args, api, defaults, emit, clock=perf_counter, profile_block=None, process_started=None):
-    """Warm every configuration up (its first fit() traces and compiles, and sizes its blocks), profile those
-    with a model to profile (profile_block(config), untimed), then time them in rounds, each round in a new
-    order, while the next round (as long as the last) fits in args.rounds_budget_s, and at least args.min_rounds
-    of them (at most args.max_rounds); with args.rounds_precision, they stop sooner where every ratio against
+    """Warm every configuration up (its first fit() traces and compiles, and sizes its blocks; one with a model to
+    profile goes on in the same call into its profiled window, profile_block, untimed), then time them in rounds,
+    each round in a new order, while the next round (as long as the last) fits in args.rounds_budget_s, and at least
+    args.min_rounds of them (at most args.max_rounds); with args.rounds_precision, they stop sooner where every ratio against
     float32 is known to within it (PRECISION_MIN_ROUNDS at least). With args.rounds_end_s and `process_started` (the
     clock when the process began), the rounds instead fill what is left until that many seconds after the start:
     what the process itself spent before them (import, builds, warm-ups, windows) is measured, not guessed."""
@@ -522,13 +528,19 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter, profile_b
         # own meets the slow-step bound here, as its run would have (and leaves the rounds if it passes it).
         bound = _BoundCheck(api.keras, block, args) if config.model is not None and config.precision != "float32" \
             else None
-        config.run_block(max(2, args.warmup_steps), block, *([bound.callback] if bound is not None else []))
+        callbacks = [bound.callback] if bound is not None else []
+        warmup = max(2, args.warmup_steps)
+        if profile_block is not None and config.model is not None:
+            # Its profiled window follows in the same call (untimed), unless the bound ends the warm-up first.
+            profile_block(config, block, warmup, callbacks, lambda: bound is not None and bound.passed is not None)
+        else:
+            config.run_block(warmup, block, *callbacks)
         config.first_step_ms = block.first_step_ms()
         if bound is not None and bound.passed:
             config.left_out = bound.passed
             emit("log", message="%s left out of the rounds: %s" % (config.label, bound.passed))
             continue
-        config.warmup_step_ms = _median(block.steps_ms())
+        config.warmup_step_ms = _median(block.steps_ms()[:warmup - 1])  # not the window's
         step_ms = config.warmup_step_ms or 1000.0
         # A block's first step is dropped, the rest timed: at most what one fit() call holds.
         room = max(1, config.room - 1) if config.room else MAX_BLOCK_STEPS
@@ -537,12 +549,6 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter, profile_b
         emit("step", phase="warmup", config=config.label, ms=round(step_ms, 3))
     left_out = dict((c.label, c.left_out) for c in configs if c.left_out)
     configs = [c for c in configs if not c.left_out]
-    profiled = [c for c in configs if c.model is not None] if profile_block is not None else []
-    if profiled:
-        emit("phase", phase="window", configs=[c.label for c in profiled])
-    for config in profiled:
-        _set_precision(api, config.precision, defaults)
-        profile_block(config)
     rng = random.Random(args.rounds_seed)
     order = []
     emit("phase", phase="measure")

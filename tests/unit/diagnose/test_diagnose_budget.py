@@ -188,8 +188,8 @@ def test_a_settings_rounds_are_priced_from_its_models_steps() -> None:
 def test_a_precision_profiled_in_the_rounds_is_priced_at_float32s_figures() -> None:
     """It has no run of its own to price it: a share of float32's first step beyond its step (the tracing: the
     rounds process spreads its one-time work over building every model) and a step of its own, its warm-up, the
-    profiled block (a step outside the window, the window, the profiler's own cost) and its share of the minimum
-    rounds come out of the rounds' budget."""
+    profiled window in the warm-up's call (its steps, the profiler's own cost) and its share of the minimum rounds
+    come out of the rounds' budget."""
     from fp16doctor.diagnose.budget import ROUNDS_TRACING_SHARE, WINDOW_OVERHEAD_S, rounds_budget_s, rounds_warmup_steps
 
     runs: list[dict[str, Any]] = [
@@ -200,14 +200,14 @@ def test_a_precision_profiled_in_the_rounds_is_priced_at_float32s_figures() -> N
     with_bf16 = rounds_budget_s(QUICK, "host", runs, deadline, profiled=("mixed_bfloat16",))
     block = 0.4 + 0.12  # a block aimed at 0.4 s, after its dropped step
     tracing = ROUNDS_TRACING_SHARE * (0.8 - 0.12)
-    one = tracing + 0.12 + (rounds_warmup_steps(QUICK) + 1 + QUICK.profile_steps) * 0.12 + WINDOW_OVERHEAD_S \
+    one = tracing + 0.12 + (rounds_warmup_steps(QUICK) + QUICK.profile_steps) * 0.12 + WINDOW_OVERHEAD_S \
         + 4 * block
     assert free - with_bf16 == pytest.approx(one, abs=0.05)
     # float16 with no run of its own is priced at six times float32's step (its prior on a CPU without fp16, where
     # oneDNN has AVX-512 for float32 or the CPU is not known).
     with_f16 = rounds_budget_s(QUICK, "host", runs, deadline, profiled=("float16",))
     step = 6 * 0.12
-    one = tracing + step + (rounds_warmup_steps(QUICK) + 1 + QUICK.profile_steps) * step + WINDOW_OVERHEAD_S \
+    one = tracing + step + (rounds_warmup_steps(QUICK) + QUICK.profile_steps) * step + WINDOW_OVERHEAD_S \
         + 4 * 2 * step
     assert free - with_f16 == pytest.approx(one, abs=0.05)
     # On an AVX2-only CPU float32's own step is slower and float16's prior smaller.
