@@ -44,6 +44,8 @@ def window_steps(profile_steps, step_ms):
     if not step_ms or step_ms <= 0:
         return profile_steps
     return max(1, min(profile_steps, int(-(-WINDOW_TARGET_S * 1000.0 // step_ms))))
+
+
 # channels_padded: Tensor Core convolutions want channel counts that are multiples of 8 (cuDNN 7 developer
 # guide), so the model appends zero channels to the 3-channel input and its first conv sees this many.
 PADDED_CHANNELS = 8

@@ -511,8 +511,8 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter, profile_b
     """Warm every configuration up (its first fit() traces and compiles, and sizes its blocks; one with a model to
     profile goes on in the same call into its profiled window, profile_block, untimed), then time them in rounds,
     each round in a new order, while the next round (as long as the last) fits in args.rounds_budget_s, and at least
-    args.min_rounds of them (at most args.max_rounds); with args.rounds_precision, they stop sooner where every ratio against
-    float32 is known to within it (PRECISION_MIN_ROUNDS at least). With args.rounds_end_s and `process_started` (the
+    args.min_rounds of them (at most args.max_rounds); with args.rounds_precision, they stop sooner where every ratio
+    against float32 is known to within it (PRECISION_MIN_ROUNDS at least). With args.rounds_end_s and `process_started` (the
     clock when the process began), the rounds instead fill what is left until that many seconds after the start:
     what the process itself spent before them (import, builds, warm-ups, windows) is measured, not guessed."""
     started = clock()
