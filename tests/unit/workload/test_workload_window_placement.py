@@ -123,25 +123,8 @@ def test_where_an_epoch_is_one_step_the_window_says_it_holds_an_epochs_first_ste
     assert profiler.epoch_start
 
 
-def test_a_loop_that_gives_no_position_profiles_the_next_steps_as_before() -> None:
-    clock = [0.0]
-    timer = timing.StepTimer(warmup_steps=1, min_steps=4, max_steps=100, max_measure_s=1e9, tolerance=0.05,
-                         window_steps=2, clock=lambda: clock[0])
-    profiler = _Profiler()
-    hooks = StepHooks(timer, profiler)
-    hooks.train_begin(None)
-    steps = 0
-    while not timer.done and steps < 20:
-        clock[0] += 0.1
-        steps += 1
-        hooks.step_end(None, {"loss": 0.5})
-    # One warm-up and four timed steps, then the next two, profiled.
-    assert steps == 7 and profiler.events == [("start", 5), ("stop", 7)]
-
-
-@pytest.mark.parametrize(("step_s", "window"), [(0.1, 2), (0.6, 2), (1.0, 1), (2.5, 1)])
-def test_a_run_whose_steps_take_a_second_or_more_profiles_one(step_s: float, window: int) -> None:
-    """protocol.window_steps: the window is aimed at a second of steps, the size's profile_steps at most."""
+def _unplaced(step_s: float) -> tuple[Any, _Profiler, int]:
+    """A loop that gives no epoch position: one warm-up step, then steps of `step_s` until the timer is done."""
     clock = [0.0]
     timer = timing.StepTimer(warmup_steps=1, min_steps=4, max_steps=100, max_measure_s=1e9, tolerance=0.05,
                              window_steps=2, clock=lambda: clock[0])
@@ -153,6 +136,19 @@ def test_a_run_whose_steps_take_a_second_or_more_profiles_one(step_s: float, win
         clock[0] += step_s
         steps += 1
         hooks.step_end(None, {"loss": 0.5})
+    return timer, profiler, steps
+
+
+def test_a_loop_that_gives_no_position_profiles_the_next_steps_as_before() -> None:
+    _, profiler, steps = _unplaced(0.1)
+    # One warm-up and four timed steps, then the next two, profiled.
+    assert steps == 7 and profiler.events == [("start", 5), ("stop", 7)]
+
+
+@pytest.mark.parametrize(("step_s", "window"), [(0.1, 2), (0.6, 2), (1.0, 1), (2.5, 1)])
+def test_a_run_whose_steps_take_a_second_or_more_profiles_one(step_s: float, window: int) -> None:
+    """protocol.window_steps: the window is aimed at a second of steps, the size's profile_steps at most."""
+    timer, profiler, _ = _unplaced(step_s)
     assert len(timer.window_ms) == window and profiler.events == [("start", 5), ("stop", 5 + window)]
 
 
