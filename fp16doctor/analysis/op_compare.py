@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fp16doctor.analysis.context import Context, OpItem, OpsView, RunView, build_context
+from fp16doctor.analysis.context import Context, OpItem, OpsView, Pair, RunView, build_context
 from fp16doctor.analysis.values import as_list, as_mapping, as_number, as_str
 from fp16doctor.results import LOW_COVERAGE
 
@@ -163,8 +163,10 @@ def _side(run: RunView, ops: OpsView, raw_run: Mapping[str, Any]) -> OpsSide:
                    int(steps) if steps is not None and steps > 0 else None, ops.total_ms())
 
 
-def compare(reduced: RunView, fp32: RunView, doc: Mapping[str, Any]) -> OpComparison | None:
-    """The per layer and pass table of one 16-bit run against its float32 partner; None without 16-bit ops."""
+def compare(pair: Pair, doc: Mapping[str, Any]) -> OpComparison | None:
+    """The per layer and pass table of one 16-bit run against its float32 partner, headed by the two steps its
+    verdict quotes (those its ratio comes from); None without 16-bit ops."""
+    reduced, fp32 = pair.reduced, pair.fp32
     if reduced.ops is None or reduced.step_ms is None or fp32.step_ms is None:
         return None
     raw_runs = as_list(doc.get("runs"))
@@ -199,8 +201,8 @@ def compare(reduced: RunView, fp32: RunView, doc: Mapping[str, Any]) -> OpCompar
         stack=reduced.stack,
         variant=reduced.variant,
         precision=reduced.precision,
-        step_ms=reduced.step_ms,
-        fp32_step_ms=fp32.step_ms,
+        step_ms=pair.interval.other_ms or reduced.step_ms,
+        fp32_step_ms=pair.interval.fp32_ms or fp32.step_ms,
         bound=reduced.bound,
         reduced=_side(reduced, reduced.ops, as_mapping(raw_runs[reduced.index]) if reduced.index < len(raw_runs)
                       else {}),
@@ -216,7 +218,7 @@ def op_comparisons(doc: Mapping[str, Any]) -> list[OpComparison]:
 
 
 def comparisons_of(ctx: Context) -> list[OpComparison]:
-    found = [compare(pair.reduced, pair.fp32, ctx.doc) for pair in ctx.pairs]
+    found = [compare(pair, ctx.doc) for pair in ctx.pairs]
     return [c for c in found if c is not None]
 
 

@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from fp16doctor.analysis import diagnose_document, saved_diagnosis
+from fp16doctor.analysis.context import build_context
 from fp16doctor.analysis.fixes import fix_for
+from fp16doctor.analysis.op_compare import comparisons_of
 from fp16doctor.analysis.registry import REGISTRY
 from fp16doctor.analysis.values import fmt_config, fmt_ms
 
@@ -300,8 +302,11 @@ def test_a_recommendation_quotes_the_steps_its_verdict_does() -> None:
     `no_fast_fp16_hardware` said "float32 took 149 ms per step" and the advice on mixed_float16 "815 ms" (the
     rounds' medians): two figures for one step."""
     fp32 = [140.0, 149.0, 150.0, 152.0, 175.0]
-    runs = [run("float32", 0.0, step_time_ms=_in_rounds(fp32, aa_rounds=[141.0, 148.0, 151.0, 153.0, 176.0])),
-            run("float16", 0.0, step_time_ms=_in_rounds([760.0, 790.0, 800.0, 805.0, 960.0])),
+    ops = {"float32": {"source": "tf_profiler", "items": [conv(60.0, "float32", "Conv2DBackpropFilter")]},
+           "float16": {"source": "tf_profiler", "items": [conv(600.0, "float16", "Conv2DBackpropFilter")]}}
+    runs = [run("float32", 0.0, step_time_ms=_in_rounds(fp32, aa_rounds=[141.0, 148.0, 151.0, 153.0, 176.0]),
+                ops=ops["float32"]),
+            run("float16", 0.0, step_time_ms=_in_rounds([760.0, 790.0, 800.0, 805.0, 960.0]), ops=ops["float16"]),
             run("mixed_float16", 0.0, step_time_ms=_in_rounds([780.0, 800.0, 815.0, 820.0, 900.0])),
             run("mixed_bfloat16", 0.0, step_time_ms=_in_rounds([78.0, 80.0, 81.0, 83.0, 99.0]))]
     diagnosis = diagnose_document(cpu_doc(*runs))
@@ -317,3 +322,6 @@ def test_a_recommendation_quotes_the_steps_its_verdict_does() -> None:
     quoted = set(re.findall(r"([\d.]+ ms) per step", said))
     assert f"float32 took {fmt_ms(steps['float32'])} per step" in said, said
     assert quoted <= {fmt_ms(v) for v in steps.values()}, said
+    # "Where the time went" heads its table with the same two steps.
+    table, = comparisons_of(build_context(cpu_doc(*runs)))
+    assert (table.step_ms, table.fp32_step_ms) == pytest.approx((steps["float16"], steps["float32"]), rel=1e-5)
