@@ -432,6 +432,19 @@ class Pair:
             return interval
         return replace(interval, aa=aa_check(interval, floor, self.fp32.probe_note))
 
+    @property
+    def step_ms(self) -> float | None:
+        """The 16-bit step its ratio and difference come from, as its verdict keeps and every output quotes it (the
+        paired rounds' geometric mean, its own process's median, or a cut run's step); the run's own without one."""
+        other = self.interval.other_ms
+        return round(other, 3) if other is not None else self.reduced.step_ms
+
+    @property
+    def fp32_step_ms(self) -> float | None:
+        """float32's step its ratio and difference come from (as `step_ms`)."""
+        fp32 = self.interval.fp32_ms
+        return round(fp32, 3) if fp32 is not None else self.fp32.step_ms
+
     @cached_property
     def noise_floor(self) -> RatioInterval | None:
         """float32 against its A/A control in the same rounds: the interval of two identical configurations."""

@@ -170,8 +170,7 @@ def compare(pair: Pair, doc: Mapping[str, Any]) -> OpComparison | None:
     if reduced.ops is None or reduced.step_ms is None or fp32.step_ms is None:
         return None
     # A cut run's bound compares first steps (tracing in both): its table keeps each run's own step.
-    iv = pair.interval
-    quoted = (iv.other_ms, iv.fp32_ms) if not iv.is_bound and iv.other_ms and iv.fp32_ms else None
+    cut = pair.interval.is_bound
     raw_runs = as_list(doc.get("runs"))
     ours = _group(reduced.ops.items)
     theirs = _group(fp32.ops.items) if fp32.ops is not None else {}
@@ -204,8 +203,8 @@ def compare(pair: Pair, doc: Mapping[str, Any]) -> OpComparison | None:
         stack=reduced.stack,
         variant=reduced.variant,
         precision=reduced.precision,
-        step_ms=quoted[0] if quoted else reduced.step_ms,
-        fp32_step_ms=quoted[1] if quoted else fp32.step_ms,
+        step_ms=reduced.step_ms if cut else pair.step_ms or reduced.step_ms,
+        fp32_step_ms=fp32.step_ms if cut else pair.fp32_step_ms or fp32.step_ms,
         bound=reduced.bound,
         reduced=_side(reduced, reduced.ops, as_mapping(raw_runs[reduced.index]) if reduced.index < len(raw_runs)
                       else {}),

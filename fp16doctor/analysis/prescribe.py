@@ -63,6 +63,7 @@ class Measured:
     caveat: str | None
     unsafe: str | None  # why it may not be recommended (its loss went non-finite or stalled)
     shown: ShownRatio  # the ratio as every output prints it (Pair.shown)
+    step_ms: float | None  # the step that ratio comes from, as its verdict quotes it (Pair.step_ms)
 
     @property
     def label(self) -> str:
@@ -85,14 +86,6 @@ class Measured:
     @property
     def baseline(self) -> bool:
         return self.run.precision == "float32" and self.run.variant == "original"
-
-    @property
-    def step_ms(self) -> float | None:
-        """The step its ratio comes from (the paired rounds' geometric mean, its own process's median, or a cut
-        run's step), so a recommendation quotes the figure its verdict does; float32's own: its rounds against
-        themselves."""
-        other = self.interval.other_ms
-        return round(other, 3) if other is not None else self.run.step_ms  # as the verdict keeps it
 
     def to_dict(self) -> dict[str, Any]:
         iv = self.interval
@@ -181,7 +174,7 @@ def measured_configs(ctx: Context, fp32: RunView, found: Mapping[str, Finding]) 
         if run.variant not in ADOPTABLE:
             continue
         pair = Pair(fp32, run)
-        configs.append(Measured(run, pair.interval, _caveat(run), _unsafe(run, unstable), pair.shown))
+        configs.append(Measured(run, pair.interval, _caveat(run), _unsafe(run, unstable), pair.shown, pair.step_ms))
     configs.sort(key=lambda m: -m.interval.speedup)
     return configs
 

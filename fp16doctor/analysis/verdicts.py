@@ -143,8 +143,8 @@ def verdict_for(acc: Accounting) -> Verdict:
         **({"aa_check": interval.aa.to_dict()} if interval.aa is not None else {}),
         # The steps the ratio and the difference come from: the rounds' geometric means, each run's own-process
         # median, or a cut run's first step and float32's.
-        "step_ms": round(interval.other_ms, 3) if interval.other_ms is not None else reduced.step_ms,
-        "fp32_step_ms": round(interval.fp32_ms, 3) if interval.fp32_ms is not None else fp32.step_ms,
+        "step_ms": pair.step_ms,
+        "fp32_step_ms": pair.fp32_step_ms,
         "difference_ms": round(acc.difference_ms, 3),
         "difference_interval_ms": [round(interval.difference_low_ms, 3),
                                    None if interval.difference_high_ms is None

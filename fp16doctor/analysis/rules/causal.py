@@ -108,14 +108,14 @@ def rule_bf16_preferred(ctx: Context) -> Finding | None:
         if pair.reduced.precision != "mixed_bfloat16" or not pair.faster:
             continue
         fp16 = [p for p in ctx.fp16_pairs() if p.fp32 is pair.fp32]
-        step = pair.interval.other_ms or pair.reduced.step_ms  # the steps the verdicts quote
+        step = pair.step_ms  # the steps the verdicts quote
         assert step is not None
-        beaten = [p for p in fp16 if p.interval.other_ms and p.interval.other_ms > step * (1 + BF16_PREFERRED_MIN_GAIN)]
+        beaten = [p for p in fp16 if p.step_ms and p.step_ms > step * (1 + BF16_PREFERRED_MIN_GAIN)]
         if fp16 and len(beaten) < len(fp16):
             continue
         line = pair.describe()
         if beaten:
-            line += "; " + ", ".join(f"{p.reduced.precision} {fmt_ms(p.interval.other_ms)}" for p in beaten)
+            line += "; " + ", ".join(f"{p.reduced.precision} {fmt_ms(p.step_ms)}" for p in beaten)
         evidence.append(line)
         if best is None or pair.speedup > best.speedup:
             best = pair

@@ -410,8 +410,8 @@ def rule_framework_16bit_path(ctx: Context) -> Finding | None:
                          f"make it {pair.ratio:.1f}x slower")
             for other in others:
                 line += (f"; on the same device and stack {other.reduced.precision} is "
-                         f"{'faster' if other.faster else 'no slower'} ({fmt_ms(other.interval.other_ms)} vs "
-                         f"float32 {fmt_ms(other.interval.fp32_ms)})")
+                         f"{'faster' if other.faster else 'no slower'} ({fmt_ms(other.step_ms)} vs "
+                         f"float32 {fmt_ms(other.fp32_step_ms)})")
             evidence.append(line)
             runs.append(run)
     if not evidence:

@@ -41,7 +41,7 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
         if pure is None or mixed.step_ms is None or pure.reduced.step_ms is None:
             continue
         # The steps each verdict quotes (its ratio's own), so this sentence and the verdicts agree.
-        mixed_ms, pure_ms = pair.interval.other_ms, pure.interval.other_ms
+        mixed_ms, pure_ms = pair.step_ms, pure.step_ms
         if not mixed_ms or not pure_ms:
             continue
         # At least 10 %, and beyond the two runs' measured spread: noise is not a cost of the casts.
