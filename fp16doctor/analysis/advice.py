@@ -104,6 +104,40 @@ def mixed_precision_code(sw: Software) -> str:
     )
 
 
+def input_pipeline_code(sw: Software) -> str:
+    """How to build batches off the training step's path, in the framework that ran (Keras 3's backend decides:
+    tf.data only where TensorFlow runs)."""
+    fw = sw.framework
+    backend = (sw.keras_backend or "").lower()
+    if fw == "keras2":
+        return (f"Produce batches in parallel (Keras {sw.keras or '2.x'}):\n"
+                "    model.fit_generator(train_generator, steps_per_epoch=..., epochs=...,\n"
+                "                        workers=4, use_multiprocessing=True, max_queue_size=20)")
+    if fw == "keras3" and backend in ("torch", "jax"):
+        # Keras 3 runs a keras.utils.PyDataset's __getitem__ in workers (keras/src/trainers/data_adapters/
+        # py_dataset_adapter.py: workers, use_multiprocessing, max_queue_size), on every backend.
+        loader = ("    # or a torch DataLoader(dataset, batch_size=b, num_workers=4, pin_memory=True): model.fit "
+                  "takes it\n") if backend == "torch" else ""
+        return (f"Build batches in worker processes (Keras {sw.keras or '3'}, {backend} backend): a "
+                "keras.utils.PyDataset that decodes each image once and keeps it as uint8:\n"
+                "    class Images(keras.utils.PyDataset):\n"
+                "        def __init__(self, files, labels, **kw):\n"
+                "            super().__init__(workers=4, use_multiprocessing=True, max_queue_size=16, **kw)\n"
+                "        ...\n"
+                f"{loader}"
+                "    model.fit(Images(files, labels), epochs=nb_epoch)")
+    if fw in ("tf.keras", "tensorflow", "keras3"):
+        return ("Use a parallel, prefetching tf.data pipeline instead of ImageDataGenerator:\n"
+                "    ds = keras.utils.image_dataset_from_directory(train_dir, image_size=(h, w), batch_size=b)\n"
+                "    ds = ds.map(lambda x, y: (x / 255.0, y), num_parallel_calls=tf.data.AUTOTUNE)\n"
+                "    ds = ds.prefetch(tf.data.AUTOTUNE)")
+    if fw == "torch":
+        return ("Load batches in worker processes:\n"
+                "    loader = DataLoader(dataset, batch_size=b, num_workers=4, pin_memory=True,\n"
+                "                        persistent_workers=True)")
+    return "Produce batches in parallel and ahead of the training step (several workers, prefetching)."
+
+
 def upgrade_target(sw: Software) -> str:
     """The nearest stack with fast fp16 paths, as a pip line."""
     fw = sw.framework

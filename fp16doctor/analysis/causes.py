@@ -402,9 +402,11 @@ def _applies(finding: Mapping[str, Any] | None, run: RunView) -> bool:
 
 
 def _input_ops_measured(pair: Pair) -> bool:
-    """Whether the windows timed the input pipeline's ops (tf.data, a generator's Python): then the host's batch
-    time is already inside the ops' difference and counts there only."""
-    return any(i.pass_ == "input" for run in (pair.reduced, pair.fp32) if run.ops for i in run.ops.items)
+    """Whether the windows timed the input pipeline's host work (tf.data, a generator's Python): then the host's
+    batch time is already inside the ops' difference and counts there only. A GPU trace's rows hold the device's
+    time (the batch's copy is an input row there); only its rows marked as the host's time the host's work."""
+    return any(i.pass_ == "input" and (i.host_time or not run.ops.on_gpu)
+               for run in (pair.reduced, pair.fp32) if run.ops for i in run.ops.items)
 
 
 def _account_estimates(acc: Accounting, ctx: Context, found: Mapping[str, Mapping[str, Any]]) -> None:
@@ -425,9 +427,11 @@ def _account_estimates(acc: Accounting, ctx: Context, found: Mapping[str, Mappin
         if reduced.input_ms is not None and fp32.input_ms is not None:
             excess = reduced.input_ms - fp32.input_ms
             if excess > 0:
-                acc.add(Share("host_fp16_emulation", excess, "estimate",
+                # Measured: the workload times the input pipeline's own call for each batch (input_time_ms), the
+                # host's work that the step waits for, as a trace's input op would.
+                acc.add(Share("host_fp16_emulation", excess, "measured_ops",
                               [f"measured host batch time {fmt_ms(reduced.input_ms)} in float16 vs "
-                               f"{fmt_ms(fp32.input_ms)} in float32 (fit_generator's one worker waits for it)"]))
+                               f"{fmt_ms(fp32.input_ms)} in float32 (the training step waits for each batch)"]))
         # Without a measured input time the table's figure (a batch timed on another machine) is no share: the
         # host_fp16_emulation finding carries it as evidence, and the verdict names it as its likely cause.
 

@@ -29,6 +29,7 @@ from fp16doctor.analysis.values import (
     fmt_ms,
     median_of,
 )
+from fp16doctor.attribution.device_time import HOST_TIME, DeviceTime, from_rows, one_row_each
 from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS, CPU_FP16_FLAGS, CpuModel, match_cpu
 from fp16doctor.knowledge.cuda import version_at_least, version_tuple
 from fp16doctor.knowledge.gpus import GpuFacts, gpu_facts
@@ -144,6 +145,7 @@ class OpItem:
     op_type: str | None
     wall_ms_per_step: float | None = None  # overlap-true wall share, where the source had intervals
     in_flight: bool = False  # still running when its step was cut inside: its time is the most it can have run
+    host_time: bool = False  # on a GPU trace, a row that holds the host's time (`"time": "host"`), not the device's
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -171,15 +173,22 @@ class OpsView:
     window_kind: str | None
     items: tuple[OpItem, ...]
     window_ms: float | None = None  # the window's wall time per step
+    on_gpu: bool = False  # a GPU trace: the rows hold the device's time (coverage: its busy share of the window)
 
     def total_ms(self) -> float:
         return sum(i.ms_per_step for i in self.items)
 
 
-def _ops_view(value: Any) -> OpsView | None:
+def _gpu_trace(ops: Mapping[str, Any], on_gpu: bool) -> bool:
+    return on_gpu and ops.get("source") == "torch_profiler"
+
+
+def _ops_view(value: Any, on_gpu: bool = False) -> OpsView | None:
     ops = as_mapping(value)
     items = []
-    for raw in as_list(ops.get("items")):
+    raw_items = [as_mapping(raw) for raw in as_list(ops.get("items"))]
+    # A GPU trace recorded before each device activity had one row: its kernels counted once (device_time.py).
+    for raw in one_row_each(raw_items) if _gpu_trace(ops, on_gpu) else raw_items:
         item = as_mapping(raw)
         ms = as_number(item.get("ms_per_step"))
         name = as_str(item.get("name"))
@@ -191,12 +200,17 @@ def _ops_view(value: Any) -> OpsView | None:
                             as_str(item.get("dtype")), as_str(item.get("impl")),
                             tc if isinstance(tc, bool) else None, ms, as_number(item.get("calls_per_step")),
                             as_str(item.get("op_type")), wall if wall is not None and wall >= 0 else None,
-                            item.get("in_flight") is True))
+                            item.get("in_flight") is True, item.get("time") == HOST_TIME))
     if not items:
         return None
     window = as_mapping(ops.get("window"))
-    return OpsView(as_str(ops.get("source")), as_number(ops.get("coverage")), as_str(window.get("kind")),
-                   tuple(items), as_number(window.get("wall_ms")))
+    coverage = as_number(ops.get("coverage"))
+    wall_ms = as_positive(window.get("wall_ms"))
+    if _gpu_trace(ops, on_gpu) and wall_ms:
+        # The device rows' share of the window, each kernel once (a record's own figure may count one twice).
+        coverage = min(sum(i.ms_per_step for i in items if not i.host_time) / wall_ms, 1.0)
+    return OpsView(as_str(ops.get("source")), coverage, as_str(window.get("kind")), tuple(items), wall_ms,
+                   on_gpu=_gpu_trace(ops, on_gpu))
 
 
 @dataclass(frozen=True)
@@ -230,6 +244,9 @@ class RunView:
     censored: bool = False  # its one step was ended inside, at the bound (`cut_in_step`): it lasted at least step_ms
     bound_on: str | None = None  # which step met the bound (`bound_on`): "first_step" | "steady_step"; None: not said
     ops: OpsView | None = None
+    device_time: DeviceTime | None = None  # a GPU run's device busy time per step (`device_time`)
+    batch_dtype: str | None = None  # the dtype of the batches the host built (`batch_dtype`)
+    channels: int | None = None  # the workload's image channels (`workload.channels`)
     experiment: Mapping[str, Any] | None = None
     loss_scale_last: float | None = None
     loss_scale_first: float | None = None
@@ -291,6 +308,18 @@ def _image_size(workload: Mapping[str, Any]) -> tuple[int, int] | None:
     return (height, width) if height and width else None
 
 
+def _device_time(run: Mapping[str, Any], on_gpu: bool) -> DeviceTime | None:
+    """The run's `device_time`, else (a GPU document recorded before it) its kernel rows' sum, each once."""
+    recorded = DeviceTime.from_dict(run.get("device_time"))
+    if recorded is not None or not on_gpu:
+        return recorded
+    ops = as_mapping(run.get("ops"))
+    if not _gpu_trace(ops, on_gpu):
+        return None
+    window = as_mapping(ops.get("window"))
+    return from_rows([as_mapping(i) for i in as_list(ops.get("items"))], as_positive(window.get("wall_ms")))
+
+
 def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
     precision = as_str(run.get("precision"))
     if precision is None:
@@ -299,6 +328,7 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
     loss = as_mapping(run.get("loss"))
     workload = as_mapping(run.get("workload"))
     nan = loss.get("nan_or_inf")
+    on_gpu = (as_str(run.get("device")) or "").lower().startswith("gpu")
     return RunView(
         index=index,
         stack=as_str(run.get("stack")) or "unknown",
@@ -329,7 +359,10 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
         or run.get("stop_reason") == "slow_step_bound" or _censored(run),
         censored=_censored(run),
         bound_on=as_str(run.get("bound_on")),
-        ops=_ops_view(run.get("ops")),
+        ops=_ops_view(run.get("ops"), on_gpu),
+        device_time=_device_time(run, on_gpu),
+        batch_dtype=as_str(run.get("batch_dtype")),
+        channels=as_int(workload.get("channels")),
         experiment=as_mapping(run.get("experiment")) or None,
         loss_scale_first=as_number(loss.get("scale_first")),
         loss_scale_last=as_number(loss.get("scale_last")),

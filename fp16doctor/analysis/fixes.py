@@ -52,6 +52,9 @@ def flavour_label(software: Mapping[str, Any]) -> str:
         bits.append(f"Keras {software['keras']}")
     if software.get("tensorflow"):
         bits.append(f"TensorFlow {software['tensorflow']}")
+    backend = software.get("keras_backend")
+    if bits and backend and str(backend).lower() != "tensorflow":
+        bits[0] += f" on {backend}"
     return " / ".join(bits) or "this stack"
 
 
@@ -82,6 +85,19 @@ SNIPPETS: dict[str, dict[str, str]] = {
         ),
     },
     "input_pipeline_bound": {
+        # Keras 3 runs a PyDataset's batches in workers on every backend
+        # (keras/src/trainers/data_adapters/py_dataset_adapter.py); tf.data only where TensorFlow is installed.
+        f"{KERAS3}/torch": (
+            "loader = torch.utils.data.DataLoader(dataset, batch_size=128, shuffle=True,\n"
+            "                                     num_workers=4, pin_memory=True, persistent_workers=True)\n"
+            "model.fit(loader, epochs=nb_epoch)  # Keras 3 on torch takes a DataLoader as it is"
+        ),
+        f"{KERAS3}/jax": (
+            "class Images(keras.utils.PyDataset):  # __getitem__ returns one batch, built in a worker\n"
+            "    def __init__(self, files, labels, **kw):\n"
+            "        super().__init__(workers=4, use_multiprocessing=True, max_queue_size=16, **kw)\n"
+            "model.fit(Images(files, labels), epochs=nb_epoch)"
+        ),
         KERAS2_TF1: (
             "model.fit_generator(train_generator, steps_per_epoch=steps, epochs=nb_epoch,\n"
             "                    workers=4, use_multiprocessing=True, max_queue_size=16)"
@@ -99,6 +115,17 @@ SNIPPETS: dict[str, dict[str, str]] = {
         ),
     },
     "tf32_baseline": {
+        # torch: cuDNN convolutions run TF32 by default (torch.backends.cudnn.allow_tf32 = True), matmuls not since
+        # PyTorch 1.12 (https://pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices)
+        f"{KERAS3}/torch": (
+            "import torch  # compare against true float32 (the torch backend)\n"
+            "torch.backends.cudnn.allow_tf32 = False\n"
+            "torch.backends.cuda.matmul.allow_tf32 = False"
+        ),
+        f"{KERAS3}/jax": (
+            "import jax  # compare against true float32 (the JAX backend)\n"
+            "jax.config.update('jax_default_matmul_precision', 'highest')"
+        ),
         TF_KERAS2: (
             "# compare against true float32 (TF >= 2.4 runs float32 matmuls/convs as TF32 on 8.0+)\n"
             "tf.config.experimental.enable_tensor_float_32_execution(False)"
@@ -122,6 +149,19 @@ def fix_for(finding: Mapping[str, Any], software: Mapping[str, Any]) -> Fix | No
         return Fix(flavour_label(software), own.strip())
     flavour = flavour_of(software)
     table = SNIPPETS.get(str(finding.get("id")), {})
-    if flavour is None or flavour not in table:
+    if flavour is None:
+        return None
+    backend = str(software.get("keras_backend") or "tensorflow").lower()
+    if flavour == KERAS3 and backend != "tensorflow":
+        # Keras 3 on another backend: that backend's code, never TensorFlow's (it may not be installed).
+        code = table.get(f"{KERAS3}/{backend}")
+        if code is None and not _speaks_tensorflow(table.get(KERAS3, "")):
+            code = table.get(KERAS3)
+        return Fix(flavour_label(software), code) if code is not None else None
+    if flavour not in table:
         return None
     return Fix(flavour_label(software), table[flavour])
+
+
+def _speaks_tensorflow(code: str) -> bool:
+    return "tf." in code or "tensorflow" in code

@@ -54,6 +54,7 @@ class OpsSide:
     window_kind: str | None  # "after_timing", or "first_step" / "bound_step": the step that met the slow-run bound
     window_steps: int | None
     total_ms: float
+    on_gpu: bool = False  # a GPU trace: coverage is the device's busy share of the window
 
     @property
     def window(self) -> str:
@@ -98,6 +99,10 @@ class OpComparison:
             notes.append("The float32 run has no measured ops, so only the 16-bit side is shown.")
         for label, side in (("16-bit", self.reduced), ("float32", self.fp32)):
             if side is not None and side.coverage is not None and side.coverage < LOW_COVERAGE:
+                if side.on_gpu:
+                    notes.append(f"The {label} run's GPU was busy {side.coverage:.0%} of its window; the rest of that "
+                                 "step the device sat idle while the host built batches, dispatched or waited.")
+                    continue
                 notes.append(f"Low coverage: the {label} run's listed ops account for only {side.coverage:.0%} of "
                              "its window's wall time; the rest of that step is not attributed to any op.")
         return notes
@@ -130,10 +135,20 @@ def shown_name(name: str) -> str:
     return _CALL_SCOPES.sub("", name) or name
 
 
+# A kernel's template arguments name its dtype ("max_pool_backward_nchw<c10::Half, float, int>"): a layerless row is
+# matched with its twin of the other precision by its name without them.
+_DTYPE_ARGUMENT = re.compile(r"\b(c10::Half|c10::BFloat16|at::Half|at::BFloat16|__half|__nv_bfloat16|half|float|"
+                             r"double)\b")
+
+
+def twin_name(name: str) -> str:
+    return _DTYPE_ARGUMENT.sub("T", name)
+
+
 def _group(items: Sequence[OpItem]) -> dict[tuple[str, str], list[OpItem]]:
     grouped: dict[tuple[str, str], list[OpItem]] = {}
     for item in items:
-        grouped.setdefault((item.layer or "", item.pass_ if item.layer else f"{item.pass_}\0{item.name}"),
+        grouped.setdefault((item.layer or "", item.pass_ if item.layer else f"{item.pass_}\0{twin_name(item.name)}"),
                            []).append(item)
     return grouped
 
@@ -160,7 +175,7 @@ def _side(run: RunView, ops: OpsView, raw_run: Mapping[str, Any]) -> OpsSide:
     source = " + ".join(merged) if len(merged) > 1 else ops.source
     steps = as_number(window.get("steps"))
     return OpsSide(source, ops.coverage, ops.window_kind or ("first_step" if run.bound else None),
-                   int(steps) if steps is not None and steps > 0 else None, ops.total_ms())
+                   int(steps) if steps is not None and steps > 0 else None, ops.total_ms(), ops.on_gpu)
 
 
 def compare(pair: Pair, doc: Mapping[str, Any]) -> OpComparison | None:

@@ -20,6 +20,7 @@ from fp16doctor.analysis.advice import (
     PRESCRIBED,
     Unmeasurable,
     how_to_use,
+    input_pipeline_code,
     measured_entry,
     phrase_remedy,
     precision_applies,
@@ -35,6 +36,7 @@ from fp16doctor.analysis.values import (
     as_mapping,
     as_str,
     fmt_config,
+    fmt_ms,
     round_ratio,
 )
 from fp16doctor.invocation import check_diagnose_argv
@@ -308,6 +310,62 @@ def _untested(ctx: Context, fp32: RunView, configs: Sequence[Measured], best: Me
     return ideas
 
 
+# ---------------------------------------------------------------------------------------- changes beyond a precision
+
+# The in-memory control beside the pipeline as written is what fixing the input pipeline is worth, said first where
+# float32 with batches in memory measured faster beyond the comparison's interval and by at least this much (the
+# input_pipeline_bound rule's own control threshold, host_input.CONTROL_MIN_FACTOR).
+INPUT_CHANGE_MIN_SPEEDUP = 1.3
+
+
+def _in_memory(ctx: Context, fp32: RunView) -> list[dict[str, Any]]:
+    """Each 16-bit precision measured with batches in memory on float32's machine and stack: its ratio there, and
+    how much of its difference was the device's work (where both runs carry device time)."""
+    found = []
+    for pair in ctx.pairs:
+        r = pair.reduced
+        if (r.machine, r.stack, r.device, r.variant) != (fp32.machine, fp32.stack, fp32.device, "synthetic_input"):
+            continue
+        entry: dict[str, Any] = {"precision": r.precision, "step_ms": pair.step_ms, "fp32_step_ms": pair.fp32_step_ms,
+                                 "outcome": pair.interval.outcome, "figure": pair.shown.figure()}
+        if r.device_time is not None and pair.fp32.device_time is not None:
+            entry["device_difference_ms"] = round(r.device_time.busy_ms - pair.fp32.device_time.busy_ms, 3)
+        found.append(entry)
+    return found
+
+
+def user_changes(ctx: Context, fp32: RunView) -> list[dict[str, Any]]:
+    """Changes to the user's code beyond a precision that a control or an experiment measured on this machine and
+    stack, largest first (`prescriptions[].user_changes`)."""
+    control = next((r for r in ctx.ok_runs() if (r.machine, r.stack, r.device) == (fp32.machine, fp32.stack,
+                                                                                  fp32.device)
+                    and r.precision == "float32" and r.variant == "synthetic_input" and not r.experiment), None)
+    if control is None:
+        return []
+    pair = Pair(fp32, control)
+    iv = pair.interval
+    if iv.outcome != "faster" or iv.speedup < INPUT_CHANGE_MIN_SPEEDUP:
+        return []
+    return [{"kind": "input_pipeline", "measured_by": "synthetic_input", "precision": "float32",
+             "step_ms": pair.fp32_step_ms, "changed_step_ms": pair.step_ms, "speedup": round_ratio(iv.speedup),
+             "speedup_interval": [round_ratio(iv.low), round_ratio(iv.high)], "figure": pair.shown.figure(),
+             "how": input_pipeline_code(fp32.software), "in_memory": _in_memory(ctx, fp32)}]
+
+
+def _change_headline(change: Mapping[str, Any], where: str, best: Measured) -> str:
+    """Two short sentences: the change measured largest, then the precision; intervals live in the table."""
+    then = (f"use {best.label}, {best.shown.figure('than float32')} as written" if not best.baseline
+            else "keep float32: as written, no configuration measured significantly faster")
+    text = (f"Fix the input pipeline first on {where}: with batches in memory float32 took "
+            f"{fmt_ms(change['changed_step_ms'])} a step, not {fmt_ms(change['step_ms'])} ({change['figure']}). "
+            f"Then {then}")
+    faster = [m for m in change.get("in_memory") or [] if m.get("outcome") == "faster"]
+    if faster:
+        top = min(faster, key=lambda m: float(m["step_ms"] or 0.0))
+        text += f"; in memory, {top['precision']} was {top['figure']}"
+    return text + "."
+
+
 # ---------------------------------------------------------------------------------------- the whole
 
 
@@ -341,6 +399,8 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
             continue
         configs = measured_configs(ctx, fp32, found)
         best = _best(configs, fp32)
+        changes = user_changes(ctx, fp32)
+        where = fp32.stack if fp32.machine == "host" else f"{fp32.stack} on {fp32.machine}"
         iv = best.interval
         low, high = (1.0, 1.0) if best.baseline else (iv.low, iv.high)
         result.append({
@@ -356,7 +416,9 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
             },
             "measured": [m.to_dict() for m in configs],
             "untested": _untested(ctx, fp32, configs, best, found),
-            "headline": _headline(fp32, best, configs) + _size_caveat(ctx),
+            "user_changes": changes,
+            "headline": (_change_headline(changes[0], where, best) if changes else _headline(fp32, best, configs))
+            + _size_caveat(ctx),
         })
     return result
 
@@ -409,6 +471,11 @@ def _ideas_for(ctx: Context, finding: Finding, prescription: Prescription, targe
     wanted: list[tuple[str, str, str, str | None]] = []  # precision, variant, why, why no variant measures it
     if target is not None:
         precision, variant = target
+        if variant not in ADOPTABLE:
+            # A control (batches in memory) is no configuration to adopt: what it measured speaks for the precision
+            # as the user runs it, which the table holds.
+            variant = "original"
+            target = (precision, variant)
         if variant != "original" and precision_applies(precision, sw) is not None:
             # A stack without mixed precision measures the switch in its pure 16-bit type (floatx).
             precision = precision.removeprefix("mixed_")

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from fp16doctor.analysis.context import Context, Pair, RunView, Software
-from fp16doctor.analysis.values import ShownRatio, as_list, as_mapping, as_str
+from fp16doctor.analysis.values import ShownRatio, as_list, as_mapping, as_str, fmt_ms
 from fp16doctor.results import HOST_MACHINE, engine_label, machine_id
 from fp16doctor.workload.protocol import PRECISIONS
 
@@ -17,6 +17,40 @@ from fp16doctor.workload.protocol import PRECISIONS
 def precision_rank(precision: str) -> int:
     """float32 first, then the 16-bit precisions in results.PRECISIONS' order; unknown ones last."""
     return PRECISIONS.index(precision) if precision in PRECISIONS else len(PRECISIONS)
+
+
+@dataclass(frozen=True)
+class DeviceStep:
+    """A GPU run's profiled step as every output draws it: the device's kernels, its copies, and the time it was
+    idle (the host's), each counted once (runs[].device_time)."""
+
+    compute_ms: float
+    copies_ms: float
+    idle_ms: float
+    step_ms: float
+    pageable: bool | None
+
+    @property
+    def busy_ms(self) -> float:
+        return self.compute_ms + self.copies_ms
+
+    @property
+    def busy_share(self) -> float:
+        return min(self.busy_ms / self.step_ms, 1.0) if self.step_ms > 0 else 0.0
+
+    def words(self) -> str:
+        """"GPU busy 36 ms of the 295 ms profiled step (12%): kernels 21 ms, copies 15 ms (pageable); idle 259 ms"."""
+        copies = f"copies {fmt_ms(self.copies_ms)}{' (pageable)' if self.pageable else ''}"
+        return (f"GPU busy {fmt_ms(self.busy_ms)} of the {fmt_ms(self.step_ms)} profiled step "
+                f"({self.busy_share:.0%}): kernels {fmt_ms(self.compute_ms)}, {copies}; idle {fmt_ms(self.idle_ms)}")
+
+
+def _device_step(view: RunView) -> DeviceStep | None:
+    dt = view.device_time
+    if dt is None or not dt.step_ms or dt.host_ms is None:
+        return None
+    copies = dt.busy_ms - dt.compute_ms
+    return DeviceStep(dt.compute_ms, copies, dt.host_ms, dt.step_ms, dt.h2d_pageable)
 
 
 @dataclass(frozen=True)
@@ -50,6 +84,7 @@ class RunRow:
     speedup_relative_width: float | None = None  # its interval's width over the speedup: the digits it earns
     outcome: str | None = None  # the pair's: "slower" | "faster" | "no_significant_difference"
     shown: ShownRatio | None = None  # the pair's ratio as every output prints it
+    device_step: DeviceStep | None = None  # a GPU run's profiled step split into kernels, copies and idle
 
     @property
     def ok(self) -> bool:
@@ -120,6 +155,7 @@ def _row(view: RunView, run: Mapping[str, object], pair: Pair | None) -> RunRow:
         bound=view.bound,
         software=view.software,
         image=as_str(engine.get("image")),
+        device_step=_device_step(view),
     )
     if pair is None:
         return row
@@ -149,4 +185,4 @@ def partner_of(rows: Sequence[RunRow], row: RunRow) -> RunRow | None:
     return next((r for r in rows if r.index == row.fp32_index), None) if row.fp32_index is not None else None
 
 
-__all__ = ["RunRow", "engine_label", "machines_of", "partner_of", "precision_rank", "rows_on", "run_rows"]
+__all__ = ["DeviceStep", "RunRow", "engine_label", "machines_of", "partner_of", "precision_rank", "rows_on", "run_rows"]

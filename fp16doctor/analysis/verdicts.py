@@ -9,6 +9,7 @@ from typing import Any
 
 from fp16doctor.analysis.causes import HALF, Accounting, Share
 from fp16doctor.analysis.context import BF16, REDUCED, SIXTEEN_BIT
+from fp16doctor.analysis.device import device_split
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
 from fp16doctor.analysis.values import ShownRatio, as_list, as_number, as_positive, as_str, fmt_ms, round_ratio
 
@@ -127,6 +128,9 @@ def verdict_for(acc: Accounting) -> Verdict:
                      f"{fmt_ms(reduced.ops.window_ms)}, float32 {fmt_ms(fp32.ops.window_ms)} per step), so "
                      f"{fmt_ms(missed)} of the timed difference did not recur there (the steps changed speed "
                      "between the timing and the window)")
+    split = device_split(pair)
+    if split is not None and not interval.refused and (interval.aa is None or interval.aa.passed):
+        headline += f"; {split.words(acc.difference_ms if acc.significant else None)}"
     return {
         "machine": reduced.machine,
         "stack": reduced.stack,
@@ -169,6 +173,9 @@ def verdict_for(acc: Accounting) -> Verdict:
                     **({"confirmed_by": s.confirmed_by} if s.confirmed_by else {}),
                     "ops": [{"name": o.get("name"), "layer": o.get("layer"), "pass": o.get("pass"),
                              "dtype": o.get("dtype"), "ms": o.get("ms")} for o in s.ops]} for s in causes],
+        # Host or device (analysis/device.py): each run's device time, where the runs carry it, and the Amdahl bound.
+        **(split.verdict_fields() | {"host_difference_ms": round(acc.difference_ms - split.device_difference_ms, 3)}
+           if split is not None else {}),
         # ShownRatio's words for no difference: "same speed", or "not measurable" for an interval off 1.
         "figure": phrase if outcome != "no_significant_difference" else shown_ratio(acc).figure(),
         "headline": headline,

@@ -2,6 +2,6 @@
 for how long (docs/architecture.md, "Attribution"). Pure: imports only results, knowledge and errors (plus the
 optional ``xprof`` reader for TensorFlow / JAX traces)."""
 
-from fp16doctor.attribution.build import LOW_COVERAGE, build_ops
+from fp16doctor.attribution.build import LOW_COVERAGE, build_device_time, build_ops
 
-__all__ = ["LOW_COVERAGE", "build_ops"]
+__all__ = ["LOW_COVERAGE", "build_device_time", "build_ops"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fp16doctor.attribution import onednn, tf1_step_stats, torch_events
+from fp16doctor.attribution import device_time, onednn, tf1_step_stats, torch_events
 from fp16doctor.attribution.layers import OnednnLayerMatcher, ScopeResolver
 from fp16doctor.attribution.passes import tf_pass
 from fp16doctor.attribution.records import OpRecord, overlap_wall_ms, union_ms
@@ -331,3 +331,17 @@ def build_ops(artifacts: Mapping[str, Any], model_layers: Sequence[Mapping[str, 
         ops["missing"] = "; ".join(missing)
     ops["items"] = [record.item(steps) for record in sorted(records, key=lambda r: -r.total_ms)]
     return ops
+
+
+def build_device_time(artifacts: Mapping[str, Any]) -> dict[str, Any] | None:
+    """One GPU run's ``runs[].device_time`` from its trace's device timestamps (docs/results-schema.md); None for a
+    CPU run or a trace without device activity."""
+    device = str(artifacts.get("device") or "gpu")
+    events = artifacts.get("torch_events")
+    if not device.lower().startswith("gpu") or not isinstance(events, list | tuple) or not events:
+        return None
+    window = artifacts.get("window") or {}
+    wall_ms = window.get("wall_ms") if isinstance(window, Mapping) else None
+    steps = int(window.get("steps") or 1) if isinstance(window, Mapping) else 1
+    found = device_time.from_events(events, steps, float(wall_ms) if isinstance(wall_ms, int | float) else None)
+    return found.to_dict() if found is not None else None

@@ -90,3 +90,14 @@ def onednn_torch_pass(kernel_name: str, default: str) -> str:
     if "dgrad" in lowered or "bwd_data" in lowered:
         return "backward_data"
     return default
+
+
+def kernel_pass(kernel_name: str) -> str | None:
+    """A device activity's pass from its own name, where it says one: cuDNN's wgrad / dgrad kernels, PyTorch's
+    ``*_backward_*`` kernels, the host-to-device copy that brings a batch; None where the name does not say."""
+    if kernel_name.startswith("Memcpy HtoD"):
+        return "input"
+    named = onednn_torch_pass(kernel_name, "")
+    if named:
+        return named
+    return "backward_data" if "backward" in kernel_name.lower() else None

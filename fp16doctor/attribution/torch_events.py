@@ -1,5 +1,6 @@
 """torch.profiler events (the list fp16doctor/workload/profile_export.py writes; format in its docstring)
--> op records. On a GPU run an op's time is its kernels' device time, else its own CPU time."""
+-> op records. On a GPU run an op's time is its kernels' device time, else its own CPU time; a kernel or copy is
+counted once, in the row of the op that launched it (device_time.py), and the input rows hold the host's time."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fp16doctor.attribution.passes import onednn_torch_pass, torch_pass
+from fp16doctor.attribution.device_time import HOST_TIME, claimed_kernels, is_bookkeeping, is_device_event
+from fp16doctor.attribution.passes import kernel_pass, torch_pass
 from fp16doctor.attribution.records import OpRecord, self_segments
 from fp16doctor.errors import DoctorError
 from fp16doctor.knowledge.kernels import tensor_core_use
@@ -47,6 +49,7 @@ def records(events: Sequence[Mapping[str, Any]], model_layers: Sequence[Mapping[
     if not isinstance(events, list | tuple):
         raise DoctorError("torch_events is not a list", "produce it with workload.profile_export.export_torch_events")
     on_device = any(event.get("kernels") for event in events if isinstance(event, Mapping))
+    claimed = claimed_kernels(events) if on_device else set()
     layer_names = {str(layer.get("name")) for layer in model_layers}
     grouped: dict[tuple[Any, ...], OpRecord] = {}
     kernels_of: dict[tuple[Any, ...], dict[str, float]] = {}
@@ -55,12 +58,23 @@ def records(events: Sequence[Mapping[str, Any]], model_layers: Sequence[Mapping[
         if not isinstance(event, Mapping) or "name" not in event:
             continue
         name = str(event["name"])
+        if is_bookkeeping(name):
+            continue
+        device_event = on_device and is_device_event(event, claimed)
+        if device_event and name in claimed:
+            continue  # its time is in the row of the op that launched it
         kernels = [k for k in event.get("kernels") or [] if isinstance(k, Mapping)]
-        own_ms = (float(event.get("self_device_us") or 0.0) if on_device else float(event.get("self_cpu_us") or 0.0))
-        own_ms /= 1000.0
         pass_name = torch_pass(name, bool(event.get("backward")))
+        # The host's rows (the DataLoader's span that builds a batch) keep the host's time on a GPU too.
+        host_row = on_device and not device_event and pass_name == "input"
+        own_ms = (float(event.get("self_device_us") or 0.0) if on_device and not host_row
+                  else float(event.get("self_cpu_us") or 0.0)) / 1000.0
+        if device_event:
+            pass_name = kernel_pass(name) or "other"
+            own_ms = own_ms or max(float(event.get("end_us") or 0.0) - float(event.get("start_us") or 0.0), 0.0) / 1000
         if kernels:
-            pass_name = onednn_torch_pass(max(kernels, key=lambda k: k.get("device_us") or 0)["name"], pass_name)
+            dominant = str(max(kernels, key=lambda k: k.get("device_us") or 0)["name"])
+            pass_name = kernel_pass(dominant) or pass_name
         layer = event.get("layer")
         layer = str(layer) if layer is not None and (not layer_names or str(layer) in layer_names) else None
         dtype = _dtype(event.get("dtypes") or [])
@@ -70,6 +84,8 @@ def records(events: Sequence[Mapping[str, Any]], model_layers: Sequence[Mapping[
             record = grouped[key] = OpRecord(name=name, pass_=pass_name, total_ms=0.0, calls=0, layer=layer,
                                              dtype=dtype, op_type=name,
                                              impl=name if _IMPLEMENTATION_OP.match(name) else None)
+            if host_row:
+                record.extra["time"] = HOST_TIME
             shapes = event.get("shapes")
             if shapes:
                 record.shape = "x".join(str(d) for d in shapes[0]) if shapes[0] else None

@@ -150,6 +150,9 @@ def attach_ops(record: dict[str, Any], capture: WindowCapture, local_dir: Path |
         None, "the profiled window recorded nothing")
     if ops is not None:
         record["ops"] = ops
+        device_time = _build_device_time(artifacts)
+        if device_time is not None:
+            record["device_time"] = device_time
     else:
         errors.insert(0, why)
     if errors:
@@ -188,3 +191,15 @@ def _build_ops(artifacts: dict[str, Any], layers: list[Any]) -> tuple[dict[str, 
     if not isinstance(ops, dict):
         return None, "the attribution found no ops in this profile"
     return ops, ""
+
+
+def _build_device_time(artifacts: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's device time from its trace's timestamps (a GPU run's), or None (also without the attribution)."""
+    try:
+        from fp16doctor.attribution import build_device_time
+    except ImportError:
+        return None
+    try:
+        return build_device_time(artifacts)
+    except (TypeError, ValueError, KeyError):  # a malformed trace costs the figure, never the measured run
+        return None

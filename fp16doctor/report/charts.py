@@ -49,6 +49,18 @@ class SplitBar:
 
 
 @dataclass(frozen=True)
+class DeviceBar:
+    """One GPU run's profiled step: the device's kernels, its copies, and the rest, when the device was idle (the
+    host's input, dispatch and waiting); each counted once (attribution/device_time.py)."""
+
+    label: str
+    precision: str
+    compute_ms: float
+    copies_ms: float
+    host_ms: float
+
+
+@dataclass(frozen=True)
 class SpeedupBar:
     """Speedup over float32 as measured, beside the roofline's best case for the same model and GPU."""
 
@@ -219,6 +231,48 @@ def split_chart(bars: Sequence[SplitBar], title: str = "Where a step goes: host 
             'dominant-baseline="middle">'
             f"{share * 100:.0f} % input</text>"
         )
+    return _frame(height, title, body)
+
+
+DEVICE_LEGEND = (LegendEntry("copies", "copies"), LegendEntry("input", "device idle: the host's time"))
+
+
+def device_legend(bars: Sequence[DeviceBar]) -> list[LegendEntry]:
+    """Every colour the device chart draws: each precision's kernels, the copies, the host's time."""
+    if not bars:
+        return []
+    names: dict[str, list[str]] = {}
+    for bar in bars:
+        listed = names.setdefault(_css_class(bar.precision), [])
+        if bar.precision not in listed:
+            listed.append(bar.precision)
+    return [*(LegendEntry(c, f"{', '.join(n)}: GPU kernels") for c, n in names.items()), *DEVICE_LEGEND]
+
+
+def device_chart(bars: Sequence[DeviceBar],
+                 title: str = "Where a profiled step goes: GPU kernels, copies, and the device idle") -> Markup:
+    """Stacked bars per run: kernels, copies, then the time the device was idle; its busy share at the end."""
+    if not bars:
+        return Markup("")
+    maximum = max(b.compute_ms + b.copies_ms + b.host_ms for b in bars)
+    ticks = nice_ticks(maximum)
+    scale = (WIDTH - LABEL_W - RIGHT_PAD) / ticks[-1]
+    height = TOP + ROW_H * len(bars) + BOTTOM
+    body = _axis(ticks, scale, height, "ms")
+    for i, bar in enumerate(bars):
+        mid = TOP + i * ROW_H + ROW_H / 2
+        body.append(_label(mid, bar.label))
+        x = float(LABEL_W)
+        for css, ms, what in ((_css_class(bar.precision), bar.compute_ms, "GPU kernels"),
+                              ("copies", bar.copies_ms, "copies"), ("input", bar.host_ms, "device idle")):
+            width = ms * scale
+            body.append(f'<rect class="bar {css}" x="{x:.1f}" y="{mid - BAR_H / 2:.1f}" width="{width:.1f}" '
+                        f'height="{BAR_H}"><title>{what} {escape(fmt_ms(ms))}</title></rect>')
+            x += width
+        total = bar.compute_ms + bar.copies_ms + bar.host_ms
+        busy = (bar.compute_ms + bar.copies_ms) / total if total > 0 else 0.0
+        body.append(f'<text class="value" x="{x + 6:.1f}" y="{mid:.1f}" dominant-baseline="middle">'
+                    f"{busy * 100:.0f} % busy</text>")
     return _frame(height, title, body)
 
 

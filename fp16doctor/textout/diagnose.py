@@ -59,6 +59,20 @@ def runs_table(rows: Sequence[RunRow]) -> Table:
     return table
 
 
+def device_lines(rows: Sequence[RunRow]) -> list[Text]:
+    """One line per GPU run with a device trace: where its profiled step went, device or host."""
+    lines: list[Text] = []
+    for r in rows:
+        if r.ok and r.device_step is not None:
+            variant = "in memory" if r.variant == "synthetic_input" else r.variant
+            source = "" if r.variant == "original" else f" ({variant})"
+            lines.append(Text.assemble((f"  {r.stack} {r.precision}{source}: ", "bold"), r.device_step.words()))
+    if lines:
+        lines.insert(0, Text("Where a profiled step went on the GPU (each kernel and copy counted once)",
+                             style="bold"))
+    return lines
+
+
 def run_notes(rows: Sequence[RunRow]) -> list[Text]:
     """Why each run that did not finish did not, one paragraph per run below the table; wrapped by the
     terminal, so a long error never widens the table."""
@@ -79,6 +93,9 @@ def diagnose_summary_text(outcome: DiagnoseOutcome) -> RenderableType:
     notes = run_notes(diagnosis.runs)
     if notes:
         parts += [Text(""), *notes]
+    device = device_lines(diagnosis.runs)
+    if device:
+        parts += [Text(""), *device]
     findings = diagnosis.findings
     from fp16doctor.textout.ops import time_went_text  # the verdicts, then each 16-bit run's top op differences
 

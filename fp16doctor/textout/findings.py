@@ -31,6 +31,8 @@ def _measured(rows: Sequence[RunRow]) -> Text | None:
         if row.ok and not row.is_baseline and row.speedup is not None:
             shown += f" ({row.versus_fp32} vs float32)"
         lines.append(f"  {row.label} on {row.device or '?'}: {shown}\n")
+        if row.ok and row.device_step is not None:
+            lines.append(f"    {row.device_step.words()}\n", style="dim")
     return lines
 
 

@@ -4,8 +4,10 @@
 One dict per profiled event (``prof.events()``), layer labels and autograd wrappers left out:
   {"name": "aten::convolution_backward", "start_us": 83303.9, "end_us": 84969.6, "self_cpu_us": 1665.7,
    "self_device_us": 0.0, "thread": 1, "shapes": [[2, 8, 14, 14], ...], "dtypes": ["float", ...],
-   "layer": "conv2d" | null, "backward": true, "depth": 2,
+   "layer": "conv2d" | null, "backward": true, "depth": 2, "device_type": "DeviceType.CPU",
    "kernels": [{"name": "sm80_xmma_wgrad_...", "device_us": 12.5}]}
+A kernel or copy on the GPU is an event of its own too ("device_type": "DeviceType.CUDA", its start and end on the
+device's clock): the attribution counts the device's busy time from those, each once.
 ``layer`` comes from the nearest enclosing ``record_function(LAYER_PREFIX + layer_name)`` label; backward
 ops inherit the layer of the forward op with the same autograd sequence number.
 """
@@ -91,6 +93,7 @@ def export_torch_events(prof):
             "layer": layer,
             "backward": node is not None,
             "depth": len(list(_ancestors(event))),
+            "device_type": str(getattr(event, "device_type", "") or ""),
             "kernels": kernels,
         })
     return exported

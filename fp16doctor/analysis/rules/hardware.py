@@ -320,7 +320,7 @@ def rule_tf32_baseline(ctx: Context) -> Finding | None:
         return None
     evidence += [p.describe() for p in ctx.fp16_pairs() if p.fp32 in runs]
     sw = first_software(runs)
-    if sw.framework == "torch":
+    if sw.framework == "torch" or sw.keras_backend == "torch":
         code = "torch.backends.cuda.matmul.allow_tf32 = False; torch.backends.cudnn.allow_tf32 = False"
     elif sw.framework == "jax" or sw.keras_backend == "jax":
         code = "jax.config.update('jax_default_matmul_precision', 'highest')"
@@ -380,6 +380,13 @@ def _device_words(ctx: Context, run: RunView) -> str:
     return f"{name} ({table.name})" if cpu.flags is None and table is not None else name
 
 
+def _device_not_slower(pair: Pair) -> bool:
+    """Both runs' device time was measured and the 16-bit run's is no larger than float32's: the framework's 16-bit
+    path on the device is not what made the step slower."""
+    reduced, fp32 = pair.reduced.device_time, pair.fp32.device_time
+    return reduced is not None and fp32 is not None and reduced.busy_ms <= fp32.busy_ms
+
+
 def rule_framework_16bit_path(ctx: Context) -> Finding | None:
     """A 16-bit run far slower than float32 on a device that computes that type natively, or while another 16-bit
     type on the same device and stack is not slower: the framework's path for that type, not the hardware."""
@@ -394,6 +401,8 @@ def rule_framework_16bit_path(ctx: Context) -> Finding | None:
             if not pair.slower or pair.ratio < FRAMEWORK_PATH_MIN_SLOWDOWN:
                 continue
             run = pair.reduced
+            if _device_not_slower(pair):
+                continue  # measured: the device did no more work in 16 bits; the time went elsewhere (the host)
             family = _family(run.precision)
             native = native_16bit(ctx, run)
             others = [p for p in pairs if _family(p.reduced.precision) != family and not p.slower]

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from fp16doctor.analysis.advice import (
-    is_old_keras_generator,
-)
+from fp16doctor.analysis.advice import input_pipeline_code, is_old_keras_generator
 from fp16doctor.analysis.context import Context, RunView, Software
 from fp16doctor.analysis.rules.common import (
     Finding,
@@ -47,30 +45,6 @@ HOST_MIN_EXTRA_MS = 1.0
 HOST_MAJOR_SHARE = 0.05
 
 
-def _input_advice(sw: Software) -> str:
-    fw = sw.framework
-    if fw == "keras2":
-        return (
-            f"Produce batches in parallel (Keras {sw.keras or '2.x'}):\n"
-            "    model.fit_generator(train_generator, steps_per_epoch=..., epochs=...,\n"
-            "                        workers=4, use_multiprocessing=True, max_queue_size=20)\n"
-        )
-    if fw in ("tf.keras", "tensorflow", "keras3"):
-        return (
-            "Use a parallel, prefetching tf.data pipeline instead of ImageDataGenerator:\n"
-            "    ds = keras.utils.image_dataset_from_directory(train_dir, image_size=(h, w), batch_size=b)\n"
-            "    ds = ds.map(lambda x, y: (x / 255.0, y), num_parallel_calls=tf.data.AUTOTUNE)\n"
-            "    ds = ds.prefetch(tf.data.AUTOTUNE)\n"
-        )
-    if fw == "torch":
-        return (
-            "Load batches in worker processes:\n"
-            "    loader = DataLoader(dataset, batch_size=b, num_workers=4, pin_memory=True,\n"
-            "                        persistent_workers=True)\n"
-        )
-    return "Produce batches in parallel and ahead of the training step (several workers, prefetching)."
-
-
 def _inferred_input_bound(ctx: Context) -> tuple[list[str], list[RunView]]:
     """Without input timings: the seed script reads and augments every batch from disk on one worker
     (fit_generator's default); if the GPU's best case is a small part of the float32 step, that is where
@@ -88,6 +62,17 @@ def _inferred_input_bound(ctx: Context) -> tuple[list[str], list[RunView]]:
     return [], []
 
 
+def _busy_words(run: RunView) -> str:
+    """"; the GPU was busy 36 ms of the 295 ms profiled step (12%)" where the run carries device time."""
+    dt = run.device_time
+    if dt is None or dt.busy_share is None:
+        return ""
+    util = f"; NVML's utilisation samples read a median of {run.gpu_util_pct:.0f}%" \
+        if run.gpu_util_pct is not None else ""
+    return (f"; the GPU was busy {fmt_ms(dt.busy_ms)} of the {fmt_ms(dt.step_ms)} profiled step "
+            f"({dt.busy_share:.0%}){util}")
+
+
 def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
     evidence: list[str] = []
     runs: list[RunView] = []
@@ -99,7 +84,7 @@ def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
         if share >= INPUT_BOUND_SHARE:
             evidence.append(
                 f"{run.label}: the host needs {fmt_ms(run.input_ms)} to produce a batch, "
-                f"{share:.0%} of the {fmt_ms(run.step_ms)} step"
+                f"{share:.0%} of the {fmt_ms(run.step_ms)} step{_busy_words(run)}"
             )
             runs.append(run)
             confidence = max(confidence, 0.85)
@@ -118,6 +103,7 @@ def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
                 f"{run.label}: {fmt_ms(run.step_ms)} per step reading images vs "
                 f"{fmt_ms(synthetic.step_ms)} with synthetic in-memory input: {fmt_ms(extra)} "
                 f"({extra / run.step_ms:.0%}) of the step is producing batches"
+                f"{'' if run in runs else _busy_words(run)}"
             )
             runs.append(run)
             confidence = max(confidence, 0.9)
@@ -131,7 +117,7 @@ def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
              if s.variant == "synthetic_input" and r.variant == "original"
              and (s.machine, s.stack, s.precision, s.device) == (r.machine, r.stack, r.precision, r.device)
              and r.step_ms and s.step_ms]
-    advice = _input_advice(sw)
+    advice = input_pipeline_code(sw) + "\n"
     if gains:
         advice += f"Expected gain: up to {fmt_ms(max(gains))} per step (measured against in-memory input)."
     return make_finding(
@@ -285,3 +271,70 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
     )
 
 
+
+
+# A batch copied from pageable host memory is worth saying from 1 ms and 5 % of the run's step: the driver stages it
+# through a pinned buffer, so it cannot overlap the step and runs below the link's rate (CUDA C++ Best Practices
+# Guide, "Pinned Memory": page-locked memory gives the highest host-device bandwidth and lets copies overlap).
+PAGEABLE_MIN_MS = 1.0
+PAGEABLE_MIN_SHARE = 0.05
+_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "uint8": 1}
+
+
+def _batch_bytes(run: RunView) -> int | None:
+    size = run.image_size
+    width = _BYTES.get(run.batch_dtype or "")
+    if not (size and run.batch_size and width):
+        return None
+    return run.batch_size * size[0] * size[1] * (run.channels or 3) * width
+
+
+def _pinned_code(sw: Software) -> str:
+    if sw.keras_backend == "torch" or (sw.framework == "torch"):
+        # Keras 3 on torch wraps arrays in a DataLoader without pin_memory (keras/src/trainers/data_adapters/
+        # array_data_adapter.py) and takes a torch DataLoader as it is (data_adapters/__init__.py).
+        return ("loader = torch.utils.data.DataLoader(dataset, batch_size=128, shuffle=True,\n"
+                "                                     num_workers=4, pin_memory=True)\n"
+                "model.fit(loader, epochs=nb_epoch)  # uint8 images, keras.layers.Rescaling(1/255) in the model")
+    return ""
+
+
+def rule_pageable_copies(ctx: Context) -> Finding | None:
+    evidence: list[str] = []
+    runs: list[RunView] = []
+    for run in ctx.ok_runs():
+        if run.experiment:
+            continue  # a change to one thing says nothing more about the copies
+        dt = run.device_time
+        h2d = dt.copies_ms.get("h2d", 0.0) if dt is not None else 0.0
+        if dt is None or not dt.h2d_pageable or h2d < PAGEABLE_MIN_MS:
+            continue
+        step = dt.step_ms or run.step_ms
+        if not step or h2d < PAGEABLE_MIN_SHARE * step:
+            continue
+        line = (f"{run.label}: host-to-device copies from pageable memory take {fmt_ms(h2d)} per step "
+                f"({h2d / step:.0%} of the {fmt_ms(step)} profiled step)")
+        size = _batch_bytes(run)
+        if size is not None:
+            rate = size / (h2d / 1000.0) / 1e9
+            uint8 = h2d * (run.channels or 3) * (run.batch_size or 1) * (run.image_size or (1, 1))[0] * \
+                (run.image_size or (1, 1))[1] / size
+            line += (f"; a {run.batch_dtype} batch of {size / 1e6:.0f} MB at about {rate:.1f} GB/s; the same images "
+                     f"as uint8 would move in about {fmt_ms(uint8)} at that rate (an estimate)")
+        evidence.append(line)
+        runs.append(run)
+    if not evidence:
+        return None
+    code = _pinned_code(first_software(runs))
+    return make_finding(
+        "pageable_copies",
+        "Batches are copied to the GPU from pageable host memory",
+        "info",
+        0.9,
+        evidence,
+        "Copy from pinned (page-locked) host memory so the copy runs at the link's rate and can overlap the step, "
+        "and send images as uint8 with the rescaling inside the model: a quarter of float32's bytes.",
+        **({"fix_code": code} if code else {}),
+        stacks=stacks_of(runs),
+        where=where_of(runs),
+    )

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from markupsafe import Markup
 
 from fp16doctor.analysis import RunRow as AnalysedRun
-from fp16doctor.analysis.runs import precision_rank
+from fp16doctor.analysis.runs import DeviceStep, precision_rank
 from fp16doctor.report import charts
 from fp16doctor.report.sections.common import text as _text
 from fp16doctor.report.sections.inputs import DocumentInput, MachineInput
@@ -42,6 +42,7 @@ class RunRow:
     gpu_util_pct: float | None
     loss_nan: bool
     machine: str = ""
+    device_step: DeviceStep | None = None  # a GPU run's profiled step: kernels, copies, the device idle
 
     @property
     def ok(self) -> bool:
@@ -69,6 +70,8 @@ class ChartsView:
     speedup_has_prediction: bool
     precisions: list[str] = field(default_factory=list)  # those drawn, for the legends
     split_legend: list[charts.LegendEntry] = field(default_factory=list)  # every colour the split chart uses
+    device: Markup = Markup("")  # GPU runs: kernels, copies and the device idle, per profiled step
+    device_legend: list[charts.LegendEntry] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,7 @@ def run_row(row: AnalysedRun) -> RunRow:
         gpu_util_pct=row.gpu_util_pct,
         loss_nan=row.loss_nan,
         machine=row.machine,
+        device_step=row.device_step,
     )
 
 
@@ -138,7 +142,11 @@ def _machine_charts(rows: Sequence[RunRow], predicted: Mapping[tuple[str, str], 
         for r in ok
         if r.precision != "float32"
     ]
+    device_bars = [charts.DeviceBar(r.label, r.precision, r.device_step.compute_ms, r.device_step.copies_ms,
+                                    r.device_step.idle_ms) for r in ok if r.device_step is not None]
     return ChartsView(
+        device=charts.device_chart(device_bars),
+        device_legend=charts.device_legend(device_bars),
         step_time=charts.step_time_chart(step_bars),
         split=charts.split_chart(split_bars),
         speedup=charts.speedup_chart(speed_bars),

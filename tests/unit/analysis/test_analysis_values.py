@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from fp16doctor.analysis import diagnose_document
-from fp16doctor.analysis.prescribe import entry_versus
+from fp16doctor.analysis.prescribe import ADOPTABLE, entry_versus
 from fp16doctor.analysis.values import ShownRatio, round_ratio
 from fp16doctor.analysis.verdicts import complete_saved, figure
 from fp16doctor.diagnose import DiagnoseOutcome
@@ -126,6 +126,14 @@ def test_every_output_of_an_example_prints_a_ratio_the_same_way(path: Path) -> N
             assert shown in text, (name, shown)
         if verdict["variant"] == "original" and verdict["outcome"] != "no_significant_difference":
             assert f"measured {shown}" in charts
+        if verdict["variant"] not in ADOPTABLE:
+            # A control (batches in memory) is no configuration to adopt: the prescription quotes it beside the
+            # change it measures (user_changes), with the verdict's figure.
+            quoted = [m for p in diagnosis.prescriptions for change in p["user_changes"] for m in change["in_memory"]
+                      if (p["machine"], p["stack"], m["precision"]) == (verdict["machine"], verdict["stack"],
+                                                                        verdict["precision"])]
+            assert [m["figure"] for m in quoted] == [shown]
+            continue
         entry = next(m for p in diagnosis.prescriptions for m in p["measured"]
                      if (p["machine"], p["stack"], m["precision"], m["variant"])
                      == (verdict["machine"], verdict["stack"], verdict["precision"], verdict["variant"]))

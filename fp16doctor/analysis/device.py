@@ -1,0 +1,107 @@
+"""Host or device, said first: where a GPU pair's steps go, from each run's device time (attribution/device_time.py),
+and what the precision can change through the device's work alone (Amdahl). A classification and a bound, never a
+cause that charges time: the causes stay the findings' (causes.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fp16doctor.analysis.context import Pair, RunView
+from fp16doctor.analysis.values import fmt_ms, fmt_signed_ms
+
+# The device busy under half of the 16-bit run's step: the host sets its pace (the TF Profiler calls a step
+# highly input-bound from 20 % of it on input, kHighlyInfeedBoundThresholdInPercent; idle half the step is well
+# past that). At 80 % busy or more the device sets it; in between neither does alone.
+HOST_BOUND_BELOW = 0.5
+DEVICE_BOUND_FROM = 0.8
+
+
+def bound_by(run: RunView) -> str | None:
+    """"host", "device", or None (no device time, or neither sets the pace alone)."""
+    share = run.device_time.busy_share if run.device_time is not None else None
+    if share is None:
+        return None
+    if share < HOST_BOUND_BELOW:
+        return "host"
+    return "device" if share >= DEVICE_BOUND_FROM else None
+
+
+@dataclass(frozen=True)
+class DeviceSplit:
+    """One 16-bit run's device time against its float32 partner's, per step of their profiled windows."""
+
+    busy_ms: float
+    fp32_busy_ms: float
+    step_ms: float | None  # the 16-bit window's step
+    fp32_step_ms: float | None
+    bound_by: str | None
+    method: str  # the device time's: "interval_union" | "kernel_sum"
+
+    @property
+    def device_share(self) -> float | None:
+        """f: the share of float32's step the device was busy."""
+        return min(self.fp32_busy_ms / self.fp32_step_ms, 1.0) if self.fp32_step_ms else None
+
+    @property
+    def device_ratio(self) -> float | None:
+        """r: float32's device time over the 16-bit run's."""
+        return self.fp32_busy_ms / self.busy_ms if self.busy_ms > 0 else None
+
+    @property
+    def max_speedup(self) -> float | None:
+        """What the precision changes through the device's work alone: 1 / ((1 - f) + f / r)."""
+        f, r = self.device_share, self.device_ratio
+        return 1.0 / ((1.0 - f) + f / r) if f is not None and r else None
+
+    @property
+    def device_difference_ms(self) -> float:
+        """The 16-bit run's device time less float32's, per step (negative: the device did less)."""
+        return self.busy_ms - self.fp32_busy_ms
+
+    def words(self, difference_ms: float | None = None) -> str:
+        """"the GPU was busy 22 ms of the 547 ms profiled step (4%; float32 36 ms of 295 ms): the host sets the
+        pace; of the timed difference, -15 ms is the device's work and +377 ms the host's; through the device's own
+        work this precision can be at most 1.05x faster"."""
+        share = self.busy_ms / self.step_ms if self.step_ms else None
+        text = f"the GPU was busy {fmt_ms(self.busy_ms)}"
+        if self.step_ms and share is not None:
+            text += f" of the {fmt_ms(self.step_ms)} profiled step ({share:.0%}"
+            text += f"; float32 {fmt_ms(self.fp32_busy_ms)} of {fmt_ms(self.fp32_step_ms)})" \
+                if self.fp32_step_ms else ")"
+        if self.bound_by == "host":
+            text += ": the host sets the pace"
+        elif self.bound_by == "device":
+            text += ": the device sets the pace"
+        if difference_ms is not None:
+            host = difference_ms - self.device_difference_ms
+            text += (f"; of the timed difference, {fmt_signed_ms(self.device_difference_ms)} is the device's work and "
+                     f"{fmt_signed_ms(host)} the host's")
+        bound = self.max_speedup
+        if bound is not None:
+            text += f"; through the device's own work this precision can be at most {bound:.2f}x faster"
+        return text
+
+    def verdict_fields(self) -> dict[str, Any]:
+        f, r, bound = self.device_share, self.device_ratio, self.max_speedup
+        return {
+            "device_busy_ms": round(self.busy_ms, 3),
+            "fp32_device_busy_ms": round(self.fp32_busy_ms, 3),
+            "device_difference_ms": round(self.device_difference_ms, 3),
+            "bound_by": self.bound_by,
+            "precision_bound": {
+                "max_speedup": round(bound, 4) if bound is not None else None,
+                "device_share": round(f, 4) if f is not None else None,
+                "device_ratio": round(r, 4) if r is not None else None,
+                "basis": "measured",
+            },
+        }
+
+
+def device_split(pair: Pair) -> DeviceSplit | None:
+    """None unless both runs of the pair carry device time (GPU runs with a trace)."""
+    reduced, fp32 = pair.reduced.device_time, pair.fp32.device_time
+    if reduced is None or fp32 is None:
+        return None
+    return DeviceSplit(reduced.busy_ms, fp32.busy_ms, reduced.step_ms, fp32.step_ms, bound_by(pair.reduced),
+                       reduced.method)

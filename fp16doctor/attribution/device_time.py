@@ -1,0 +1,232 @@
+"""A GPU step's own time, each kernel and copy counted once (``runs[].device_time``), and the rule that gives a
+trace's device activity one row each: a kernel belongs to the op that launched it, a copy is counted once, and the
+profiler's own bookkeeping is no op.
+
+Pure: the torch profiler's events (fp16doctor/workload/profile_export.py) or a recorded document's op rows in,
+figures out. What Holistic Trace Analysis calls a step's idle time is here the host's: the step's time with no
+kernel or copy running on the device, which the host spends building batches, dispatching or waiting.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fp16doctor.attribution.passes import kernel_pass
+from fp16doctor.attribution.records import union_ms
+
+# CUPTI's own activity-buffer requests: the profiler's overhead, not the program's work (2.5-5.4 ms a step in an
+# H200 trace of PyTorch 2.11, where they were listed as ops).
+BOOKKEEPING = frozenset({"Activity Buffer Request"})
+# A device activity's name in PyTorch's Kineto traces: the copies and memsets CUPTI names itself, C++ kernel
+# signatures ("void at::native::...") and the library kernels cuDNN, cuBLAS, CUTLASS and Triton name
+# ("sm90_xmma_wgrad_...", "nvjet_...", "triton_poi_fused_...").
+_DEVICE_NAME = re.compile(r"^(void |Memcpy |Memset |sm\d+_|cutlass|ampere_|volta_|turing_|hopper_|nvjet|cudnn|"
+                          r"cublas|triton_|Kernel\b)")
+# "Memcpy HtoD (Pageable -> Device)": direction, then the host memory's kind.
+_COPY = re.compile(r"^Memcpy (HtoD|DtoH|DtoD|HtoH|PtoP)\b(.*)$")
+COPY_DIRECTIONS = {"HtoD": "h2d", "DtoH": "d2h", "DtoD": "d2d", "PtoP": "d2d", "HtoH": "h2h"}
+# The kinds a torch event's device_type names a device activity by (torch.autograd.DeviceType's str()).
+_DEVICE_TYPES = frozenset({"cuda", "devicetype.cuda", "privateuse1", "devicetype.privateuse1", "xpu", "mtia"})
+# A recorded op row whose time is the host's (new traces mark their input rows so); other rows of a GPU trace hold
+# device time.
+HOST_TIME = "host"
+
+
+def is_bookkeeping(name: str) -> bool:
+    return name in BOOKKEEPING
+
+
+def copy_direction(name: str) -> str | None:
+    """"Memcpy HtoD (Pageable -> Device)" -> "h2d"; None for a kernel."""
+    match = _COPY.match(name)
+    return COPY_DIRECTIONS.get(match.group(1)) if match else None
+
+
+def is_pageable(name: str) -> bool:
+    """A host-to-device copy from pageable host memory (the driver stages it through a pinned buffer)."""
+    return copy_direction(name) == "h2d" and "pageable" in name.lower()
+
+
+def looks_like_device_activity(name: str) -> bool:
+    return bool(_DEVICE_NAME.match(name))
+
+
+@dataclass(frozen=True)
+class DeviceTime:
+    """One run's device time per step of its profiled window (``runs[].device_time``)."""
+
+    busy_ms: float  # the union of the device's kernel and copy intervals, each counted once
+    step_ms: float | None  # the profiled window's step
+    copies_ms: Mapping[str, float] = field(default_factory=dict)  # "h2d" | "d2h" | "d2d" -> ms per step
+    h2d_pageable: bool | None = None
+    source: str = "torch_profiler"
+    # "interval_union": from the device's timestamps; "kernel_sum": from a recorded document's kernel rows, each
+    # once (no timestamps: kernels on one stream do not overlap, so the sum is the busy time there, at most over).
+    method: str = "interval_union"
+
+    @property
+    def busy_share(self) -> float | None:
+        return min(self.busy_ms / self.step_ms, 1.0) if self.step_ms else None
+
+    @property
+    def host_ms(self) -> float | None:
+        """The step's time with the device idle: the host's input, dispatch and waiting."""
+        return max(self.step_ms - self.busy_ms, 0.0) if self.step_ms else None
+
+    @property
+    def compute_ms(self) -> float:
+        """Busy time that is not a copy (kernels, memsets)."""
+        return max(self.busy_ms - sum(v for k, v in self.copies_ms.items() if k in ("h2d", "d2h", "d2d")), 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        share = self.busy_share
+        host = self.host_ms
+        return {
+            "busy_ms": round(self.busy_ms, 3),
+            "step_ms": round(self.step_ms, 3) if self.step_ms is not None else None,
+            "busy_share": round(share, 4) if share is not None else None,
+            "copies_ms": {k: round(v, 3) for k, v in self.copies_ms.items()},
+            "h2d_pageable": self.h2d_pageable,
+            "host_ms": round(host, 3) if host is not None else None,
+            "source": self.source,
+            "method": self.method,
+        }
+
+    @classmethod
+    def from_dict(cls, value: Any) -> DeviceTime | None:
+        """A document's ``device_time`` (None where it is missing or unreadable)."""
+        if not isinstance(value, Mapping):
+            return None
+        busy, step = _number(value.get("busy_ms")), _number(value.get("step_ms"))
+        if busy is None or busy < 0:
+            return None
+        copies = value.get("copies_ms")
+        pageable = value.get("h2d_pageable")
+        return cls(busy, step if step and step > 0 else None,
+                   {str(k): float(v) for k, v in copies.items() if _number(v) is not None}
+                   if isinstance(copies, Mapping) else {},
+                   pageable if isinstance(pageable, bool) else None, str(value.get("source") or "torch_profiler"),
+                   str(value.get("method") or "interval_union"))
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _copies(durations: Iterable[tuple[str, float]]) -> tuple[dict[str, float], bool | None]:
+    copies: dict[str, float] = {}
+    pageable: bool | None = None
+    for name, ms in durations:
+        direction = copy_direction(name)
+        if direction is None:
+            continue
+        if direction in ("h2d", "d2h", "d2d"):
+            copies[direction] = copies.get(direction, 0.0) + ms
+        if direction == "h2d":
+            pageable = bool(pageable) or is_pageable(name)
+    return copies, pageable
+
+
+# ------------------------------------------------------------------------------------ torch profiler events
+
+
+def claimed_kernels(events: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The device activities an op launched (its ``kernels``): they belong to that op's row."""
+    return {str(k.get("name")) for e in events if isinstance(e, Mapping)
+            for k in (e.get("kernels") or []) if isinstance(k, Mapping)}
+
+
+def is_device_event(event: Mapping[str, Any], claimed: set[str]) -> bool:
+    """A kernel, copy or memset on the device, not a host op: the export's device_type where it says, else a name
+    an op claims as its kernel or a device activity's name."""
+    kind = event.get("device_type")
+    if isinstance(kind, str) and kind:
+        return kind.lower() in _DEVICE_TYPES
+    name = str(event.get("name", ""))
+    return name in claimed or looks_like_device_activity(name)
+
+
+def from_events(events: Sequence[Mapping[str, Any]], steps: int, step_ms: float | None) -> DeviceTime | None:
+    """From a torch trace's device events with timestamps; None where it holds no device activity (a CPU run)."""
+    claimed = claimed_kernels(events)
+    spans: list[tuple[float, float]] = []
+    durations: list[tuple[str, float]] = []
+    for event in events:
+        if not isinstance(event, Mapping) or is_bookkeeping(str(event.get("name", ""))):
+            continue
+        if not is_device_event(event, claimed):
+            continue
+        start, end = _number(event.get("start_us")), _number(event.get("end_us"))
+        if start is None or end is None or end < start:
+            continue
+        spans.append((start / 1000.0, end / 1000.0))
+        durations.append((str(event.get("name", "")), (end - start) / 1000.0))
+    if not spans:
+        return None
+    steps = max(int(steps), 1)
+    copies, pageable = _copies(durations)
+    return DeviceTime(union_ms(spans) / steps, step_ms, {k: v / steps for k, v in copies.items()}, pageable)
+
+
+# ------------------------------------------------------------------------------------ recorded op rows
+
+
+def _row_name(item: Mapping[str, Any]) -> str:
+    return str(item.get("name", ""))
+
+
+def claimed_by_rows(items: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The kernel names op rows list as theirs (``kernels``, else the ``impl`` they name)."""
+    names: set[str] = set()
+    for item in items:
+        kernels = item.get("kernels")
+        if isinstance(kernels, list):
+            names.update(str(k) for k in kernels)
+        impl = item.get("impl")
+        if isinstance(impl, str) and impl != _row_name(item):
+            names.add(impl)
+    return names
+
+
+def _device_row(item: Mapping[str, Any], claimed: set[str]) -> bool:
+    name = _row_name(item)
+    return not item.get("kernels") and (name in claimed or looks_like_device_activity(name))
+
+
+def from_rows(items: Sequence[Mapping[str, Any]], step_ms: float | None,
+              source: str = "torch_profiler") -> DeviceTime | None:
+    """A recorded GPU document's device time from its kernel rows, each counted once (no timestamps: their sum)."""
+    claimed = claimed_by_rows(items)
+    durations = [(_row_name(i), float(i.get("ms_per_step") or 0.0)) for i in items
+                 if isinstance(i, Mapping) and not is_bookkeeping(_row_name(i)) and _device_row(i, claimed)]
+    if not durations:
+        return None
+    copies, pageable = _copies(durations)
+    return DeviceTime(sum(ms for _, ms in durations), step_ms, copies, pageable, source, "kernel_sum")
+
+
+def one_row_each(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A GPU document's op rows with each device activity counted once: profiler bookkeeping dropped, a kernel row
+    an op row claims dropped (the op holds its time), an unclaimed kernel's pass read from its name, and an input
+    row that holds device time (the DataLoader span repeating its batch copy) dropped unless it holds the host's.
+    Rows already so (a new trace's) pass through unchanged."""
+    claimed = claimed_by_rows(items)
+    rows: list[dict[str, Any]] = []
+    for item in items:
+        name = _row_name(item)
+        if is_bookkeeping(name):
+            continue
+        row = dict(item)
+        if _device_row(item, claimed):
+            if name in claimed:
+                continue
+            row["pass"] = kernel_pass(name) or row.get("pass") or "other"
+        elif isinstance(row.get("impl"), str) and copy_direction(str(row["impl"])) == "h2d":
+            row["pass"] = "input"  # the op whose longest activity brings the batch to the device
+        elif row.get("pass") == "input" and row.get("time") != HOST_TIME and not row.get("impl"):
+            continue  # a host span (the DataLoader's) credited with device time its copy already has
+        rows.append(row)
+    return rows

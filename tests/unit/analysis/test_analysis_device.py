@@ -1,0 +1,97 @@
+"""Host or device, said first (analysis/device.py), on the first real GPU diagnosis: the seed script on an NVIDIA H200,
+Keras 3 on PyTorch, recorded before device time existed (docs/examples/gpu-h200-keras-torch-full, as recorded)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fp16doctor.analysis import diagnose_document
+from fp16doctor.analysis.context import build_context
+
+H200 = Path(__file__).resolve().parents[3] / "docs" / "examples" / "gpu-h200-keras-torch-full" / "results.json"
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict[str, Any]:
+    return json.loads(H200.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def diagnosis(doc):
+    return diagnose_document(doc)
+
+
+def _verdict(diagnosis, precision: str, variant: str = "original") -> dict[str, Any]:
+    return next(v for v in diagnosis.verdicts if v["precision"] == precision and v["variant"] == variant)
+
+
+@pytest.mark.parametrize(("precision", "variant", "busy_ms"), [
+    ("float32", "synthetic_input", 36.1), ("float16", "synthetic_input", 22.0),
+    ("float32", "original", 36.3), ("float16", "original", 21.6),
+])
+def test_each_runs_device_time_counts_every_kernel_and_copy_once(doc, precision, variant, busy_ms):
+    run = next(r for r in build_context(doc).runs if (r.precision, r.variant) == (precision, variant))
+    assert run.device_time is not None and run.device_time.method == "kernel_sum"
+    assert run.device_time.busy_ms == pytest.approx(busy_ms, abs=1.5)
+
+
+def test_float16_in_the_users_pipeline_is_bound_by_the_host_and_the_device_can_change_little(diagnosis):
+    verdict = _verdict(diagnosis, "float16")
+    assert verdict["bound_by"] == "host"
+    assert verdict["device_busy_ms"] == pytest.approx(21.6, abs=1.5)
+    assert verdict["fp32_device_busy_ms"] == pytest.approx(36.3, abs=1.5)
+    assert verdict["precision_bound"]["max_speedup"] <= 1.15
+    # The difference, split: the device did less work in float16; the host's part is the rest of the 362 ms.
+    assert verdict["device_difference_ms"] < 0 < verdict["host_difference_ms"]
+    split = verdict["device_difference_ms"] + verdict["host_difference_ms"]
+    assert split == pytest.approx(verdict["difference_ms"], abs=0.01)
+    assert "the host sets the pace" in verdict["headline"]
+
+
+def test_the_host_findings_quote_the_gpus_busy_share(diagnosis):
+    found = {f["id"]: f for f in diagnosis.findings}
+    bound = found["input_pipeline_bound"]
+    assert any("the GPU was busy 36 ms of the 295 ms profiled step (12%)" in line for line in bound["evidence"])
+    copies = found["pageable_copies"]
+    in_memory = next(line for line in copies["evidence"] if line.startswith("host / float32, synthetic_input"))
+    assert "pageable memory take 15 ms per step" in in_memory
+
+
+def test_every_ops_comparison_counts_each_device_activity_once(doc, diagnosis):
+    ctx = build_context(doc)
+    for comparison in diagnosis.comparisons:
+        names = [r.layer for r in comparison.rows]
+        assert "Activity Buffer Request" not in names
+        copies = [r for r in comparison.rows if any(i.startswith("Memcpy HtoD") for i in r.impls + r.fp32_impls)
+                  or r.layer.startswith("Memcpy HtoD")]
+        assert len(copies) == 1, comparison.precision  # the batch copy, in one row
+        for row in comparison.rows:
+            kernel = row.layer.lower()
+            if any(word in kernel for word in ("wgrad", "dgrad", "backward")):
+                assert row.pass_ != "forward", row.layer
+            if "max_pool_backward" in kernel or ("max_pooling" in kernel and row.pass_ == "backward_data"):
+                assert abs(row.difference_ms or 0.0) < 0.1 or row.fp32_ms is not None
+    for run in ctx.runs:
+        if run.ops is not None and run.device_time is not None:
+            device_rows = sum(i.ms_per_step for i in run.ops.items if not i.host_time)
+            assert device_rows == pytest.approx(run.device_time.busy_ms, rel=0.01), run.label
+
+
+def test_max_pool_backward_twins_of_two_dtypes_are_one_row():
+    from fp16doctor.analysis.op_compare import twin_name
+
+    half = "void at::native::(anonymous namespace)::max_pool_backward_nchw<c10::Half, float, int>(c10::Half const*)"
+    single = "void at::native::(anonymous namespace)::max_pool_backward_nchw<float, float, int>(float const*)"
+    assert twin_name(half) == twin_name(single)
+
+
+def test_a_cpu_document_has_no_device_time_and_no_host_or_device_verdict():
+    cpu = Path(__file__).resolve().parents[3] / "docs" / "examples" / "cpu-xeon-amx-quick" / "results.json"
+    diagnosis = diagnose_document(json.loads(cpu.read_text(encoding="utf-8")))
+    assert all("bound_by" not in v and "precision_bound" not in v for v in diagnosis.verdicts)
+    assert all(r.device_step is None for r in diagnosis.runs)
+    assert "pageable_copies" not in {f["id"] for f in diagnosis.findings}
