@@ -246,6 +246,7 @@ class RunView:
     ops: OpsView | None = None
     device_time: DeviceTime | None = None  # a GPU run's device busy time per step (`device_time`)
     batch_dtype: str | None = None  # the dtype of the batches the host built (`batch_dtype`)
+    variant_applied: Mapping[str, Any] | None = None  # what the workload applied of its variant (`variant_applied`)
     channels: int | None = None  # the workload's image channels (`workload.channels`)
     experiment: Mapping[str, Any] | None = None
     loss_scale_last: float | None = None
@@ -362,6 +363,7 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
         ops=_ops_view(run.get("ops"), on_gpu),
         device_time=_device_time(run, on_gpu),
         batch_dtype=as_str(run.get("batch_dtype")),
+        variant_applied=as_mapping(run.get("variant_applied")) or None,
         channels=as_int(workload.get("channels")),
         experiment=as_mapping(run.get("experiment")) or None,
         loss_scale_first=as_number(loss.get("scale_first")),

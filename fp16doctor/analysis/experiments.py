@@ -10,7 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fp16doctor.analysis.causes import SETTING_EXPERIMENTS, account, describe_changes, experiment_results
+from fp16doctor.analysis.causes import (
+    SETTING_EXPERIMENTS,
+    account,
+    describe_changes,
+    experiment_results,
+    no_test,
+)
 from fp16doctor.analysis.context import Context, RunView, build_context
 from fp16doctor.analysis.registry import rules
 from fp16doctor.analysis.rules.common import make_finding
@@ -173,6 +179,9 @@ def experiment_evidence(ctx: Context) -> dict[str, list[str]]:
     lines: dict[str, list[str]] = {}
     for result in experiment_results(ctx):
         verdict = "changed the result" if result.significant() else "made no significant difference"
+        why_not = no_test(result.run)
+        if why_not is not None:
+            verdict = f"left out of the evidence, {why_not}"
         lines.setdefault(result.tests, []).append(f"experiment: {result.describe()}: {verdict}")
     return lines
 

@@ -37,6 +37,7 @@ from fp16doctor.analysis.values import (
     as_str,
     fmt_config,
     fmt_ms,
+    fmt_signed_ms,
     round_ratio,
 )
 from fp16doctor.invocation import check_diagnose_argv
@@ -350,6 +351,21 @@ def user_changes(ctx: Context, fp32: RunView) -> list[dict[str, Any]]:
              "step_ms": pair.fp32_step_ms, "changed_step_ms": pair.step_ms, "speedup": round_ratio(iv.speedup),
              "speedup_interval": [round_ratio(iv.low), round_ratio(iv.high)], "figure": pair.shown.figure(),
              "how": input_pipeline_code(fp32.software), "in_memory": _in_memory(ctx, fp32)}]
+
+
+def change_words(change: Mapping[str, Any]) -> str:
+    """"input pipeline: 303 ms -> 82 ms a step (3.7x faster), measured with batches in memory": a user change as
+    every output says it."""
+    return (f"{str(change.get('kind', '')).replace('_', ' ')}: {fmt_ms(change.get('step_ms'))} -> "
+            f"{fmt_ms(change.get('changed_step_ms'))} a step ({change.get('figure')}), measured with batches in memory")
+
+
+def in_memory_words(entry: Mapping[str, Any]) -> str:
+    """"float16: 1.8x faster (45 ms vs 82 ms; the device's work −14 ms)"."""
+    device = entry.get("device_difference_ms")
+    part = f"; the device's work {fmt_signed_ms(device)}" if isinstance(device, (int, float)) else ""
+    return (f"{entry.get('precision')}: {entry.get('figure')} ({fmt_ms(entry.get('step_ms'))} vs "
+            f"{fmt_ms(entry.get('fp32_step_ms'))}{part})")
 
 
 def _change_headline(change: Mapping[str, Any], where: str, best: Measured) -> str:

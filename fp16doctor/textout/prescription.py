@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.text import Text
 
-from fp16doctor.analysis.prescribe import entry_notes, entry_versus
-from fp16doctor.analysis.values import fmt_config, fmt_ms, fmt_signed_ms
+from fp16doctor.analysis.prescribe import change_words, entry_notes, entry_versus, in_memory_words
+from fp16doctor.analysis.values import fmt_config, fmt_ms
 
 
 def _measured_line(entry: Mapping[str, Any]) -> str:
@@ -28,15 +28,9 @@ def prescriptions_text(prescriptions: Sequence[Mapping[str, Any]]) -> Text | Non
         faster = recommended.get("precision") != "float32" or recommended.get("setting")
         text.append(f"  {p.get('headline', '')}\n", style="bold green" if faster else "bold")
         for change in p.get("user_changes") or []:
-            text.append(f"    first: {str(change.get('kind', '')).replace('_', ' ')}: "
-                        f"{fmt_ms(change.get('step_ms'))} -> {fmt_ms(change.get('changed_step_ms'))} a step "
-                        f"({change.get('figure')}), measured with batches in memory\n")
+            text.append(f"    first: {change_words(change)}\n")
             for entry in change.get("in_memory") or []:
-                device = entry.get("device_difference_ms")
-                part = f"; the device's work {fmt_signed_ms(device)}" if isinstance(device, (int, float)) else ""
-                text.append(f"      in memory, {entry.get('precision')}: {entry.get('figure')} "
-                            f"({fmt_ms(entry.get('step_ms'))} vs {fmt_ms(entry.get('fp32_step_ms'))}{part})\n",
-                            style="dim")
+                text.append(f"      in memory, {in_memory_words(entry)}\n", style="dim")
             if change.get("how"):
                 text.append("      " + str(change["how"]).replace("\n", "\n      ") + "\n", style="dim")
         if recommended.get("how"):

@@ -181,13 +181,51 @@ class _Float32Backend(object):
         return getattr(self._backend, name)
 
 
+class _ImageUtilsIn(object):
+    """An image module's `image_utils` as seen through this: img_to_array, asked for no dtype, builds the array in
+    the dtype of the iterator that asks (its `dtype`, the batch's), else floatx as before; the rest is the module.
+    Per iterator, so the other generators of a rounds process keep floatx's arrays."""
+
+    def __init__(self, image_utils):
+        self._image_utils = image_utils
+
+    def img_to_array(self, img, data_format=None, dtype=None):
+        if dtype is None:
+            caller = sys._getframe(1).f_locals.get("self")  # the DirectoryIterator building its batch
+            dtype = getattr(caller, "dtype", None)
+        return self._image_utils.img_to_array(img, data_format=data_format, dtype=dtype)
+
+    def __getattr__(self, name):
+        return getattr(self._image_utils, name)
+
+
+def host_arrays_in(api):
+    """Has the generator's module build each image's array in its iterator's dtype, so that what it computes on the
+    host (standardize's rescale, the flips) runs in the batch's dtype too: Keras 3's legacy iterator and tf_keras's
+    call image_utils.img_to_array without a dtype, which then follows floatx. True where it could be arranged."""
+    module = sys.modules.get(api.ImageDataGenerator.__module__)
+    utils = getattr(module, "image_utils", None)
+    if utils is None or not hasattr(utils, "img_to_array"):
+        return False
+    if not isinstance(utils, _ImageUtilsIn):
+        module.image_utils = _ImageUtilsIn(utils)
+    return True
+
+
+# What make_generator's iterator says of the arrays its images were built in: the batch's dtype, or "floatx".
+HOST_ARRAYS_ATTR = "fp16doctor_host_arrays"
+
+
 def make_generator(api, train_dir, height, width, batch_size, batch_dtype=None):
     # As posted: rescale on the host, random flips, batches built in K.floatx().
     kwargs = {}
     if batch_dtype is not None:
         if accepts_batch_dtype(api):
             kwargs["dtype"] = batch_dtype
+            # The batch's dtype alone would leave each image's array, and the arithmetic on it, in floatx.
+            arrays = batch_dtype if host_arrays_in(api) else "floatx"
         else:
+            arrays = batch_dtype  # the module's floatx itself is redirected: its arrays too
             # Keras 2.1.5's DirectoryIterator asks K.floatx() for every batch: give only the image
             # module a backend whose floatx() is float32, so the model itself is left as it is.
             module = sys.modules[api.ImageDataGenerator.__module__]
@@ -195,8 +233,17 @@ def make_generator(api, train_dir, height, width, batch_size, batch_dtype=None):
                 raise Skip("this Keras' ImageDataGenerator takes no dtype and reads no K.floatx() to redirect")
             module.K = _Float32Backend(module.K)
     datagen = api.ImageDataGenerator(rescale=1. / 255, horizontal_flip=True, vertical_flip=True, **kwargs)
-    return datagen.flow_from_directory(train_dir, target_size=(height, width), batch_size=batch_size,
-                                       class_mode="binary")
+    iterator = datagen.flow_from_directory(train_dir, target_size=(height, width), batch_size=batch_size,
+                                           class_mode="binary")
+    if batch_dtype is not None:
+        setattr(iterator, HOST_ARRAYS_ATTR, arrays)
+    return iterator
+
+
+def host_arrays(generator):
+    """"float32" (or another dtype) where make_generator had the images built in the batch's dtype, "floatx" where
+    only the batch was; None for a generator built without a batch dtype."""
+    return getattr(generator, HOST_ARRAYS_ATTR, None)
 
 
 def accepts_batch_dtype(api):

@@ -310,7 +310,8 @@ def _variant_config(args, api, train_dir, build_model, make_generator, label, de
     own, and the rounds go on without it."""
     from events import Skip
     from frameworks import apply_variant
-    from model import accepts_batch_dtype, check_batches, in_memory_batch_count, jit_compile_of, variant_changes
+    from model import (accepts_batch_dtype, check_batches, host_arrays, in_memory_batch_count, jit_compile_of,
+                       variant_changes)
 
     precision, variant = config_of(label)
     try:
@@ -323,6 +324,8 @@ def _variant_config(args, api, train_dir, build_model, make_generator, label, de
         _set_precision(api, precision, defaults)
         batches_in, changes = variant_changes(variant)
         generator = make_generator(api, train_dir, args.height, args.width, args.batch_size, batches_in)
+        if host_arrays(generator) is not None:
+            applied["host_arrays"] = host_arrays(generator)
         built = str(generator[0][0].dtype)
         check_batches(variant, built)
         model = build_model(api, args.height, args.width, precision.startswith("mixed_"), **changes)

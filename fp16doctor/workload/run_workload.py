@@ -33,7 +33,7 @@ from frameworks import (  # noqa: E402
     apply_variant, cpu_facts, enable_onednn_verbose, exit_now, load_keras, prepare_keras_home, prime_onednn_verbose,
     set_variant_environment, software_info, user_keras_config)
 from model import (  # noqa: E402
-    build_seed_model, check_batches, describe_model, finite, in_memory_batch_count, in_memory_batches,
+    build_seed_model, check_batches, describe_model, finite, host_arrays, in_memory_batch_count, in_memory_batches,
     initial_loss_scale, jit_compile_of, loss_scale, make_generator, time_input, variant_changes)
 from window import WindowProfiler, make_callback  # noqa: E402
 from protocol import (  # noqa: E402
@@ -153,6 +153,8 @@ def run(args):
 
     batches_in, model_changes = variant_changes(args.variant)
     generator = make_generator(api, train_dir, args.height, args.width, args.batch_size, batches_in)
+    if host_arrays(generator) is not None:
+        applied["host_arrays"] = host_arrays(generator)
     input_ms, batch_dtype = time_input(generator, args.input_batches)
     check_batches(args.variant, batch_dtype)
     emit("phase", phase="input_timed", input_time_ms=input_ms, batch_dtype=batch_dtype)

@@ -167,7 +167,8 @@ def _host_gain(ctx: Context, runs: list[RunView]) -> str | None:
     """The measured host time float16 batches add per step, if both input times are known."""
     for pair in ctx.fp16_pairs():
         if pair.reduced in runs and pair.reduced.input_ms and pair.fp32.input_ms:
-            return f"up to {fmt_ms(pair.reduced.input_ms - pair.fp32.input_ms)} per step (the host's float16 excess)"
+            return (f"the host's float16 batches took {fmt_ms(pair.reduced.input_ms - pair.fp32.input_ms)} longer "
+                    "to build than float32's")
     return None
 
 
@@ -250,14 +251,22 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
             "batches in parallel whatever the precision:\n"
             "    model.fit_generator(train_generator, ..., workers=4, use_multiprocessing=True)\n"
         )
-    elif fw in ("keras3", "tf.keras", "keras2"):
+    elif fw in ("keras3", "tf.keras"):
+        # keras/src/legacy/preprocessing/image.py and tf_keras/src/preprocessing/image.py: each image is
+        # image_utils.img_to_array(img, data_format=...), whose dtype None means floatx, then standardize's
+        # `x *= self.rescale` runs on it; the iterator's dtype applies only to the batch it is copied into.
+        rec = ("This Keras' ImageDataGenerator builds each image's array in floatx and rescales it there; its dtype "
+               "argument sets only the batch the images are copied into, so dtype='float32' alone leaves the host's "
+               "float16 arithmetic. Keep floatx float32 (a mixed precision policy computes in 16 bits on the "
+               "device) or build batches outside ImageDataGenerator.")
+    elif fw == "keras2":
         rec = "Batches built in float32 whatever floatx says are cast by the model on the device."
         code = ("    datagen = ImageDataGenerator(rescale=1./255, horizontal_flip=True, vertical_flip=True,\n"
                 "                                 dtype='float32')")
     else:
         rec = "Host-side preprocessing in float32 (or uint8), cast to float16 on the device, avoids the emulation."
     if gain:
-        rec += f" Expected gain: {gain}."
+        rec += f" Measured: {gain}."
     return make_finding(
         "host_fp16_emulation",
         "Host-side preprocessing runs in float16, slower than in float32",
