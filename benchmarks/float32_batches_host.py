@@ -46,6 +46,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import dataset
+
     # This process plays the workload's part: it imports the framework as the workload's own process does.
     import keras  # noqa: TID251
     import model
