@@ -35,6 +35,9 @@ from fp16doctor.knowledge.cuda import version_at_least, version_tuple
 from fp16doctor.knowledge.gpus import GpuFacts, gpu_facts
 from fp16doctor.results import HOST_MACHINE, machine_id
 
+# float32's own input pipeline taking half of its step or more is where its step-to-step spread comes from
+# (host_input.INPUT_BOUND_SHARE).
+INPUT_NOISE_SHARE = 0.5
 REDUCED = ("float16", "mixed_float16")  # the float16 precisions the fp16 rules judge
 BF16 = ("bfloat16", "mixed_bfloat16")
 SIXTEEN_BIT = REDUCED + BF16
@@ -465,7 +468,19 @@ class Pair:
         floor = self.noise_floor
         if floor is None or interval.is_bound:
             return interval
-        return replace(interval, aa=aa_check(interval, floor, self.fp32.probe_note))
+        return replace(interval, aa=aa_check(interval, floor, self.noise_source or self.fp32.probe_note))
+
+    @property
+    def noise_source(self) -> str | None:
+        """Where float32's step-to-step spread comes from when the run's own input pipeline is most of its step (the
+        host builds every batch, and its time varies with it): said instead of the machine's load."""
+        fp32 = self.fp32
+        if not (fp32.input_ms and fp32.step_ms) or fp32.input_ms < INPUT_NOISE_SHARE * fp32.step_ms:
+            return None
+        spread = (f"; from {fmt_ms(fp32.input_p10_ms)} to {fmt_ms(fp32.input_p90_ms)}, p10 to p90"
+                  if fp32.input_p10_ms and fp32.input_p90_ms else "")
+        return (f"that spread is float32's own input pipeline's: the host builds each batch in "
+                f"{fmt_ms(fp32.input_ms)} ({fp32.input_ms / fp32.step_ms:.0%} of the step{spread}), inside every step")
 
     @property
     def step_ms(self) -> float | None:

@@ -11,7 +11,16 @@ from fp16doctor.analysis.causes import HALF, Accounting, Share
 from fp16doctor.analysis.context import BF16, REDUCED, SIXTEEN_BIT
 from fp16doctor.analysis.device import device_split
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
-from fp16doctor.analysis.values import ShownRatio, as_list, as_number, as_positive, as_str, fmt_ms, round_ratio
+from fp16doctor.analysis.values import (
+    ShownRatio,
+    as_list,
+    as_number,
+    as_positive,
+    as_str,
+    fmt_ms,
+    fmt_signed_ms,
+    round_ratio,
+)
 
 Verdict = dict[str, Any]
 
@@ -93,9 +102,16 @@ def verdict_for(acc: Accounting) -> Verdict:
     variant = "" if reduced.variant == "original" else f", {reduced.variant}"
     headline = f"{reduced.precision} is {phrase} than float32 on {where}{variant}{_context(acc)}"
     interval = pair.interval
+    split = device_split(pair)
     if interval.aa is not None and not interval.aa.passed:
-        headline = (f"{reduced.precision} against float32 on {where}{variant} is not measurable on this machine now "
+        here = "with this input pipeline" if pair.noise_source else "on this machine now"
+        headline = (f"{reduced.precision} against float32 on {where}{variant} is not measurable {here} "
                     f"({fmt_ms(interval.other_ms)} vs {fmt_ms(interval.fp32_ms)} per step): {interval.aa.reason}")
+        if split is not None and split.step_ms:
+            # What the profile measured the precision change on the device, where the timed steps cannot say.
+            headline += (f"; the profile measured what it changed on the device: "
+                         f"{fmt_signed_ms(split.device_difference_ms)} of device time per step "
+                         f"({abs(split.device_difference_ms) / split.step_ms:.0%} of the step)")
     elif interval.refused:
         headline = (f"{reduced.precision} against float32 on {where}{variant} is not compared: "
                     f"{interval.refused}")
@@ -128,7 +144,6 @@ def verdict_for(acc: Accounting) -> Verdict:
                      f"{fmt_ms(reduced.ops.window_ms)}, float32 {fmt_ms(fp32.ops.window_ms)} per step), so "
                      f"{fmt_ms(missed)} of the timed difference did not recur there (the steps changed speed "
                      "between the timing and the window)")
-    split = device_split(pair)
     if split is not None and not interval.refused and (interval.aa is None or interval.aa.passed):
         headline += f"; {split.words(acc.difference_ms if acc.significant else None)}"
     return {
