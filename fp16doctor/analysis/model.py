@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fp16doctor.analysis.values import as_int, as_list, as_mapping, as_number
+from fp16doctor.analysis.values import as_int, as_list, as_mapping, as_number, as_str
 from fp16doctor.workload.protocol import SEED_WORKLOAD, SIZES
 
 # The seed script's convolutions (the question's model): 3x3, same-padded, each followed by 2x2 max pooling.
@@ -24,6 +24,7 @@ class Layer:
     output_elements: int  # per example
     flops_per_example: float  # forward pass, multiply and add counted as two
     params: int
+    name: str | None = None  # the layer's name in the run (its ops carry it), where the record gives one
 
     @property
     def is_matmul(self) -> bool:
@@ -96,7 +97,7 @@ def layer_from_record(record: Mapping[str, Any]) -> Layer | None:
         else:
             flops = float(out_elems)
     params = as_int(record.get("params")) or 0
-    return Layer(kind, cin, cout, kernel, in_elems, out_elems, float(flops), params)
+    return Layer(kind, cin, cout, kernel, in_elems, out_elems, float(flops), params, as_str(record.get("name")))
 
 
 @dataclass(frozen=True)

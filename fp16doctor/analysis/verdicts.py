@@ -221,6 +221,15 @@ LIKELY_CAUSES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 MEASURED_BASES = ("measured_ops", "experiment")
 NOT_MEASURED = "not measured: fp16doctor diagnose on that machine measures it"
+# Where the pair's runs were profiled, a diagnose did measure that machine: what it lacks is an op that accounts for it.
+NOT_IN_THE_OPS = "not measured: the profiled ops of these runs account for none of it"
+
+
+def not_measured(acc: Accounting) -> str:
+    """How the verdict says its likely cause was not measured: a document without profiles needs a diagnose on that
+    machine; one with them has it, and its ops named no cause."""
+    profiled = acc.pair.reduced.ops is not None and acc.pair.fp32.ops is not None
+    return NOT_IN_THE_OPS if profiled else NOT_MEASURED
 
 
 def _speaks_for(finding: Mapping[str, Any], verdict: Mapping[str, Any]) -> bool:
@@ -249,7 +258,7 @@ def likely_cause(verdict: Mapping[str, Any], acc: Accounting,
     precision = str(verdict.get("precision"))
     if acc.difference_ms < 0:
         return None, ("a faster 16-bit step needs no fault to explain it: no finding is charged with the gain "
-                      f"({NOT_MEASURED})")
+                      f"({not_measured(acc)})")
     for fid, basis, precisions in LIKELY_CAUSES:
         if precision not in precisions:
             continue
@@ -260,7 +269,7 @@ def likely_cause(verdict: Mapping[str, Any], acc: Accounting,
         return {"id": fid, "basis": basis, "title": as_str(finding.get("title")) or REGISTRY[fid].title,
                 "why": evidence[0] if evidence else REGISTRY[fid].title}, None
     return None, (f"no device fact or table accounts for {precision} being {verdict.get('figure')} here "
-                  f"({NOT_MEASURED})")
+                  f"({not_measured(acc)})")
 
 
 def with_likely_cause(verdict: Verdict, acc: Accounting, findings: Sequence[Mapping[str, Any]]) -> Verdict:
@@ -274,7 +283,7 @@ def with_likely_cause(verdict: Verdict, acc: Accounting, findings: Sequence[Mapp
         verdict["no_likely_cause"] = why + (f"; versions not understood: {', '.join(unparsed)}" if unparsed else "")
     if found is None or (verdict.get("cause") == found["id"]):
         return verdict  # the headline already names it, with its estimate
-    probably = f"probably because {_title_phrase(found['title'])} ({NOT_MEASURED})"
+    probably = f"probably because {_title_phrase(found['title'])} ({not_measured(acc)})"
     unexplained = f"; no measured cause explains the {fmt_ms(acc.magnitude_ms)} difference"
     headline = str(verdict.get("headline", ""))
     verdict["headline"] = (headline.replace(unexplained, f"{unexplained}, {probably}") if unexplained in headline
