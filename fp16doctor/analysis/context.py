@@ -10,6 +10,8 @@ from typing import Any
 
 from fp16doctor.analysis.intervals import (
     DEFAULT_BAND,
+    INPUT_NOISE,
+    MACHINE_NOISE,
     MAX_BAND,
     RatioInterval,
     Timing,
@@ -468,7 +470,9 @@ class Pair:
         floor = self.noise_floor
         if floor is None or interval.is_bound:
             return interval
-        return replace(interval, aa=aa_check(interval, floor, self.noise_source or self.fp32.probe_note))
+        source = self.noise_source
+        return replace(interval, aa=aa_check(interval, floor, source or self.fp32.probe_note,
+                                             INPUT_NOISE if source else MACHINE_NOISE))
 
     @property
     def noise_source(self) -> str | None:

@@ -138,6 +138,11 @@ class Timing:
         return self.single or self
 
 
+# Where a failed A/A check places the noise (AACheck.scope).
+MACHINE_NOISE = "on this machine now"
+INPUT_NOISE = "with this input pipeline"
+
+
 @dataclass(frozen=True)
 class AACheck:
     """The A/A control's word on one effect: whether it exceeds what two identical models differed by."""
@@ -145,6 +150,9 @@ class AACheck:
     passed: bool
     noise: float  # the largest ratio between float32's two identical models the control's interval allows, less 1
     reason: str
+    # Where the noise comes from, as a failed check says it: "on this machine now" (its load, its clock), or "with
+    # this input pipeline" where float32's own batches are most of its step.
+    scope: str = MACHINE_NOISE
 
     def to_dict(self) -> dict[str, object]:
         return {"passed": self.passed, "noise": round(self.noise, 4), "reason": self.reason}
@@ -220,7 +228,7 @@ class RatioInterval:
         if self.refused:
             text += f"; not compared: {self.refused}"
         if self.aa is not None and not self.aa.passed:
-            text += f"; not measurable on this machine now: {self.aa.reason}"
+            text += f"; not measurable {self.aa.scope}: {self.aa.reason}"
         return text
 
 
@@ -338,7 +346,8 @@ def noise_of(noise_floor: RatioInterval) -> float:
     return max(1 / noise_floor.low if noise_floor.low > 0 else math.inf, noise_floor.high) - 1
 
 
-def aa_check(interval: RatioInterval, noise_floor: RatioInterval, probe: str | None = None) -> AACheck:
+def aa_check(interval: RatioInterval, noise_floor: RatioInterval, probe: str | None = None,
+             scope: str = MACHINE_NOISE) -> AACheck:
     """Whether an effect exceeds what float32's two identical models differed by in the same rounds (the control's
     interval, either way); an effect of ALWAYS_MEASURABLE or more always does. `probe`: what the machine was doing
     (load, other processes, CPU frequency), said with a failure."""
@@ -355,7 +364,7 @@ def aa_check(interval: RatioInterval, noise_floor: RatioInterval, probe: str | N
         reason = f"{control}, more than this {factor - 1:.0%} effect"
         if probe:
             reason += f"; {probe}"
-    return AACheck(passed, noise, reason)
+    return AACheck(passed, noise, reason, scope)
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,7 @@ class Measured:
     def notes(self) -> list[str]:
         notes = _notes(self.unsafe, self.caveat, self.run.bound, self.interval.compared)
         if not self.baseline and self.interval.aa is not None and not self.interval.aa.passed:
-            notes.append(f"not measurable on this machine now: {self.interval.aa.reason}")
+            notes.append(f"not measurable {self.interval.aa.scope}: {self.interval.aa.reason}")
         if self.interval.refused:
             notes.append(f"not compared with float32: {self.interval.refused}")
         return notes

@@ -104,8 +104,7 @@ def verdict_for(acc: Accounting) -> Verdict:
     interval = pair.interval
     split = device_split(pair)
     if interval.aa is not None and not interval.aa.passed:
-        here = "with this input pipeline" if pair.noise_source else "on this machine now"
-        headline = (f"{reduced.precision} against float32 on {where}{variant} is not measurable {here} "
+        headline = (f"{reduced.precision} against float32 on {where}{variant} is not measurable {interval.aa.scope} "
                     f"({fmt_ms(interval.other_ms)} vs {fmt_ms(interval.fp32_ms)} per step): {interval.aa.reason}")
         if split is not None and split.step_ms:
             # What the profile measured the precision change on the device, where the timed steps cannot say.

@@ -223,7 +223,7 @@ SMALL_CAUSE_SHARE = 0.05
 def _measured_small(runs: list[RunView]) -> str | None:
     """"the layers kept off Tensor Cores (conv2d) took at most 2.0 ms of a 68 ms profiled step (3%) ..." where
     every run's profile measured the ineligible layers' ops at under SMALL_CAUSE_SHARE of its window; else None."""
-    worst: tuple[float, float, RunView, list[str]] | None = None
+    worst: tuple[float, float, float, RunView, list[str]] | None = None
     for run in runs:
         if run.model is None or run.ops is None or not run.ops.window_ms:
             continue  # not profiled (an experiment timed in the rounds): the others speak for the layers
@@ -235,12 +235,12 @@ def _measured_small(runs: list[RunView]) -> str | None:
         if share >= SMALL_CAUSE_SHARE:
             return None
         if worst is None or share > worst[1]:
-            worst = (ms, share, run, names)
+            worst = (ms, share, run.ops.window_ms, run, names)
     if worst is None:
         return None
-    ms, share, run, names = worst
+    ms, share, window_ms, run, names = worst
     return (f"{at(run)}: the layers kept off Tensor Cores ({', '.join(names)}) took {fmt_ms(ms)} of the "
-            f"{fmt_ms(run.ops.window_ms)} profiled step ({share:.0%}; under {SMALL_CAUSE_SHARE:.0%} in every profiled "
+            f"{fmt_ms(window_ms)} profiled step ({share:.0%}; under {SMALL_CAUSE_SHARE:.0%} in every profiled "
             "16-bit run): padding them can change the step by at most that")
 
 
