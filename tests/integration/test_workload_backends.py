@@ -100,6 +100,7 @@ def test_experiment_variants_change_one_thing_on_tensorflow(tmp_path) -> None:
     assert batches["status"] == "ok", batches.get("error")
     # The generator builds float32 batches; the model still computes in float16.
     assert batches["batch_dtype"] == "float32" and batches["model"]["layers"][0]["variable_dtype"] == "float16"
+    assert batches["variant_applied"]["host_arrays"] == "float32"  # each image too, not only the batch
     assert batches["input_time_ms"]["median"] > 0
 
     padded = _run_raw(tmp_path, "tensorflow", None, "mixed_float16", "channels_padded")
