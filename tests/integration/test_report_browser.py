@@ -25,6 +25,7 @@ pytestmark = pytest.mark.browser
 TESTS = Path(__file__).resolve().parent.parent
 SEED = TESTS / "data" / "examples" / "seed-titanv-tf1.7.json"
 OPS = TESTS / "unit" / "report" / "fixtures" / "cpu-xeon-ops.json"  # hand-written, with measured ops
+H200 = TESTS.parent / "docs" / "examples" / "gpu-h200-keras-torch-full" / "results.json"  # a real GPU diagnosis
 HOSTILE_TITLE_SCRIPT = "</title><script>document.title='pwned'</script>"
 
 
@@ -166,6 +167,22 @@ def test_where_the_time_went_renders_offline(tmp_path: Path) -> None:
     shot = tmp_path / "report-where-the-time-went.png"
     _run(page, tmp_path, f"--screenshot={shot}", "--window-size=1200,2600", "--hide-scrollbars")
     assert _png_size(shot) == (1200, 2600)
+    assert shot.stat().st_size > 20_000, "a rendered page, not a blank one"
+    _keep(shot)
+
+
+def test_a_gpu_report_shows_where_the_step_goes_and_the_change_to_make_first(tmp_path: Path) -> None:
+    """The H200 recording: one bar per GPU run (kernels, copies, the device idle) and the input pipeline first."""
+    page = tmp_path / "h200.html"
+    write_report([json.loads(H200.read_text(encoding="utf-8"))], page, "html")
+    dom, events = _run(page, tmp_path, "--dump-dom")
+    assert "Where a profiled GPU step goes" in dom and "4 % busy" in dom and "12 % busy" in dom
+    assert 'class="bar copies"' in dom
+    assert "Fix the input pipeline first on host" in dom and 'class="user-change"' in dom
+    assert dom.index("user-change") < dom.index("measured-configs")
+    assert _page_requests(events) == []
+    shot = tmp_path / "report-gpu-h200.png"
+    _run(page, tmp_path, f"--screenshot={shot}", "--window-size=1200,2600", "--hide-scrollbars")
     assert shot.stat().st_size > 20_000, "a rendered page, not a blank one"
     _keep(shot)
 
