@@ -179,9 +179,10 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
                                          + str(finding.get("recommendation", "")))
     prescriptions = prescribe(ctx, by_rule)
     hold_advice(ctx, findings, prescriptions, RECOMMENDS, REMEDIES)
-    judged = verdicts(accountings, findings)
+    roofline = estimate_context(ctx)
+    judged = verdicts(accountings, findings, roofline)
     return Diagnosis(_rank(findings), judged, prescriptions, run_rows(ctx), comparisons_of(ctx),
-                     estimate_context(ctx), "analysis" if findings else "none",
+                     roofline, "analysis" if findings else "none",
                      stack_comparisons=stack_comparisons(ctx, judged))
 
 

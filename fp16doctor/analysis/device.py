@@ -105,3 +105,56 @@ def device_split(pair: Pair) -> DeviceSplit | None:
         return None
     return DeviceSplit(reduced.busy_ms, fp32.busy_ms, reduced.step_ms, fp32.step_ms, bound_by(pair.reduced),
                        reduced.method)
+
+
+# By the device's peak rates the arithmetic of a step under this share of it: the step is bound elsewhere (the input,
+# copies, launches, the host), and a precision can change it little (host_input.SEED_ARITHMETIC_SHARE's reasoning).
+ARITHMETIC_BOUND_ELSEWHERE = 0.25
+
+
+@dataclass(frozen=True)
+class EstimatedBound:
+    """Amdahl from the roofline where no trace measured the device: float32's best-case step on this device (FLOPs
+    and bytes over peak rates) as the device's share of the measured step, and the 16-bit best case's ratio to it."""
+
+    fp32_best_ms: float
+    best_ms: float
+    fp32_step_ms: float
+
+    @property
+    def device_share(self) -> float:
+        return min(self.fp32_best_ms / self.fp32_step_ms, 1.0)
+
+    @property
+    def device_ratio(self) -> float:
+        return self.fp32_best_ms / self.best_ms
+
+    @property
+    def max_speedup(self) -> float:
+        f, r = self.device_share, self.device_ratio
+        return 1.0 / ((1.0 - f) + f / r)
+
+    @property
+    def bound_elsewhere(self) -> bool:
+        return self.device_share < ARITHMETIC_BOUND_ELSEWHERE
+
+    def words(self, precision: str) -> str:
+        """"by the GPU's peak rates its arithmetic needs at most 2.8 ms of the 303 ms float32 step (1%): the step is
+        bound elsewhere (input, copies, launches or the host; not measured), and float16 can make it at most 1.01x
+        faster (estimated)"."""
+        return (f"by the GPU's peak rates its arithmetic needs at most {fmt_ms(self.fp32_best_ms)} of the "
+                f"{fmt_ms(self.fp32_step_ms)} float32 step ({self.device_share:.0%}): the step is bound elsewhere "
+                f"(input, copies, launches or the host; not measured), and {precision} can make it at most "
+                f"{self.max_speedup:.2f}x faster (estimated)")
+
+    def verdict_fields(self) -> dict[str, Any]:
+        return {"precision_bound": {"max_speedup": round(self.max_speedup, 4),
+                                    "device_share": round(self.device_share, 4),
+                                    "device_ratio": round(self.device_ratio, 4), "basis": "estimate"}}
+
+
+def estimated_bound(pair: Pair, fp32_best_ms: float | None, best_ms: float | None) -> EstimatedBound | None:
+    fp32_step = pair.fp32_step_ms
+    if not (fp32_best_ms and best_ms and fp32_step) or fp32_best_ms <= 0 or best_ms <= 0:
+        return None
+    return EstimatedBound(fp32_best_ms, best_ms, fp32_step)

@@ -9,8 +9,9 @@ from typing import Any
 
 from fp16doctor.analysis.causes import HALF, Accounting, Share
 from fp16doctor.analysis.context import BF16, REDUCED, SIXTEEN_BIT
-from fp16doctor.analysis.device import device_split
+from fp16doctor.analysis.device import device_split, estimated_bound
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
+from fp16doctor.analysis.roofline import RooflineEstimate
 from fp16doctor.analysis.values import (
     ShownRatio,
     as_list,
@@ -90,7 +91,7 @@ def _window_difference(acc: Accounting) -> float | None:
     return reduced.window_ms - fp32.window_ms
 
 
-def verdict_for(acc: Accounting) -> Verdict:
+def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Verdict:
     pair = acc.pair
     reduced, fp32 = pair.reduced, pair.fp32
     phrase, outcome = _ratio_phrase(acc)
@@ -145,6 +146,11 @@ def verdict_for(acc: Accounting) -> Verdict:
                      "between the timing and the window)")
     if split is not None and not interval.refused and (interval.aa is None or interval.aa.passed):
         headline += f"; {split.words(acc.difference_ms if acc.significant else None)}"
+    # No trace measured the device: the roofline's best case stands in, labelled an estimate.
+    guessed = estimated_bound(pair, estimate.fp32_ms, estimate.fp16_ms) if (
+        split is None and estimate is not None) else None
+    if guessed is not None and guessed.bound_elsewhere and acc.significant and not interval.refused:
+        headline += f"; {guessed.words(reduced.precision)}"
     return {
         "machine": reduced.machine,
         "stack": reduced.stack,
@@ -189,15 +195,21 @@ def verdict_for(acc: Accounting) -> Verdict:
                              "dtype": o.get("dtype"), "ms": o.get("ms")} for o in s.ops]} for s in causes],
         # Host or device (analysis/device.py): each run's device time, where the runs carry it, and the Amdahl bound.
         **(split.verdict_fields() | {"host_difference_ms": round(acc.difference_ms - split.device_difference_ms, 3)}
-           if split is not None else {}),
+           if split is not None else guessed.verdict_fields() if guessed is not None else {}),
         # ShownRatio's words for no difference: "same speed", or "not measurable" for an interval off 1.
         "figure": phrase if outcome != "no_significant_difference" else shown_ratio(acc).figure(),
         "headline": headline,
     }
 
 
-def verdicts(accountings: list[Accounting], findings: Sequence[Mapping[str, Any]] = ()) -> list[Verdict]:
-    return [with_likely_cause(verdict_for(acc), acc, findings) for acc in accountings]
+def verdicts(accountings: list[Accounting], findings: Sequence[Mapping[str, Any]] = (),
+             estimates: Sequence[RooflineEstimate] = ()) -> list[Verdict]:
+    best: dict[tuple[str, str, str, str], RooflineEstimate] = {}
+    for e in estimates:  # the model's best case on its device, whatever the variant timed
+        best.setdefault((e.machine, e.stack, e.device, e.precision), e)
+    return [with_likely_cause(verdict_for(acc, best.get((acc.pair.reduced.machine, acc.pair.reduced.stack,
+                                                         acc.pair.reduced.device, acc.pair.reduced.precision))),
+                              acc, findings) for acc in accountings]
 
 
 # ---------------------------------------------------------------------------------------- likely cause
