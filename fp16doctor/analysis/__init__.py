@@ -83,7 +83,8 @@ def _speed_finding(acc: Accounting, share: Share, base: Finding | None) -> Findi
     reduced = pair.reduced
     spec = REGISTRY[share.cause]
     summary = (f"accounts for {fmt_ms(share.ms)} of the {fmt_ms(acc.magnitude_ms)} difference between "
-               f"{reduced.precision} ({fmt_ms(pair.interval.other_ms)}) and float32 ({fmt_ms(pair.interval.fp32_ms)}) "
+               f"{reduced.precision} ({fmt_ms(pair.interval.other_ms)}) and {pair.fp32.precision} "
+               f"({fmt_ms(pair.interval.fp32_ms)}) "
                f"on {where_of(reduced.machine, reduced.stack)} ({share.basis.replace('_', ' ')})")
     if base is not None:
         finding = copy.deepcopy(base)

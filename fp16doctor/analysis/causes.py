@@ -197,16 +197,18 @@ def _account_ops(acc: Accounting, ctx: Context) -> None:
         if share.ms < MIN_MEASURED_SHARE * acc.magnitude_ms:
             continue
         if not along:
-            share.evidence = _ops_evidence(share, reduced, 1.0, wall, against=True)
+            share.evidence = _ops_evidence(share, reduced, 1.0, wall, against=True, base=fp32.precision)
             acc.against.append(share)
             continue
         if share.cause == "slow_fp16_kernels" and share.ms < SLOW_KERNEL_MIN_SHARE * acc.magnitude_ms:
             continue
-        share.evidence = _ops_evidence(share, reduced, scale, wall)
+        share.evidence = _ops_evidence(share, reduced, scale, wall, base=fp32.precision)
         acc.add(share)
 
 
-def _ops_evidence(share: Share, reduced: RunView, scale: float, wall: bool, against: bool = False) -> list[str]:
+def _ops_evidence(share: Share, reduced: RunView, scale: float, wall: bool, against: bool = False,
+                  base: str = "float32") -> list[str]:
+    """`base`: what the 16-bit run is compared with (float32, or another 16-bit type where no float32 ran)."""
     lines = []
     what = "against the difference" if against else "of the difference"
     for op in share.ops[:4]:
@@ -214,7 +216,7 @@ def _ops_evidence(share: Share, reduced: RunView, scale: float, wall: bool, agai
         where = op.get("layer") or op.get("name")
         part = f"{fmt_ms(op['ms'])} {what}" if op["ms"] >= 0 else f"{fmt_ms(-op['ms'])} back, netted out"
         lines.append(f"{where} {str(op['pass']).replace('_', ' ')}{impl}: {fmt_ms(op['ms_per_step'])} per step in "
-                     f"{reduced.precision} vs {fmt_ms(op['float32_ms_per_step'])} in float32; {part}")
+                     f"{reduced.precision} vs {fmt_ms(op['float32_ms_per_step'])} in {base}; {part}")
     if len(share.ops) > 4:
         rest = sum(o["ms"] for o in share.ops[4:])
         lines.append(f"and {len(share.ops) - 4} more ops ({fmt_ms(rest)} {what})")
@@ -477,7 +479,7 @@ def _roofline_saving(pair: Pair, ctx: Context) -> tuple[float, str] | None:
 def account(ctx: Context, found: Mapping[str, Mapping[str, Any]]) -> list[Accounting]:
     """Every 16-bit run with a float32 partner on its machine, its difference split over causes."""
     result = []
-    for pair in ctx.pairs:
+    for pair in [*ctx.pairs, *ctx.peer_pairs]:
         if pair.reduced.experiment:
             continue  # an experiment is evidence for its base run, not a verdict of its own
         assert pair.reduced.step_ms is not None and pair.fp32.step_ms is not None
@@ -485,8 +487,9 @@ def account(ctx: Context, found: Mapping[str, Mapping[str, Any]]) -> list[Accoun
         acc = Accounting(pair, diff, pair.slower or pair.faster)
         if acc.significant:
             _account_ops(acc, ctx)
-            _account_experiments(acc, ctx)
-            _account_estimates(acc, ctx, found)
+            if pair in ctx.pairs:  # experiments and estimates are read against float32
+                _account_experiments(acc, ctx)
+                _account_estimates(acc, ctx, found)
             acc.shares.sort(key=lambda s: -s.ms)
             _lead_with_the_running_reference_kernel(acc)
         result.append(acc)

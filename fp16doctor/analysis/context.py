@@ -555,6 +555,10 @@ class Context:
     os: str | None
     drivers: dict[int, str | None] = field(default_factory=dict)
     pairs: list[Pair] = field(default_factory=list)
+    # Where a machine, stack and variant has no float32 run: each other 16-bit run against the first 16-bit type
+    # (SIXTEEN_BIT's order), its `fp32` side that baseline. Rules keep to `pairs`; the accounting and the verdicts
+    # read both, naming the baseline.
+    peer_pairs: list[Pair] = field(default_factory=list)
     machines: dict[str, MachineFacts] = field(default_factory=dict)
 
     def machine_of(self, run: RunView) -> MachineFacts:
@@ -698,6 +702,9 @@ def build_context(doc: Mapping[str, Any]) -> Context:
     for cell in by_key.values():
         fp32 = cell.get("float32")
         if fp32 is None:
+            # No float32 run here: the 16-bit types are compared with each other, against the first of them.
+            present = [cell[p] for p in SIXTEEN_BIT if p in cell]
+            ctx.peer_pairs += [Pair(present[0], other) for other in present[1:]]
             continue
         for precision in SIXTEEN_BIT:
             if precision in cell:

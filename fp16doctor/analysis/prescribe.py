@@ -67,6 +67,7 @@ class Measured:
     unsafe: str | None  # why it may not be recommended (its loss went non-finite or stalled)
     shown: ShownRatio  # the ratio as every output prints it (Pair.shown)
     step_ms: float | None  # the step that ratio comes from, as its verdict quotes it (Pair.step_ms)
+    base: str = "float32"  # what it is measured against: float32, or the first 16-bit type where none ran
 
     @property
     def label(self) -> str:
@@ -77,10 +78,11 @@ class Measured:
         slower ...': the ratio as every output prints it (ShownRatio), its interval in its own direction."""
         iv, shown = self.interval, self.shown
         if shown.same or iv.outcome not in ("faster", "slower"):
-            text = ("not measurably faster or slower than float32 here now"  # describe() says why
-                    if (iv.aa is not None and not iv.aa.passed) or iv.refused else "no faster or slower than float32")
+            text = (f"not measurably faster or slower than {self.base} here now"  # describe() says why
+                    if (iv.aa is not None and not iv.aa.passed) or iv.refused
+                    else f"no faster or slower than {self.base}")
         else:
-            text = shown.figure("than float32")
+            text = shown.figure(f"than {self.base}")
         spread = shown.interval_text()
         if iv.is_rounds and spread:
             return text + f" ({iv.confidence_level or 0.95:.0%} interval {spread}, {iv.rounds_words()})"
@@ -88,7 +90,7 @@ class Measured:
 
     @property
     def baseline(self) -> bool:
-        return self.run.precision == "float32" and self.run.variant == "original"
+        return self.run.precision == self.base and self.run.variant == "original" and not self.run.experiment
 
     def to_dict(self) -> dict[str, Any]:
         iv = self.interval
@@ -108,7 +110,7 @@ class Measured:
         if not self.baseline and self.interval.aa is not None and not self.interval.aa.passed:
             notes.append(f"not measurable {self.interval.aa.scope}: {self.interval.aa.reason}")
         if self.interval.refused:
-            notes.append(f"not compared with float32: {self.interval.refused}")
+            notes.append(f"not compared with {self.base}: {self.interval.refused}")
         return notes
 
 
@@ -177,7 +179,8 @@ def measured_configs(ctx: Context, fp32: RunView, found: Mapping[str, Finding]) 
         if run.variant not in ADOPTABLE:
             continue
         pair = Pair(fp32, run)
-        configs.append(Measured(run, pair.interval, _caveat(run), _unsafe(run, unstable), pair.shown, pair.step_ms))
+        configs.append(Measured(run, pair.interval, _caveat(run), _unsafe(run, unstable), pair.shown, pair.step_ms,
+                                fp32.precision))
     configs.sort(key=lambda m: -m.interval.speedup)
     return configs
 
@@ -242,7 +245,8 @@ NO_STACK_COMMAND = "its stack's name is not one `diagnose --stack` takes"
 
 
 def _argv(ctx: Context, run: RunView, precision: str, variant: str | None) -> list[str]:
-    args = ["fp16doctor", "diagnose", *_targeting(ctx, run), "--precision", "float32", "--precision", precision]
+    precisions = dict.fromkeys(("float32", precision))  # float32 itself, where it is what nobody measured, once
+    args = ["fp16doctor", "diagnose", *_targeting(ctx, run), *(a for p in precisions for a in ("--precision", p))]
     return args + (["--variant", "original", "--variant", variant] if variant else [])
 
 
@@ -388,6 +392,12 @@ def _change_headline(change: Mapping[str, Any], where: str, best: Measured) -> s
 def _headline(fp32: RunView, best: Measured, configs: Sequence[Measured]) -> str:
     where = fp32.stack if fp32.machine == "host" else f"{fp32.stack} on {fp32.machine}"
     others = [m for m in configs if not m.baseline]
+    if fp32.precision != "float32":
+        # No float32 run: the fastest measured 16-bit type, said against the first one.
+        if best.run is fp32:
+            return (f"Use {best.label} on {where}: the fastest of the 16-bit types measured here (no float32 run to "
+                    "compare with)")
+        return f"Use {best.label} on {where}: {best.speed_phrase()} (no float32 run to compare with)"
     if best.run is fp32:
         if not others:
             return f"Use float32 on {where}: no 16-bit configuration was measured here"
@@ -407,12 +417,24 @@ def _size_caveat(ctx: Context) -> str:
     return f" ({caveat})" if caveat else ""
 
 
+def baselines(ctx: Context) -> list[RunView]:
+    """The run each machine and stack is prescribed against: float32 as written, else (no float32 run there) the
+    first 16-bit type as written (Context.peer_pairs' baseline)."""
+    found = [r for r in ctx.ok_runs() if r.precision == "float32" and r.variant == "original" and not r.experiment]
+    covered = {(r.machine, r.stack, r.device) for r in found}
+    for pair in ctx.peer_pairs:
+        base = pair.fp32
+        if base.variant == "original" and not base.experiment and all(base is not r for r in found) and (
+                base.machine, base.stack, base.device) not in covered:
+            found.append(base)
+    return found
+
+
 def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
-    """One prescription per machine and stack with a float32 run of the original workload."""
+    """One prescription per machine and stack with a float32 run of the original workload (or, with none, its first
+    16-bit type as written)."""
     result = []
-    for fp32 in ctx.ok_runs():
-        if fp32.precision != "float32" or fp32.variant != "original" or fp32.experiment:
-            continue
+    for fp32 in baselines(ctx):
         configs = measured_configs(ctx, fp32, found)
         best = _best(configs, fp32)
         changes = user_changes(ctx, fp32)
@@ -423,6 +445,7 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
             "machine": fp32.machine,
             "stack": fp32.stack,
             "device": fp32.device,
+            "baseline": fp32.precision,
             "recommended": {
                 "precision": best.run.precision, "variant": best.run.variant, "setting": setting_of(best.run.variant),
                 "step_ms": best.step_ms, "speedup": 1.0 if best.baseline else round_ratio(iv.speedup),
@@ -462,8 +485,10 @@ def _wheres(ctx: Context, finding: Finding) -> list[tuple[str, str]]:
 
 
 def _fp32_of(ctx: Context, prescription: Prescription) -> RunView:
+    """The run the prescription is against (float32 as written, or its 16-bit baseline)."""
+    base = prescription.get("baseline") or "float32"
     return next(r for r in ctx.ok_runs() if r.machine == prescription["machine"] and r.stack == prescription["stack"]
-                and r.precision == "float32" and r.variant == "original" and not r.experiment)
+                and r.precision == base and r.variant == "original" and not r.experiment)
 
 
 def _list_untested(prescription: Prescription, idea: dict[str, Any]) -> dict[str, Any]:

@@ -101,11 +101,12 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
     top = causes[0] if causes else None
     where = reduced.stack if reduced.machine == "host" else f"{reduced.stack} on {reduced.machine}"
     variant = "" if reduced.variant == "original" else f", {reduced.variant}"
-    headline = f"{reduced.precision} is {phrase} than float32 on {where}{variant}{_context(acc)}"
+    base = fp32.precision  # float32; another 16-bit type where the document has no float32 run (Context.peer_pairs)
+    headline = f"{reduced.precision} is {phrase} than {base} on {where}{variant}{_context(acc)}"
     interval = pair.interval
     split = device_split(pair)
     if interval.aa is not None and not interval.aa.passed:
-        headline = (f"{reduced.precision} against float32 on {where}{variant} is not measurable {interval.aa.scope} "
+        headline = (f"{reduced.precision} against {base} on {where}{variant} is not measurable {interval.aa.scope} "
                     f"({fmt_ms(interval.other_ms)} vs {fmt_ms(interval.fp32_ms)} per step): {interval.aa.reason}")
         if split is not None and split.step_ms:
             # What the profile measured the precision change on the device, where the timed steps cannot say.
@@ -113,10 +114,10 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
                          f"{fmt_signed_ms(split.device_difference_ms)} of device time per step "
                          f"({abs(split.device_difference_ms) / split.step_ms:.0%} of the step)")
     elif interval.refused:
-        headline = (f"{reduced.precision} against float32 on {where}{variant} is not compared: "
+        headline = (f"{reduced.precision} against {base} on {where}{variant} is not compared: "
                     f"{interval.refused}")
     elif outcome == "no_significant_difference":
-        headline = f"{reduced.precision} is no faster or slower than float32 on {where}{variant} " \
+        headline = f"{reduced.precision} is no faster or slower than {base} on {where}{variant} " \
                    f"(the difference is inside {_inside(acc)})"
     elif top is not None:
         basis = {"measured_ops": "measured", "experiment": "confirmed by an experiment",
@@ -141,7 +142,7 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
         # The ops were measured in the windows: what the windows did not show, no op can account for.
         assert reduced.ops is not None and fp32.ops is not None
         headline += (f"; the profiled steps were {fmt_ms(shown)} apart ({reduced.precision} "
-                     f"{fmt_ms(reduced.ops.window_ms)}, float32 {fmt_ms(fp32.ops.window_ms)} per step), so "
+                     f"{fmt_ms(reduced.ops.window_ms)}, {base} {fmt_ms(fp32.ops.window_ms)} per step), so "
                      f"{fmt_ms(missed)} of the timed difference did not recur there (the steps changed speed "
                      "between the timing and the window)")
     if split is not None and not interval.refused and (interval.aa is None or interval.aa.passed):
@@ -156,6 +157,7 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
         "stack": reduced.stack,
         "variant": reduced.variant,
         "precision": reduced.precision,
+        "baseline": base,  # what the ratio is against
         "ratio": round_ratio(pair.speedup),
         "ratio_interval": [round_ratio(interval.low), round_ratio(interval.high)],
         "confidence_level": interval.confidence_level,

@@ -47,6 +47,7 @@ class PrescriptionView:
     measured: list[MeasuredConfigView]
     untested: list[UntestedView]
     changes: list[UserChangeView] = field(default_factory=list)  # measured first: what they are worth
+    baseline: str = "float32"  # what the table's ratios are against (a 16-bit type where no float32 ran)
 
 
 def prescription_view(machine: str, prescription: Mapping[str, Any]) -> PrescriptionView:
@@ -68,7 +69,8 @@ def prescription_view(machine: str, prescription: Mapping[str, Any]) -> Prescrip
                for c in prescription.get("user_changes") or [] if isinstance(c, Mapping)]
     faster = recommended.get("precision") != "float32" or bool(recommended.get("setting"))
     return PrescriptionView(machine, str(prescription.get("headline") or ""), str(recommended.get("how") or ""),
-                            "faster" if faster else "same", measured, untested, changes)
+                            "faster" if faster else "same", measured, untested, changes,
+                            str(prescription.get("baseline") or "float32"))
 
 
 def prescription_views(prescriptions: Sequence[Mapping[str, Any]], names: Mapping[str, str]) -> list[PrescriptionView]:
