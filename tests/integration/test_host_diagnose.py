@@ -341,7 +341,9 @@ def test_a_settings_experiments_are_timed_together_in_rounds_of_that_setting(
     group = made[0]["step_time_ms"]["group"]
     assert made[1]["step_time_ms"]["group"] == group and doc["timing_rounds"][group]["variant"] == "onednn_off"
     assert len(made[0]["step_time_ms"]["aa_rounds"]) >= 3
-    assert _ok(doc, "float32")["step_time_ms"]["group"] != group  # the original's rounds: another process
+    # The original's rounds, where there were any (on a CPU whose float16 is cut short, float32 had none): another
+    # process.
+    assert _ok(doc, "float32")["step_time_ms"].get("group") != group
     assert doc["invocation"]["phases_s"]["experiments"] > 0
     # The terminal shows each as timed in the rounds.
     assert re.search(r"host / float16 / onednn_off .*n=\d+ interleaved rounds\)", shown.getvalue()), shown.getvalue()
