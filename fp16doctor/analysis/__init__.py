@@ -125,6 +125,24 @@ def _speed_finding(acc: Accounting, share: Share, base: Finding | None) -> Findi
     return finding
 
 
+def _held_back_finding(acc: Accounting, share: Share, base: Finding | None) -> Finding:
+    """A cause an experiment showed holding back a faster 16-bit step's gain: measured, and no share of the
+    difference (`explains_ms` null); `holds_back_ms` is what the change saved."""
+    reduced = acc.pair.reduced
+    spec = REGISTRY[share.cause]
+    summary = (f"{reduced.precision} is faster than {acc.pair.fp32.precision} on "
+               f"{where_of(reduced.machine, reduced.stack)}, and {fmt_ms(share.ms)} more of its step was left on the "
+               f"table: {share.evidence[0].removeprefix('held back: ')}")
+    finding = copy.deepcopy(base) if base is not None else make_finding(
+        share.cause, spec.title, "info", 0.9, [],
+        f"Keep what the {share.confirmed_by} run changed: it measured {fmt_ms(share.ms)} less per step.")
+    finding["evidence"] = [summary, *finding.get("evidence", [])]
+    finding.update(explains_ms=None, basis="experiment", holds_back_ms=round(share.ms, 3), machine=reduced.machine,
+                   stack=reduced.stack, variant=reduced.variant, precision=reduced.precision,
+                   confirmed_by=share.confirmed_by)
+    return finding
+
+
 def measured_time_ms(finding: Finding) -> float:
     """The time a finding was measured to account for (explains_ms on measured ops or an experiment) or to save
     (saves_ms: its recommended configuration measured faster); 0 for what rests on an estimate or on facts."""
@@ -158,6 +176,10 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
         for share in acc.shares:
             if share.cause in SPEED_CAUSES:
                 findings.append(_speed_finding(acc, share, by_rule.get(share.cause)))
+                accounted.add(share.cause)
+        for share in acc.against:
+            if share.confirmed_by and share.cause not in accounted:
+                findings.append(_held_back_finding(acc, share, by_rule.get(share.cause)))
                 accounted.add(share.cause)
     for fid, finding in by_rule.items():
         if fid in accounted:

@@ -222,10 +222,12 @@ def _precision_how(precision: str, sw: Software, on_gpu: bool) -> str:
     return f"{precision} in your framework's mixed precision API" if mixed else f"{dtype} weights and inputs"
 
 
-def how_to_use(precision: str, sw: Software, variant: str = "original", on_gpu: bool = False) -> str:
-    """The exact change for one measured configuration, in the words of the framework its run used."""
+def how_to_use(precision: str, sw: Software, variant: str = "original", on_gpu: bool = False,
+               setting: str | None = None) -> str:
+    """The exact change for one measured configuration, in the words of the framework its run used (a variant
+    fp16doctor does not know: its `setting`, as its document names the change)."""
     how = _precision_how(precision, sw, on_gpu)
-    extra = VARIANT_HOW.get(variant)
+    extra = VARIANT_HOW.get(variant) or (f"set {setting}, as the measured run did" if setting else None)
     return f"{how}; and {extra}" if extra else how
 
 
@@ -318,9 +320,10 @@ def _label(precision: str, variant: str) -> str:
     return fmt_config({"precision": precision, "setting": setting})
 
 
-def variant_setting(variant: str | None) -> str | None:
-    """The switch a variant flips, as a user would set it: 'TF_ENABLE_ONEDNN_OPTS=0', 'jit_compile=True'."""
-    changes = VARIANT_CHANGES.get(variant or "")
+def variant_setting(variant: str | None, changes: Mapping[str, Any] | None = None) -> str | None:
+    """The switch a variant flips, as a user would set it: 'TF_ENABLE_ONEDNN_OPTS=0', 'jit_compile=True'; a variant
+    fp16doctor does not know (a hand-written document's) by the `changes` its experiment names."""
+    changes = VARIANT_CHANGES.get(variant or "") or changes
     if not changes:
         return None
     env = changes.get("env")

@@ -531,7 +531,7 @@ class Pair:
         where = r.stack if r.machine == HOST_MACHINE else f"{r.stack} on {r.machine}"  # each machine named
         step = f" ({iv.compared})" if iv.compared else ""
         return (
-            f"{r.precision} step {fmt_ms(iv.other_ms)} vs float32 {fmt_ms(iv.fp32_ms)}{step} on {where}"
+            f"{r.precision} step {fmt_ms(iv.other_ms)} vs {self.fp32.precision} {fmt_ms(iv.fp32_ms)}{step} on {where}"
             f"{'' if r.variant == 'original' else ' (' + r.variant + ')'}: {verdict}"
         )
 
@@ -555,8 +555,8 @@ class Context:
     os: str | None
     drivers: dict[int, str | None] = field(default_factory=dict)
     pairs: list[Pair] = field(default_factory=list)
-    # Where a machine, stack and variant has no float32 run: each other 16-bit run against the first 16-bit type
-    # (SIXTEEN_BIT's order), its `fp32` side that baseline. Rules keep to `pairs`; the accounting and the verdicts
+    # Where a machine, stack and variant has no float32 run: each other 16-bit run against the fastest 16-bit run
+    # there, its `fp32` side that baseline. Rules keep to `pairs`; the accounting and the verdicts
     # read both, naming the baseline.
     peer_pairs: list[Pair] = field(default_factory=list)
     machines: dict[str, MachineFacts] = field(default_factory=dict)
@@ -702,8 +702,9 @@ def build_context(doc: Mapping[str, Any]) -> Context:
     for cell in by_key.values():
         fp32 = cell.get("float32")
         if fp32 is None:
-            # No float32 run here: the 16-bit types are compared with each other, against the first of them.
-            present = [cell[p] for p in SIXTEEN_BIT if p in cell]
+            # No float32 run here: the 16-bit types are compared with each other, against the fastest of them, so
+            # every verdict is a slowdown whose cause the rules can name.
+            present = sorted((cell[p] for p in SIXTEEN_BIT if p in cell), key=lambda r: r.step_ms or math.inf)
             ctx.peer_pairs += [Pair(present[0], other) for other in present[1:]]
             continue
         for precision in SIXTEEN_BIT:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fp16doctor.analysis.values import as_int, as_list, as_mapping, as_number, as_str
+from fp16doctor.analysis.values import as_int, as_list, as_mapping, as_number, as_positive, as_str
 from fp16doctor.workload.protocol import SEED_WORKLOAD, SIZES
 
 # The seed script's convolutions (the question's model): 3x3, same-padded, each followed by 2x2 max pooling.
@@ -103,7 +103,9 @@ def layer_from_record(record: Mapping[str, Any]) -> Layer | None:
 @dataclass(frozen=True)
 class ModelInfo:
     layers: tuple[Layer, ...]
-    source: str  # "run" (measured by the workload) | "seed" (computed from the seed workload's size)
+    # "run" (measured by the workload) | "seed" (computed from the seed workload's size) | "totals" (a document's
+    # FLOPs and parameters alone, no layers)
+    source: str
     flops_per_example: float
     params: int
 
@@ -118,6 +120,11 @@ def model_for_run(run: Mapping[str, Any]) -> ModelInfo | None:
         total = as_number(model.get("flops_per_example")) or sum(la.flops_per_example for la in layers)
         params = as_int(model.get("params")) or sum(la.params for la in layers)
         return ModelInfo(tuple(layers), "run", total, params)
+    stated = as_positive(model.get("flops_per_example"))
+    if stated is not None:
+        # A document that gives only the model's totals (a public report's well-known network): no layers to place
+        # on Tensor Cores or to bound by memory, but the arithmetic a step holds.
+        return ModelInfo((), "totals", stated, as_int(model.get("params")) or 0)
     workload = as_mapping(run.get("workload"))
     if workload.get("name") == SEED_WORKLOAD:
         h = as_int(workload.get("image_height")) or SIZES["full"]["image_height"]

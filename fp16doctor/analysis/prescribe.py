@@ -52,6 +52,22 @@ Prescription = dict[str, Any]
 # Variants that change how the same model trains (a switch, the batches' dtype, padded channels): a user can adopt
 # them. Controls such as synthetic_input change what is measured, never what to run.
 ADOPTABLE = ("original", *VARIANT_CHANGES)
+CONTROLS = ("synthetic_input",)
+
+
+def adoptable(run: RunView) -> bool:
+    """A configuration a user can adopt: as written, a variant fp16doctor applies, or one a document measured with
+    the change its experiment names (a layout, a graph rewrite); never a control."""
+    if run.variant in ADOPTABLE:
+        return True
+    changes = (run.experiment or {}).get("changes")
+    return run.variant not in CONTROLS and isinstance(changes, Mapping) and bool(changes)
+
+
+def run_setting(run: RunView) -> str | None:
+    """The setting a measured configuration carries beside its precision."""
+    changes = (run.experiment or {}).get("changes")
+    return setting_of(run.variant, changes if isinstance(changes, Mapping) else None)
 
 
 setting_of = variant_setting  # the switch a variant flips, as a user would set it
@@ -71,7 +87,7 @@ class Measured:
 
     @property
     def label(self) -> str:
-        return fmt_config({"precision": self.run.precision, "setting": setting_of(self.run.variant)})
+        return fmt_config({"precision": self.run.precision, "setting": run_setting(self.run)})
 
     def speed_phrase(self) -> str:
         """'2.19x faster than float32 (95 % interval 2.08-2.30x, ...)', '>= 19x slower ...' or 'no faster or
@@ -94,7 +110,7 @@ class Measured:
 
     def to_dict(self) -> dict[str, Any]:
         iv = self.interval
-        return {"precision": self.run.precision, "variant": self.run.variant, "setting": setting_of(self.run.variant),
+        return {"precision": self.run.precision, "variant": self.run.variant, "setting": run_setting(self.run),
                 "step_ms": self.step_ms, "speedup": 1.0 if self.baseline else round_ratio(iv.speedup),
                 # float32 against itself is the baseline, no comparison: no interval
                 "speedup_interval": None if self.baseline else [round_ratio(iv.low), round_ratio(iv.high)],
@@ -176,7 +192,7 @@ def measured_configs(ctx: Context, fp32: RunView, found: Mapping[str, Finding]) 
     for run in ctx.ok_runs():
         if run.machine != fp32.machine or run.stack != fp32.stack or run.device != fp32.device:
             continue
-        if run.variant not in ADOPTABLE:
+        if not adoptable(run):
             continue
         pair = Pair(fp32, run)
         configs.append(Measured(run, pair.interval, _caveat(run), _unsafe(run, unstable), pair.shown, pair.step_ms,
@@ -447,10 +463,11 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
             "device": fp32.device,
             "baseline": fp32.precision,
             "recommended": {
-                "precision": best.run.precision, "variant": best.run.variant, "setting": setting_of(best.run.variant),
+                "precision": best.run.precision, "variant": best.run.variant, "setting": run_setting(best.run),
                 "step_ms": best.step_ms, "speedup": 1.0 if best.baseline else round_ratio(iv.speedup),
                 "speedup_interval": [round_ratio(low), round_ratio(high)],
-                "how": how_to_use(best.run.precision, best.run.software, best.run.variant, best.run.on_gpu),
+                "how": how_to_use(best.run.precision, best.run.software, best.run.variant, best.run.on_gpu,
+                                  run_setting(best.run)),
                 "caveat": best.caveat,
             },
             "measured": [m.to_dict() for m in configs],

@@ -146,6 +146,22 @@ def tf32_active(run: RunView, gpu: GpuFacts | None) -> bool:
     return True  # every current framework defaults to TF32 for convolutions
 
 
+def _totals_estimate(reduced: RunView, model: ModelInfo, batch: int, gpu: GpuModel, tf32: bool,
+                     measured: float | None, gpu_name: str | None) -> RooflineEstimate:
+    """A model known by its FLOPs alone: the step's arithmetic at the device's peak rates (Tensor Cores for 16 bits
+    where it has them), a compute-bound best case that counts no memory traffic, so the least a step can take."""
+    passes = 1 if reduced.inference else TRAINING_PASSES
+    flops = passes * model.flops_per_example * batch
+    peak32 = max(gpu.fp32_tflops, gpu.tensor_tflops / 2) if (tf32 and gpu.tensor_tflops) else gpu.fp32_tflops
+    peak16 = gpu.tensor_tflops if (gpu.tensor_cores and gpu.tensor_tflops) else max(gpu.fp16_tflops or 0.0,
+                                                                                      gpu.fp32_tflops)
+    fp32_ms, fp16_ms = flops / (peak32 * 1e12) * 1e3, flops / (peak16 * 1e12) * 1e3
+    note = (f"the model's {model.flops_per_example / 1e9:.3g} GFLOPs per example alone, batch {batch}: a "
+            "compute-bound best case (no layers, so no memory traffic is counted)")
+    return RooflineEstimate(reduced.stack, gpu_name, reduced.device, reduced.precision, fp32_ms / fp16_ms, measured,
+                            "compute", fp32_ms, fp16_ms, note, reduced.machine)
+
+
 def _estimate(ctx: Context, reduced: RunView, fp32: RunView | None, pair: Pair | None = None) -> RooflineEstimate:
     gpu = ctx.gpu_for(reduced)
     measured = (fp32.step_ms / reduced.step_ms) if (fp32 and fp32.step_ms and reduced.step_ms) else None
@@ -180,6 +196,8 @@ def _estimate(ctx: Context, reduced: RunView, fp32: RunView | None, pair: Pair |
     if model is None or not batch:
         return unknown("the run names no model layers or batch size; no per-layer estimate")
     tf32 = tf32_active(fp32 or reduced, gpu)
+    if not model.layers:
+        return _totals_estimate(reduced, model, batch, gpu.model, tf32, measured, gpu_name)
     t32 = step_times(model, batch, gpu.model, "float32", reduced.software.cudnn, tf32)
     t16 = step_times(model, batch, gpu.model, reduced.precision, reduced.software.cudnn, tf32)
     fp32_ms = sum(t.ms for t in t32)

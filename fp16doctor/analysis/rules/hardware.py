@@ -382,6 +382,11 @@ def rule_tf32_baseline(ctx: Context) -> Finding | None:
 # 12 %; TF 2.2 mixed_float16 on an RTX 2080 Ti: 1.33x, tests/data/cases), so the framework's kernel or layout
 # path for that type (a naive, reference or fallback kernel) is the likely cause, not the hardware.
 FRAMEWORK_PATH_MIN_SLOWDOWN = 2.0
+# Two 16-bit types both native on a device (Ampere's Tensor Cores run float16 and bfloat16 at one dense rate, NVIDIA
+# A100 datasheet: 312 TFLOPS each): a slowdown of one against the other beyond this, and beyond the interval, is the
+# framework's path for that type (public cases: 1.15x for Triton's bfloat16 matmul, 1.40x for XLA's bfloat16
+# batched matmul, tests/data/cases/ampere-a100-*).
+PEER_PATH_MIN_SLOWDOWN = 1.1
 # A 16-bit run that kept the GPU busy less than half as much as float32 did: the work left the GPU (ops placed on
 # the host, a fallback path), which the device's arithmetic cannot explain.
 UTIL_COLLAPSE_SHARE = 0.5
@@ -457,6 +462,17 @@ def rule_framework_16bit_path(ctx: Context) -> Finding | None:
                          f"float32 {fmt_ms(other.fp32_step_ms)})")
             evidence.append(line)
             runs.append(run)
+    for pair in ctx.peer_pairs:
+        # No float32 run: one 16-bit type slower than another on a device that computes both natively.
+        run, base = pair.reduced, pair.fp32
+        if not pair.slower or pair.ratio < PEER_PATH_MIN_SLOWDOWN or _family(run.precision) == _family(base.precision):
+            continue
+        if native_16bit(ctx, run) is not True or native_16bit(ctx, base) is not True:
+            continue
+        evidence.append(f"{pair.describe()}; {_device_words(ctx, run)} computes both {_family(run.precision)} and "
+                        f"{_family(base.precision)} natively, so the hardware does not make one "
+                        f"{pair.ratio:.2f}x slower than the other")
+        runs.append(run)
     if not evidence:
         return None
     precisions = sorted({r.precision for r in runs})

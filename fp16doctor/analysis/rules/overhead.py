@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fp16doctor.analysis.context import Context, RunView, Software, noise_band
+from fp16doctor.analysis.context import Context, Pair, RunView, Software, noise_band
 from fp16doctor.analysis.rules.common import (
     SEED_STEPS_PER_EPOCH,
     Finding,
@@ -132,6 +132,24 @@ SMALL_STEP_MS = 50.0
 LOW_GPU_UTIL_PCT = 40.0
 
 
+# The same model and stack timed at a batch at least this many times larger, where 16 bits were faster: the small
+# batch's step is overhead (launches), not arithmetic (public case: a T4 decoder 1.49x slower in float16 at batch 1,
+# 1.26x faster at 256, tests/data/cases/turing-t4-tensorflow-fastertransformer-decoder-batch1-fp16.json).
+LARGER_BATCH_FACTOR = 4
+
+
+def _faster_at_larger_batch(ctx: Context, pair: Pair) -> Pair | None:
+    """A pair of the same machine, stack, device and precision with a batch LARGER_BATCH_FACTOR times larger, where
+    the 16-bit run was faster; None where none was measured or this pair is itself faster."""
+    r = pair.reduced
+    if pair.faster or not r.batch_size:
+        return None
+    return next((p for p in ctx.fp16_pairs() if p.faster and p.reduced.batch_size
+                 and p.reduced.batch_size >= LARGER_BATCH_FACTOR * r.batch_size
+                 and (p.reduced.machine, p.reduced.stack, p.reduced.device, p.reduced.precision)
+                 == (r.machine, r.stack, r.device, r.precision)), None)
+
+
 def rule_small_model_overhead(ctx: Context) -> Finding | None:
     evidence: list[str] = []
     runs: list[RunView] = []
@@ -146,7 +164,15 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
         if f.input_ms is not None and f.input_ms >= INPUT_FILLS_STEP * f.step_ms:
             continue  # the host, not launch overhead, fills the step
         est = estimates.get((pair.reduced.machine, pair.reduced.stack, pair.reduced.device, pair.reduced.precision))
-        if (est and est.fp32_ms is not None and est.fp32_ms < ARITHMETIC_SHARE_OF_STEP * f.step_ms
+        bigger = _faster_at_larger_batch(ctx, pair)
+        if bigger is not None:
+            evidence.append(
+                f"{at(f)}: at batch {f.batch_size} {pair.describe()}; at batch {bigger.reduced.batch_size} "
+                f"{bigger.describe()}: the same model gains from 16 bits once a step holds more work, so at batch "
+                f"{f.batch_size} launches and framework overhead fill the step (measured)")
+            confidence = max(confidence, 0.85)
+            runs.append(pair.reduced)
+        elif (est and est.fp32_ms is not None and est.fp32_ms < ARITHMETIC_SHARE_OF_STEP * f.step_ms
                 and f.step_ms < SMALL_STEP_MS):
             evidence.append(
                 f"{at(f)}: float32 step {fmt_ms(f.step_ms)} where the GPU's best case is "

@@ -7,7 +7,7 @@ from fp16doctor.analysis.advice import (
     upgrade_target,
     upgraded,
 )
-from fp16doctor.analysis.context import Context, RunView, Software
+from fp16doctor.analysis.context import Context, Pair, RunView, Software
 from fp16doctor.analysis.rules.common import (
     Finding,
     at,
@@ -72,11 +72,57 @@ def _old_reasons(sw: Software, gpu: GpuFacts | None) -> list[str]:
     return reasons
 
 
-def rule_old_stack(ctx: Context) -> Finding | None:
+# Another stack of the same machine running a 16-bit type at least this much faster against its own float32 (both
+# ratios' intervals apart): the slower stack's release is what holds it back, where one of its libraries is older
+# (the public case: mixed_float16 1.03x on a cuDNN 8.0.5 build of PyTorch, 3.06x with cuDNN 8.2,
+# tests/data/cases/ampere-rtx3090-pytorch-conv3d-amp-cudnn805.json).
+STACK_GAIN_GAP = 1.5
+# The libraries whose release changes a 16-bit path, compared one by one.
+_LIBRARIES = ("cudnn", "cuda", "torch", "tensorflow", "jax", "keras")
+
+
+def _older_libraries(slow: RunView, fast: RunView) -> list[str]:
+    """"cudnn 8.0.5 < 8.2.0.53": each library the slow run's stack has in an older release than the fast one's."""
+    older = []
+    for name in _LIBRARIES:
+        mine, theirs = getattr(slow.software, name), getattr(fast.software, name)
+        if mine and theirs and version_at_least(mine, theirs) is False:
+            older.append(f"{name} {mine} < {theirs}")
+    return older
+
+
+def _measured_newer_stacks(ctx: Context) -> tuple[list[str], list[RunView], list[str]]:
+    """Stacks of one machine whose 16-bit ratio to float32 another stack beats by STACK_GAIN_GAP, that other stack's
+    libraries being newer: measured evidence that the release holds the gain back."""
     evidence: list[str] = []
     runs: list[RunView] = []
+    upgrades: list[str] = []
+    by_cell: dict[tuple[str, str, str], list[Pair]] = {}
+    for pair in ctx.pairs:
+        r = pair.reduced
+        if r.variant == "original" and not r.experiment and not pair.interval.is_bound:
+            by_cell.setdefault((r.machine, r.device, r.precision), []).append(pair)
+    for pairs in by_cell.values():
+        for slow in pairs:
+            for fast in pairs:
+                if fast.reduced.stack == slow.reduced.stack or fast.interval.low < STACK_GAIN_GAP * slow.interval.high:
+                    continue
+                older = _older_libraries(slow.reduced, fast.reduced)
+                if not older or slow.reduced in runs:
+                    continue
+                evidence.append(f"{slow.reduced.stack}: {slow.describe()}; on the same machine {fast.reduced.stack} "
+                                f"ran it {fast.shown.figure()} than its float32 ({', '.join(older)}): measured")
+                runs.append(slow.reduced)
+                upgrades.append(f"Upgrade to what {fast.reduced.stack} runs "
+                                f"({', '.join(older)}): it measured {slow.reduced.precision} {fast.shown.figure()} "
+                                "than float32 on this machine.")
+    return evidence, runs, upgrades
+
+
+def rule_old_stack(ctx: Context) -> Finding | None:
+    evidence, runs, upgrades = _measured_newer_stacks(ctx)
     seen: set[str] = set()
-    confidence = 0.0
+    confidence = 0.9 if evidence else 0.0
     for run in ctx.runs:
         gpu = ctx.gpu_for(run)
         if not run.on_gpu or gpu is None:
@@ -118,13 +164,15 @@ def rule_old_stack(ctx: Context) -> Finding | None:
         if top.measured_speedup:
             gain += f", against {top.measured_words()} measured now"
         gain += "."
+    advice = " ".join(upgrades) if upgrades and len(upgrades) == len(evidence) else (
+        f"Upgrade to {upgrade_target(sw)}. Then: {mixed_precision_code(upgraded(sw))}{gain}")
     return make_finding(
         "old_stack",
         "This software stack lacks the fast fp16 paths",
         "info" if already_faster else "warning",
         confidence,
         evidence,
-        f"Upgrade to {upgrade_target(sw)}. Then: {mixed_precision_code(upgraded(sw))}{gain}",
+        advice,
         stacks=stacks_of(runs),
         where=where_of(runs),
     )

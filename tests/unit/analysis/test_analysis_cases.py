@@ -117,3 +117,42 @@ def test_every_verdict_without_a_measured_cause_names_a_likely_one_or_says_why()
             if verdict["likely_cause"]:
                 assert verdict["likely_cause"]["basis"] in ("device_fact", "estimate")
                 assert "probably because" in verdict["headline"] or verdict["cause"] == verdict["likely_cause"]["id"]
+
+
+# The public cases each of these rules was written for: the rule's own test is that they come out right.
+RULE_CASES = {
+    # No float32 run: two 16-bit types, both native on the GPU, one slower (hardware.PEER_PATH_MIN_SLOWDOWN).
+    "framework_16bit_path": ["ampere-a100-jax-bf16-batched-matmul-cublas", "ampere-a100-jax-fp16-conv-bias-fusion",
+                             "ampere-a100-triton-bf16-matmul-conversions"],
+    # Bound elsewhere: the same model faster in 16 bits at a larger batch (overhead.LARGER_BATCH_FACTOR), or a model
+    # known by its FLOPs alone whose arithmetic is a sliver of the step (roofline totals estimate).
+    "small_model_overhead": ["turing-t4-tensorflow-fastertransformer-decoder-batch1-fp16",
+                             "turing-rtx2080ti-pytorch-resnet50-batch2-half"],
+    # A gain a newer stack (stack.STACK_GAIN_GAP) or a measured variant (causes._account_held_back) beat.
+    "old_stack": ["ampere-rtx3090-pytorch-conv3d-amp-cudnn805", "turing-rtx2080ti-opencv-maskrcnn-fp16-tensorop"],
+}
+
+
+@pytest.mark.parametrize(("rule", "case"), [(r, c) for r, cases in RULE_CASES.items() for c in cases])
+def test_each_rule_is_right_on_the_cases_it_was_written_for(rule: str, case: str) -> None:
+    doc = _load(CASES_DIR / f"{case}.json")
+    assert rule in doc["expected"]["present"] or rule in doc["expected"].get("cause", {}).values()
+    assert _mistakes(doc) == []
+
+
+def test_a_document_without_float32_gets_verdicts_between_its_16_bit_types_and_a_prescription() -> None:
+    diagnosis = diagnose_document(_load(CASES_DIR / "ampere-a100-jax-fp16-conv-bias-fusion.json"))
+    (verdict,) = diagnosis.verdicts
+    assert verdict["baseline"] == "bfloat16" and verdict["precision"] == "float16" and verdict["outcome"] == "slower"
+    assert "than bfloat16" in verdict["headline"]
+    (prescription,) = diagnosis.prescriptions
+    assert prescription["baseline"] == "bfloat16" and prescription["recommended"]["precision"] == "bfloat16"
+    assert "no float32 run" in prescription["headline"]
+
+
+def test_a_measured_variant_that_beats_the_16_bit_run_is_prescribed() -> None:
+    diagnosis = diagnose_document(_load(CASES_DIR / "volta-v100-tf22-keras-mixed-depthwise.json"))
+    (prescription,) = diagnosis.prescriptions
+    assert prescription["recommended"]["precision"] == "mixed_float16"
+    assert prescription["recommended"]["variant"] in ("graph_rewrite", "depthwise_float32")
+    assert prescription["recommended"]["setting"]  # the change its experiment names, as the user would make it
