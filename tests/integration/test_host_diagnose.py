@@ -355,12 +355,15 @@ def test_changes_to_a_model_or_its_input_are_timed_in_the_original_rounds_beside
     """The in-memory input control for float32, float32 batches and padded channels for float16, as the planner
     asks for them (told to here, on any CPU; the budget, tested apart, is lifted): each its own model in the
     original's rounds process, beside float32, float16 and the A/A control, with a record of its own made from
-    the rounds, paired with float32 there; no process of their own. A slow-step multiple far above any CPU's keeps
-    float16 whole on every CPU (a cut float16 leaves the rounds, and its changes run on their own)."""
+    the rounds, paired with float32 there; no process of their own. A slow-step multiple far above any CPU's, and
+    TensorFlow's own float16 kernels (oneDNN off: a Xeon with AVX512-FP16 runs oneDNN's reference ones, over a
+    second a step even at the smoke size, past its time bound), keep float16 whole on every CPU (a cut float16
+    leaves the rounds, and its changes run on their own)."""
     import fp16doctor.diagnose.run as diagnose_run
     from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
 
     monkeypatch.setenv(SLOW_STEP_MULTIPLE_ENV, "10000")
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
 
     asked = [{"stack": "host", "precision": "float32", "variant": "synthetic_input", "control": True,
               "reason": "told to"}]
