@@ -40,6 +40,8 @@ from fp16doctor.results import HOST_MACHINE, machine_id
 # float32's own input pipeline taking half of its step or more is where its step-to-step spread comes from
 # (host_input.INPUT_BOUND_SHARE).
 INPUT_NOISE_SHARE = 0.5
+# Variants that change what is measured, never what to run (the in-memory input control).
+CONTROL_VARIANTS = ("synthetic_input",)
 REDUCED = ("float16", "mixed_float16")  # the float16 precisions the fp16 rules judge
 BF16 = ("bfloat16", "mixed_bfloat16")
 SIXTEEN_BIT = REDUCED + BF16
@@ -307,6 +309,12 @@ class RunView:
         variant = "" if self.variant == "original" else f", {self.variant}"
         machine = "" if self.machine == HOST_MACHINE else f" on {self.machine}"  # evidence names each machine
         return f"{self.stack} / {self.precision}{variant}{machine}"
+
+
+def names_a_change(run: RunView) -> bool:
+    """An experiment that names the change it makes (a layout, a graph rewrite, a switch), no control."""
+    changes = (run.experiment or {}).get("changes")
+    return run.variant not in ("original", *CONTROL_VARIANTS) and isinstance(changes, Mapping) and bool(changes)
 
 
 def _image_size(workload: Mapping[str, Any]) -> tuple[int, int] | None:
@@ -597,6 +605,23 @@ class Context:
 
     def fp16_pairs(self) -> list[Pair]:
         return [p for p in self.pairs if p.reduced.precision in REDUCED]
+
+    def changed_pairs(self) -> list[Pair]:
+        """Each 16-bit run of a change a document measured (an experiment naming its `changes`, no control) whose
+        variant has no float32 run of its own, against float32 as written on its machine and stack: what adopting
+        that change with that precision measured."""
+        found = []
+        for run in self.ok_runs():
+            if run.precision not in SIXTEEN_BIT or not names_a_change(run):
+                continue
+            same = [r for r in self.ok_runs() if (r.machine, r.stack, r.device) == (run.machine, run.stack, run.device)]
+            if any(r.precision == "float32" and r.variant == run.variant for r in same):
+                continue  # paired within its variant already
+            base = next((r for r in same if r.precision == "float32" and r.variant == "original"
+                         and not r.experiment), None)
+            if base is not None:
+                found.append(Pair(base, run))
+        return found
 
     @property
     def windows(self) -> bool:

@@ -28,7 +28,7 @@ from fp16doctor.analysis.advice import (
     variant_setting,
     where_of,
 )
-from fp16doctor.analysis.context import BF16, Context, Pair, RunView, Software
+from fp16doctor.analysis.context import BF16, Context, Pair, RunView, Software, names_a_change
 from fp16doctor.analysis.intervals import FIRST_STEP, RatioInterval
 from fp16doctor.analysis.values import (
     ShownRatio,
@@ -52,16 +52,12 @@ Prescription = dict[str, Any]
 # Variants that change how the same model trains (a switch, the batches' dtype, padded channels): a user can adopt
 # them. Controls such as synthetic_input change what is measured, never what to run.
 ADOPTABLE = ("original", *VARIANT_CHANGES)
-CONTROLS = ("synthetic_input",)
 
 
 def adoptable(run: RunView) -> bool:
     """A configuration a user can adopt: as written, a variant fp16doctor applies, or one a document measured with
     the change its experiment names (a layout, a graph rewrite); never a control."""
-    if run.variant in ADOPTABLE:
-        return True
-    changes = (run.experiment or {}).get("changes")
-    return run.variant not in CONTROLS and isinstance(changes, Mapping) and bool(changes)
+    return run.variant in ADOPTABLE or names_a_change(run)
 
 
 def run_setting(run: RunView) -> str | None:

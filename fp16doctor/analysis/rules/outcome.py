@@ -14,13 +14,16 @@ from fp16doctor.analysis.rules.common import (
 
 
 def rule_fp16_faster(ctx: Context) -> Finding | None:
-    return _faster("fp16_faster", ctx, [p for p in ctx.fp16_pairs() if p.faster])
+    """float16 or mixed_float16 measured faster than float32, as written or with a change a document measured."""
+    return _faster("fp16_faster", ctx, [p for p in [*ctx.fp16_pairs(), *ctx.changed_pairs()]
+                                        if p.faster and p.reduced.precision not in BF16])
 
 
 def rule_bf16_faster(ctx: Context) -> Finding | None:
     """bfloat16 or mixed_bfloat16 measured faster than float32: the bfloat16 family's own outcome (fp16_faster's
     meaning stays the float16 family's)."""
-    return _faster("bf16_faster", ctx, [p for p in ctx.pairs if p.faster and p.reduced.precision in BF16])
+    return _faster("bf16_faster", ctx, [p for p in [*ctx.pairs, *ctx.changed_pairs()]
+                                        if p.faster and p.reduced.precision in BF16])
 
 
 def _faster(fid: str, ctx: Context, faster: list[Pair]) -> Finding | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from fp16doctor.analysis import analyse, diagnose_document
+from fp16doctor.analysis import analyse, diagnose_document, measured_time_ms
 from fp16doctor.analysis.registry import REGISTRY
 from fp16doctor.results import validate
 
@@ -99,12 +99,17 @@ def test_every_finding_carries_numbers_and_a_fix() -> None:
             assert finding["recommendation"].strip(), (path.name, finding["id"])
 
 
-def test_ranks_follow_severity() -> None:
+def test_ranks_follow_measured_time_then_severity() -> None:
+    """What was measured to account for time comes first (the lc0 case: a measured framework path, 4 ms of its
+    4 ms, before the GPU's critical lack of Tensor Cores); the rest by severity."""
     order = {"critical": 0, "warning": 1, "info": 2}
     for path in CASE_FILES:
         findings = analyse(_load(path))
         assert [f["rank"] for f in findings] == list(range(1, len(findings) + 1))
-        assert [order[f["severity"]] for f in findings] == sorted(order[f["severity"]] for f in findings)
+        measured = [bool(measured_time_ms(f)) or bool(f.get("prescribed")) for f in findings]
+        assert measured == sorted(measured, reverse=True), path.name
+        rest = [order[f["severity"]] for f, m in zip(findings, measured, strict=True) if not m]
+        assert rest == sorted(rest), path.name
 
 
 def test_every_verdict_without_a_measured_cause_names_a_likely_one_or_says_why() -> None:

@@ -12,35 +12,23 @@ import pytest
 from fp16doctor.analysis import diagnose_document
 from fp16doctor.analysis.context import build_context
 
-H200 = Path(__file__).resolve().parents[3] / "docs" / "examples" / "gpu-h200-keras-torch-full" / "results.json"
 
-
-@pytest.fixture(scope="module")
-def doc() -> dict[str, Any]:
-    return json.loads(H200.read_text(encoding="utf-8"))
-
-
-@pytest.fixture(scope="module")
-def diagnosis(doc):
-    return diagnose_document(doc)
-
-
-def _verdict(diagnosis, precision: str, variant: str = "original") -> dict[str, Any]:
-    return next(v for v in diagnosis.verdicts if v["precision"] == precision and v["variant"] == variant)
+def _verdict(h200, precision: str, variant: str = "original") -> dict[str, Any]:
+    return next(v for v in h200.verdicts if v["precision"] == precision and v["variant"] == variant)
 
 
 @pytest.mark.parametrize(("precision", "variant", "busy_ms"), [
     ("float32", "synthetic_input", 36.1), ("float16", "synthetic_input", 22.0),
     ("float32", "original", 36.3), ("float16", "original", 21.6),
 ])
-def test_each_runs_device_time_counts_every_kernel_and_copy_once(doc, precision, variant, busy_ms):
-    run = next(r for r in build_context(doc).runs if (r.precision, r.variant) == (precision, variant))
+def test_each_runs_device_time_counts_every_kernel_and_copy_once(h200_doc, precision, variant, busy_ms):
+    run = next(r for r in build_context(h200_doc).runs if (r.precision, r.variant) == (precision, variant))
     assert run.device_time is not None and run.device_time.method == "kernel_sum"
     assert run.device_time.busy_ms == pytest.approx(busy_ms, abs=1.5)
 
 
-def test_float16_in_the_users_pipeline_is_bound_by_the_host_and_the_device_can_change_little(diagnosis):
-    verdict = _verdict(diagnosis, "float16")
+def test_float16_in_the_users_pipeline_is_bound_by_the_host_and_the_device_can_change_little(h200):
+    verdict = _verdict(h200, "float16")
     assert verdict["bound_by"] == "host"
     assert verdict["device_busy_ms"] == pytest.approx(21.6, abs=1.5)
     assert verdict["fp32_device_busy_ms"] == pytest.approx(36.3, abs=1.5)
@@ -52,8 +40,8 @@ def test_float16_in_the_users_pipeline_is_bound_by_the_host_and_the_device_can_c
     assert "the host sets the pace" in verdict["headline"]
 
 
-def test_the_host_findings_quote_the_gpus_busy_share(diagnosis):
-    found = {f["id"]: f for f in diagnosis.findings}
+def test_the_host_findings_quote_the_gpus_busy_share(h200):
+    found = {f["id"]: f for f in h200.findings}
     bound = found["input_pipeline_bound"]
     assert any("the GPU was busy 36 ms of the 295 ms profiled step (12%)" in line for line in bound["evidence"])
     copies = found["pageable_copies"]
@@ -61,9 +49,9 @@ def test_the_host_findings_quote_the_gpus_busy_share(diagnosis):
     assert "pageable memory take 15 ms per step" in in_memory
 
 
-def test_every_ops_comparison_counts_each_device_activity_once(doc, diagnosis):
-    ctx = build_context(doc)
-    for comparison in diagnosis.comparisons:
+def test_every_ops_comparison_counts_each_device_activity_once(h200_doc, h200):
+    ctx = build_context(h200_doc)
+    for comparison in h200.comparisons:
         names = [r.layer for r in comparison.rows]
         assert "Activity Buffer Request" not in names
         copies = [r for r in comparison.rows if any(i.startswith("Memcpy HtoD") for i in r.impls + r.fp32_impls)

@@ -5,67 +5,52 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fp16doctor.analysis import diagnose_document
-
-H200 = Path(__file__).resolve().parents[3] / "docs" / "examples" / "gpu-h200-keras-torch-full" / "results.json"
-
 
 @pytest.fixture(scope="module")
-def doc() -> dict[str, Any]:
-    return json.loads(H200.read_text(encoding="utf-8"))
-
-
-@pytest.fixture(scope="module")
-def diagnosis(doc):
-    return diagnose_document(doc)
-
-
-@pytest.fixture(scope="module")
-def words(diagnosis) -> str:
+def words(h200) -> str:
     """Everything the analysis says, as `explain --json` prints it."""
-    return json.dumps({"findings": diagnosis.findings, "verdicts": diagnosis.verdicts,
-                       "prescriptions": diagnosis.prescriptions}, ensure_ascii=False)
+    return json.dumps({"findings": h200.findings, "verdicts": h200.verdicts,
+                       "prescriptions": h200.prescriptions}, ensure_ascii=False)
 
 
-def _verdict(diagnosis, precision: str, variant: str = "original") -> dict[str, Any]:
-    return next(v for v in diagnosis.verdicts if (v["precision"], v["variant"]) == (precision, variant))
+def _verdict(h200, precision: str, variant: str = "original") -> dict[str, Any]:
+    return next(v for v in h200.verdicts if (v["precision"], v["variant"]) == (precision, variant))
 
 
-def test_float16s_measured_cause_is_the_hosts_float16_batches(diagnosis):
-    verdict = _verdict(diagnosis, "float16")
+def test_float16s_measured_cause_is_the_hosts_float16_batches(h200):
+    verdict = _verdict(h200, "float16")
     assert verdict["cause"] == "host_fp16_emulation" and verdict["basis"] == "measured_ops"
     assert verdict["explained_share"] >= 0.8
     assert verdict["likely_cause"] is None
-    path = [f for f in diagnosis.findings if f["id"] == "framework_16bit_path"]
+    path = [f for f in h200.findings if f["id"] == "framework_16bit_path"]
     assert not path  # the GPU did less work in float16: its 16-bit path is not what was slow
 
 
-def test_no_headline_says_nothing_explains_what_a_finding_measured(diagnosis, words):
-    assert not any("no measured cause explains" in v["headline"] for v in diagnosis.verdicts
+def test_no_headline_says_nothing_explains_what_a_finding_measured(h200, words):
+    assert not any("no measured cause explains" in v["headline"] for v in h200.verdicts
                    if v["outcome"] == "slower")
     assert "on that machine measures it" not in words
 
 
-def test_no_fix_forbids_a_setting_and_promises_its_gain(diagnosis):
-    for finding in diagnosis.findings:
+def test_no_fix_forbids_a_setting_and_promises_its_gain(h200):
+    for finding in h200.findings:
         text = str(finding.get("recommendation") or "")
         assert not ("Do not set" in text and "Expected gain" in text), finding["id"]
 
 
-def test_nothing_measured_is_called_untested(doc, diagnosis):
-    ran = {(r["precision"], r.get("variant") or "original") for r in doc["runs"] if r["status"] == "ok"}
-    for prescription in diagnosis.prescriptions:
+def test_nothing_measured_is_called_untested(h200_doc, h200):
+    ran = {(r["precision"], r.get("variant") or "original") for r in h200_doc["runs"] if r["status"] == "ok"}
+    for prescription in h200.prescriptions:
         for idea in prescription["untested"]:
             assert (idea["precision"], idea.get("variant") or "original") not in ran, idea
 
 
-def test_the_prescription_leads_with_the_input_pipeline_it_measured(diagnosis):
-    (prescription,) = diagnosis.prescriptions
+def test_the_prescription_leads_with_the_input_pipeline_it_measured(h200):
+    (prescription,) = h200.prescriptions
     (change,) = prescription["user_changes"]
     assert change["kind"] == "input_pipeline" and change["measured_by"] == "synthetic_input"
     assert change["step_ms"] == pytest.approx(303, abs=3) and change["changed_step_ms"] == pytest.approx(82, abs=2)
@@ -79,21 +64,21 @@ def test_the_prescription_leads_with_the_input_pipeline_it_measured(diagnosis):
     assert in_memory["float16"]["device_difference_ms"] < 0
 
 
-def test_advice_is_in_the_framework_that_ran(doc, words):
-    assert doc["host"]["frameworks"]["tensorflow"] is None
+def test_advice_is_in_the_framework_that_ran(h200_doc, words):
+    assert h200_doc["host"]["frameworks"]["tensorflow"] is None
     assert not re.search(r"tf\.data|tf\.config|image_dataset_from_directory", words)
 
 
-def test_the_mixed_verdicts_name_the_input_pipelines_noise_and_the_device_side_change(diagnosis):
+def test_the_mixed_verdicts_name_the_input_pipelines_noise_and_the_device_side_change(h200):
     for precision in ("mixed_float16", "mixed_bfloat16"):
-        headline = _verdict(diagnosis, precision)["headline"]
+        headline = _verdict(h200, precision)["headline"]
         assert "load average" not in headline and "this machine now" not in headline
         assert "input pipeline" in headline
         assert re.search(r"the profile measured what it changed on the device: \u2212\d", headline)
 
 
-def test_small_causes_stay_small(diagnosis):
-    found = {f["id"]: f for f in diagnosis.findings}
+def test_small_causes_stay_small(h200):
+    found = {f["id"]: f for f in h200.findings}
     cast = found.get("cast_overhead")
     assert cast is None or all(float(m) < 2.0 for line in cast["evidence"]
                                for m in re.findall(r"casts .*?cost (\d+(?:\.\d+)?) ms", line))
