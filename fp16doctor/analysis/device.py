@@ -17,6 +17,19 @@ HOST_BOUND_BELOW = 0.5
 DEVICE_BOUND_FROM = 0.8
 
 
+def amdahl(share: float, ratio: float) -> float:
+    """The most a step can speed up when the share `share` of it speeds up `ratio` times: 1 / ((1 - f) + f / r)."""
+    return 1.0 / ((1.0 - share) + share / ratio)
+
+
+def precision_bound(share: float | None, ratio: float | None, basis: str) -> dict[str, Any]:
+    """A verdict's `precision_bound`: Amdahl on the device side, measured or estimated (`basis`)."""
+    bound = amdahl(share, ratio) if share is not None and ratio else None
+    return {"max_speedup": round(bound, 4) if bound is not None else None,
+            "device_share": round(share, 4) if share is not None else None,
+            "device_ratio": round(ratio, 4) if ratio is not None else None, "basis": basis}
+
+
 def bound_by(run: RunView) -> str | None:
     """"host", "device", or None (no device time, or neither sets the pace alone)."""
     share = run.device_time.busy_share if run.device_time is not None else None
@@ -50,9 +63,9 @@ class DeviceSplit:
 
     @property
     def max_speedup(self) -> float | None:
-        """What the precision changes through the device's work alone: 1 / ((1 - f) + f / r)."""
+        """What the precision changes through the device's work alone."""
         f, r = self.device_share, self.device_ratio
-        return 1.0 / ((1.0 - f) + f / r) if f is not None and r else None
+        return amdahl(f, r) if f is not None and r else None
 
     @property
     def device_difference_ms(self) -> float:
@@ -83,18 +96,12 @@ class DeviceSplit:
         return text
 
     def verdict_fields(self) -> dict[str, Any]:
-        f, r, bound = self.device_share, self.device_ratio, self.max_speedup
         return {
             "device_busy_ms": round(self.busy_ms, 3),
             "fp32_device_busy_ms": round(self.fp32_busy_ms, 3),
             "device_difference_ms": round(self.device_difference_ms, 3),
             "bound_by": self.bound_by,
-            "precision_bound": {
-                "max_speedup": round(bound, 4) if bound is not None else None,
-                "device_share": round(f, 4) if f is not None else None,
-                "device_ratio": round(r, 4) if r is not None else None,
-                "basis": "measured",
-            },
+            "precision_bound": precision_bound(self.device_share, self.device_ratio, "measured"),
         }
 
 
@@ -131,8 +138,7 @@ class EstimatedBound:
 
     @property
     def max_speedup(self) -> float:
-        f, r = self.device_share, self.device_ratio
-        return 1.0 / ((1.0 - f) + f / r)
+        return amdahl(self.device_share, self.device_ratio)
 
     @property
     def bound_elsewhere(self) -> bool:
@@ -148,9 +154,7 @@ class EstimatedBound:
                 f"{self.max_speedup:.2f}x faster (estimated)")
 
     def verdict_fields(self) -> dict[str, Any]:
-        return {"precision_bound": {"max_speedup": round(self.max_speedup, 4),
-                                    "device_share": round(self.device_share, 4),
-                                    "device_ratio": round(self.device_ratio, 4), "basis": "estimate"}}
+        return {"precision_bound": precision_bound(self.device_share, self.device_ratio, "estimate")}
 
 
 def estimated_bound(pair: Pair, fp32_best_ms: float | None, best_ms: float | None) -> EstimatedBound | None:
