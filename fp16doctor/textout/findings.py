@@ -81,8 +81,9 @@ def findings_text(diagnosis: Diagnosis) -> RenderableType:
     if best is not None:
         parts.append(best)
     if not findings:
-        parts.append(Text("No findings: the results file holds too little to explain (add runs with step "
-                          "times)."))
+        parts.append(Text("No findings: no rule fired on these runs (the verdicts above are all they say)."
+                          if diagnosis.verdicts else
+                          "No findings: the results file holds too little to explain (add runs with step times)."))
         return Group(*parts)
     for finding in findings:
         severity = str(finding.get("severity", "info"))
