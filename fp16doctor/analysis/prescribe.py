@@ -79,7 +79,7 @@ class Measured:
     unsafe: str | None  # why it may not be recommended (its loss went non-finite or stalled)
     shown: ShownRatio  # the ratio as every output prints it (Pair.shown)
     step_ms: float | None  # the step that ratio comes from, as its verdict quotes it (Pair.step_ms)
-    base: str = "float32"  # what it is measured against: float32, or the first 16-bit type where none ran
+    base: str = "float32"  # what it is measured against: float32, or the fastest 16-bit type where none ran
 
     @property
     def label(self) -> str:
@@ -405,7 +405,7 @@ def _headline(fp32: RunView, best: Measured, configs: Sequence[Measured]) -> str
     where = fp32.stack if fp32.machine == "host" else f"{fp32.stack} on {fp32.machine}"
     others = [m for m in configs if not m.baseline]
     if fp32.precision != "float32":
-        # No float32 run: the fastest measured 16-bit type, said against the first one.
+        # No float32 run: the 16-bit types against the fastest of them (Context.peer_pairs).
         if best.run is fp32:
             return (f"Use {best.label} on {where}: the fastest of the 16-bit types measured here (no float32 run to "
                     "compare with)")
@@ -431,7 +431,7 @@ def _size_caveat(ctx: Context) -> str:
 
 def baselines(ctx: Context) -> list[RunView]:
     """The run each machine and stack is prescribed against: float32 as written, else (no float32 run there) the
-    first 16-bit type as written (Context.peer_pairs' baseline)."""
+    fastest 16-bit type as written (Context.peer_pairs' baseline)."""
     found = [r for r in ctx.ok_runs() if r.precision == "float32" and r.variant == "original" and not r.experiment]
     covered = {(r.machine, r.stack, r.device) for r in found}
     for pair in ctx.peer_pairs:
@@ -443,8 +443,8 @@ def baselines(ctx: Context) -> list[RunView]:
 
 
 def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
-    """One prescription per machine and stack with a float32 run of the original workload (or, with none, its first
-    16-bit type as written)."""
+    """One prescription per machine and stack with a float32 run of the original workload (or, with none, its
+    fastest 16-bit type as written)."""
     result = []
     for fp32 in baselines(ctx):
         configs = measured_configs(ctx, fp32, found)
