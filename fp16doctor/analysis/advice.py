@@ -285,8 +285,9 @@ def variant_applies(variant: str, sw: Software, script: bool) -> str | None:
         return f"the {variant} variant changes the seed workload's model or data, not a user's script"
     tf_backend = sw.framework == "tf.keras" or (sw.framework == "keras3" and sw.keras_backend in (None, "tensorflow"))
     if variant == "xla" and not tf_backend:
-        return ("the xla variant compiles Keras on TensorFlow (jit_compile); this stack runs "
-                f"{sw.label() if sw.known else 'another framework'}")
+        # Unknown is unknown: a document that names no framework is not said to run another one.
+        return ("the xla variant compiles Keras on TensorFlow (jit_compile); "
+                + (f"this stack runs {sw.label()}" if sw.known else "this document does not say which framework ran"))
     if variant == "onednn_off" and not sw.tensorflow:
         return "TF_ENABLE_ONEDNN_OPTS is a TensorFlow switch"
     return None

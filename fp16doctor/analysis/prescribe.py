@@ -514,6 +514,14 @@ def _list_untested(prescription: Prescription, idea: dict[str, Any]) -> dict[str
     return idea
 
 
+def _precision_cannot(prescription: Prescription, precision: str, sw: Software) -> str | None:
+    """Why a precision cannot be measured on this stack, by the tables; never where this machine and stack measured
+    it (a document that states no version is no stack without mixed precision: unknown is unknown)."""
+    if any(m.get("precision") == precision for m in prescription.get("measured") or []):
+        return None
+    return precision_applies(precision, sw)
+
+
 def _ideas_for(ctx: Context, finding: Finding, prescription: Prescription, target: tuple[str, str] | None,
                ) -> tuple[tuple[str, str] | None, list[dict[str, Any]]]:
     """The finding's target where it can be measured on this stack, and every idea it names that nobody measured
@@ -530,11 +538,11 @@ def _ideas_for(ctx: Context, finding: Finding, prescription: Prescription, targe
             # as the user runs it, which the table holds.
             variant = "original"
             target = (precision, variant)
-        if variant != "original" and precision_applies(precision, sw) is not None:
+        if variant != "original" and _precision_cannot(prescription, precision, sw) is not None:
             # A stack without mixed precision measures the switch in its pure 16-bit type (floatx).
             precision = precision.removeprefix("mixed_")
             target = (precision, variant)
-        cannot = precision_applies(precision, sw) or (variant_applies(variant, sw, script)
+        cannot = _precision_cannot(prescription, precision, sw) or (variant_applies(variant, sw, script)
                                                       if variant != "original" else None)
         if cannot is not None:
             ideas.append(_list_untested(prescription, Unmeasurable(
@@ -555,7 +563,8 @@ def _ideas_for(ctx: Context, finding: Finding, prescription: Prescription, targe
         variant = as_str(idea.get("variant")) or "original"
         if measured_entry(prescription, precision, variant) is not None:
             continue  # measured: the table speaks for it
-        cannot = variant_applies(variant, sw, script) if variant != "original" else precision_applies(precision, sw)
+        cannot = (variant_applies(variant, sw, script) if variant != "original"
+                  else _precision_cannot(prescription, precision, sw))
         wanted.append((precision, variant, str(idea.get("why") or why), cannot))
     for precision, variant, reason, cannot in wanted:
         if cannot is not None:

@@ -36,7 +36,10 @@ from fp16doctor.knowledge.gpus import FAST_FP16_RATIO, GpuFacts, cc_tuple
 from fp16doctor.workload.protocol import SEED_WORKLOAD
 
 
-def _old_reasons(sw: Software, gpu: GpuFacts | None) -> list[str]:
+def _old_reasons(sw: Software, gpu: GpuFacts | None, mixed_measured: bool = False) -> list[str]:
+    """What the tables say this stack lacks; `mixed_measured`: the document ran a mixed precision policy on this
+    stack, so no table says it has none (a Keras whose TensorFlow it does not state is not known to be
+    multi-backend)."""
     reasons = []
     if sw.tensorflow and version_at_least(sw.tensorflow, "1.14") is False:
         reasons.append(
@@ -48,7 +51,7 @@ def _old_reasons(sw: Software, gpu: GpuFacts | None) -> list[str]:
         reasons.append(
             f"TensorFlow {sw.tensorflow} has only the graph rewrite, no Keras mixed precision policy (TF 2.1)"
         )
-    if sw.framework == "keras2":
+    if sw.framework == "keras2" and not mixed_measured:
         reasons.append(
             f"multi-backend Keras {sw.keras} has no mixed precision API: floatx=float16 is its only "
             "fp16 switch"
@@ -133,7 +136,9 @@ def rule_old_stack(ctx: Context) -> Finding | None:
         if label in seen:
             runs.append(run)
             continue
-        reasons = _old_reasons(run.software, gpu)
+        mixed = any(r.ok and r.precision.startswith("mixed_") and (r.machine, r.stack) == (run.machine, run.stack)
+                    for r in ctx.runs)
+        reasons = _old_reasons(run.software, gpu, mixed)
         if not reasons:
             continue
         seen.add(label)

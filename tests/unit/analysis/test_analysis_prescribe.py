@@ -249,3 +249,21 @@ def test_a_smoke_size_prescription_says_its_timings_are_a_pipeline_check() -> No
     headline = only(diagnose_document(doc).prescriptions)["headline"]
     assert headline.startswith("Use float32 on host") and "the smoke size checks that everything runs" in headline
     assert "--quick or --full" in headline
+
+
+def test_a_stack_that_ran_a_mixed_policy_is_never_said_to_have_none() -> None:
+    """Unknown is unknown: a document names Keras 2.4 and no TensorFlow (so the tables would read multi-backend
+    Keras, with no mixed precision API), and measured mixed_float16 on it: nothing says the stack has none, and a
+    remedy steering to mixed precision is held to the measured run, not listed as unmeasurable."""
+    def run(precision: str, ms: float) -> dict:
+        return {"stack": "user", "precision": precision, "device": "gpu:0", "status": "ok",
+                "software": {"keras": "2.4"}, "workload": {"batch_size": 64, "mode": "training"},
+                "step_time_ms": {"median": ms, "p10": ms * 0.98, "p90": ms * 1.02}}
+
+    doc = {"schema_version": 1, "host": {"gpus": [{"index": 0, "name": "Tesla V100-SXM2-16GB",
+                                                     "compute_capability": "7.0"}]},
+           "runs": [run("float32", 200.0), run("mixed_float16", 100.0), run("float16", 90.0)]}
+    diagnosis = diagnose_document(doc)
+    said = json.dumps({"findings": diagnosis.findings, "prescriptions": diagnosis.prescriptions})
+    assert "no mixed precision API" not in said
+    assert {m["precision"] for m in diagnosis.prescriptions[0]["measured"]} >= {"mixed_float16", "float16"}
