@@ -28,6 +28,7 @@ _DEVICE_NAME = re.compile(r"^(void |Memcpy |Memset |sm\d+_|cutlass|ampere_|volta
 # "Memcpy HtoD (Pageable -> Device)": direction, then the host memory's kind.
 _COPY = re.compile(r"^Memcpy (HtoD|DtoH|DtoD|HtoH|PtoP)\b(.*)$")
 COPY_DIRECTIONS = {"HtoD": "h2d", "DtoH": "d2h", "DtoD": "d2d", "PtoP": "d2d", "HtoH": "h2h"}
+COPY_KINDS = ("h2d", "d2h", "d2d")  # what `copies_ms` holds: the copies that keep the device busy
 # The kinds a torch event's device_type names a device activity by (torch.autograd.DeviceType's str()).
 _DEVICE_TYPES = frozenset({"cuda", "devicetype.cuda", "privateuse1", "devicetype.privateuse1", "xpu", "mtia"})
 # A recorded op row whose time is the host's (new traces mark their input rows so); other rows of a GPU trace hold
@@ -79,7 +80,7 @@ class DeviceTime:
     @property
     def compute_ms(self) -> float:
         """Busy time that is not a copy (kernels, memsets)."""
-        return max(self.busy_ms - sum(v for k, v in self.copies_ms.items() if k in ("h2d", "d2h", "d2d")), 0.0)
+        return max(self.busy_ms - sum(self.copies_ms.values()), 0.0)
 
     def to_dict(self) -> dict[str, Any]:
         share = self.busy_share
@@ -106,7 +107,7 @@ class DeviceTime:
         copies = value.get("copies_ms")
         pageable = value.get("h2d_pageable")
         return cls(busy, step if step and step > 0 else None,
-                   {str(k): float(v) for k, v in copies.items() if _number(v) is not None}
+                   {str(k): float(v) for k, v in copies.items() if str(k) in COPY_KINDS and _number(v) is not None}
                    if isinstance(copies, Mapping) else {},
                    pageable if isinstance(pageable, bool) else None, str(value.get("source") or "torch_profiler"),
                    str(value.get("method") or "interval_union"))
@@ -123,7 +124,7 @@ def _copies(durations: Iterable[tuple[str, float]]) -> tuple[dict[str, float], b
         direction = copy_direction(name)
         if direction is None:
             continue
-        if direction in ("h2d", "d2h", "d2d"):
+        if direction in COPY_KINDS:
             copies[direction] = copies.get(direction, 0.0) + ms
         if direction == "h2d":
             pageable = bool(pageable) or is_pageable(name)
@@ -196,8 +197,7 @@ def _device_row(item: Mapping[str, Any], claimed: set[str]) -> bool:
     return not item.get("kernels") and (name in claimed or looks_like_device_activity(name))
 
 
-def from_rows(items: Sequence[Mapping[str, Any]], step_ms: float | None,
-              source: str = "torch_profiler") -> DeviceTime | None:
+def from_rows(items: Sequence[Mapping[str, Any]], step_ms: float | None) -> DeviceTime | None:
     """A recorded GPU document's device time from its kernel rows, each counted once (no timestamps: their sum)."""
     claimed = claimed_by_rows(items)
     durations = [(_row_name(i), float(i.get("ms_per_step") or 0.0)) for i in items
@@ -205,7 +205,7 @@ def from_rows(items: Sequence[Mapping[str, Any]], step_ms: float | None,
     if not durations:
         return None
     copies, pageable = _copies(durations)
-    return DeviceTime(sum(ms for _, ms in durations), step_ms, copies, pageable, source, "kernel_sum")
+    return DeviceTime(sum(ms for _, ms in durations), step_ms, copies, pageable, method="kernel_sum")
 
 
 def one_row_each(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

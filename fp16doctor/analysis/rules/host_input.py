@@ -326,8 +326,7 @@ def rule_pageable_copies(ctx: Context) -> Finding | None:
         size = _batch_bytes(run)
         if size is not None:
             rate = size / (h2d / 1000.0) / 1e9
-            uint8 = h2d * (run.channels or 3) * (run.batch_size or 1) * (run.image_size or (1, 1))[0] * \
-                (run.image_size or (1, 1))[1] / size
+            uint8 = h2d / _BYTES[str(run.batch_dtype)]  # one byte a value, at the same rate
             line += (f"; a {run.batch_dtype} batch of {size / 1e6:.0f} MB at about {rate:.1f} GB/s; the same images "
                      f"as uint8 would move in about {fmt_ms(uint8)} at that rate (an estimate)")
         evidence.append(line)
