@@ -75,6 +75,12 @@ _check_size, _complete_size = _choice("--size", tuple(SIZES))
 _check_format, _complete_format = _choice("--format", FORMATS)
 
 
+def _complete_backend(incomplete: str) -> list[str]:
+    from fp16doctor.engines.spec import KERAS3_BACKENDS
+
+    return [b for b in KERAS3_BACKENDS if b.startswith(incomplete)]
+
+
 def _complete_stack(incomplete: str) -> list[str]:
     from fp16doctor.stacks import all_stacks
 
@@ -174,6 +180,10 @@ def diagnose(
     ),
     data: Path | None = typer.Option(None, "--data", help="Your own train directory (one folder per class).",
                                      rich_help_panel=PANEL_WHAT),
+    backend: list[str] = typer.Option(
+        [], "--backend", metavar="NAME", rich_help_panel=PANEL_WHAT, autocompletion=_complete_backend,
+        help="Run this host's matrix on this Keras 3 backend (tensorflow, jax, torch), each a stack of its own:"
+        " host for the configured one, host-jax, ...; repeatable."),
     no_host: bool = typer.Option(False, "--no-host", help="With --stack, skip the run on this host's Python.",
                                  metavar=FLAG, rich_help_panel=PANEL_DOCKER),
     force: bool = typer.Option(False, "--force", help="Run stacks the pre-flight check says cannot work here.",
@@ -291,6 +301,7 @@ def diagnose(
         docker_hosts=list(docker_host),
         data_dir=data,
         include_host=not no_host,
+        backends=list(backend),
         force=force,
         resume=resume,
         python=python,

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from fp16doctor.workload.protocol import PRECISIONS, SCRIPT_VARIANTS, SIZES, VARIANTS
+from fp16doctor.workload.protocol import KERAS3_BACKENDS, PRECISIONS, SCRIPT_VARIANTS, SIZES, VARIANTS
 
 # diagnose's options, as its command line declares them (cli.py; a test holds the two together).
 VALUE_OPTIONS = frozenset({
     "--out", "--stack", "--precision", "--variant", "--docker-host", "--data", "--ca-bundle", "--wheelhouse",
     "--python", "--script", "--script-arg", "--steps", "--partition", "--gres", "--constraint", "--account", "--qos",
-    "--time", "--slurm-arg", "--slurm-workdir", "--runtime", "--registry", "--size",
+    "--time", "--slurm-arg", "--slurm-workdir", "--runtime", "--registry", "--size", "--backend",
 })
 FLAG_OPTIONS = frozenset({
     "--quick", "--full", "--no-experiments", "--keep-profiles", "--no-host", "--force", "--resume", "--json",
@@ -52,6 +52,7 @@ class DiagnoseRequest:
     slurm: bool = False
     given: frozenset[str] = frozenset()  # every option named, e.g. "--steps", "--quick"
     sizes: tuple[str, ...] = ()  # --size's values
+    backends: tuple[str, ...] = ()  # --backend's values
 
 
 def parse_diagnose(argv: Sequence[str]) -> DiagnoseRequest | Refusal:
@@ -87,7 +88,7 @@ def parse_diagnose(argv: Sequence[str]) -> DiagnoseRequest | Refusal:
         stacks=tuple(values.get("--stack", ())), precisions=tuple(values.get("--precision", ())),
         variants=tuple(values.get("--variant", ())), docker_hosts=tuple(values.get("--docker-host", ())),
         script="--script" in given, include_host="--no-host" not in given, slurm="--slurm" in given,
-        given=frozenset(given), sizes=tuple(values.get("--size", ())))
+        given=frozenset(given), sizes=tuple(values.get("--size", ())), backends=tuple(values.get("--backend", ())))
 
 
 def refusal(request: DiagnoseRequest, known_stacks: Collection[str] | None = None) -> Refusal | None:
@@ -119,6 +120,13 @@ def refusal(request: DiagnoseRequest, known_stacks: Collection[str] | None = Non
     if request.docker_hosts and not request.stacks:
         return Refusal("--docker-host without --stack runs nothing in Docker",
                        hint="add --stack NAME (see `fp16doctor stacks list`), e.g. --stack cpu")
+    for b in request.backends:
+        if b not in KERAS3_BACKENDS:
+            return Refusal(f"--backend {b}: not a Keras backend",
+                           hint=f"use one of {', '.join(KERAS3_BACKENDS)} (repeat --backend for several)")
+    if request.backends and not request.include_host:
+        return Refusal("--backend runs this host's Python on each backend, and --no-host leaves it out",
+                       hint="drop --no-host, or drop --backend (a pinned stack has one)")
     if not request.include_host and not request.stacks:
         return Refusal("--no-host without --stack leaves nothing to run", hint="add --stack cpu (or another)")
     if not request.slurm:

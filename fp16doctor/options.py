@@ -34,6 +34,7 @@ class DiagnoseOptions:
     docker_hosts: list[str] = field(default_factory=list)
     data_dir: Path | None = None
     include_host: bool = True
+    backends: list[str] = field(default_factory=list)  # --backend: Keras 3 backends, each a host stack of its own
     force: bool = False
     resume: bool = False
     python: str | None = None  # the host Python that runs the workload (default: this one)

@@ -17,8 +17,8 @@ from typing import Any
 from fp16doctor.engines.base import Engine
 from fp16doctor.engines.registry import Router
 from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S
-from fp16doctor.engines.spec import RunSpec, WorkloadSize
-from fp16doctor.options import HOST_STACK, DiagnoseOptions
+from fp16doctor.engines.spec import RunSpec, WorkloadSize, is_host_stack
+from fp16doctor.options import DiagnoseOptions
 
 # Importing the framework in a fresh process: 2.8-3.3 s in the recorded quick diagnoses of 2-core EPYC and Xeon
 # machines (runs[].timing.import_s in docs/examples and tests/data/recordings); a run's own set-up and profiled
@@ -53,7 +53,7 @@ def _images(options: DiagnoseOptions, todo: list[RunSpec]) -> tuple[str, ...]:
 
     build = BuildOptions(ca_bundle=options.ca_bundle or default_ca_bundle(), wheelhouse=options.wheelhouse)
     tags = []
-    for name in dict.fromkeys(s.stack for s in todo if s.stack != HOST_STACK):
+    for name in dict.fromkeys(s.stack for s in todo if not is_host_stack(s.stack)):
         stack = get_stack(name)
         tags.append(tag_of(stack, context_hash(context_files(stack, build), build_args(stack, build))))
     return tuple(tags)

@@ -351,9 +351,8 @@ def _in_memory(ctx: Context, fp32: RunView) -> list[dict[str, Any]]:
     return found
 
 
-def user_changes(ctx: Context, fp32: RunView) -> list[dict[str, Any]]:
-    """Changes to the user's code beyond a precision that a control or an experiment measured on this machine and
-    stack, largest first (`prescriptions[].user_changes`)."""
+def _input_change(ctx: Context, fp32: RunView) -> list[dict[str, Any]]:
+    """What batches in memory are worth against the pipeline as written (the synthetic_input control)."""
     control = next((r for r in ctx.ok_runs() if (r.machine, r.stack, r.device) == (fp32.machine, fp32.stack,
                                                                                   fp32.device)
                     and r.precision == "float32" and r.variant == "synthetic_input" and not r.experiment), None)
@@ -369,11 +368,79 @@ def user_changes(ctx: Context, fp32: RunView) -> list[dict[str, Any]]:
              "how": input_pipeline_code(fp32.software), "in_memory": _in_memory(ctx, fp32)}]
 
 
+# Another Keras backend is prescribed only where its float32 step measured at least this much faster, at the
+# interval's lower end: a backend is a dependency and a behaviour change, worth it only for a large gain.
+BACKEND_MIN_SPEEDUP = 1.5
+# What switching backends costs a user, said with every backend change.
+BACKEND_COST = ("a backend is a dependency to install and a behaviour change: code that calls TensorFlow, torch or "
+                "JAX directly (tf.data, custom ops, callbacks) must be ported, and numerics can differ; run your "
+                "tests on it first")
+
+
+def _backend_runs(ctx: Context, fp32: RunView) -> list[tuple[RunView, RunView]]:
+    """Float32 on each other Keras backend of this machine and device (the same Keras, another backend: a host
+    stack such as `host-jax`), each with this stack's float32 of the same variant: batches in memory where both
+    stacks measured them (the device-side answer), else the workload as written."""
+    mine = fp32.software
+    if not (mine.keras and mine.keras_backend):
+        return []
+    found: list[tuple[RunView, RunView]] = []
+    for variant in ("synthetic_input", "original"):
+        base = next((r for r in ctx.ok_runs() if (r.machine, r.stack, r.device, r.precision, r.variant) == (
+            fp32.machine, fp32.stack, fp32.device, "float32", variant) and not r.experiment), None)
+        if base is None:
+            continue
+        for other in ctx.ok_runs():
+            sw = other.software
+            if (other.machine, other.device, other.precision, other.variant) != (
+                    fp32.machine, fp32.device, "float32", variant) or other.stack == fp32.stack or other.experiment:
+                continue
+            if sw.keras == mine.keras and sw.keras_backend and sw.keras_backend != mine.keras_backend and all(
+                    o.stack != other.stack for _, o in found):
+                found.append((base, other))
+    return found
+
+
+def _backend_changes(ctx: Context, fp32: RunView) -> list[dict[str, Any]]:
+    """Each other Keras backend that measured float32 at least BACKEND_MIN_SPEEDUP faster than this stack's, with
+    what its 16-bit types did against its own float32, and how to switch."""
+    changes = []
+    for base, other in _backend_runs(ctx, fp32):
+        pair = Pair(base, other)
+        iv = pair.interval
+        if iv.outcome != "faster" or iv.low < BACKEND_MIN_SPEEDUP:
+            continue
+        name = str(other.software.keras_backend)
+        changes.append({
+            "kind": "backend", "backend": name, "measured_by": other.stack, "precision": "float32",
+            "variant": other.variant, "step_ms": pair.fp32_step_ms, "changed_step_ms": pair.step_ms,
+            "speedup": round_ratio(iv.speedup), "speedup_interval": [round_ratio(iv.low), round_ratio(iv.high)],
+            "figure": pair.shown.figure(),
+            "how": f'KERAS_BACKEND={name} in the environment, or "backend": "{name}" in keras.json',
+            "from_backend": fp32.software.keras_backend, "cost": BACKEND_COST,
+            "in_memory": _in_memory(ctx, other) if other.variant == "synthetic_input" else []})
+    return changes
+
+
+def user_changes(ctx: Context, fp32: RunView) -> list[dict[str, Any]]:
+    """Changes to the user's code beyond a precision that a control or an experiment measured on this machine
+    (batches in memory; another Keras backend), largest first (`prescriptions[].user_changes`)."""
+    changes = _input_change(ctx, fp32) + _backend_changes(ctx, fp32)
+    return sorted(changes, key=lambda c: -float(c["speedup"]))
+
+
 def change_words(change: Mapping[str, Any]) -> str:
-    """"input pipeline: 303 ms -> 82 ms a step (3.7x faster), measured with batches in memory": a user change as
-    every output says it."""
-    return (f"{str(change.get('kind', '')).replace('_', ' ')}: {fmt_ms(change.get('step_ms'))} -> "
-            f"{fmt_ms(change.get('changed_step_ms'))} a step ({change.get('figure')}), measured with batches in memory")
+    """"input pipeline: 303 ms -> 82 ms a step (3.7x faster), measured with batches in memory", "backend jax:
+    83 ms -> 37 ms a step (2.2x faster), float32 with batches in memory": a user change as every output says it."""
+    kind = str(change.get("kind", "")).replace("_", " ")
+    if change.get("kind") == "backend":
+        what = f"backend {change.get('backend')}"
+        measured = ("float32 with batches in memory" if change.get("variant") == "synthetic_input"
+                    else "float32 as written") + ", each backend in processes of its own"
+    else:
+        what, measured = kind, "measured with batches in memory"
+    return (f"{what}: {fmt_ms(change.get('step_ms'))} -> {fmt_ms(change.get('changed_step_ms'))} a step "
+            f"({change.get('figure')}), {measured}")
 
 
 def in_memory_words(entry: Mapping[str, Any]) -> str:
@@ -388,12 +455,18 @@ def _change_headline(change: Mapping[str, Any], where: str, best: Measured) -> s
     """Two short sentences: the change measured largest, then the precision; intervals live in the table."""
     then = (f"use {best.label}, {best.shown.figure('than float32')} as written" if not best.baseline
             else "keep float32: as written, no configuration measured significantly faster")
+    faster = [m for m in change.get("in_memory") or [] if m.get("outcome") == "faster"]
+    top = min(faster, key=lambda m: float(m["step_ms"] or 0.0)) if faster else None
+    if change.get("kind") == "backend":
+        memory = " with batches in memory" if change.get("variant") == "synthetic_input" else ""
+        again = f", and {top['precision']} {top['figure']} again" if top else ""
+        return (f"Switch Keras to the {change['backend']} backend on {where} first: float32{memory} took "
+                f"{fmt_ms(change['changed_step_ms'])} a step there, not {fmt_ms(change['step_ms'])} "
+                f"({change['figure']}){again}. On {change.get('from_backend')}, {then}.")
     text = (f"Fix the input pipeline first on {where}: with batches in memory float32 took "
             f"{fmt_ms(change['changed_step_ms'])} a step, not {fmt_ms(change['step_ms'])} ({change['figure']}). "
             f"Then {then}")
-    faster = [m for m in change.get("in_memory") or [] if m.get("outcome") == "faster"]
-    if faster:
-        top = min(faster, key=lambda m: float(m["step_ms"] or 0.0))
+    if top is not None:
         text += f"; in memory, {top['precision']} was {top['figure']}"
     return text + "."
 

@@ -3,7 +3,8 @@ and what changed in the 16-bit run's measured ops between them (`stack_compariso
 
 The rule for a user to check against the report:
 - a comparison is one machine, one 16-bit precision and the workload as written (variant `original`), in two
-  stacks: within one document every pair of its stacks (older software first), or the same configuration in two
+  stacks: within one document every pair of its stacks (older software first; one Keras on two backends, the
+  configured backend first), or the same configuration in two
   documents (`fp16doctor compare A.json B.json`: before, then after);
 - the ratio in each stack is its verdict's, with the verdict's interval (analysis/verdicts.py), never recomputed;
 - the 16-bit step's change is judged by the two runs' own interval (intervals.ratio_interval, unpaired: rounds in two
@@ -35,6 +36,7 @@ from fp16doctor.analysis.verdicts import UNEXPLAINED_SAID
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.knowledge.cuda import version_tuple
 from fp16doctor.results import HOST_MACHINE
+from fp16doctor.workload.protocol import KERAS3_BACKENDS
 
 Verdict = Mapping[str, Any]
 # Frameworks whose automatic layer names count from 1: multi-backend Keras 2.x names a layer
@@ -395,22 +397,29 @@ def _runs(ctx: Context, verdicts: Sequence[Verdict]) -> list[_Run]:
     return found
 
 
-def _age(run: _Run) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Older software first (TensorFlow, then Keras); what says no version keeps the document's order, last."""
+def _age(run: _Run, configured: str | None) -> tuple[tuple[int, ...], int, tuple[int, ...]]:
+    """Older Keras first; one Keras on several backends (host stacks such as `host-jax`), the configured backend
+    first, then the others in Keras' own order; then the older framework. What says no version keeps the document's
+    order, last."""
     sw = run.reduced.software
     framework = sw.tensorflow or sw.torch or sw.jax
     unknown = (1 << 30,)
-    return version_tuple(framework) or unknown, version_tuple(sw.keras) or unknown
+    backend = sw.keras_backend
+    rank = 0 if backend in (None, configured) else 1 + (
+        KERAS3_BACKENDS.index(backend) if backend in KERAS3_BACKENDS else len(KERAS3_BACKENDS))
+    return version_tuple(sw.keras) or unknown, rank, version_tuple(framework) or unknown
 
 
 def stack_comparisons(ctx: Context, verdicts: Sequence[Verdict]) -> list[StackComparison]:
     """Every pair of stacks measured on one machine and 16-bit precision in one document, older stack first."""
+    keras = as_mapping(as_mapping(as_mapping(ctx.doc.get("host")).get("frameworks")).get("keras"))
+    configured = as_str(keras.get("backend"))
     cells: dict[tuple[str, str], list[_Run]] = {}
     for run in _runs(ctx, verdicts):
         cells.setdefault((run.reduced.machine, run.reduced.precision), []).append(run)
     found = []
     for runs in cells.values():
-        ordered = sorted(runs, key=_age)
+        ordered = sorted(runs, key=lambda run: _age(run, configured))
         for i, before in enumerate(ordered):
             for after in ordered[i + 1:]:
                 if before.reduced.stack != after.reduced.stack:

@@ -12,6 +12,7 @@ from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.invocation import DiagnoseRequest, refusal
 from fp16doctor.options import DiagnoseOptions
 from fp16doctor.workload.dataset import class_folders
+from fp16doctor.workload.protocol import KERAS3_BACKENDS
 
 
 def check_out_dir(out_dir: Path, create: bool = True) -> None:
@@ -55,7 +56,7 @@ def request_of(options: DiagnoseOptions) -> DiagnoseRequest:
              if value}
     return DiagnoseRequest(tuple(options.stacks), tuple(options.precisions), tuple(options.variants or ()),
                            tuple(options.docker_hosts), options.script is not None, options.include_host,
-                           slurm is not None, frozenset(given))
+                           slurm is not None, frozenset(given), backends=tuple(options.backends))
 
 
 def check_precisions(precisions: list[str]) -> list[str]:
@@ -128,7 +129,22 @@ BUILTIN_WORKLOAD_MODULES = (("pillow", "Pillow", "pillow"),)
 # the built-in workload's flips (tf_keras/src/preprocessing/image.py); Keras 3's legacy copy needs SciPy
 # only for rotations, shifts and zooms (keras/src/legacy/preprocessing/image.py).
 KERAS2_MODULES = (("scipy", "SciPy", "scipy"),)
-KERAS3_BACKENDS = ("tensorflow", "jax", "torch")
+
+
+def check_backends(host: dict[str, Any], backends: list[str]) -> None:
+    """Each --backend asked for is a Keras 3 backend this Python has: Keras 2 and tf_keras run on TensorFlow only."""
+    keras = (host.get("frameworks") or {}).get("keras") or {}
+    python = (host.get("python") or {}).get("executable") or "the target Python"
+    if _major(keras.get("version")) < 3 or keras.get("error"):
+        raise DoctorError(f"--backend needs Keras 3, and {python} has "
+                          + (f"Keras {keras.get('version')}" if keras.get("version") else "none"),
+                          exit_code=EXIT_USAGE, hint=f"{python} -m pip install 'keras>=3', or drop --backend")
+    frameworks = host.get("frameworks") or {}
+    for name in backends:
+        if not frameworks.get(name):
+            raise DoctorError(f"--backend {name}: {python} does not have {name}", exit_code=EXIT_USAGE,
+                              hint=f"{python} -m pip install {'tensorflow-cpu' if name == 'tensorflow' else name}, "
+                                   f"or drop --backend {name}")
 
 
 def check_workload_imports(host: dict[str, Any], backend: str | None, *, script: bool = False) -> None:

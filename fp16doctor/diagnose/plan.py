@@ -9,7 +9,14 @@ from dataclasses import replace
 from typing import Any
 
 from fp16doctor.diagnose.checks import float32_first
-from fp16doctor.engines.spec import HOST_STACK, ExperimentUnit, RunSpec, ScriptSpec, WorkloadSize
+from fp16doctor.engines.spec import (
+    ExperimentUnit,
+    RunSpec,
+    ScriptSpec,
+    WorkloadSize,
+    is_host_stack,
+    stack_backend,
+)
 from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS, CPU_FP16_FLAGS
 from fp16doctor.knowledge.gpus import gpu_has_bfloat16
 from fp16doctor.options import Progress
@@ -43,8 +50,9 @@ def profiled_in_rounds(specs: list[RunSpec], host: Mapping[str, Any], budgeted_h
     if not budgeted_here:
         return []
     with_fp32 = {s.stack for s in specs if s.precision == "float32" and s.variant == "original"}
-    return [s for s in specs if s.variant == "original" and s.script is None and s.stack == HOST_STACK
-            and s.stack in with_fp32 and not s.native_only and _no_pathology_expected(s.precision, host, backend)]
+    return [s for s in specs if s.variant == "original" and s.script is None and is_host_stack(s.stack)
+            and s.stack in with_fp32 and not s.native_only
+            and _no_pathology_expected(s.precision, host, stack_backend(s.stack) or backend)]
 
 
 def _no_pathology_expected(precision: str, host: Mapping[str, Any], backend: str | None) -> bool:
@@ -76,8 +84,10 @@ def default_precisions(host: Mapping[str, Any]) -> list[str]:
 def same_host_setup(run: Mapping[str, Any], python: str, backend: str | None) -> bool:
     """A finished host run still compares with new ones: same interpreter, same Keras backend (where
     both are known). Container runs are judged by their stack and size alone."""
-    if run.get("stack") != HOST_STACK:
+    stack = str(run.get("stack") or "")
+    if not is_host_stack(stack):
         return True
+    backend = stack_backend(stack) or backend
     engine = run.get("engine") if isinstance(run.get("engine"), Mapping) else {}
     recorded = engine.get("python") if isinstance(engine, Mapping) else None
     if recorded and os.path.abspath(str(recorded)) != os.path.abspath(python):
@@ -101,11 +111,11 @@ def plan_runs(
     only where a GPU computes them natively (RunSpec.native_only), whatever this machine's own device would say."""
     specs: list[RunSpec] = []
     for stack in stacks:
-        extra = [p for p in where_native if stack != HOST_STACK and _uses_gpu(stack)]
+        extra = [p for p in where_native if not is_host_stack(stack) and _uses_gpu(stack)]
         ordered = float32_first(dict.fromkeys([*precisions, *extra]))
         for v in variants or ["original"]:
             experiment = {"changes": VARIANT_CHANGES[v], "tests": None} if v in VARIANT_CHANGES else None
-            specs += [RunSpec(stack, precision, v, size, data_dir=data_dir if stack == HOST_STACK else None,
+            specs += [RunSpec(stack, precision, v, size, data_dir=data_dir if is_host_stack(stack) else None,
                               experiment=experiment, native_only=precision in extra)
                       for precision in ordered]
         if variants is None and size.budget_s is None:
@@ -163,7 +173,7 @@ def experiment_specs(
             if item.get("reason"):
                 experiment.setdefault("reason", str(item["reason"]))
         specs.setdefault(key, RunSpec(stack, precision, variant, size,
-                                      data_dir=data_dir if stack == HOST_STACK else None,
+                                      data_dir=data_dir if is_host_stack(stack) else None,
                                       experiment=experiment))
     order = {group: i for i, group in enumerate(dict.fromkeys((s.stack, s.variant) for s in specs.values()))}
     return sorted(specs.values(), key=lambda s: (order[(s.stack, s.variant)], s.precision != "float32"))

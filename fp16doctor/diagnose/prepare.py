@@ -15,6 +15,7 @@ from typing import Any
 
 from fp16doctor import logs
 from fp16doctor.diagnose.checks import (
+    check_backends,
     check_data,
     check_out_dir,
     check_precisions,
@@ -29,7 +30,7 @@ from fp16doctor.diagnose.checks import (
 from fp16doctor.diagnose.plan import BASE_PRECISIONS, default_precisions, plan_runs, same_host_setup
 from fp16doctor.engines.base import EngineSetup
 from fp16doctor.engines.registry import Router, engine_class
-from fp16doctor.engines.spec import HOST_STACK, RunSpec, ScriptSpec, WorkloadSize
+from fp16doctor.engines.spec import HOST_STACK, RunSpec, ScriptSpec, WorkloadSize, host_stack
 from fp16doctor.engines.spec import WORKLOAD_SIZES as SIZES
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.options import DiagnoseOptions, Progress
@@ -84,7 +85,8 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
         progress.note(OFF_LINUX.format(system=platform.system() or sys.platform))
     progress.note("probing this host")
     host, local_python, backend = _probe(options, typed)
-    stacks = ([HOST_STACK] if options.include_host else []) + list(dict.fromkeys(options.stacks))
+    stacks = (host_stacks(options.backends, backend) if options.include_host else []) + list(
+        dict.fromkeys(options.stacks))
     router = Router(EngineSetup(out_dir=options.out_dir, python=options.python, backend=backend,
                                 keep_profiles=options.keep_profiles, host=host,
                                 docker_hosts=tuple(options.docker_hosts), ca_bundle=options.ca_bundle,
@@ -96,7 +98,7 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
     # diagnose here, not after the host's runs.
     router.check(RunSpec(stack, "float32", "original", size) for stack in stacks)
     if options.include_host and local_python:
-        _check_host_python(host, backend, typed.script)
+        _check_host_python(host, backend, typed.script, options.backends)
 
     if not options.plan:  # every check passed: from here on a failure leaves its log in --out
         check_out_dir(options.out_dir, create=True)
@@ -205,8 +207,18 @@ def _probe(options: DiagnoseOptions, typed: _Typed) -> tuple[dict[str, Any], boo
     return host, local_python, backend
 
 
-def _check_host_python(host: dict[str, Any], backend: str | None, script: ScriptSpec | None) -> None:
-    """The probed Python can run the workload (or the script runner): Keras or TensorFlow, and what it imports."""
+def host_stacks(backends: list[str], configured: str | None) -> list[str]:
+    """The host's stacks: `host` on the configured Keras backend, or one per --backend (`host` for the configured
+    one, `host-jax`, ...), each run in processes of its own."""
+    if not backends:
+        return [HOST_STACK]
+    return list(dict.fromkeys(host_stack(b, configured) for b in backends))
+
+
+def _check_host_python(host: dict[str, Any], backend: str | None, script: ScriptSpec | None,
+                       backends: list[str]) -> None:
+    """The probed Python can run the workload (or the script runner): Keras or TensorFlow, and what it imports,
+    on each Keras backend asked for."""
     usable, _ = host_keras(host)
     if not usable:
         raise DoctorError(
@@ -214,7 +226,11 @@ def _check_host_python(host: dict[str, Any], backend: str | None, script: Script
             hint="pip install 'fp16doctor[tensorflow]' (CPU-only: [tensorflow-cpu]; or [jax] / [torch]),"
             " or use --stack cpu --no-host to run in Docker",
         )
-    check_workload_imports(host, backend, script=script is not None)
+    if backends:
+        check_backends(host, backends)
+    asked: list[str | None] = [*backends] or [backend]
+    for each in asked:
+        check_workload_imports(host, each, script=script is not None)
 
 
 def _document(options: DiagnoseOptions, host: dict[str, Any], size: WorkloadSize, stacks: list[str],

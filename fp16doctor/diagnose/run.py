@@ -37,6 +37,7 @@ from fp16doctor.engines.spec import (
     ExperimentUnit,
     RunSpec,
     comparison_groups,
+    is_host_stack,
 )
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
 from fp16doctor.options import DiagnoseOptions, Progress
@@ -159,6 +160,7 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
             inside = tuple(s for s in changed if plan.spec is not None and s.rounds_label in plan.spec.rounds_of)
             moved += inside
             end_s = None
+            prefix = "".join(f"{part}: " for part in (stack, variant) if part not in (HOST_STACK, "original"))
             if variant == "original":
                 reserve_s = sum(unit_cost_s(unit, runs) for unit in reserve
                                 if unit[0].stack == stack and not all(u in inside for u in unit))
@@ -167,17 +169,16 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
                     end_s = rounds_end_s(deadline, reserve_s, len(profiled), attribution_per_window_s(runs, stack))
                     overrun = rounds_overrun_note(prepared.size, stack, runs, deadline, profiled, inside)
                     if overrun is not None:
-                        progress.note(overrun)
+                        progress.note(prefix + overrun)
             else:
                 budget = stack_rounds_budget_s(prepared.size)
-            prefix = "".join(f"{part}: " for part in (stack, variant) if part not in (HOST_STACK, "original"))
             for note in plan.messages():
                 progress.note(prefix + note)
             if mark_left_out(runs, stack, plan, variant):
                 writer.save()
             if plan.spec is None:
                 continue
-            spec = replace(plan.spec, data_dir=prepared.data_dir if stack == HOST_STACK else None,
+            spec = replace(plan.spec, data_dir=prepared.data_dir if is_host_stack(stack) else None,
                            script=prepared.script, rounds_budget_s=budget, rounds_end_s=end_s)
             if engine_class.runs_here:
                 until = (f"until {end_s:.0f} s after it starts" if end_s is not None else f"about {budget:.0f} s")

@@ -17,11 +17,13 @@ from fp16doctor.engines.artifacts import attach_ops, split_script_log
 from fp16doctor.engines.base import EngineSetup, EventCallback, RunSink, base_run_record, stamp_engine
 from fp16doctor.engines.runloop import stream, to_record
 from fp16doctor.engines.spec import (
-    HOST_STACK,
     RUN_TIMEOUT_S,
     SCRIPT_RUNNER,
     RunSpec,
+    host_rerun,
+    is_host_stack,
     script_runner_args,
+    stack_backend,
     with_slow_step_bound,
 )
 from fp16doctor.results import HOST_MACHINE
@@ -80,17 +82,22 @@ class HostEngine:
         self.gpu_index = gpu_index  # the GPU run_groups samples (NVML's index), None: no GPU
         self.gpu_uuid = gpu_uuid
 
+    def backend_of(self, spec: RunSpec) -> str | None:
+        """The Keras backend a cell runs on: the one its stack names (`host-jax`), else the configured one."""
+        return stack_backend(spec.stack) or self.backend
+
     def command(self, spec: RunSpec, scratch: Path | None = None, profile_dir: Path | None = None) -> list[str]:
+        backend = self.backend_of(spec)
         if spec.script is not None:
             # The user's script: its working directory and (without a log_dir) its log go in scratch.
             assert scratch is not None
             cmd = [self.python, "-u", str(WORKLOAD_DIR / SCRIPT_RUNNER),
                    *script_runner_args(spec, str(scratch / "work"), str(script_log_path(spec, scratch)),
                                        str(profile_dir) if profile_dir is not None else None)]
-            return cmd[:3] + (["--backend", self.backend] if self.backend else []) + cmd[3:]
+            return cmd[:3] + (["--backend", backend] if backend else []) + cmd[3:]
         cmd = [self.python, "-u", str(self.script), *spec.workload_args(), "--cache-dir", str(self.cache_dir)]
-        if self.backend:
-            cmd += ["--backend", self.backend]
+        if backend:
+            cmd += ["--backend", backend]
         if profile_dir is not None:
             cmd += ["--profile-dir", str(profile_dir)]
         return cmd
@@ -173,7 +180,7 @@ class HostEngine:
 
     @classmethod
     def takes(cls, spec: RunSpec) -> bool:
-        return spec.stack == HOST_STACK
+        return is_host_stack(spec.stack)
 
     def check(self) -> None:
         """--python is checked with what the user typed (a usage error), its Keras by the probe."""
@@ -203,7 +210,7 @@ class HostEngine:
                 record = self.run(spec, sink.event, gpu_index=self.gpu_index)
                 if self.gpu_uuid and str(record.get("device", "")).startswith("gpu"):
                     record.setdefault("engine", {})["gpu_uuid"] = self.gpu_uuid
-                sink.finish_run(stamp_engine(record, HOST_MACHINE, self.kind, []))
+                sink.finish_run(stamp_engine(record, HOST_MACHINE, self.kind, host_rerun(spec.stack)))
 
     def cancel(self) -> None:
         """A host run stops with the Ctrl-C that reaches this process (engines/runloop.stream)."""

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from fp16doctor.workload.protocol import MODEL_VARIANTS, SIZES, VARIANT_LABEL_SEP
+from fp16doctor.workload.protocol import KERAS3_BACKENDS, MODEL_VARIANTS, SIZES, VARIANT_LABEL_SEP
 
 # Slow-step bound: a 16-bit run whose steady step (the second on: the first pays tracing) takes longer than the
 # bound stops after that step, which is its measurement. The bound is time: SLOW_STEP_S of the run's size, but
@@ -36,10 +36,37 @@ WALL_BUDGET_S = {"smoke": 45.0, "quick": 90.0}
 ROUNDS_PRECISION = {"smoke": 0.05, "quick": 0.05}
 # Benchmarks and tests force the slow path on a machine where no precision is pathological.
 SLOW_STEP_MULTIPLE_ENV = "FP16DOCTOR_SLOW_STEP_MULTIPLE"
-# The stack name of the cells that run on the target Python itself, not in a pinned stack's image.
+# The stack name of the cells that run on the target Python itself, not in a pinned stack's image, on the Keras
+# backend its configuration selects (KERAS_BACKEND, else keras.json).
 HOST_STACK = "host"
+# The target Python on another Keras 3 backend is a stack of its own, "host-jax": a backend cannot change inside a
+# process, and its runs compare with the configured backend's as a pinned stack's do (stack_comparisons).
+HOST_BACKEND_PREFIX = HOST_STACK + "-"
 # Interleaved rounds: never fewer than this (a t interval needs them; analysis/intervals.py MIN_ROUNDS).
 MIN_ROUNDS = 3
+
+
+def host_stack(backend: str | None, configured: str | None) -> str:
+    """The host stack that runs a Keras backend: `host` for the configured one, else `host-<backend>`."""
+    return HOST_STACK if backend is None or backend == configured else HOST_BACKEND_PREFIX + backend
+
+
+def is_host_stack(stack: str) -> bool:
+    """Whether a stack's cells run on the target Python itself (any backend), not in a pinned stack."""
+    return stack == HOST_STACK or (stack.startswith(HOST_BACKEND_PREFIX)
+                                   and stack[len(HOST_BACKEND_PREFIX):] in KERAS3_BACKENDS)
+
+
+def stack_backend(stack: str) -> str | None:
+    """The Keras backend a host stack names ("host-jax": jax); None for `host` (the configured one) and pinned
+    stacks."""
+    return stack[len(HOST_BACKEND_PREFIX):] if stack != HOST_STACK and is_host_stack(stack) else None
+
+
+def host_rerun(stack: str) -> list[str]:
+    """The diagnose options that run a host stack's configuration again: `--backend jax` for `host-jax`."""
+    backend = stack_backend(stack)
+    return ["--backend", backend] if backend else []
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fp16doctor.probe.cpu import probe_cpu
-from fp16doctor.probe.frameworks import DEFAULT_TIMEOUT_S, probe_frameworks, read_keras_config
+from fp16doctor.probe.frameworks import DEFAULT_TIMEOUT_S, keras_backends, probe_frameworks, read_keras_config
 from fp16doctor.probe.nvml import UtilizationSampler, probe_gpus
 
 __all__ = ["UtilizationSampler", "describe_gpus", "describe_os", "probe_host"]
@@ -42,7 +42,7 @@ def describe_os() -> str:
 def probe_host(python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
     """The host as results.json's `host` wants it, for the target Python (default: this one).
 
-    Keys: cpu, gpus, nvml, os, python, frameworks, keras_config, probe_seconds.
+    Keys: cpu, gpus, nvml, os, python, frameworks, keras_config, keras_backends, env, probe_seconds.
     Raises DoctorError only when `python` names an interpreter that cannot be run.
     """
     started = time.perf_counter()
@@ -66,6 +66,7 @@ def probe_host(python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) 
         "python": python_info,
         "frameworks": frameworks,
         "keras_config": keras_config,
+        "keras_backends": keras_backends(frameworks),
         "env": {name: os.environ[name] for name in _REPORTED_ENV if name in os.environ},
         "probe_seconds": round(time.perf_counter() - started, 2),
     }

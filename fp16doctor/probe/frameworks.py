@@ -194,3 +194,36 @@ def read_keras_config(env: Mapping[str, str] | None = None, home: str | None = N
         "keras_home_source": dir_source,
         "error": error,
     }
+
+
+# The frameworks Keras 3 runs on, by KERAS_BACKEND's names (keras/src/backend/config.py).
+KERAS3_BACKEND_FRAMEWORKS = ("tensorflow", "jax", "torch")
+
+
+def _sees_gpu(name: str, info: Mapping[str, Any]) -> bool:
+    """Whether a framework's own answer says it has a GPU: TensorFlow's visible devices, JAX's default platform
+    (`jax.default_backend()`: "gpu" for CUDA and ROCm), torch's `cuda.is_available()`."""
+    if name == "tensorflow":
+        return bool(info.get("gpus_visible"))
+    if name == "jax":
+        return str(info.get("backend") or "") in ("gpu", "cuda", "rocm")
+    return bool(info.get("cuda_available"))
+
+
+def keras_backends(frameworks: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each Keras 3 backend this Python has, whether it imports, whether it sees a GPU, and whether Keras is
+    configured to use it; empty without Keras 3 (Keras 2 and tf_keras run on TensorFlow alone)."""
+    keras = frameworks.get("keras") or {}
+    version = str(keras.get("version") or "")
+    if not version.split(".")[0].isdigit() or int(version.split(".")[0]) < 3 or keras.get("error"):
+        return []
+    found = []
+    for name in KERAS3_BACKEND_FRAMEWORKS:
+        info = frameworks.get(name)
+        if not isinstance(info, Mapping):
+            continue
+        works = bool(info.get("version")) and not info.get("error")
+        found.append({"name": name, "version": info.get("version"), "works": works,
+                      "gpu": works and _sees_gpu(name, info), "configured": keras.get("backend") == name,
+                      **({"error": info["error"]} if info.get("error") else {})})
+    return found

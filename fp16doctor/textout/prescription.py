@@ -27,12 +27,14 @@ def prescriptions_text(prescriptions: Sequence[Mapping[str, Any]]) -> Text | Non
         recommended = p.get("recommended") or {}
         faster = recommended.get("precision") != "float32" or recommended.get("setting")
         text.append(f"  {p.get('headline', '')}\n", style="bold green" if faster else "bold")
-        for change in p.get("user_changes") or []:
-            text.append(f"    first: {change_words(change)}\n")
+        for i, change in enumerate(p.get("user_changes") or []):
+            text.append(f"    {'first' if i == 0 else 'also'}: {change_words(change)}\n")
             for entry in change.get("in_memory") or []:
                 text.append(f"      in memory, {in_memory_words(entry)}\n", style="dim")
             if change.get("how"):
                 text.append("      " + str(change["how"]).replace("\n", "\n      ") + "\n", style="dim")
+            if change.get("cost"):
+                text.append(f"      what it costs: {change['cost']}\n", style="dim")
         if recommended.get("how"):
             text.append(f"    how: {recommended['how']}\n")
         measured = [m for m in p.get("measured") or [] if isinstance(m, Mapping)]

@@ -147,6 +147,14 @@ def _framework_line(name: str, info: dict[str, Any] | None) -> Text:
     return line
 
 
+def _backend_words(backend: dict[str, Any]) -> str:
+    """"jax 0.10.2 (sees a GPU)", "torch 2.13.0 (CPU only; configured)", "jax broken: ..."."""
+    if not backend.get("works"):
+        return f"{backend.get('name')} broken"
+    parts = ["sees a GPU" if backend.get("gpu") else "CPU only"] + (["configured"] if backend.get("configured") else [])
+    return f"{backend.get('name')} {_value(backend.get('version'))} ({'; '.join(parts)})"
+
+
 def _keras_config(host: dict[str, Any]) -> list[RenderableType]:
     config = host.get("keras_config") or {}
     grid = _grid()
@@ -155,6 +163,9 @@ def _keras_config(host: dict[str, Any]) -> list[RenderableType]:
     _row(grid, "KERAS_HOME from", _value(config.get("keras_home_source")))
     _row(grid, "backend", f"{_value(config.get('backend'))}  (from {_value(config.get('backend_source'))})")
     floatx = str(config.get("floatx") or _MISSING)
+    backends = host.get("keras_backends") or []
+    if backends:
+        _row(grid, "backends", "; ".join(_backend_words(b) for b in backends))
     _row(grid, "floatx", Text(floatx, style="bold yellow" if floatx == "float16" else ""))
     _row(grid, "epsilon", _value(config.get("epsilon")))
     _row(grid, "image_data_format", _value(config.get("image_data_format")))

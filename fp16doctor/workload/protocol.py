@@ -83,3 +83,6 @@ SIZES = {
 # and a scratch folder removed by the engine even when the run is killed.
 PROFILE_DIR_ENV = "FP16DOCTOR_PROFILE_DIR"
 SCRATCH_ENV = "FP16DOCTOR_SCRATCH"
+
+# The Keras 3 backends a run may be asked to load (`--backend`, KERAS_BACKEND's values: keras/src/backend/config.py).
+KERAS3_BACKENDS = ("tensorflow", "jax", "torch")

@@ -30,7 +30,7 @@ from fp16doctor.engines.docker.daemons import (
     slots_of,
 )
 from fp16doctor.engines.docker.matrix import Matrix, failed_record, not_native_reason, skipped_record, work_through
-from fp16doctor.engines.spec import HOST_STACK, RunSpec
+from fp16doctor.engines.spec import RunSpec, is_host_stack
 from fp16doctor.errors import DoctorError
 from fp16doctor.stacks import StackSpec, get_stack
 
@@ -73,7 +73,7 @@ class DockerEngine:
 
     @classmethod
     def takes(cls, spec: RunSpec) -> bool:
-        return spec.stack != HOST_STACK
+        return not is_host_stack(spec.stack)
 
     def check(self) -> None:
         """Before anything runs: every engine answers with its version within CHECK_TIMEOUT_S, or diagnose stops

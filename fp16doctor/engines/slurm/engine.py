@@ -30,7 +30,7 @@ from fp16doctor.engines.failures import log_tail
 from fp16doctor.engines.slurm import runtimes
 from fp16doctor.engines.slurm import tools as slurm
 from fp16doctor.engines.slurm.job import GROUP_FILE, PROGRESS_FILE, slurm_rerun
-from fp16doctor.engines.spec import HOST_STACK, RunSpec, spec_to_dict, with_slow_step_bound
+from fp16doctor.engines.spec import RunSpec, is_host_stack, spec_to_dict, with_slow_step_bound
 from fp16doctor.errors import DoctorError
 
 RUNNER_MODULE = "fp16doctor.engines.slurm.job"
@@ -155,7 +155,7 @@ class SlurmEngine:
         stack, also its build context, which the nodes build (docker, podman) or convert from."""
         if not self._staged:
             self._stage()
-        if stack != HOST_STACK and stack not in self.plans:
+        if not is_host_stack(stack) and stack not in self.plans:
             self.plans[stack] = self._stage_context(stack)
 
     def _stage_context(self, stack_name: str) -> runtimes.ContainerPlan:
@@ -235,7 +235,7 @@ class SlurmEngine:
 
         kept = []
         for spec in group:
-            reason = None if spec.stack == HOST_STACK else get_stack(spec.stack).precision_refusal(spec.precision)
+            reason = None if is_host_stack(spec.stack) else get_stack(spec.stack).precision_refusal(spec.precision)
             if reason is None:
                 kept.append(spec)
             elif not spec.rounds_of:

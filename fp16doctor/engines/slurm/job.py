@@ -28,7 +28,7 @@ from fp16doctor.engines.base import EventCallback, stamp_engine
 from fp16doctor.engines.host import HostEngine
 from fp16doctor.engines.slurm import runtimes
 from fp16doctor.engines.slurm import tools as slurm
-from fp16doctor.engines.spec import HOST_STACK, RunSpec, comparison_groups, spec_from_dict
+from fp16doctor.engines.spec import RunSpec, comparison_groups, host_rerun, is_host_stack, spec_from_dict
 from fp16doctor.errors import DoctorError
 from fp16doctor.workload.protocol import SCRATCH_ENV
 
@@ -40,7 +40,7 @@ SIGNAL_GRACE_S = 3.0
 def slurm_rerun(stack: str) -> list[str]:
     """The diagnose options that run a configuration on the cluster again (the invocation's own --partition, --gres
     and the like are kept from its command line by the analysis)."""
-    return ["--slurm"] + ([] if stack == HOST_STACK else ["--stack", stack, "--no-host"])
+    return ["--slurm"] + (host_rerun(stack) if is_host_stack(stack) else ["--stack", stack, "--no-host"])
 
 
 def job_id_from_env(env: dict[str, str]) -> str:

@@ -36,6 +36,7 @@ class UserChangeView:
     words: str  # "input pipeline: 303 ms -> 82 ms a step (3.7x faster), measured with batches in memory"
     in_memory: list[str]  # each precision's ratio with batches in memory
     how: str
+    cost: str = ""  # what the change costs beyond its code (a backend: a dependency, a behaviour change)
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def prescription_view(machine: str, prescription: Mapping[str, Any]) -> Prescrip
                              str(i.get("no_command") or ""))
                 for i in prescription.get("untested") or [] if isinstance(i, Mapping)]
     changes = [UserChangeView(change_words(c), [in_memory_words(m) for m in c.get("in_memory") or []],
-                              str(c.get("how") or ""))
+                              str(c.get("how") or ""), str(c.get("cost") or ""))
                for c in prescription.get("user_changes") or [] if isinstance(c, Mapping)]
     faster = recommended.get("precision") != "float32" or bool(recommended.get("setting"))
     return PrescriptionView(machine, str(prescription.get("headline") or ""), str(recommended.get("how") or ""),
