@@ -82,8 +82,13 @@ def _estimate(routed: list[tuple[Engine, list[RunSpec]]], size: WorkloadSize) ->
 
 
 def describe_plan(todo: list[RunSpec], kept: int, size: WorkloadSize, options: DiagnoseOptions,
-                  results_path: Path, router: Router) -> DiagnosePlan:
+                  results_path: Path, router: Router, backend_trials: tuple[str, ...] = ()) -> DiagnosePlan:
     notes: list[str] = []
+    if backend_trials:
+        per_run = IMPORT_PRIOR_S + size.max_measure_s
+        notes.append(f"then the other Keras backends that see the GPU ({', '.join(backend_trials)}): float32 and the "
+                     "precision prescribed so far, each in a process of its own, beside the estimate above: up to "
+                     f"about {2 * len(backend_trials) * per_run:.0f} s more, plus each run's first step")
     if options.experiments:
         control = ", and the in-memory input control," if size.budget_s is not None else ""
         notes.append(f"experiments that change one thing{control} are chosen from what the runs measure, and run "

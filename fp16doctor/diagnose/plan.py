@@ -4,7 +4,7 @@ analysis asks for next. Pure: data in, run specs out."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -14,6 +14,7 @@ from fp16doctor.engines.spec import (
     RunSpec,
     ScriptSpec,
     WorkloadSize,
+    host_stack,
     is_host_stack,
     stack_backend,
 )
@@ -73,6 +74,17 @@ def _no_pathology_expected(precision: str, host: Mapping[str, Any], backend: str
     if ran_on != "tensorflow" or not isinstance(flags, list) or not flags:
         return False
     return not set(flags) & set(CPU_FP16_FLAGS)
+
+
+def backend_trials(host: Mapping[str, Any], configured: str | None, asked: Sequence[str]) -> list[str]:
+    """The host stacks of the other Keras backends the default diagnose tries on a GPU (`host-jax`, ...): each this
+    Python has working and seeing the GPU (the probe's `keras_backends`), where --backend chose none. A backend changes
+    the answer more than a precision can (Keras 3 on JAX and on torch differ 2.2x on an H200, docs/examples), and it
+    cannot change inside a process, so each is its own stack."""
+    if asked or not host.get("gpus"):
+        return []
+    return [host_stack(str(b["name"]), configured) for b in host.get("keras_backends") or []
+            if isinstance(b, Mapping) and b.get("works") and b.get("gpu") and b.get("name") != configured]
 
 
 def default_precisions(host: Mapping[str, Any]) -> list[str]:

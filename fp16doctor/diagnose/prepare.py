@@ -9,7 +9,7 @@ import platform
 import shutil
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from fp16doctor.diagnose.checks import (
     refuse,
     request_of,
 )
-from fp16doctor.diagnose.plan import BASE_PRECISIONS, default_precisions, plan_runs, same_host_setup
+from fp16doctor.diagnose.plan import BASE_PRECISIONS, backend_trials, default_precisions, plan_runs, same_host_setup
 from fp16doctor.engines.base import EngineSetup
 from fp16doctor.engines.registry import Router, engine_class
 from fp16doctor.engines.spec import HOST_STACK, RunSpec, ScriptSpec, WorkloadSize, host_stack
@@ -58,6 +58,7 @@ class Prepared:
     todo: list[RunSpec]
     router: Router  # the engines, made once, that run the cells
     progress: Progress  # the caller's, logged to --out/diagnose.log once the checks passed
+    backend_trials: list[str] = field(default_factory=list)  # other Keras backends tried after the rest (host-jax)
 
     @property
     def deadline(self) -> float | None:
@@ -140,8 +141,12 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
     todo = [s for s in specs if (s.stack, s.precision, s.variant) not in done]
     if done and options.resume:
         progress.note(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in {results_path}")
+    trials = (backend_trials(host, backend, options.backends) if options.include_host and typed.runs_here
+              and options.experiments else [])
+    if trials:
+        doc["invocation"]["backend_trials"] = trials
     return Prepared(started, host, size, stacks, typed.data_dir, typed.script, backend, doc, results_path, specs,
-                    todo, router, progress)
+                    todo, router, progress, trials)
 
 
 def _check_typed(options: DiagnoseOptions) -> _Typed:

@@ -41,7 +41,7 @@ from fp16doctor.engines.spec import (
 )
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
 from fp16doctor.options import DiagnoseOptions, Progress
-from fp16doctor.results import Document, ResultsWriter, run_key
+from fp16doctor.results import HOST_MACHINE, Document, ResultsWriter, run_key
 from fp16doctor.workload.protocol import MODEL_VARIANTS, ROUNDS_VARIANTS, VARIANT_ENV
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def plan_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnosePlan:
 
     prepared = prepare(replace(options, plan=True), progress)
     return describe_plan(prepared.todo, len(prepared.specs) - len(prepared.todo), prepared.size, options,
-                         prepared.results_path, prepared.router)
+                         prepared.results_path, prepared.router, tuple(prepared.backend_trials))
 
 
 def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcome:
@@ -81,6 +81,8 @@ def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcom
         ("rounds", partial(time_in_rounds, prepared, writer, options.experiments, in_rounds))]
     if options.experiments:
         steps.append(("experiments", partial(run_experiments, prepared, writer)))
+    if prepared.backend_trials:
+        steps.append(("backends", partial(try_backends, prepared, writer)))
     interrupted = False
     try:
         for name, step in steps:
@@ -219,6 +221,34 @@ def run_experiments(prepared: Prepared, writer: ResultsWriter) -> None:
             alone += list(unit)
     if alone:
         run_matrix(prepared, alone, writer)
+
+
+def try_backends(prepared: Prepared, writer: ResultsWriter) -> None:
+    """The other Keras backends that see the GPU, after everything else (diagnose/plan.py backend_trials): float32
+    and the precision prescribed for the configured backend so far, each in a process of its own (a backend cannot
+    change inside one), with batches in memory where the matrix measured them (the device-side answer; a script runs
+    as written). The analysis names a backend only where it measured much faster (prescribe.BACKEND_MIN_SPEEDUP)."""
+    from fp16doctor.analysis import diagnose_document
+
+    doc = writer.doc
+    prescribed = next((p for p in diagnose_document(doc).prescriptions
+                       if p.get("machine") == HOST_MACHINE and p.get("stack") == HOST_STACK), None)
+    precision = str(((prescribed or {}).get("recommended") or {}).get("precision") or "float32")
+    in_memory = prepared.script is None and any(
+        s.stack == HOST_STACK and s.variant == "synthetic_input" for s in prepared.specs)
+    variant = "synthetic_input" if in_memory else "original"
+    done = {run_key(r) for r in doc["runs"]}
+    specs = [RunSpec(stack, p, variant, prepared.size, data_dir=None if prepared.script else prepared.data_dir,
+                     script=prepared.script)
+             for stack in prepared.backend_trials for p in dict.fromkeys(["float32", precision])
+             if (stack, p, variant) not in done]
+    if not specs:
+        return
+    prepared.progress.note(
+        f"other Keras backends that see the GPU: {', '.join(prepared.backend_trials)}, each running float32"
+        + (f" and {precision}" if precision != "float32" else "")
+        + (" with batches in memory" if in_memory else "") + " in processes of their own")
+    run_matrix(prepared, specs, writer)
 
 
 def _time_setting_in_rounds(prepared: Prepared, writer: ResultsWriter, unit: ExperimentUnit) -> bool:

@@ -14,7 +14,7 @@ import fp16doctor.probe as probe
 from fp16doctor.cli import app
 from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
 from fp16doctor.engines import host as host_engine
-from fp16doctor.engines.spec import RunSpec
+from fp16doctor.engines.spec import RunSpec, stack_backend
 from fp16doctor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, DoctorError
 from fp16doctor.results import VARIANT_CHANGES
 from fp16doctor.workload.protocol import VARIANT_LABEL_SEP
@@ -35,6 +35,10 @@ CANNED = {("float32", "original"): 60.0, ("float16", "original"): 45.0, ("mixed_
           ("mixed_bfloat16", "original"): 41.0,
           ("float32", "synthetic_input"): 30.0, ("float16", "synthetic_input"): 14.0,
           ("mixed_float16", "synthetic_input"): 15.0, ("mixed_bfloat16", "synthetic_input"): 15.5}
+
+
+# A host stack's step against the configured backend's (the default: the same).
+BACKEND_SPEED = {"host-torch": 0.4}
 
 
 class Recorder:
@@ -76,15 +80,17 @@ def gpu_host(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         if spec.precision == "mixed_float16" and spec.variant == "original":
             return {"stack": spec.stack, "precision": spec.precision, "variant": spec.variant,
                     "device": "gpu:0", "status": "failed", "error": "ResourceExhaustedError: OOM"}
-        # Experiment variants (planned by the analysis) take their original cell's canned time.
-        ms = CANNED.get((spec.precision, spec.variant)) or CANNED[(spec.precision, "original")]
+        # Experiment variants (planned by the analysis) take their original cell's canned time; another Keras
+        # backend's (host-torch) its own multiple of it.
+        ms = (CANNED.get((spec.precision, spec.variant)) or CANNED[(spec.precision, "original")]) * BACKEND_SPEED.get(
+            spec.stack, 1.0)
         return {"stack": spec.stack, "precision": spec.precision, "variant": spec.variant, "device": "gpu:0",
                 "status": "ok", "engine": {"kind": "host"},
                 "step_time_ms": {"median": ms, "p10": ms * 0.98, "p90": ms * 1.03, "n": 20},
                 "workload": {"name": "seed_cnn", "image_height": spec.size.image_height,
                              "image_width": spec.size.image_width, "channels": 3,
                              "batch_size": spec.size.batch_size},
-                "software": {"keras": "3.15.1", "keras_backend": "jax", "jax": "0.7.0"}}
+                "software": {"keras": "3.15.1", "keras_backend": stack_backend(spec.stack) or "jax", "jax": "0.7.0"}}
 
     monkeypatch.setattr(host_engine.HostEngine, "run", fake_run)
     return calls
@@ -220,3 +226,39 @@ def test_resume_with_another_python_or_backend_runs_the_host_runs_again(
     second = len(gpu_host)
     run_diagnose(DiagnoseOptions(out_dir=tmp_path, resume=True), Recorder())
     assert ("float32", "original") in [(c["spec"].precision, c["spec"].variant) for c in gpu_host[second:]]
+
+
+def test_on_a_gpu_the_other_keras_backends_that_see_it_are_tried_and_a_much_faster_one_prescribed(
+    tmp_path: Path, gpu_host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = json.loads(json.dumps(H200_HOST))
+    host["frameworks"].update(torch={"version": "2.11.0", "cuda_available": True},
+                              tensorflow={"version": "2.21.0", "gpus_visible": 0})
+    host["keras_backends"] = [
+        {"name": "tensorflow", "version": "2.21.0", "works": True, "gpu": False, "configured": False},
+        {"name": "jax", "version": "0.7.0", "works": True, "gpu": True, "configured": True},
+        {"name": "torch", "version": "2.11.0", "works": True, "gpu": True, "configured": False}]
+    monkeypatch.setattr(probe, "probe_host", lambda python=None: json.loads(json.dumps(host)))
+    progress = Recorder()
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, argv=["fp16doctor", "diagnose"]), progress)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    # torch sees the GPU and TensorFlow does not: torch alone is tried, after everything else, in processes of
+    # its own, float32 and the precision prescribed so far, with batches in memory.
+    assert doc["invocation"]["backend_trials"] == ["host-torch"]
+    tried = [c["spec"] for c in gpu_host if c["spec"].stack != "host"]
+    assert all(not s.rounds_of and s.variant == "synthetic_input" for s in tried)
+    host_prescription = next(p for p in doc["prescriptions"] if p["stack"] == "host")
+    prescribed = host_prescription["recommended"]["precision"]
+    assert [s.precision for s in tried] == list(dict.fromkeys(["float32", prescribed]))
+    assert "backends" in doc["invocation"]["phases_s"]
+    assert any("host-torch" in n and "processes of their own" in n for n in progress.notes)
+    # torch measured 2.5x faster than the configured backend: a user change, with its command.
+    change = next(c for c in host_prescription["user_changes"] if c["kind"] == "backend")
+    assert change["backend"] == "torch" and change["speedup"] == pytest.approx(2.5, rel=0.02)
+    assert "KERAS_BACKEND=torch" in change["how"]
+
+
+def test_with_backend_asked_for_none_is_tried_beside_them(tmp_path: Path, gpu_host) -> None:
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, backends=["jax"], precisions=["float32"]), Recorder())
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert "backend_trials" not in doc["invocation"] and doc["invocation"]["stacks"] == ["host"]

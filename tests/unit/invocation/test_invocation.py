@@ -50,6 +50,8 @@ def refused(command: str) -> str | None:
     ("fp16doctor diagnose --slurm --stack cpu --script train.py", "--script with --stack does not run on Slurm"),
     ("fp16doctor diagnose --precision", "--precision needs a value"),
     ("fp16doctor diagnose --plan-everything", "diagnose has no option '--plan-everything'"),
+    ("fp16doctor diagnose --backend mxnet", "--backend mxnet: not a Keras backend"),
+    ("fp16doctor diagnose --backend jax --no-host --stack cpu", "--backend runs this host's Python on each backend"),
 ])
 def test_what_diagnose_refuses_the_validator_refuses(command: str, message: str) -> None:
     assert message in (refused(command) or "")
@@ -62,6 +64,7 @@ def test_what_diagnose_refuses_the_validator_refuses(command: str, message: str)
     "fp16doctor diagnose --stack cpu --no-host --docker-host tcp://box:2376 --precision float32",
     "fp16doctor diagnose --script train.py --script-arg=--epochs=1 --steps 10 --variant original --variant xla",
     "fp16doctor diagnose --slurm --gres gpu:a100:1 --stack cpu --runtime apptainer",
+    "fp16doctor diagnose --backend tensorflow --backend jax --backend torch --size smoke",
 ])
 def test_what_diagnose_accepts_the_validator_accepts(command: str) -> None:
     assert refused(command) is None

@@ -108,3 +108,20 @@ def test_a_child_killed_by_sigill_says_so(tmp_path: Path) -> None:
     answer = run_describer(str(python), "tensorflow", timeout_s=10)
     assert answer is not None
     assert "killed by SIGILL (the CPU lacks an instruction this build needs)" in answer["error"]
+
+
+def test_keras_backends_lists_each_keras3_backend_with_whether_it_works_and_sees_a_gpu() -> None:
+    from fp16doctor.probe.frameworks import keras_backends
+
+    frameworks = {"keras": {"version": "3.15.1", "backend": "torch"},
+                  "tensorflow": {"version": "2.21.0", "gpus_visible": 0},
+                  "jax": {"version": "0.10.2", "backend": "gpu", "devices": ["cuda:0"]},
+                  "torch": {"version": "2.11.0", "cuda_available": True}}
+    found = {b["name"]: b for b in keras_backends(frameworks)}
+    assert (found["tensorflow"]["gpu"], found["jax"]["gpu"], found["torch"]["gpu"]) == (False, True, True)
+    assert [n for n, b in found.items() if b["configured"]] == ["torch"]
+    frameworks["jax"] = {"version": None, "error": "jaxlib is missing"}
+    broken = next(b for b in keras_backends(frameworks) if b["name"] == "jax")
+    assert broken["works"] is False and broken["gpu"] is False and "jaxlib" in broken["error"]
+    # Keras 2 and tf_keras run on TensorFlow alone: no backends to choose from.
+    assert keras_backends({**frameworks, "keras": {"version": "2.2.4"}}) == []

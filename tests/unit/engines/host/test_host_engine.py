@@ -194,3 +194,18 @@ def test_a_killed_workload_leaves_no_private_keras_home(tmp_path: Path) -> None:
     assert record["status"] == "failed" and record["error"] == "the run exceeded its 2 s limit and was killed"
     keras_dir = next(e["keras_dir"] for e in events if "keras_dir" in e)
     assert "fp16doctor-run-" in keras_dir and not Path(keras_dir).exists()
+
+
+def test_a_host_stack_of_another_backend_runs_the_workload_on_it(tmp_path: Path) -> None:
+    from fp16doctor.engines.spec import host_rerun, host_stack, is_host_stack, stack_backend
+
+    assert host_stack("jax", "torch") == "host-jax" and host_stack("torch", "torch") == "host"
+    assert is_host_stack("host-jax") and not is_host_stack("host-keras") and not is_host_stack("cpu")
+    assert stack_backend("host-torch") == "torch" and stack_backend("host") is None
+    assert host_rerun("host-jax") == ["--backend", "jax"] and host_rerun("host") == []
+    engine = HostEngine(backend="torch", cache_dir=tmp_path)
+    assert HostEngine.takes(RunSpec("host-jax", "float32", "original", QUICK))
+    jax = engine.command(RunSpec("host-jax", "float32", "original", QUICK))
+    assert jax[jax.index("--backend") + 1] == "jax"
+    configured = engine.command(RunSpec("host", "float32", "original", QUICK))
+    assert configured[configured.index("--backend") + 1] == "torch"
