@@ -19,10 +19,10 @@ from typing import Any
 from fp16doctor import __version__
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.redaction import redact, redact_home_paths
-from fp16doctor.workload.protocol import PADDED_CHANNELS, PRECISIONS, VARIANT_ENV
+from fp16doctor.workload.protocol import PADDED_CHANNELS, PRECISIONS, VARIANT_ENV, is_16bit
 
 SCHEMA_VERSION = 1
-REDUCED_PRECISIONS = PRECISIONS[1:]  # the 16-bit ones, each compared with float32
+REDUCED_PRECISIONS = tuple(p for p in PRECISIONS if is_16bit(p))  # the 16-bit ones, each compared with float32
 # What each experiment variant changes, and nothing else (a run's `experiment.changes`).
 VARIANT_CHANGES: dict[str, dict[str, Any]] = {
     "onednn_off": {"env": dict(VARIANT_ENV["onednn_off"])},

@@ -11,7 +11,7 @@ from fp16doctor.analysis.values import fmt_config, fmt_ms, fmt_versus
 from fp16doctor.knowledge.cuda import version_at_least
 from fp16doctor.knowledge.frameworks import KERAS_FLOATX_BATCHES_UNTIL, has_feature
 from fp16doctor.results import HOST_MACHINE, VARIANT_CHANGES
-from fp16doctor.workload.protocol import SCRIPT_VARIANTS
+from fp16doctor.workload.protocol import FP16, SCRIPT_VARIANTS, family
 
 
 def mixed_precision_code(sw: Software) -> str:
@@ -212,7 +212,7 @@ def _precision_how(precision: str, sw: Software, on_gpu: bool) -> str:
     if fw == "torch":
         device = "cuda" if on_gpu else "cpu"
         if mixed:
-            scaler = " with a GradScaler" if dtype == "float16" else ""
+            scaler = " with a GradScaler" if family(precision) == FP16 else ""
             return f"with torch.autocast('{device}', dtype=torch.{dtype}): ... around the forward pass{scaler}"
         return f"model.to(torch.{dtype}) and {dtype} inputs"
     if fw == "jax":

@@ -31,6 +31,7 @@ from fp16doctor.analysis.rules.causal import (
     slow_kernel_item,
 )
 from fp16doctor.analysis.values import fmt_interval, fmt_ms, fmt_times
+from fp16doctor.workload.protocol import FP16, is_pure
 
 HALF = 0.5  # below this share explained, the verdict says what is unexplained
 # A measured op group smaller than this share of the difference names no cause of its own (a 0.1 ms input op
@@ -127,7 +128,7 @@ def _op_cause(items: Sequence[OpItem], run: RunView, ctx: Context, slower: bool)
     if pass_ in ("cast", "layout") or kind in ("cast", "reorder", "transpose"):
         return "cast_overhead"
     if pass_ == "input":
-        return "host_fp16_emulation" if run.precision == "float16" else "input_pipeline_bound"
+        return "host_fp16_emulation" if is_pure(run.precision, FP16) else "input_pipeline_bound"
     # A regular kernel that ran in 16 bits and still took longer: on the same silicon one framework's 16-bit
     # step is 2.2x float32's, another's 5.1x and a third's 1.0x (AVX2 EPYC), so the kernel, not the device, is
     # what was measured. float32 parts of a mixed run, or ops of unknown dtype, name no cause.
@@ -464,7 +465,7 @@ def _account_estimates(acc: Accounting, ctx: Context, found: Mapping[str, Mappin
         return
     if _input_ops_measured(acc.pair):
         return  # the input ops' own difference is the host's part; the batch time would count it twice
-    if _applies(found.get("host_fp16_emulation"), reduced) and reduced.precision == "float16":
+    if _applies(found.get("host_fp16_emulation"), reduced) and is_pure(reduced.precision, FP16):
         if reduced.input_ms is not None and fp32.input_ms is not None:
             excess = reduced.input_ms - fp32.input_ms
             if excess > 0:

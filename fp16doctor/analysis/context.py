@@ -36,14 +36,16 @@ from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS, CPU_FP16_FLAGS, CpuModel, m
 from fp16doctor.knowledge.cuda import version_at_least, version_tuple
 from fp16doctor.knowledge.gpus import GpuFacts, gpu_facts
 from fp16doctor.results import HOST_MACHINE, machine_id
+from fp16doctor.workload.protocol import BF16 as BF16_FAMILY
+from fp16doctor.workload.protocol import FP16, PRECISIONS, family
 
 # float32's own input pipeline taking half of its step or more is where its step-to-step spread comes from
 # (host_input.INPUT_BOUND_SHARE).
 INPUT_NOISE_SHARE = 0.5
 # Variants that change what is measured, never what to run (the in-memory input control).
 CONTROL_VARIANTS = ("synthetic_input",)
-REDUCED = ("float16", "mixed_float16")  # the float16 precisions the fp16 rules judge
-BF16 = ("bfloat16", "mixed_bfloat16")
+REDUCED = tuple(p for p in PRECISIONS if family(p) == FP16)  # the float16 precisions the fp16 rules judge
+BF16 = tuple(p for p in PRECISIONS if family(p) == BF16_FAMILY)
 SIXTEEN_BIT = REDUCED + BF16
 
 

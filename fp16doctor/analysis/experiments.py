@@ -24,7 +24,7 @@ from fp16doctor.analysis.rules.host_input import CONTROL_MIN_FACTOR
 from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.knowledge.kernels import is_reference_impl
 from fp16doctor.results import VARIANT_CHANGES
-from fp16doctor.workload.protocol import SEED_WORKLOAD
+from fp16doctor.workload.protocol import FP16, SEED_WORKLOAD, is_pure
 
 # An experiment whose expected effect is below this share of the step is not worth its run.
 MIN_EXPECTED_SHARE = 0.05
@@ -117,7 +117,7 @@ def plan(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                 add(reduced, ONEDNN_OFF, f"{reduced.precision} is {acc.pair.shown.figure()} on the CPU and no "
                     "oneDNN implementation names were recorded to say which kernels ran", None,
                     skip=_onednn_not_in_play(reduced))
-        if slower and reduced.precision == "float16" and "host_fp16_emulation" in found \
+        if slower and is_pure(reduced.precision, FP16) and "host_fp16_emulation" in found \
                 and reduced.workload_name == SEED_WORKLOAD:
             excess = (reduced.input_ms - fp32.input_ms) if reduced.input_ms and fp32.input_ms else None
             add(reduced, FLOAT32_BATCHES, "the host builds float16 batches", excess)

@@ -45,6 +45,8 @@ from fp16doctor.knowledge.frameworks import has_feature
 from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.redaction import redact_secrets
 from fp16doctor.results import SIZE_CAVEATS, VARIANT_CHANGES, rerun_options
+from fp16doctor.workload.protocol import BF16 as BF16_FAMILY
+from fp16doctor.workload.protocol import FP16, is_pure
 
 Finding = dict[str, Any]
 Prescription = dict[str, Any]
@@ -154,10 +156,10 @@ def entry_notes(entry: Mapping[str, Any]) -> list[str]:
 
 
 def _caveat(run: RunView) -> str | None:
-    if run.precision == "float16":
+    if is_pure(run.precision, FP16):
         return ("pure fp16: weights and optimizer state in float16, so updates under 1/2048 of a weight are lost; "
                 "watch the loss against float32's")
-    if run.precision == "bfloat16":
+    if is_pure(run.precision, BF16_FAMILY):
         return ("pure bfloat16: weights and optimizer state in bfloat16 (8-bit mantissa), so updates under 1/256 of a "
                 "weight are lost; watch the loss against float32's")
     return None

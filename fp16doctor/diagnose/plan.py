@@ -22,10 +22,11 @@ from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS, CPU_FP16_FLAGS
 from fp16doctor.knowledge.gpus import gpu_has_bfloat16
 from fp16doctor.options import Progress
 from fp16doctor.results import VARIANT_CHANGES, Document
+from fp16doctor.workload import protocol
 from fp16doctor.workload.protocol import PRECISIONS, ROUNDS_VARIANTS, SCRIPT_VARIANTS, VARIANTS
 
 # The matrix every diagnose runs; mixed_bfloat16 joins it where the device computes in bfloat16.
-BASE_PRECISIONS = ("float32", "float16", "mixed_float16")
+BASE_PRECISIONS = protocol.default_precisions(bfloat16_device=False)
 
 
 def device_has_bfloat16(host: Mapping[str, Any]) -> bool:
@@ -63,9 +64,9 @@ def _no_pathology_expected(precision: str, host: Mapping[str, Any], backend: str
     IsDataTypeSupportedByOneDNNOnThisCPU wants AVX512-FP16 or AMX-FP16 for float16): 5.5-6x float32's step on an
     AVX-512 BF16 EPYC and 1.7-2.2x on an AVX2 EPYC (docs/benchmarks.md), where a Xeon with AVX512-FP16 met
     oneDNN's reference kernels at 160x. A warm-up past the bound still leaves the rounds for a run of its own."""
-    if precision == "mixed_bfloat16":
+    if protocol.is_mixed(precision, protocol.BF16):
         return device_has_bfloat16(host)
-    if precision not in ("float16", "mixed_float16") or host.get("gpus"):
+    if protocol.family(precision) != protocol.FP16 or host.get("gpus"):
         return False
     keras = (host.get("frameworks") or {}).get("keras") if isinstance(host.get("frameworks"), Mapping) else None
     ran_on = backend or (keras.get("backend") if isinstance(keras, Mapping) else None) or "tensorflow"
@@ -90,7 +91,7 @@ def backend_trials(host: Mapping[str, Any], configured: str | None, asked: Seque
 def default_precisions(host: Mapping[str, Any]) -> list[str]:
     """The matrix when --precision is not given: float32, float16 and mixed_float16 everywhere, and
     mixed_bfloat16 where the device has bfloat16 arithmetic (elsewhere it would only be emulated)."""
-    return [*BASE_PRECISIONS, *(["mixed_bfloat16"] if device_has_bfloat16(host) else [])]
+    return list(protocol.default_precisions(device_has_bfloat16(host)))
 
 
 def same_host_setup(run: Mapping[str, Any], python: str, backend: str | None) -> bool:

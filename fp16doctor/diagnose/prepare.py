@@ -35,6 +35,7 @@ from fp16doctor.engines.spec import WORKLOAD_SIZES as SIZES
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.options import DiagnoseOptions, Progress
 from fp16doctor.results import SIZE_CAVEATS, Document, load, new_document, run_key
+from fp16doctor.workload.protocol import DEFAULT_WHERE_BFLOAT16
 
 # What diagnose says, in one line, on a host that is not Linux (where it is built and tested).
 OFF_LINUX = ("{system} is not Linux: diagnose runs on this host's Python, untested here; --slurm needs a Linux login"
@@ -132,7 +133,7 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
     # stacks, and the engine keeps it where a GPU computes in bfloat16 (it says why where none does).
     unknown = any(engine.has_gpus() is None
                   for engine, _ in router.route(RunSpec(stack, "float32", "original", size) for stack in stacks))
-    where_native = ["mixed_bfloat16"] if not options.precisions and unknown else []
+    where_native = list(DEFAULT_WHERE_BFLOAT16) if not options.precisions and unknown else []
     specs = plan_runs(stacks, precisions, size, (typed.variants or ["original"]) if typed.script else typed.variants,
                       typed.data_dir, where_native)
     if typed.script is not None:

@@ -18,7 +18,13 @@ else:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
 from fp16doctor.errors import EXIT_USAGE, DoctorError
-from fp16doctor.workload.protocol import MIXED_POLICIES, PRECISIONS
+from fp16doctor.workload.protocol import (
+    DTYPE_POLICY_API,
+    KERAS_3,
+    PRECISIONS,
+    keras_takes,
+    precision_of,
+)
 
 CATALOGUE_FILE = "stacks.toml"
 MIXED_PRECISION_MODES = ("keras_policy", "none")
@@ -73,23 +79,25 @@ class StackSpec:
         return out
 
     def supports_precision(self, precision: str) -> bool:
-        """float32/float16 run everywhere; the mixed policies need a Keras with a dtype-policy API;
+        """Whether this stack's Keras takes the precision, by the precision table's rule (workload/protocol.py
+        keras_takes): float32/float16 run everywhere; the mixed policies need a Keras with a dtype-policy API;
         floatx bfloat16 only Keras 3 accepts (Keras 2 and tf_keras check floatx against float16/32/64)."""
-        if precision in MIXED_POLICIES:
-            return self.mixed_precision != "none"
-        if precision == "bfloat16":
-            return self.keras.split(".")[0].isdigit() and int(self.keras.split(".")[0]) >= 3
-        return precision in PRECISIONS
+        if precision_of(precision) is None:
+            return False
+        major = self.keras.split(".")[0]
+        return keras_takes(precision, int(major) if major.isdigit() else 0, self.mixed_precision != "none")
 
     def precision_refusal(self, precision: str) -> str | None:
         """Why the stack cannot run a precision at all (its run is recorded skipped with this), or None."""
         if self.supports_precision(precision):
             return None
-        if precision in MIXED_POLICIES:
+        spec = precision_of(precision)
+        needs = spec.keras if spec is not None else None
+        if needs == DTYPE_POLICY_API:
             return (f"Keras {self.keras} in the {self.name} stack has no mixed-precision dtype policy for "
                     f"{precision} (a tf.keras >= 2.1 and Keras 3 API); float16 via floatx is its only 16-bit mode")
-        if precision == "bfloat16":
-            return (f"Keras {self.keras} in the {self.name} stack refuses floatx bfloat16 "
+        if needs == KERAS_3:
+            return (f"Keras {self.keras} in the {self.name} stack refuses floatx {precision} "
                     "(only Keras 3's keras.config.set_floatx accepts it)")
         return f"the {self.name} stack cannot run {precision}"
 

@@ -8,6 +8,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from fp16doctor.workload.protocol import FP16, is_pure
+
 _MISSING = "–"
 
 
@@ -166,11 +168,11 @@ def _keras_config(host: dict[str, Any]) -> list[RenderableType]:
     backends = host.get("keras_backends") or []
     if backends:
         _row(grid, "backends", "; ".join(_backend_words(b) for b in backends))
-    _row(grid, "floatx", Text(floatx, style="bold yellow" if floatx == "float16" else ""))
+    _row(grid, "floatx", Text(floatx, style="bold yellow" if is_pure(floatx, FP16) else ""))
     _row(grid, "epsilon", _value(config.get("epsilon")))
     _row(grid, "image_data_format", _value(config.get("image_data_format")))
     parts: list[RenderableType] = [_section("Keras config"), grid]
-    if floatx == "float16":
+    if is_pure(floatx, FP16):  # floatx float16 is the pure float16 precision
         parts.append(
             Text(
                 "floatx is float16: every Keras model here keeps weights and optimizer state in float16 "

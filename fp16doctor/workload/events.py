@@ -21,6 +21,10 @@ class Skip(Exception):
     """This precision or experiment cannot run on this stack at all (not a failure of the run)."""
 
 
+class NotApplied(RuntimeError):
+    """The precision did not take (fp16doctor's failure, not the model's or the script's)."""
+
+
 def send_to(stream):
     """Every later event goes to `stream` (None: back to sys.stdout)."""
     _stream[0] = stream

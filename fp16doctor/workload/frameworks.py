@@ -16,8 +16,9 @@ import sys
 import tempfile
 
 from compat import cpu_count
-from events import Skip, flush_native_stdout
-from protocol import PADDED_CHANNELS, SCRATCH_ENV, VARIANT_ENV
+from events import NotApplied, Skip, flush_native_stdout
+from protocol import (
+    PADDED_CHANNELS, PRECISION_OF, SCRATCH_ENV, VARIANT_ENV, keras_json_floatx, keras_takes)
 
 # oneDNN >= 3.3 reads "profile_create,profile_exec,filter=REGEX" (src/common/verbose.cpp): creation and
 # execution lines of every component but gemm_api, whose thousands of small calls per step (Eigen contractions
@@ -51,7 +52,7 @@ def prepare_keras_home(precision, backend):
     atexit.register(shutil.rmtree, home, True)  # one per run: do not leave them in /tmp
     keras_dir = os.path.join(home, ".keras")
     os.makedirs(keras_dir)
-    config = {"backend": backend, "floatx": "float16" if precision == "float16" else "float32",
+    config = {"backend": backend, "floatx": keras_json_floatx(precision),
               "image_data_format": "channels_last", "epsilon": 1e-07}
     with open(os.path.join(keras_dir, "keras.json"), "w") as fh:
         json.dump(config, fh)
@@ -111,26 +112,42 @@ class KerasAPI(object):
         # `lr`/`decay` were renamed or removed later; decay=0.0 was a no-op anyway.
         return opt(learning_rate=0.0001, rho=0.9, epsilon=1e-04)
 
-    def set_mixed_policy(self, policy="mixed_float16"):
+    def policy_setter(self):
+        """This Keras' way to set the global dtype policy (Keras 3, tf.keras >= 2.4, tf.keras 2.1-2.3's
+        experimental API), or None where it has none."""
         mp = getattr(self.keras, "mixed_precision", None)
         if mp is None:
+            return None
+        for name in ("set_dtype_policy", "set_global_policy"):
+            if hasattr(mp, name):
+                return getattr(mp, name)
+        try:
+            return getattr(getattr(mp, "experimental", None), "set_policy", None)
+        except Exception:  # noqa: BLE001  (lazy modules raise what they like)
+            return None
+
+    def set_mixed_policy(self, policy="mixed_float16"):
+        """Sets the global dtype policy; the setter's name (e.g. "set_dtype_policy")."""
+        setter = self.policy_setter()
+        if not keras_takes(policy, self.major_minor()[0], setter is not None):
             raise Skip("Keras %s has no %s policy (a dtype policy needs tf.keras in TF >= 2.1, or Keras 3)"
                        % (self.version, policy))
-        if hasattr(mp, "set_dtype_policy"):
-            mp.set_dtype_policy(policy)
-        elif hasattr(mp, "set_global_policy"):
-            mp.set_global_policy(policy)
-        else:
-            mp.experimental.set_policy(policy)
+        setter(policy)
+        return getattr(setter, "__name__", "set_policy")
 
     def set_bfloat16_floatx(self):
         """Pure bfloat16, as floatx=float16 is pure float16: only Keras 3 accepts it."""
         config = getattr(self.keras, "config", None)
-        if self.name != "keras3-legacy" or config is None or not hasattr(config, "set_floatx"):
+        if not keras_takes("bfloat16", self.major_minor()[0], True) or config is None \
+                or not hasattr(config, "set_floatx"):
             # tf_keras and Keras 2 check floatx against {float16, float32, float64}.
             raise Skip("%s %s refuses floatx bfloat16 (only Keras 3's keras.config.set_floatx accepts it)"
                        % ("tf_keras" if self.name == "tf_keras" else "Keras", self.version))
         config.set_floatx("bfloat16")
+
+    def set_floatx(self, floatx):
+        config = getattr(self.keras, "config", None)
+        (getattr(config, "set_floatx", None) or self.keras.backend.set_floatx)(floatx)
 
     def compile(self, model, jit_compile=False, run_options=None):
         kwargs = {}
@@ -153,6 +170,37 @@ class KerasAPI(object):
                                        verbose=0, callbacks=callbacks)
         return model.fit(generator, steps_per_epoch=steps_per_epoch, epochs=epochs, verbose=0,
                          callbacks=callbacks)
+
+
+def apply_precision(api, precision, defaults=None):
+    """Puts this process' Keras in `precision`, as protocol.PRECISION_TABLE says it is applied, and says how (the
+    script runner records it): a dtype policy for a mixed precision, floatx for a pure one. Skip where this Keras
+    cannot take it (the table's Keras rule), NotApplied where floatx did not take.
+
+    defaults: None in a process of one precision, whose floatx float16 came from the private keras.json before Keras
+    loaded (prepare_keras_home); in the interleaved rounds, where the precisions take turns in one process, the
+    (floatx, policy) the process started with, which float32 and the other precisions' unset globals return to
+    (some layers and losses read them again at call time, so each block runs under its own)."""
+    spec = PRECISION_OF[precision]
+    if spec.mixed:
+        note = {"how": "dtype policy injected by fp16doctor before the script built its model", "policy": precision,
+                "call": "mixed_precision.%s" % api.set_mixed_policy(precision)}
+    else:
+        note = {"how": "keras.json floatx", "floatx": spec.compute_dtype}
+    if defaults is not None:
+        floatx, policy = defaults
+        if not spec.mixed and getattr(api.keras, "mixed_precision", None) is not None:
+            # Keras 3 reads floatx into the global policy once and keeps it (dtype_policy()), so a pure precision
+            # is set as the policy of that name too: a float16 model must not quietly be built in float32.
+            api.set_mixed_policy(precision if spec.pure else (policy or floatx))
+    if spec.pure and keras_json_floatx(precision) != precision:
+        api.set_bfloat16_floatx()  # keras.json refuses it: set after import, where this Keras takes it
+        note["how"] = "keras.config.set_floatx after import (keras.json rejects bfloat16)"
+    elif defaults is not None:
+        api.set_floatx(precision if spec.pure else defaults[0])
+    if spec.pure and api.floatx() != precision:
+        raise NotApplied("floatx %s was not picked up (floatx is %s)" % (precision, api.floatx()))
+    return note
 
 
 def load_keras(backend):

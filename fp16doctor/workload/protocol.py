@@ -9,8 +9,159 @@ Valid Python 3.5, and it imports nothing: it runs in the oldest pinned stack as 
 # The workload's events: one line on stdout each, this prefix and one JSON object ("event": its kind).
 PREFIX = "@@fp16doctor "
 
-PRECISIONS = ("float32", "float16", "mixed_float16", "bfloat16", "mixed_bfloat16")
-MIXED_POLICIES = ("mixed_float16", "mixed_bfloat16")
+# ---------------------------------------------------------------- precisions
+# Each precision's name is parsed once, here, into what it means (as Keras' own DTypePolicy parses a policy's name
+# into its compute and variable dtypes): every other module asks these questions (is_16bit, is_mixed, family, ...)
+# instead of comparing names.
+
+# How a precision is applied. floatx: Keras' global float type (keras.json, or keras.config.set_floatx), every
+# layer's variables and compute in it, exactly as a user sets it ("pure"); policy: a dtype policy (Keras' mixed
+# precision), float32 variables and 16-bit compute.
+FLOATX = "floatx"
+POLICY = "policy"
+
+# Which Keras takes it. Every Keras takes floatx float32 and float16; floatx bfloat16 only Keras 3 (Keras 2 and
+# tf_keras check floatx against float16/32/64, and Keras 3's keras.json refuses it: only keras.config.set_floatx
+# accepts it); a policy a Keras with a dtype-policy API (tf.keras in TF >= 2.1, or Keras 3; Keras 2.1.5 has none).
+EVERY_KERAS = "every_keras"
+KERAS_3 = "keras_3"
+DTYPE_POLICY_API = "dtype_policy_api"
+
+# The 16-bit families: what a device computes natively (or not), and what the analysis' tables are keyed by.
+FP16 = "fp16"
+BF16 = "bf16"
+_FAMILIES = {"float16": FP16, "bfloat16": BF16}
+
+# Which precisions a diagnose runs when --precision is not given: always, or where the device computes bfloat16
+# (elsewhere it would only be emulated).
+ALWAYS = "always"
+WHERE_BFLOAT16 = "where_bfloat16"
+
+MIXED_PREFIX = "mixed_"
+
+
+class Precision(object):
+    """One precision, its name parsed once: "mixed_bfloat16" is bfloat16 compute on float32 variables, applied as a
+    dtype policy; "float16" is float16 compute and variables, applied as floatx."""
+
+    __slots__ = ("name", "compute_dtype", "variable_dtype", "applied", "keras", "default")
+
+    def __init__(self, name, keras, default=None):
+        self.name = name
+        if name.startswith(MIXED_PREFIX):
+            self.compute_dtype, self.variable_dtype, self.applied = name[len(MIXED_PREFIX):], "float32", POLICY
+        else:
+            self.compute_dtype, self.variable_dtype, self.applied = name, name, FLOATX
+        self.keras = keras  # which Keras takes it: EVERY_KERAS, KERAS_3 or DTYPE_POLICY_API
+        self.default = default  # in the default matrix: ALWAYS, WHERE_BFLOAT16 or None
+
+    @property
+    def family(self):
+        """FP16 or BF16 for a 16-bit precision, None for float32."""
+        return _FAMILIES.get(self.compute_dtype)
+
+    @property
+    def mixed(self):
+        return self.applied == POLICY
+
+    @property
+    def pure(self):
+        """16-bit floatx: variables, gradients and optimizer state in the 16-bit type too."""
+        return self.applied == FLOATX and self.family is not None
+
+    def __repr__(self):
+        return "Precision(%r)" % self.name
+
+
+# In the order every list of precisions follows: float32 first (the baseline), then the 16-bit ones.
+PRECISION_TABLE = (
+    Precision("float32", EVERY_KERAS, ALWAYS),
+    Precision("float16", EVERY_KERAS, ALWAYS),
+    Precision("mixed_float16", DTYPE_POLICY_API, ALWAYS),
+    Precision("bfloat16", KERAS_3),
+    Precision("mixed_bfloat16", DTYPE_POLICY_API, WHERE_BFLOAT16),
+)
+PRECISION_OF = dict((p.name, p) for p in PRECISION_TABLE)
+PRECISIONS = tuple(p.name for p in PRECISION_TABLE)
+MIXED_POLICIES = tuple(p.name for p in PRECISION_TABLE if p.mixed)
+# What joins the default matrix where the device computes bfloat16 (or may: a remote engine's GPUs are known only
+# once it runs, and the engine keeps these where one does).
+DEFAULT_WHERE_BFLOAT16 = tuple(p.name for p in PRECISION_TABLE if p.default == WHERE_BFLOAT16)
+
+
+def precision_of(name):
+    # type: (object) -> Precision | None
+    """The table's row for a precision name; None for a name that is none (a hand-written document's)."""
+    try:
+        return PRECISION_OF.get(name)
+    except TypeError:  # unhashable: a list where a name belongs
+        return None
+
+
+def is_16bit(name):
+    # type: (object) -> bool
+    p = precision_of(name)
+    return p is not None and p.family is not None
+
+
+def family(name):
+    # type: (object) -> str | None
+    """FP16 or BF16 for a 16-bit precision; None for float32 or an unknown name."""
+    p = precision_of(name)
+    return p.family if p is not None else None
+
+
+def is_mixed(name, of_family=None):
+    # type: (object, str | None) -> bool
+    """A dtype policy (of that 16-bit family, where one is named)."""
+    p = precision_of(name)
+    return p is not None and p.mixed and of_family in (None, p.family)
+
+
+def is_pure(name, of_family=None):
+    # type: (object, str | None) -> bool
+    """A 16-bit floatx (of that family, where one is named): weights and optimizer state in 16 bits too."""
+    p = precision_of(name)
+    return p is not None and p.pure and of_family in (None, p.family)
+
+
+def compute_dtype(name):
+    # type: (object) -> str | None
+    p = precision_of(name)
+    return p.compute_dtype if p is not None else None
+
+
+def variable_dtype(name):
+    # type: (object) -> str | None
+    p = precision_of(name)
+    return p.variable_dtype if p is not None else None
+
+
+def keras_json_floatx(name):
+    # type: (str) -> str
+    """The floatx a run's private keras.json carries: a pure precision every Keras takes is set there, before
+    Keras loads, as a user sets it; every other is float32 there (floatx bfloat16 is set after import)."""
+    p = PRECISION_OF[name]
+    return p.compute_dtype if p.applied == FLOATX and p.keras == EVERY_KERAS else "float32"
+
+
+def keras_takes(name, keras_major, dtype_policy_api):
+    # type: (str, int, bool) -> bool
+    """Whether a Keras of this major version, with or without a dtype-policy API, can run the precision."""
+    needs = PRECISION_OF[name].keras
+    if needs == DTYPE_POLICY_API:
+        return bool(dtype_policy_api)
+    if needs == KERAS_3:
+        return keras_major >= 3
+    return True
+
+
+def default_precisions(bfloat16_device):
+    # type: (bool) -> tuple[str, ...]
+    """The precisions a diagnose runs when --precision is not given, in the table's order."""
+    return tuple(p.name for p in PRECISION_TABLE
+                 if p.default == ALWAYS or (p.default == WHERE_BFLOAT16 and bfloat16_device))
+
 
 # original: the script as posted; synthetic_input: the same model on batches already in memory; the rest
 # are experiments that change one thing (fp16doctor/results.py VARIANT_CHANGES says what).

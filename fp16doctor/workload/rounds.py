@@ -18,7 +18,8 @@ import random
 
 from compat import perf_counter
 from protocol import (  # AA_CONTROL: float32's 2nd model
-    AA_CONTROL, BLOCK_TARGET_S, MIXED_POLICIES, MODEL_VARIANTS, ROUNDS_VARIANTS, VARIANT_LABEL_SEP, window_steps)
+    AA_CONTROL, BLOCK_TARGET_S, MODEL_VARIANTS, ROUNDS_VARIANTS, VARIANT_LABEL_SEP, compute_dtype, is_mixed,
+    variable_dtype, window_steps)
 
 # A profiled configuration's window kind (and folder): this prefix and its label.
 WINDOW_PREFIX = "rounds_"
@@ -196,21 +197,9 @@ class Config(object):
 
 def _set_precision(api, precision, defaults):
     """The global floatx and dtype policy this precision's model was built under (they are read again at
-    call time by some layers and losses, so each block runs under its own)."""
-    floatx, policy = defaults
-    mp = getattr(api.keras, "mixed_precision", None)
-    if precision in MIXED_POLICIES:
-        api.set_mixed_policy(precision)
-    elif mp is not None:
-        # Keras 3 reads floatx into the global policy once and keeps it (dtype_policy()), so a pure precision
-        # is set as the policy of that name too: a float16 model must not quietly be built in float32.
-        api.set_mixed_policy(precision if precision in ("float16", "bfloat16") else (policy or floatx))
-    config = getattr(api.keras, "config", None)
-    set_floatx = getattr(config, "set_floatx", None) or api.keras.backend.set_floatx
-    if precision == "bfloat16":
-        api.set_bfloat16_floatx()
-    else:
-        set_floatx("float16" if precision == "float16" else floatx)
+    call time by some layers and losses, so each block runs under its own): frameworks.apply_precision."""
+    from frameworks import apply_precision
+    apply_precision(api, precision, defaults)
 
 
 def _check_dtypes(model, precision):
@@ -220,10 +209,7 @@ def _check_dtypes(model, precision):
     layer = next((one for one in model.layers if getattr(one, "weights", None)), model.layers[0])
     variable = str(getattr(layer, "dtype", "") or "")
     compute = str(getattr(layer, "compute_dtype", "") or variable)
-    if precision.startswith("mixed_"):
-        expected = (("float32", precision[len("mixed_"):]), (variable, compute))
-    else:
-        expected = ((precision, precision), (variable, compute))
+    expected = ((variable_dtype(precision), compute_dtype(precision)), (variable, compute))
     if variable and expected[0] != expected[1]:
         raise RuntimeError("the %s model was built with %s variables and %s compute" % (precision, variable, compute))
 
@@ -279,7 +265,7 @@ def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=pe
             continue
         _set_precision(api, precision, defaults)
         generator = make_generator(api, train_dir, args.height, args.width, args.batch_size)
-        model = build_model(api, args.height, args.width, precision.startswith("mixed_"))
+        model = build_model(api, args.height, args.width, is_mixed(precision))
         _check_dtypes(model, precision)
         facts = _run_facts(generator, model, args.input_batches) if label in profiled else {}
         data = _tf_input(api, generator)
@@ -328,7 +314,7 @@ def _variant_config(args, api, train_dir, build_model, make_generator, label, de
             applied["host_arrays"] = host_arrays(generator)
         built = str(generator[0][0].dtype)
         check_batches(variant, built)
-        model = build_model(api, args.height, args.width, precision.startswith("mixed_"), **changes)
+        model = build_model(api, args.height, args.width, is_mixed(precision), **changes)
         _check_dtypes(model, precision)
         source = generator
         if variant == "synthetic_input":

@@ -30,14 +30,14 @@ import rounds  # noqa: E402
 from compat import perf_counter  # noqa: E402
 from events import Skip, emit  # noqa: E402
 from frameworks import (  # noqa: E402
-    apply_variant, cpu_facts, enable_onednn_verbose, exit_now, load_keras, prepare_keras_home, prime_onednn_verbose,
+    apply_precision, apply_variant, cpu_facts, enable_onednn_verbose, exit_now, load_keras, prepare_keras_home, prime_onednn_verbose,
     set_variant_environment, software_info, user_keras_config)
 from model import (  # noqa: E402
     build_seed_model, check_batches, describe_model, finite, host_arrays, in_memory_batch_count, in_memory_batches,
     initial_loss_scale, jit_compile_of, loss_scale, make_generator, time_input, variant_changes)
 from window import WindowProfiler, make_callback  # noqa: E402
 from protocol import (  # noqa: E402
-    MIXED_POLICIES, PRECISIONS, PROFILE_DIR_ENV, SEED_WORKLOAD, SIZES, VARIANTS)
+    PRECISIONS, PROFILE_DIR_ENV, SEED_WORKLOAD, SIZES, VARIANTS, is_mixed)
 from timing import STABLE_TOLERANCE, StepTimer, summary  # noqa: E402
 
 FULL = SIZES["full"]  # the defaults: the user's script as posted
@@ -143,13 +143,8 @@ def run(args):
         emit("result", run=result)
         return
 
-    mixed = args.precision in MIXED_POLICIES
-    if mixed:
-        api.set_mixed_policy(args.precision)
-    elif args.precision == "bfloat16":
-        api.set_bfloat16_floatx()
-    if args.precision in ("float16", "bfloat16") and api.floatx() != args.precision:
-        raise RuntimeError("floatx %s was not picked up (floatx is %s)" % (args.precision, api.floatx()))
+    apply_precision(api, args.precision)
+    mixed = is_mixed(args.precision)
 
     batches_in, model_changes = variant_changes(args.variant)
     generator = make_generator(api, train_dir, args.height, args.width, args.batch_size, batches_in)

@@ -45,9 +45,10 @@ import script_rounds  # noqa: E402
 import frameworks  # noqa: E402
 import window  # noqa: E402
 import timing  # noqa: E402
-from events import emit  # noqa: E402
+from events import NotApplied, Skip, emit  # noqa: E402
 from model import describe_model  # noqa: E402
-from protocol import ONEDNN_PREFIXES, PRECISIONS, PROFILE_DIR_ENV, SCRIPT_VARIANTS, WINDOW_MARKER  # noqa: E402
+from protocol import (  # noqa: E402
+    ONEDNN_PREFIXES, PRECISIONS, PROFILE_DIR_ENV, SCRIPT_VARIANTS, WINDOW_MARKER, is_mixed)
 
 # The user's script may have modules of the same names (model, events, dataset ...), or a package it imports
 # may: ours must not shadow them. Run as a script, this folder is also sys.path[0]; what was imported stays
@@ -85,14 +86,6 @@ _session = [None]  # what the runner learnt before the script failed (which Kera
 class Enough(BaseException):
     """Raised from the timing callback after the last measured step. A BaseException, so the script's
     own `except Exception:` cannot swallow it."""
-
-
-class Skip(Exception):
-    """This precision cannot be applied to this Keras at all (the run is skipped, not failed)."""
-
-
-class NotApplied(Exception):
-    """The precision did not take (fp16doctor's failure, not the script's)."""
 
 
 def parse_args(argv):
@@ -297,10 +290,7 @@ class Session(object):
         """Once the script's Keras (and so its backend) has loaded: the experiment's change and the profiler."""
         api = keras_api(module, name)
         _, device = frameworks.software_info(api)
-        try:
-            self.variant_applied = frameworks.apply_variant(api, self.args.variant, device, self.variant_env)
-        except events.Skip as exc:
-            raise Skip(str(exc))
+        self.variant_applied = frameworks.apply_variant(api, self.args.variant, device, self.variant_env)
         if self.variant_applied.pop("jit_compile", None):
             self.compile_kwargs["jit_compile"] = True
             self.variant_applied["compile(jit_compile=True)"] = True
@@ -486,33 +476,11 @@ def global_policy_name(keras):
 
 
 def apply_precision(session, keras, name):
-    precision = session.args.precision
-    version = keras_version(keras)
-    if precision == "float16" and keras.backend.floatx() != "float16":
-        raise NotApplied("keras.json floatx=float16 was not picked up (floatx is %s)" % keras.backend.floatx())
-    if precision == "float16":
-        session.precision_note = {"how": "keras.json floatx", "floatx": "float16"}
-    elif precision == "bfloat16":
-        # Keras 3 rejects "bfloat16" in keras.json but accepts it from keras.config.set_floatx.
-        if keras_major(keras) < 3:
-            raise Skip("floatx=bfloat16 needs Keras 3; Keras %s accepts float16, float32 and float64 only" % version)
-        keras.config.set_floatx("bfloat16")
-        session.precision_note = {"how": "keras.config.set_floatx after import (keras.json rejects bfloat16)",
-                                  "floatx": "bfloat16"}
-    elif precision.startswith("mixed_"):
-        mp = getattr(keras, "mixed_precision", None)
-        setter = None
-        if mp is not None:
-            setter = (getattr(mp, "set_dtype_policy", None) or getattr(mp, "set_global_policy", None)
-                      or _lookup(mp, "experimental.set_policy"))
-        if setter is None:
-            raise Skip("%s needs a Keras dtype policy (tf.keras in TF >= 2.1, or Keras 3); Keras %s has none"
-                       % (precision, version))
-        setter(precision)
-        session.precision_note = {"how": "dtype policy injected by fp16doctor before the script built its model",
-                                  "policy": precision, "call": "%s.mixed_precision.%s" % (name, setter.__name__)}
-    else:
-        session.precision_note = {"how": "keras.json floatx", "floatx": "float32"}
+    """The run's precision on a Keras the script imported (frameworks.apply_precision), and how, for the record."""
+    note = frameworks.apply_precision(keras_api(keras, name), session.args.precision)
+    if "call" in note:
+        note["call"] = "%s.%s" % (name, note["call"])
+    session.precision_note = note
 
 
 class KerasImportHook(object):
@@ -685,7 +653,7 @@ def run(args):
     if ended in ("completed", "exited") and steps and args.steps and len(steps) < args.steps:
         workload["stop_reason"] = "script_ended"
         notes.append("the script ended after %d measured steps (%d asked)" % (len(steps), args.steps))
-    if session.precision_note and session.policy_at_first_call and args.precision.startswith("mixed_") \
+    if session.precision_note and session.policy_at_first_call and is_mixed(args.precision) \
             and session.policy_at_first_call != args.precision:
         notes.append("the script set its own dtype policy (%s) over the injected %s"
                      % (session.policy_at_first_call, args.precision))
@@ -727,7 +695,7 @@ def run(args):
                      "Keras import excluded); per-step time, warm-up, loss and the number of steps could "
                      "not be measured%s" % (whole_ms / 1000.0, ", nor the ops of a profiled window"
                                               if args.profile_dir else ""))
-        if args.precision.startswith("mixed_"):
+        if is_mixed(args.precision):
             workload["numerics_comparable"] = False
             notes.append("an injected mixed policy in a custom loop has no loss scaling: no numerics "
                          "finding is drawn from this run")

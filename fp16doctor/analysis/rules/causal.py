@@ -11,6 +11,8 @@ from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.knowledge.cpu import CPU_SOURCES
 from fp16doctor.knowledge.gpu_families import SOURCES as GPU_FAMILY_SOURCES
 from fp16doctor.knowledge.kernels import is_reference_impl
+from fp16doctor.workload.protocol import BF16 as BF16_FAMILY
+from fp16doctor.workload.protocol import FP16, is_mixed
 
 # A slow kernel is named the cause only when it accounts for at least this share of the difference it is
 # measured in; smaller ones stay evidence.
@@ -21,8 +23,10 @@ SETTING_MIN_CHANGE = 0.10
 BF16_PREFERRED_MIN_GAIN = 0.10
 
 CONV_MATMUL_KINDS = ("conv", "matmul")
-# The dtypes an op record names for 16-bit arithmetic (oneDNN's f16/bf16, TensorFlow's half/float16/bfloat16).
-SIXTEEN_BIT_DTYPES = frozenset({"float16", "half", "f16", "bfloat16", "bf16"})
+# The dtypes an op record names for 16-bit arithmetic (oneDNN's f16/bf16, TensorFlow's half/float16/bfloat16), by
+# their 16-bit family.
+OP_DTYPE_FAMILIES = {"float16": FP16, "half": FP16, "f16": FP16, "bfloat16": BF16_FAMILY, "bf16": BF16_FAMILY}
+SIXTEEN_BIT_DTYPES = frozenset(OP_DTYPE_FAMILIES)
 
 
 def slow_kernel_item(item: OpItem, run: RunView, ctx: Context) -> bool:
@@ -38,9 +42,9 @@ def slow_kernel_item(item: OpItem, run: RunView, ctx: Context) -> bool:
     gpu = ctx.gpu_for(run)
     if item.tensor_cores is not False or item.key[2] not in CONV_MATMUL_KINDS or gpu is None or not gpu.tensor_cores:
         return False
-    if dtype in ("bfloat16", "bf16"):
+    if OP_DTYPE_FAMILIES.get(dtype) == BF16_FAMILY:
         return gpu.tf32 is True  # bfloat16 Tensor Core math arrived with 8.0, as TF32 did
-    return dtype in ("float16", "half", "f16")
+    return OP_DTYPE_FAMILIES.get(dtype) == FP16
 
 
 
@@ -105,7 +109,7 @@ def rule_bf16_preferred(ctx: Context) -> Finding | None:
     evidence: list[str] = []
     best: Pair | None = None
     for pair in _bf16_pairs(ctx):
-        if pair.reduced.precision != "mixed_bfloat16" or not pair.faster:
+        if not is_mixed(pair.reduced.precision, BF16_FAMILY) or not pair.faster:
             continue
         fp16 = [p for p in ctx.fp16_pairs() if p.fp32 is pair.fp32]
         step = pair.step_ms  # the steps the verdicts quote

@@ -406,7 +406,7 @@ def native_16bit(ctx: Context, run: RunView) -> bool | None:
     if run.device != "cpu":
         return None
     cpu = ctx.cpu_for(run)
-    return cpu.native_bf16 if family == "bfloat16" else cpu.native_fp16
+    return cpu.native_bf16 if run.precision in BF16 else cpu.native_fp16
 
 
 def _device_words(ctx: Context, run: RunView) -> str:

@@ -23,7 +23,7 @@ from fp16doctor.knowledge.frameworks import (
     NUMPY_FP16_ISSUES,
     has_feature,
 )
-from fp16doctor.workload.protocol import SEED_WORKLOAD
+from fp16doctor.workload.protocol import FP16, SEED_WORKLOAD, is_pure
 
 # The thresholds, relative to the step or to float32's own figure where the physics allows:
 # the host producing half of a step's time is where precision can no longer help (the TF Profiler's input pipeline
@@ -194,12 +194,12 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
             evidence.append(line)
             runs.append(r)
             confidence = max(confidence, 0.9 if r.input_ms > HOST_MIN_FACTOR * f.input_ms else 0.75)
-        elif r.precision == "float16":
+        elif is_pure(r.precision, FP16):
             measured_no = True
     if not evidence and not measured_no:
         for run in ctx.reduced_runs():
             if (
-                run.precision != "float16"
+                not is_pure(run.precision, FP16)
                 or not run.on_gpu
                 or run.variant != "original"
                 or run.workload_name != SEED_WORKLOAD

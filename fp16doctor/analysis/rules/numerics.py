@@ -16,7 +16,7 @@ from fp16doctor.analysis.rules.common import (
     stacks_of,
     where_of,
 )
-from fp16doctor.workload.protocol import SEED_WORKLOAD
+from fp16doctor.workload.protocol import FP16, SEED_WORKLOAD, is_mixed, is_pure
 
 FP16_SMALLEST_NORMAL = 6.103515625e-05  # 2**-14
 
@@ -32,7 +32,7 @@ def _code_lines(text: str) -> str:
 def rule_pure_float16_floatx(ctx: Context) -> Finding | None:
     # floatx is Keras' switch; elsewhere a float16 run may be inference (no weights to update), so only a
     # run that trains (a loss was recorded) is called pure fp16 training; a document that says inference never is.
-    runs = [r for r in ctx.runs if r.precision == "float16" and not r.inference and (
+    runs = [r for r in ctx.runs if is_pure(r.precision, FP16) and not r.inference and (
         r.software.framework in KERAS_FRAMEWORKS or r.workload_name == SEED_WORKLOAD or r.loss_first is not None)]
     if not runs:
         return None
@@ -58,7 +58,7 @@ def rule_pure_float16_floatx(ctx: Context) -> Finding | None:
     unstable = [r for r in runs if r.loss_nan]
     if unstable:
         evidence.append(f"loss became NaN/inf in {', '.join(r.label for r in unstable)}")
-    mixed = [p for p in ctx.fp16_pairs() if p.reduced.precision == "mixed_float16"]
+    mixed = [p for p in ctx.fp16_pairs() if is_mixed(p.reduced.precision, FP16)]
     if mixed:
         evidence += [p.describe() for p in mixed]
     faster_only = bool(pairs) and all(p.faster for p in pairs)

@@ -11,6 +11,8 @@ from fp16doctor.analysis.rules.common import (
     stacks_of,
     where_of,
 )
+from fp16doctor.workload.protocol import BF16 as BF16_FAMILY
+from fp16doctor.workload.protocol import FP16, is_pure
 
 
 def rule_fp16_faster(ctx: Context) -> Finding | None:
@@ -42,11 +44,11 @@ def _faster(fid: str, ctx: Context, faster: list[Pair]) -> Finding | None:
     spread_known = any(r.p10_ms and r.p90_ms for p in faster for r in (p.fp32, p.reduced))
     recommendation = ""
     ideas = []
-    if best.reduced.precision == "float16" and not best.reduced.inference:
+    if is_pure(best.reduced.precision, FP16) and not best.reduced.inference:
         # Pure float16 weights and optimizer state are a training risk; inference has neither updates nor state.
         recommendation = "Pure float16 (floatx) risks the numerics of training; mixed_float16 keeps float32 weights."
         ideas = [{"precision": "mixed_float16", "why": "mixed precision keeps float32 weights with loss scaling"}]
-    elif best.reduced.precision == "bfloat16" and not best.reduced.inference:
+    elif is_pure(best.reduced.precision, BF16_FAMILY) and not best.reduced.inference:
         # bfloat16 keeps 8 bits of mantissa: pure bfloat16 weights lose updates smaller than 1/256 of a weight.
         recommendation = ("Pure bfloat16 weights lose small updates in training; mixed_bfloat16 keeps float32 "
                           "weights (no loss scaling needed).")

@@ -17,7 +17,7 @@ from fp16doctor.analysis.rules.common import (
 )
 from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.knowledge.gpus import FAST_FP16_RATIO
-from fp16doctor.workload.protocol import SEED_WORKLOAD
+from fp16doctor.workload.protocol import FP16, SEED_WORKLOAD, is_mixed
 
 # Mixed precision against pure float16: at least this much slower (and beyond both runs' spread) before the casts
 # are named; the default noise band is 5 % (analysis/intervals.py), and a cost must clear twice that.
@@ -46,7 +46,7 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
     }
     worse_than_fp32 = False
     for (machine, stack, device, variant, precision), pair in by_cell.items():
-        if precision != "mixed_float16":
+        if not is_mixed(precision, FP16):
             continue
         pure = by_cell.get((machine, stack, device, variant, "float16"))
         mixed = pair.reduced

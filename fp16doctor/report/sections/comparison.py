@@ -12,6 +12,7 @@ from fp16doctor.analysis.runs import precision_rank
 from fp16doctor.report import charts
 from fp16doctor.report.sections.inputs import ReportInput
 from fp16doctor.report.sections.machines import MachineView
+from fp16doctor.workload.protocol import FP16, PRECISIONS, family
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class ComparisonRow:
 
 
 # The 16-bit columns of the comparison: the float16 ones always (the question), bfloat16 where measured.
-COMPARISON_ALWAYS = ("float16", "mixed_float16")
+COMPARISON_ALWAYS = tuple(p for p in PRECISIONS if family(p) == FP16)
 
 
 def _comparison(machines: Sequence[MachineView]) -> list[ComparisonRow]:

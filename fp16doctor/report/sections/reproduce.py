@@ -13,6 +13,7 @@ from fp16doctor.report.redact import redact, redact_text
 from fp16doctor.report.sections.common import dict_of as _dict
 from fp16doctor.report.sections.environment import runs_of
 from fp16doctor.report.sections.inputs import DocumentInput
+from fp16doctor.workload.protocol import default_precisions
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def _reproduce(doc: Mapping[str, Any], rows: Sequence[RunRow], known: set[str] |
     if run_stacks and "host" not in run_stacks and "--stack" in words:
         words.append("--no-host")
     precisions = _str_list(invocation.get("precisions")) or sorted({r.precision for r in rows}, key=precision_rank)
-    if precisions and set(precisions) != {"float32", "float16", "mixed_float16"}:
+    if precisions and set(precisions) != set(default_precisions(bfloat16_device=False)):
         for precision in precisions:
             words += ["--precision", precision]
     for docker_host in _str_list(invocation.get("docker_hosts")) or []:

@@ -17,7 +17,8 @@ PROTOCOL = PACKAGE / "workload" / "protocol.py"
 SHARED_STRINGS = {protocol.PREFIX, protocol.WINDOW_MARKER, protocol.WINDOW_START, protocol.WINDOW_END,
                   protocol.AA_CONTROL, protocol.SEED_WORKLOAD, protocol.PROFILE_DIR_ENV, protocol.SCRATCH_ENV}
 SHARED_TUPLES = {protocol.PRECISIONS, protocol.VARIANTS, protocol.SCRIPT_VARIANTS, protocol.ONEDNN_PREFIXES,
-                 protocol.MIXED_POLICIES, protocol.MODEL_VARIANTS}
+                 protocol.MIXED_POLICIES, protocol.MODEL_VARIANTS, protocol.default_precisions(bfloat16_device=False),
+                 protocol.default_precisions(bfloat16_device=True)}
 
 
 def _copies(path: Path) -> list[str]:
