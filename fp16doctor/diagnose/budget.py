@@ -535,7 +535,6 @@ def price_diagnose(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], o
     order: fit_units, priced from `later_runs` where given: the records the rounds make), the windows' attribution
     and the analysis. `extra`: experiments in fresh processes of their
     own (a backend's), inside the budget where `extra_inside`, else priced beside it."""
-    fp32 = _original(runs, stack, "float32") or {}
     phases = [PricedPhase("prepare", prepare_s, "checks, probe, plan")]
     phases += [PricedPhase(f"{spec.precision} {spec.variant}", experiment_cost_s(spec, runs),
                            "a process of its own") for spec in own]
