@@ -17,7 +17,7 @@ from typing import Any
 from fp16doctor.engines.base import Engine
 from fp16doctor.engines.registry import Router
 from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S
-from fp16doctor.engines.spec import RunSpec, WorkloadSize, is_host_stack
+from fp16doctor.engines.spec import MIN_ROUNDS, RunSpec, WorkloadSize, is_host_stack
 from fp16doctor.options import DiagnoseOptions
 
 # Importing the framework in a fresh process: 2.8-3.3 s in the recorded quick diagnoses of 2-core EPYC and Xeon
@@ -66,9 +66,16 @@ def _estimate(routed: list[tuple[Engine, list[RunSpec]]], size: WorkloadSize) ->
         if engine.runs_here and not engine.queued and size.budget_s is not None:
             sooner = (f", or stop sooner once every ratio is known to within {size.rounds_precision * 100:.0f} %"
                       if size.rounds_precision is not None else "")
-            parts.append(f"about {size.budget_s:.0f} s for this host's {len(cells)} run(s): the {size.name} budget, "
-                         f"which the interleaved rounds fill{sooner} (where this machine's steps make their minimum "
-                         "end past it, diagnose says so before they start)")
+            parts.append(f"about {size.budget_s:.0f} s for this host's {len(cells)} run(s): the {size.name} budget"
+                         f"{' on a GPU' if size.gpu else ''}, which the interleaved rounds fill{sooner} (where this "
+                         "machine's steps make their minimum end past it, diagnose says so before they start)")
+            if size.gpu:
+                parts.append(f"within it: float32 in a process of its own, then one rounds process that times and "
+                             f"profiles the other precisions and the in-memory controls beside it (at least "
+                             f"{MIN_ROUNDS} rounds), then the experiments, each priced from this machine's steps "
+                             "before it runs and kept only where it fits what is left (the rest said with the command "
+                             "that runs it); an experiment in a process of its own on another backend is priced "
+                             "beside the budget")
         elif engine.runs_here and not engine.queued:
             parts.append(f"at most about {(len(cells) * per_run + FULL_ROUNDS_BUDGET_S) / 60:.0f} min for this host's "
                          f"{len(cells)} run(s) (each stops measuring after {size.max_measure_s:.0f} s; the rounds take "
@@ -90,7 +97,7 @@ def describe_plan(todo: list[RunSpec], kept: int, size: WorkloadSize, options: D
                      "precision prescribed so far, each in a process of its own, beside the estimate above: up to "
                      f"about {2 * len(backend_trials) * per_run:.0f} s more, plus each run's first step")
     if options.experiments:
-        control = ", and the in-memory input control," if size.budget_s is not None else ""
+        control = ", and the in-memory input control," if size.budget_s is not None and not size.gpu else ""
         notes.append(f"experiments that change one thing{control} are chosen from what the runs measure, and run "
                      "after them" + (f" if the {size.name} budget has room" if size.budget_s is not None else ""))
     notes.append("float32 runs first in each group: its step sets the 16-bit runs' slow-step bound")

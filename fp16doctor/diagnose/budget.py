@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S, ROUNDS_MIN_BUDGET_S, stack_rounds_budget_s
 from fp16doctor.engines.spec import MIN_ROUNDS, ExperimentUnit, RunSpec, WorkloadSize
 from fp16doctor.options import Progress
 from fp16doctor.runplan import IMPORT_PRIOR_S
-from fp16doctor.workload.protocol import BLOCK_TARGET_S, window_steps
+from fp16doctor.workload.protocol import BLOCK_TARGET_S, VARIANT_LABEL_SEP, in_memory_batch_count, window_steps
 
 
 def rounds_budget_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], deadline: float | None,
@@ -112,27 +113,40 @@ def rounds_overrun_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]],
 
 def within_budget(units: list[ExperimentUnit], runs: list[dict[str, Any]], deadline: float, size: WorkloadSize,
                   progress: Progress) -> list[ExperimentUnit]:
-    """The experiments that fit what is left of the size's budget (it ends at `deadline`), each unit costed at its
-    own expected steps (`unit_cost_s`), in the plan's order; a setting's rounds keep float32 and as many of its
-    16-bit precisions, in order, as fit. What does not fit is skipped, and said with the command that runs it
-    (outside the budget)."""
-    left = deadline - time.monotonic()
-    kept = []
+    """The experiments that fit what is left of the size's budget (it ends at `deadline`; on a GPU, less the
+    analysis that follows them: analysis_s), each unit costed at its own expected steps (`unit_cost_s`), in the
+    plan's order; a setting's rounds keep float32 and as many of its 16-bit precisions, in order, as fit. What does
+    not fit is skipped, and said with the command that runs it (outside the budget)."""
+    left = deadline - time.monotonic() - analysis_s(runs)
+    kept, skipped = fit_units(units, runs, left)
+    for unit, cost_s, left_s in skipped:
+        precisions = [spec.precision for spec in unit]
+        progress.note(f"experiment {', '.join(precisions)} {unit[0].variant} skipped: it would take about "
+                      f"{cost_s:.0f} s and {max(left_s, 0):.0f} s of the "
+                      f"{size.budget_s or 0:.0f} s {size.name} budget are left (run it with "
+                      f"{' '.join(f'--precision {p}' for p in precisions)} --variant original --variant "
+                      f"{unit[0].variant})")
+    return kept
+
+
+def fit_units(units: list[ExperimentUnit], runs: list[dict[str, Any]], left_s: float
+              ) -> tuple[list[ExperimentUnit], list[tuple[ExperimentUnit, float, float]]]:
+    """Pure: the units of experiments that fit `left_s` seconds, in the plan's order (a setting's rounds keep
+    float32 and as many of its 16-bit precisions, in order, as fit), and what does not fit: (the specs left out,
+    what they would cost, the seconds left when they came up)."""
+    left = left_s
+    kept: list[ExperimentUnit] = []
+    skipped: list[tuple[ExperimentUnit, float, float]] = []
     for unit in units:
         # The unit's first n specs cost this much: float32 with at least one 16-bit precision, or the one spec.
         costs = {n: unit_cost_s(unit[:n], runs) for n in range(min(2, len(unit)), len(unit) + 1)}
         n = next((n for n in sorted(costs, reverse=True) if costs[n] <= left), 0)
         if n < len(unit):
-            precisions = [spec.precision for spec in unit[n:]]
-            progress.note(f"experiment {', '.join(precisions)} {unit[0].variant} skipped: it would take about "
-                          f"{costs[len(unit)] - costs.get(n, 0.0):.0f} s and {max(left, 0):.0f} s of the "
-                          f"{size.budget_s or 0:.0f} s {size.name} budget are left (run it with "
-                          f"{' '.join(f'--precision {p}' for p in precisions)} --variant original --variant "
-                          f"{unit[0].variant})")
+            skipped.append((unit[n:], costs[len(unit)] - costs.get(n, 0.0), left))
         if n:
             left -= costs[n]
             kept.append(unit[:n])
-    return kept
+    return kept, skipped
 
 
 def unit_cost_s(unit: ExperimentUnit, runs: list[dict[str, Any]]) -> float:
@@ -261,7 +275,8 @@ def _rounds_startup_s(all_runs: list[dict[str, Any]], stack: str, size: Workload
         copies = 2 if run.get("precision") == "float32" else 1
         median_s = _median_s(run) or 0.0
         first_s = _rounds_first_step_s(_first_s(run), median_s)
-        total += copies * (first_s + rounds_warmup_steps(size) * median_s + _script_setup_s(run))
+        total += copies * (first_s + rounds_warmup_steps(size) * median_s + _script_setup_s(run)
+                           + (GPU_MODEL_BUILD_S if _device_gpu(run) else 0.0))
         one_round += copies * (MIN_ROUNDS * _block_s(median_s) if minimum else 3 * median_s)
     return total + one_round
 
@@ -291,13 +306,73 @@ PROFILED_STEP_PRIOR = {"mixed_bfloat16": 1.0, "float16": 6.0, "mixed_float16": 6
 PROFILED_STEP_PRIOR_AVX2 = {"mixed_bfloat16": 1.0, "float16": 2.5, "mixed_float16": 2.5}
 
 
-def _profiled_step_s(precision: str, fp32: Mapping[str, Any]) -> float:
-    """A precision's expected step in the rounds with no run of its own, from float32's own run and the CPU it ran
-    on (its engine's flags: AVX-512 or not)."""
+def _profiled_step_s(label: str, fp32: Mapping[str, Any]) -> float:
+    """A configuration's expected step in the rounds with no run of its own (a precision, or a precision with a
+    change: "float32+synthetic_input"), from float32's own run and the device it ran on: on a GPU from its step and
+    its host's batch time (_gpu_step_s); on a CPU from its engine's flags (AVX-512 or not)."""
+    if _device_gpu(fp32):
+        return _gpu_step_s(label, fp32)
+    precision = label.partition(VARIANT_LABEL_SEP)[0]
     flags = ((fp32.get("engine") or {}).get("cpu") or {}).get("flags") or []
     priors = PROFILED_STEP_PRIOR if not isinstance(flags, list) or not flags or "avx512f" in flags \
         else PROFILED_STEP_PRIOR_AVX2
     return (_median_s(fp32) or 0.0) * priors.get(precision, 1.0)
+
+
+# On a GPU the seed workload's step waits for its host's batch (ImageDataGenerator, on the CPU): the H200 recording's
+# float32 step of 305 ms held a 162 ms batch, its in-memory step 83-109 ms. A 16-bit precision's device work is
+# priced at float32's (the H200's mixed precisions: 0.9-1.0x in memory; float16 0.55x), and its batches at float32's
+# but for float16, whose images the host builds in float16: HOST_FLOAT16_BATCH_PRIOR times float32's (numpy's float16
+# arithmetic: 638 ms against 162 ms on the H200's Xeon with AVX512-FP16; rounded up).
+HOST_FLOAT16_BATCH_PRIOR = 4.0
+# A model and its input pipeline built in a rounds process on a GPU, besides any batches made for it: the H200
+# recording's rounds process spent 14.2 s building thirteen configurations, 9.3 s of it making the in-memory
+# controls' batches (eight each, at each precision's batch time): the rest, 0.4 s a model.
+GPU_MODEL_BUILD_S = 0.4
+# The analysis and the report after the last run on a GPU, whose torch traces list hundreds of kernels: 3.3-3.4 s on
+# the H200 recording (phases_s.analysis), where a CPU's 0.5-1 s fit in AFTER_ROUNDS_S.
+GPU_ANALYSIS_S = 3.5
+
+
+def _device_gpu(run: Mapping[str, Any]) -> bool:
+    """Whether a run's workload ran on a GPU (its record's `device`: "gpu:0")."""
+    return str(run.get("device") or "").startswith("gpu")
+
+
+def _on_gpu(runs: list[dict[str, Any]]) -> bool:
+    return any(_device_gpu(r) for r in runs if r.get("precision") == "float32" and r.get("status") == "ok")
+
+
+def analysis_s(runs: list[dict[str, Any]]) -> float:
+    """What the analysis and the report take after the experiments, where the budget prices it: GPU_ANALYSIS_S
+    where float32 ran on a GPU; 0 on a CPU, whose budget leaves it to AFTER_ROUNDS_S's margin (as it always did)."""
+    return GPU_ANALYSIS_S if _on_gpu(runs) else 0.0
+
+
+def _batch_s(precision: str, fp32: Mapping[str, Any]) -> float:
+    """The host's time to make one batch of this precision, from float32's own run's (input_time_ms)."""
+    measured = (fp32.get("input_time_ms") or {}).get("median")
+    batch_s = float(measured) / 1000.0 if isinstance(measured, (int, float)) and measured > 0 else 0.0
+    return batch_s * (HOST_FLOAT16_BATCH_PRIOR if precision == "float16" else 1.0)
+
+
+def _gpu_step_s(label: str, fp32: Mapping[str, Any]) -> float:
+    """A configuration's expected step on a GPU: in memory, float32's step less its batch; from the generator, that
+    plus its own batch (float16's: HOST_FLOAT16_BATCH_PRIOR times float32's)."""
+    precision, _, variant = label.partition(VARIANT_LABEL_SEP)
+    step_s = _median_s(fp32) or 0.0
+    device_s = max(step_s - _batch_s("float32", fp32), 0.0)
+    return device_s if variant == "synthetic_input" else device_s + _batch_s(precision, fp32)
+
+
+def _gpu_build_s(label: str, fp32: Mapping[str, Any], size: WorkloadSize, timed_input: bool = True) -> float:
+    """What a configuration costs a GPU's rounds process before its first step: its model (GPU_MODEL_BUILD_S), and
+    the batches made for it: the in-memory control's (in_memory_batch_count), or, profiled (`timed_input`), the
+    original's timed input (the size's input_batches after a first one, as its own run times them)."""
+    precision, _, variant = label.partition(VARIANT_LABEL_SEP)
+    batches = (in_memory_batch_count(size.batch_size, size.image_height, size.image_width)
+               if variant == "synthetic_input" else size.input_batches + 1 if timed_input else 0)
+    return GPU_MODEL_BUILD_S + batches * _batch_s(precision, fp32)
 
 
 def _profiled_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSize,
@@ -312,10 +387,11 @@ def _profiled_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSi
     fp32_step = _median_s(fp32) or 0.0
     first_s = _first_s(fp32)
     total = 0.0
-    for precision in profiled:
-        step_s = _profiled_step_s(precision, fp32)
+    for label in profiled:
+        step_s = _profiled_step_s(label, fp32)
         total += (_config_startup_s(_rounds_first_step_s(first_s, fp32_step, step_s), step_s, size, rounds)
-                  + window_steps(size.profile_steps, step_s * 1000.0) * step_s + WINDOW_OVERHEAD_S)
+                  + window_steps(size.profile_steps, step_s * 1000.0) * step_s + WINDOW_OVERHEAD_S
+                  + (_gpu_build_s(label, fp32, size) if _device_gpu(fp32) else 0.0))
     return total
 
 
@@ -328,11 +404,23 @@ def _changed_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSiz
     total = 0.0
     for spec in changed:
         base = _original(runs, stack, spec.precision)
-        step_s = _median_s(base) or _profiled_step_s(spec.precision, fp32 or {})
+        step_s = _changed_step_s(spec, runs)
         priced = base or fp32 or {}
         first_s = _rounds_first_step_s(_first_s(priced), _median_s(priced) or 0.0, step_s)
         total += _config_startup_s(first_s, step_s, size, rounds)
+        if fp32 is not None and _device_gpu(fp32):
+            total += _gpu_build_s(spec.rounds_label, fp32, size, timed_input=False)
     return total
+
+
+def _changed_step_s(spec: RunSpec, runs: list[dict[str, Any]]) -> float:
+    """A change's expected step in the rounds: the step of the run it changes, at float32's with _profiled_step_s
+    where that precision has no run of its own; on a GPU the in-memory control's from float32's (_gpu_step_s)."""
+    fp32 = _original(runs, spec.stack, "float32") or {}
+    base = _original(runs, spec.stack, spec.precision)
+    if _device_gpu(fp32) and spec.variant == "synthetic_input":
+        return _profiled_step_s(spec.rounds_label, fp32)
+    return _median_s(base) or _profiled_step_s(spec.rounds_label, fp32)
 
 
 # A model's first step in the rounds process spends a share of what float32's own first step spent beyond its step
@@ -364,3 +452,131 @@ def _script_setup_s(run: Mapping[str, Any]) -> float:
     if (run.get("workload") or {}).get("name") != "script" or not isinstance(timing.get("script_s"), (int, float)):
         return 0.0
     return max(0.0, float(timing["script_s"]) - float(timing.get("import_s") or 0.0) - _steps_s(run, window=False))
+
+
+@dataclass(frozen=True)
+class ProcessExperiment:
+    """An extra experiment in a fresh process of its own, priced before it runs: its configurations (rounds labels,
+    "float32+synthetic_input", "mixed_bfloat16+synthetic_input") timed together in one rounds process, float32's
+    with its A/A control, each profiled; `import_s`: that process's import where known (another Keras backend's),
+    else the stack's float32 run's. The entry point for a backend experiment (the in-memory float32 and the
+    prescribed precision on another Keras backend)."""
+
+    label: str
+    configurations: tuple[str, ...]
+    import_s: float | None = None
+
+
+def process_experiment_cost_s(experiment: ProcessExperiment, runs: list[dict[str, Any]], stack: str,
+                              size: WorkloadSize) -> float:
+    """What one ProcessExperiment is expected to cost, from the stack's float32 run: the import, then each
+    configuration as a profiled one in a rounds process (_profiled_startup_s: its first step, warm-up, window and
+    build, MIN_ROUNDS rounds), float32's A/A control beside it, and one more round where the loop checks the clock."""
+    fp32 = _original(runs, stack, "float32") or {}
+    import_s = experiment.import_s if experiment.import_s is not None else float(
+        (fp32.get("timing") or {}).get("import_s") or IMPORT_PRIOR_S)
+    configs_s = _profiled_startup_s(runs, stack, size, experiment.configurations, MIN_ROUNDS + 1)
+    # float32's A/A control: a second float32 model, timed in every round beside the first.
+    fp32_label = next((c for c in experiment.configurations if c.partition(VARIANT_LABEL_SEP)[0] == "float32"), None)
+    aa_s = (MIN_ROUNDS + 1) * _block_s(_profiled_step_s(fp32_label, fp32)) if fp32_label is not None else 0.0
+    return import_s + configs_s + aa_s
+
+
+@dataclass(frozen=True)
+class PricedPhase:
+    """One phase of a priced diagnose: its name, its seconds, and what it holds."""
+
+    name: str
+    seconds: float
+    what: str = ""
+
+
+@dataclass(frozen=True)
+class PricedPlan:
+    """A diagnose priced before it runs (price_diagnose): its phases within the budget, the rounds they leave room
+    for, what does not fit (with its price), and what is priced beside the budget."""
+
+    budget_s: float | None
+    phases: tuple[PricedPhase, ...]
+    rounds: int
+    skipped: tuple[PricedPhase, ...] = ()
+    beside: tuple[PricedPhase, ...] = ()
+
+    @property
+    def total_s(self) -> float:
+        return sum(phase.seconds for phase in self.phases)
+
+    @property
+    def fits(self) -> bool:
+        return self.budget_s is None or self.total_s <= self.budget_s + 1e-6
+
+    def lines(self) -> list[str]:
+        """The plan as text, phase by phase."""
+        out = [f"{p.seconds:6.1f} s  {p.name}" + (f" ({p.what})" if p.what else "") for p in self.phases]
+        budget = f" of the {self.budget_s:.0f} s budget" if self.budget_s is not None else ""
+        out.append(f"{self.total_s:6.1f} s  in all{budget}, with {self.rounds} interleaved rounds")
+        out += [f"skipped: {p.name}, about {p.seconds:.0f} s ({p.what})" for p in self.skipped]
+        out += [f"beside the budget: {p.name}, about {p.seconds:.0f} s" + (f" ({p.what})" if p.what else "")
+                for p in self.beside]
+        return out
+
+
+def price_diagnose(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], own: Sequence[RunSpec],
+                   profiled: tuple[str, ...], changed: tuple[RunSpec, ...], reserved: Sequence[ExperimentUnit],
+                   later: Sequence[ExperimentUnit], prepare_s: float,
+                   extra: Sequence[ProcessExperiment] = (), extra_inside: bool = False,
+                   later_runs: list[dict[str, Any]] | None = None) -> PricedPlan:
+    """Pure: a diagnose of one stack priced as diagnose runs it where its size's budget binds, from `runs` (the
+    records its prices rest on: float32's own run at least, as measured on this machine or a recording of it):
+    `prepare_s`, the cells with a process of their own (`own`, each at experiment_cost_s), one rounds process
+    (its import, builds, warm-ups, the windows of the `profiled` labels, the `changed` configurations, MIN_ROUNDS
+    rounds and one more for every whole round the budget leaves after `reserved`, the experiments planned before
+    the rounds), the experiments that fit (`reserved`, then `later`, those planned after the rounds, in the plan's
+    order: fit_units, priced from `later_runs` where given: the records the rounds make), the windows' attribution
+    and the analysis. `extra`: experiments in fresh processes of their
+    own (a backend's), inside the budget where `extra_inside`, else priced beside it."""
+    phases = [PricedPhase("prepare", prepare_s, "checks, probe, plan")]
+    phases += [PricedPhase(f"{spec.precision} {spec.variant}", experiment_cost_s(spec, runs),
+                           "a process of its own") for spec in own]
+    startup_s = _rounds_process_s(runs, stack, size, profiled, changed, minimum=True)
+    one_round_s = _round_s(runs, stack, profiled, changed)
+    after_s = _after_rounds_s(len(profiled), attribution_per_window_s(runs, stack)) + analysis_s(runs)
+    extras = [PricedPhase(f"{e.label}", process_experiment_cost_s(e, runs, stack, size),
+                          ", ".join(e.configurations)) for e in extra]
+    used = sum(p.seconds for p in phases) + startup_s + after_s + sum(
+        p.seconds for p in extras if extra_inside)
+    reserve_s = sum(unit_cost_s(unit, runs) for unit in reserved)
+    more = 0
+    if size.budget_s is not None and one_round_s > 0:
+        more = max(0, int((size.budget_s - used - reserve_s) // one_round_s))
+    rounds_s = startup_s + more * one_round_s
+    configurations = len(_rounds_runs(runs, stack)) + len(profiled) + len(changed)
+    phases.append(PricedPhase("interleaved rounds", rounds_s,
+                              f"{configurations} configurations and float32's A/A control in one process, "
+                              f"{len(profiled)} of them profiled; {MIN_ROUNDS + more} rounds of "
+                              f"{one_round_s:.1f} s"))
+    left = (size.budget_s - used - more * one_round_s) if size.budget_s is not None else float("inf")
+    priced_by = later_runs if later_runs is not None else runs
+    kept, skipped = fit_units([*reserved, *later], priced_by, left)
+    for unit in kept:
+        phases.append(PricedPhase(f"experiment {', '.join(s.precision for s in unit)} {unit[0].variant}",
+                                  unit_cost_s(unit, priced_by), "a rounds process" if len(unit) > 1 else
+                                  "a process of its own"))
+    if extra_inside:
+        phases += extras
+    phases.append(PricedPhase("attribution and analysis", after_s,
+                              f"{len(profiled)} windows of the rounds, the analysis and the report"))
+    return PricedPlan(size.budget_s, tuple(phases), MIN_ROUNDS + more,
+                      tuple(PricedPhase(f"experiment {', '.join(s.precision for s in unit)} {unit[0].variant}", cost,
+                                        f"{max(left_s, 0):.0f} s left") for unit, cost, left_s in skipped),
+                      () if extra_inside else tuple(extras))
+
+
+def _round_s(runs: list[dict[str, Any]], stack: str, profiled: tuple[str, ...], changed: tuple[RunSpec, ...]) -> float:
+    """One round of a rounds process: every configuration's block (float32's twice, its A/A control)."""
+    fp32 = _original(runs, stack, "float32") or {}
+    total = sum((2 if r.get("precision") == "float32" else 1) * _block_s(_median_s(r) or 0.0)
+                for r in _rounds_runs(runs, stack))
+    total += sum(_block_s(_profiled_step_s(label, fp32)) for label in profiled)
+    total += sum(_block_s(_changed_step_s(spec, runs)) for spec in changed)
+    return total

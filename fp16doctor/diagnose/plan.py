@@ -19,7 +19,7 @@ from fp16doctor.engines.spec import (
     stack_backend,
 )
 from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS, CPU_FP16_FLAGS
-from fp16doctor.knowledge.gpus import gpu_has_bfloat16
+from fp16doctor.knowledge.gpus import gpu_facts, gpu_has_bfloat16
 from fp16doctor.options import Progress
 from fp16doctor.results import VARIANT_CHANGES, Document
 from fp16doctor.workload import protocol
@@ -48,13 +48,21 @@ def profiled_in_rounds(specs: list[RunSpec], host: Mapping[str, Any], budgeted_h
     """The cells of `specs` timed and profiled in their stack's interleaved rounds alone, no run of their own: at a
     size whose budget binds here (`budgeted_here`), the built-in workload's host cells, float32 running beside them
     in a process of its own (its step sets the bound their warm-up meets in the rounds), of a precision that no
-    pathological kernel is expected to meet (`_no_pathology_expected`)."""
+    pathological kernel is expected to meet (`_no_pathology_expected`).
+    On a GPU (the size's GPU budget, WorkloadSize.gpu) the matrix's in-memory controls (synthetic_input) are timed
+    and profiled there too, beside the precision each changes, where float32 or that precision is timed there: their
+    ratio is the device's answer, and a process of their own costs the framework's import again (10-13 s on the
+    H200 recording)."""
     if not budgeted_here:
         return []
     with_fp32 = {s.stack for s in specs if s.precision == "float32" and s.variant == "original"}
-    return [s for s in specs if s.variant == "original" and s.script is None and is_host_stack(s.stack)
-            and s.stack in with_fp32 and not s.native_only
-            and _no_pathology_expected(s.precision, host, stack_backend(s.stack) or backend)]
+    alone = [s for s in specs if s.variant == "original" and s.script is None and is_host_stack(s.stack)
+             and s.stack in with_fp32 and not s.native_only
+             and _no_pathology_expected(s.precision, host, stack_backend(s.stack) or backend)]
+    timed = {(s.stack, s.precision) for s in alone} | {(stack, "float32") for stack in with_fp32}
+    controls = [s for s in specs if s.size.gpu and s.variant == "synthetic_input" and s.script is None
+                and is_host_stack(s.stack) and (s.stack, s.precision) in timed]
+    return alone + controls
 
 
 def _no_pathology_expected(precision: str, host: Mapping[str, Any], backend: str | None) -> bool:
@@ -63,11 +71,18 @@ def _no_pathology_expected(precision: str, host: Mapping[str, Any], backend: str
     (knowledge/cpu.py CPU_FP16_FLAGS), where TensorFlow computes float16 in its own kernels, not oneDNN's (its
     IsDataTypeSupportedByOneDNNOnThisCPU wants AVX512-FP16 or AMX-FP16 for float16): 5.5-6x float32's step on an
     AVX-512 BF16 EPYC and 1.7-2.2x on an AVX2 EPYC (docs/benchmarks.md), where a Xeon with AVX512-FP16 met
-    oneDNN's reference kernels at 160x. A warm-up past the bound still leaves the rounds for a run of its own."""
+    oneDNN's reference kernels at 160x. A warm-up past the bound still leaves the rounds for a run of its own.
+    On an NVIDIA GPU, float16 and mixed_float16 where every GPU computes float16 at float32's rate or faster
+    (knowledge/gpus.py: compute capability 5.3, 6.0, 7.0 on, not 6.1's 1/64): the H200's float16 step was 2.2x
+    float32's for its host's float16 batches, far under the bound, where a GPU without fast float16 can be 64x."""
     if protocol.is_mixed(precision, protocol.BF16):
         return device_has_bfloat16(host)
-    if protocol.family(precision) != protocol.FP16 or host.get("gpus"):
+    if protocol.family(precision) != protocol.FP16:
         return False
+    gpus = [g for g in host.get("gpus") or [] if isinstance(g, Mapping)]
+    if gpus:
+        return all(gpu_facts(str(g.get("name") or ""), g.get("compute_capability")).native_16bit["float16"] is True
+                   for g in gpus)
     keras = (host.get("frameworks") or {}).get("keras") if isinstance(host.get("frameworks"), Mapping) else None
     ran_on = backend or (keras.get("backend") if isinstance(keras, Mapping) else None) or "tensorflow"
     cpu = host.get("cpu")
@@ -131,10 +146,11 @@ def plan_runs(
             specs += [RunSpec(stack, precision, v, size, data_dir=data_dir if is_host_stack(stack) else None,
                               experiment=experiment, native_only=precision in extra)
                       for precision in ordered]
-        if variants is None and size.budget_s is None:
+        if variants is None and (size.budget_s is None or size.gpu):
             # synthetic_input (batches already in memory) isolates device compute from the input pipeline; a
-            # budgeted size runs it as a control where a run's measured batch time says it could show something
-            # (analysis/experiments.py INPUT_CONTROL_MIN_SHARE).
+            # budgeted size on a CPU runs it as a control where a run's measured batch time says it could show
+            # something (analysis/experiments.py INPUT_CONTROL_MIN_SHARE); on a GPU, where its ratio is the device's
+            # answer, for every precision, in the interleaved rounds (profiled_in_rounds).
             specs += [RunSpec(stack, p, "synthetic_input", size, native_only=p in extra) for p in ordered]
     return specs
 

@@ -30,7 +30,7 @@ from fp16doctor.diagnose.checks import (
 from fp16doctor.diagnose.plan import BASE_PRECISIONS, backend_trials, default_precisions, plan_runs, same_host_setup
 from fp16doctor.engines.base import EngineSetup
 from fp16doctor.engines.registry import Router, engine_class
-from fp16doctor.engines.spec import HOST_STACK, RunSpec, ScriptSpec, WorkloadSize, host_stack
+from fp16doctor.engines.spec import HOST_STACK, RunSpec, ScriptSpec, WorkloadSize, host_stack, on_gpu
 from fp16doctor.engines.spec import WORKLOAD_SIZES as SIZES
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.options import DiagnoseOptions, Progress
@@ -96,6 +96,8 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
     # The default size: full where the host's cells get GPUs (this host's, or a Slurm job's --gres), else quick.
     host_engine = router.engine(router.engine_class(RunSpec(HOST_STACK, "float32", "original", SIZES["quick"])))
     size = SIZES[options.size or ("full" if host_engine.has_gpus() else "quick")]
+    if options.include_host and typed.runs_here and host.get("gpus"):
+        size = on_gpu(size)  # the host's runs go to this machine's GPU: the full size's GPU budget binds them
     # The engines these stacks need, checked before anything is created: an unreachable --docker-host stops
     # diagnose here, not after the host's runs.
     router.check(RunSpec(stack, "float32", "original", size) for stack in stacks)

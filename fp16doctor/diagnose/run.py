@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fp16doctor.diagnose.budget import (
+    analysis_s,
     attribution_per_window_s,
     rounds_budget_s,
     rounds_end_s,
@@ -142,7 +143,10 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
     from fp16doctor.engines.rounds import mark_left_out, rounds_plan, stack_rounds_budget_s
 
     progress, runs = prepared.progress, writer.doc["runs"]
-    coming = _experiments_planned(prepared, writer.doc, _Unsaid()) if experiments else []
+    # A cell the rounds time and profile (a GPU's in-memory control among them) is no experiment to plan again.
+    planned_here = {(s.stack, s.precision, s.variant) for s in in_rounds or ()}
+    coming = [s for s in (_experiments_planned(prepared, writer.doc, _Unsaid()) if experiments else [])
+              if (s.stack, s.precision, s.variant) not in planned_here]
     # The experiments that change a model or its input: timed in the original's rounds, beside what they change.
     changing = [s for s in coming if s.variant in MODEL_VARIANTS] if prepared.script is None else []
     reserve = experiment_units(coming) if experiments and prepared.deadline is not None else []
@@ -155,9 +159,12 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
         for variant in ROUNDS_VARIANTS:
             if not any(s.stack == stack and s.variant == variant for s in prepared.specs):
                 continue
-            profiled = tuple(s.precision for s in in_rounds or () if s.stack == stack and s.variant == variant)
+            mine = [s for s in in_rounds or () if s.stack == stack and s.rounds_setting == variant]
+            profiled = tuple(s.rounds_label for s in mine)
+            # The matrix's changes to a model or its input with no run of their own (a GPU's in-memory controls).
+            controls = tuple(s for s in mine if s.variant != variant)
             changed = tuple(s for s in changing if s.stack == stack)
-            plan = rounds_plan(runs, stack, prepared.size, variant, profiled, changed,
+            plan = rounds_plan(runs, stack, prepared.size, variant, profiled, changed + controls,
                                builds_changes=prepared.script is None)
             inside = tuple(s for s in changed if plan.spec is not None and s.rounds_label in plan.spec.rounds_of)
             moved += inside
@@ -165,7 +172,7 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
             prefix = "".join(f"{part}: " for part in (stack, variant) if part not in (HOST_STACK, "original"))
             if variant == "original":
                 reserve_s = sum(unit_cost_s(unit, runs) for unit in reserve
-                                if unit[0].stack == stack and not all(u in inside for u in unit))
+                                if unit[0].stack == stack and not all(u in inside for u in unit)) + analysis_s(runs)
                 budget = rounds_budget_s(prepared.size, stack, runs, deadline, reserve_s, profiled, inside)
                 if deadline is not None and prepared.script is None:
                     end_s = rounds_end_s(deadline, reserve_s, len(profiled), attribution_per_window_s(runs, stack))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fp16doctor.engines.spec import MIN_ROUNDS, RunSpec, WorkloadSize, rounds_label, rounds_setting
-from fp16doctor.workload.protocol import AA_CONTROL, MODEL_VARIANTS
+from fp16doctor.workload.protocol import AA_CONTROL, MODEL_VARIANTS, VARIANT_LABEL_SEP
 
 # A precision whose minimum rounds would take longer than this is left out (its ratio then rests on its own
 # process, said as such): a 20 s float16 step must not hold the rest hostage. A 1 s step (float16 on a 2-core
@@ -90,8 +90,9 @@ def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize,
         if run.get("status") == "ok" and run.get("bound"):
             left_out[str(run["precision"])] = ("cut short by the slow-step bound; its ratio is a bound from its own "
                                                "process")
+    # A profiled label with a change to its model or its input (a GPU's in-memory control) comes with `changed`.
     profiled = tuple(p for p in profiled if p not in chosen)
-    chosen += profiled
+    chosen += [p for p in profiled if VARIANT_LABEL_SEP not in p]
     if len(chosen) < 2:  # no precision to pair with float32: no rounds, whatever changes to a model wait for them
         return RoundsPlan(None, left_out)
     # Changes to a model or its input, beside the precision each changes: the matrix's (--variant
@@ -103,7 +104,8 @@ def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize,
     timed = {_label(r) for r in [*group, *ran] if (r.get("step_time_ms") or {}).get("design") == "interleaved"}
     if set(chosen) <= timed:
         return RoundsPlan(None)  # --resume: these were timed together already, and nothing new finished
-    spec = RunSpec(stack, "float32", variant, size, rounds_of=tuple(chosen), rounds_profiled=profiled)
+    spec = RunSpec(stack, "float32", variant, size, rounds_of=tuple(chosen),
+                   rounds_profiled=tuple(p for p in profiled if p in chosen))
     return RoundsPlan(spec, left_out)
 
 

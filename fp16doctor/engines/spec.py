@@ -28,12 +28,22 @@ SLOW_STEP_S = {"smoke": 1.0, "quick": 5.0, "full": 30.0}
 # fill what the runs leave of it and experiments run only where they fit. The full size has none. Smoke's is about
 # what its five runs and three rounds took on a 2-core Xeon (46 s, docs/benchmarks.md).
 WALL_BUDGET_S = {"smoke": 45.0, "quick": 90.0}
+# The wall budget of a size whose host runs go to a GPU this machine holds (WorkloadSize.gpu, `on_gpu`): the full
+# size's default diagnose in the time a coffee takes. The H200 recording's 340 s went on eight processes of their own
+# (10-13 s of import each) and rounds of twelve configurations; the planner's replay of its phases fits 120 s
+# (docs/benchmarks.md). A CPU's full size keeps none: its runs are the user's script as posted, minutes a run.
+GPU_WALL_BUDGET_S = {"full": 120.0}
+# Such a size's runs of their own stop measuring after this long (the full size's 120 s otherwise): every
+# configuration is timed again in the interleaved rounds, whose figures replace its own (as quick's 3 s).
+GPU_MAX_MEASURE_S = 3.0
 # A budgeted size's interleaved rounds stop once every ratio against float32 (the A/A control's included) is known
 # to within this, relative, either way (its 95 % interval; workload/rounds.py), instead of filling the budget: on the
 # 2-core AVX-512 BF16 EPYC a quiet morning's quick rounds reached 4.3 % at round 5 and stayed 3.8-6.3 % for 7
 # more; a noisy day's (12 % between identical blocks) would need about 30 rounds, and fill the budget
 # (docs/benchmarks.md). The full size fills its rounds' budget.
 ROUNDS_PRECISION = {"smoke": 0.05, "quick": 0.05}
+# The same target for a size budgeted on a GPU (GPU_WALL_BUDGET_S).
+GPU_ROUNDS_PRECISION = 0.05
 # Benchmarks and tests force the slow path on a machine where no precision is pathological.
 SLOW_STEP_MULTIPLE_ENV = "FP16DOCTOR_SLOW_STEP_MULTIPLE"
 # The stack name of the cells that run on the target Python itself, not in a pinned stack's image, on the Keras
@@ -84,15 +94,21 @@ class WorkloadSize:
     max_measure_s: float  # stop measuring after this long even if the median is not yet stable
     input_batches: int  # batches timed to measure host input time
     profile_steps: int = 2  # the profiled window after the timed steps (fewer for long steps: window_steps)
+    gpu: bool = False  # the host's runs go to a GPU this machine holds: the size's GPU budget binds (on_gpu)
 
     @property
     def budget_s(self) -> float | None:
-        """The size's wall budget (WALL_BUDGET_S), None for a size without one."""
+        """The size's wall budget (WALL_BUDGET_S; on a GPU, GPU_WALL_BUDGET_S where it names the size), None for a
+        size without one."""
+        if self.gpu and self.name in GPU_WALL_BUDGET_S:
+            return GPU_WALL_BUDGET_S[self.name]
         return WALL_BUDGET_S.get(self.name)
 
     @property
     def rounds_precision(self) -> float | None:
         """Where the size's interleaved rounds may stop early (ROUNDS_PRECISION), None: they fill their budget."""
+        if self.gpu and self.name in GPU_WALL_BUDGET_S:
+            return GPU_ROUNDS_PRECISION
         return ROUNDS_PRECISION.get(self.name)
 
     def to_args(self) -> list[str]:
@@ -113,6 +129,15 @@ FULL = WorkloadSize("full", **SIZES["full"])
 # budget (not the step count) usually ends a run, and the whole diagnose stays within 90 s.
 QUICK = WorkloadSize("quick", **SIZES["quick"])
 SMOKE = WorkloadSize("smoke", **SIZES["smoke"])
+
+
+def on_gpu(size: WorkloadSize) -> WorkloadSize:
+    """The size where the host's runs go to a GPU this machine holds: a size GPU_WALL_BUDGET_S names gets that
+    budget, and its runs of their own measure for GPU_MAX_MEASURE_S at most; any other size is unchanged."""
+    if size.name not in GPU_WALL_BUDGET_S:
+        return size
+    return replace(size, gpu=True, max_measure_s=min(size.max_measure_s, GPU_MAX_MEASURE_S))
+
 WORKLOAD_SIZES = {s.name: s for s in (FULL, QUICK, SMOKE)}
 # The most one run may take, on the host or in a container: a hung driver call prints nothing and
 # would otherwise hold the diagnose forever.

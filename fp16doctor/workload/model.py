@@ -10,7 +10,7 @@ import sys
 
 from compat import parameter_names, perf_counter
 from events import Skip
-from protocol import PADDED_CHANNELS
+from protocol import PADDED_CHANNELS, in_memory_batch_count  # noqa: F401  (rounds.py imports it from here)
 from timing import summary
 
 
@@ -254,13 +254,6 @@ def accepts_batch_dtype(api):
         return "dtype" in parameter_names(api.ImageDataGenerator.__init__)
     except (TypeError, ValueError):
         return False
-
-
-def in_memory_batch_count(batch_size, height, width, steps):
-    """How many batches the in-memory input keeps: eight when they fit in 1 GiB (so epoch boundaries stay rare in
-    the timing), else four; never more than `steps`."""
-    batch_bytes = batch_size * height * width * 3 * 4
-    return min(8 if 8 * batch_bytes <= 2 ** 30 else 4, steps)
 
 
 def time_input(generator, batches):

@@ -197,6 +197,16 @@ def window_steps(profile_steps, step_ms):
     return max(1, min(profile_steps, int(-(-WINDOW_TARGET_S * 1000.0 // step_ms))))
 
 
+
+def in_memory_batch_count(batch_size, height, width, steps=None):
+    """How many batches the in-memory input (synthetic_input) keeps: eight when they fit in 1 GiB (so epoch
+    boundaries stay rare in the timing), else four; never more than `steps` (None: no cap). The host's planner
+    prices making them (diagnose/budget.py)."""
+    batch_bytes = batch_size * height * width * 3 * 4
+    count = 8 if 8 * batch_bytes <= 2 ** 30 else 4
+    return count if steps is None else min(count, steps)
+
+
 # channels_padded: Tensor Core convolutions want channel counts that are multiples of 8 (cuDNN 7 developer
 # guide), so the model appends zero channels to the 3-channel input and its first conv sees this many.
 PADDED_CHANNELS = 8

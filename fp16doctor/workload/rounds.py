@@ -261,7 +261,7 @@ def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=pe
         precision, variant = config_of(label)
         if variant is not None:
             configs.append(_variant_config(args, api, train_dir, build_model, make_generator, label, device,
-                                           defaults))
+                                           defaults, label in profiled))
             continue
         _set_precision(api, precision, defaults)
         generator = make_generator(api, train_dir, args.height, args.width, args.batch_size)
@@ -282,15 +282,17 @@ def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=pe
     own = _own_run_fields(configs, profiled, profiler) if profiled else {}
     # A changed model's configuration: what its run of its own would say of the change (its record is made from
     # these rounds).
-    own.update((c.label, dict(c.facts)) for c in configs if config_of(c.label)[1] is not None and not c.left_out)
+    own.update((c.label, dict(c.facts)) for c in configs
+               if config_of(c.label)[1] is not None and not c.left_out and c.label not in own)
     if own:
         result["own_run"] = own
     return result
 
 
-def _variant_config(args, api, train_dir, build_model, make_generator, label, device, defaults):
+def _variant_config(args, api, train_dir, build_model, make_generator, label, device, defaults, profiled=False):
     """The configuration of a label with a change to its model or its input, built as its run of its own builds
-    it (run_workload.py); left out of the rounds, with why, where the change does not apply here, or not in a
+    it (run_workload.py), its model kept to profile where `profiled` (a GPU's in-memory control, with no run of its
+    own); left out of the rounds, with why, where the change does not apply here, or not in a
     process that holds other models (a Keras whose generator takes no dtype gets float32 batches by redirecting
     K.floatx() for every generator in the process), or where building it failed: the engine then runs it on its
     own, and the rounds go on without it."""
@@ -325,6 +327,8 @@ def _variant_config(args, api, train_dir, build_model, make_generator, label, de
                         room=None if data is not None else len(source))
         config.facts = _model_facts(model)
         config.facts.update(variant_applied=applied, batch_dtype=built, jit_compile=jit_compile_of(model))
+        if profiled:
+            config.model = model
     except Exception as exc:  # noqa: BLE001  (one experiment that cannot be built never ends the rounds)
         config = Config(label, precision, None)
         config.left_out = str(exc) if isinstance(exc, Skip) else "%s: %s" % (exc.__class__.__name__, exc)

@@ -76,5 +76,9 @@ def test_float16_is_profiled_in_the_rounds_only_where_tensorflow_computes_it_in_
     assert [s.precision for s in profiled_in_rounds(specs, xeon, True)] == ["mixed_bfloat16"]
     assert [s.precision for s in profiled_in_rounds(specs, epyc, True, backend="torch")] == ["mixed_bfloat16"]
     assert profiled_in_rounds(specs, {"cpu": {}, "gpus": []}, True) == []
+    # A GPU that computes float16 at float32's rate or faster (7.5) takes float16 and mixed_float16 in the rounds;
+    # one at 1/64 of it (6.1) keeps their runs of their own, bounded.
     gpu = {"cpu": {"flags": ["avx2"]}, "gpus": [{"compute_capability": "7.5"}]}
-    assert profiled_in_rounds(specs, gpu, True) == []
+    assert [s.precision for s in profiled_in_rounds(specs, gpu, True)] == ["float16", "mixed_float16"]
+    pascal = {"cpu": {"flags": ["avx2"]}, "gpus": [{"name": "NVIDIA GeForce GTX 1080", "compute_capability": "6.1"}]}
+    assert profiled_in_rounds(specs, pascal, True) == []
