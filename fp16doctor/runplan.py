@@ -16,7 +16,7 @@ from typing import Any
 
 from fp16doctor.engines.base import Engine
 from fp16doctor.engines.registry import Router
-from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S
+from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S, stack_rounds_budget_s
 from fp16doctor.engines.spec import MIN_ROUNDS, RunSpec, WorkloadSize, is_host_stack
 from fp16doctor.options import DiagnoseOptions
 
@@ -92,10 +92,11 @@ def describe_plan(todo: list[RunSpec], kept: int, size: WorkloadSize, options: D
                   results_path: Path, router: Router, backend_trials: tuple[str, ...] = ()) -> DiagnosePlan:
     notes: list[str] = []
     if backend_trials:
-        per_run = IMPORT_PRIOR_S + size.max_measure_s
+        per_backend = IMPORT_PRIOR_S + stack_rounds_budget_s(size)
         notes.append(f"then the other Keras backends that see the GPU ({', '.join(backend_trials)}): float32 and the "
-                     "precision prescribed so far, each in a process of its own, beside the estimate above: up to "
-                     f"about {2 * len(backend_trials) * per_run:.0f} s more, plus each run's first step")
+                     "precision prescribed so far, with batches in memory, in one interleaved rounds process per "
+                     f"backend, beside the estimate above: about {len(backend_trials) * per_backend:.0f} s more, plus "
+                     "each model's first step")
     if options.experiments:
         control = ", and the in-memory input control," if size.budget_s is not None and not size.gpu else ""
         notes.append(f"experiments that change one thing{control} are chosen from what the runs measure, and run "

@@ -232,12 +232,14 @@ def run_experiments(prepared: Prepared, writer: ResultsWriter) -> None:
 
 def try_backends(prepared: Prepared, writer: ResultsWriter) -> None:
     """The other Keras backends that see the GPU, after everything else (diagnose/plan.py backend_trials): float32
-    and the precision prescribed for the configured backend so far, each in a process of its own (a backend cannot
-    change inside one), with batches in memory where the matrix measured them (the device-side answer; a script runs
-    as written). The analysis names a backend only where it measured much faster (prescribe.BACKEND_MIN_SPEEDUP)."""
+    and the precision prescribed for the configured backend so far, with batches in memory where the matrix measured
+    them (the device-side answer; a script runs as written), timed together in one interleaved rounds process per
+    backend (a backend cannot change inside one), as the configured backend's in-memory runs were, their records made
+    from the rounds. The analysis names a backend only where it measured much faster (prescribe.BACKEND_MIN_SPEEDUP)."""
     from fp16doctor.analysis import diagnose_document
+    from fp16doctor.engines.rounds import stack_rounds_budget_s
 
-    doc = writer.doc
+    doc, progress = writer.doc, prepared.progress
     prescribed = next((p for p in diagnose_document(doc).prescriptions
                        if p.get("machine") == HOST_MACHINE and p.get("stack") == HOST_STACK), None)
     precision = str(((prescribed or {}).get("recommended") or {}).get("precision") or "float32")
@@ -245,17 +247,20 @@ def try_backends(prepared: Prepared, writer: ResultsWriter) -> None:
         s.stack == HOST_STACK and s.variant == "synthetic_input" for s in prepared.specs)
     variant = "synthetic_input" if in_memory else "original"
     done = {run_key(r) for r in doc["runs"]}
-    specs = [RunSpec(stack, p, variant, prepared.size, data_dir=None if prepared.script else prepared.data_dir,
-                     script=prepared.script)
-             for stack in prepared.backend_trials for p in dict.fromkeys(["float32", precision])
-             if (stack, p, variant) not in done]
-    if not specs:
-        return
-    prepared.progress.note(
-        f"other Keras backends that see the GPU: {', '.join(prepared.backend_trials)}, each running float32"
-        + (f" and {precision}" if precision != "float32" else "")
-        + (" with batches in memory" if in_memory else "") + " in processes of their own")
-    run_matrix(prepared, specs, writer)
+    for stack in prepared.backend_trials:
+        cells = [RunSpec(stack, p, variant, prepared.size, data_dir=None if prepared.script else prepared.data_dir,
+                         script=prepared.script) for p in dict.fromkeys(["float32", precision])
+                 if (stack, p, variant) not in done]
+        if not cells:
+            continue
+        spec = replace(cells[0], precision="float32", variant="original", rounds_of=tuple(
+            c.rounds_label for c in cells), rounds_budget_s=stack_rounds_budget_s(prepared.size))
+        progress.note(f"{stack}: another Keras backend that sees the GPU: {', '.join(spec.rounds_of)} timed together "
+                      "in interleaved rounds, in one process of its own")
+        for engine, rounds in prepared.router.route([spec]):
+            sink = RoundsSink(writer, progress, alone=engine.one_run, measure_load=engine.runs_here, creates=cells,
+                              makes_all=True)
+            engine.run_groups([rounds], sink)
 
 
 def _time_setting_in_rounds(prepared: Prepared, writer: ResultsWriter, unit: ExperimentUnit) -> bool:

@@ -43,7 +43,7 @@ class RoundsSink(DocumentSink):
     its own; its start shows as a note (the runs' progress counts cells)."""
 
     def __init__(self, writer: ResultsWriter, progress: Progress, alone: str, measure_load: bool,
-                 creates: list[RunSpec] | None = None) -> None:
+                 creates: list[RunSpec] | None = None, makes_all: bool = False) -> None:
         super().__init__(writer, progress, len(creates or ()) or 1)
         self.alone = alone  # where each precision's own figures were timed, as the cross-check names it
         self.measure_load = measure_load  # the engine runs here: this machine's load beside the rounds is theirs
@@ -51,6 +51,8 @@ class RoundsSink(DocumentSink):
         # What the rounds time with no process of their own (a setting's experiments, or a precision of the
         # original profiled in the rounds): their records are made from the rounds.
         self.creates = list(creates or ())
+        # Every record of the rounds' stack is made from them (another Keras backend's: no run of its own there).
+        self.makes_all = makes_all
         self.made = False
         self.rows: dict[tuple[Any, Any], str] = {}  # (stack, setting): the live row of its rounds process
 
@@ -74,7 +76,7 @@ class RoundsSink(DocumentSink):
 
             record["machine_load"] = machine_load(self.before, snapshot())
         prefix = "" if record.get("stack") in (None, HOST_STACK) else f"{record.get('stack')}: "
-        if self.creates and record.get("variant", "original") != "original":
+        if self.creates and (self.makes_all or record.get("variant", "original") != "original"):
             self._make_runs(record, prefix)
             return
         kept, notes, made = take_rounds(self.writer.doc, record, alone=self.alone, creates=self.creates)
