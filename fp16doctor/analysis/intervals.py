@@ -28,20 +28,17 @@ ALWAYS_MEASURABLE or more.
 
 from __future__ import annotations
 
-import functools
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from fp16doctor.analysis.values import fmt_interval, fmt_ms
-
-CONFIDENCE_LEVEL = 0.95
+from fp16doctor.workload.paired import CONFIDENCE_LEVEL, MIN_ROUNDS, t_quantile
 # The band a median with no spread of its own is judged by: 5 % either side (a 2-core machine's own step-to-step
 # drift between processes, docs/benchmarks.md) and at most 50 %, so a wild spread still allows a verdict.
 DEFAULT_BAND = 0.05
 MAX_BAND = 0.5
-MIN_ROUNDS = 3  # fewer rounds than this support no t interval; the spread band is used instead
 # A comparison between two processes stands only where its effect (log ratio) exceeds this many times the
 # variation the document measured between two timings of one configuration: one such variation either way could
 # otherwise make the whole effect.
@@ -55,63 +52,6 @@ CUT_STEP = ("its fastest recorded step against float32's median step (float32's 
             "for like, a warm-up step may still carry tracing)")
 CUT_IN_STEP = ("its step, cut inside at the bound so it lasted at least that long, against float32's median step "
                "(float32's first step not recorded: not like for like, a warm-up step may still carry tracing)")
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """The continued fraction of the regularized incomplete beta function (modified Lentz; Press et al.,
-    Numerical Recipes, 6.4), converging for x < (a + 1) / (a + b + 2)."""
-    tiny, eps = 1e-300, 1e-16
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 10_000):
-        m2 = 2 * m
-        for num in (m * (b - m) * x / ((a + m2 - 1.0) * (a + m2)),
-                    -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < eps:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """I_x(a, b), the regularized incomplete beta function."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-@functools.lru_cache(maxsize=1024)
-def t_quantile(df: float, level: float = CONFIDENCE_LEVEL) -> float:
-    """The two-sided Student t quantile t_{(1+level)/2, df} for any df > 0, fractional (Welch) included: the t
-    distribution's tail 2 P(T > t) = I_{df/(df+t^2)}(df/2, 1/2) solved for t by bisection, to double precision
-    (within 1e-7 of scipy.stats.t.ppf for df 0.3-1e7; tests/unit/analysis/test_analysis_intervals.py)."""
-    if df <= 0 or math.isnan(df):
-        return math.inf
-    tail = 1.0 - level  # both tails together
-    if df > 1e8:  # beyond this the t and the normal quantile agree to 1e-8
-        return statistics.NormalDist().inv_cdf(1.0 - tail / 2)
-    # x = df / (df + t^2) falls from 1 to 0 as t grows, and the tail I_x(df/2, 1/2) with it: bisect on x.
-    low, high = 0.0, 1.0
-    for _ in range(200):
-        mid = (low + high) / 2
-        if mid in (low, high):
-            break
-        if _betainc(df / 2, 0.5, mid) > tail:
-            high = mid
-        else:
-            low = mid
-    x = (low + high) / 2
-    return math.sqrt(df * (1.0 - x) / x)
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S, ROUNDS_MIN_BUDGET_S, stack_rounds_budget_s
-from fp16doctor.engines.spec import MIN_ROUNDS, ExperimentUnit, RunSpec, WorkloadSize
+from fp16doctor.engines.spec import ExperimentUnit, RunSpec, WorkloadSize
 from fp16doctor.options import Progress
 from fp16doctor.runplan import IMPORT_PRIOR_S
+from fp16doctor.workload.paired import MIN_ROUNDS
 from fp16doctor.workload.protocol import BLOCK_TARGET_S, window_steps
 
 

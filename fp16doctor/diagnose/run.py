@@ -32,7 +32,6 @@ from fp16doctor.diagnose.prepare import Prepared, prepare
 from fp16doctor.diagnose.sink import DocumentSink, RoundsSink
 from fp16doctor.engines.spec import (
     HOST_STACK,
-    MIN_ROUNDS,
     SLOW_STEP_MULTIPLE_ENV,
     ExperimentUnit,
     RunSpec,
@@ -41,6 +40,7 @@ from fp16doctor.engines.spec import (
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
 from fp16doctor.options import DiagnoseOptions, Progress
 from fp16doctor.results import Document, ResultsWriter, run_key
+from fp16doctor.workload.paired import MIN_ROUNDS
 from fp16doctor.workload.protocol import MODEL_VARIANTS, ROUNDS_VARIANTS, VARIANT_ENV
 
 if TYPE_CHECKING:

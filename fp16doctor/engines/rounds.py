@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fp16doctor.engines.spec import MIN_ROUNDS, RunSpec, WorkloadSize, rounds_label, rounds_setting
+from fp16doctor.engines.spec import RunSpec, WorkloadSize, rounds_label, rounds_setting
+from fp16doctor.workload.paired import MIN_ROUNDS
 from fp16doctor.workload.protocol import AA_CONTROL, MODEL_VARIANTS
 
 # A precision whose minimum rounds would take longer than this is left out (its ratio then rests on its own

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from fp16doctor.workload.paired import MIN_ROUNDS
 from fp16doctor.workload.protocol import MODEL_VARIANTS, SIZES, VARIANT_LABEL_SEP
 
 # Slow-step bound: a 16-bit run whose steady step (the second on: the first pays tracing) takes longer than the
@@ -38,8 +39,6 @@ ROUNDS_PRECISION = {"smoke": 0.05, "quick": 0.05}
 SLOW_STEP_MULTIPLE_ENV = "FP16DOCTOR_SLOW_STEP_MULTIPLE"
 # The stack name of the cells that run on the target Python itself, not in a pinned stack's image.
 HOST_STACK = "host"
-# Interleaved rounds: never fewer than this (a t interval needs them; analysis/intervals.py MIN_ROUNDS).
-MIN_ROUNDS = 3
 
 
 @dataclass(frozen=True)
