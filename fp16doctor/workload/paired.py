@@ -4,7 +4,9 @@ rounds (rounds.py, as `paired`) stop on it, and the analysis (fp16doctor/analysi
 fp16doctor.workload.paired) draws every verdict's interval with it, so the two cannot disagree.
 
 Round i of a configuration ran next to round i of float32 in one process, so the interval is a Student t interval
-on the per-round log ratios.
+on the per-round log ratios. Where the rounds of one comparison ran in two or more processes, the ratio also moves
+between processes (a process's memory layout, its threads' placement, the machine's state when it ran), more than
+inside one: the between-process part is estimated from the processes' means and added (`between_processes`).
 
 Valid Python 2.7 and 3.5, stdlib only, and it imports no sibling: the host side imports it as a package module.
 """
@@ -132,3 +134,70 @@ def ratio_half_width(reference, other):
     (as the analysis draws it): 0.05 is the ratio to within 5 % either way; None with fewer than two rounds."""
     interval = paired_interval(log_ratios(reference, other))
     return None if interval is None else math.exp(interval[1]) - 1.0
+
+
+class Components(object):
+    """One ratio's paired log ratios split by the process that timed them: the variance inside a process and the
+    part that moves between processes, estimated from the processes' means.
+
+    The model is the one-way random-effects model y_jr = mu + b_j + e_jr (process j, round r), b_j ~ (0, tau^2),
+    e_jr ~ (0, sigma^2). sigma^2 is the pooled within-process variance MSW (df N - k); tau^2 the ANOVA
+    (method of moments) estimate max(0, (MSB - MSW) / n0), MSB = sum n_j (mean_j - mean)^2 / (k - 1),
+    n0 = (N - sum n_j^2 / N) / (k - 1) (Searle, Casella and McCulloch, Variance Components, Wiley 1992, 3.5-3.6;
+    for equal n_j it is the DerSimonian-Laird estimator, Controlled Clinical Trials 7, 1986)."""
+
+    def __init__(self, groups):
+        groups = [list(g) for g in groups if len(g)]
+        self.k = len(groups)
+        self.n = sum(len(g) for g in groups)
+        self.sizes = [len(g) for g in groups]
+        self.mean = sum(sum(g) for g in groups) / self.n if self.n else 0.0
+        self.df_within = self.n - self.k
+        squares = sum(sum((v - _mean(g)) ** 2 for v in g) for g in groups)
+        self.within = squares / self.df_within if self.df_within > 0 else 0.0
+        self.between = 0.0
+        if self.k >= 2:
+            msb = sum(len(g) * (_mean(g) - self.mean) ** 2 for g in groups) / (self.k - 1)
+            n0 = (self.n - sum(s * s for s in self.sizes) / self.n) / (self.k - 1)
+            self.between = max(0.0, (msb - self.within) / n0) if n0 > 0 else 0.0
+
+
+def pooled_between(components):
+    """(tau^2, df) pooled over the ratios of one comparison timed in two or more processes (each weighs by its
+    processes less one): the between-process variance one ratio's two or three process means estimate alone is too
+    uncertain to build on (one degree of freedom from two processes). The ratios share float32's side, so their
+    estimates are not independent and the pooled degrees of freedom are an upper bound: the interval takes the larger
+    of the pooled and a ratio's own estimate (between_processes)."""
+    weights = [(c.k - 1, c.between) for c in components if c.k >= 2]
+    df = sum(w for w, _ in weights)
+    return (sum(w * b for w, b in weights) / df, df) if df else (0.0, 0)
+
+
+def between_processes(groups, pooled=(0.0, 0)):
+    """(mean, half-width, degrees of freedom, tau^2) of the 95 % interval on one ratio's mean log ratio over rounds
+    run in several processes (`groups`: the per-round log ratios of each process); None with fewer than two rounds.
+
+    The mean is over every round (each process weighed by its rounds); its variance under the random-effects model
+    (Components) is V = sigma^2 / N + tau^2 * sum n_j^2 / N^2 (Searle et al. 1992, 3.6), tau^2 the larger of this
+    ratio's own estimate and the comparison's pooled one (`pooled`: pooled_between's (tau^2, df)), and its degrees
+    of freedom Satterthwaite's (Biometrics Bulletin 2, 1946) over the two parts: V^2 / ((sigma^2 / N)^2 / (N - k)
+    + (tau^2 sum n_j^2 / N^2)^2 / df_tau), df_tau the pooled estimate's (k - 1 where nothing was pooled). From one
+    process, the within-process t interval (paired_interval), with tau^2 0."""
+    parts = Components(groups)
+    if parts.n < 2:
+        return None
+    if parts.k < 2:
+        mean, half = paired_interval([v for g in groups for v in g])
+        return mean, half, parts.n - 1, 0.0
+    # The comparison's pooled estimate and its degrees of freedom, never below this ratio's own estimate (one
+    # degree of freedom from two processes alone would make a t quantile of 12.7).
+    tau2, df_tau = max(parts.between, pooled[0]), pooled[1] if pooled[1] else parts.k - 1
+    within_v = parts.within / parts.n
+    between_v = tau2 * sum(s * s for s in parts.sizes) / (parts.n * parts.n)
+    variance = within_v + between_v
+    if variance <= 0:
+        return parts.mean, 0.0, parts.n - 1, tau2
+    terms = (within_v ** 2 / parts.df_within if parts.df_within > 0 and within_v else 0.0) + \
+        (between_v ** 2 / df_tau if between_v else 0.0)
+    df = variance ** 2 / terms if terms else parts.n - 1
+    return parts.mean, t_quantile(df) * math.sqrt(variance), df, tau2

@@ -60,3 +60,40 @@ def test_the_half_width_is_the_t_interval_on_the_log_ratios() -> None:
     assert paired.paired_interval(logs) == pytest.approx((mean, 2.5706 * sd / math.sqrt(6)), rel=1e-4)
     assert paired.ratio_half_width(fp32, fp16) == pytest.approx(math.exp(2.5706 * sd / math.sqrt(6)) - 1, rel=1e-4)
     assert paired.ratio_half_width(fp32[:1], fp16[:1]) is None
+
+
+def test_the_between_process_part_is_estimated_from_the_processes_means() -> None:
+    """Two processes of six rounds each, the same spread inside each: the further apart their means, the wider the
+    interval, and with equal means it is the within-process interval over all twelve rounds (tau^2 = 0)."""
+    inside = [0.01, -0.01, 0.005, -0.005, 0.0, 0.008]
+    same = paired.between_processes([[v - 0.2 for v in inside], [v - 0.2 for v in inside]])
+    apart = paired.between_processes([[v - 0.2 for v in inside], [v - 0.3 for v in inside]])
+    assert same is not None and apart is not None
+    assert same[3] == 0.0 and apart[3] == pytest.approx(0.05 ** 2 * 2 - paired.Components([inside]).within / 6,
+                                                         rel=1e-9)
+    assert apart[1] > 5 * same[1]
+    assert apart[0] == pytest.approx(-0.25 + sum(inside) / 6)
+    # Each process's own mean lies inside the interval on the ratio over both.
+    assert apart[0] - apart[1] < -0.3 and -0.2 < apart[0] + apart[1]
+
+
+def test_one_process_is_the_paired_interval_and_a_pooled_estimate_never_narrows_a_ratios_own() -> None:
+    logs = [0.01, -0.01, 0.005, -0.005, 0.0, 0.008]
+    mean, half, df, tau2 = paired.between_processes([logs])
+    assert (mean, half) == pytest.approx(paired.paired_interval(logs)) and (df, tau2) == (5, 0.0)
+    own = paired.between_processes([logs, [v - 0.1 for v in logs]])
+    pooled_small = paired.between_processes([logs, [v - 0.1 for v in logs]], pooled=(1e-6, 6))
+    pooled_large = paired.between_processes([logs, [v - 0.1 for v in logs]], pooled=(0.05, 6))
+    assert own is not None and pooled_small is not None and pooled_large is not None
+    # A pool smaller than the ratio's own estimate keeps its own, with the pool's degrees of freedom; a larger one
+    # replaces it.
+    assert pooled_small[3] == own[3] and pooled_small[2] > own[2] and pooled_large[3] == 0.05
+    assert pooled_large[1] > pooled_small[1]
+
+
+def test_the_pool_weighs_each_ratio_by_its_processes_less_one() -> None:
+    a = paired.Components([[0.0, 0.01, -0.01], [0.2, 0.21, 0.19]])
+    b = paired.Components([[0.0, 0.01, -0.01], [0.0, 0.01, -0.01], [0.0, 0.01, -0.01]])
+    tau2, df = paired.pooled_between([a, b, paired.Components([[0.1, 0.2, 0.3]])])
+    assert df == 3 and tau2 == pytest.approx((a.between + 2 * b.between) / 3)
+    assert paired.pooled_between([paired.Components([[0.1, 0.2]])]) == (0.0, 0)
