@@ -1,6 +1,12 @@
 """Does a diagnose repeat? N full `fp16doctor diagnose --quick` on this machine, one after another, compared.
 
     python benchmarks/repeatability.py [--repeat 3] [--backend tensorflow|torch|jax] [extra diagnose arguments]
+    python benchmarks/repeatability.py --suite [--repeat 3] [--script S]
+
+`--suite`: N `diagnose --quick --script S` in a row (S: tests/data/scripts/small_mlp.py, a Keras MLP of about
+10 ms a step, by default), then N of the quick built-in diagnose, each set compared on its own; for each 16-bit
+precision it prints every invocation's ratio and interval (and what the interval covers, `interval_scope`) and
+whether each two of them overlap.
 
 For every 16-bit verdict it reports the outcome and cause of each invocation (do they agree?), the ratio
 intervals (do they all overlap, how wide are they?), the A/A control's interval (float32 against a second
@@ -41,8 +47,17 @@ def one_diagnose(extra: list[str], env: dict[str, str]) -> dict[str, Any]:
             "prescriptions": doc.get("prescriptions") or []}
 
 
+SMALL_MLP = Path(__file__).resolve().parents[1] / "tests" / "data" / "scripts" / "small_mlp.py"
+
+
 def _overlap(intervals: list[list[float]]) -> bool:
     return max(i[0] for i in intervals) <= min(i[1] for i in intervals)
+
+
+def pairwise(intervals: list[list[float]]) -> list[dict[str, Any]]:
+    """Each two invocations' intervals (1-based), and whether they overlap."""
+    return [{"runs": [i + 1, j + 1], "overlap": _overlap([intervals[i], intervals[j]])}
+            for i in range(len(intervals)) for j in range(i + 1, len(intervals))]
 
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -67,6 +82,9 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
             "outcome_agrees": len({v["outcome"] for v in seen}) == 1,
             "cause_agrees": len({v.get("cause") for v in seen}) == 1,
             "intervals_overlap": _overlap(intervals) if intervals else None,
+            "pairwise_overlap": pairwise(intervals),
+            "interval_scopes": [v.get("interval_scope") for v in seen],
+            "interval_processes": [v.get("interval_processes", 1) for v in seen],
             # The spread of the ratio between invocations (log sd as a share): what drift between runs adds.
             "between_invocations": round(math.exp(statistics.stdev(logs)) - 1, 4) if len(logs) > 1 else None,
         }
@@ -80,20 +98,27 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--backend", default=None, help="KERAS_BACKEND for the runs (default: Keras' own setting)")
+    ap.add_argument("--suite", action="store_true",
+                    help="N script diagnoses (--script, default the 10 ms-step MLP), then N built-in ones")
+    ap.add_argument("--script", default=str(SMALL_MLP), help="the script of --suite")
     args, extra = ap.parse_known_args()
     env = dict(os.environ)
     if args.backend:
         env["KERAS_BACKEND"] = args.backend
-    results = [one_diagnose(extra, env) for _ in range(args.repeat)]
+    commands = [[*extra, "--script", args.script], extra] if args.suite else [extra]
+    sets = []
+    for command in commands:
+        results = [one_diagnose(command, env) for _ in range(args.repeat)]
+        sets.append({"command": " ".join(["fp16doctor", "diagnose", "--quick", *command]),
+                     "wall_s": [r["wall_s"] for r in results], **summarize(results)})
     cpu = probe_cpu()  # the probe's own reading: model and the flags that decide 16-bit speed
-    print(json.dumps({
-        "machine": {"cpu": cpu.get("model"), "flags": cpu.get("flags"), "cores": os.cpu_count(),
-                    "python": platform.python_version()},
-        "command": " ".join(["fp16doctor", "diagnose", "--quick", *extra]),
-        "backend": args.backend or env.get("KERAS_BACKEND") or "keras default",
-        "wall_s": [r["wall_s"] for r in results],
-        **summarize(results),
-    }, indent=1))
+    machine = {"cpu": cpu.get("model"), "flags": cpu.get("flags"), "cores": os.cpu_count(),
+               "python": platform.python_version()}
+    backend = args.backend or env.get("KERAS_BACKEND") or "keras default"
+    if not args.suite:
+        print(json.dumps({"machine": machine, "backend": backend, **sets[0]}, indent=1))
+        return
+    print(json.dumps({"machine": machine, "backend": backend, "sets": sets}, indent=1))
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fp16doctor.analysis.intervals import t_quantile
 from fp16doctor.probe.cpu import probe_cpu
+from fp16doctor.workload.paired import t_quantile
 
 SCRIPT = Path(__file__).resolve().parents[1] / "tests" / "data" / "scripts" / "small_mlp.py"
 

@@ -17,8 +17,9 @@ from typing import Any
 from fp16doctor.engines.base import Engine
 from fp16doctor.engines.registry import Router
 from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S, stack_rounds_budget_s
-from fp16doctor.engines.spec import MIN_ROUNDS, RunSpec, WorkloadSize, is_host_stack
+from fp16doctor.engines.spec import RunSpec, WorkloadSize, is_host_stack
 from fp16doctor.options import DiagnoseOptions
+from fp16doctor.workload.paired import MIN_ROUNDS
 
 # Importing the framework in a fresh process: 2.8-3.3 s in the recorded quick diagnoses of 2-core EPYC and Xeon
 # machines (runs[].timing.import_s in docs/examples and tests/data/recordings); a run's own set-up and profiled

@@ -16,7 +16,9 @@ from fp16doctor.analysis.intervals import (
     RatioInterval,
     Timing,
     aa_check,
+    aa_timing,
     band_of,
+    comparison_between,
     ratio_interval,
 )
 from fp16doctor.analysis.model import ModelInfo, model_for_run
@@ -266,12 +268,16 @@ class RunView:
     aa_rounds: tuple[float, ...] = ()  # float32's A/A control: a second float32 model in the same rounds
     design: str | None = None  # how its rounds ran beside float32's: "interleaved" | "sequential"
     group: int | None = None  # the rounds process that timed them (`step_time_ms.group`, timing_rounds[].group)
+    round_groups: tuple[int, ...] = ()  # each round's process, where they came from more than one
     # What its own process measured where rounds replaced its statistics (`step_time_ms.single_process`).
     single: tuple[float, float | None, float | None] | None = None
     # The variation (log) between two timings of one configuration that the document measured on this run's
     # machine and stack (its runs' `rounds_vs_single_process`, the largest); 0: none measured.
     process_variation: float = 0.0
     probe_note: str | None = None  # what the machine was doing while its rounds ran (timing_rounds[].machine_load)
+    # The between-process variance (log ratio squared) of its comparison, pooled over float32's ratios timed in the
+    # same rounds processes, with its degrees of freedom (intervals.comparison_between); (0, 0): none measured.
+    between_pool: tuple[float, int] = (0.0, 0)
     mode: str | None = None  # `workload.mode`: "training" | "inference"; None: not said (fp16doctor trains)
 
     @property
@@ -283,7 +289,7 @@ class RunView:
         assert self.step_ms is not None
         single = Timing(*self.single) if self.single is not None else None
         return Timing(self.step_ms, self.p10_ms, self.p90_ms, self.rounds, self.design, self.aa_rounds, single,
-                      self.first_step_ms, self.bound or self.censored, self.censored, self.group)
+                      self.first_step_ms, self.bound or self.censored, self.censored, self.group, self.round_groups)
 
     @property
     def ok(self) -> bool:
@@ -388,6 +394,7 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
         rounds=tuple(v for v in (as_positive(x) for x in as_list(step.get("rounds"))) if v is not None),
         design=as_str(step.get("design")),
         group=as_int(step.get("group")),
+        round_groups=_round_groups(step),
         aa_rounds=tuple(v for v in (as_positive(x) for x in as_list(step.get("aa_rounds"))) if v is not None),
         single=_single(step),
         mode=_mode(workload.get("mode")),
@@ -395,6 +402,12 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
 
 
 WORKLOAD_MODES = ("training", "inference")
+
+
+def _round_groups(step: Mapping[str, Any]) -> tuple[int, ...]:
+    """Each round's process (`step_time_ms.round_groups`), where the document says them for every round."""
+    groups = [as_int(g) for g in as_list(step.get("round_groups"))]
+    return tuple(g for g in groups if g is not None) if None not in groups else ()
 
 
 def _censored(run: Mapping[str, Any]) -> bool:
@@ -476,7 +489,7 @@ class Pair:
         """float32's step over this one's, with the interval the two records support (intervals.py): across two
         processes widened by the variation the document measured there, and checked against the A/A control."""
         between = max(self.fp32.process_variation, self.reduced.process_variation)
-        interval = ratio_interval(self.fp32.timing, self.reduced.timing, between)
+        interval = ratio_interval(self.fp32.timing, self.reduced.timing, between, self.fp32.between_pool)
         floor = self.noise_floor
         if floor is None or interval.is_bound:
             return interval
@@ -512,12 +525,12 @@ class Pair:
     @cached_property
     def noise_floor(self) -> RatioInterval | None:
         """float32 against its A/A control in the same rounds: the interval of two identical configurations."""
-        aa = self.fp32.aa_rounds
-        if not aa or self.fp32.design != "interleaved":
+        if not self.fp32.aa_rounds or self.fp32.design != "interleaved":
             return None
-        ordered = sorted(aa)
-        alone = replace(self.fp32.timing, aa_rounds=())  # float32's own model against the control
-        return ratio_interval(alone, Timing(ordered[len(ordered) // 2], rounds=aa, design="interleaved"))
+        # float32's own model against the control, paired round by round in each process that timed them, with the
+        # between-process part its ratios carry where they came from more than one.
+        alone = replace(self.fp32.timing, aa_rounds=())
+        return ratio_interval(alone, aa_timing(self.fp32.timing), 0.0, self.fp32.between_pool)
 
     @cached_property
     def shown(self) -> ShownRatio:
@@ -682,9 +695,27 @@ def _with_design_facts(doc: Mapping[str, Any], runs: list[RunView]) -> list[RunV
             group = as_int(entry.get("group"))
             if group is not None:
                 notes[group] = note
-    return [replace(r, process_variation=variation.get((r.machine, r.stack), 0.0),
+    runs = [replace(r, process_variation=variation.get((r.machine, r.stack), 0.0),
                     probe_note=notes.get(r.group) if r.group is not None else notes.get(r.stack))
             for r in runs]
+    return _with_between_pools(runs)
+
+
+def _with_between_pools(runs: list[RunView]) -> list[RunView]:
+    """Each run timed in rounds from two or more processes with its comparison's pooled between-process variance:
+    float32's ratios to every run its first rounds process timed (its `group`) and to its A/A control."""
+    pools: dict[tuple[str, str, int], tuple[float, int]] = {}
+    for fp32 in sorted(runs, key=lambda r: not r.aa_rounds):  # the original's float32 first: it has the control
+        if fp32.precision != "float32" or not fp32.ok or fp32.group is None or len(set(fp32.round_groups)) < 2 \
+                or (fp32.machine, fp32.stack, fp32.group) in pools:
+            continue
+        others = [r.timing for r in runs if r is not fp32 and r.ok and r.group == fp32.group
+                  and (r.machine, r.stack) == (fp32.machine, fp32.stack) and r.design == "interleaved"]
+        pools[(fp32.machine, fp32.stack, fp32.group)] = comparison_between(fp32.timing, others)
+    if not pools:
+        return runs
+    return [replace(r, between_pool=pools.get((r.machine, r.stack, r.group), (0.0, 0))) if r.group is not None
+            else r for r in runs]
 
 
 def load_words(load: Mapping[str, Any]) -> str | None:

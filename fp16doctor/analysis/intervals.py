@@ -28,20 +28,25 @@ ALWAYS_MEASURABLE or more.
 
 from __future__ import annotations
 
-import functools
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from fp16doctor.analysis.values import fmt_interval, fmt_ms
+from fp16doctor.workload.paired import (
+    CONFIDENCE_LEVEL,
+    MIN_ROUNDS,
+    Components,
+    between_processes,
+    pooled_between,
+    t_quantile,
+)
 
-CONFIDENCE_LEVEL = 0.95
 # The band a median with no spread of its own is judged by: 5 % either side (a 2-core machine's own step-to-step
 # drift between processes, docs/benchmarks.md) and at most 50 %, so a wild spread still allows a verdict.
 DEFAULT_BAND = 0.05
 MAX_BAND = 0.5
-MIN_ROUNDS = 3  # fewer rounds than this support no t interval; the spread band is used instead
 # A comparison between two processes stands only where its effect (log ratio) exceeds this many times the
 # variation the document measured between two timings of one configuration: one such variation either way could
 # otherwise make the whole effect.
@@ -55,63 +60,6 @@ CUT_STEP = ("its fastest recorded step against float32's median step (float32's 
             "for like, a warm-up step may still carry tracing)")
 CUT_IN_STEP = ("its step, cut inside at the bound so it lasted at least that long, against float32's median step "
                "(float32's first step not recorded: not like for like, a warm-up step may still carry tracing)")
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """The continued fraction of the regularized incomplete beta function (modified Lentz; Press et al.,
-    Numerical Recipes, 6.4), converging for x < (a + 1) / (a + b + 2)."""
-    tiny, eps = 1e-300, 1e-16
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 10_000):
-        m2 = 2 * m
-        for num in (m * (b - m) * x / ((a + m2 - 1.0) * (a + m2)),
-                    -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < eps:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """I_x(a, b), the regularized incomplete beta function."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-@functools.lru_cache(maxsize=1024)
-def t_quantile(df: float, level: float = CONFIDENCE_LEVEL) -> float:
-    """The two-sided Student t quantile t_{(1+level)/2, df} for any df > 0, fractional (Welch) included: the t
-    distribution's tail 2 P(T > t) = I_{df/(df+t^2)}(df/2, 1/2) solved for t by bisection, to double precision
-    (within 1e-7 of scipy.stats.t.ppf for df 0.3-1e7; tests/unit/analysis/test_analysis_intervals.py)."""
-    if df <= 0 or math.isnan(df):
-        return math.inf
-    tail = 1.0 - level  # both tails together
-    if df > 1e8:  # beyond this the t and the normal quantile agree to 1e-8
-        return statistics.NormalDist().inv_cdf(1.0 - tail / 2)
-    # x = df / (df + t^2) falls from 1 to 0 as t grows, and the tail I_x(df/2, 1/2) with it: bisect on x.
-    low, high = 0.0, 1.0
-    for _ in range(200):
-        mid = (low + high) / 2
-        if mid in (low, high):
-            break
-        if _betainc(df / 2, 0.5, mid) > tail:
-            high = mid
-        else:
-            low = mid
-    x = (low + high) / 2
-    return math.sqrt(df * (1.0 - x) / x)
 
 
 @dataclass(frozen=True)
@@ -131,12 +79,25 @@ class Timing:
     # Which rounds process timed its rounds (`step_time_ms.group`): rounds pair only within one; None: not said
     # (a document that predates it had one rounds process per stack and setting).
     group: int | None = None
+    # Where its rounds came from two or more processes, each round's process (`step_time_ms.round_groups`, in the
+    # order of `rounds`; float32's `aa_rounds` follow its own); empty: every round is `group`'s.
+    round_groups: tuple[int, ...] = ()
+
+    def groups_of_rounds(self) -> list[int | None]:
+        """Each round's process: its `round_groups` where they cover its rounds, else its `group` for all."""
+        if len(self.round_groups) == len(self.rounds):
+            return list(self.round_groups)
+        return [self.group] * len(self.rounds)
 
     @property
     def own_process(self) -> Timing:
         """The timing its own process made (the median one process compares with another's)."""
         return self.single or self
 
+
+# What an interval covers (RatioInterval.scope, a verdict's `interval_scope`).
+BETWEEN_PROCESSES = "between_processes"
+WITHIN_PROCESS = "within_process"
 
 # Where a failed A/A check places the noise (AACheck.scope).
 MACHINE_NOISE = "on this machine now"
@@ -177,6 +138,10 @@ class RatioInterval:
     compared: str | None = None  # how a bound compared the two runs ("first step, tracing included")
     refused: str | None = None  # why a comparison across two processes was refused: then no difference is claimed
     aa: AACheck | None = None  # the A/A control's check of this effect
+    # Paired rounds from two or more processes: how many, and the between-process variance (log ratio squared)
+    # their interval carries (workload/paired.py between_processes); 1 and 0 for rounds from one process.
+    processes: int = 1
+    between_variance: float = 0.0
 
     @property
     def outcome(self) -> str:
@@ -196,12 +161,26 @@ class RatioInterval:
     def is_bound(self) -> bool:
         return self.method == "lower_bound"
 
+    @property
+    def scope(self) -> str | None:
+        """What the interval covers: "between_processes" where it carries a measured variation between processes
+        (paired rounds from two or more of them, or a two-process comparison widened by the variation the document
+        measured), "within_process" where it describes only the variation inside the process(es) it came from;
+        None for a one-sided bound, which has no interval."""
+        if self.is_bound:
+            return None
+        return BETWEEN_PROCESSES if self.processes > 1 or self.widened_by else WITHIN_PROCESS
+
     def rounds_words(self) -> str:
-        """'5 paired rounds', and what widened the interval where something did."""
+        """'5 paired rounds', and what widened the interval where something did: '12 paired rounds in 2 processes
+        (the ratio moved by 3 % between processes)'."""
         kind = "paired" if self.method == "paired_rounds" else "unpaired"
         return f"{self.repeats} {kind} rounds{self.widened_words()}"
 
     def widened_words(self) -> str:
+        if self.processes > 1:
+            return (f" in {self.processes} processes (the ratio moved by "
+                    f"{math.expm1(math.sqrt(self.between_variance)):.0%} between processes)")
         if not self.widened_by:
             return ""
         return (f", widened by the {math.expm1(self.widened_by):.0%} one configuration varied between two "
@@ -240,20 +219,39 @@ def _geomean(values: Sequence[float]) -> float:
     return math.exp(statistics.fmean(_logs(values)))
 
 
-def _paired(fp32: Timing, other: Timing) -> RatioInterval | None:
-    n = min(len(fp32.rounds), len(other.rounds))
-    if n < MIN_ROUNDS or fp32.design != "interleaved" or other.design != "interleaved" or fp32.group != other.group:
-        return None
-    pairs = [(a, b) for a, b in zip(fp32.rounds[:n], other.rounds[:n], strict=True) if a > 0 and b > 0]
+def paired_rounds(fp32: Timing, other: Timing) -> list[list[tuple[float, float]]]:
+    """The two timings' rounds paired round by round inside each process that timed both (a process's rounds in
+    order, as far as the shorter side goes), one list per process in the order float32's rounds name them; none
+    where either was not timed in interleaved rounds."""
+    if fp32.design != "interleaved" or other.design != "interleaved":
+        return []
+    by_group: dict[int | None, tuple[list[float], list[float]]] = {}
+    for side, timing in enumerate((fp32, other)):
+        for group, value in zip(timing.groups_of_rounds(), timing.rounds, strict=True):
+            by_group.setdefault(group, ([], []))[side].append(value)
+    return [[(a, b) for a, b in zip(mine, theirs, strict=False) if a > 0 and b > 0]
+            for mine, theirs in by_group.values() if mine and theirs]
+
+
+def process_components(fp32: Timing, other: Timing) -> Components:
+    """One ratio's per-round log ratios split by process (workload/paired.py Components)."""
+    return Components([[math.log(a / b) for a, b in pairs] for pairs in paired_rounds(fp32, other)])
+
+
+def _paired(fp32: Timing, other: Timing, pooled: tuple[float, int] = (0.0, 0)) -> RatioInterval | None:
+    per_process = [pairs for pairs in paired_rounds(fp32, other) if pairs]
+    pairs = [pair for one in per_process for pair in one]
     if len(pairs) < MIN_ROUNDS:
         return None
-    logs = [math.log(a / b) for a, b in pairs]
-    mean, sd = statistics.fmean(logs), statistics.stdev(logs)
-    half = t_quantile(len(logs) - 1) * sd / math.sqrt(len(logs))
+    logs = [[math.log(a / b) for a, b in one] for one in per_process]
+    drawn = between_processes(logs, pooled)
+    assert drawn is not None  # MIN_ROUNDS pairs at least
+    mean, half, _, tau2 = drawn
     # The steps quoted are the rounds' geometric means: their ratio is the paired ratio exactly.
     fp32_ms, other_ms = _geomean([a for a, _ in pairs]), _geomean([b for _, b in pairs])
-    return _with_difference(math.exp(mean), math.exp(mean - half), math.exp(mean + half), "paired_rounds",
-                            len(logs), CONFIDENCE_LEVEL, fp32_ms, other_ms)
+    interval = _with_difference(math.exp(mean), math.exp(mean - half), math.exp(mean + half), "paired_rounds",
+                                len(pairs), CONFIDENCE_LEVEL, fp32_ms, other_ms)
+    return replace(interval, processes=len(per_process), between_variance=tau2)
 
 
 def _unpaired(fp32: Timing, other: Timing) -> RatioInterval | None:
@@ -328,17 +326,40 @@ def widened(interval: RatioInterval, between: float) -> RatioInterval:
     return replace(wide, widened_by=between, refused=refused)
 
 
-def ratio_interval(fp32: Timing, other: Timing, between: float = 0.0) -> RatioInterval:
-    """The best interval the two records support: a cut run's one-sided bound; paired rounds (one process, no
-    price); else two processes, unpaired rounds or each run's own-process median with its spread band, widened by
-    `between`, the variation (log) the document measured between two timings of one configuration."""
+def ratio_interval(fp32: Timing, other: Timing, between: float = 0.0,
+                   pooled: tuple[float, int] = (0.0, 0)) -> RatioInterval:
+    """The best interval the two records support: a cut run's one-sided bound; paired rounds (inside one process,
+    or from several with the between-process part they show, at least `pooled`: the comparison's pooled
+    between-process variance and its degrees of freedom, pooled_between); else two processes, unpaired rounds or
+    each run's own-process median with its spread band, widened by `between`, the variation (log) the document
+    measured between two timings of one configuration."""
     if (other.bound or other.censored) and not fp32.bound:
         return lower_bound(fp32, other)  # a censored step, cut inside, is never read as a measured one
-    paired = _paired(fp32, other)
+    paired = _paired(fp32, other, pooled)
     if paired is not None:
         return paired
     unpaired = _unpaired(fp32, other)
     return widened(unpaired or _banded(fp32.own_process, other.own_process), between)
+
+
+def comparison_between(fp32: Timing, others: Sequence[Timing]) -> tuple[float, int]:
+    """The between-process variance (log ratio squared) of one comparison, pooled over float32's ratios to each of
+    `others` and to its A/A control, where their rounds came from two or more processes, with its degrees of freedom
+    (workload/paired.py pooled_between); (0, 0) where none did."""
+    parts = [process_components(fp32, other) for other in others]
+    if fp32.aa_rounds:
+        parts.append(process_components(replace(fp32, aa_rounds=()), aa_timing(fp32)))
+    return pooled_between(parts)
+
+
+def aa_timing(fp32: Timing) -> Timing:
+    """float32's A/A control as a timing of its own: its rounds, from float32's processes round by round."""
+    aa = fp32.aa_rounds
+    ordered = sorted(aa)
+    groups = fp32.groups_of_rounds()
+    return Timing(ordered[len(ordered) // 2], rounds=aa, design="interleaved", group=fp32.group,
+                  round_groups=tuple(g for g in groups if g is not None) if len(groups) == len(aa) and
+                  None not in groups else ())
 
 
 def noise_of(noise_floor: RatioInterval) -> float:

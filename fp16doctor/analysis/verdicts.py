@@ -3,6 +3,7 @@ the terminal render these; they never choose a cause themselves."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -164,6 +165,11 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
         "repeats": interval.repeats,
         "interval_method": interval.method,
         **({"interval_widened_by": round(interval.widened_by, 4)} if interval.widened_by else {}),
+        # What the interval covers: the variation between processes it measured, or only that inside one.
+        **({"interval_scope": interval.scope} if interval.scope else {}),
+        **({"interval_processes": interval.processes,
+            "interval_between_processes_sd": round(math.sqrt(interval.between_variance), 4)}
+           if interval.processes > 1 else {}),
         **({"compared": interval.compared} if interval.compared else {}),
         **({"comparison_refused": interval.refused} if interval.refused else {}),
         **({"aa_check": interval.aa.to_dict()} if interval.aa is not None else {}),

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S, ROUNDS_MIN_BUDGET_S, stack_rounds_budget_s
-from fp16doctor.engines.spec import MIN_ROUNDS, ExperimentUnit, RunSpec, WorkloadSize
+from fp16doctor.engines.spec import ExperimentUnit, RunSpec, WorkloadSize
 from fp16doctor.options import Progress
 from fp16doctor.runplan import IMPORT_PRIOR_S
+from fp16doctor.workload.paired import MIN_ROUNDS
 from fp16doctor.workload.protocol import BLOCK_TARGET_S, VARIANT_LABEL_SEP, in_memory_batch_count, window_steps
 
 
@@ -34,12 +35,13 @@ def rounds_budget_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], 
 
 
 def _rounds_process_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSize, profiled: tuple[str, ...],
-                      changed: tuple[RunSpec, ...], minimum: bool) -> float:
+                      changed: tuple[RunSpec, ...], minimum: bool, windows: bool = True) -> float:
     """The rounds process's start-up: its import and every model's first step and warm-up (the original runs', the
     precisions it profiles, the changes timed in it), the last three with their share of the minimum rounds and of
     the round that starts as the budget ends; with `minimum`, every model's minimum rounds and no round more."""
     rounds = MIN_ROUNDS if minimum else MIN_ROUNDS + 1
-    return (_rounds_startup_s(runs, stack, size, minimum) + _profiled_startup_s(runs, stack, size, profiled, rounds)
+    return (_rounds_startup_s(runs, stack, size, minimum)
+            + _profiled_startup_s(runs, stack, size, profiled, rounds, windows)
             + _changed_startup_s(runs, stack, size, changed, rounds))
 
 
@@ -99,6 +101,20 @@ def rounds_overrun_note(size: WorkloadSize, stack: str, runs: list[dict[str, Any
     return (f"the interleaved rounds' minimum of {MIN_ROUNDS} rounds is expected to end about {over_s:.0f} s past the "
             f"{size.budget_s or 0:.0f} s {size.name} budget on this machine{steps}: they run all the same, since "
             "fewer rounds give no interval")
+
+
+def repeat_fits(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], deadline: float | None, reserve_s: float,
+                profiled: tuple[str, ...] = (), changed: tuple[RunSpec, ...] = ()) -> float | None:
+    """What a second rounds process of the same configurations is expected to cost (its import, each model's first
+    step and warm-up, their minimum rounds, no profiled window, then its exit), where both processes' minimum fit
+    before `deadline` beside `reserve_s` for the experiments; None where they do not, or no budget binds."""
+    if deadline is None:
+        return None
+    repeat_s = (_rounds_process_s(runs, stack, size, profiled, changed, minimum=True, windows=False)
+                + AFTER_ROUNDS_S)
+    if rounds_overrun_s(size, stack, runs, deadline - reserve_s - repeat_s, profiled, changed) > 0:
+        return None
+    return repeat_s
 
 
 def rounds_overrun_s(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], deadline: float,
@@ -376,7 +392,7 @@ def _gpu_build_s(label: str, fp32: Mapping[str, Any], size: WorkloadSize, timed_
 
 
 def _profiled_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSize,
-                        profiled: tuple[str, ...], rounds: int = MIN_ROUNDS + 1) -> float:
+                        profiled: tuple[str, ...], rounds: int = MIN_ROUNDS + 1, windows: bool = True) -> float:
     """What the rounds process spends on the precisions it profiles with no run of their own, each priced from
     float32's own run (_profiled_step_s): float32's first step with one of its own steps for the tracing, its
     warm-up, its profiled window (in the warm-up's call: the window's steps and the profiler's own cost) and its
@@ -390,8 +406,9 @@ def _profiled_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSi
     for label in profiled:
         step_s = _profiled_step_s(label, fp32)
         total += (_config_startup_s(_rounds_first_step_s(first_s, fp32_step, step_s), step_s, size, rounds)
-                  + window_steps(size.profile_steps, step_s * 1000.0) * step_s + WINDOW_OVERHEAD_S
                   + (_gpu_build_s(label, fp32, size) if _device_gpu(fp32) else 0.0))
+        if windows:
+            total += window_steps(size.profile_steps, step_s * 1000.0) * step_s + WINDOW_OVERHEAD_S
     return total
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from fp16doctor.diagnose.budget import (
     analysis_s,
     attribution_per_window_s,
+    repeat_fits,
     rounds_budget_s,
     rounds_end_s,
     rounds_overrun_note,
@@ -33,7 +34,6 @@ from fp16doctor.diagnose.prepare import Prepared, prepare
 from fp16doctor.diagnose.sink import DocumentSink, RoundsSink
 from fp16doctor.engines.spec import (
     HOST_STACK,
-    MIN_ROUNDS,
     SLOW_STEP_MULTIPLE_ENV,
     ExperimentUnit,
     RunSpec,
@@ -43,6 +43,7 @@ from fp16doctor.engines.spec import (
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
 from fp16doctor.options import DiagnoseOptions, Progress
 from fp16doctor.results import HOST_MACHINE, Document, ResultsWriter, run_key
+from fp16doctor.workload.paired import MIN_ROUNDS
 from fp16doctor.workload.protocol import MODEL_VARIANTS, ROUNDS_VARIANTS, VARIANT_ENV
 
 if TYPE_CHECKING:
@@ -152,6 +153,7 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
     reserve = experiment_units(coming) if experiments and prepared.deadline is not None else []
     moved: list[RunSpec] = []
     planned: list[RunSpec] = []
+    repeats: dict[tuple[str, str], float] = {}  # (stack, setting): the experiments' reserve, where a 2nd process fits
     for stack in prepared.stacks:
         engine_class = prepared.router.engine_class(RunSpec(stack, "float32", "original", prepared.size))
         # The size's budget clock binds only what runs here, unqueued; the others get the minimum.
@@ -173,6 +175,12 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
             if variant == "original":
                 reserve_s = sum(unit_cost_s(unit, runs) for unit in reserve
                                 if unit[0].stack == stack and not all(u in inside for u in unit)) + analysis_s(runs)
+                # A second rounds process, where the budget has room for it beside the experiments: the ratio's
+                # variation between processes is then measured, not left out of its interval.
+                repeat_s = repeat_fits(prepared.size, stack, runs, deadline, reserve_s, profiled, inside)
+                if repeat_s is not None and plan.spec is not None:
+                    repeats[(stack, variant)] = reserve_s
+                    reserve_s += repeat_s
                 budget = rounds_budget_s(prepared.size, stack, runs, deadline, reserve_s, profiled, inside)
                 if deadline is not None and prepared.script is None:
                     end_s = rounds_end_s(deadline, reserve_s, len(profiled), attribution_per_window_s(runs, stack))
@@ -200,12 +208,45 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, experiments: bool 
             s.stack == c.stack and s.rounds_setting == c.variant and s.rounds_label in c.rounds_of for c in cells)]
         sink = RoundsSink(writer, progress, alone=engine.one_run, measure_load=engine.runs_here, creates=creates)
         engine.run_groups([[cell] for cell in cells], sink)
+    for spec in planned:
+        if (spec.stack, spec.variant) in repeats:
+            _repeat_rounds(prepared, writer, spec, repeats[(spec.stack, spec.variant)], moved)
     made = {run_key(r) for r in writer.doc["runs"]}
     unmade = [s for s in in_rounds or () if (s.stack, s.precision, s.variant) not in made]
     if unmade:
         progress.note(f"{', '.join(s.precision for s in unmade)}: not timed in the interleaved rounds, so each runs "
                       "in a process of its own")
         run_matrix(prepared, unmade, writer)
+
+
+def _repeat_rounds(prepared: Prepared, writer: ResultsWriter, first: RunSpec, reserve_s: float,
+                   changed: list[RunSpec]) -> None:
+    """The configurations `first`'s rounds process timed, timed again in a fresh process (no profiled window: the
+    first made them), their rounds added to the same runs (engines/rounds.merge_rounds `repeat_of`), with what the
+    budget has left after `reserve_s` for the experiments: two processes' means let the analysis estimate how far
+    the ratios move between processes (workload/paired.py between_processes) and widen each interval by it."""
+    doc, progress, runs = writer.doc, prepared.progress, writer.doc["runs"]
+    entries = [(i, e) for i, e in enumerate(doc.get("timing_rounds") or []) if e.get("stack") == first.stack
+               and e.get("variant", "original") == first.variant and e.get("repeat_of") is None]
+    if not entries or prepared.deadline is None:
+        return
+    group, entry = entries[-1]
+    labels = tuple(str(p) for p in entry.get("precisions") or [])
+    timed = {(r.get("step_time_ms") or {}).get("group") for r in runs if r.get("stack") == first.stack}
+    if len(labels) < 2 or "float32" not in labels or group not in timed:
+        return  # the first process failed, or paired nothing with float32
+    inside = tuple(s for s in changed if s.stack == first.stack and s.rounds_label in labels)
+    end_s = None
+    if prepared.script is None:
+        end_s = rounds_end_s(prepared.deadline, reserve_s, 0, attribution_per_window_s(runs, first.stack))
+    budget = rounds_budget_s(prepared.size, first.stack, runs, prepared.deadline, reserve_s, (), inside)
+    spec = replace(first, rounds_of=labels, rounds_profiled=(), rounds_budget_s=budget, rounds_end_s=end_s)
+    prefix = "" if first.stack == HOST_STACK else f"{first.stack}: "
+    progress.note(f"{prefix}interleaved rounds of {', '.join(labels)} again in a fresh process, so each interval "
+                  "holds the variation between processes")
+    for engine, cells in prepared.router.route([spec]):
+        sink = RoundsSink(writer, progress, alone=engine.one_run, measure_load=engine.runs_here, repeat_of=group)
+        engine.run_groups([[cell] for cell in cells], sink)
 
 
 def run_experiments(prepared: Prepared, writer: ResultsWriter) -> None:

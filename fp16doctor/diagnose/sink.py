@@ -43,7 +43,8 @@ class RoundsSink(DocumentSink):
     its own; its start shows as a note (the runs' progress counts cells)."""
 
     def __init__(self, writer: ResultsWriter, progress: Progress, alone: str, measure_load: bool,
-                 creates: list[RunSpec] | None = None, makes_all: bool = False) -> None:
+                 creates: list[RunSpec] | None = None, makes_all: bool = False,
+                 repeat_of: int | None = None) -> None:
         super().__init__(writer, progress, len(creates or ()) or 1)
         self.alone = alone  # where each precision's own figures were timed, as the cross-check names it
         self.measure_load = measure_load  # the engine runs here: this machine's load beside the rounds is theirs
@@ -54,6 +55,7 @@ class RoundsSink(DocumentSink):
         # Every record of the rounds' stack is made from them (another Keras backend's: no run of its own there).
         self.makes_all = makes_all
         self.made = False
+        self.repeat_of = repeat_of  # the rounds process (group) this one repeats in a fresh process, if any
         self.rows: dict[tuple[Any, Any], str] = {}  # (stack, setting): the live row of its rounds process
 
     def start_run(self, spec: RunSpec) -> None:
@@ -79,7 +81,8 @@ class RoundsSink(DocumentSink):
         if self.creates and (self.makes_all or record.get("variant", "original") != "original"):
             self._make_runs(record, prefix)
             return
-        kept, notes, made = take_rounds(self.writer.doc, record, alone=self.alone, creates=self.creates)
+        kept, notes, made = take_rounds(self.writer.doc, record, alone=self.alone, creates=self.creates,
+                                        repeat_of=self.repeat_of)
         if kept is not None:
             self.writer.save()
         for note in notes:

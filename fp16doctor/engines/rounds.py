@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fp16doctor.engines.spec import MIN_ROUNDS, RunSpec, WorkloadSize, rounds_label, rounds_setting
+from fp16doctor.engines.spec import RunSpec, WorkloadSize, rounds_label, rounds_setting
+from fp16doctor.workload.paired import MIN_ROUNDS
 from fp16doctor.workload.protocol import AA_CONTROL, MODEL_VARIANTS, VARIANT_LABEL_SEP
 
 # A precision whose minimum rounds would take longer than this is left out (its ratio then rests on its own
@@ -151,14 +152,57 @@ def _rounds_step(rounds: Mapping[str, Any], precision: str, group: int) -> dict[
     return step
 
 
-def merge_rounds(runs: list[dict[str, Any]], record: Mapping[str, Any], group: int = 0) -> dict[str, Any] | None:
+def _rounds_groups(step: Mapping[str, Any]) -> list[Any]:
+    """Each round's rounds process (`round_groups`, else the step's `group` for every round)."""
+    rounds = list(step.get("rounds") or [])
+    groups = list(step.get("round_groups") or [])
+    return groups if len(groups) == len(rounds) else [step.get("group")] * len(rounds)
+
+
+def _add_process(step: Mapping[str, Any], rounds: Mapping[str, Any], label: str, group: int
+                 ) -> dict[str, Any] | None:
+    """A step already timed in rounds with the rounds of one more process added (another process repeating the
+    same configurations, `repeat_of`): its rounds, each round's process (`round_groups`), the A/A control's and the
+    statistics over them all; None where that process timed it fewer than MIN_ROUNDS times."""
+    values = _values(rounds, label)
+    if len(values) < MIN_ROUNDS:
+        return None
+    merged: dict[str, Any] = dict(step)
+    merged["rounds"] = [*step.get("rounds", []), *values]
+    merged["round_groups"] = [*_rounds_groups(step), *[group] * len(values)]
+    aa = _values(rounds, AA_CONTROL)
+    if "aa_rounds" in step:
+        if len(aa) == len(values):  # one per round, as float32's own: they pair round by round
+            merged["aa_rounds"] = [*step["aa_rounds"], *aa]
+        else:  # the control no longer follows float32's rounds: it pairs with none of them
+            merged.pop("aa_rounds")
+    merged.update(_stats(merged["rounds"]), n=len(merged["rounds"]))
+    single = step.get("single_process")
+    if isinstance(single, Mapping) and isinstance(single.get("median"), (int, float)) and single["median"] > 0:
+        merged["rounds_vs_single_process"] = round(merged["median"] / float(single["median"]), 4)
+    return merged
+
+
+def merge_rounds(runs: list[dict[str, Any]], record: Mapping[str, Any], group: int = 0,
+                 repeat_of: int | None = None) -> dict[str, Any] | None:
     """Put the rounds into the runs they timed (same stack and setting); returns what the document keeps of the
     rounds process itself (order, blocks, the A/A control), or None when it failed. `group` numbers the rounds
-    process in the document (its index in `timing_rounds`)."""
+    process in the document (its index in `timing_rounds`). With `repeat_of`, the process repeated that group's
+    configurations in a fresh process: its rounds are added to the runs that group timed (those made from it
+    included), each round keeping its process (`round_groups`), so the analysis can tell the variation between
+    processes from the variation inside one."""
     rounds = record.get("rounds")
     if record.get("status") != "ok" or not isinstance(rounds, Mapping):
         return None
     stack, variant = record.get("stack"), record.get("variant", "original")
+    if repeat_of is not None:
+        for run in runs:
+            step = run.get("step_time_ms")
+            if (run.get("stack") == stack and run.get("status") == "ok" and isinstance(step, Mapping)
+                    and step.get("design") == "interleaved" and step.get("group") == repeat_of
+                    and (added := _add_process(step, rounds, _label(run), group)) is not None):
+                run["step_time_ms"] = added
+        return {**_kept(runs, record, group), "repeat_of": repeat_of}
     for run in runs:
         # The runs of its setting, and in the original's a change to a model or its input that ran on its own.
         if (run.get("stack") != stack or rounds_setting(str(run.get("variant", "original"))) != variant
@@ -190,7 +234,8 @@ def _kept(runs: list[dict[str, Any]], record: Mapping[str, Any], group: int) -> 
     kept.update(variant=record.get("variant", "original"), group=group)
     if isinstance(record.get("machine_load"), Mapping):
         kept["machine_load"] = dict(record["machine_load"])  # what else the machine did meanwhile (probe/load.py)
-    timed = [run for run in runs if run.get("stack") == stack and (run.get("step_time_ms") or {}).get("group") == group]
+    steps = [(run, run.get("step_time_ms") or {}) for run in runs if run.get("stack") == stack]
+    timed = [run for run, step in steps if group in [*_rounds_groups(step), step.get("group")]]
     kept["disagree"] = sorted(
         _label(run) for run in timed
         if not 1 / DISAGREEMENT <= float(run["step_time_ms"].get("rounds_vs_single_process") or 1.0) <= DISAGREEMENT)
@@ -211,21 +256,26 @@ def rounds_done_words(record: Mapping[str, Any]) -> str:
     return words
 
 
-def take_rounds(doc: dict[str, Any], record: Mapping[str, Any], alone: str, creates: list[RunSpec] | None = None
-                ) -> tuple[dict[str, Any] | None, list[str], list[dict[str, Any]]]:
+def take_rounds(doc: dict[str, Any], record: Mapping[str, Any], alone: str, creates: list[RunSpec] | None = None,
+                repeat_of: int | None = None) -> tuple[dict[str, Any] | None, list[str], list[dict[str, Any]]]:
     """A rounds process's record into the document: its rounds into the runs they timed and what is kept of it
     into `timing_rounds`; with the notes to show (`alone`: what each ratio rests on when the rounds failed), and
     the records it makes for `creates`, the precisions it timed and profiled with no run of their own (for the
-    caller to add; none where the rounds failed)."""
+    caller to add; none where the rounds failed). `repeat_of`: the process repeats that group's rounds in a fresh
+    process (merge_rounds)."""
     group = len(doc.get("timing_rounds") or [])
-    kept = merge_rounds(doc["runs"], record, group=group)
+    kept = merge_rounds(doc["runs"], record, group=group, repeat_of=repeat_of)
     if kept is None:
+        if repeat_of is not None:
+            return None, [f"interleaved rounds in a second process failed ({record.get('error', 'no result')}): "
+                          "each ratio's interval is the first process's alone (within one process)"], []
         return None, [f"interleaved rounds failed ({record.get('error', 'no result')}): each ratio rests on "
                       f"{alone}"], []
     made = experiment_records(record, [s for s in creates or () if s.stack == record.get("stack")
                                        and s.rounds_setting == record.get("variant", "original")], doc["runs"], group)
     doc.setdefault("timing_rounds", []).append(kept)
-    notes = [f"interleaved rounds: {rounds_done_words(record)}"]
+    notes = [f"interleaved rounds{' in a second process' if repeat_of is not None else ''}: "
+             f"{rounds_done_words(record)}"]
     left_out = record.get("left_out")
     for label, why in (left_out.items() if isinstance(left_out, Mapping) else ()):
         notes.append(f"{label} left out of the interleaved rounds: {why}")

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from fp16doctor.workload.paired import MIN_ROUNDS
 from fp16doctor.workload.protocol import KERAS3_BACKENDS, MODEL_VARIANTS, SIZES, VARIANT_LABEL_SEP
 
 # Slow-step bound: a 16-bit run whose steady step (the second on: the first pays tracing) takes longer than the
@@ -52,8 +53,6 @@ HOST_STACK = "host"
 # The target Python on another Keras 3 backend is a stack of its own, "host-jax": a backend cannot change inside a
 # process, and its runs compare with the configured backend's as a pinned stack's do (stack_comparisons).
 HOST_BACKEND_PREFIX = HOST_STACK + "-"
-# Interleaved rounds: never fewer than this (a t interval needs them; analysis/intervals.py MIN_ROUNDS).
-MIN_ROUNDS = 3
 
 
 def host_stack(backend: str | None, configured: str | None) -> str:

@@ -13,10 +13,10 @@ Runs inside the target Python beside run_workload.py: valid Python 3.5, stdlib +
 """
 from __future__ import division, print_function
 
-import math
 import random
 
 from compat import perf_counter
+from paired import PRECISION_MIN_ROUNDS, ratio_half_width
 from protocol import (  # AA_CONTROL: float32's 2nd model
     AA_CONTROL, BLOCK_TARGET_S, MODEL_VARIANTS, ROUNDS_VARIANTS, VARIANT_LABEL_SEP, compute_dtype, is_mixed,
     variable_dtype, window_steps)
@@ -28,14 +28,6 @@ MAX_BLOCK_STEPS = 20
 # A slow step's block times one step: two steps of one block differ by 1-3 %, blocks of one model by 5-10 % on a
 # shared 2-core machine, so shorter rounds (their blocks closer in time, more of them) pair better.
 MIN_BLOCK_STEPS = 1
-# A budgeted size's rounds may stop early once every ratio against float32 (the A/A control's included) is known to
-# within args.rounds_precision, never before this many rounds: a t interval from fewer rests on a spread guessed
-# from two or three numbers, and stopping where it happens to look narrow would make intervals too short.
-PRECISION_MIN_ROUNDS = 5
-# Student t's 97.5 % quantiles for 1-29 degrees of freedom (the two-sided 95 % interval the analysis draws,
-# analysis/intervals.py t_quantile; a test holds the two equal); 30 or more: 2.04.
-T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045)
 # A block of more than one step times at least three: its median is then a step of its own, which one stray step
 # cannot move, where a block of two is their mean: a 2-core VM's mixed_bfloat16 run stepped in 571 and 666 ms
 # among fifty steps of about 90 ms.
@@ -44,20 +36,6 @@ MIN_MEDIAN_BLOCK_STEPS = 3
 
 def _rounded(value):
     return None if value is None else round(value, 3)
-
-
-def ratio_half_width(reference, other):
-    """The relative half-width of the 95 % interval on the paired ratio of two configurations' rounds (a Student t
-    interval on the per-round log ratios, as the analysis draws it): 0.05 is the ratio to within 5 % either way;
-    None with fewer than two rounds."""
-    logs = [math.log(a / b) for a, b in zip(reference, other) if a > 0 and b > 0]
-    n = len(logs)
-    if n < 2:
-        return None
-    mean = sum(logs) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in logs) / (n - 1))
-    t = T_975[n - 2] if n - 2 < len(T_975) else 2.04
-    return math.exp(t * sd / math.sqrt(n)) - 1.0
 
 
 def widest_ratio(configs):

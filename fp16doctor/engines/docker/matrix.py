@@ -19,11 +19,12 @@ from fp16doctor.engines.docker.daemons import (
     reason_of,
     remove_containers,
 )
-from fp16doctor.engines.spec import MIN_ROUNDS, RUN_TIMEOUT_S, RunSpec, with_slow_step_bound
+from fp16doctor.engines.spec import RUN_TIMEOUT_S, RunSpec, with_slow_step_bound
 from fp16doctor.errors import DoctorError
 from fp16doctor.knowledge.gpus import gpu_has_bfloat16
 from fp16doctor.results import HOST_MACHINE
 from fp16doctor.stacks import StackSpec
+from fp16doctor.workload.paired import MIN_ROUNDS
 
 
 def skipped_record(spec: RunSpec, reason: str) -> dict[str, Any]:

@@ -11,7 +11,8 @@ import pytest
 
 from fp16doctor.analysis import diagnose_document
 from fp16doctor.analysis.context import build_context
-from fp16doctor.analysis.intervals import DEFAULT_BAND, Timing, ratio_interval, t_quantile
+from fp16doctor.analysis.intervals import DEFAULT_BAND, Timing, ratio_interval
+from fp16doctor.workload.paired import t_quantile
 
 # Multiplicative round-to-round noise, zero-mean in logs: +n, -n, +n/2, -n/2, 0, ...
 PATTERN = (1.0, -1.0, 0.5, -0.5, 0.0, 0.8, -0.8)
@@ -257,21 +258,6 @@ def test_one_step_against_one_step_confirms_nothing_below_two_x() -> None:
     doc["runs"].append(changed)
     findings = diagnose_document(doc).findings
     assert "framework_setting" not in {f["id"] for f in findings}
-
-
-def test_the_t_quantile_goes_beyond_thirty_degrees_of_freedom() -> None:
-    """The table stopped at df 30 and then used 1.96: intervals from 32 or more rounds were 1-4 % too narrow.
-    Student t quantiles from any table: df 40 gives 2.021, df 60 2.000, df 120 1.980."""
-    assert t_quantile(40) == pytest.approx(2.021, abs=5e-4)
-    assert t_quantile(60) == pytest.approx(2.000, abs=5e-4)
-    assert t_quantile(120) == pytest.approx(1.980, abs=5e-4)
-
-
-def test_the_t_quantile_matches_scipy_for_any_degrees_of_freedom() -> None:
-    stats = pytest.importorskip("scipy.stats")
-    for df in (0.7, 1, 1.5, 2, 2.3, 3, 4.5, 7, 12.25, 29, 30, 31, 32, 45.5, 64, 100, 250, 1000, 12345.6, 1e6):
-        assert t_quantile(df) == pytest.approx(float(stats.t.ppf(0.975, df)), abs=1e-6), df
-        assert t_quantile(df, 0.9) == pytest.approx(float(stats.t.ppf(0.95, df)), abs=1e-6), df
 
 
 XEON_QUICK = Path(__file__).resolve().parents[2] / "data" / "recordings" / "cpu-xeon-quick-diagnose"

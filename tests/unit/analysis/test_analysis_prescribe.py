@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from fp16doctor.analysis import diagnose_document
-from fp16doctor.analysis.intervals import t_quantile
 from fp16doctor.invocation import check_diagnose_argv
+from fp16doctor.workload.paired import t_quantile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "attribution"))

@@ -274,3 +274,20 @@ def test_the_budgets_clock_starts_with_the_commands_own_process() -> None:
             "print(now - command_started())")
     age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert 0.25 < age < 30.0
+
+
+def test_a_second_rounds_process_is_priced_without_windows_and_only_where_both_minimums_fit() -> None:
+    """Its import, each model's first step and warm-up and the minimum rounds, no profiled window (the first process
+    made them), and its exit; where the budget cannot hold both processes' minimum beside the experiments, none."""
+    from fp16doctor.diagnose.budget import AFTER_ROUNDS_S, repeat_fits, rounds_overrun_s
+
+    runs: list[dict[str, Any]] = [
+        {"stack": "host", "precision": "float32", "variant": "original", "status": "ok", "first_step_ms": 800.0,
+         "step_time_ms": {"median": 120.0}, "timing": {"import_s": 10.0}}]
+    roomy = time.monotonic() + 80.0
+    cost = repeat_fits(QUICK, "host", runs, roomy, 0.0, ("mixed_bfloat16",))
+    assert cost is not None and cost > 10.0 + AFTER_ROUNDS_S  # the import at least
+    with_windows = rounds_overrun_s(QUICK, "host", runs, 0.0, ("mixed_bfloat16",)) - time.monotonic()
+    assert cost < with_windows  # the first process's minimum, its windows and their attribution included
+    assert repeat_fits(QUICK, "host", runs, roomy, 80.0 - cost, ("mixed_bfloat16",)) is None  # the experiments first
+    assert repeat_fits(QUICK, "host", runs, None, 0.0) is None  # no budget binds: one process

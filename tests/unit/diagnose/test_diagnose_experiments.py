@@ -61,6 +61,18 @@ def _rounds_record(spec: RunSpec) -> dict[str, Any]:
                         for p in spec.rounds_profiled}}
 
 
+def first_processes(specs: list[RunSpec]) -> list[RunSpec]:
+    """The rounds processes run, less those that time a setting's configurations again in a fresh process (the
+    second of a stack and setting)."""
+    seen: set[tuple[str, str]] = set()
+    first = []
+    for spec in (s for s in specs if s.rounds_of):
+        if (spec.stack, spec.variant) not in seen:
+            seen.add((spec.stack, spec.variant))
+            first.append(spec)
+    return first
+
+
 @pytest.fixture
 def xeon(monkeypatch: pytest.MonkeyPatch) -> list[RunSpec]:
     specs: list[RunSpec] = []
@@ -106,8 +118,16 @@ def test_float32_runs_first_and_bounds_every_16_bit_run(tmp_path: Path, xeon: li
     progress = Recorder()
     run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="quick", experiments=False), progress)
     # The precisions that finished unbound are timed again together; the bound ones are left out, and said.
-    rounds, = [s for s in xeon if s.rounds_of]
+    rounds, = first_processes(xeon)
     assert rounds.rounds_of == ("float32", "mixed_bfloat16")
+    # The budget had room for a second process: the same configurations again, with no profiled window, so each
+    # interval carries the variation between the two processes.
+    again, = [s for s in xeon if s.rounds_of and s is not rounds]
+    assert again.rounds_of == rounds.rounds_of and again.rounds_profiled == () and rounds.rounds_profiled
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert [e.get("repeat_of") for e in doc["timing_rounds"]] == [None, 0]
+    bf16 = next(v for v in doc["verdicts"] if v["precision"] == "mixed_bfloat16")
+    assert bf16["interval_scope"] == "between_processes" and bf16["interval_processes"] == 2
     assert any("float16 left out of the interleaved rounds: cut short" in n for n in progress.notes)
     # mixed_bfloat16, which this Xeon computes natively, has no process of its own: the rounds profile it.
     assert rounds.rounds_profiled == ("mixed_bfloat16",)
@@ -161,7 +181,7 @@ def test_planned_experiments_run_after_the_matrix_and_are_recorded_as_experiment
     # yet), and after them, with the whole matrix measured.
     assert calls == [3, 4]
     # oneDNN off is a setting of the whole process: float32 and float16 are timed together in its own rounds.
-    original_rounds, setting_rounds = [s for s in xeon if s.rounds_of]
+    original_rounds, setting_rounds = first_processes(xeon)
     assert (setting_rounds.variant, setting_rounds.rounds_of) == ("onednn_off", ("float32", "float16"))
     assert original_rounds.variant == "original"
     assert [(s.precision, s.variant) for s in xeon if not s.rounds_of][3:] == []  # no process of their own
@@ -175,7 +195,9 @@ def test_planned_experiments_run_after_the_matrix_and_are_recorded_as_experiment
     fp32 = next(r for r in doc["runs"] if r["variant"] == "onednn_off" and r["precision"] == "float32")
     # Paired with float32 in the same setting, and only there: the rounds process is a group of its own.
     groups = {r["step_time_ms"].get("group") for r in doc["runs"] if r["variant"] == "onednn_off"}
-    assert groups == {1} and doc["timing_rounds"][1]["variant"] == "onednn_off"
+    # (the original's rounds ran in two processes, groups 0 and 1, where the budget had room beside the experiment)
+    assert groups == {2} and doc["timing_rounds"][2]["variant"] == "onednn_off"
+    assert doc["timing_rounds"][1]["repeat_of"] == 0
     assert len(fp32["step_time_ms"]["aa_rounds"]) == 3
     assert any("experiment(s)" in note and "float16 onednn_off" in note for note in progress.notes)
     assert any("onednn_off: float32, float16 timed together in interleaved rounds, in one process with "
@@ -222,7 +244,8 @@ def test_the_rounds_read_the_users_own_images_as_its_runs_did(tmp_path: Path, xe
         (tmp_path / "train" / name / "1.png").write_bytes(b"")
     run_diagnose(DiagnoseOptions(out_dir=tmp_path / "out", size="quick", data_dir=tmp_path / "train",
                                  experiments=False), Recorder())
-    rounds, = [s for s in xeon if s.rounds_of]
+    rounds, = first_processes(xeon)
+    assert all(s.data_dir == rounds.data_dir for s in xeon if s.rounds_of)
     assert rounds.data_dir == str((tmp_path / "train").resolve()) and "--data" in rounds.workload_args()
     assert {s.data_dir for s in xeon if not s.rounds_of} == {rounds.data_dir}
 
@@ -246,7 +269,7 @@ def test_the_input_control_runs_where_producing_a_batch_took_a_share_of_the_step
     progress = Recorder()
     run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="quick", precisions=["float32", "mixed_bfloat16"]),
                  progress)
-    rounds, = [s for s in xeon if s.rounds_of]
+    rounds, = first_processes(xeon)
     controls = [s for s in xeon if s.variant == "synthetic_input"]
     doc = json.loads((tmp_path / "results.json").read_text())
     made = {r["precision"]: r for r in doc["runs"] if r["variant"] == "synthetic_input"}
@@ -354,6 +377,7 @@ def test_where_the_rounds_minimum_cannot_fit_what_is_left_of_the_budget_it_is_sa
     assert len(said) == 1 and "float32 steps in 130 ms here" in said[0]
     rounds_at = next(i for i, n in enumerate(late.notes) if n.startswith("interleaved rounds of"))
     assert late.notes.index(said[0]) < rounds_at
-    assert len([s for s in xeon if s.rounds_of]) == 2  # the rounds ran both times
+    # The rounds ran both times: on time in two processes, late in one (no room for a second).
+    assert len([s for s in xeon if s.rounds_of]) == 3 and len([s for s in xeon if s.rounds_profiled]) == 2
     doc = json.loads((tmp_path / "late" / "results.json").read_text())
     assert doc["invocation"]["elapsed_s"] >= 80.0

@@ -296,3 +296,41 @@ def test_a_rounds_process_profiling_precisions_takes_float32s_bound_for_their_wa
     assert "--bound-ms" in bounded.workload_args() and "--first-bound-ms" in bounded.workload_args()
     plain = replace(spec, rounds_profiled=())  # every precision had a run of its own: nothing to bound
     assert with_slow_step_bound(plain, runs) == plain
+
+
+def test_a_second_process_adds_its_rounds_to_the_runs_the_first_timed_each_round_keeping_its_process() -> None:
+    """Rounds repeated in a fresh process (`repeat_of`): the same runs get both processes' rounds, float32's A/A
+    control round by round beside its own, a record made from the first process's rounds included, and the
+    document keeps the second process's entry saying which it repeats."""
+    runs = [run("float32", 450), run("float16", 1000), run("float32", 400, variant="synthetic_input")]
+    first = {"float32": [440.0, 445.0, 450.0], "float16": [990.0, 1000.0, 1010.0], "float32_aa": [441.0, 446.0, 449.0]}
+    doc: dict[str, Any] = {"runs": runs}
+    made_from_rounds = {**run("mixed_bfloat16", 0), "timed_by": "interleaved_rounds"}
+    take_rounds(doc, {"stack": "host", "variant": "original", "status": "ok", "rounds": first}, alone="own")
+    made_from_rounds["step_time_ms"] = {"median": 300.0, "rounds": [300.0, 301.0, 299.0], "design": "interleaved",
+                                        "group": 0}
+    runs.append(made_from_rounds)
+    second = {"float32": [460.0, 461.0, 462.0, 463.0], "float16": [1100.0, 1101.0, 1102.0, 1103.0],
+              "mixed_bfloat16": [310.0, 311.0, 312.0, 313.0], "float32_aa": [459.0, 460.0, 461.0, 462.0]}
+    kept, notes, made = take_rounds(doc, {"stack": "host", "variant": "original", "status": "ok", "rounds": second},
+                                    alone="own", repeat_of=0)
+    assert kept is not None and kept["group"] == 1 and kept["repeat_of"] == 0 and made == []
+    assert any("second process" in note for note in notes)
+    fp32, fp16, bf16 = runs[0]["step_time_ms"], runs[1]["step_time_ms"], runs[3]["step_time_ms"]
+    assert fp32["rounds"] == [440.0, 445.0, 450.0, 460.0, 461.0, 462.0, 463.0]
+    assert fp32["round_groups"] == fp16["round_groups"] == [0, 0, 0, 1, 1, 1, 1] and fp32["group"] == 0
+    assert fp32["aa_rounds"] == [441.0, 446.0, 449.0, 459.0, 460.0, 461.0, 462.0]
+    assert fp32["n"] == 7 and fp32["median"] == 460.0 and fp32["single_process"]["median"] == 450
+    assert bf16["rounds"][-4:] == [310.0, 311.0, 312.0, 313.0] and bf16["round_groups"] == [0, 0, 0, 1, 1, 1, 1]
+    assert "rounds" not in runs[2]["step_time_ms"]  # not timed in either process
+
+
+def test_a_second_process_that_failed_leaves_the_first_processes_rounds_alone() -> None:
+    runs = [run("float32", 450), run("float16", 1000)]
+    doc: dict[str, Any] = {"runs": runs}
+    take_rounds(doc, {"stack": "host", "variant": "original", "status": "ok",
+                      "rounds": {"float32": [440.0, 445.0, 450.0], "float16": [990.0, 1000.0, 1010.0]}}, alone="own")
+    before = dict(runs[0]["step_time_ms"])
+    kept, notes, _ = take_rounds(doc, {"stack": "host", "status": "failed", "error": "boom"}, alone="own",
+                                 repeat_of=0)
+    assert kept is None and runs[0]["step_time_ms"] == before and "within one process" in notes[0]

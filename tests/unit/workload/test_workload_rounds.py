@@ -284,19 +284,16 @@ def test_without_a_precision_the_rounds_fill_the_budget_however_exact_the_ratios
     assert result["stop_reason"] == "time_budget" and len(result["order"]) > 5 and result["stop_precision"] is None
 
 
-def test_the_early_stop_draws_each_ratios_interval_as_the_analysis_does() -> None:
-    """The workload's t quantiles are the analysis's (it cannot import them: it runs on the stack's own Python), and
-    its half-width is that of the analysis's paired interval on the same rounds."""
-    from fp16doctor.analysis.intervals import Timing, ratio_interval, t_quantile
-
+def test_the_early_stop_draws_each_ratios_interval_with_the_one_paired_interval() -> None:
+    """The rounds stop on the half-width of the interval the analysis draws: the one module's (workload/paired.py),
+    which the workload imports from beside itself and the analysis as a package module."""
     module = load()
-    for df in range(1, 30):
-        assert module.T_975[df - 1] == pytest.approx(t_quantile(df), abs=0.001)
     fp32, fp16 = [140.1, 140.9, 137.6, 134.9, 129.0, 140.9], [782.0, 793.6, 788.9, 747.7, 770.4, 794.8]
-    interval = ratio_interval(Timing(median_ms=138.9, rounds=tuple(fp32), design="interleaved", group=0),
-                              Timing(median_ms=785.5, rounds=tuple(fp16), design="interleaved", group=0))
-    half = module.ratio_half_width(fp32, fp16)
-    assert interval.high / interval.speedup - 1.0 == pytest.approx(half, rel=1e-3)
+    configs = [SimpleNamespace(label="float32", rounds=fp32), SimpleNamespace(label="float16", rounds=fp16)]
+    logs = [math.log(a / b) for a, b in zip(fp32, fp16, strict=True)]
+    sd = math.sqrt(sum((v - sum(logs) / 6) ** 2 for v in logs) / 5)
+    assert module.widest_ratio(configs) == pytest.approx(math.exp(2.5706 * sd / math.sqrt(6)) - 1.0, rel=1e-4)
+    assert module.ratio_half_width is sys.modules["paired"].ratio_half_width
 
 
 def test_stopping_where_every_ratio_is_precise_enough_keeps_the_intervals_95_percent_coverage() -> None:
