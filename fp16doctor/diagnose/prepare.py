@@ -28,6 +28,7 @@ from fp16doctor.diagnose.checks import (
 )
 from fp16doctor.diagnose.plan import BASE_PRECISIONS, default_precisions, plan_runs, same_host_setup
 from fp16doctor.engines.base import EngineSetup
+from fp16doctor.engines.option_table import ENGINE_OPTIONS
 from fp16doctor.engines.registry import Router, engine_class
 from fp16doctor.engines.spec import HOST_STACK, RunSpec, ScriptSpec, WorkloadSize
 from fp16doctor.engines.spec import WORKLOAD_SIZES as SIZES
@@ -86,9 +87,8 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
     host, local_python, backend = _probe(options, typed)
     stacks = ([HOST_STACK] if options.include_host else []) + list(dict.fromkeys(options.stacks))
     router = Router(EngineSetup(out_dir=options.out_dir, python=options.python, backend=backend,
-                                keep_profiles=options.keep_profiles, host=host,
-                                docker_hosts=tuple(options.docker_hosts), ca_bundle=options.ca_bundle,
-                                wheelhouse=options.wheelhouse, force=options.force, slurm=options.slurm))
+                                keep_profiles=options.keep_profiles, host=host, ca_bundle=options.ca_bundle,
+                                wheelhouse=options.wheelhouse, force=options.force, engines=options.engines))
     # The default size: full where the host's cells get GPUs (this host's, or a Slurm job's --gres), else quick.
     host_engine = router.engine(router.engine_class(RunSpec(HOST_STACK, "float32", "original", SIZES["quick"])))
     size = SIZES[options.size or ("full" if host_engine.has_gpus() else "quick")]
@@ -150,7 +150,7 @@ def _check_typed(options: DiagnoseOptions) -> _Typed:
     # Whether the host's cells run on this machine (or, with --slurm, on the nodes' Python): what is probed here,
     # and what the default matrix is, follow from it.
     runs_here = engine_class(RunSpec(HOST_STACK, "float32", "original", SIZES["quick"]),
-                             EngineSetup(out_dir=options.out_dir, slurm=options.slurm)).runs_here
+                             EngineSetup(out_dir=options.out_dir, engines=options.engines)).runs_here
     # Where the host's cells run elsewhere, that engine checks --python (Slurm: an absolute path); here it must run.
     if options.python and runs_here and not shutil.which(options.python):
         raise DoctorError(f"--python {options.python} is not an executable",
@@ -228,11 +228,9 @@ def _document(options: DiagnoseOptions, host: dict[str, Any], size: WorkloadSize
         "precisions": precisions,
         "variants": typed.variants,
         "experiments": options.experiments,
-        "docker_hosts": options.docker_hosts,
+        **{key: value for cls in ENGINE_OPTIONS for key, value in options.engine(cls).record().items()},
         "data": "user" if typed.data_dir else "synthetic",
     }
-    if options.slurm is not None:
-        doc["invocation"]["slurm"] = options.slurm.sbatch_args()
     if typed.script is not None:
         from fp16doctor.user_script import invocation_entry
 
