@@ -181,7 +181,7 @@ def _engine_parameter(cls: type[EngineOptions], o: EngineOption) -> inspect.Para
     # A repeatable option is a tuple field and a list to Typer, of the same items.
     annotation = types.GenericAlias(list, o.type.__args__[:1]) if o.repeatable else o.type
     check, complete = _choice(o.flag, o.choices) if o.choices else (None, None)
-    default = typer.Option([] if o.repeatable else (False if o.type is bool else None), o.flag, envvar=o.env,
+    default = typer.Option(list(o.default) if o.repeatable else o.default, o.flag, envvar=o.env,
                            help=o.help, metavar=FLAG if o.type is bool else o.metavar, callback=check,
                            autocompletion=complete, rich_help_panel=o.panel or cls.panel)
     return inspect.Parameter(_engine_param(cls, o), inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,

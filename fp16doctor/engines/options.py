@@ -33,6 +33,7 @@ class EngineOption:
     panel: str | None = None  # diagnose --help's panel (default: its engine's)
     name: str = ""
     type: Any = None  # bool: a flag; tuple[X, ...]: repeatable; X | None: one value
+    default: Any = None
 
     @property
     def takes_value(self) -> bool:
@@ -72,7 +73,7 @@ class EngineOptions:
     def declared(cls) -> tuple[EngineOption, ...]:
         """Its options, in declaration order."""
         hints = get_type_hints(cls)
-        return tuple(dataclasses.replace(f.metadata["option"], name=f.name, type=hints[f.name])
+        return tuple(dataclasses.replace(f.metadata["option"], name=f.name, type=hints[f.name], default=f.default)
                      for f in dataclasses.fields(cls) if "option" in f.metadata)
 
     @property

@@ -45,6 +45,7 @@ def refused(command: str) -> str | None:
     ("fp16doctor diagnose --quick --size full", "--full and --quick contradict each other"),
     ("fp16doctor diagnose --size huge", "unknown size 'huge'"),
     ("fp16doctor diagnose --gres gpu:1", "--gres applies to Slurm jobs"),
+    ("fp16doctor diagnose --steps 3 --partition gpu", "--partition applies to Slurm jobs"),  # said first, as ever
     ("fp16doctor diagnose --slurm --stack cpu --docker-host unix:///x.sock", "--docker-host does not combine"),
     ("fp16doctor diagnose --slurm --registry r.example", "--registry runs a stack's container"),
     ("fp16doctor diagnose --slurm --stack cpu --script train.py", "--script with --stack does not run on Slurm"),
