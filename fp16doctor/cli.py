@@ -5,11 +5,14 @@ Nothing below this module prints; every failure a user can act on arrives here a
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import sys
+import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -19,6 +22,9 @@ from fp16doctor import __version__
 from fp16doctor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, DoctorError
 from fp16doctor.report import FORMATS
 from fp16doctor.workload.protocol import PRECISIONS, SIZES, VARIANTS
+
+if TYPE_CHECKING:
+    from fp16doctor.engines.options import EngineOption, EngineOptions
 
 # -h as well as --help, as docker, nvidia-smi, pytest and sbatch accept it.
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -38,7 +44,6 @@ PANEL_WHAT = "What to run"
 PANEL_OUTPUT = "Output"
 PANEL_SCRIPT = "Your own script"
 PANEL_DOCKER = "Docker stacks"
-PANEL_SLURM = "Slurm"
 FLAG = ""  # metavar of an on/off option: it takes no value
 PRECISION_HELP = (f"{', '.join(PRECISIONS)}; repeatable (default: the first three, plus mixed_bfloat16 where the"
                   " device has bfloat16 arithmetic).")
@@ -73,12 +78,6 @@ _check_precision, _complete_precision = _choice("--precision", PRECISIONS)
 _check_variant, _complete_variant = _choice("--variant", VARIANTS)
 _check_size, _complete_size = _choice("--size", tuple(SIZES))
 _check_format, _complete_format = _choice("--format", FORMATS)
-
-
-def _complete_backend(incomplete: str) -> list[str]:
-    from fp16doctor.engines.spec import KERAS3_BACKENDS
-
-    return [b for b in KERAS3_BACKENDS if b.startswith(incomplete)]
 
 
 def _complete_stack(incomplete: str) -> list[str]:
@@ -139,7 +138,74 @@ SIZE_HELP = ("quick or full (--quick and --full by name), or smoke: the whole di
              "steps, to check that a stack, engine or cluster runs; its timings do not diagnose a real size.")
 
 
+class _WithEngineOptions:
+    """diagnose's callback as Typer sees it: its own parameters, then one per engine option, made from the option's
+    declaration (engines/options.py) each time the command is built, so an engine's option is one field there."""
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        self.func = func
+        functools.update_wrapper(self, func)
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        own = [p for p in inspect.signature(self.func, eval_str=True).parameters.values()
+               if p.kind is not p.VAR_KEYWORD]
+        for cls in _engine_table():
+            params = [_engine_parameter(cls, o) for o in cls.declared()]
+            panels = [_panel_of(p) for p in own]
+            # An engine's options open their panel (Docker's --docker-host before --no-host), or a panel of their own.
+            at = panels.index(cls.panel) if cls.panel in panels else len(own)
+            own[at:at] = params
+        return inspect.Signature(own)
+
+    def __call__(self, **values: Any) -> Any:
+        return self.func(**values)
+
+
+def _engine_table() -> tuple[type[EngineOptions], ...]:
+    from fp16doctor.engines import option_table
+
+    return option_table.ENGINE_OPTIONS
+
+
+def _panel_of(parameter: inspect.Parameter) -> str | None:
+    return getattr(parameter.default, "rich_help_panel", None)
+
+
+def _engine_param(cls: type[EngineOptions], o: EngineOption) -> str:
+    return f"{cls.__name__.lower()}_{o.name}"
+
+
+def _engine_parameter(cls: type[EngineOptions], o: EngineOption) -> inspect.Parameter:
+    """The Typer option of one engine option: its flag, variable, help and panel from the declaration."""
+    # A repeatable option is a tuple field and a list to Typer, of the same items.
+    annotation = types.GenericAlias(list, o.type.__args__[:1]) if o.repeatable else o.type
+    check, complete = _choice(o.flag, o.choices) if o.choices else (None, None)
+    default = typer.Option(list(o.default) if o.repeatable else o.default, o.flag, envvar=o.env,
+                           help=o.help, metavar=FLAG if o.type is bool else o.metavar, callback=check,
+                           autocompletion=complete, rich_help_panel=o.panel or cls.panel)
+    return inspect.Parameter(_engine_param(cls, o), inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
+                             annotation=annotation)
+
+
+def _field_value(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value  # a repeatable option's field is a tuple
+
+
+def _engine_options(ctx: typer.Context, values: dict[str, Any], stacks: bool) -> tuple[EngineOptions, ...]:
+    """Each engine's options from diagnose's parameters; a value from a variable is dropped where its option would
+    be refused (a cluster's FP16DOCTOR_PARTITION on a run without --slurm)."""
+    from fp16doctor.invocation import applying
+
+    made = tuple(cls(**{o.name: _field_value(values[_engine_param(cls, o)]) for o in cls.declared()})
+                 for cls in _engine_table())
+    from_env = {o.flag for cls in _engine_table() for o in cls.declared()
+                if _from_environment(ctx, _engine_param(cls, o))}
+    return applying(made, from_env, stacks)
+
+
 @app.command()
+@_WithEngineOptions
 def diagnose(
     ctx: typer.Context,
     out_dir: Path = typer.Option(Path("fp16doctor-out"), "--out", "-o", envvar="FP16DOCTOR_OUT",
@@ -153,37 +219,19 @@ def diagnose(
                                     metavar=_metavar(tuple(SIZES)), rich_help_panel=PANEL_WHAT),
     stack: list[str] = typer.Option([], "--stack", "-s", help="Run in this pinned stack (Docker); repeatable.",
                                     autocompletion=_complete_stack, metavar="NAME", rich_help_panel=PANEL_WHAT),
-    precision: list[str] = typer.Option(
-        [], "--precision", "-p", callback=_check_precision, autocompletion=_complete_precision,
-        metavar="PRECISION", rich_help_panel=PANEL_WHAT,
-        help=PRECISION_HELP,
-    ),
-    variant: list[str] = typer.Option(
-        [], "--variant", callback=_check_variant, autocompletion=_complete_variant, metavar="VARIANT",
-        rich_help_panel=PANEL_WHAT,
-        help=VARIANT_HELP,
-    ),
+    precision: list[str] = typer.Option([], "--precision", "-p", callback=_check_precision, help=PRECISION_HELP,
+                                        autocompletion=_complete_precision, metavar="PRECISION",
+                                        rich_help_panel=PANEL_WHAT),
+    variant: list[str] = typer.Option([], "--variant", callback=_check_variant, autocompletion=_complete_variant,
+                                      metavar="VARIANT", rich_help_panel=PANEL_WHAT, help=VARIANT_HELP),
     no_experiments: bool = typer.Option(
         False, "--no-experiments", help="Do not run the experiments the analysis plans to confirm a cause.",
-        metavar=FLAG, rich_help_panel=PANEL_WHAT,
-    ),
+        metavar=FLAG, rich_help_panel=PANEL_WHAT),
     keep_profiles: bool = typer.Option(
         False, "--keep-profiles", help="Keep each run's raw profile (traces, oneDNN lines) in --out/profiles.",
-        metavar=FLAG, rich_help_panel=PANEL_OUTPUT,
-    ),
-    docker_host: list[str] = typer.Option(
-        [],
-        "--docker-host", envvar="FP16DOCTOR_DOCKER_HOST", metavar="URL", rich_help_panel=PANEL_DOCKER,
-        help="Docker engine URL (unix://, tcp://, ssh://) or context name; repeatable (the variable: separated by"
-        " spaces; it applies with --stack). Append #gpus=0,2 (indices or UUIDs), #gpus=all or #gpus=none to choose"
-        " that engine's GPUs.",
-    ),
+        metavar=FLAG, rich_help_panel=PANEL_OUTPUT),
     data: Path | None = typer.Option(None, "--data", help="Your own train directory (one folder per class).",
                                      rich_help_panel=PANEL_WHAT),
-    backend: list[str] = typer.Option(
-        [], "--backend", metavar="NAME", rich_help_panel=PANEL_WHAT, autocompletion=_complete_backend,
-        help="Run this host's matrix on this Keras 3 backend (tensorflow, jax, torch), each a stack of its own:"
-        " host for the configured one, host-jax, ...; repeatable."),
     no_host: bool = typer.Option(False, "--no-host", help="With --stack, skip the run on this host's Python.",
                                  metavar=FLAG, rich_help_panel=PANEL_DOCKER),
     force: bool = typer.Option(False, "--force", help="Run stacks the pre-flight check says cannot work here.",
@@ -195,67 +243,29 @@ def diagnose(
                               rich_help_panel=PANEL_OUTPUT),
     ca_bundle: Path | None = typer.Option(
         None, "--ca-bundle", rich_help_panel=PANEL_DOCKER,
-        help="CA bundle for pip inside stack builds (default: $FP16DOCTOR_CA_BUNDLE or $PIP_CERT).",
-    ),
+        help="CA bundle for pip inside stack builds (default: $FP16DOCTOR_CA_BUNDLE or $PIP_CERT)."),
     wheelhouse: Path | None = typer.Option(None, "--wheelhouse", envvar="FP16DOCTOR_WHEELHOUSE",
                                            help="Stack builds install from this folder.", rich_help_panel=PANEL_DOCKER),
-    python: str | None = typer.Option(
-        None, "--python", envvar="FP16DOCTOR_PYTHON", metavar="PATH", rich_help_panel=PANEL_WHAT,
-        help="Run the host workload with this Python (e.g. a venv with TensorFlow).",
-    ),
+    python: str | None = typer.Option(None, "--python", envvar="FP16DOCTOR_PYTHON", metavar="PATH",
+                                      help="Run the host workload with this Python (e.g. a venv with TensorFlow).",
+                                      rich_help_panel=PANEL_WHAT),
     as_json: bool = typer.Option(False, "--json", help="Print results.json to stdout when done.", metavar=FLAG,
                                  rich_help_panel=PANEL_OUTPUT),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, rich_help_panel=PANEL_OUTPUT, metavar=FLAG,
-                                show_default=False,
-                                help="Log engine events, builds and submissions to stderr (-vv: debug);"
-                                " --out/diagnose.log keeps them either way."),
+                                show_default=False, help="Log engine events, builds and submissions to stderr (-vv:"
+                                " debug); --out/diagnose.log keeps them either way."),
     script: Path | None = typer.Option(
         None, "--script", rich_help_panel=PANEL_SCRIPT,
-        help="Diagnose your own Keras training script (run unchanged) instead of the built-in one.",
-    ),
+        help="Diagnose your own Keras training script (run unchanged) instead of the built-in one."),
     script_arg: list[str] = typer.Option(
         [], "--script-arg", metavar="ARG", rich_help_panel=PANEL_SCRIPT,
-        help="An argument for --script; repeatable, in order (write --script-arg=--flag).",
-    ),
+        help="An argument for --script; repeatable, in order (write --script-arg=--flag)."),
     steps: int | None = typer.Option(None, "--steps", help="With --script: measure exactly N training steps.",
                                      rich_help_panel=PANEL_SCRIPT),
-    slurm: bool = typer.Option(
-        False, "--slurm", metavar=FLAG, rich_help_panel=PANEL_SLURM,
-        help="Run the matrix as Slurm jobs: one per comparison group, on the nodes' own Python.",
-    ),
-    partition: str | None = typer.Option(None, "--partition", envvar="FP16DOCTOR_PARTITION",
-                                         help="With --slurm: the partition to submit to.",
-                                         rich_help_panel=PANEL_SLURM),
-    gres: str | None = typer.Option(
-        None, "--gres", envvar="FP16DOCTOR_GRES", rich_help_panel=PANEL_SLURM,
-        help="With --slurm: GPUs per job, typed where the cluster types them (gpu:a100:1);"
-        " without it the jobs are exclusive CPU jobs."),
-    constraint: str | None = typer.Option(None, "--constraint", envvar="FP16DOCTOR_CONSTRAINT",
-                                          help="With --slurm: node features (sbatch -C).", rich_help_panel=PANEL_SLURM),
-    account: str | None = typer.Option(None, "--account", envvar="FP16DOCTOR_ACCOUNT",
-                                       help="With --slurm: the account to charge.", rich_help_panel=PANEL_SLURM),
-    qos: str | None = typer.Option(None, "--qos", envvar="FP16DOCTOR_QOS", help="With --slurm: the quality of service.",
-                                   rich_help_panel=PANEL_SLURM),
-    time_limit: str | None = typer.Option(None, "--time", envvar="FP16DOCTOR_TIME",
-                                          help="With --slurm: each job's time limit (sbatch -t).",
-                                          rich_help_panel=PANEL_SLURM),
-    slurm_arg: list[str] = typer.Option(
-        [], "--slurm-arg", metavar="ARG", rich_help_panel=PANEL_SLURM,
-        help="With --slurm: one more sbatch argument; repeatable (write --slurm-arg=--mem=16G).",
-    ),
-    slurm_workdir: Path | None = typer.Option(
-        None, "--slurm-workdir", envvar="FP16DOCTOR_SLURM_WORKDIR", rich_help_panel=PANEL_SLURM,
-        help="With --slurm: a folder on the cluster's shared filesystem (default: --out/slurm).",
-    ),
-    runtime: str | None = typer.Option(
-        None, "--runtime", envvar="FP16DOCTOR_RUNTIME", rich_help_panel=PANEL_SLURM,
-        help="With --slurm --stack: docker, podman, apptainer or pyxis runs the stack's container on the nodes"
-        " (default: the runtime each node has)."),
-    registry: str | None = typer.Option(
-        None, "--registry", envvar="FP16DOCTOR_REGISTRY", rich_help_panel=PANEL_SLURM,
-        help="With --slurm --stack: the nodes pull REGISTRY/fp16doctor/<stack>:<tag> instead of building it."),
+    **engine_values: Any,
 ) -> None:
     """Probe, run the workload per stack x precision, analyse, and write results.json and report.html."""
+    from fp16doctor import logs
     from fp16doctor.diagnose import DiagnoseOptions, plan_diagnose, run_diagnose
     from fp16doctor.diagnose.budget import command_started
     from fp16doctor.progress import LiveProgress
@@ -264,94 +274,44 @@ def diagnose(
     if len(sizes) > 1:
         raise DoctorError(f"--{' and --'.join(sorted(sizes))} contradict each other", hint="pass one size",
                           exit_code=EXIT_USAGE)
-    # A variable set once per cluster or project applies where it means something, and is no error elsewhere.
-    if _from_environment(ctx, "docker_host") and (not stack or slurm):
-        docker_host = []
-    if not slurm:
-        partition, gres, constraint, account, qos, time_limit, runtime, registry = (
-            None if _from_environment(ctx, name) else value for name, value in (
-                ("partition", partition), ("gres", gres), ("constraint", constraint), ("account", account),
-                ("qos", qos), ("time_limit", time_limit), ("runtime", runtime), ("registry", registry)))
-        slurm_workdir = None if _from_environment(ctx, "slurm_workdir") else slurm_workdir
-    elif not stack:
-        runtime, registry = (None if _from_environment(ctx, name) else value
-                             for name, value in (("runtime", runtime), ("registry", registry)))
-    slurm_options = None
-    if slurm:
-        from fp16doctor.engines.slurm.tools import SlurmOptions
-
-        slurm_options = SlurmOptions(partition=partition, gres=gres, constraint=constraint, account=account,
-                                     qos=qos, time=time_limit, extra_args=tuple(slurm_arg), workdir=slurm_workdir,
-                                     runtime=runtime, registry=registry, ca_bundle=ca_bundle, wheelhouse=wheelhouse)
-    else:
-        given = [name for name, value in (("--partition", partition), ("--gres", gres), ("--constraint", constraint),
-                                          ("--account", account), ("--qos", qos), ("--time", time_limit),
-                                          ("--slurm-arg", slurm_arg), ("--slurm-workdir", slurm_workdir),
-                                          ("--runtime", runtime), ("--registry", registry)) if value]
-        if given:
-            raise DoctorError(f"{given[0]} applies to Slurm jobs", hint="add --slurm", exit_code=EXIT_USAGE)
     options = DiagnoseOptions(
-        out_dir=out_dir,
-        size=next(iter(sizes), None),
-        stacks=list(stack),
-        precisions=list(precision),
-        variants=list(variant) or None,
-        experiments=not no_experiments,
-        keep_profiles=keep_profiles,
-        docker_hosts=list(docker_host),
-        data_dir=data,
-        include_host=not no_host,
-        backends=list(backend),
-        force=force,
-        resume=resume,
-        python=python,
-        ca_bundle=ca_bundle,
-        wheelhouse=wheelhouse,
-        script=script,
-        script_args=list(script_arg),
-        steps=steps,
-        slurm=slurm_options,
-        started=command_started(),
-    )
-    from fp16doctor import logs
-
+        out_dir=out_dir, size=next(iter(sizes), None), stacks=list(stack), precisions=list(precision),
+        variants=list(variant) or None, experiments=not no_experiments, keep_profiles=keep_profiles, data_dir=data,
+        include_host=not no_host, force=force, resume=resume, python=python, ca_bundle=ca_bundle,
+        wheelhouse=wheelhouse, script=script, script_args=list(script_arg), steps=steps,
+        engines=_engine_options(ctx, engine_values, stacks=bool(stack)), started=command_started())
     logs.configure(verbose)
+    progress = LiveProgress(err, enabled=not as_json or sys.stderr.isatty())
     if plan:
         from fp16doctor.textout.plan import plan_text
 
-        with LiveProgress(err, enabled=not as_json or sys.stderr.isatty()) as progress:
+        with progress:
             planned = plan_diagnose(options, progress)
-        if as_json:
-            _print_json(planned.to_dict())
-        else:
-            out.print(plan_text(planned))
+        _print_json(planned.to_dict()) if as_json else out.print(plan_text(planned))
         raise typer.Exit(EXIT_OK)
     try:
-        with LiveProgress(err, enabled=not as_json or sys.stderr.isatty()) as progress:
+        with progress:
             outcome = run_diagnose(options, progress)
     except KeyboardInterrupt:
-        # Typer would turn Ctrl-C into a bare exit 130; say what was kept and how to go on.
-        results = out_dir / "results.json"
-        if not results.exists():  # stopped while probing: nothing was measured yet
-            raise DoctorError("interrupted before any run", hint="run the command again",
-                              exit_code=EXIT_INTERRUPTED) from None
-        raise DoctorError(
-            f"interrupted: the runs that finished are in {results}",
-            hint="run the same command with --resume to complete only what is missing",
-            exit_code=EXIT_INTERRUPTED,
-        ) from None
+        raise _interrupted(out_dir / "results.json") from None
     finally:
         logs.close_log()
     from fp16doctor.textout.diagnose import diagnose_summary_text, failed_runs_message
 
-    if as_json:
-        _print_json(outcome.document)
-    else:
-        out.print(diagnose_summary_text(outcome))
+    _print_json(outcome.document) if as_json else out.print(diagnose_summary_text(outcome))
     failure = failed_runs_message(outcome)
     if failure is not None:
         _print_error(*failure)
     raise typer.Exit(outcome.exit_code)
+
+
+def _interrupted(results: Path) -> DoctorError:
+    """Ctrl-C during diagnose: Typer would make it a bare exit 130; say what was kept and how to go on."""
+    if not results.exists():  # stopped while probing: nothing was measured yet
+        return DoctorError("interrupted before any run", hint="run the command again", exit_code=EXIT_INTERRUPTED)
+    return DoctorError(f"interrupted: the runs that finished are in {results}",
+                       hint="run the same command with --resume to complete only what is missing",
+                       exit_code=EXIT_INTERRUPTED)
 
 
 @app.command()

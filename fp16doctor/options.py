@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from fp16doctor.engines.slurm.tools import SlurmOptions
+from fp16doctor.engines.options import EngineOptions, Options, options_of
 from fp16doctor.engines.spec import HOST_STACK, RunSpec
 
 __all__ = ["HOST_STACK", "DiagnoseOptions", "Progress"]
@@ -31,10 +31,8 @@ class DiagnoseOptions:
     size: str | None = None  # "quick" | "full"; None: full with a GPU, quick without
     stacks: list[str] = field(default_factory=list)
     precisions: list[str] = field(default_factory=list)
-    docker_hosts: list[str] = field(default_factory=list)
     data_dir: Path | None = None
     include_host: bool = True
-    backends: list[str] = field(default_factory=list)  # --backend: Keras 3 backends, each a host stack of its own
     force: bool = False
     resume: bool = False
     python: str | None = None  # the host Python that runs the workload (default: this one)
@@ -46,7 +44,11 @@ class DiagnoseOptions:
     steps: int | None = None  # --script: exactly this many measured steps (default: the size decides)
     experiments: bool = True  # run the experiments the analysis plans after the main matrix
     keep_profiles: bool = False  # keep each run's raw profile under out_dir/profiles
-    slurm: SlurmOptions | None = None  # run the host cells as Slurm jobs (diagnose --slurm)
+    engines: tuple[EngineOptions, ...] = ()  # each engine's own options (engines/options.py): --slurm, --docker-host
     plan: bool = False  # --plan: every check, then what would run; nothing runs and nothing is created
     argv: list[str] = field(default_factory=lambda: list(sys.argv))
     started: float | None = None  # time.monotonic() when the user's command began: the budget's clock (None: now)
+
+    def engine(self, cls: type[Options]) -> Options:
+        """One engine's options as the user set them (their defaults where none was set)."""
+        return options_of(self.engines, cls)

@@ -40,7 +40,7 @@ from fp16doctor.analysis.values import (
     fmt_signed_ms,
     round_ratio,
 )
-from fp16doctor.invocation import check_diagnose_argv
+from fp16doctor.invocation import check_diagnose_argv, stack_only_options
 from fp16doctor.knowledge.frameworks import has_feature
 from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.redaction import redact_secrets
@@ -222,9 +222,6 @@ def _best(configs: Sequence[Measured], fp32: RunView) -> Measured:
 
 _DROPPED = ("--precision", "--variant", "--out", "--stack")  # chosen anew for the configuration to measure
 _DROPPED_ALONE = ("--resume", "--json", "--no-host")
-# What targets stacks' containers: a command for the host's own Python keeps none of it (diagnose refuses
-# --docker-host without --stack, and --runtime / --registry run a stack's container).
-_CONTAINER_ONLY = ("--docker-host", "--runtime", "--registry")
 
 
 def _targeting(ctx: Context, run: RunView) -> list[str]:
@@ -234,7 +231,8 @@ def _targeting(ctx: Context, run: RunView) -> list[str]:
     argv = [str(a) for a in as_list(invocation.get("argv"))]
     host = run.stack == "host"
     if argv:
-        dropped = _DROPPED + (_CONTAINER_ONLY if host else ())
+        # What targets stacks' containers (--docker-host, --runtime): a command for the host's own Python keeps none.
+        dropped = _DROPPED + (stack_only_options() if host else ())
         kept, skip_next = [], False
         for arg in argv[2:] if argv[1:2] == ["diagnose"] else argv[1:]:
             if skip_next:

@@ -50,13 +50,10 @@ def refuse(request: DiagnoseRequest) -> None:
 
 
 def request_of(options: DiagnoseOptions) -> DiagnoseRequest:
-    slurm = options.slurm
-    given = {name for name, value in (("--steps", options.steps is not None), ("--script-arg", options.script_args),
-                                      ("--runtime", slurm and slurm.runtime), ("--registry", slurm and slurm.registry))
-             if value}
+    given = {name for name, value in (("--steps", options.steps is not None), ("--script-arg", options.script_args))
+             if value} | {o.flag for engine in options.engines for o in engine.given()}
     return DiagnoseRequest(tuple(options.stacks), tuple(options.precisions), tuple(options.variants or ()),
-                           tuple(options.docker_hosts), options.script is not None, options.include_host,
-                           slurm is not None, frozenset(given), backends=tuple(options.backends))
+                           options.script is not None, options.include_host, frozenset(given))
 
 
 def check_precisions(precisions: list[str]) -> list[str]:

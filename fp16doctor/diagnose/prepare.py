@@ -29,8 +29,9 @@ from fp16doctor.diagnose.checks import (
 )
 from fp16doctor.diagnose.plan import BASE_PRECISIONS, backend_trials, default_precisions, plan_runs, same_host_setup
 from fp16doctor.engines.base import EngineSetup
+from fp16doctor.engines.option_table import ENGINE_OPTIONS
 from fp16doctor.engines.registry import Router, engine_class
-from fp16doctor.engines.spec import HOST_STACK, RunSpec, ScriptSpec, WorkloadSize, host_stack, on_gpu
+from fp16doctor.engines.spec import HOST_STACK, RunSpec, ScriptSpec, WorkloadSize, on_gpu, stack_backend
 from fp16doctor.engines.spec import WORKLOAD_SIZES as SIZES
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.options import DiagnoseOptions, Progress
@@ -87,12 +88,14 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
         progress.note(OFF_LINUX.format(system=platform.system() or sys.platform))
     progress.note("probing this host")
     host, local_python, backend = _probe(options, typed)
-    stacks = (host_stacks(options.backends, backend) if options.include_host else []) + list(
+    # The host's stacks: `host` on the configured Keras backend, or one per backend asked for (`host-jax`, ...).
+    asked = [stack for e in options.engines for stack in e.host_stacks(backend)]
+    backends = [stack_backend(stack) or str(backend) for stack in asked]
+    stacks = ((asked or [HOST_STACK]) if options.include_host else []) + list(
         dict.fromkeys(options.stacks))
     router = Router(EngineSetup(out_dir=options.out_dir, python=options.python, backend=backend,
-                                keep_profiles=options.keep_profiles, host=host,
-                                docker_hosts=tuple(options.docker_hosts), ca_bundle=options.ca_bundle,
-                                wheelhouse=options.wheelhouse, force=options.force, slurm=options.slurm))
+                                keep_profiles=options.keep_profiles, host=host, ca_bundle=options.ca_bundle,
+                                wheelhouse=options.wheelhouse, force=options.force, engines=options.engines))
     # The default size: full where the host's cells get GPUs (this host's, or a Slurm job's --gres), else quick.
     host_engine = router.engine(router.engine_class(RunSpec(HOST_STACK, "float32", "original", SIZES["quick"])))
     size = SIZES[options.size or ("full" if host_engine.has_gpus() else "quick")]
@@ -102,7 +105,7 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
     # diagnose here, not after the host's runs.
     router.check(RunSpec(stack, "float32", "original", size) for stack in stacks)
     if options.include_host and local_python:
-        _check_host_python(host, backend, typed.script, options.backends)
+        _check_host_python(host, backend, typed.script, backends)
 
     if not options.plan:  # every check passed: from here on a failure leaves its log in --out
         check_out_dir(options.out_dir, create=True)
@@ -144,7 +147,7 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
     todo = [s for s in specs if (s.stack, s.precision, s.variant) not in done]
     if done and options.resume:
         progress.note(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in {results_path}")
-    trials = (backend_trials(host, backend, options.backends) if options.include_host and typed.runs_here
+    trials = (backend_trials(host, backend, backends) if options.include_host and typed.runs_here
               and options.experiments else [])
     if trials:
         doc["invocation"]["backend_trials"] = trials
@@ -155,12 +158,15 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
 def _check_typed(options: DiagnoseOptions) -> _Typed:
     """What the user typed, every check that needs nothing probed: a usage error (exit 2) before anything else."""
     refuse(request_of(options))
+    said = next((s for s in (e.usage_error(include_host=options.include_host) for e in options.engines) if s), None)
+    if said is not None:
+        raise DoctorError(said[0], hint=said[1], exit_code=EXIT_USAGE)
     precisions = check_precisions(options.precisions)
     variants = check_variants(options.variants)
     # Whether the host's cells run on this machine (or, with --slurm, on the nodes' Python): what is probed here,
     # and what the default matrix is, follow from it.
     runs_here = engine_class(RunSpec(HOST_STACK, "float32", "original", SIZES["quick"]),
-                             EngineSetup(out_dir=options.out_dir, slurm=options.slurm)).runs_here
+                             EngineSetup(out_dir=options.out_dir, engines=options.engines)).runs_here
     # Where the host's cells run elsewhere, that engine checks --python (Slurm: an absolute path); here it must run.
     if options.python and runs_here and not shutil.which(options.python):
         raise DoctorError(f"--python {options.python} is not an executable",
@@ -215,14 +221,6 @@ def _probe(options: DiagnoseOptions, typed: _Typed) -> tuple[dict[str, Any], boo
     return host, local_python, backend
 
 
-def host_stacks(backends: list[str], configured: str | None) -> list[str]:
-    """The host's stacks: `host` on the configured Keras backend, or one per --backend (`host` for the configured
-    one, `host-jax`, ...), each run in processes of its own."""
-    if not backends:
-        return [HOST_STACK]
-    return list(dict.fromkeys(host_stack(b, configured) for b in backends))
-
-
 def _check_host_python(host: dict[str, Any], backend: str | None, script: ScriptSpec | None,
                        backends: list[str]) -> None:
     """The probed Python can run the workload (or the script runner): Keras or TensorFlow, and what it imports,
@@ -252,11 +250,9 @@ def _document(options: DiagnoseOptions, host: dict[str, Any], size: WorkloadSize
         "precisions": precisions,
         "variants": typed.variants,
         "experiments": options.experiments,
-        "docker_hosts": options.docker_hosts,
+        **{key: value for cls in ENGINE_OPTIONS for key, value in options.engine(cls).record().items()},
         "data": "user" if typed.data_dir else "synthetic",
     }
-    if options.slurm is not None:
-        doc["invocation"]["slurm"] = options.slurm.sbatch_args()
     if typed.script is not None:
         from fp16doctor.user_script import invocation_entry
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from fp16doctor.engines.options import EngineOptions, Options, options_of
 from fp16doctor.engines.spec import RunSpec, slow_step_multiple
 from fp16doctor.workload.protocol import PREFIX
 
@@ -48,28 +49,35 @@ class EngineSetup:
     backend: str | None = None  # KERAS_BACKEND for it
     keep_profiles: bool = False
     host: Mapping[str, Any] = field(default_factory=dict)  # this machine, as the probe found it
-    docker_hosts: tuple[str, ...] = ()  # --docker-host values (none: the environment's engine)
     ca_bundle: Path | None = None  # for stack image builds behind a TLS proxy
     wheelhouse: Path | None = None  # stack image builds install from these wheels only
     force: bool = False  # run a stack the pre-flight refused
-    slurm: Any = None  # engines.slurm.tools.SlurmOptions: the cells go to a Slurm cluster (diagnose --slurm)
+    engines: tuple[EngineOptions, ...] = ()  # each engine's own options (engines/options.py), as the user set them
 
     @property
     def host_gpus(self) -> tuple[dict[str, Any], ...]:
         return tuple(g for g in self.host.get("gpus") or [] if isinstance(g, dict))
 
+    def options(self, cls: type[Options]) -> Options:
+        """One engine's options as this invocation set them (their defaults where it set none)."""
+        return options_of(self.engines, cls)
+
 
 class Engine(Protocol):
     """What runs cells of the matrix somewhere: this host's Python, Docker engines, a Slurm cluster.
 
-    One engine is one module plus one entry in `engines/registry.py: ENGINES`. What differs between engines
-    is class data the core asks (`runs_here`, `queued`) and two class methods that route cells
-    (`selected`, `takes`), never a test of `kind`. The run loop (engines/runloop.py: stdout protocol,
+    One engine is one module, its options (a dataclass, engines/options.py) and its row in
+    `engines/registry.py: ENGINES` and `engines/option_table.py: ENGINE_OPTIONS`. What differs between engines
+    is class data the core asks (`runs_here`, `queued`), its options' selector and one class method that routes
+    cells (`takes`), never a test of `kind`. The run loop (engines/runloop.py: stdout protocol,
     watchdog), failure classification (engines/failures.py) and the fairness rules (`comparison_groups`,
     `with_slow_step_bound`) are shared; an engine only says where a group runs.
     """
 
     kind: ClassVar[str]
+    # Its options, declared once: their flags, variables and tool arguments; the selector among them (if any)
+    # says whether this invocation uses the engine at all (--slurm sends every cell to Slurm).
+    options_class: ClassVar[type[EngineOptions]]
     # Its runs are processes on this machine, so the machine's load beside them is theirs (the A/A reading).
     runs_here: ClassVar[bool]
     # Its runs wait in a queue: the quick size's wall budget cannot bind them.
@@ -83,11 +91,6 @@ class Engine(Protocol):
     @classmethod
     def from_setup(cls, setup: EngineSetup) -> Engine:
         """The engine for one diagnose."""
-        ...
-
-    @classmethod
-    def selected(cls, setup: EngineSetup) -> bool:
-        """Whether this invocation uses the engine at all (--slurm sends every cell to Slurm)."""
         ...
 
     @classmethod

@@ -15,6 +15,8 @@ from typing import Any, ClassVar
 
 from fp16doctor.engines.artifacts import attach_ops, split_script_log
 from fp16doctor.engines.base import EngineSetup, EventCallback, RunSink, base_run_record, stamp_engine
+from fp16doctor.engines.host_options import HostOptions
+from fp16doctor.engines.options import EngineOptions
 from fp16doctor.engines.runloop import stream, to_record
 from fp16doctor.engines.spec import (
     RUN_TIMEOUT_S,
@@ -54,6 +56,7 @@ class HostEngine:
     """One run = one child process; results come back over the workload's stdout protocol."""
 
     kind: ClassVar[str] = "host"
+    options_class: ClassVar[type[EngineOptions]] = HostOptions
     runs_here: ClassVar[bool] = True
     one_run: ClassVar[str] = "its own process"
     run_noun: ClassVar[str] = "run"
@@ -173,10 +176,6 @@ class HostEngine:
         return cls(python=setup.python, backend=setup.backend, sampler=sampler,
                    keep_profiles=setup.out_dir / "profiles" if setup.keep_profiles else None,
                    gpu_index=0 if gpu else None, gpu_uuid=gpu.get("uuid") if gpu else None)
-
-    @classmethod
-    def selected(cls, setup: EngineSetup) -> bool:
-        return setup.slurm is None
 
     @classmethod
     def takes(cls, spec: RunSpec) -> bool:

@@ -1,7 +1,8 @@
 """Every engine diagnose can run cells on, and the one place a cell's engine is chosen.
 
 Adding an engine is one module implementing engines/base.Engine (with a `from_setup` that makes it for one
-diagnose) plus one entry in ENGINES. The first engine, in ENGINES' order, that this invocation selects and
+diagnose), its options (engines/options.py), and its row here and in engines/option_table.ENGINE_OPTIONS. The
+first engine, in ENGINES' order, that this invocation selects (its options' selector, where it has one) and
 that takes a cell runs it (submitit's `AutoExecutor` over one executor list): --slurm selects Slurm for
 every cell; otherwise the host's cells go to this machine's Python and the pinned stacks' to Docker.
 """
@@ -27,7 +28,7 @@ def engine_class(spec: RunSpec, setup: EngineSetup,
                  engines: tuple[type[Engine], ...] | None = None) -> type[Engine]:
     """The engine that runs a cell in this invocation: the first in `engines` (ENGINES) it selects that takes it."""
     for cls in ENGINES if engines is None else engines:
-        if cls.selected(setup) and cls.takes(spec):
+        if setup.options(cls.options_class).selected and cls.takes(spec):
             return cls
     raise LookupError(f"no engine takes {spec.label}")
 
@@ -38,7 +39,8 @@ class Router:
 
     def __init__(self, setup: EngineSetup, engines: tuple[type[Engine], ...] | None = None) -> None:
         self.setup = setup
-        self.classes = tuple(c for c in (ENGINES if engines is None else engines) if c.selected(setup))
+        self.classes = tuple(c for c in (ENGINES if engines is None else engines)
+                             if setup.options(c.options_class).selected)
         self.made: dict[type[Engine], Engine] = {}
 
     def engine_class(self, spec: RunSpec) -> type[Engine]:

@@ -30,6 +30,8 @@ from fp16doctor.engines.docker.daemons import (
     slots_of,
 )
 from fp16doctor.engines.docker.matrix import Matrix, failed_record, not_native_reason, skipped_record, work_through
+from fp16doctor.engines.docker.options import DockerOptions
+from fp16doctor.engines.options import EngineOptions
 from fp16doctor.engines.spec import RunSpec, is_host_stack
 from fp16doctor.errors import DoctorError
 from fp16doctor.stacks import StackSpec, get_stack
@@ -46,6 +48,7 @@ class DockerEngine:
     per engine."""
 
     kind: ClassVar[str] = "docker"
+    options_class: ClassVar[type[EngineOptions]] = DockerOptions
     runs_here: ClassVar[bool] = False  # a --docker-host may be another machine: its load is not this one's
     one_run: ClassVar[str] = "its own container's run"
     run_noun: ClassVar[str] = "container"
@@ -56,7 +59,7 @@ class DockerEngine:
         from fp16doctor.engines.docker import sdk
 
         self.setup = setup
-        hosts: list[str | None] = list(setup.docker_hosts) or [None]
+        hosts: list[str | None] = list(setup.options(DockerOptions).docker_hosts) or [None]
         targets = dict.fromkeys(parse_docker_host(h) for h in hosts)  # a malformed URL is refused here
         self.engines = [Daemon(t, sdk.engine_label(t.docker_host)) for t in targets]
         self.connected = False
@@ -66,10 +69,6 @@ class DockerEngine:
     @classmethod
     def from_setup(cls, setup: EngineSetup) -> DockerEngine:
         return cls(setup)
-
-    @classmethod
-    def selected(cls, setup: EngineSetup) -> bool:
-        return setup.slurm is None
 
     @classmethod
     def takes(cls, spec: RunSpec) -> bool:

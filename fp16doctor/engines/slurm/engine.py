@@ -20,16 +20,18 @@ import sys
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from fp16doctor import __version__
 from fp16doctor.engines.base import EngineSetup, RunSink, base_run_record, stamp_engine
 from fp16doctor.engines.failures import log_tail
+from fp16doctor.engines.options import EngineOptions
 from fp16doctor.engines.slurm import runtimes
 from fp16doctor.engines.slurm import tools as slurm
 from fp16doctor.engines.slurm.job import GROUP_FILE, PROGRESS_FILE, slurm_rerun
+from fp16doctor.engines.slurm.options import SlurmOptions
 from fp16doctor.engines.spec import RunSpec, is_host_stack, spec_to_dict, with_slow_step_bound
 from fp16doctor.errors import DoctorError
 
@@ -74,15 +76,19 @@ class _Task:
 
 class SlurmEngine:
     kind: ClassVar[str] = "slurm"
+    options_class: ClassVar[type[EngineOptions]] = SlurmOptions
     runs_here: ClassVar[bool] = False
     one_run: ClassVar[str] = "its own job's run"
     run_noun: ClassVar[str] = "Slurm job"
     also_costs: ClassVar[str] = "plus the time the jobs wait in the queue"
     queued: ClassVar[bool] = True  # a job's wait in the queue is no run's time
 
-    def __init__(self, options: slurm.SlurmOptions, out_dir: Path, python: str | None = None,
-                 backend: str | None = None, keep_profiles: bool = False, run_id: str | None = None) -> None:
+    def __init__(self, options: SlurmOptions, out_dir: Path, python: str | None = None,
+                 backend: str | None = None, keep_profiles: bool = False, run_id: str | None = None,
+                 ca_bundle: Path | None = None, wheelhouse: Path | None = None) -> None:
         self.options = options
+        self.ca_bundle = ca_bundle  # the nodes' image builds: diagnose's own --ca-bundle and --wheelhouse
+        self.wheelhouse = wheelhouse
         self.out_dir = out_dir
         self.python_given = python
         self.python = python or sys.executable
@@ -99,14 +105,8 @@ class SlurmEngine:
 
     @classmethod
     def from_setup(cls, setup: EngineSetup) -> SlurmEngine:
-        options = setup.slurm if isinstance(setup.slurm, slurm.SlurmOptions) else slurm.SlurmOptions()
-        if not options.ca_bundle and setup.ca_bundle:  # diagnose's own --ca-bundle/--wheelhouse serve the nodes too
-            options = replace(options, ca_bundle=setup.ca_bundle, wheelhouse=setup.wheelhouse)
-        return cls(options, setup.out_dir, setup.python, setup.backend, setup.keep_profiles)
-
-    @classmethod
-    def selected(cls, setup: EngineSetup) -> bool:
-        return setup.slurm is not None
+        return cls(setup.options(SlurmOptions), setup.out_dir, setup.python, setup.backend, setup.keep_profiles,
+                   ca_bundle=setup.ca_bundle, wheelhouse=setup.wheelhouse)
 
     @classmethod
     def takes(cls, spec: RunSpec) -> bool:
@@ -165,8 +165,8 @@ class SlurmEngine:
         from fp16doctor.stacks import get_stack
 
         stack = get_stack(stack_name)
-        options = build.BuildOptions(ca_bundle=self.options.ca_bundle or build.default_ca_bundle(),
-                                     wheelhouse=self.options.wheelhouse)
+        options = build.BuildOptions(ca_bundle=self.ca_bundle or build.default_ca_bundle(),
+                                     wheelhouse=self.wheelhouse)
         files = build.context_files(stack, options)
         args = build.build_args(stack, options)
         tag = build.image_tag(stack, build.context_hash(files, args))

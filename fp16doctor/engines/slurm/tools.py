@@ -38,47 +38,6 @@ TOOLS = ("sbatch", "squeue", "scontrol", "scancel")
 
 
 @dataclass(frozen=True)
-class SlurmOptions:
-    """What `diagnose --slurm` was asked for the jobs."""
-
-    partition: str | None = None
-    gres: str | None = None  # GPUs per job, e.g. gpu:a100:1 (typed) or gpu:1; None: a CPU job
-    constraint: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    time: str | None = None
-    extra_args: tuple[str, ...] = ()  # --slurm-arg, passed to sbatch as given
-    workdir: Path | None = None  # on the cluster's shared filesystem; default: --out/slurm
-    # --stack on the nodes (engines/slurm/runtimes.py): the container runtime (None: each node's own), a
-    # registry the nodes pull the stack's image from (None: they build it), and the build's pip inputs.
-    runtime: str | None = None
-    registry: str | None = None
-    ca_bundle: Path | None = None
-    wheelhouse: Path | None = None
-
-    @property
-    def gpu(self) -> bool:
-        return bool(self.gres)
-
-    def gres_value(self) -> str | None:
-        """--gres 2 -> gpu:2; anything else as given."""
-        if not self.gres:
-            return None
-        return f"gpu:{self.gres}" if self.gres.isdigit() else self.gres
-
-    def sbatch_args(self) -> list[str]:
-        """What the user asked for, on sbatch's command line (so it wins over SBATCH_* variables, which
-        in turn win over the job script's own #SBATCH defaults)."""
-        args: list[str] = []
-        for name, value in (("partition", self.partition), ("gres", self.gres_value()),
-                            ("constraint", self.constraint), ("account", self.account), ("qos", self.qos),
-                            ("time", self.time)):
-            if value:
-                args.append(f"--{name}={value}")
-        return [*args, *self.extra_args]
-
-
-@dataclass(frozen=True)
 class JobState:
     """One job (or array task) as Slurm reports it."""
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from fp16doctor.analysis import RunRow
 from fp16doctor.analysis.runs import precision_rank
+from fp16doctor.engines.option_table import ENGINE_OPTIONS
 from fp16doctor.report.redact import redact, redact_text
 from fp16doctor.report.sections.common import dict_of as _dict
 from fp16doctor.report.sections.environment import runs_of
@@ -60,8 +61,8 @@ def _reproduce(doc: Mapping[str, Any], rows: Sequence[RunRow], known: set[str] |
     if precisions and set(precisions) != set(default_precisions(bfloat16_device=False)):
         for precision in precisions:
             words += ["--precision", precision]
-    for docker_host in _str_list(invocation.get("docker_hosts")) or []:
-        words += ["--docker-host", redact_text(docker_host)]
+    for cls in ENGINE_OPTIONS:  # each engine's options as the document recorded them
+        words += [redact_text(word) for word in cls.rerun_words(invocation)]
     if not argv:
         notes.append(
             "This results file did not record its command line; this is the command that measures the same matrix."

@@ -49,6 +49,10 @@ USAGE_ERRORS = {
     "--no-host without --stack": (["diagnose", "--no-host"], "--no-host without --stack"),
     "a --python that is not there": (["diagnose", "--python", "no-such-python-3.99"], "is not an executable"),
     "a Slurm option without --slurm": (["diagnose", "--partition", "gpu"], "--partition applies to Slurm jobs"),
+    "an unknown Keras backend": (["diagnose", "--backend", "mxnet"], "'mxnet' is not one of tensorflow, jax, torch"),
+    "--backend with --no-host": (["diagnose", "--backend", "jax", "--no-host", "--stack", "cpu"],
+                                 "--backend runs this host's Python on each backend, and --no-host leaves it out"),
+    "--backend with --slurm": (["diagnose", "--backend", "jax", "--slurm"], "--backend does not combine with it"),
     "a precision no stack asked can run": (["diagnose", "--stack", "tf1.7-cuda9.0", "--no-host", "-p", "float32",
                                             "-p", "mixed_float16"], "--precision mixed_float16: Keras 2.1.5"),
 }

@@ -275,6 +275,9 @@ def test_on_a_gpu_the_other_keras_backends_that_see_it_are_tried_and_a_much_fast
 
 
 def test_with_backend_asked_for_none_is_tried_beside_them(tmp_path: Path, gpu_host) -> None:
-    run_diagnose(DiagnoseOptions(out_dir=tmp_path, backends=["jax"], precisions=["float32"]), Recorder())
+    from fp16doctor.engines.host_options import HostOptions
+
+    run_diagnose(DiagnoseOptions(out_dir=tmp_path, engines=(HostOptions(backends=("jax",)),), precisions=["float32"]),
+                 Recorder())
     doc = json.loads((tmp_path / "results.json").read_text())
     assert "backend_trials" not in doc["invocation"] and doc["invocation"]["stacks"] == ["host"]

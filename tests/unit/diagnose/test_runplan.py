@@ -12,6 +12,7 @@ import pytest
 from fp16doctor import probe
 from fp16doctor.diagnose import DiagnoseOptions, plan_diagnose
 from fp16doctor.engines import host as host_engine
+from fp16doctor.engines.docker.options import DockerOptions
 from fp16doctor.errors import DoctorError
 
 CPU_HOST: dict[str, Any] = {
@@ -68,7 +69,8 @@ def test_a_plan_fails_the_same_checks_a_diagnose_fails(tmp_path: Path, no_runs: 
     with pytest.raises(DoctorError, match="unknown precision"):
         plan_diagnose(DiagnoseOptions(out_dir=tmp_path / "o", precisions=["float8"]), Notes())
     with pytest.raises(DoctorError, match="--docker-host without --stack"):
-        plan_diagnose(DiagnoseOptions(out_dir=tmp_path / "o", docker_hosts=["tcp://a:2376"]), Notes())
+        plan_diagnose(DiagnoseOptions(out_dir=tmp_path / "o", engines=(DockerOptions(docker_hosts=("tcp://a:2376",)),)),
+                      Notes())
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     with pytest.raises(DoctorError, match="is a file, not a folder"):

@@ -1,14 +1,19 @@
-"""What differs between engines stays in the engines: above them nothing tests an engine's kind, except the one
-fallback that reads documents written before engines recorded their facts (results._older_docker)."""
+"""What differs between engines stays in the engines: above them nothing tests an engine's kind or names an engine's
+option, except the one fallback that reads documents written before engines recorded their facts
+(results._older_docker)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+from fp16doctor.engines.option_table import ENGINE_OPTIONS
+
 PACKAGE = Path(__file__).resolve().parents[3] / "fp16doctor"
 KINDS = {"host", "docker", "slurm"}
 FALLBACK = ("results.py", "_older_docker")
+# `stacks build` builds one stack's image on one Docker engine: a command of the Docker engine's own.
+STACKS_BUILD = ("cli.py", "stacks_build")
 
 
 def _is_kind(node: ast.AST) -> bool:
@@ -77,43 +82,42 @@ def test_nothing_above_the_engines_asks_which_engine_ran_a_run() -> None:
     assert kind_tests((PACKAGE / FALLBACK[0]).read_text(encoding="utf-8"))  # the fallback is where it says
 
 
-# Where diagnose reads an engine's options only to record or check what was typed, not to choose what runs.
-RECORDS_WHAT_WAS_TYPED = {("diagnose/prepare.py", "_document"), ("diagnose/checks.py", "request_of")}
+ENGINE_FLAGS = {o.flag for cls in ENGINE_OPTIONS for o in cls.declared()}
+# Modules that hold one engine's own options: only the engines and the table of them import them.
+OWN_OPTIONS = {cls.__module__ for cls in ENGINE_OPTIONS}
 
 
-def option_tests(source: str) -> list[tuple[int, str]]:
-    """(line, function) of every condition (if, conditional expression, boolean operand) that reads
-    `options.slurm` or `options.docker_hosts`."""
+def engine_words(source: str) -> list[tuple[int, str]]:
+    """(line, function) of every string that is an engine's flag (`"--slurm"`, `"--docker-host"`), and of every
+    import of one engine's options module."""
     found: list[tuple[int, str]] = []
-
-    def reads_engine_option(node: ast.AST) -> bool:
-        return any(isinstance(n, ast.Attribute) and n.attr in ("slurm", "docker_hosts")
-                   and isinstance(n.value, ast.Name) and n.value.id == "options" for n in ast.walk(node))
 
     class Scan(_InFunctions):
 
-        def _condition(self, node: ast.If | ast.IfExp | ast.While, test: ast.AST) -> None:
-            if reads_engine_option(test):
+        def visit_Constant(self, node: ast.Constant) -> None:
+            if isinstance(node.value, str) and node.value in ENGINE_FLAGS:
                 found.append((node.lineno, self.functions[-1]))
-            self.generic_visit(node)
 
-        def visit_If(self, node: ast.If) -> None:
-            self._condition(node, node.test)
-
-        def visit_IfExp(self, node: ast.IfExp) -> None:
-            self._condition(node, node.test)
+        def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+            if node.module in OWN_OPTIONS:
+                found.append((node.lineno, self.functions[-1]))
 
     Scan().visit(ast.parse(source))
     return found
 
 
-def test_diagnose_asks_the_engines_instead_of_testing_their_options() -> None:
+def test_no_engine_option_is_named_above_the_engines() -> None:
+    """diagnose, the CLI, the invocation check and the report read every engine's options from their declaration
+    (engines/option_table.py); only the fallback for older documents names one."""
     offenders = []
-    for path in sorted([*(PACKAGE / "diagnose").glob("*.py"), PACKAGE / "runplan.py"]):
-        relative = str(path.relative_to(PACKAGE))
-        for line, function in option_tests(path.read_text(encoding="utf-8")):
-            if (relative, function) not in RECORDS_WHAT_WAS_TYPED:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE)
+        if relative.parts[0] in ("engines", "workload"):
+            continue
+        for line, function in engine_words(path.read_text(encoding="utf-8")):
+            if (str(relative), function) not in (FALLBACK, STACKS_BUILD):
                 offenders.append(f"fp16doctor/{relative}:{line} ({function})")
     assert offenders == []
-    assert option_tests("def f(options):\n    x = 1 if options.slurm else 2\n    if options.docker_hosts:\n"
-                        "        pass\n") == [(2, "f"), (3, "f")]
+    assert {"--slurm", "--partition", "--docker-host", "--runtime"} <= ENGINE_FLAGS
+    assert engine_words('from fp16doctor.engines.slurm.options import SlurmOptions\n'
+                        'def f(argv):\n    return "--docker-host" in argv\n') == [(1, "<module>"), (3, "f")]

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from fp16doctor import cli
 from fp16doctor.analysis import diagnose_document
-from fp16doctor.invocation import FLAG_OPTIONS, SHORT_OPTIONS, VALUE_OPTIONS, check_diagnose_argv
+from fp16doctor.invocation import SHORT_OPTIONS, check_diagnose_argv, diagnose_options
 from fp16doctor.report import render_html, render_markdown
 from fp16doctor.stacks import stack_names
 from fp16doctor.textout.findings import findings_text
@@ -45,13 +45,13 @@ def refused(command: str) -> str | None:
     ("fp16doctor diagnose --quick --size full", "--full and --quick contradict each other"),
     ("fp16doctor diagnose --size huge", "unknown size 'huge'"),
     ("fp16doctor diagnose --gres gpu:1", "--gres applies to Slurm jobs"),
+    ("fp16doctor diagnose --steps 3 --partition gpu", "--partition applies to Slurm jobs"),  # said first, as ever
     ("fp16doctor diagnose --slurm --stack cpu --docker-host unix:///x.sock", "--docker-host does not combine"),
     ("fp16doctor diagnose --slurm --registry r.example", "--registry runs a stack's container"),
     ("fp16doctor diagnose --slurm --stack cpu --script train.py", "--script with --stack does not run on Slurm"),
     ("fp16doctor diagnose --precision", "--precision needs a value"),
     ("fp16doctor diagnose --plan-everything", "diagnose has no option '--plan-everything'"),
-    ("fp16doctor diagnose --backend mxnet", "--backend mxnet: not a Keras backend"),
-    ("fp16doctor diagnose --backend jax --no-host --stack cpu", "--backend runs this host's Python on each backend"),
+    ("fp16doctor diagnose --slurm --backend jax", "--backend does not combine with it"),
 ])
 def test_what_diagnose_refuses_the_validator_refuses(command: str, message: str) -> None:
     assert message in (refused(command) or "")
@@ -74,7 +74,9 @@ def test_the_validator_knows_every_option_of_diagnose_and_no_other() -> None:
     declared = set()
     for parameter in inspect.signature(cli.diagnose).parameters.values():
         declared.update(n for n in getattr(parameter.default, "param_decls", ()) if n.startswith("-"))
-    assert declared | {"--help"} == VALUE_OPTIONS | FLAG_OPTIONS | set(SHORT_OPTIONS)
+    value_options, flag_options = diagnose_options()
+    assert declared | {"--help"} == value_options | flag_options | set(SHORT_OPTIONS)
+    assert {"--slurm", "--partition", "--docker-host"} <= declared  # the engines' options, from their declaration
 
 
 def test_the_check_creates_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -85,14 +87,14 @@ def test_the_check_creates_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def printed_commands(text: str) -> list[str]:
     """Every `fp16doctor diagnose ...` in a text, as far as its words are diagnose's options and their values."""
-    commands = []
+    commands, value_options = [], diagnose_options()[0]
     text = re.sub(r"\\([^\w\s])", r"\1", text)  # markdown's backslash escapes
     for match in re.finditer(r"fp16doctor diagnose\b", text):
         words = text[match.end():].split("\n", 1)[0].replace("`", " ").split()
         argv, i = ["fp16doctor", "diagnose"], 0
         while i < len(words):
             word = words[i].rstrip(".,;:)\"'")
-            if word in VALUE_OPTIONS and i + 1 < len(words):
+            if word in value_options and i + 1 < len(words):
                 argv += [word, words[i + 1].rstrip(".,;:)\"'")]
                 i += 2
                 continue

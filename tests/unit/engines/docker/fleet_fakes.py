@@ -19,6 +19,7 @@ from fp16doctor.diagnose.sink import DocumentSink
 from fp16doctor.engines.base import EngineSetup, base_run_record
 from fp16doctor.engines.docker import build, sdk
 from fp16doctor.engines.docker.fleet import DockerEngine
+from fp16doctor.engines.docker.options import DockerOptions
 from fp16doctor.engines.registry import Router
 from fp16doctor.engines.spec import QUICK, RunSpec, comparison_groups
 from fp16doctor.errors import DoctorError
@@ -210,7 +211,8 @@ def plan(*stacks: str) -> list[RunSpec]:
 
 
 def options(tmp_path: Path, *hosts: str, force: bool = False) -> DiagnoseOptions:
-    return DiagnoseOptions(out_dir=tmp_path, size="quick", docker_hosts=list(hosts), include_host=False,
+    return DiagnoseOptions(out_dir=tmp_path, size="quick", engines=(DockerOptions(docker_hosts=hosts),),
+                           include_host=False,
                            force=force)
 
 
@@ -231,7 +233,7 @@ def run_stack_specs(specs: list[RunSpec], host: dict[str, Any], options: Diagnos
     """The Docker engine's part of a diagnose, as diagnose drives it (diagnose/run.py): the cells, then each
     stack's interleaved rounds; `offset`: cells the display counted before these. Returns its findings."""
     setup = EngineSetup(out_dir=options.out_dir, keep_profiles=options.keep_profiles, host=host,
-                        docker_hosts=tuple(options.docker_hosts), ca_bundle=options.ca_bundle,
+                        engines=options.engines, ca_bundle=options.ca_bundle,
                         wheelhouse=options.wheelhouse, force=options.force)
     router = Router(setup, engines=(DockerEngine,))
     engine = router.engine(DockerEngine)

@@ -14,6 +14,7 @@ from fleet_fakes import Fleet, RecordingProgress, options, plan, run_stack_specs
 from fp16doctor import probe
 from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
 from fp16doctor.engines.docker import sdk
+from fp16doctor.engines.docker.options import DockerOptions
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
 
 A, B = "tcp://node-a:2376", "tcp://node-b:2376"
@@ -136,7 +137,7 @@ def test_resume_runs_exactly_the_cells_that_failed(
     monkeypatch.setattr(probe, "probe_host", lambda python=None: {"gpus": [], "cpu": {"cores": 2}})
     fleet.add(A, die_on_run=2)
     first = run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="quick", stacks=["cpu"], include_host=False,
-                                         docker_hosts=[A]), progress)
+                                         engines=(DockerOptions(docker_hosts=(A,)),)), progress)
     assert first.exit_code == EXIT_PARTIAL
     statuses = {(r["precision"], r["variant"]): r["status"] for r in _runs(tmp_path)}
     assert list(statuses.values()).count("ok") == 1 and len(statuses) == 3
@@ -147,7 +148,7 @@ def test_resume_runs_exactly_the_cells_that_failed(
     fleet.engines[A].die_on_run = None
     fleet.engines[A].runs.clear()
     again = run_diagnose(DiagnoseOptions(out_dir=tmp_path, size="quick", stacks=["cpu"], include_host=False,
-                                         docker_hosts=[A], resume=True), progress)
+                                         engines=(DockerOptions(docker_hosts=(A,)),), resume=True), progress)
     assert again.exit_code == EXIT_OK
     # The cells that failed, then the stack's precisions timed together again (the resumed ones joined them).
     assert {label for label, _ in fleet.engines[A].runs} == missing | {
@@ -170,7 +171,7 @@ def test_the_check_before_anything_runs_gives_up_on_an_engine_that_does_not_answ
 
     monkeypatch.setattr(sdk, "engine_facts", hangs)
     monkeypatch.setattr(fleet_module, "CHECK_TIMEOUT_S", 0.3)
-    engine = fleet_module.DockerEngine(base.EngineSetup(out_dir=tmp_path, docker_hosts=("ssh://gpu-box",)))
+    engine = fleet_module.DockerEngine(base.EngineSetup(out_dir=tmp_path, engines=(DockerOptions(docker_hosts=("ssh://gpu-box",)),)))
     with pytest.raises(DoctorError) as raised:
         engine.check()
     answered.set()

@@ -16,7 +16,8 @@ from fp16doctor.engines.slurm import engine as slurm_engine
 from fp16doctor.engines.slurm import tools as slurm
 from fp16doctor.engines.slurm.engine import SlurmEngine
 from fp16doctor.engines.slurm.job import allocated_gpus, job_id_from_env
-from fp16doctor.engines.slurm.tools import JobState, SlurmOptions
+from fp16doctor.engines.slurm.options import SlurmOptions
+from fp16doctor.engines.slurm.tools import JobState
 from fp16doctor.engines.spec import QUICK, RunSpec, comparison_groups, spec_from_dict, spec_to_dict
 from fp16doctor.errors import DoctorError
 
@@ -336,7 +337,7 @@ def test_a_cell_the_stack_cannot_run_is_recorded_skipped_instead_of_costing_a_jo
             self.runs.append(record)
 
     sink = Sink()
-    engine = slurm_engine.SlurmEngine(slurm.SlurmOptions(), tmp_path)
+    engine = slurm_engine.SlurmEngine(SlurmOptions(), tmp_path)
     specs = [RunSpec("tf2.10-cpu", "float32", "original", QUICK), RunSpec("tf2.10-cpu", "bfloat16", "original", QUICK),
              RunSpec("host", "bfloat16", "original", QUICK)]
     kept = engine._runnable(specs, sink)  # type: ignore[arg-type]  (a sink that keeps records)
@@ -349,7 +350,7 @@ def test_a_cell_the_stack_cannot_run_is_recorded_skipped_instead_of_costing_a_jo
 def test_the_package_is_staged_whole_where_the_job_runs_its_runner_module(tmp_path: Path) -> None:
     """The job runs `python -m fp16doctor.engines.slurm.job` with the staged copy first on its path: the copy
     must be the whole package, the runner and the workload in it."""
-    engine = slurm_engine.SlurmEngine(slurm.SlurmOptions(workdir=tmp_path / "shared"), tmp_path)
+    engine = slurm_engine.SlurmEngine(SlurmOptions(workdir=tmp_path / "shared"), tmp_path)
     engine.prepare("host")
     lib = engine.run_dir / "lib"
     runner = lib / Path(*slurm_engine.RUNNER_MODULE.split(".")).with_suffix(".py")
