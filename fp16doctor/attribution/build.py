@@ -337,11 +337,18 @@ def build_device_time(artifacts: Mapping[str, Any]) -> dict[str, Any] | None:
     """One GPU run's ``runs[].device_time`` from its trace's device timestamps (docs/results-schema.md); None for a
     CPU run or a trace without device activity."""
     device = str(artifacts.get("device") or "gpu")
-    events = artifacts.get("torch_events")
-    if not device.lower().startswith("gpu") or not isinstance(events, list | tuple) or not events:
+    if not device.lower().startswith("gpu"):
         return None
     window = artifacts.get("window") or {}
     wall_ms = window.get("wall_ms") if isinstance(window, Mapping) else None
+    step_ms = float(wall_ms) if isinstance(wall_ms, int | float) else None
     steps = int(window.get("steps") or 1) if isinstance(window, Mapping) else 1
-    found = device_time.from_events(events, steps, float(wall_ms) if isinstance(wall_ms, int | float) else None)
+    events = artifacts.get("torch_events")
+    found = None
+    if isinstance(events, list | tuple) and events:
+        found = device_time.from_events(events, steps, step_ms)
+    elif artifacts.get("xplane_path") and xprof_available():
+        source = "jax_profiler" if artifacts.get("xplane_framework") == "jax" else "tf_profiler"
+        found = device_time.from_activity(read_xplane(str(artifacts["xplane_path"])).device_activity, steps, step_ms,
+                                          source)
     return found.to_dict() if found is not None else None

@@ -2,9 +2,10 @@
 trace's device activity one row each: a kernel belongs to the op that launched it, a copy is counted once, and the
 profiler's own bookkeeping is no op.
 
-Pure: the torch profiler's events (fp16doctor/workload/profile_export.py) or a recorded document's op rows in,
-figures out. What Holistic Trace Analysis calls a step's idle time is here the host's: the step's time with no
-kernel or copy running on the device, which the host spends building batches, dispatching or waiting.
+Pure: the torch profiler's events (fp16doctor/workload/profile_export.py), a TensorFlow or JAX trace's GPU stream
+activity (attribution/xplane.py `device_activity`) or a recorded document's op rows in, figures out. What Holistic
+Trace Analysis calls a step's idle time is here the host's: the step's time with no kernel or copy running on the
+device, which the host spends building batches, dispatching or waiting.
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ BOOKKEEPING = frozenset({"Activity Buffer Request"})
 # ("sm90_xmma_wgrad_...", "nvjet_...", "triton_poi_fused_...").
 _DEVICE_NAME = re.compile(r"^(void |Memcpy |Memset |sm\d+_|cutlass|ampere_|volta_|turing_|hopper_|nvjet|cudnn|"
                           r"cublas|triton_|Kernel\b)")
-# "Memcpy HtoD (Pageable -> Device)": direction, then the host memory's kind.
-_COPY = re.compile(r"^Memcpy (HtoD|DtoH|DtoD|HtoH|PtoP)\b(.*)$")
-COPY_DIRECTIONS = {"HtoD": "h2d", "DtoH": "d2h", "DtoD": "d2d", "PtoP": "d2d", "HtoH": "h2h"}
+# "Memcpy HtoD (Pageable -> Device)": direction, then the host memory's kind (CUPTI's names in a torch trace); in a
+# TensorFlow or JAX trace's GPU plane, "MemcpyH2D" (the CUPTI collector's GetTraceEventTypeName in XLA's
+# backends/profiler/gpu/cupti_tracer.cc: MemcpyH2D, MemcpyD2H, MemcpyD2D, MemcpyP2P, MemcpyOther).
+_COPY = re.compile(r"^Memcpy ?(HtoD|DtoH|DtoD|HtoH|PtoP|H2D|D2H|D2D|P2P)\b(.*)$")
+COPY_DIRECTIONS = {"HtoD": "h2d", "DtoH": "d2h", "DtoD": "d2d", "PtoP": "d2d", "HtoH": "h2h",
+                   "H2D": "h2d", "D2H": "d2h", "D2D": "d2d", "P2P": "d2d"}
 COPY_KINDS = ("h2d", "d2h", "d2d")  # what `copies_ms` holds: the copies that keep the device busy
 # The kinds a torch event's device_type names a device activity by (torch.autograd.DeviceType's str()).
 _DEVICE_TYPES = frozenset({"cuda", "devicetype.cuda", "privateuse1", "devicetype.privateuse1", "xpu", "mtia"})
@@ -170,6 +174,18 @@ def from_events(events: Sequence[Mapping[str, Any]], steps: int, step_ms: float 
     steps = max(int(steps), 1)
     copies, pageable = _copies(durations)
     return DeviceTime(union_ms(spans) / steps, step_ms, {k: v / steps for k, v in copies.items()}, pageable)
+
+
+def from_activity(activity: Sequence[tuple[str, float, float]], steps: int, step_ms: float | None,
+                  source: str) -> DeviceTime | None:
+    """From a TensorFlow or JAX trace's GPU stream activity, (name, start_us, end_us) each (xplane.device_activity);
+    None where there is none (a CPU run). Whether a host-to-device copy was pageable the trace does not say here."""
+    spans = [(start / 1000.0, end / 1000.0) for _, start, end in activity if end >= start]
+    if not spans:
+        return None
+    steps = max(int(steps), 1)
+    copies, _ = _copies((name, (end - start) / 1000.0) for name, start, end in activity if end >= start)
+    return DeviceTime(union_ms(spans) / steps, step_ms, {k: v / steps for k, v in copies.items()}, None, source)
 
 
 # ------------------------------------------------------------------------------------ recorded op rows

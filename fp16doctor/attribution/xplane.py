@@ -58,6 +58,8 @@ class XplaneData:
     ops: list[XplaneOp]
     kernels: list[XplaneKernel]
     has_device: bool
+    # (name, start_us, end_us) of each kernel, copy and memset on a GPU's streams (device_activity)
+    device_activity: list[tuple[str, float, float]] = field(default_factory=list)
 
 
 def xprof_available() -> bool:
@@ -117,6 +119,40 @@ def _intervals(trace: Any) -> dict[str, list[tuple[float, float]]]:
     return found
 
 
+# The lines xprof derives on a GPU plane from its streams' events (tsl/profiler/utils/xplane_schema.cc: kStepLineName,
+# kTensorFlowNameScopeLineName, kTensorFlowOpLineName, kXlaModuleLineName, kXlaOpLineName, kXlaAsyncOpLineName,
+# kKernelLaunchLineName, kSourceLineName): the same time again, by step, op or module, never device activity of its
+# own. A GPU plane is named "/device:GPU:<ordinal>" (kGpuPlanePrefix).
+DERIVED_LINES = frozenset({"Steps", "TensorFlow Name Scope", "TensorFlow Ops", "XLA Modules", "XLA Ops",
+                           "Async XLA Ops", "Launch Stats", "Source code"})
+GPU_PLANE_PREFIX = "/device:GPU:"
+
+
+def device_activity(trace: Any) -> list[tuple[str, float, float]]:
+    """(name, start_us, end_us) of every event on a GPU plane's stream lines in trace_viewer's events (each process a
+    plane, each thread a line, named by "process_name" / "thread_name" metadata): its kernels, copies and memsets,
+    the derived lines left out."""
+    events = trace.get("traceEvents", []) if isinstance(trace, dict) else []
+    names: dict[tuple[str, Any, Any], str] = {}
+    for event in events:
+        if isinstance(event, dict) and event.get("ph") == "M" and event.get("name") in ("process_name", "thread_name"):
+            key = ("process", event.get("pid"), None) if event["name"] == "process_name" else (
+                "thread", event.get("pid"), event.get("tid"))
+            names[key] = str((event.get("args") or {}).get("name") or "")
+    found = []
+    for event in events:
+        if not isinstance(event, dict) or event.get("ph") != "X" or "dur" not in event:
+            continue
+        pid, tid = event.get("pid"), event.get("tid")
+        if not names.get(("process", pid, None), "").startswith(GPU_PLANE_PREFIX):
+            continue
+        if names.get(("thread", pid, tid), "") in DERIVED_LINES:
+            continue
+        start = float(event.get("ts", 0.0))
+        found.append((str(event.get("name") or ""), start, start + float(event["dur"])))
+    return found
+
+
 TOOLS = ("framework_op_stats", "trace_viewer", "kernel_stats")
 XPROF_TIMEOUT_S = 300.0
 
@@ -154,8 +190,28 @@ def _main(argv: list[str]) -> int:
     return 0
 
 
+# The last trace read, by path, size and modification time: the ops and the device time read one trace each.
+_LAST: dict[tuple[str, int, float], XplaneData] = {}
+
+
 def read_xplane(path: str) -> XplaneData:
-    """Reads one trace. Raises DoctorError when xprof is missing or the file cannot be read."""
+    """Reads one trace (once: the attribution's ops and its device time both ask). Raises DoctorError when xprof is
+    missing or the file cannot be read."""
+    try:
+        stat = os.stat(path)
+        key = (os.path.abspath(path), stat.st_size, stat.st_mtime)
+    except OSError:
+        key = None
+    if key is not None and key in _LAST:
+        return _LAST[key]
+    data = _read_xplane(path)
+    if key is not None:
+        _LAST.clear()
+        _LAST[key] = data
+    return data
+
+
+def _read_xplane(path: str) -> XplaneData:
     if not xprof_available():
         raise DoctorError(XPROF_MISSING, "install the profile extra: pip install 'fp16doctor[profile]'")
     if not os.path.isfile(path):
@@ -199,7 +255,8 @@ def read_xplane(path: str) -> XplaneData:
         )
         for row in kernel_rows
     ]
-    return XplaneData(ops=ops, kernels=kernels, has_device=any(op.on_device for op in ops) or bool(kernels))
+    return XplaneData(ops=ops, kernels=kernels, has_device=any(op.on_device for op in ops) or bool(kernels),
+                      device_activity=device_activity(tools.get("trace_viewer")))
 
 
 def _hlo_ops(path: str, trace: Any) -> list[XplaneOp]:

@@ -15,6 +15,7 @@ from __future__ import division, print_function
 
 import random
 
+import frameworks
 from compat import perf_counter
 from paired import PRECISION_MIN_ROUNDS, ratio_half_width
 from protocol import (  # AA_CONTROL: float32's 2nd model
@@ -175,9 +176,9 @@ class Config(object):
 
 def _set_precision(api, precision, defaults):
     """The global floatx and dtype policy this precision's model was built under (they are read again at
-    call time by some layers and losses, so each block runs under its own): frameworks.apply_precision."""
-    from frameworks import apply_precision
-    apply_precision(api, precision, defaults)
+    call time by some layers and losses, so each block runs under its own): frameworks.apply_precision, imported
+    with this module (the script runner takes its own modules off sys.path before the user's script runs)."""
+    frameworks.apply_precision(api, precision, defaults)
 
 
 def _check_dtypes(model, precision):

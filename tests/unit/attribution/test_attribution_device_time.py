@@ -96,3 +96,38 @@ def test_a_recorded_documents_rows_are_read_with_each_kernel_once():
     assert sum(row["ms_per_step"] for row in rows) == pytest.approx(found.busy_ms)
     assert found.copies_ms["h2d"] == pytest.approx(15.3) and found.h2d_pageable
     assert one_row_each(rows) == rows  # rows already so pass through unchanged
+
+
+XPLANE_TRACE = Path(__file__).parents[2] / "data" / "traces" / "xplane-gpu-trace-viewer-synthetic.json"
+
+
+def test_a_jax_or_tensorflow_gpu_trace_counts_its_streams_once_and_not_the_derived_lines() -> None:
+    from fp16doctor.attribution.device_time import from_activity
+    from fp16doctor.attribution.xplane import device_activity
+
+    activity = device_activity(json.loads(XPLANE_TRACE.read_text(encoding="utf-8")))
+    # The host's events and the XLA Ops / XLA Modules / Steps lines are no device activity of their own.
+    assert {name for name, _, _ in activity} == {
+        "MemcpyH2D", "MemcpyD2H", "cutlass_80_tensorop_s1688gemm_f16_64x64_32x6_nn_align8",
+        "sm90_xmma_wgrad_implicit_gemm_f16f16_f32f32_nhwckrsc_nhwc"}
+    found = from_activity(activity, 2, 10.0, "jax_profiler")
+    assert found is not None and found.source == "jax_profiler"
+    # 2.9 ms in the first step (the copy back overlaps the gradient kernel) and 2.2 in the second.
+    assert found.busy_ms == pytest.approx(2.55)
+    assert found.copies_ms == {"h2d": pytest.approx(1.2), "d2h": pytest.approx(0.1)}
+    assert found.h2d_pageable is None  # the trace does not say
+    assert from_activity([], 2, 10.0, "jax_profiler") is None
+
+
+def test_build_device_time_reads_an_xplane_runs_gpu_activity(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fp16doctor.attribution import build as build_module
+    from fp16doctor.attribution.xplane import XplaneData, device_activity
+
+    trace = json.loads(XPLANE_TRACE.read_text(encoding="utf-8"))
+    monkeypatch.setattr(build_module, "xprof_available", lambda: True)
+    monkeypatch.setattr(build_module, "read_xplane",
+                        lambda path: XplaneData([], [], True, device_activity(trace)))
+    doc = build_device_time({"xplane_path": "run.xplane.pb", "xplane_framework": "jax", "window": WINDOW,
+                             "device": "gpu:0"})
+    assert doc is not None and doc["source"] == "jax_profiler" and doc["busy_ms"] == pytest.approx(2.55)
+    assert build_device_time({"xplane_path": "run.xplane.pb", "window": WINDOW, "device": "cpu"}) is None
