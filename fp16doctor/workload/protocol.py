@@ -197,7 +197,6 @@ def window_steps(profile_steps, step_ms):
     return max(1, min(profile_steps, int(-(-WINDOW_TARGET_S * 1000.0 // step_ms))))
 
 
-
 def in_memory_batch_count(batch_size, height, width, steps=None):
     """How many batches the in-memory input (synthetic_input) keeps: eight when they fit in 1 GiB (so epoch
     boundaries stay rare in the timing), else four; never more than `steps` (None: no cap). The host's planner
