@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from fp16doctor.results import find_run
 from fp16doctor.workload.paired import MIN_ROUNDS
 from fp16doctor.workload.protocol import KERAS3_BACKENDS, MODEL_VARIANTS, SIZES, VARIANT_LABEL_SEP
 
@@ -323,17 +324,6 @@ def slow_step_multiple() -> float:
     return value if value > 0 else SLOW_STEP_MULTIPLE
 
 
-def _float32_partner(spec: RunSpec, runs: Iterable[Mapping[str, Any]], variant: str) -> Mapping[str, Any] | None:
-    for run in runs:
-        step = run.get("step_time_ms")
-        median = step.get("median") if isinstance(step, dict) else None
-        if (run.get("stack") == spec.stack and run.get("precision") == "float32"
-                and run.get("variant", "original") == variant and run.get("status") == "ok"
-                and not run.get("bound") and isinstance(median, (int, float)) and median > 0):
-            return run
-    return None
-
-
 def with_slow_step_bound(spec: RunSpec, runs: Iterable[Mapping[str, Any]]) -> RunSpec:
     """The spec with its float32 reference (same stack and variant, else the stack's original), which
     sets the slow-step bound; unchanged for float32 itself or when no float32 run finished. A rounds process that
@@ -341,12 +331,11 @@ def with_slow_step_bound(spec: RunSpec, runs: Iterable[Mapping[str, Any]]) -> Ru
     if spec.precision == "float32" and not spec.rounds_profiled:
         return spec
     runs = list(runs)
-    partner = _float32_partner(spec, runs, spec.variant) or _float32_partner(spec, runs, "original")
+    partner = (find_run(runs, spec.stack, "float32", spec.variant, usable=True)
+               or find_run(runs, spec.stack, "float32", usable=True))
     if partner is None:
         return spec
-    first = partner.get("first_step_ms")
-    return replace(spec, reference_ms=float(partner["step_time_ms"]["median"]),
-                   reference_first_step_ms=float(first) if isinstance(first, (int, float)) else None)
+    return replace(spec, reference_ms=partner.step_median_ms, reference_first_step_ms=partner.first_step_ms)
 
 
 def spec_to_dict(spec: RunSpec) -> dict[str, Any]:

@@ -117,7 +117,7 @@ def test_a_run_cut_after_its_first_step_prices_its_experiment_at_the_prior_not_i
 def test_the_rounds_leave_the_planned_experiments_room_and_never_go_under_their_minimum() -> None:
     """Cheapest evidence first: the experiments test the cause, more rounds only narrow an interval. Where the
     budget binds, the rounds get what is left after their start-up and the experiments to come."""
-    from fp16doctor.diagnose.budget import rounds_budget_s
+    from fp16doctor.diagnose.rounds import rounds_budget_s
     from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S, ROUNDS_MIN_BUDGET_S
 
     runs: list[dict[str, Any]] = [
@@ -190,7 +190,8 @@ def test_a_precision_profiled_in_the_rounds_is_priced_at_float32s_figures() -> N
     rounds process spreads its one-time work over building every model) and a step of its own, its warm-up, the
     profiled window in the warm-up's call (its steps, the profiler's own cost) and its share of the minimum rounds
     come out of the rounds' budget."""
-    from fp16doctor.diagnose.budget import ROUNDS_TRACING_SHARE, WINDOW_OVERHEAD_S, rounds_budget_s, rounds_warmup_steps
+    from fp16doctor.diagnose.budget import rounds_warmup_steps
+    from fp16doctor.diagnose.rounds import ROUNDS_TRACING_SHARE, WINDOW_OVERHEAD_S, rounds_budget_s
 
     runs: list[dict[str, Any]] = [
         {"stack": "host", "precision": "float32", "variant": "original", "status": "ok", "first_step_ms": 800.0,
@@ -238,7 +239,7 @@ def test_on_the_avx2_epyc_the_rounds_minimum_fits_the_quick_budget_and_a_slow_da
     kernels on an AVX2 EPYC), the rounds process's minimum after float32's own run fits what 90 s leave at that
     machine's measured costs; on a day its steps ran at about half speed the planner says before the rounds how far
     past the budget their minimum will end, with the step that makes it so."""
-    from fp16doctor.diagnose.budget import rounds_overrun_note, rounds_overrun_s
+    from fp16doctor.diagnose.rounds import rounds_overrun_note, rounds_overrun_s
 
     profiled = ("float16", "mixed_float16")
     for scale in (1.0, AVX2_SLOW_DAY):
@@ -256,7 +257,7 @@ def test_on_the_avx2_epyc_the_rounds_minimum_fits_the_quick_budget_and_a_slow_da
 def test_the_rounds_end_leaves_what_attributing_this_machines_windows_takes() -> None:
     """Each profiled window is priced at what float32's own window took to attribute here (profile.attribution_s),
     at the prior before one was attributed."""
-    from fp16doctor.diagnose.budget import ATTRIBUTION_PER_WINDOW_S, attribution_per_window_s, rounds_end_s
+    from fp16doctor.diagnose.rounds import ATTRIBUTION_PER_WINDOW_S, attribution_per_window_s, rounds_end_s
 
     run: dict[str, Any] = {"stack": "host", "precision": "float32", "variant": "original", "status": "ok",
                            "profile": {"attribution_s": 2.5}}
@@ -279,7 +280,7 @@ def test_the_budgets_clock_starts_with_the_commands_own_process() -> None:
 def test_a_second_rounds_process_is_priced_without_windows_and_only_where_both_minimums_fit() -> None:
     """Its import, each model's first step and warm-up and the minimum rounds, no profiled window (the first process
     made them), and its exit; where the budget cannot hold both processes' minimum beside the experiments, none."""
-    from fp16doctor.diagnose.budget import AFTER_ROUNDS_S, repeat_fits, rounds_overrun_s
+    from fp16doctor.diagnose.rounds import AFTER_ROUNDS_S, repeat_fits, rounds_overrun_s
 
     runs: list[dict[str, Any]] = [
         {"stack": "host", "precision": "float32", "variant": "original", "status": "ok", "first_step_ms": 800.0,

@@ -49,7 +49,7 @@ def test_a_precision_the_device_computes_natively_is_profiled_in_the_rounds_wher
     """mixed_bfloat16 on a CPU with AVX512-BF16 is expected to meet no pathology: at a budgeted size on this machine
     its steps and its profiled window come from the host's rounds process, with no process of its own; elsewhere
     (the full size, another stack, no float32 beside it) it keeps its own."""
-    from fp16doctor.diagnose.plan import profiled_in_rounds
+    from fp16doctor.diagnose.rounds import profiled_in_rounds
 
     bf16_cpu = {"cpu": {"flags": ["avx512f", "avx512_bf16"]}, "gpus": []}
     specs = plan_runs([HOST_STACK, "cpu"], ["float32", "float16", "mixed_bfloat16"], QUICK, None, None)
@@ -63,7 +63,7 @@ def test_float16_is_profiled_in_the_rounds_only_where_tensorflow_computes_it_in_
     """On a CPU without float16 arithmetic TensorFlow runs float16 in its own kernels (2-6x float32's step where
     measured); with AVX512-FP16 it hands float16 to oneDNN, whose reference kernels took 160x on a Xeon: there it
     keeps a run of its own, bounded and cut. Other backends, GPUs and unknown flags keep theirs too."""
-    from fp16doctor.diagnose.plan import profiled_in_rounds
+    from fp16doctor.diagnose.rounds import profiled_in_rounds
 
     specs = plan_runs([HOST_STACK], ["float32", "float16", "mixed_float16", "mixed_bfloat16"], QUICK, None, None)
     epyc = {"cpu": {"flags": ["avx2", "avx512f", "avx512_bf16"]}, "gpus": [],

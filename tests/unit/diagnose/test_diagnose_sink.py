@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from progress_recorder import Recorder
 
-from fp16doctor.diagnose.sink import RoundsSink
+from fp16doctor.diagnose.rounds import RoundsSink
 from fp16doctor.engines.rounds import AA_CONTROL
 from fp16doctor.engines.spec import QUICK, RunSpec
 from fp16doctor.results import ResultsWriter, new_document

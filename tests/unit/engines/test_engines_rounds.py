@@ -6,14 +6,8 @@ from typing import Any
 
 import pytest
 
-from fp16doctor.engines.rounds import (
-    AA_CONTROL,
-    mark_left_out,
-    merge_rounds,
-    rounds_plan,
-    take_experiment_rounds,
-    take_rounds,
-)
+from fp16doctor.diagnose.rounds import mark_left_out, rounds_plan
+from fp16doctor.engines.rounds import AA_CONTROL, merge_rounds, take_experiment_rounds, take_rounds
 from fp16doctor.engines.spec import FULL, QUICK, RunSpec
 
 
@@ -161,12 +155,13 @@ def test_a_scripts_rounds_run_the_script_runner_with_the_rounds_and_no_profile_o
 
 
 def test_the_rounds_budget_counts_what_a_script_does_before_training_once_per_model() -> None:
-    from fp16doctor.diagnose.budget import _script_setup_s
+    from fp16doctor.diagnose.budget import script_setup_s
+    from fp16doctor.results import Run
 
     script_run = run("float32", 10, workload={"name": "script"}, timing={"import_s": 2.0, "script_s": 6.5},
                      first_step_ms=500.0, warmup_step_ms=[500.0, 20.0], step_ms_all=[10.0] * 96)
-    assert _script_setup_s(script_run) == pytest.approx(6.5 - 2.0 - (500 + 20 + 960) / 1000)
-    assert _script_setup_s(run("float32", 10, timing={"import_s": 2.0})) == 0.0  # the built-in workload
+    assert script_setup_s(Run.of(script_run)) == pytest.approx(6.5 - 2.0 - (500 + 20 + 960) / 1000)
+    assert script_setup_s(Run.of(run("float32", 10, timing={"import_s": 2.0}))) == 0.0  # the built-in workload
 
 
 def test_a_process_setting_gets_rounds_of_its_own_and_they_touch_only_its_runs() -> None:
