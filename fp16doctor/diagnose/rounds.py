@@ -36,6 +36,7 @@ from fp16doctor.engines.rounds import (
 from fp16doctor.engines.spec import (
     HOST_STACK,
     ExperimentUnit,
+    RoundsRequest,
     RunSpec,
     WorkloadSize,
     is_host_stack,
@@ -87,7 +88,7 @@ class RoundsPlan:
                 ] + list(self.notes)
 
 
-def rounds_plan(runs: list[dict[str, Any]], stack: str, size: WorkloadSize,
+def rounds_plan(runs: Sequence[Mapping[str, Any]], stack: str, size: WorkloadSize,
                 variant: str = "original", profiled: tuple[str, ...] = (),
                 changed: tuple[RunSpec, ...] = (), builds_changes: bool = True) -> RoundsPlan:
     """The rounds spec for the runs of one stack in one process setting (ROUNDS_VARIANTS: the original, or an
@@ -130,8 +131,8 @@ def rounds_plan(runs: list[dict[str, Any]], stack: str, size: WorkloadSize,
     timed = {rounds_label(r.precision, r.variant) for r in [*group, *ran] if r.timed_in_rounds}
     if set(chosen) <= timed:
         return RoundsPlan(None)  # --resume: these were timed together already, and nothing new finished
-    spec = RunSpec(stack, "float32", variant, size, rounds_of=tuple(chosen),
-                   rounds_profiled=tuple(p for p in profiled if p in chosen))
+    spec = RunSpec(stack, "float32", variant, size,
+                   rounds=RoundsRequest(tuple(chosen), profiled=tuple(p for p in profiled if p in chosen)))
     return RoundsPlan(spec, left_out)
 
 
@@ -624,7 +625,8 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, coming: Sequence[R
             if plan.spec is None:
                 continue
             spec = replace(plan.spec, data_dir=prepared.data_dir if is_host_stack(stack) else None,
-                           script=prepared.script, rounds_budget_s=budget, rounds_end_s=end_s)
+                           script=prepared.script, rounds=RoundsRequest(plan.spec.rounds_of, plan.spec.rounds_profiled,
+                                                                        budget, end_s))
             if engine_class.runs_here:
                 until = (f"until {end_s:.0f} s after it starts" if end_s is not None else f"about {budget:.0f} s")
                 progress.note(f"{prefix}interleaved rounds of {', '.join(spec.rounds_of)} in one process, each "
@@ -668,7 +670,7 @@ def repeat_rounds(prepared: Prepared, writer: ResultsWriter, first: RunSpec, res
     if prepared.script is None:
         end_s = rounds_end_s(prepared.deadline, reserve_s, 0, attribution_per_window_s(runs, first.stack))
     budget = rounds_budget_s(prepared.size, first.stack, runs, prepared.deadline, reserve_s, (), inside)
-    spec = replace(first, rounds_of=labels, rounds_profiled=(), rounds_budget_s=budget, rounds_end_s=end_s)
+    spec = replace(first, rounds=RoundsRequest(labels, budget_s=budget, end_s=end_s))
     prefix = "" if first.stack == HOST_STACK else f"{first.stack}: "
     progress.note(f"{prefix}interleaved rounds of {', '.join(labels)} again in a fresh process, so each interval "
                   "holds the variation between processes")
@@ -683,7 +685,7 @@ def time_setting_in_rounds(prepared: Prepared, writer: ResultsWriter, unit: Expe
     first = unit[0]
     spec = RunSpec(first.stack, "float32", first.variant, first.size, data_dir=first.data_dir,
                    experiment=first.experiment, script=first.script,
-                   rounds_of=tuple(s.precision for s in unit), rounds_budget_s=stack_rounds_budget_s(first.size))
+                   rounds=RoundsRequest(tuple(s.precision for s in unit), budget_s=stack_rounds_budget_s(first.size)))
     setting = " ".join(f"{k}={v}" for k, v in VARIANT_ENV.get(first.variant, {}).items()) or first.variant
     prefix = "" if first.stack == HOST_STACK else f"{first.stack}: "
     prepared.progress.note(f"{prefix}{first.variant}: {', '.join(spec.rounds_of)} timed together in interleaved "
@@ -719,8 +721,8 @@ def try_backends(prepared: Prepared, writer: ResultsWriter) -> None:
                  if (stack, p, variant) not in done]
         if not cells:
             continue
-        spec = replace(cells[0], precision="float32", variant="original", rounds_of=tuple(
-            c.rounds_label for c in cells), rounds_budget_s=stack_rounds_budget_s(prepared.size))
+        spec = replace(cells[0], precision="float32", variant="original", rounds=RoundsRequest(
+            tuple(c.rounds_label for c in cells), budget_s=stack_rounds_budget_s(prepared.size)))
         progress.note(f"{stack}: another Keras backend that sees the GPU: {', '.join(spec.rounds_of)} timed together "
                       "in interleaved rounds, in one process of its own")
         for engine, rounds in prepared.router.route([spec]):

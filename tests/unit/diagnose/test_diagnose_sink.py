@@ -11,7 +11,7 @@ from progress_recorder import Recorder
 
 from fp16doctor.diagnose.rounds import RoundsSink
 from fp16doctor.engines.rounds import AA_CONTROL
-from fp16doctor.engines.spec import QUICK, RunSpec
+from fp16doctor.engines.spec import QUICK, RoundsRequest, RunSpec
 from fp16doctor.results import ResultsWriter, new_document
 
 
@@ -33,7 +33,7 @@ def _rounds_taken(tmp_path: Path, record: dict[str, Any]) -> tuple[ResultsWriter
         writer.add_run(run)
     progress = Recorder()
     sink = RoundsSink(writer, progress, alone="each run's own process", measure_load=False)
-    sink.start_run(RunSpec("cpu", "float32", "original", QUICK, rounds_of=("float32", "float16")))
+    sink.start_run(RunSpec("cpu", "float32", "original", QUICK, rounds=RoundsRequest(("float32", "float16"))))
     sink.finish_run(record)
     return writer, progress
 
@@ -71,7 +71,7 @@ def test_the_rounds_process_has_a_live_row_saying_what_it_is_timing_ended_withou
     out = io.StringIO()
     progress = LiveProgress(Console(file=out, width=200), enabled=True)
     sink = RoundsSink(writer, progress, alone="each run's own process", measure_load=False)
-    spec = RunSpec("cpu", "float32", "original", QUICK, rounds_of=("float32", "float16"))
+    spec = RunSpec("cpu", "float32", "original", QUICK, rounds=RoundsRequest(("float32", "float16")))
     sink.start_run(spec)
     sink.event({"event": "step", "phase": "warmup", "config": "float16", "ms": 1612.4})
     assert progress.rows[spec.label].status == "warm-up: float16 1612 ms"

@@ -8,7 +8,7 @@ import pytest
 
 from fp16doctor.diagnose.rounds import mark_left_out, rounds_plan
 from fp16doctor.engines.rounds import AA_CONTROL, merge_rounds, take_experiment_rounds, take_rounds
-from fp16doctor.engines.spec import FULL, QUICK, RunSpec
+from fp16doctor.engines.spec import FULL, QUICK, RoundsRequest, RunSpec
 
 
 def run(precision: str, ms: float, **extra: Any) -> dict[str, Any]:
@@ -139,9 +139,9 @@ def test_a_scripts_rounds_run_the_script_runner_with_the_rounds_and_no_profile_o
     from fp16doctor.engines.spec import ScriptSpec, script_runner_args
 
     spec = rounds_plan([run("float32", 10), run("float16", 12)], "host", QUICK).spec
-    assert spec is not None
+    assert spec is not None and spec.rounds is not None
     script = ScriptSpec("/home/u/train.py", ("--epochs", "3"), log_dir="/out/logs")
-    spec = replace(spec, script=script, rounds_budget_s=30.0)
+    spec = replace(spec, script=script, rounds=replace(spec.rounds, budget_s=30.0))
     args = script_runner_args(spec, "/scratch/work", "/out/logs/x.log")
     cut = args.index("--")
     assert args[cut:] == ["--", "/home/u/train.py", "--epochs", "3"]  # the script's own arguments stay last
@@ -284,12 +284,13 @@ def test_a_rounds_process_profiling_precisions_takes_float32s_bound_for_their_wa
     from fp16doctor.engines.spec import with_slow_step_bound
 
     runs = [run("float32", 200, first_step_ms=1500.0)]
-    spec = RunSpec("host", "float32", "original", QUICK, rounds_of=("float32", "float16"),
-                   rounds_profiled=("float16",))
+    spec = RunSpec("host", "float32", "original", QUICK,
+                   rounds=RoundsRequest(("float32", "float16"), profiled=("float16",)))
     bounded = with_slow_step_bound(spec, runs)
     assert (bounded.reference_ms, bounded.reference_first_step_ms) == (200, 1500.0)
     assert "--bound-ms" in bounded.workload_args() and "--first-bound-ms" in bounded.workload_args()
-    plain = replace(spec, rounds_profiled=())  # every precision had a run of its own: nothing to bound
+    # Every precision had a run of its own: nothing to bound.
+    plain = replace(spec, rounds=RoundsRequest(("float32", "float16")))
     assert with_slow_step_bound(plain, runs) == plain
 
 
