@@ -61,7 +61,7 @@ def new_document(host: dict[str, Any]) -> Document:
 
 def run_key(run: RunRecord) -> tuple[str, str, str]:
     """What identifies one cell of the stack x precision x variant matrix."""
-    return (str(run.get("stack")), str(run.get("precision")), str(run.get("variant", "original")))
+    return Run.of(run).key
 
 
 def _number(value: Any) -> float | None:
@@ -108,6 +108,7 @@ class Run:
     wall_s: float | None = None
     attribution_s: float | None = None  # profile.attribution_s: reading and attributing its window here
     workload: Mapping[str, Any] = field(default_factory=dict)
+    size: str | None = None  # the workload size it ran at (quick, full, smoke)
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> Run:
@@ -119,7 +120,7 @@ class Run:
             variant=str(record.get("variant", "original")), status=str(record.get("status")),
             device=str(record.get("device") or ""), machine=_text(record.get("machine")),
             step_median_ms=_number(step.get("median")), step_p10_ms=_number(step.get("p10")),
-            step_p90_ms=_number(step.get("p90")), step_n=int(n) if n is not None else None,
+            step_p90_ms=_number(step.get("p90")), step_n=int(n) if n is not None and math.isfinite(n) else None,
             step_design=_text(step.get("design")), step_group=step.get("group"),
             first_step_ms=_number(record.get("first_step_ms")),
             input_median_ms=_number(_mapping(record.get("input_time_ms")).get("median")),
@@ -129,7 +130,7 @@ class Run:
             experiment=experiment if isinstance(experiment, Mapping) else None,
             import_s=_number(_mapping(record.get("timing")).get("import_s")), wall_s=_number(record.get("wall_s")),
             attribution_s=_number(_mapping(record.get("profile")).get("attribution_s")),
-            workload=_mapping(record.get("workload")))
+            workload=_mapping(record.get("workload")), size=_text(record.get("size")))
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -202,16 +203,15 @@ HOST_MACHINE = "host"
 def machine_key(run: RunRecord) -> str:
     """The machine a run ran on: "" for the results' own host (host runs and local engines), else the
     remote engine's machine name (two engines on one machine share it) or, failing that, its URL."""
-    recorded = run.get("machine")
-    if isinstance(recorded, str) and recorded:
+    recorded = Run.of(run).machine
+    if recorded:
         return "" if recorded == HOST_MACHINE else recorded
     return _older_docker(run)[0]
 
 
 def engine_label(run: Mapping[str, Any]) -> str:
     """Where a run ran, in words: "docker tcp://gpu-box:2376 gpu 1", "host", "slurm node-3"."""
-    raw = run.get("engine")
-    engine: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    engine = Run.of(run).engine
     label = engine.get("label")
     if isinstance(label, str) and label:
         return label
@@ -220,8 +220,7 @@ def engine_label(run: Mapping[str, Any]) -> str:
 
 def rerun_options(run: Mapping[str, Any]) -> list[str]:
     """The diagnose options that run a configuration where this run ran, as its engine wrote them."""
-    raw = run.get("engine")
-    engine: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    engine = Run.of(run).engine
     rerun = engine.get("rerun")
     if isinstance(rerun, list) and all(isinstance(a, str) for a in rerun):
         return list(rerun)
@@ -233,8 +232,7 @@ def _older_docker(run: Mapping[str, Any]) -> tuple[str, str, list[str]]:
     (machine key, label, rerun options) inferred from the engine's fields. A record with a container (a Docker
     engine's) ran in its stack; Slurm's records carried their machine and say --slurm; anything else is this host,
     a hand-written run's "stack" included (no catalogue name --stack takes)."""
-    raw = run.get("engine")
-    engine: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    engine = Run.of(run).engine
     if engine.get("kind") == "slurm":
         return "", "", ["--slurm"]
     if not (engine.get("image") or engine.get("kind") == "docker"):
@@ -255,8 +253,7 @@ def machine_id(run: RunRecord) -> str:
 
 def machine_facts(run: RunRecord) -> dict[str, Any]:
     """What a run's own engine recorded of its machine, for the top-level `machines` map."""
-    raw = run.get("engine")
-    engine: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    engine = Run.of(run).engine
     gpus = []
     if engine.get("gpu_name"):
         gpus.append({"index": engine.get("gpu_index", 0), "name": engine["gpu_name"],

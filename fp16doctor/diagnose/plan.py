@@ -60,10 +60,9 @@ def default_precisions(host: Mapping[str, Any]) -> list[str]:
     return list(protocol.default_precisions(device_has_bfloat16(host)))
 
 
-def same_host_setup(record: Mapping[str, Any], python: str, backend: str | None) -> bool:
+def same_host_setup(run: Run, python: str, backend: str | None) -> bool:
     """A finished host run still compares with new ones: same interpreter, same Keras backend (where
     both are known). Container runs are judged by their stack and size alone."""
-    run = Run.of(record)
     if not is_host_stack(run.stack):
         return True
     backend = stack_backend(run.stack) or backend
