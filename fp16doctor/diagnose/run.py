@@ -21,7 +21,7 @@ from fp16doctor.diagnose.sink import DocumentSink
 from fp16doctor.engines.spec import HOST_STACK, SLOW_STEP_MULTIPLE_ENV, RunSpec, comparison_groups
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
 from fp16doctor.options import DiagnoseOptions, Progress
-from fp16doctor.results import Document, ResultsWriter, run_key
+from fp16doctor.results import Document, ResultsWriter, Run, run_key
 
 if TYPE_CHECKING:
     from fp16doctor.analysis import Diagnosis
@@ -206,6 +206,6 @@ def analyse_and_report(prepared: Prepared, options: DiagnoseOptions, writer: Res
         error = script_failure(doc["runs"], script)
         if error is not None:
             raise error  # results.json and the report keep what did run
-    failed = [r for r in doc["runs"] if r.get("status") == "failed"]
+    failed = [r for r in doc["runs"] if Run.of(r).status == "failed"]
     exit_code = EXIT_PARTIAL if failed else EXIT_OK
     return DiagnoseOutcome(doc, prepared.results_path, report_path, exit_code, failed, diagnosis)
