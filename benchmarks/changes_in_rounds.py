@@ -33,6 +33,7 @@ ASKED = [{"stack": "host", "precision": "float32", "variant": "synthetic_input",
 def _one(size: str, in_rounds: bool) -> dict[str, Any]:
     from rich.console import Console
 
+    import fp16doctor.diagnose.rounds as diagnose_rounds
     import fp16doctor.diagnose.run as diagnose_run
     from fp16doctor.analysis.context import build_context
     from fp16doctor.analysis.intervals import ratio_interval
@@ -41,7 +42,7 @@ def _one(size: str, in_rounds: bool) -> dict[str, Any]:
 
     diagnose_run.plan_experiments = lambda doc, progress: ASKED  # type: ignore[assignment]
     diagnose_run.within_budget = lambda units, *rest: units  # type: ignore[assignment]
-    diagnose_run.MODEL_VARIANTS = diagnose_run.MODEL_VARIANTS if in_rounds else ()  # type: ignore[misc]
+    diagnose_rounds.MODEL_VARIANTS = diagnose_rounds.MODEL_VARIANTS if in_rounds else ()  # type: ignore[misc]
     with tempfile.TemporaryDirectory() as out, open(os.devnull, "w") as quiet:
         load_before = os.getloadavg()[0]
         began = time.perf_counter()

@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from fp16doctor.diagnose.budget import ProcessExperiment
 from fp16doctor.diagnose.replay import replay
+from fp16doctor.diagnose.rounds import ProcessExperiment
 
 DEFAULT = Path(__file__).parents[1] / "docs" / "examples" / "gpu-h200-keras-torch-full" / "results.json"
 

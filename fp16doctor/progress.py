@@ -20,7 +20,7 @@ from rich.text import Text
 
 from fp16doctor.analysis.values import as_positive, fmt_ms
 from fp16doctor.engines.spec import RunSpec
-from fp16doctor.results import run_key
+from fp16doctor.results import Run, run_key
 
 PHASES = {
     "data": "preparing the image folders",
@@ -215,7 +215,7 @@ class LiveProgress:
         if where:
             label += f" on {where}"
         status = record.get("status")
-        if status == "ok" and record.get("bound"):
+        if Run.of(record).cut:
             step = record["step_time_ms"]
             bound = record.get("slow_step_bound") or {}
             # The bound it met, and what that is against float32's step (the multiple is only the bound's cap);

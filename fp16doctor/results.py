@@ -11,6 +11,7 @@ import math
 import os
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from html.parser import HTMLParser
 from pathlib import Path
@@ -40,7 +41,7 @@ SEVERITIES = ("info", "warning", "critical")
 LOW_COVERAGE = 0.7
 
 Document = dict[str, Any]
-Run = dict[str, Any]
+RunRecord = dict[str, Any]  # one of a document's `runs`, as JSON has it; `Run.of` reads it
 
 
 def utc_now() -> str:
@@ -58,9 +59,138 @@ def new_document(host: dict[str, Any]) -> Document:
     }
 
 
-def run_key(run: Run) -> tuple[str, str, str]:
+def run_key(run: RunRecord) -> tuple[str, str, str]:
     """What identifies one cell of the stack x precision x variant matrix."""
-    return (str(run.get("stack")), str(run.get("precision")), str(run.get("variant", "original")))
+    return Run.of(run).key
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run record as the host side reads it (diagnose, the engines' rounds, results), made once from the record
+    (`Run.of`): the cell, how it ended, its step statistics and where it ran. The record itself stays the document's
+    (`record`), JSON-shaped, for what no field names; the analysis reads its own view (analysis/context.py RunView)."""
+
+    record: Mapping[str, Any] = field(repr=False, compare=False)
+    stack: str
+    precision: str
+    variant: str
+    status: str
+    device: str = ""
+    machine: str | None = None
+    step_median_ms: float | None = None
+    step_p10_ms: float | None = None
+    step_p90_ms: float | None = None
+    step_n: int | None = None
+    # How its steps were timed: "interleaved" where rounds replaced its own process's statistics; the rounds
+    # process that timed them (`step_time_ms.group`, timing_rounds[].group).
+    step_design: str | None = None
+    step_group: Any = None
+    first_step_ms: float | None = None
+    input_median_ms: float | None = None
+    bound: bool = False  # cut short by the slow-step bound: its step is a lower bound
+    timed_by: str | None = None  # "interleaved_rounds": made from a rounds process, no process of its own
+    keras_backend: str | None = None  # software.keras_backend: the backend it ran on
+    engine: Mapping[str, Any] = field(default_factory=dict)
+    experiment: Mapping[str, Any] | None = None
+    import_s: float | None = None  # timing.import_s: the framework's import in its process
+    wall_s: float | None = None
+    attribution_s: float | None = None  # profile.attribution_s: reading and attributing its window here
+    workload: Mapping[str, Any] = field(default_factory=dict)
+    size: str | None = None  # the workload size it ran at (quick, full, smoke)
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> Run:
+        step = _mapping(record.get("step_time_ms"))
+        n = _number(step.get("n"))
+        experiment = record.get("experiment")
+        return cls(
+            record=record, stack=str(record.get("stack")), precision=str(record.get("precision")),
+            variant=str(record.get("variant", "original")), status=str(record.get("status")),
+            device=str(record.get("device") or ""), machine=_text(record.get("machine")),
+            step_median_ms=_number(step.get("median")), step_p10_ms=_number(step.get("p10")),
+            step_p90_ms=_number(step.get("p90")), step_n=int(n) if n is not None and math.isfinite(n) else None,
+            step_design=_text(step.get("design")), step_group=step.get("group"),
+            first_step_ms=_number(record.get("first_step_ms")),
+            input_median_ms=_number(_mapping(record.get("input_time_ms")).get("median")),
+            bound=bool(record.get("bound")), timed_by=_text(record.get("timed_by")),
+            keras_backend=_text(_mapping(record.get("software")).get("keras_backend")),
+            engine=_mapping(record.get("engine")),
+            experiment=experiment if isinstance(experiment, Mapping) else None,
+            import_s=_number(_mapping(record.get("timing")).get("import_s")), wall_s=_number(record.get("wall_s")),
+            attribution_s=_number(_mapping(record.get("profile")).get("attribution_s")),
+            workload=_mapping(record.get("workload")), size=_text(record.get("size")))
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """Its cell of the stack x precision x variant matrix (run_key)."""
+        return (self.stack, self.precision, self.variant)
+
+    @property
+    def ok(self) -> bool:
+        """It finished (status "ok"), whole or cut at the slow-step bound."""
+        return self.status == "ok"
+
+    @property
+    def usable(self) -> bool:
+        """It finished whole: not cut by the slow-step bound, with a step time. The one rule for a run whose step
+        sets another's bound, pairs in the rounds or is timed again there."""
+        return self.ok and not self.bound and self.step_median_ms is not None and self.step_median_ms > 0
+
+    @property
+    def cut(self) -> bool:
+        """It finished at the slow-step bound: its step is a bound, not a measurement."""
+        return self.ok and self.bound
+
+    @property
+    def original(self) -> bool:
+        return self.variant == "original"
+
+    @property
+    def median_s(self) -> float | None:
+        """Its median step in seconds; None where it has none."""
+        return self.step_median_ms / 1000.0 if self.step_median_ms is not None and self.step_median_ms > 0 else None
+
+    @property
+    def first_step_s(self) -> float:
+        """Its first step (tracing included) in seconds; 0 where it has none."""
+        return (self.first_step_ms or 0.0) / 1000.0
+
+    @property
+    def on_gpu(self) -> bool:
+        """Its workload ran on a GPU (its `device`: "gpu:0")."""
+        return self.device.startswith("gpu")
+
+    @property
+    def timed_in_rounds(self) -> bool:
+        """Its step statistics are its interleaved rounds' (step_time_ms.design)."""
+        return self.step_design == "interleaved"
+
+    @property
+    def made_by_rounds(self) -> bool:
+        """It had no process of its own: a rounds process made its record (`timed_by`)."""
+        return self.timed_by == "interleaved_rounds"
+
+
+def find_run(records: Iterable[Mapping[str, Any]], stack: str, precision: str, variant: str = "original",
+             usable: bool = False) -> Run | None:
+    """The first finished run of one cell (status ok, cut or not); with `usable`, the first that finished whole."""
+    for record in records:
+        run = Run.of(record)
+        if run.key == (stack, precision, variant) and (run.usable if usable else run.ok):
+            return run
+    return None
 
 
 # Docker engines reached through these schemes run on this machine, beside the host runs.
@@ -70,19 +200,18 @@ LOCAL_DOCKER_SCHEMES = ("unix://", "npipe://")
 HOST_MACHINE = "host"
 
 
-def machine_key(run: Run) -> str:
+def machine_key(run: RunRecord) -> str:
     """The machine a run ran on: "" for the results' own host (host runs and local engines), else the
     remote engine's machine name (two engines on one machine share it) or, failing that, its URL."""
-    recorded = run.get("machine")
-    if isinstance(recorded, str) and recorded:
+    recorded = Run.of(run).machine
+    if recorded:
         return "" if recorded == HOST_MACHINE else recorded
     return _older_docker(run)[0]
 
 
 def engine_label(run: Mapping[str, Any]) -> str:
     """Where a run ran, in words: "docker tcp://gpu-box:2376 gpu 1", "host", "slurm node-3"."""
-    raw = run.get("engine")
-    engine: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    engine = Run.of(run).engine
     label = engine.get("label")
     if isinstance(label, str) and label:
         return label
@@ -91,8 +220,7 @@ def engine_label(run: Mapping[str, Any]) -> str:
 
 def rerun_options(run: Mapping[str, Any]) -> list[str]:
     """The diagnose options that run a configuration where this run ran, as its engine wrote them."""
-    raw = run.get("engine")
-    engine: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    engine = Run.of(run).engine
     rerun = engine.get("rerun")
     if isinstance(rerun, list) and all(isinstance(a, str) for a in rerun):
         return list(rerun)
@@ -104,8 +232,7 @@ def _older_docker(run: Mapping[str, Any]) -> tuple[str, str, list[str]]:
     (machine key, label, rerun options) inferred from the engine's fields. A record with a container (a Docker
     engine's) ran in its stack; Slurm's records carried their machine and say --slurm; anything else is this host,
     a hand-written run's "stack" included (no catalogue name --stack takes)."""
-    raw = run.get("engine")
-    engine: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    engine = Run.of(run).engine
     if engine.get("kind") == "slurm":
         return "", "", ["--slurm"]
     if not (engine.get("image") or engine.get("kind") == "docker"):
@@ -119,15 +246,14 @@ def _older_docker(run: Mapping[str, Any]) -> tuple[str, str, list[str]]:
     return (name or docker_host) if remote else "", label, rerun
 
 
-def machine_id(run: Run) -> str:
+def machine_id(run: RunRecord) -> str:
     """The stable id results.json gives a run's machine (`runs[].machine`, the keys of `machines`)."""
     return machine_key(run) or HOST_MACHINE
 
 
-def machine_facts(run: Run) -> dict[str, Any]:
+def machine_facts(run: RunRecord) -> dict[str, Any]:
     """What a run's own engine recorded of its machine, for the top-level `machines` map."""
-    raw = run.get("engine")
-    engine: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    engine = Run.of(run).engine
     gpus = []
     if engine.get("gpu_name"):
         gpus.append({"index": engine.get("gpu_index", 0), "name": engine["gpu_name"],
@@ -140,9 +266,9 @@ def machine_facts(run: Run) -> dict[str, Any]:
     return facts
 
 
-def group_runs_by_machine(runs: Iterable[Run]) -> dict[str, list[Run]]:
+def group_runs_by_machine(runs: Iterable[RunRecord]) -> dict[str, list[RunRecord]]:
     """Runs grouped by machine_key, in first-seen order."""
-    groups: dict[str, list[Run]] = {}
+    groups: dict[str, list[RunRecord]] = {}
     for run in runs:
         groups.setdefault(machine_key(run), []).append(run)
     return groups
@@ -397,7 +523,7 @@ class ResultsWriter:
         self.doc = doc
         self.save()
 
-    def add_run(self, run: Run) -> None:
+    def add_run(self, run: RunRecord) -> None:
         # A re-run of the same cell replaces the older record (this is what --resume relies on).
         run.setdefault("machine", machine_id(run))
         machines = self.doc.setdefault("machines", {})

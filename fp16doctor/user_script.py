@@ -18,6 +18,7 @@ from typing import Any
 from fp16doctor.engines.spec import ScriptSpec
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.knowledge.keras_api import accepts
+from fp16doctor.results import Run
 
 SCRIPT_LOG_DIR = "script-logs"
 MIN_STEPS = 3  # a median worth the name
@@ -143,7 +144,7 @@ def _keras2_api_error(run: dict[str, Any], script: ScriptSpec | None) -> DoctorE
     else:
         what = ", ".join(f"Model.{n}" for n in names)
     keras = failure.get("keras") or (run.get("software") or {}).get("keras")
-    stacks, need_gpu = _stacks_accepting(names, str(run.get("device") or "cpu").startswith("gpu"))
+    stacks, need_gpu = _stacks_accepting(names, Run.of(run).on_gpu)
     message = (f"the script uses {what}, which Keras {keras or '(this version)'} rejects "
                f"({run.get('error', '')}); {', '.join(names)} exist in the Keras 2 stacks: "
                f"{', '.join(stacks) or 'none in the catalogue'}{' (each needs an NVIDIA GPU)' if need_gpu else ''}")
@@ -160,7 +161,7 @@ def script_failure(runs: list[dict[str, Any]], script: ScriptSpec | None = None)
     beside one that worked is left to its run records and the report."""
     stacks: dict[str, list[dict[str, Any]]] = {}
     for run in runs:
-        stacks.setdefault(str(run.get("stack")), []).append(run)
+        stacks.setdefault(Run.of(run).stack, []).append(run)
     errors = [(stack, error) for stack, group in stacks.items()
               if (error := _stack_failure(group, script)) is not None]
     if not errors or len(errors) < len(stacks):
@@ -173,17 +174,17 @@ def script_failure(runs: list[dict[str, Any]], script: ScriptSpec | None = None)
 
 def _stack_failure(runs: list[dict[str, Any]], script: ScriptSpec | None) -> DoctorError | None:
     """The one reason to report when no run of the script worked on a stack, or when float32 failed too."""
-    failed = [r for r in runs if r.get("status") == "failed" and isinstance(r.get("script_failure"), dict)]
+    failed = [r for r in runs if Run.of(r).status == "failed" and isinstance(r.get("script_failure"), dict)]
     if not failed:
         return None
-    ok = [r for r in runs if r.get("status") == "ok"]
+    ok = [r for r in runs if Run.of(r).ok]
     api = [r for r in failed if r["script_failure"].get("kind") in ("keras2_arguments", "keras2_methods")]
     if api and not ok:
         return _keras2_api_error(api[0], script)
-    fp32 = [r for r in failed if r.get("precision") == "float32" and r["script_failure"].get("kind") == "exception"]
+    fp32 = [r for r in failed if Run.of(r).precision == "float32" and r["script_failure"].get("kind") == "exception"]
     if fp32:
         run = fp32[0]
-        others = [r for r in failed if r.get("precision") != "float32"]
+        others = [r for r in failed if Run.of(r).precision != "float32"]
         lead = "the script fails under float32 as well" if others else "the script fails under float32"
         return DoctorError(f"{lead}: it is the script's fault, not the precision's ({run.get('error')})",
                            hint=_tail_hint(run["script_failure"], run.get("script_log")))

@@ -4,9 +4,12 @@ rounds -> the experiments -> analysis -> report. One module per phase's concern:
 - checks.py: what the user typed, checked before anything is created or run;
 - plan.py: the matrix, what --resume keeps, the experiments the analysis asks for;
 - prepare.py: the phases before the first run, in order;
-- budget.py: the quick size's wall budget (the rounds' share, the experiments that fit);
+- rounds.py: the interleaved rounds phase (which rounds processes run, their price and share of the budget, the
+  sink that puts their records into the runs they timed);
+- budget.py: the size's wall budget (the experiments that fit, what each costs, the arithmetic both share);
 - sink.py: where an engine's records and events go (results.json, the display);
-- run.py: run_diagnose, as its phases.
+- replay.py: a document's diagnose planned and priced again by this release;
+- run.py: run_diagnose, as its phases, in order.
 """
 
 from fp16doctor.diagnose.checks import check_workload_imports

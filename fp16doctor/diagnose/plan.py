@@ -18,10 +18,10 @@ from fp16doctor.engines.spec import (
     is_host_stack,
     stack_backend,
 )
-from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS, CPU_FP16_FLAGS
-from fp16doctor.knowledge.gpus import gpu_facts, gpu_has_bfloat16
+from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS
+from fp16doctor.knowledge.gpus import gpu_has_bfloat16
 from fp16doctor.options import Progress
-from fp16doctor.results import VARIANT_CHANGES, Document
+from fp16doctor.results import VARIANT_CHANGES, Document, Run
 from fp16doctor.workload import protocol
 from fp16doctor.workload.protocol import PRECISIONS, ROUNDS_VARIANTS, SCRIPT_VARIANTS, VARIANTS
 
@@ -43,55 +43,6 @@ def device_has_bfloat16(host: Mapping[str, Any]) -> bool:
     return bool(set(flags if isinstance(flags, list) else []) & set(CPU_BF16_FLAGS)) or cpu.get("bf16_native") is True
 
 
-def profiled_in_rounds(specs: list[RunSpec], host: Mapping[str, Any], budgeted_here: bool,
-                       backend: str | None = None) -> list[RunSpec]:
-    """The cells of `specs` timed and profiled in their stack's interleaved rounds alone, no run of their own: at a
-    size whose budget binds here (`budgeted_here`), the built-in workload's host cells, float32 running beside them
-    in a process of its own (its step sets the bound their warm-up meets in the rounds), of a precision that no
-    pathological kernel is expected to meet (`_no_pathology_expected`).
-    On a GPU (the size's GPU budget, WorkloadSize.gpu) the matrix's in-memory controls (synthetic_input) are timed
-    and profiled there too, beside the precision each changes, where float32 or that precision is timed there: their
-    ratio is the device's answer, and a process of their own costs the framework's import again (10-13 s on the
-    H200 recording)."""
-    if not budgeted_here:
-        return []
-    with_fp32 = {s.stack for s in specs if s.precision == "float32" and s.variant == "original"}
-    alone = [s for s in specs if s.variant == "original" and s.script is None and is_host_stack(s.stack)
-             and s.stack in with_fp32 and not s.native_only
-             and _no_pathology_expected(s.precision, host, stack_backend(s.stack) or backend)]
-    timed = {(s.stack, s.precision) for s in alone} | {(stack, "float32") for stack in with_fp32}
-    controls = [s for s in specs if s.size.gpu and s.variant == "synthetic_input" and s.script is None
-                and is_host_stack(s.stack) and (s.stack, s.precision) in timed]
-    return alone + controls
-
-
-def _no_pathology_expected(precision: str, host: Mapping[str, Any], backend: str | None) -> bool:
-    """Whether a precision is expected to run without the pathology the slow-step bound is there for: mixed_bfloat16
-    where the device computes bfloat16; float16 and mixed_float16 on TensorFlow on a CPU with no float16 arithmetic
-    (knowledge/cpu.py CPU_FP16_FLAGS), where TensorFlow computes float16 in its own kernels, not oneDNN's (its
-    IsDataTypeSupportedByOneDNNOnThisCPU wants AVX512-FP16 or AMX-FP16 for float16): 5.5-6x float32's step on an
-    AVX-512 BF16 EPYC and 1.7-2.2x on an AVX2 EPYC (docs/benchmarks.md), where a Xeon with AVX512-FP16 met
-    oneDNN's reference kernels at 160x. A warm-up past the bound still leaves the rounds for a run of its own.
-    On an NVIDIA GPU, float16 and mixed_float16 where every GPU computes float16 at float32's rate or faster
-    (knowledge/gpus.py: compute capability 5.3, 6.0, 7.0 on, not 6.1's 1/64): the H200's float16 step was 2.2x
-    float32's for its host's float16 batches, far under the bound, where a GPU without fast float16 can be 64x."""
-    if protocol.is_mixed(precision, protocol.BF16):
-        return device_has_bfloat16(host)
-    if protocol.family(precision) != protocol.FP16:
-        return False
-    gpus = [g for g in host.get("gpus") or [] if isinstance(g, Mapping)]
-    if gpus:
-        return all(gpu_facts(str(g.get("name") or ""), g.get("compute_capability")).native_16bit["float16"] is True
-                   for g in gpus)
-    keras = (host.get("frameworks") or {}).get("keras") if isinstance(host.get("frameworks"), Mapping) else None
-    ran_on = backend or (keras.get("backend") if isinstance(keras, Mapping) else None) or "tensorflow"
-    cpu = host.get("cpu")
-    flags = cpu.get("flags") if isinstance(cpu, Mapping) else None
-    if ran_on != "tensorflow" or not isinstance(flags, list) or not flags:
-        return False
-    return not set(flags) & set(CPU_FP16_FLAGS)
-
-
 def backend_trials(host: Mapping[str, Any], configured: str | None, asked: Sequence[str]) -> list[str]:
     """The host stacks of the other Keras backends the default diagnose tries on a GPU (`host-jax`, ...): each this
     Python has working and seeing the GPU (the probe's `keras_backends`), where --backend chose none. A backend changes
@@ -109,20 +60,16 @@ def default_precisions(host: Mapping[str, Any]) -> list[str]:
     return list(protocol.default_precisions(device_has_bfloat16(host)))
 
 
-def same_host_setup(run: Mapping[str, Any], python: str, backend: str | None) -> bool:
+def same_host_setup(run: Run, python: str, backend: str | None) -> bool:
     """A finished host run still compares with new ones: same interpreter, same Keras backend (where
     both are known). Container runs are judged by their stack and size alone."""
-    stack = str(run.get("stack") or "")
-    if not is_host_stack(stack):
+    if not is_host_stack(run.stack):
         return True
-    backend = stack_backend(stack) or backend
-    engine = run.get("engine") if isinstance(run.get("engine"), Mapping) else {}
-    recorded = engine.get("python") if isinstance(engine, Mapping) else None
+    backend = stack_backend(run.stack) or backend
+    recorded = run.engine.get("python")
     if recorded and os.path.abspath(str(recorded)) != os.path.abspath(python):
         return False
-    software = run.get("software") if isinstance(run.get("software"), Mapping) else {}
-    ran_on = software.get("keras_backend") if isinstance(software, Mapping) else None
-    return not (backend and ran_on and ran_on != backend)
+    return not (backend and run.keras_backend and run.keras_backend != backend)
 
 
 def _uses_gpu(stack: str) -> bool:

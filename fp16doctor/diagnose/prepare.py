@@ -35,7 +35,7 @@ from fp16doctor.engines.spec import HOST_STACK, RunSpec, ScriptSpec, WorkloadSiz
 from fp16doctor.engines.spec import WORKLOAD_SIZES as SIZES
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.options import DiagnoseOptions, Progress
-from fp16doctor.results import SIZE_CAVEATS, Document, load, new_document, run_key
+from fp16doctor.results import SIZE_CAVEATS, Document, Run, load, new_document, run_key
 from fp16doctor.workload.protocol import DEFAULT_WHERE_BFLOAT16
 
 # What diagnose says, in one line, on a host that is not Linux (where it is built and tested).
@@ -264,24 +264,23 @@ def _document(options: DiagnoseOptions, host: dict[str, Any], size: WorkloadSize
 def _resume(doc: Document, previous: Document, results_path: Path, size: WorkloadSize, data_dir: str | None,
             python: str, backend: str | None, script: ScriptSpec | None, progress: Progress) -> None:
     """--resume: the finished runs of `previous` that still compare with new ones go into `doc`."""
-    finished = [r for r in previous.get("runs", []) if r.get("status") == "ok"]
+    finished = [run for run in map(Run.of, previous.get("runs", [])) if run.ok]
     # A run measured at another size or on other data is no baseline for the new runs: run it again.
     data = "user" if data_dir else "synthetic"
-    doc["runs"] = [r for r in finished if r.get("size") in (None, size.name)
-                   and (r.get("workload") or {}).get("data") in (None, data)]
-    if len(doc["runs"]) < len(finished):
-        progress.note(f"--resume: {len(finished) - len(doc['runs'])} finished run(s) in {results_path} "
+    kept = [run for run in finished if run.size in (None, size.name) and run.workload.get("data") in (None, data)]
+    if len(kept) < len(finished):
+        progress.note(f"--resume: {len(finished) - len(kept)} finished run(s) in {results_path} "
                       f"were measured at another size or on other data; running them again "
                       f"(size {size.name}, {data} data)")
     # Nor is a host run made by another Python or on another Keras backend.
-    kept = [r for r in doc["runs"] if same_host_setup(r, python, backend)]
-    if len(kept) < len(doc["runs"]):
-        progress.note(f"--resume: {len(doc['runs']) - len(kept)} finished host run(s) were measured with "
+    same = [run for run in kept if same_host_setup(run, python, backend)]
+    if len(same) < len(kept):
+        progress.note(f"--resume: {len(kept) - len(same)} finished host run(s) were measured with "
                       f"another Python or Keras backend; running them again ({python}, "
                       f"{backend or 'its default backend'})")
-        doc["runs"] = kept
     if script is not None:  # a run of another version of the script is no baseline either
-        doc["runs"] = [r for r in doc["runs"] if (r.get("workload") or {}).get("script_sha256") == script.sha256]
+        same = [run for run in same if run.workload.get("script_sha256") == script.sha256]
     else:  # nor is a run of the user's script for the built-in workload
-        doc["runs"] = [r for r in doc["runs"] if (r.get("workload") or {}).get("name") != "script"]
+        same = [run for run in same if run.workload.get("name") != "script"]
+    doc["runs"] = [run.record for run in same]
     doc["created"] = previous.get("created", doc["created"])

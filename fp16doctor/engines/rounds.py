@@ -1,31 +1,22 @@
-"""Interleaved rounds for one comparison group: which precisions to time together, and how their rounds enter
-the runs they time.
+"""How an interleaved rounds process's record enters the runs it timed (which rounds processes run, and what they
+cost, is the rounds phase's: diagnose/rounds.py).
 
-Each precision's own run (its process: warm-up, profiled window, loss, input time) comes first; then one more
-process times all of them in rounds, each round in a new order (workload/rounds.py), so drift of a shared machine
-lands in every precision alike and the ratio's interval comes from paired rounds (analysis/intervals.py). The
-rounds replace the run's step statistics; what its own process measured stays under `single_process`.
+A rounds process times each configuration of one comparison group in rounds, each round in a new order
+(workload/rounds.py); its rounds replace each run's step statistics, and what the run's own process measured stays
+under `single_process`. Configurations it timed with no process of their own get records made from it.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from fp16doctor.engines.spec import RunSpec, WorkloadSize, rounds_label, rounds_setting
+from fp16doctor.results import Run
 from fp16doctor.workload.paired import MIN_ROUNDS
-from fp16doctor.workload.protocol import AA_CONTROL, MODEL_VARIANTS, VARIANT_LABEL_SEP
+from fp16doctor.workload.protocol import AA_CONTROL
 
-# A precision whose minimum rounds would take longer than this is left out (its ratio then rests on its own
-# process, said as such): a 20 s float16 step must not hold the rest hostage. A 1 s step (float16 on a 2-core
-# AVX2 CPU) costs about 6 s for its three rounds, and stays in, past the quick budget if need be.
-MAX_MIN_ROUNDS_S = 30.0
-# What one step of rounds costs beyond its own time: the block's dropped first step, on average.
-BLOCK_OVERHEAD_STEPS = 1.0
-# A slow step's block times one step (workload/rounds.py aims a block at 0.4 s, never under one step).
-TYPICAL_BLOCK_STEPS = 1
 # A configuration's rounds and its own process more than this factor apart: said, since both timed one model.
 DISAGREEMENT = 1.5
 # How long rounds go on once the minimum is done: the full size's; a budgeted size's host rounds get what its
@@ -40,88 +31,6 @@ def stack_rounds_budget_s(size: WorkloadSize) -> float:
     return ROUNDS_MIN_BUDGET_S if size.budget_s is not None else FULL_ROUNDS_BUDGET_S
 
 
-def _ok_unbound(run: Mapping[str, Any]) -> float | None:
-    step = run.get("step_time_ms")
-    median = step.get("median") if isinstance(step, Mapping) else None
-    if run.get("status") != "ok" or run.get("bound") or not isinstance(median, (int, float)) or median <= 0:
-        return None
-    return float(median)
-
-
-@dataclass(frozen=True)
-class RoundsPlan:
-    """One comparison group's rounds: the spec to run (None: no rounds), and why each precision that finished is
-    not in them (said on the terminal and kept on its run as `rounds_left_out`)."""
-
-    spec: RunSpec | None
-    left_out: dict[str, str] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-
-    def messages(self) -> list[str]:
-        return [f"{precision} left out of the interleaved rounds: {why}" for precision, why in self.left_out.items()
-                ] + list(self.notes)
-
-
-def rounds_plan(runs: list[Mapping[str, Any]], stack: str, size: WorkloadSize,
-                variant: str = "original", profiled: tuple[str, ...] = (),
-                changed: tuple[RunSpec, ...] = (), builds_changes: bool = True) -> RoundsPlan:
-    """The rounds spec for the runs of one stack in one process setting (ROUNDS_VARIANTS: the original, or an
-    environment switch such as oneDNN off), float32 first, and why any precision is left out (how long the rounds
-    go on is the caller's: diagnose/budget.py); `profiled`: precisions with no run of their own, timed and profiled
-    in the rounds process alone; `changed`: experiments that change a model or its input (the original's
-    rounds only), each timed beside the precision it changes where that precision is timed, as are the matrix's
-    changes that ran on their own, where the rounds process builds changed models (`builds_changes`: the built-in
-    workload's does; a script's runs the script as written)."""
-    group = [r for r in runs if r.get("stack") == stack and r.get("variant", "original") == variant]
-    medians = {str(r["precision"]): m for r in group if (m := _ok_unbound(r)) is not None}
-    left_out: dict[str, str] = {}
-    if "float32" not in medians:
-        return RoundsPlan(None, notes=("no interleaved rounds: float32 did not finish, so nothing pairs with it",))
-    chosen = ["float32"]
-    for precision, median in medians.items():
-        if precision == "float32":
-            continue
-        cost_s = MIN_ROUNDS * (TYPICAL_BLOCK_STEPS + BLOCK_OVERHEAD_STEPS) * median / 1000.0
-        if cost_s > MAX_MIN_ROUNDS_S:
-            left_out[precision] = (f"{MIN_ROUNDS} rounds of its {median:.0f} ms steps would take about "
-                                   f"{cost_s:.0f} s; its ratio rests on its own process (the runs' spread)")
-            continue
-        chosen.append(precision)
-    for run in group:
-        if run.get("status") == "ok" and run.get("bound"):
-            left_out[str(run["precision"])] = ("cut short by the slow-step bound; its ratio is a bound from its own "
-                                               "process")
-    # A profiled label with a change to its model or its input (a GPU's in-memory control) comes with `changed`.
-    profiled = tuple(p for p in profiled if p not in chosen)
-    chosen += [p for p in profiled if VARIANT_LABEL_SEP not in p]
-    if len(chosen) < 2:  # no precision to pair with float32: no rounds, whatever changes to a model wait for them
-        return RoundsPlan(None, left_out)
-    # Changes to a model or its input, beside the precision each changes: the matrix's (--variant
-    # synthetic_input, the full size's controls) that finished whole, and the experiments to be made here.
-    ran = [r for r in runs if r.get("stack") == stack and r.get("variant") in MODEL_VARIANTS and variant == "original"
-           and builds_changes and r.get("timed_by") != "interleaved_rounds" and _ok_unbound(r) is not None]
-    chosen += dict.fromkeys([_label(r) for r in ran if r.get("precision") in chosen]
-                            + [s.rounds_label for s in changed if variant == "original" and s.precision in chosen])
-    timed = {_label(r) for r in [*group, *ran] if (r.get("step_time_ms") or {}).get("design") == "interleaved"}
-    if set(chosen) <= timed:
-        return RoundsPlan(None)  # --resume: these were timed together already, and nothing new finished
-    spec = RunSpec(stack, "float32", variant, size, rounds_of=tuple(chosen),
-                   rounds_profiled=tuple(p for p in profiled if p in chosen))
-    return RoundsPlan(spec, left_out)
-
-
-def mark_left_out(runs: list[dict[str, Any]], stack: str, plan: RoundsPlan, variant: str = "original") -> bool:
-    """Keep on each left-out run of `stack` and `variant` why it is not in the rounds; True when a run changed."""
-    changed = False
-    for run in runs:
-        why = plan.left_out.get(str(run.get("precision")))
-        if (why and run.get("stack") == stack and run.get("variant", "original") == variant
-                and run.get("rounds_left_out") != why):
-            run["rounds_left_out"] = why
-            changed = True
-    return changed
-
-
 def _stats(values: list[float]) -> dict[str, float]:
     """Median, p10 and p90 of at least MIN_ROUNDS values, interpolated between closest ranks as the workload's
     own step statistics are."""
@@ -133,9 +42,9 @@ def _values(rounds: Mapping[str, Any], label: str) -> list[float]:
     return [float(v) for v in rounds.get(label) or [] if isinstance(v, (int, float))]
 
 
-def _label(run: Mapping[str, Any]) -> str:
+def _label(run: Run) -> str:
     """A run's configuration in its rounds process (spec.rounds_label)."""
-    return rounds_label(str(run.get("precision")), str(run.get("variant", "original")))
+    return rounds_label(run.precision, run.variant)
 
 
 def _rounds_step(rounds: Mapping[str, Any], precision: str, group: int) -> dict[str, Any] | None:
@@ -196,23 +105,22 @@ def merge_rounds(runs: list[dict[str, Any]], record: Mapping[str, Any], group: i
         return None
     stack, variant = record.get("stack"), record.get("variant", "original")
     if repeat_of is not None:
-        for run in runs:
-            step = run.get("step_time_ms")
-            if (run.get("stack") == stack and run.get("status") == "ok" and isinstance(step, Mapping)
-                    and step.get("design") == "interleaved" and step.get("group") == repeat_of
-                    and (added := _add_process(step, rounds, _label(run), group)) is not None):
-                run["step_time_ms"] = added
+        for record_ in runs:
+            run = Run.of(record_)
+            if (run.stack == stack and run.ok and run.timed_in_rounds and run.step_group == repeat_of
+                    and (added := _add_process(record_["step_time_ms"], rounds, _label(run), group)) is not None):
+                record_["step_time_ms"] = added
         return {**_kept(runs, record, group), "repeat_of": repeat_of}
-    for run in runs:
+    for record_ in runs:
+        run = Run.of(record_)
         # The runs of its setting, and in the original's a change to a model or its input that ran on its own.
-        if (run.get("stack") != stack or rounds_setting(str(run.get("variant", "original"))) != variant
-                or run.get("status") != "ok"
-                or run.get("timed_by") == "interleaved_rounds"):  # made from rounds: no process of its own
+        if (run.stack != stack or rounds_setting(run.variant) != variant or not run.ok
+                or run.made_by_rounds):  # made from rounds: no process of its own
             continue
         step = _rounds_step(rounds, _label(run), group)
         if step is None:
             continue
-        current = dict(run.get("step_time_ms") or {})
+        current = dict(record_.get("step_time_ms") or {})
         # A run timed in rounds before (--resume timed its group again) keeps its own process's figures.
         single = dict(current.get("single_process") or current) if current.get("design") == "interleaved" else current
         single.pop("rounds", None)
@@ -220,7 +128,7 @@ def merge_rounds(runs: list[dict[str, Any]], record: Mapping[str, Any], group: i
         if isinstance(single.get("median"), (int, float)) and single["median"] > 0:
             # Two measurements of one configuration on one machine: far apart, one of them timed something else.
             step["rounds_vs_single_process"] = round(step["median"] / float(single["median"]), 4)
-        run["step_time_ms"] = step
+        record_["step_time_ms"] = step
     return _kept(runs, record, group)
 
 
@@ -234,11 +142,10 @@ def _kept(runs: list[dict[str, Any]], record: Mapping[str, Any], group: int) -> 
     kept.update(variant=record.get("variant", "original"), group=group)
     if isinstance(record.get("machine_load"), Mapping):
         kept["machine_load"] = dict(record["machine_load"])  # what else the machine did meanwhile (probe/load.py)
-    steps = [(run, run.get("step_time_ms") or {}) for run in runs if run.get("stack") == stack]
-    timed = [run for run, step in steps if group in [*_rounds_groups(step), step.get("group")]]
+    steps = [(Run.of(run), run.get("step_time_ms") or {}) for run in runs if run.get("stack") == stack]
     kept["disagree"] = sorted(
-        _label(run) for run in timed
-        if not 1 / DISAGREEMENT <= float(run["step_time_ms"].get("rounds_vs_single_process") or 1.0) <= DISAGREEMENT)
+        _label(run) for run, step in steps if group in [*_rounds_groups(step), step.get("group")]
+        and not 1 / DISAGREEMENT <= float(step.get("rounds_vs_single_process") or 1.0) <= DISAGREEMENT)
     kept["precisions"] = [p for p in rounds if p != AA_CONTROL]
     if isinstance(record.get("engine"), Mapping):
         kept["engine"] = dict(record["engine"])  # where the rounds ran: a container's engine and GPU, a job's node
@@ -333,8 +240,8 @@ def experiment_records(record: Mapping[str, Any], specs: list[RunSpec], runs: li
     rounds, warmup = record.get("rounds"), record.get("warmup")
     rounds = rounds if isinstance(rounds, Mapping) else {}
     warmup = warmup if isinstance(warmup, Mapping) else {}
-    original = next((r for r in runs if r.get("stack") == record.get("stack")
-                     and r.get("variant", "original") == "original" and r.get("status") == "ok"), None)
+    original = next((r for r in map(Run.of, runs) if r.stack == record.get("stack") and r.original and r.ok), None)
+    workload = original.record.get("workload") if original is not None else None
     made = []
     for spec in specs:
         label = spec.rounds_label
@@ -352,8 +259,8 @@ def experiment_records(record: Mapping[str, Any], specs: list[RunSpec], runs: li
         if losses:
             made_one["loss"] = {"first": losses[0], "last": losses[-1],
                                 "nan_or_inf": any(v is None for v in losses)}
-        if original is not None and isinstance(original.get("workload"), Mapping):
-            made_one["workload"] = dict(original["workload"])
+        if isinstance(workload, Mapping):
+            made_one["workload"] = dict(workload)
         own = (record.get("own_run") or {}).get(label) if isinstance(record.get("own_run"), Mapping) else None
         if isinstance(own, Mapping):
             made_one.update(_first_model_names({k: own[k] for k in _FROM_OWN_RUN if k in own},

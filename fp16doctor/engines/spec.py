@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from fp16doctor.results import find_run
 from fp16doctor.workload.paired import MIN_ROUNDS
 from fp16doctor.workload.protocol import KERAS3_BACKENDS, MODEL_VARIANTS, SIZES, VARIANT_LABEL_SEP
 
@@ -25,9 +26,9 @@ from fp16doctor.workload.protocol import KERAS3_BACKENDS, MODEL_VARIANTS, SIZES,
 SLOW_STEP_MULTIPLE = 50.0
 SLOW_STEP_FLOOR = 5.0
 SLOW_STEP_S = {"smoke": 1.0, "quick": 5.0, "full": 30.0}
-# The wall budget a size keeps where its engine runs here, unqueued (diagnose/budget.py): the interleaved rounds
-# fill what the runs leave of it and experiments run only where they fit. The full size has none. Smoke's is about
-# what its five runs and three rounds took on a 2-core Xeon (46 s, docs/benchmarks.md).
+# The wall budget a size keeps where its engine runs here, unqueued (diagnose/rounds.py, diagnose/budget.py): the
+# interleaved rounds fill what the runs leave of it and experiments run only where they fit. The full size has none.
+# Smoke's is about what its five runs and three rounds took on a 2-core Xeon (46 s, docs/benchmarks.md).
 WALL_BUDGET_S = {"smoke": 45.0, "quick": 90.0}
 # The wall budget of a size whose host runs go to a GPU this machine holds (WorkloadSize.gpu, `on_gpu`): the full
 # size's default diagnose in the time a coffee takes. The H200 recording's 340 s went on eight processes of their own
@@ -185,6 +186,21 @@ def script_runner_args(spec: RunSpec, workdir: str, log_path: str, profile_dir: 
 
 
 @dataclass(frozen=True)
+class RoundsRequest:
+    """What a rounds process is asked (workload/rounds.py, workload/script_rounds.py): these configurations timed in
+    one process, each round in a new order, its record carrying their rounds (engines/rounds.py merges them)."""
+
+    of: tuple[str, ...]  # rounds labels, float32 first: a precision, or "float32+synthetic_input" (rounds_label)
+    # Of `of`, those with no run of their own: the rounds process profiles each and describes its model and input,
+    # and their records are made from it (diagnose/rounds.py profiled_in_rounds).
+    profiled: tuple[str, ...] = ()
+    budget_s: float | None = None  # how long the rounds go on after their minimum
+    # Where a wall budget binds: the rounds end this many seconds after their process starts, whatever its start-up
+    # took (instead of budget_s of rounds after it).
+    end_s: float | None = None
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """One cell of the matrix: where (stack), how (precision, variant) and how big (size)."""
 
@@ -203,16 +219,8 @@ class RunSpec:
     # A default precision planned before the engine's devices were known: run only where one computes it
     # natively (mixed_bfloat16: a GPU of compute capability 8.0+), else skipped with the reason.
     native_only: bool = False
-    # Interleaved rounds (engines/rounds.py): these precisions timed in one process, each round in a new order;
-    # the record carries their rounds, not a run of its own.
-    rounds_of: tuple[str, ...] = ()
-    rounds_budget_s: float | None = None
-    # Of rounds_of, those with no run of their own: the rounds process profiles each and describes its model and
-    # input, and their records are made from it (diagnose/plan.py profiled_in_rounds).
-    rounds_profiled: tuple[str, ...] = ()
-    # Where a wall budget binds: the rounds end this many seconds after their process starts, whatever its start-up
-    # took (instead of rounds_budget_s of rounds after it).
-    rounds_end_s: float | None = None
+    # Set: the cell is an interleaved rounds process (diagnose/rounds.py plans it), its record no run of its own.
+    rounds: RoundsRequest | None = None
 
     @property
     def bound_ms(self) -> float | None:
@@ -261,19 +269,30 @@ class RunSpec:
         return [*args, *self.bound_args(), *self.rounds_args()]
 
     def rounds_args(self) -> list[str]:
-        """The workload's and the script runner's arguments for interleaved rounds (none without rounds_of)."""
-        if not self.rounds_of:
+        """The workload's and the script runner's arguments for interleaved rounds (none without rounds)."""
+        rounds = self.rounds
+        if rounds is None or not rounds.of:
             return []
-        args = ["--rounds-of", ",".join(self.rounds_of), "--min-rounds", str(MIN_ROUNDS)]
-        if self.rounds_budget_s is not None:
-            args += ["--rounds-budget-s", f"{self.rounds_budget_s:.1f}"]
-        if self.rounds_end_s is not None:
-            args += ["--rounds-end-s", f"{self.rounds_end_s:.1f}"]
+        args = ["--rounds-of", ",".join(rounds.of), "--min-rounds", str(MIN_ROUNDS)]
+        if rounds.budget_s is not None:
+            args += ["--rounds-budget-s", f"{rounds.budget_s:.1f}"]
+        if rounds.end_s is not None:
+            args += ["--rounds-end-s", f"{rounds.end_s:.1f}"]
         if self.size.rounds_precision is not None:
             args += ["--rounds-precision", f"{self.size.rounds_precision:g}"]
-        if self.rounds_profiled:
-            args += ["--profile-rounds", ",".join(self.rounds_profiled)]
+        if rounds.profiled:
+            args += ["--profile-rounds", ",".join(rounds.profiled)]
         return args
+
+    @property
+    def rounds_of(self) -> tuple[str, ...]:
+        """The configurations its rounds process times (none: it is no rounds process)."""
+        return self.rounds.of if self.rounds is not None else ()
+
+    @property
+    def rounds_profiled(self) -> tuple[str, ...]:
+        """Of rounds_of, those its rounds process profiles, with no run of their own."""
+        return self.rounds.profiled if self.rounds is not None else ()
 
     @property
     def label(self) -> str:
@@ -323,30 +342,18 @@ def slow_step_multiple() -> float:
     return value if value > 0 else SLOW_STEP_MULTIPLE
 
 
-def _float32_partner(spec: RunSpec, runs: Iterable[Mapping[str, Any]], variant: str) -> Mapping[str, Any] | None:
-    for run in runs:
-        step = run.get("step_time_ms")
-        median = step.get("median") if isinstance(step, dict) else None
-        if (run.get("stack") == spec.stack and run.get("precision") == "float32"
-                and run.get("variant", "original") == variant and run.get("status") == "ok"
-                and not run.get("bound") and isinstance(median, (int, float)) and median > 0):
-            return run
-    return None
-
-
 def with_slow_step_bound(spec: RunSpec, runs: Iterable[Mapping[str, Any]]) -> RunSpec:
     """The spec with its float32 reference (same stack and variant, else the stack's original), which
     sets the slow-step bound; unchanged for float32 itself or when no float32 run finished. A rounds process that
-    profiles precisions with no run of their own (rounds_profiled) takes it for their warm-ups."""
+    profiles precisions with no run of their own (RoundsRequest.profiled) takes it for their warm-ups."""
     if spec.precision == "float32" and not spec.rounds_profiled:
         return spec
     runs = list(runs)
-    partner = _float32_partner(spec, runs, spec.variant) or _float32_partner(spec, runs, "original")
+    partner = (find_run(runs, spec.stack, "float32", spec.variant, usable=True)
+               or find_run(runs, spec.stack, "float32", usable=True))
     if partner is None:
         return spec
-    first = partner.get("first_step_ms")
-    return replace(spec, reference_ms=float(partner["step_time_ms"]["median"]),
-                   reference_first_step_ms=float(first) if isinstance(first, (int, float)) else None)
+    return replace(spec, reference_ms=partner.step_median_ms, reference_first_step_ms=partner.first_step_ms)
 
 
 def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
@@ -356,11 +363,20 @@ def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
     return data
 
 
+# A RunSpec's rounds as spec_to_dict wrote them before they were one field (RunSpec.rounds): read all the same.
+_FLAT_ROUNDS = {"rounds_of": "of", "rounds_profiled": "profiled", "rounds_budget_s": "budget_s",
+                "rounds_end_s": "end_s"}
+
+
 def spec_from_dict(data: dict[str, Any]) -> RunSpec:
     fields_ = dict(data)
     fields_["size"] = WorkloadSize(**fields_["size"])
-    fields_["rounds_of"] = tuple(fields_.get("rounds_of") or ())  # JSON has lists, the spec a tuple
-    fields_["rounds_profiled"] = tuple(fields_.get("rounds_profiled") or ())
+    flat = {new: fields_.pop(old) for old, new in _FLAT_ROUNDS.items() if old in fields_}
+    rounds = fields_.get("rounds")
+    rounds = dict(rounds) if isinstance(rounds, dict) else flat if flat.get("of") else None
+    fields_["rounds"] = None if rounds is None else RoundsRequest(
+        **{**rounds, "of": tuple(rounds.get("of") or ()),  # JSON has lists, the spec tuples
+           "profiled": tuple(rounds.get("profiled") or ())})
     script = fields_.get("script")
     if isinstance(script, dict):
         fields_["script"] = ScriptSpec(**{**script, "args": tuple(script.get("args") or ()),

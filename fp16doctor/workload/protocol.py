@@ -200,7 +200,7 @@ def window_steps(profile_steps, step_ms):
 def in_memory_batch_count(batch_size, height, width, steps=None):
     """How many batches the in-memory input (synthetic_input) keeps: eight when they fit in 1 GiB (so epoch
     boundaries stay rare in the timing), else four; never more than `steps` (None: no cap). The host's planner
-    prices making them (diagnose/budget.py)."""
+    prices making them (diagnose/rounds.py)."""
     batch_bytes = batch_size * height * width * 3 * 4
     count = 8 if 8 * batch_bytes <= 2 ** 30 else 4
     return count if steps is None else min(count, steps)

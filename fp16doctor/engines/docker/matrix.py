@@ -22,7 +22,7 @@ from fp16doctor.engines.docker.daemons import (
 from fp16doctor.engines.spec import RUN_TIMEOUT_S, RunSpec, with_slow_step_bound
 from fp16doctor.errors import DoctorError
 from fp16doctor.knowledge.gpus import gpu_has_bfloat16
-from fp16doctor.results import HOST_MACHINE
+from fp16doctor.results import HOST_MACHINE, Run
 from fp16doctor.stacks import StackSpec
 from fp16doctor.workload.paired import MIN_ROUNDS
 
@@ -67,15 +67,15 @@ class Matrix:
     def pin_measured_groups(self) -> None:
         """A group's missing precisions (--resume) and the experiments on a group go to the hardware its
         measured runs ran on."""
-        for run in self.sink.runs():
-            engine = run.get("engine") if isinstance(run.get("engine"), dict) else None
-            if run.get("status") != "ok" or not engine or engine.get("kind") != "docker":
+        for run in map(Run.of, self.sink.runs()):
+            engine = run.engine
+            if not run.ok or engine.get("kind") != "docker":
                 continue
             if engine.get("gpu_name"):
                 hardware = f"gpu:{engine['gpu_name']}"
             else:
                 hardware = f"cpu:{engine.get('name') or engine.get('docker_host')}"
-            group = pin_group(str(run.get("stack")), str(run.get("variant", "original")))
+            group = pin_group(run.stack, run.variant)
             self.pins.setdefault(group, hardware)
             self.pin_holders[group] = self.pin_holders.get(group, 0) + 1  # held for good
         # An experiment changes one thing of the runs it tests: it runs on their hardware, not another.

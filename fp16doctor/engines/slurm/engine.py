@@ -34,6 +34,7 @@ from fp16doctor.engines.slurm.job import GROUP_FILE, PROGRESS_FILE, slurm_rerun
 from fp16doctor.engines.slurm.options import SlurmOptions
 from fp16doctor.engines.spec import RunSpec, is_host_stack, spec_to_dict, with_slow_step_bound
 from fp16doctor.errors import DoctorError
+from fp16doctor.results import Run
 
 RUNNER_MODULE = "fp16doctor.engines.slurm.job"
 PACKAGE_DIR = Path(__file__).resolve().parents[2]  # fp16doctor/, staged whole for the nodes
@@ -441,14 +442,10 @@ def _pinned_node(group: list[RunSpec], runs: Iterable[dict[str, Any]]) -> str | 
     variants = (spec.variant, "original") if spec.experiment is not None else (spec.variant,)
     runs = list(runs)
     for variant in variants:
-        for run in runs:
-            engine = run.get("engine")
-            if not isinstance(engine, dict):
-                continue
-            if (run.get("status") == "ok" and run.get("stack") == spec.stack
-                    and run.get("variant", "original") == variant and engine.get("kind") == "slurm"
-                    and engine.get("node")):
-                return str(engine["node"])
+        for run in map(Run.of, runs):
+            if (run.ok and run.stack == spec.stack and run.variant == variant and run.engine.get("kind") == "slurm"
+                    and run.engine.get("node")):
+                return str(run.engine["node"])
     return None
 
 

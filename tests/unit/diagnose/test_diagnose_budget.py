@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 import sys
@@ -114,23 +113,6 @@ def test_a_run_cut_after_its_first_step_prices_its_experiment_at_the_prior_not_i
                                  + (12.0 - 3.0 - 1.4))
 
 
-def test_the_rounds_leave_the_planned_experiments_room_and_never_go_under_their_minimum() -> None:
-    """Cheapest evidence first: the experiments test the cause, more rounds only narrow an interval. Where the
-    budget binds, the rounds get what is left after their start-up and the experiments to come."""
-    from fp16doctor.diagnose.budget import rounds_budget_s
-    from fp16doctor.engines.rounds import FULL_ROUNDS_BUDGET_S, ROUNDS_MIN_BUDGET_S
-
-    runs: list[dict[str, Any]] = [
-        {"stack": "host", "precision": "float32", "variant": "original", "status": "ok", "first_step_ms": 800.0,
-         "step_time_ms": {"median": 120.0}, "timing": {"import_s": 3.0}}]
-    deadline = time.monotonic() + 60.0
-    free = rounds_budget_s(QUICK, "host", runs, deadline)
-    reserved = rounds_budget_s(QUICK, "host", runs, deadline, reserve_s=20.0)
-    assert free - reserved == pytest.approx(20.0, abs=0.5)
-    assert rounds_budget_s(QUICK, "host", runs, deadline, reserve_s=500.0) == ROUNDS_MIN_BUDGET_S
-    assert rounds_budget_s(FULL, "host", runs, deadline, reserve_s=500.0) == FULL_ROUNDS_BUDGET_S
-
-
 def test_the_smoke_size_keeps_a_budget_of_its_own() -> None:
     deadline = time.monotonic() + 1.0  # a second of the smoke budget left
     doc: dict[str, Any] = json.loads((XEON / "first-run.results.json").read_text())
@@ -185,87 +167,6 @@ def test_a_settings_rounds_are_priced_from_its_models_steps() -> None:
         experiment_cost_s(unit[1], runs))
 
 
-def test_a_precision_profiled_in_the_rounds_is_priced_at_float32s_figures() -> None:
-    """It has no run of its own to price it: a share of float32's first step beyond its step (the tracing: the
-    rounds process spreads its one-time work over building every model) and a step of its own, its warm-up, the
-    profiled window in the warm-up's call (its steps, the profiler's own cost) and its share of the minimum rounds
-    come out of the rounds' budget."""
-    from fp16doctor.diagnose.budget import ROUNDS_TRACING_SHARE, WINDOW_OVERHEAD_S, rounds_budget_s, rounds_warmup_steps
-
-    runs: list[dict[str, Any]] = [
-        {"stack": "host", "precision": "float32", "variant": "original", "status": "ok", "first_step_ms": 800.0,
-         "step_time_ms": {"median": 120.0}, "timing": {"import_s": 3.0}}]
-    deadline = time.monotonic() + 60.0
-    free = rounds_budget_s(QUICK, "host", runs, deadline)
-    with_bf16 = rounds_budget_s(QUICK, "host", runs, deadline, profiled=("mixed_bfloat16",))
-    block = 0.4 + 0.12  # a block aimed at 0.4 s, after its dropped step
-    tracing = ROUNDS_TRACING_SHARE * (0.8 - 0.12)
-    one = tracing + 0.12 + (rounds_warmup_steps(QUICK) + QUICK.profile_steps) * 0.12 + WINDOW_OVERHEAD_S \
-        + 4 * block
-    assert free - with_bf16 == pytest.approx(one, abs=0.05)
-    # float16 with no run of its own is priced at six times float32's step (its prior on a CPU without fp16, where
-    # oneDNN has AVX-512 for float32 or the CPU is not known).
-    with_f16 = rounds_budget_s(QUICK, "host", runs, deadline, profiled=("float16",))
-    step = 6 * 0.12
-    one = tracing + step + (rounds_warmup_steps(QUICK) + QUICK.profile_steps) * step + WINDOW_OVERHEAD_S \
-        + 4 * 2 * step
-    assert free - with_f16 == pytest.approx(one, abs=0.05)
-    # On an AVX2-only CPU float32's own step is slower and float16's prior smaller.
-    avx2 = [{**runs[0], "engine": {"cpu": {"flags": ["avx", "avx2", "f16c", "fma"]}}}]
-    with_f16_avx2 = rounds_budget_s(QUICK, "host", avx2, deadline, profiled=("float16",))
-    assert free - with_f16_avx2 < free - with_f16
-
-
-def _avx2_float32(scale: float) -> dict[str, Any]:
-    """The AVX2-only EPYC's float32 run of its own (docs/examples/cpu-epyc-avx2-quick), its times `scale` times."""
-    doc: dict[str, Any] = json.loads((EXAMPLES / "cpu-epyc-avx2-quick" / "results.json").read_text())
-    run = copy.deepcopy(next(r for r in doc["runs"] if r["precision"] == "float32" and r["variant"] == "original"))
-    run["first_step_ms"] *= scale
-    run["step_time_ms"]["median"] *= scale
-    run["wall_s"] *= scale
-    run["timing"]["import_s"] *= scale
-    return run
-
-
-# The AVX2 EPYC's prepare on a slow day (docs/benchmarks.md: 11.7-13.7 s); its float32 step that day against the
-# example's: 813-859 ms against 449 ms.
-AVX2_PREPARE_S = 13.7
-AVX2_SLOW_DAY = 859.0 / 448.894
-
-
-def test_on_the_avx2_epyc_the_rounds_minimum_fits_the_quick_budget_and_a_slow_day_is_said_first() -> None:
-    """Where float16 and mixed_float16 are profiled in the rounds alone (TensorFlow computes float16 in its own
-    kernels on an AVX2 EPYC), the rounds process's minimum after float32's own run fits what 90 s leave at that
-    machine's measured costs; on a day its steps ran at about half speed the planner says before the rounds how far
-    past the budget their minimum will end, with the step that makes it so."""
-    from fp16doctor.diagnose.budget import rounds_overrun_note, rounds_overrun_s
-
-    profiled = ("float16", "mixed_float16")
-    for scale in (1.0, AVX2_SLOW_DAY):
-        run = _avx2_float32(scale)
-        deadline = time.monotonic() - (AVX2_PREPARE_S + run["wall_s"]) + QUICK_BUDGET
-        over = rounds_overrun_s(QUICK, "host", [run], deadline, profiled)
-        note = rounds_overrun_note(QUICK, "host", [run], deadline, profiled)
-        if scale == 1.0:
-            assert over == 0.0 and note is None
-        else:
-            assert 10.0 < over < 40.0
-            assert note is not None and "past the 90 s quick budget" in note and "float32 steps in 859 ms" in note
-
-
-def test_the_rounds_end_leaves_what_attributing_this_machines_windows_takes() -> None:
-    """Each profiled window is priced at what float32's own window took to attribute here (profile.attribution_s),
-    at the prior before one was attributed."""
-    from fp16doctor.diagnose.budget import ATTRIBUTION_PER_WINDOW_S, attribution_per_window_s, rounds_end_s
-
-    run: dict[str, Any] = {"stack": "host", "precision": "float32", "variant": "original", "status": "ok",
-                           "profile": {"attribution_s": 2.5}}
-    assert attribution_per_window_s([run], "host") == 2.5
-    assert attribution_per_window_s([], "host") == ATTRIBUTION_PER_WINDOW_S
-    deadline = time.monotonic() + 60.0
-    assert rounds_end_s(deadline, 0.0, 0, 2.5) - rounds_end_s(deadline, 0.0, 3, 2.5) == pytest.approx(7.5, abs=0.05)
-
-
 def test_the_budgets_clock_starts_with_the_commands_own_process() -> None:
     """What a process did before the budget's clock is read (an interpreter's start-up, its imports; here a 0.3 s
     sleep) is counted, as the user's wall clock counts it."""
@@ -274,20 +175,3 @@ def test_the_budgets_clock_starts_with_the_commands_own_process() -> None:
             "print(now - command_started())")
     age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert 0.25 < age < 30.0
-
-
-def test_a_second_rounds_process_is_priced_without_windows_and_only_where_both_minimums_fit() -> None:
-    """Its import, each model's first step and warm-up and the minimum rounds, no profiled window (the first process
-    made them), and its exit; where the budget cannot hold both processes' minimum beside the experiments, none."""
-    from fp16doctor.diagnose.budget import AFTER_ROUNDS_S, repeat_fits, rounds_overrun_s
-
-    runs: list[dict[str, Any]] = [
-        {"stack": "host", "precision": "float32", "variant": "original", "status": "ok", "first_step_ms": 800.0,
-         "step_time_ms": {"median": 120.0}, "timing": {"import_s": 10.0}}]
-    roomy = time.monotonic() + 80.0
-    cost = repeat_fits(QUICK, "host", runs, roomy, 0.0, ("mixed_bfloat16",))
-    assert cost is not None and cost > 10.0 + AFTER_ROUNDS_S  # the import at least
-    with_windows = rounds_overrun_s(QUICK, "host", runs, 0.0, ("mixed_bfloat16",)) - time.monotonic()
-    assert cost < with_windows  # the first process's minimum, its windows and their attribution included
-    assert repeat_fits(QUICK, "host", runs, roomy, 80.0 - cost, ("mixed_bfloat16",)) is None  # the experiments first
-    assert repeat_fits(QUICK, "host", runs, None, 0.0) is None  # no budget binds: one process

@@ -126,7 +126,7 @@ def test_with_a_gpu_diagnose_runs_the_full_size_on_it(tmp_path: Path, gpu_host) 
         "float32", "float16", "mixed_float16", "mixed_bfloat16", "float32+synthetic_input", "float16+synthetic_input",
         "mixed_float16+synthetic_input", "mixed_bfloat16+synthetic_input")
     assert rounds["spec"].rounds_profiled == rounds["spec"].rounds_of[1:]
-    assert rounds["spec"].rounds_end_s is not None and rounds["gpu_index"] == 0
+    assert rounds["spec"].rounds.end_s is not None and rounds["gpu_index"] == 0
     controls = [r for r in ok if r["variant"] == "synthetic_input"]
     assert len(controls) == 4 and all(r["timed_by"] == "interleaved_rounds" for r in controls)
     # mixed_float16 left the rounds (its warm-up failed there): it ran in a process of its own after them.

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from fp16doctor.analysis import diagnose_document
-from fp16doctor.diagnose import budget
-from fp16doctor.diagnose.budget import ProcessExperiment
+from fp16doctor.diagnose import rounds
 from fp16doctor.diagnose.replay import own_process_runs, replay
+from fp16doctor.diagnose.rounds import ProcessExperiment
 from fp16doctor.engines.spec import FULL, GPU_WALL_BUDGET_S, MIN_ROUNDS, RunSpec, on_gpu
 
 H200 = Path(__file__).parents[3] / "docs" / "examples" / "gpu-h200-keras-torch-full" / "results.json"
@@ -84,8 +84,8 @@ def test_the_pricing_matches_the_recorded_rounds_process(doc: dict[str, Any]) ->
                RunSpec("host", "float16", "float32_batches", size),
                *(RunSpec("host", p, "channels_padded", size) for p in ("float16", "mixed_float16", "mixed_bfloat16")))
     recorded = doc["timing_rounds"][0]
-    one_round = budget._round_s(runs, "host", (), changed)
-    startup = budget._rounds_process_s(runs, "host", size, (), changed, minimum=True) - MIN_ROUNDS * one_round
+    one_round = rounds.round_s(runs, "host", (), changed)
+    startup = rounds.rounds_process_s(runs, "host", size, (), changed, minimum=True) - MIN_ROUNDS * one_round
     priced = startup + len(recorded["order"]) * one_round
     assert priced == pytest.approx(recorded["wall_s"], rel=0.15)
 

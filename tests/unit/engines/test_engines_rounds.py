@@ -1,4 +1,5 @@
-"""Interleaved rounds: which precisions are timed together, and how their rounds enter the runs they time."""
+"""How an interleaved rounds process's record enters the runs it timed (engines/rounds.py), from the rounds the phase
+plans (diagnose/rounds.py, tested in tests/unit/diagnose/test_diagnose_rounds.py)."""
 
 from __future__ import annotations
 
@@ -6,37 +7,14 @@ from typing import Any
 
 import pytest
 
-from fp16doctor.engines.rounds import (
-    AA_CONTROL,
-    mark_left_out,
-    merge_rounds,
-    rounds_plan,
-    take_experiment_rounds,
-    take_rounds,
-)
-from fp16doctor.engines.spec import FULL, QUICK, RunSpec
+from fp16doctor.diagnose.rounds import rounds_plan
+from fp16doctor.engines.rounds import AA_CONTROL, merge_rounds, take_experiment_rounds, take_rounds
+from fp16doctor.engines.spec import FULL, QUICK, RoundsRequest, RunSpec
 
 
 def run(precision: str, ms: float, **extra: Any) -> dict[str, Any]:
     return {"stack": "host", "precision": precision, "variant": "original", "status": "ok",
             "step_time_ms": {"median": ms, "p10": ms * 0.9, "p90": ms * 1.1, "n": 5}, **extra}
-
-
-def test_every_unbound_precision_with_float32_first_and_the_rest_said() -> None:
-    runs = [run("float32", 450), run("float16", 1000), run("mixed_float16", 24000.0),
-            run("mixed_bfloat16", 20000.0, bound=True), run("float32", 400, variant="synthetic_input"),
-            run("float16", 600, variant="onednn_off", experiment={"changes": {}})]
-    plan = rounds_plan(runs, "host", QUICK)
-    spec, notes = plan.spec, plan.messages()
-    # float32's in-memory control beside it, as a configuration of its own; another setting's run is not here.
-    assert spec is not None and spec.rounds_of == ("float32", "float16", "float32+synthetic_input")
-    assert "--rounds-of" in spec.workload_args()
-    assert any(n.startswith("mixed_float16 left out") and "own process" in n for n in notes)
-    assert any(n.startswith("mixed_bfloat16 left out") and "slow-step bound" in n for n in notes)
-    # ... and each left-out run says so in the document, the experiment and the other variant untouched.
-    assert mark_left_out(runs, "host", plan) and not mark_left_out(runs, "host", plan)
-    assert "slow-step bound" in runs[3]["rounds_left_out"] and "own process" in runs[2]["rounds_left_out"]
-    assert not any("rounds_left_out" in r for r in (runs[0], runs[1], runs[4], runs[5]))
 
 
 def test_a_change_to_a_model_that_ran_on_its_own_is_timed_beside_its_precision_and_keeps_its_own_figures() -> None:
@@ -64,41 +42,6 @@ def test_a_change_to_a_model_that_ran_on_its_own_is_timed_beside_its_precision_a
     fresh = [run("float32", 450), run("float16", 1000), run("float32", 300, variant="xla")]
     script = rounds_plan(fresh, "host", QUICK, builds_changes=False)
     assert script.spec is not None and script.spec.rounds_of == ("float32", "float16")
-
-
-def test_a_group_whose_16_bit_runs_were_all_cut_has_no_rounds_and_says_why() -> None:
-    """On a CPU where float16 is pathological (oneDNN's reference kernels), every 16-bit run is cut by the bound:
-    nothing is left to pair with float32, and each cut run keeps why it has no rounds (float32's input control
-    alone is no reason for a rounds process)."""
-    runs = [run("float32", 150), run("float16", 24500.0, bound=True), run("mixed_float16", 23800.0, bound=True),
-            run("float32", 120, variant="synthetic_input")]
-    plan = rounds_plan(runs, "host", QUICK)
-    assert plan.spec is None
-    assert sorted(plan.left_out) == ["float16", "mixed_float16"]
-    assert mark_left_out(runs, "host", plan)
-    assert all("slow-step bound" in r["rounds_left_out"] for r in runs[1:3]) and "rounds_left_out" not in runs[3]
-
-
-def test_a_run_cut_after_its_first_step_is_left_out_of_the_rounds_like_any_cut_run() -> None:
-    # The first-step bound: float16's one step is its first (27.6 s, tracing included), no steady step to pair.
-    first = run("float16", 27600.0, bound=True, bound_on="first_step", first_step_ms=27600.0,
-                warmup_step_ms=[27600.0], stop_reason="slow_step_bound")
-    runs = [run("float32", 150), first, run("mixed_bfloat16", 160)]
-    plan = rounds_plan(runs, "host", QUICK)
-    assert plan.spec is not None and plan.spec.rounds_of == ("float32", "mixed_bfloat16")
-    assert mark_left_out(runs, "host", plan) and "slow-step bound" in first["rounds_left_out"]
-
-
-def test_no_rounds_without_a_float32_to_pair_with_or_a_second_precision() -> None:
-    assert rounds_plan([run("float16", 100)], "host", QUICK).spec is None
-    assert rounds_plan([run("float32", 100), run("float16", 100, status="failed")], "host", QUICK).spec is None
-
-
-def test_rounds_already_in_the_file_are_not_run_again() -> None:
-    timed = {"median": 100, "rounds": [100, 101, 99], "design": "interleaved"}
-    runs = [run("float32", 100, step_time_ms=timed), run("float16", 200, step_time_ms={**timed, "median": 200})]
-    assert rounds_plan(runs, "host", QUICK).messages() == []
-    assert rounds_plan(runs, "host", QUICK).spec is None
 
 
 def test_merge_puts_the_rounds_in_their_runs_and_keeps_the_single_process_figures() -> None:
@@ -145,9 +88,9 @@ def test_a_scripts_rounds_run_the_script_runner_with_the_rounds_and_no_profile_o
     from fp16doctor.engines.spec import ScriptSpec, script_runner_args
 
     spec = rounds_plan([run("float32", 10), run("float16", 12)], "host", QUICK).spec
-    assert spec is not None
+    assert spec is not None and spec.rounds is not None
     script = ScriptSpec("/home/u/train.py", ("--epochs", "3"), log_dir="/out/logs")
-    spec = replace(spec, script=script, rounds_budget_s=30.0)
+    spec = replace(spec, script=script, rounds=replace(spec.rounds, budget_s=30.0))
     args = script_runner_args(spec, "/scratch/work", "/out/logs/x.log")
     cut = args.index("--")
     assert args[cut:] == ["--", "/home/u/train.py", "--epochs", "3"]  # the script's own arguments stay last
@@ -161,12 +104,13 @@ def test_a_scripts_rounds_run_the_script_runner_with_the_rounds_and_no_profile_o
 
 
 def test_the_rounds_budget_counts_what_a_script_does_before_training_once_per_model() -> None:
-    from fp16doctor.diagnose.budget import _script_setup_s
+    from fp16doctor.diagnose.budget import script_setup_s
+    from fp16doctor.results import Run
 
     script_run = run("float32", 10, workload={"name": "script"}, timing={"import_s": 2.0, "script_s": 6.5},
                      first_step_ms=500.0, warmup_step_ms=[500.0, 20.0], step_ms_all=[10.0] * 96)
-    assert _script_setup_s(script_run) == pytest.approx(6.5 - 2.0 - (500 + 20 + 960) / 1000)
-    assert _script_setup_s(run("float32", 10, timing={"import_s": 2.0})) == 0.0  # the built-in workload
+    assert script_setup_s(Run.of(script_run)) == pytest.approx(6.5 - 2.0 - (500 + 20 + 960) / 1000)
+    assert script_setup_s(Run.of(run("float32", 10, timing={"import_s": 2.0}))) == 0.0  # the built-in workload
 
 
 def test_a_process_setting_gets_rounds_of_its_own_and_they_touch_only_its_runs() -> None:
@@ -240,15 +184,6 @@ def test_rounds_timed_again_keep_the_runs_own_process_figures() -> None:
     assert step["single_process"] == pytest.approx({"median": 450, "p10": 405.0, "p90": 495.0, "n": 5})
 
 
-def test_a_precision_with_no_run_of_its_own_joins_the_rounds_and_is_profiled_there() -> None:
-    plan = rounds_plan([run("float32", 200), run("float16", 950)], "host", QUICK, profiled=("mixed_bfloat16",))
-    assert plan.spec is not None and plan.spec.rounds_of == ("float32", "float16", "mixed_bfloat16")
-    assert plan.spec.rounds_profiled == ("mixed_bfloat16",)
-    assert plan.spec.workload_args()[-2:] == ["--profile-rounds", "mixed_bfloat16"]
-    # Without float32 to pair with there are no rounds: the caller runs it on its own instead.
-    assert rounds_plan([run("float16", 950)], "host", QUICK, profiled=("mixed_bfloat16",)).spec is None
-
-
 def test_the_original_rounds_make_the_record_of_a_precision_they_profiled() -> None:
     """Its steps from the rounds, its window's ops, model and input from the rounds process; the runs with a
     process of their own get the rounds as before, and a made record is never merged again as if it had one."""
@@ -289,12 +224,13 @@ def test_a_rounds_process_profiling_precisions_takes_float32s_bound_for_their_wa
     from fp16doctor.engines.spec import with_slow_step_bound
 
     runs = [run("float32", 200, first_step_ms=1500.0)]
-    spec = RunSpec("host", "float32", "original", QUICK, rounds_of=("float32", "float16"),
-                   rounds_profiled=("float16",))
+    spec = RunSpec("host", "float32", "original", QUICK,
+                   rounds=RoundsRequest(("float32", "float16"), profiled=("float16",)))
     bounded = with_slow_step_bound(spec, runs)
     assert (bounded.reference_ms, bounded.reference_first_step_ms) == (200, 1500.0)
     assert "--bound-ms" in bounded.workload_args() and "--first-bound-ms" in bounded.workload_args()
-    plain = replace(spec, rounds_profiled=())  # every precision had a run of its own: nothing to bound
+    # Every precision had a run of its own: nothing to bound.
+    plain = replace(spec, rounds=RoundsRequest(("float32", "float16")))
     assert with_slow_step_bound(plain, runs) == plain
 
 

@@ -14,7 +14,8 @@ import pytest
 
 from fp16doctor.diagnose import BASE_PRECISIONS, DiagnoseOptions, plan_runs
 from fp16doctor.diagnose.prepare import Prepared
-from fp16doctor.diagnose.run import time_in_rounds
+from fp16doctor.diagnose.rounds import time_in_rounds
+from fp16doctor.diagnose.run import experiments_coming
 from fp16doctor.diagnose.sink import DocumentSink
 from fp16doctor.engines.base import EngineSetup, base_run_record
 from fp16doctor.engines.docker import build, sdk
@@ -245,7 +246,7 @@ def run_stack_specs(specs: list[RunSpec], host: dict[str, Any], options: Diagnos
                         stacks=list(dict.fromkeys(s.stack for s in specs)), data_dir=None, script=None, backend=None,
                         doc=writer.doc, results_path=writer.path, specs=specs, todo=specs, router=router,
                         progress=progress)
-    time_in_rounds(prepared, writer)
+    time_in_rounds(prepared, writer, experiments_coming(prepared, writer.doc))
     writer.doc.update(engine.describe())
     writer.save()
     return engine.findings()

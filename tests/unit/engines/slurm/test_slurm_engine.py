@@ -18,7 +18,14 @@ from fp16doctor.engines.slurm.engine import SlurmEngine
 from fp16doctor.engines.slurm.job import allocated_gpus, job_id_from_env
 from fp16doctor.engines.slurm.options import SlurmOptions
 from fp16doctor.engines.slurm.tools import JobState
-from fp16doctor.engines.spec import QUICK, RunSpec, comparison_groups, spec_from_dict, spec_to_dict
+from fp16doctor.engines.spec import (
+    QUICK,
+    RoundsRequest,
+    RunSpec,
+    comparison_groups,
+    spec_from_dict,
+    spec_to_dict,
+)
 from fp16doctor.errors import DoctorError
 
 RECORDED = Path(__file__).resolve().parents[3] / "data" / "recordings" / "slurm"
@@ -138,6 +145,21 @@ def test_a_spec_travels_to_the_job_as_json_and_back() -> None:
     spec = RunSpec("host", "float16", "original", QUICK, reference_ms=120.0, reference_first_step_ms=900.0,
                    experiment={"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}}, "tests": None})
     assert spec_from_dict(json.loads(json.dumps(spec_to_dict(spec)))) == spec
+
+
+def test_a_rounds_spec_travels_as_one_field_and_a_job_file_written_with_flat_rounds_keys_still_reads() -> None:
+    rounds = RoundsRequest(("float32", "float16", "float32+synthetic_input"), profiled=("float16",), budget_s=5.0,
+                           end_s=41.5)
+    spec = RunSpec("host", "float32", "original", QUICK, rounds=rounds)
+    data = json.loads(json.dumps(spec_to_dict(spec)))
+    assert data["rounds"]["of"] == list(rounds.of) and "rounds_of" not in data
+    assert spec_from_dict(data) == spec and spec_from_dict(data).rounds_args() == spec.rounds_args()
+    flat = {k: v for k, v in data.items() if k != "rounds"}
+    old = {**flat, "rounds_of": list(rounds.of), "rounds_profiled": ["float16"], "rounds_budget_s": 5.0,
+           "rounds_end_s": 41.5}
+    assert spec_from_dict(old) == spec
+    plain = {**flat, "rounds_of": [], "rounds_profiled": [], "rounds_budget_s": None, "rounds_end_s": None}
+    assert spec_from_dict(plain).rounds is None and spec_from_dict(plain).rounds_args() == []
 
 
 def test_comparison_groups_keep_a_stack_and_variant_together_float32_first() -> None:
