@@ -362,7 +362,7 @@ def _batch_s(precision: str, fp32: Run) -> float:
     """The host's time to make one batch of this precision, from float32's own run's (input_time_ms)."""
     measured = fp32.input_median_ms
     batch_s = measured / 1000.0 if measured is not None and measured > 0 else 0.0
-    return batch_s * (HOST_FLOAT16_BATCH_PRIOR if precision == "float16" else 1.0)
+    return batch_s * (HOST_FLOAT16_BATCH_PRIOR if protocol.is_pure(precision, protocol.FP16) else 1.0)
 
 
 def _gpu_step_s(label: str, fp32: Run) -> float:
