@@ -279,10 +279,11 @@ def take_experiment_rounds(doc: dict[str, Any], record: Mapping[str, Any],
     the experiments then need processes of their own) and what is kept of it into `timing_rounds`; with the notes
     to show."""
     group, setting = len(doc.get("timing_rounds") or []), record.get("variant", "original")
+    of = "" if setting == "original" else f" of {setting}"  # another backend's rounds run the original setting
     if record.get("status") == "skipped":  # the setting cannot apply here (the workload says why): nor can its runs
         return [{**_made_record(record, spec, "skipped"), "error": record.get("error")} for spec in specs], []
     if record.get("status") != "ok" or not isinstance(record.get("rounds"), Mapping):
-        return None, [f"interleaved rounds of {setting} failed ({record.get('error', 'no result')})"]
+        return None, [f"interleaved rounds{of} failed ({record.get('error', 'no result')})"]
     records = experiment_records(record, specs, doc["runs"], group)
     doc.setdefault("timing_rounds", []).append(_kept(doc["runs"], record, group))
-    return records, [f"interleaved rounds of {setting}: {rounds_done_words(record)}"]
+    return records, [f"interleaved rounds{of}: {rounds_done_words(record)}"]
