@@ -142,6 +142,13 @@ def _prescriptions(view: ReportView) -> list[str]:
     out: list[str] = []
     for p in view.prescriptions:
         out.append(f"**Prescription:** {md_text(p.headline)}")
+        for i, change in enumerate(p.changes):  # measured changes beyond a precision, largest first
+            out.append(f"{'First' if i == 0 else 'Also'}: {md_text(change.words)}"
+                       + "".join(f"; in memory, {md_text(m)}" for m in change.in_memory))
+            if change.how:
+                out.append(f"How: {md_code(change.how)}")
+            if change.cost:
+                out.append(f"What it costs: {md_text(change.cost)}")
         if p.how:
             out.append(f"How: {md_code(p.how)}")
         if p.measured:  # the table the prescription was chosen from, as the HTML and the terminal list it

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import io
+import json
 import sys
 from pathlib import Path
 
@@ -93,3 +94,19 @@ def test_caveats_and_the_runs_table_read_the_same_in_every_output() -> None:
         assert reduced.versus_fp32 in flat, (name, reduced.versus_fp32)
         for caveat in [c for comparison in diagnosis.comparisons for c in comparison.caveats]:
             assert caveat in flat, (name, caveat)
+
+
+def test_a_backend_change_is_said_with_its_command_and_cost_in_every_output() -> None:
+    from test_analysis_backends import EXAMPLE, _jax_runs
+
+    doc = json.loads((EXAMPLE / "results.json").read_text(encoding="utf-8"))
+    for key in ("findings", "verdicts", "prescriptions", "stack_comparisons"):
+        doc.pop(key, None)
+    torch_fp32 = next(r for r in doc["runs"] if r["stack"] == "host" and r["precision"] == "float32"
+                      and r["variant"] == "synthetic_input" and not r.get("experiment"))
+    doc["runs"] += _jax_runs(torch_fp32)
+    change = next(c for p in diagnose_document(doc).prescriptions for c in p["user_changes"] if c["kind"] == "backend")
+    for name, text in _everywhere(doc).items():
+        flat = " ".join(text.split())
+        assert "backend jax:" in flat and "KERAS_BACKEND=jax" in flat, name
+        assert change["cost"].split(":")[0] in flat, name
