@@ -175,6 +175,11 @@ def _not_applying(cls: type[EngineOptions], opt: EngineOption, rule: str, select
     raise ValueError(rule)
 
 
+def per_stack_options() -> tuple[str, ...]:
+    """The engines' options whose values each make a stack (engines/options.EngineOptions.per_stack)."""
+    return tuple(flag for cls in option_table.ENGINE_OPTIONS for flag in cls.per_stack)
+
+
 def stack_only_options() -> tuple[str, ...]:
     """The engines' options that apply only with --stack (diagnose refuses them without one)."""
     return tuple(o.flag for cls, o in engine_options() if cls.stacks_only is not None or o.needs_stack)

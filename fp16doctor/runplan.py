@@ -60,7 +60,8 @@ def _images(options: DiagnoseOptions, todo: list[RunSpec]) -> tuple[str, ...]:
     return tuple(tags)
 
 
-def _estimate(routed: list[tuple[Engine, list[RunSpec]]], size: WorkloadSize) -> str:
+def _estimate(routed: list[tuple[Engine, list[RunSpec]]], size: WorkloadSize, in_rounds: tuple[RunSpec, ...] = ()
+              ) -> str:
     parts: list[str] = []
     for engine, cells in routed:
         per_run = IMPORT_PRIOR_S + size.max_measure_s
@@ -71,12 +72,13 @@ def _estimate(routed: list[tuple[Engine, list[RunSpec]]], size: WorkloadSize) ->
                          f"{' on a GPU' if size.gpu else ''}, which the interleaved rounds fill{sooner} (where this "
                          "machine's steps make their minimum end past it, diagnose says so before they start)")
             if size.gpu:
-                parts.append(f"within it: float32 in a process of its own, then one rounds process that times and "
-                             f"profiles the other precisions and the in-memory controls beside it (at least "
+                alone = [s.label for s in cells if s not in in_rounds]
+                rounds = (f"one rounds process that times and profiles {', '.join(s.rounds_label for s in in_rounds)} "
+                          "beside them" if in_rounds else "one rounds process that times them again together")
+                parts.append(f"within it: {', '.join(alone)} in a process of its own each, then {rounds} (at least "
                              f"{MIN_ROUNDS} rounds), then the experiments, each priced from this machine's steps "
                              "before it runs and kept only where it fits what is left (the rest said with the command "
-                             "that runs it); an experiment in a process of its own on another backend is priced "
-                             "beside the budget")
+                             "that runs it)")
         elif engine.runs_here and not engine.queued:
             parts.append(f"at most about {(len(cells) * per_run + FULL_ROUNDS_BUDGET_S) / 60:.0f} min for this host's "
                          f"{len(cells)} run(s) (each stops measuring after {size.max_measure_s:.0f} s; the rounds take "
@@ -90,7 +92,8 @@ def _estimate(routed: list[tuple[Engine, list[RunSpec]]], size: WorkloadSize) ->
 
 
 def describe_plan(todo: list[RunSpec], kept: int, size: WorkloadSize, options: DiagnoseOptions,
-                  results_path: Path, router: Router, backend_trials: tuple[str, ...] = ()) -> DiagnosePlan:
+                  results_path: Path, router: Router, backend_trials: tuple[str, ...] = (),
+                  in_rounds: tuple[RunSpec, ...] = ()) -> DiagnosePlan:
     notes: list[str] = []
     if backend_trials:
         per_backend = IMPORT_PRIOR_S + stack_rounds_budget_s(size)
@@ -106,4 +109,4 @@ def describe_plan(todo: list[RunSpec], kept: int, size: WorkloadSize, options: D
     routed = router.route(todo)
     where = tuple(line for engine, _ in routed for line in engine.where())
     return DiagnosePlan(size.name, tuple(s.label for s in todo), kept, where, _images(options, todo),
-                        _estimate(routed, size), str(results_path), tuple(notes))
+                        _estimate(routed, size, in_rounds), str(results_path), tuple(notes))

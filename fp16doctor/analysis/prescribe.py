@@ -40,7 +40,7 @@ from fp16doctor.analysis.values import (
     fmt_signed_ms,
     round_ratio,
 )
-from fp16doctor.invocation import check_diagnose_argv, stack_only_options
+from fp16doctor.invocation import check_diagnose_argv, per_stack_options, stack_only_options
 from fp16doctor.knowledge.frameworks import has_feature
 from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.redaction import redact_secrets
@@ -229,10 +229,16 @@ def _targeting(ctx: Context, run: RunView) -> list[str]:
     narrowed to the run's own stack."""
     invocation = as_mapping(ctx.doc.get("invocation"))
     argv = [str(a) for a in as_list(invocation.get("argv"))]
-    host = run.stack == "host"
+    runs = as_list(ctx.doc.get("runs"))
+    raw = as_mapping(runs[run.index]) if run.index < len(runs) else {}
+    rerun = rerun_options(raw)
+    # This host's Python on another Keras backend (host-jax) runs again with its engine's own option (--backend
+    # jax), which every option that makes a stack of its own gives way to.
+    own = [] if run.stack == "host" else rerun
+    host = run.stack == "host" or (bool(own) and "--stack" not in own)
     if argv:
         # What targets stacks' containers (--docker-host, --runtime): a command for the host's own Python keeps none.
-        dropped = _DROPPED + (stack_only_options() if host else ())
+        dropped = _DROPPED + per_stack_options() + (stack_only_options() if host else ())
         kept, skip_next = [], False
         for arg in argv[2:] if argv[1:2] == ["diagnose"] else argv[1:]:
             if skip_next:
@@ -244,11 +250,10 @@ def _targeting(ctx: Context, run: RunView) -> list[str]:
             if arg.startswith(tuple(f"{flag}=" for flag in dropped)) or arg in _DROPPED_ALONE:
                 continue
             kept.append(arg)
-        return ([] if host else ["--stack", run.stack, "--no-host"]) + kept
-    raw = as_mapping(as_list(ctx.doc.get("runs"))[run.index]) if run.index < len(as_list(ctx.doc.get("runs"))) else {}
+        return (own if host else ["--stack", run.stack, "--no-host"]) + kept
     workload = as_mapping(raw.get("workload"))
     script = ["--script", as_str(workload.get("script")) or "train.py"] if workload.get("name") == "script" else []
-    return [*rerun_options(raw), *script]  # how its engine runs there again (results.rerun_options)
+    return [*rerun, *script]  # how its engine runs there again (results.rerun_options)
 
 
 # A stack name a command line can carry as written (a hand-written document may name a stack anything).

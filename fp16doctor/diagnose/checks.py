@@ -108,7 +108,7 @@ def host_keras(host: dict[str, Any]) -> tuple[bool, str | None]:
     usable = works("keras") or works("tf_keras") or works("tensorflow")
     backend = os.environ.get("KERAS_BACKEND") or keras.get("backend")
     if _major(keras.get("version")) >= 3:
-        installed = [name for name in ("tensorflow", "jax", "torch") if works(name)]
+        installed = [name for name in KERAS3_BACKENDS if works(name)]
         if backend not in installed and installed:
             # Keras 3 defaults to TensorFlow; fall back to whichever backend is really installed.
             backend = installed[0]
@@ -129,17 +129,22 @@ KERAS2_MODULES = (("scipy", "SciPy", "scipy"),)
 
 
 def check_backends(host: dict[str, Any], backends: list[str]) -> None:
-    """Each --backend asked for is a Keras 3 backend this Python has: Keras 2 and tf_keras run on TensorFlow only."""
+    """Each --backend asked for is a Keras 3 backend this Python has working (the probe's `keras_backends`; Keras 2
+    and tf_keras run on TensorFlow only): what the machine lacks, exit 1, before anything runs."""
     keras = (host.get("frameworks") or {}).get("keras") or {}
     python = (host.get("python") or {}).get("executable") or "the target Python"
     if _major(keras.get("version")) < 3 or keras.get("error"):
         raise DoctorError(f"--backend needs Keras 3, and {python} has "
                           + (f"Keras {keras.get('version')}" if keras.get("version") else "none"),
-                          exit_code=EXIT_USAGE, hint=f"{python} -m pip install 'keras>=3', or drop --backend")
+                          hint=f"{python} -m pip install 'keras>=3', or drop --backend")
+    probed = {str(b.get("name")): b for b in host.get("keras_backends") or [] if isinstance(b, dict)}
     frameworks = host.get("frameworks") or {}
     for name in backends:
-        if not frameworks.get(name):
-            raise DoctorError(f"--backend {name}: {python} does not have {name}", exit_code=EXIT_USAGE,
+        entry = probed.get(name) if "keras_backends" in host else (
+            {"works": True} if frameworks.get(name) else None)
+        if entry is None or not entry.get("works"):
+            why = f"does not have {name}" if entry is None else f"has a broken {name} ({entry.get('error')})"
+            raise DoctorError(f"--backend {name}: {python} {why}",
                               hint=f"{python} -m pip install {'tensorflow-cpu' if name == 'tensorflow' else name}, "
                                    f"or drop --backend {name}")
 

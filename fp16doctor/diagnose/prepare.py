@@ -99,8 +99,10 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
     # The default size: full where the host's cells get GPUs (this host's, or a Slurm job's --gres), else quick.
     host_engine = router.engine(router.engine_class(RunSpec(HOST_STACK, "float32", "original", SIZES["quick"])))
     size = SIZES[options.size or ("full" if host_engine.has_gpus() else "quick")]
-    if options.include_host and typed.runs_here and host.get("gpus"):
-        size = on_gpu(size)  # the host's runs go to this machine's GPU: the full size's GPU budget binds them
+    if options.include_host and typed.runs_here and host.get("gpus") and not options.stacks:
+        # The host's runs go to this machine's GPU: the full size's GPU budget binds them. One size serves every
+        # stack of an invocation, and a pinned stack's containers keep the full size's own measuring and rounds.
+        size = on_gpu(size)
     # The engines these stacks need, checked before anything is created: an unreachable --docker-host stops
     # diagnose here, not after the host's runs.
     router.check(RunSpec(stack, "float32", "original", size) for stack in stacks)

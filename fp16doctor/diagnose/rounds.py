@@ -29,6 +29,7 @@ from fp16doctor.diagnose.sink import DocumentSink
 from fp16doctor.engines.rounds import (
     FULL_ROUNDS_BUDGET_S,
     ROUNDS_MIN_BUDGET_S,
+    failed_records,
     stack_rounds_budget_s,
     take_experiment_rounds,
     take_rounds,
@@ -554,6 +555,8 @@ class RoundsSink(DocumentSink):
         made, notes = take_experiment_rounds(self.writer.doc, record, self.creates)
         for note in notes:
             self.progress.note(prefix + note)
+        if made is None and self.makes_all:  # nothing else times them: each is a failed run, with the error
+            made = failed_records(record, self.creates)
         self._add(made)
 
 

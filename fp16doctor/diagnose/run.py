@@ -45,7 +45,8 @@ def plan_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnosePlan:
 
     prepared = prepare(replace(options, plan=True), progress)
     return describe_plan(prepared.todo, len(prepared.specs) - len(prepared.todo), prepared.size, options,
-                         prepared.results_path, prepared.router, tuple(prepared.backend_trials))
+                         prepared.results_path, prepared.router, tuple(prepared.backend_trials),
+                         tuple(_profiled_in_rounds(prepared)))
 
 
 def run_diagnose(options: DiagnoseOptions, progress: Progress) -> DiagnoseOutcome:

@@ -68,6 +68,9 @@ class EngineOptions:
     unselected: ClassVar[Said | None] = None  # said of its option given without its selector
     exclusive: ClassVar[Said | None] = None  # selected, it runs every cell: said of another engine's option
     stacks_only: ClassVar[Said | None] = None  # it runs only pinned stacks: said of its option without --stack
+    # Its options whose values each make a stack of their own (--backend jax: host-jax): a command for one stack
+    # keeps none of them, and takes that stack's own from its runs' engine (`engine.rerun`).
+    per_stack: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def declared(cls) -> tuple[EngineOption, ...]:

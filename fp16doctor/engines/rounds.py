@@ -273,6 +273,13 @@ def experiment_records(record: Mapping[str, Any], specs: list[RunSpec], runs: li
     return made
 
 
+def failed_records(record: Mapping[str, Any], specs: list[RunSpec]) -> list[dict[str, Any]]:
+    """The records of configurations whose only timing was a rounds process that failed (another Keras backend's:
+    no run of their own to fall back on), each with the process's error."""
+    error = str(record.get("error") or "the interleaved rounds process failed")
+    return [{**_made_record(record, spec, "failed"), "stack": spec.stack, "error": error} for spec in specs]
+
+
 def take_experiment_rounds(doc: dict[str, Any], record: Mapping[str, Any],
                            specs: list[RunSpec]) -> tuple[list[dict[str, Any]] | None, list[str]]:
     """An experiment setting's rounds process into the document: the records it makes (None where it failed, and

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fp16doctor.errors import DoctorError
+from fp16doctor.workload.protocol import KERAS3_BACKENDS
 
 # Pillow and SciPy too: the workload cannot run without them (see diagnose's check before any run).
 FRAMEWORKS = ("numpy", "tensorflow", "keras", "tf_keras", "jax", "torch", "pillow", "scipy")
@@ -196,9 +197,6 @@ def read_keras_config(env: Mapping[str, str] | None = None, home: str | None = N
     }
 
 
-# The frameworks Keras 3 runs on, by KERAS_BACKEND's names (keras/src/backend/config.py).
-KERAS3_BACKEND_FRAMEWORKS = ("tensorflow", "jax", "torch")
-
 
 def _sees_gpu(name: str, info: Mapping[str, Any]) -> bool:
     """Whether a framework's own answer says it has a GPU: TensorFlow's visible devices, JAX's default platform
@@ -218,7 +216,7 @@ def keras_backends(frameworks: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not version.split(".")[0].isdigit() or int(version.split(".")[0]) < 3 or keras.get("error"):
         return []
     found = []
-    for name in KERAS3_BACKEND_FRAMEWORKS:
+    for name in KERAS3_BACKENDS:
         info = frameworks.get(name)
         if not isinstance(info, Mapping):
             continue

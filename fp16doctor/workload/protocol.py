@@ -147,8 +147,12 @@ def keras_json_floatx(name):
 
 def keras_takes(name, keras_major, dtype_policy_api):
     # type: (str, int, bool) -> bool
-    """Whether a Keras of this major version, with or without a dtype-policy API, can run the precision."""
-    needs = PRECISION_OF[name].keras
+    """Whether a Keras of this major version, with or without a dtype-policy API, can run the precision; a name the
+    table does not know (a policy the process started with, "float64") has no rule of ours to break."""
+    p = precision_of(name)
+    if p is None:
+        return True
+    needs = p.keras
     if needs == DTYPE_POLICY_API:
         return bool(dtype_policy_api)
     if needs == KERAS_3:

@@ -42,7 +42,7 @@ def _rounded(value):
 def widest_ratio(configs):
     """The widest relative half-width of every configuration's ratio against float32 (its A/A control's
     included); None where float32 is not among them or a ratio has no interval yet."""
-    reference = next((c for c in configs if c.label == "float32"), None)
+    reference = next((c for c in configs if c.label == reference_label([c.label for c in configs])), None)
     if reference is None or len(configs) < 2:
         return None
     widths = [ratio_half_width(reference.rounds, c.rounds) for c in configs if c is not reference]
@@ -212,6 +212,14 @@ def check_setting(variant):
                          % (", ".join(ROUNDS_VARIANTS), variant))
 
 
+def reference_label(labels):
+    """The configuration every ratio of the rounds is against: float32 as written, else the first float32 with a
+    change (another Keras backend's rounds time float32 with batches in memory only)."""
+    if "float32" in labels:
+        return "float32"
+    return next((label for label in labels if label != AA_CONTROL and config_of(label)[0] == "float32"), None)
+
+
 def config_of(label):
     """A rounds configuration's precision and the change to its model or input it times (protocol.MODEL_VARIANTS),
     from its label: "float16" is (float16, None), "float32+synthetic_input" (float32, synthetic_input); the A/A
@@ -236,11 +244,15 @@ def run_rounds(args, api, train_dir, build_model, make_generator, emit, clock=pe
     defaults = (api.floatx(), _policy_name(api) or "float32")
     configs = []
     emit("phase", phase="build")
+    # The A/A control: a second model of the reference configuration (float32 as written, or its in-memory one).
+    aa_of = reference_label(labels) or "float32"
     for label in labels + [AA_CONTROL]:
-        precision, variant = config_of(label)
+        precision, variant = config_of(aa_of if label == AA_CONTROL else label)
         if variant is not None:
-            configs.append(_variant_config(args, api, train_dir, build_model, make_generator, label, device,
-                                           defaults, label in profiled))
+            config = _variant_config(args, api, train_dir, build_model, make_generator,
+                                     aa_of if label == AA_CONTROL else label, device, defaults, label in profiled)
+            config.label = label
+            configs.append(config)
             continue
         _set_precision(api, precision, defaults)
         generator = make_generator(api, train_dir, args.height, args.width, args.batch_size)

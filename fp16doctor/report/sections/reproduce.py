@@ -10,6 +10,7 @@ from typing import Any
 from fp16doctor.analysis import RunRow
 from fp16doctor.analysis.runs import precision_rank
 from fp16doctor.engines.option_table import ENGINE_OPTIONS
+from fp16doctor.engines.spec import is_host_stack
 from fp16doctor.report.redact import redact, redact_text
 from fp16doctor.report.sections.common import dict_of as _dict
 from fp16doctor.report.sections.environment import runs_of
@@ -46,7 +47,7 @@ def _reproduce(doc: Mapping[str, Any], rows: Sequence[RunRow], known: set[str] |
     run_stacks = list(dict.fromkeys(r.stack for r in rows))
     stacks = _str_list(invocation.get("stacks")) or run_stacks
     for stack in dict.fromkeys(stacks):
-        if stack == "host":
+        if is_host_stack(stack):  # this host's Python on a Keras backend: --backend says which (HostOptions)
             continue
         if known is not None and stack not in known:
             notes.append(
@@ -55,7 +56,7 @@ def _reproduce(doc: Mapping[str, Any], rows: Sequence[RunRow], known: set[str] |
             )
             continue
         words += ["--stack", stack]
-    if run_stacks and "host" not in run_stacks and "--stack" in words:
+    if run_stacks and not any(is_host_stack(s) for s in run_stacks) and "--stack" in words:
         words.append("--no-host")
     precisions = _str_list(invocation.get("precisions")) or sorted({r.precision for r in rows}, key=precision_rank)
     if precisions and set(precisions) != set(default_precisions(bfloat16_device=False)):

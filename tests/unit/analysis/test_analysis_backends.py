@@ -100,3 +100,22 @@ def test_a_backend_not_clearly_faster_is_not_prescribed(with_jax: dict[str, Any]
             run["step_time_ms"] = {"median": 85.0}
     prescription = _host_prescription(with_jax)
     assert all(c["kind"] != "backend" for c in prescription["user_changes"])
+
+
+def test_an_untested_idea_on_another_backend_is_measured_by_a_command_diagnose_accepts(
+        with_jax: dict[str, Any]) -> None:
+    from fp16doctor.invocation import check_diagnose_argv
+
+    doc = copy.deepcopy(with_jax)
+    doc["invocation"] = {**doc.get("invocation", {}),
+                         "argv": ["fp16doctor", "diagnose", "--backend", "torch", "--backend", "jax"]}
+    for run in [r for r in doc["runs"] if r["stack"] == "host-jax"]:
+        run["engine"] = {"kind": "host", "rerun": ["--backend", "jax"]}
+        doc["runs"].append({**run, "variant": "original"})
+    jax, = [p for p in diagnose_document(doc).prescriptions if p["stack"] == "host-jax"]
+    commands = [u["command"] for u in jax["untested"] if u.get("command")]
+    assert commands, jax["untested"]
+    for command in commands:
+        words = command.split()
+        assert "--stack" not in words and words.count("--backend") == 1 and "--backend jax" in command
+        assert check_diagnose_argv(words) is None

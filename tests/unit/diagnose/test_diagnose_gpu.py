@@ -39,6 +39,8 @@ CANNED = {("float32", "original"): 60.0, ("float16", "original"): 45.0, ("mixed_
 
 # A host stack's step against the configured backend's (the default: the same).
 BACKEND_SPEED = {"host-torch": 0.4}
+# Host stacks whose rounds process fails (a backend the workload cannot run on).
+FAILING_STACKS: set[str] = set()
 
 
 class Recorder:
@@ -67,6 +69,9 @@ def gpu_host(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     def fake_run(self, spec: RunSpec, on_event, gpu_index=None):  # type: ignore[no-untyped-def]
         calls.append({"spec": spec, "gpu_index": gpu_index, "backend": self.backend,
                       "sampler": self.sampler})
+        if spec.rounds_of and spec.stack in FAILING_STACKS:
+            return {"stack": spec.stack, "precision": "float32", "variant": "original", "device": "gpu:0",
+                    "status": "failed", "error": "RuntimeError: CUDA error: no kernel image is available"}
         if spec.rounds_of:  # interleaved rounds: each configuration's canned time, a little apart round to round
             # A change to a model ("float16+channels_padded") takes its cell's canned time, else its original's.
             def canned(label: str) -> float:
@@ -281,3 +286,22 @@ def test_with_backend_asked_for_none_is_tried_beside_them(tmp_path: Path, gpu_ho
                  Recorder())
     doc = json.loads((tmp_path / "results.json").read_text())
     assert "backend_trials" not in doc["invocation"] and doc["invocation"]["stacks"] == ["host"]
+
+
+def test_a_backend_that_failed_to_run_is_reported_with_its_error_and_never_prescribed(
+    tmp_path: Path, gpu_host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = json.loads(json.dumps(H200_HOST))
+    host["frameworks"].update(torch={"version": "2.11.0", "cuda_available": True})
+    host["keras_backends"] = [
+        {"name": "jax", "version": "0.7.0", "works": True, "gpu": True, "configured": True},
+        {"name": "torch", "version": "2.11.0", "works": True, "gpu": True, "configured": False}]
+    monkeypatch.setattr(probe, "probe_host", lambda python=None: json.loads(json.dumps(host)))
+    monkeypatch.setattr(sys.modules[__name__], "FAILING_STACKS", {"host-torch"})
+    outcome = run_diagnose(DiagnoseOptions(out_dir=tmp_path, argv=["fp16doctor", "diagnose"]), Recorder())
+    doc = json.loads((tmp_path / "results.json").read_text())
+    failed = [r for r in doc["runs"] if r["stack"] == "host-torch"]
+    assert failed and all(r["status"] == "failed" and "no kernel image" in r["error"] for r in failed)
+    assert any(r["stack"] == "host-torch" for r in outcome.failed)
+    host_prescription = next(p for p in doc["prescriptions"] if p["stack"] == "host")
+    assert all(c["kind"] != "backend" for c in host_prescription["user_changes"])

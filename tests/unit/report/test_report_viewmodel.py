@@ -305,6 +305,20 @@ def test_reproduce_without_invocation(seed_doc, sources):
     assert "--stack tf1.7-cuda9.0 --no-host" in command
 
 
+def test_reproduce_without_a_command_line_names_the_keras_backends_not_stacks(seed_doc, sources):
+    doc = copy.deepcopy(seed_doc)
+    jax = copy.deepcopy(doc["runs"])
+    for run in jax:
+        run["stack"] = "host-jax"
+    for run in doc["runs"]:
+        run["stack"] = "host"
+    doc["runs"] += jax
+    doc["invocation"] = {"size": "full", "stacks": ["host", "host-jax"], "backends": ["tensorflow", "jax"]}
+    view = build_report([doc], sources).documents[0].reproduce
+    assert view.command.endswith("--backend tensorflow --backend jax")
+    assert "--stack" not in view.command and not any("pinned stacks" in n for n in view.notes)
+
+
 def test_fix_code_follows_the_stack(rich_doc, sources):
     findings = {f.id: f for f in build_report([rich_doc], sources).documents[0].findings}
     old = findings["host_fp16_emulation"].fix  # the finding names stack tf1.7-cuda9.0

@@ -89,6 +89,8 @@ def test_which_keras_takes_each_precision() -> None:
     assert takes == {"float32": [True, True, True], "float16": [True, True, True],
                      "mixed_float16": [False, True, True], "bfloat16": [False, False, True],
                      "mixed_bfloat16": [False, True, True]}
+    # A policy the rounds process started with and returns to ("float64", a script's own) is no precision of ours.
+    assert protocol.keras_takes("float64", 3, True) and protocol.keras_takes("float64", 2, False)
     # keras.json carries a floatx every Keras takes; bfloat16 is set after import.
     assert [protocol.keras_json_floatx(p) for p in protocol.PRECISIONS] == [
         "float32", "float16", "float32", "float32", "float32"]
