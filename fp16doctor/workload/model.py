@@ -10,7 +10,7 @@ import sys
 
 from compat import parameter_names, perf_counter
 from events import Skip
-from protocol import PADDED_CHANNELS, in_memory_batch_count  # noqa: F401  (rounds.py imports it from here)
+from protocol import PADDED_CHANNELS, in_memory_batch_count
 from timing import summary
 
 

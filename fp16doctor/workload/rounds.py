@@ -289,8 +289,8 @@ def _variant_config(args, api, train_dir, build_model, make_generator, label, de
     own, and the rounds go on without it."""
     from events import Skip
     from frameworks import apply_variant
-    from model import (accepts_batch_dtype, check_batches, host_arrays, in_memory_batch_count, jit_compile_of,
-                       variant_changes)
+    from model import accepts_batch_dtype, check_batches, host_arrays, jit_compile_of, variant_changes
+    from protocol import in_memory_batch_count
 
     precision, variant = config_of(label)
     try:

@@ -33,11 +33,10 @@ from frameworks import (  # noqa: E402
     apply_precision, apply_variant, cpu_facts, enable_onednn_verbose, exit_now, load_keras, prepare_keras_home, prime_onednn_verbose,
     set_variant_environment, software_info, user_keras_config)
 from model import (  # noqa: E402
-    build_seed_model, check_batches, describe_model, finite, host_arrays, in_memory_batch_count, in_memory_batches,
-    initial_loss_scale, jit_compile_of, loss_scale, make_generator, time_input, variant_changes)
+    build_seed_model, check_batches, describe_model, finite, host_arrays, in_memory_batches, initial_loss_scale, jit_compile_of, loss_scale, make_generator, time_input, variant_changes)
 from window import WindowProfiler, make_callback  # noqa: E402
 from protocol import (  # noqa: E402
-    PRECISIONS, PROFILE_DIR_ENV, SEED_WORKLOAD, SIZES, VARIANTS, is_mixed)
+    PRECISIONS, PROFILE_DIR_ENV, SEED_WORKLOAD, SIZES, VARIANTS, in_memory_batch_count, is_mixed)
 from timing import STABLE_TOLERANCE, StepTimer, summary  # noqa: E402
 
 FULL = SIZES["full"]  # the defaults: the user's script as posted
