@@ -440,8 +440,9 @@ def _workloads_of(pid: int) -> list[int]:
 def test_ctrl_c_keeps_finished_runs_and_exits_130(tmp_path: Path, cut: bool) -> None:
     """Ctrl-C while a run is known to be under way (one run is in results.json and the next run's workload process
     is alive): the finished run is kept, the running one stopped, exit 130, on any CPU and with the 16-bit runs
-    cut by the slow-step bound."""
-    proc = subprocess.Popen([*FP16DOCTOR, "diagnose", "--quick", "--out", str(tmp_path)],
+    cut by the slow-step bound. The smoke size: the next run's process, once seen, still has its framework to load
+    (seconds on any CPU at any size), so the interrupt lands inside it."""
+    proc = subprocess.Popen([*FP16DOCTOR, "diagnose", "--size", "smoke", "--out", str(tmp_path)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=forced_cut_env() if cut else None, preexec_fn=ctrl_c_reaches_it)
     results = tmp_path / "results.json"

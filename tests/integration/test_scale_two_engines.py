@@ -58,12 +58,13 @@ def second(cpu_image: str) -> Iterator[SecondEngine]:
         engine.remove()
 
 
-def _diagnose(out: Path, *extra: str, engines: list[str], cut: bool = False, size: str = "quick"
-              ) -> subprocess.Popen[str]:
+def _diagnose(out: Path, *extra: str, engines: list[str], cut: bool = False) -> subprocess.Popen[str]:
     # The precisions named and no experiments, so the matrix is the same on every CPU (bfloat16 CPUs add
     # mixed_bfloat16 by default; a CPU whose oneDNN runs float16's reference kernels gets oneDNN-off experiments).
-    # The quick size where an engine is killed while a run trains (its runs last long enough to be caught).
-    command = [sys.executable, "-m", "fp16doctor", "diagnose", "--size", size, "--stack", "cpu", "--no-host",
+    # The smoke size: what these tests check (where the runs went, which one an engine's death failed, what --resume
+    # kept) does not depend on the steps' size. The kill waits for a run's framework import (_under_way), seconds
+    # on any CPU at any size, not for its steps.
+    command = [sys.executable, "-m", "fp16doctor", "diagnose", "--size", "smoke", "--stack", "cpu", "--no-host",
                "--precision", "float32", "--precision", "float16", "--precision", "mixed_float16",
                "--no-experiments", "--out", str(out), *extra]
     for url in engines:
@@ -86,7 +87,7 @@ def _leftovers(url: str) -> list[Any]:
 
 
 def test_one_diagnose_spreads_the_runs_over_two_engines(second: SecondEngine, tmp_path: Path) -> None:
-    code, output = _finish(_diagnose(tmp_path, engines=[FIRST, second.url], size="smoke"))
+    code, output = _finish(_diagnose(tmp_path, engines=[FIRST, second.url]))
     assert code == EXIT_OK, output[-3000:]
 
     doc = json.loads((tmp_path / "results.json").read_text())
@@ -102,41 +103,42 @@ def _own_median(run: dict[str, Any]) -> float:
     return float(step.get("single_process", step)["median"])
 
 
-def _training(container: Any) -> bool:
-    """The container's workload has reported that it trains: a run is under way in it, not starting or ending.
-    Its "train" phase, not its first step: a run cut by the slow-step bound ends within moments of that step."""
+def _under_way(container: Any) -> bool:
+    """The container's workload has reported that it loads the framework: a run is under way in it, its import, model
+    and steps still to come. Its "import" phase, not its steps: the import takes seconds on any CPU, whatever the
+    size, where a smoke run's steps, or a run cut by the slow-step bound, can end within moments."""
     try:
         logs: bytes = container.logs(stdout=True, stderr=False)
     except docker.errors.DockerException:
         return False
     events = [json.loads(line[len(PREFIX):]) for line in logs.decode("utf-8", "replace").splitlines()
               if line.startswith(PREFIX)]
-    return any(e.get("event") == "phase" and e.get("phase") == "train" for e in events)
+    return any(e.get("event") == "phase" and e.get("phase") == "import" for e in events)
 
 
 @pytest.mark.parametrize("cut", [False, True], ids=["as-measured", "16-bit-runs-cut"])
 def test_an_engine_killed_mid_run_fails_its_run_and_resume_completes_it(
     second: SecondEngine, tmp_path: Path, cut: bool
 ) -> None:
-    """The second engine is killed once a container on it reports that it trains (an event, not a guess at how
-    long its runs take), also with every 16-bit run cut by the slow-step bound."""
+    """The second engine is killed once a container on it reports that its run is under way (an event, not a guess
+    at how long its runs take), also with every 16-bit run cut by the slow-step bound."""
     watcher = docker.DockerClient(base_url=second.url)
     killed = threading.Event()
 
-    def kill_once_a_run_trains() -> None:
+    def kill_once_a_run_is_under_way() -> None:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             try:
                 running = watcher.containers.list(filters={"label": f"{sdk.MANAGED_LABEL}=true"})
             except docker.errors.DockerException:
                 return
-            if any(_training(container) for container in running):
+            if any(_under_way(container) for container in running):
                 second.kill()
                 killed.set()
                 return
             time.sleep(0.2)
 
-    thread = threading.Thread(target=kill_once_a_run_trains, daemon=True)
+    thread = threading.Thread(target=kill_once_a_run_is_under_way, daemon=True)
     thread.start()
     code, output = _finish(_diagnose(tmp_path, engines=[FIRST, second.url], cut=cut))
     thread.join(10)

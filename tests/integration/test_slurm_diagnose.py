@@ -30,9 +30,10 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 # The input control asked for by name: a budgeted diagnose runs it only where a run's batch time asks for it.
 CHEAP = ["--slurm", "--precision", "float32", "--precision", "float16", "--variant", "original", "--variant",
          "synthetic_input", "--no-experiments"]
-# The matrix's tests run the smoke size (what they check does not depend on the steps' size); a test that acts while
-# a run is under way (a cancel, Ctrl-C) runs the quick size, whose runs last long enough to land inside.
-SMOKE, QUICK = ("--size", "smoke"), ("--quick",)
+# The smoke size: what these tests check (where the runs ran, what a cancel or Ctrl-C ends, what --resume keeps) does
+# not depend on the steps' size. A test that acts while a run is under way waits for an event of that run that comes
+# before its framework loads (seconds on any CPU at any size), so the act lands inside the run, never timed.
+SMOKE = ("--size", "smoke")
 JOB_ID = re.compile(r"^\d+(_\d+)?$")
 
 
@@ -56,10 +57,10 @@ def node() -> str:
     return _cluster_node()
 
 
-def _diagnose(out: Path, *extra: str, cut: bool = False, size: tuple[str, ...] = QUICK) -> subprocess.Popen[str]:
+def _diagnose(out: Path, *extra: str, cut: bool = False) -> subprocess.Popen[str]:
     """`cut`: the slow-step bound forced (slow_path.py); the job inherits the environment, as sbatch's default
     --export=ALL passes it."""
-    return subprocess.Popen([sys.executable, "-m", "fp16doctor", "diagnose", *size, *CHEAP, "--out", str(out),
+    return subprocess.Popen([sys.executable, "-m", "fp16doctor", "diagnose", *SMOKE, *CHEAP, "--out", str(out),
                              *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=forced_cut_env() if cut else None, preexec_fn=ctrl_c_reaches_it)
@@ -87,15 +88,22 @@ def _our_jobs(out: Path) -> list[str]:
     return [line for line in proc.stdout.splitlines() if len(line.split()) == 2 and line.split()[1] in names]
 
 
-def _progress_lines(out: Path) -> list[dict[str, Any]]:
-    entries: list[dict[str, Any]] = []
+def _job_progress(out: Path) -> list[list[dict[str, Any]]]:
+    """What each job of the invocations that wrote to `out` wrote to its progress file so far, one list a job."""
+    jobs: list[list[dict[str, Any]]] = []
     for path in sorted(out.glob("slurm/*/array-*/*/progress.jsonl")):
+        entries: list[dict[str, Any]] = []
         for line in path.read_text().splitlines():
             try:
                 entries.append(json.loads(line))
             except ValueError:
                 pass  # a line still being written
-    return entries
+        jobs.append(entries)
+    return jobs
+
+
+def _progress_lines(out: Path) -> list[dict[str, Any]]:
+    return [entry for entries in _job_progress(out) for entry in entries]
 
 
 def _wait_for(predicate: Any, proc: subprocess.Popen[str], timeout_s: float, what: str) -> None:
@@ -120,7 +128,7 @@ def no_leftover_jobs(tmp_path: Path) -> Iterator[None]:
 @CUT
 def test_the_matrix_runs_as_slurm_jobs_each_run_carrying_its_job_and_node(
         node: str, tmp_path: Path, no_leftover_jobs: None, cut: bool) -> None:
-    proc = _diagnose(tmp_path, cut=cut, size=SMOKE)
+    proc = _diagnose(tmp_path, cut=cut)
     _, stderr = proc.communicate(timeout=900)
     assert proc.returncode == EXIT_OK, stderr[-3000:]
     runs = _runs(tmp_path)
@@ -172,20 +180,24 @@ def test_the_matrix_runs_as_slurm_jobs_each_run_carrying_its_job_and_node(
 def test_a_job_cancelled_mid_run_fails_its_run_with_cancelled_and_resume_completes(
         node: str, tmp_path: Path, no_leftover_jobs: None, cut: bool) -> None:
     proc = _diagnose(tmp_path, cut=cut)
+    job: list[str] = []
 
     def float16_under_way() -> bool:
-        # Cut by the bound, float16 trains for one or two steps only: its first event (the framework loaded) is the one
-        # the cancel can count on landing inside the run.
-        phases = ("train", "measure") if not cut else None
-        entries = _progress_lines(tmp_path)
-        under_way = any(e.get("kind") == "event" and e.get("run") == "host / float16 / original"
-                        and (phases is None or e["event"].get("phase") in phases) for e in entries)
-        # ... and float32's record, which names the job, already in results.json (the job's progress file can be
-        # ahead of it).
-        return under_way and (tmp_path / "results.json").exists() and ("float32", "original") in _runs(tmp_path)
+        # Read from the job's own progress file (results.json follows it a poll later): float32's record, which names
+        # the job, and float16's framework import under way after it, seconds of work on any CPU before its steps, so
+        # the cancel lands inside the run at the smoke size too, and where float16 is cut by the bound.
+        for entries in _job_progress(tmp_path):
+            float32 = [e["record"] for e in entries if e.get("kind") == "record"
+                       and (e["record"].get("precision"), e["record"].get("variant")) == ("float32", "original")]
+            importing = any(e.get("kind") == "event" and e.get("run") == "host / float16 / original"
+                            and e["event"].get("phase") == "import" for e in entries)
+            if float32 and importing:
+                job[:] = [float32[0]["engine"]["job_id"]]
+                return True
+        return False
 
     _wait_for(float16_under_way, proc, 600, "float16 run under way, float32's record written")
-    job_id = _runs(tmp_path)[("float32", "original")]["engine"]["job_id"]
+    job_id, = job
     subprocess.run(["scancel", job_id], check=True)
     _, stderr = proc.communicate(timeout=900)
     assert proc.returncode == EXIT_PARTIAL, stderr[-3000:]
