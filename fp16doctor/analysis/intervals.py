@@ -40,6 +40,7 @@ from fp16doctor.workload.paired import (
     Components,
     between_processes,
     pooled_between,
+    processes_of_rounds,
     t_quantile,
 )
 
@@ -85,9 +86,7 @@ class Timing:
 
     def groups_of_rounds(self) -> list[int | None]:
         """Each round's process: its `round_groups` where they cover its rounds, else its `group` for all."""
-        if len(self.round_groups) == len(self.rounds):
-            return list(self.round_groups)
-        return [self.group] * len(self.rounds)
+        return processes_of_rounds(len(self.rounds), self.round_groups, self.group)
 
     @property
     def own_process(self) -> Timing:

@@ -11,6 +11,7 @@ from typing import Any
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.invocation import DiagnoseRequest, refusal
 from fp16doctor.options import DiagnoseOptions
+from fp16doctor.probe.frameworks import framework_works
 from fp16doctor.workload.dataset import class_folders
 from fp16doctor.workload.protocol import KERAS3_BACKENDS
 
@@ -101,9 +102,7 @@ def host_keras(host: dict[str, Any]) -> tuple[bool, str | None]:
     keras = frameworks.get("keras") or {}
 
     def works(name: str) -> bool:
-        # A broken or hung install comes back from the probe as {"version": ..., "error": ...}.
-        entry = frameworks.get(name) or {}
-        return bool(entry.get("version")) and not entry.get("error")
+        return framework_works(frameworks.get(name))
 
     usable = works("keras") or works("tf_keras") or works("tensorflow")
     backend = os.environ.get("KERAS_BACKEND") or keras.get("backend")

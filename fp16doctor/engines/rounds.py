@@ -14,7 +14,7 @@ from typing import Any
 
 from fp16doctor.engines.spec import RunSpec, WorkloadSize, rounds_label, rounds_setting
 from fp16doctor.results import Run
-from fp16doctor.workload.paired import MIN_ROUNDS
+from fp16doctor.workload.paired import MIN_ROUNDS, processes_of_rounds
 from fp16doctor.workload.protocol import AA_CONTROL
 
 # A configuration's rounds and its own process more than this factor apart: said, since both timed one model.
@@ -63,9 +63,7 @@ def _rounds_step(rounds: Mapping[str, Any], precision: str, group: int) -> dict[
 
 def _rounds_groups(step: Mapping[str, Any]) -> list[Any]:
     """Each round's rounds process (`round_groups`, else the step's `group` for every round)."""
-    rounds = list(step.get("rounds") or [])
-    groups = list(step.get("round_groups") or [])
-    return groups if len(groups) == len(rounds) else [step.get("group")] * len(rounds)
+    return processes_of_rounds(len(step.get("rounds") or []), step.get("round_groups"), step.get("group"))
 
 
 def _add_process(step: Mapping[str, Any], rounds: Mapping[str, Any], label: str, group: int

@@ -198,6 +198,12 @@ def read_keras_config(env: Mapping[str, str] | None = None, home: str | None = N
 
 
 
+def framework_works(info: Any) -> bool:
+    """Whether the probe found a framework importable: a version and no error (a broken or hung install comes back as
+    {"version": ..., "error": ...})."""
+    return isinstance(info, Mapping) and bool(info.get("version")) and not info.get("error")
+
+
 def _sees_gpu(name: str, info: Mapping[str, Any]) -> bool:
     """Whether a framework's own answer says it has a GPU: TensorFlow's visible devices, JAX's default platform
     (`jax.default_backend()`: "gpu" for CUDA and ROCm), torch's `cuda.is_available()`."""
@@ -220,7 +226,7 @@ def keras_backends(frameworks: Mapping[str, Any]) -> list[dict[str, Any]]:
         info = frameworks.get(name)
         if not isinstance(info, Mapping):
             continue
-        works = bool(info.get("version")) and not info.get("error")
+        works = framework_works(info)
         found.append({"name": name, "version": info.get("version"), "works": works,
                       "gpu": works and _sees_gpu(name, info), "configured": keras.get("backend") == name,
                       **({"error": info["error"]} if info.get("error") else {})})

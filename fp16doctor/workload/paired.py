@@ -105,6 +105,13 @@ def t_quantile(df, level=CONFIDENCE_LEVEL):
     return value
 
 
+def processes_of_rounds(n_rounds, round_groups, group):
+    """Each round's rounds process: `round_groups` (step_time_ms.round_groups) where it names one for every round,
+    else `group` (step_time_ms.group) for all of them."""
+    groups = list(round_groups or [])
+    return groups if len(groups) == n_rounds else [group] * n_rounds
+
+
 def log_ratios(reference, other):
     """The per-round log ratios log(reference / other) of two configurations' rounds, round by round, where both
     timed a step."""
