@@ -321,8 +321,12 @@ def explain(
     as_json: bool = typer.Option(
         False, "--json", help='Print {"findings": [...], "verdicts": [...], "prescriptions": [...]} as JSON.',
         metavar=FLAG),
+    full: bool = typer.Option(
+        False, "--full", help="After the answer, print the detail: every finding's evidence and fix, the verdicts, "
+        "the measured runs and the roofline.", metavar=FLAG),
 ) -> None:
-    """Re-run the analysis on a saved or hand-written results file and print the verdicts and findings."""
+    """Re-run the analysis on a saved or hand-written results file and print the answer: what bounds the step, what
+    to do, each precision against float32, then the findings."""
     from fp16doctor.analysis import diagnose_document
     from fp16doctor.results import load
     from fp16doctor.textout.findings import findings_text
@@ -334,7 +338,7 @@ def explain(
                      "prescriptions": diagnosis.prescriptions,
                      "stack_comparisons": [c.to_dict() for c in diagnosis.stack_comparisons]})
     else:
-        out.print(findings_text(diagnosis))
+        out.print(findings_text(diagnosis, full=full))
 
 
 @app.command()

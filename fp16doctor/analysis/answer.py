@@ -9,11 +9,12 @@
     restating it, and the caveats many rows share said once each (`notes`), which rows refer to by id.
 
 How a renderer uses it: lay out `bounds`, `prescriptions`, `precisions`, then `findings` and `notes`, in that order,
-each item's `text` as it stands (every line is at most MAX_LINE characters, code aside: a prescription's `code` is a
-block to indent, not to wrap), with `[N1]`-style references to the notes printed beside the rows that carry their
-ids. `where` is "" when the document has one machine and stack (nothing to tell apart), else the words to show
-before the item. The full detail (every finding's evidence, the op tables, the runs) stays in the Diagnosis; a
-full view prints it after this answer. A renderer picks no verdict and composes no advice: it prints these texts.
+each item's text as it stands, broken at words where it runs past MAX_LINE characters (a prescription's `code` is a
+block to indent, never to break; kernel names are already short, short_line), with `[N1]`-style references to the
+notes beside the rows that carry their ids. `where` is "" when the document has one machine and stack (nothing to
+tell apart), else the words to show with the item. The full detail (every finding's evidence, the op tables, the
+runs) stays in the Diagnosis; a full view prints it after this answer. A renderer picks no verdict and composes no
+advice: it prints these texts.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fp16doctor.analysis.advice import where_of
-from fp16doctor.analysis.prescribe import change_words, entry_notes, entry_versus, in_memory_words
-from fp16doctor.analysis.values import fmt_config, fmt_ms, fmt_pct
-from fp16doctor.knowledge.kernels import kernel_short_name
+from fp16doctor.analysis.prescribe import change_words, entry_notes, in_memory_words
+from fp16doctor.analysis.values import ShownRatio, fmt_config, fmt_ms, fmt_pct
+from fp16doctor.knowledge.kernels import SHORT_NAME_MAX, kernel_short_name
 
 if TYPE_CHECKING:  # the Diagnosis holds its answer; the builder reads the Diagnosis
     from fp16doctor.analysis import Diagnosis, RunRow
@@ -55,6 +56,15 @@ class Bound:
 
 
 @dataclass(frozen=True)
+class Change:
+    """A change to the user's code a prescription measured: its words with its worth, how to make it, its cost."""
+
+    words: str  # "input pipeline: 303 ms -> 82 ms a step (3.7x faster), measured with batches in memory"
+    code: str  # how to make it: a prose line, then a code block (indent it, never break it); "" when none
+    cost: str  # what it costs (another backend's caveats); "" when nothing
+
+
+@dataclass(frozen=True)
 class PrescriptionLine:
     """(b) One machine's prescription: its headline, the changes measured and what they were worth."""
 
@@ -62,11 +72,21 @@ class PrescriptionLine:
     where: str
     headline: str
     faster: bool  # it recommends something other than float32 as written
-    changes: tuple[str, ...]  # "input pipeline: 303 ms -> 82 ms a step (3.7x faster), measured ...", largest first
-    in_memory: tuple[str, ...]  # each precision with the change made
+    changes: tuple[Change, ...]  # largest first
+    in_memory: tuple[str, ...]  # each precision with the first change made (batches in memory)
     how: str  # how to set the recommended configuration
-    code: str  # how to make the first change (prose line, then a code block); "" when none
-    untested: tuple[str, ...]  # configurations nobody measured, each with the command that measures it
+    untested: tuple[tuple[str, str], ...]  # (what nobody measured and why, the command that measures it or "")
+
+    @property
+    def headline_lines(self) -> tuple[str, ...]:
+        """The headline, a sentence a line."""
+        sentences = [s.strip() for s in self.headline.replace(". ", ".\n").splitlines() if s.strip()]
+        return tuple(short_line(s) for s in sentences)
+
+    @property
+    def with_change(self) -> tuple[str, ...]:
+        """Each precision with the first change made, packed on as few lines as fit."""
+        return _packed("in memory:", self.in_memory) if self.in_memory else ()
 
 
 @dataclass(frozen=True)
@@ -114,17 +134,15 @@ class Answer:
         return next((n.text for n in self.notes if n.id == note_id), "")
 
 
-def short_line(text: str, limit: int = MAX_LINE) -> str:
-    """One line of at most `limit` characters: long kernel names shortened (kernel_short_name), then, only if it is
-    still too long, cut at a word with an ellipsis."""
-    words = []
-    for word in " ".join(str(text).split()).split(" "):
-        words.append(kernel_short_name(word) if len(word) > 60 else word)
-    line = " ".join(words)
-    if len(line) <= limit:
-        return line
-    cut = line[:limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
-    return cut + "…"
+def short_line(text: str) -> str:
+    """One line with its long kernel names shortened (kernel_short_name); a renderer breaks it at words to fit."""
+    def short(word: str) -> str:
+        if len(word) <= SHORT_NAME_MAX:
+            return word
+        bare = word.rstrip(":;,.")
+        return kernel_short_name(bare) + word[len(bare):]
+
+    return " ".join(short(word) for word in " ".join(str(text).split()).split(" "))
 
 
 class _Notes:
@@ -168,24 +186,38 @@ def _label(precision: str, variant: str, setting: Any = None) -> str:
     return f"{shown}, {words}" if words and not setting else shown
 
 
+def _packed(head: str, parts: Sequence[str], tail: str = "") -> tuple[str, ...]:
+    """`head` then `parts` joined by "; " on as few lines as fit MAX_LINE (the continuation indented), `tail` last."""
+    lines: list[str] = []
+    line = head
+    for i, part in enumerate(parts):
+        piece = part + (";" if i < len(parts) - 1 else (f": {tail}" if tail else ""))
+        if len(line) + 1 + len(piece) > MAX_LINE and line != head:
+            lines.append(line)
+            line = "  " + piece
+        else:
+            line = f"{line} {piece}" if line else piece
+    lines.append(line)
+    return tuple(lines)
+
+
 def _device_bound(rows: Sequence[RunRow], verdicts: Sequence[Mapping[str, Any]]) -> Bound | None:
     profiled = [r for r in rows if r.ok and r.device_step is not None and r.variant == "original"]
     if not profiled:
         return None
-    lines = []
+    parts = []
     for r in sorted(profiled, key=lambda r: r.precision != "float32"):
         step = r.device_step
         assert step is not None
-        lines.append(f"{r.precision}: GPU busy {fmt_pct(step.busy_share)} of the step ({fmt_ms(step.busy_ms)} of "
-                     f"{fmt_ms(step.step_ms)} profiled: kernels {fmt_ms(step.compute_ms)}, copies "
-                     f"{fmt_ms(step.copies_ms)}), idle {fmt_ms(step.idle_ms)}")
+        parts.append(f"{r.precision} {fmt_pct(step.busy_share)} ({fmt_ms(step.busy_ms)} of {fmt_ms(step.step_ms)}, "
+                     f"idle {fmt_ms(step.idle_ms)})")
     bound_by = [str(v.get("bound_by")) for v in verdicts if v.get("bound_by") and v.get("variant") == "original"]
     verdict = ""
     if bound_by and all(b == "host" for b in bound_by):
-        verdict = "the GPU idles most of each step: the host sets the pace"
+        verdict = "the host sets the pace"
     elif bound_by and all(b == "device" for b in bound_by):
-        verdict = "the GPU is busy most of each step: its kernels set the pace"
-    return Bound("", "device", tuple(lines), verdict)
+        verdict = "the GPU's kernels set the pace"
+    return Bound("", "device", _packed("GPU busy per profiled step:", parts, verdict), verdict)
 
 
 def _cpu_bound(comparisons: Sequence[OpComparison]) -> Bound | None:
@@ -204,7 +236,7 @@ def _cpu_bound(comparisons: Sequence[OpComparison]) -> Bound | None:
         if top:
             lines.append(f"{c.precision} ({fmt_ms(c.step_ms)} a step): " + ", ".join(
                 f"{d.layer} {d.pass_.replace('_', ' ')} {fmt_ms(d.reduced_ms)}"
-                + (f" ({kernel_short_name(d.impls[0], 24)})" if d.impls else "") for d in top))
+                + (f" ({kernel_short_name(d.impls[0])})" if d.impls else "") for d in top))
     return Bound("", "cpu_ops", tuple(short_line(line) for line in lines), "") if lines else None
 
 
@@ -232,13 +264,14 @@ def _prescriptions(prescriptions: Sequence[Mapping[str, Any]], many: bool) -> tu
             where=where_of(str(p.get("machine")), str(p.get("stack"))) if many else "",
             headline=str(p.get("headline") or ""),
             faster=recommended.get("precision") != "float32" or bool(recommended.get("setting")),
-            changes=tuple(change_words(c) for c in changes),
+            changes=tuple(Change(change_words(c), str(c.get("how") or ""), str(c.get("cost") or ""))
+                          for c in changes),
             in_memory=tuple(in_memory_words(e) for e in first.get("in_memory") or []),
             how=str(recommended.get("how") or ""),
-            code=str(first.get("how") or ""),
-            untested=tuple(short_line(f"{fmt_config(i)} ({i.get('why')}): "
-                                      f"{i.get('command') or 'not measurable here: ' + str(i.get('no_command'))}",
-                                      MAX_LINE - 14)
+            untested=tuple((f"{fmt_config(i)} ({i.get('why')})" + ("" if i.get("command") else
+                                                                    f": fp16doctor cannot measure it "
+                                                                    f"({i.get('no_command')})"),
+                            str(i.get("command") or ""))
                            for i in p.get("untested") or [] if isinstance(i, Mapping))))
     return tuple(lines)
 
@@ -264,20 +297,24 @@ def _cause(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) ->
     if number.split(" ")[:3] == title.split(" ")[:3]:  # the number's line names the op the title names
         return f"cause{part}: {number}"
     line = f"cause: {title}{part}" + (f": {number}" if number else "")
-    if len(line) > MAX_LINE - 10 and line.endswith(")") and " (" in line:  # an aside goes first
-        line = line[:line.rindex(" (")]
     return line
+
+
+def _figure(speedup: Any, interval: Any, outcome: Any, method: Any, bound: Any) -> str:
+    """"2.2x slower (1.9-2.5x)", "same speed (0.9-1.1x)", ">= 6.8x slower": the figure every output prints
+    (ShownRatio), then its interval."""
+    shown = ShownRatio.of(speedup, interval, outcome, method=method, bound=bound)
+    if shown is None:
+        return ""
+    spread = shown.interval_text()
+    return shown.figure() + (f" ({spread})" if spread else "")
 
 
 def _precisions(diagnosis: Diagnosis, notes: _Notes, many: bool) -> tuple[PrecisionLine, ...]:
     lines = []
     for v in diagnosis.verdicts:
-        interval = v.get("ratio_interval")  # float32's step over this one's, as prescriptions' speedups
-        entry = {"outcome": v.get("outcome"), "speedup": v.get("ratio"), "speedup_interval": interval,
-                 "interval_method": v.get("interval_method")}
-        versus = entry_versus(entry)
-        if versus == "the baseline":  # no ratio to show: the verdict's own figure
-            versus = str(v.get("figure") or v.get("outcome") or "")
+        versus = _figure(v.get("ratio"), v.get("ratio_interval"), v.get("outcome"), v.get("interval_method"),
+                         v.get("bound")) or str(v.get("figure") or v.get("outcome") or "")
         aa = v.get("aa_check")
         refs = notes.refs({"aa_check": aa, "outcome": v.get("outcome"), "notes": []})
         lines.append(PrecisionLine(
@@ -285,7 +322,7 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, many: bool) -> tuple[Precis
             label=_label(str(v.get("precision")), str(v.get("variant") or "original")),
             versus=versus,
             steps=f"{fmt_ms(v.get('step_ms'))} vs {fmt_ms(v.get('fp32_step_ms'))}",
-            cause=short_line(_cause(v, diagnosis.findings), MAX_LINE - 10),
+            cause=short_line(_cause(v, diagnosis.findings)),
             notes=refs))
     for p in diagnosis.prescriptions:  # the configurations only an experiment measured: no verdict of their own
         for m in p.get("measured") or []:
@@ -293,7 +330,9 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, many: bool) -> tuple[Precis
                 continue
             lines.append(PrecisionLine(
                 where=where_of(str(p.get("machine")), str(p.get("stack"))) if many else "",
-                label=fmt_config(m), versus=entry_versus(m), steps=f"{fmt_ms(m.get('step_ms'))}", cause="",
+                label=fmt_config(m), steps=f"{fmt_ms(m.get('step_ms'))}", cause="",
+                versus=_figure(m.get("speedup"), m.get("speedup_interval"), m.get("outcome"),
+                               m.get("interval_method"), m.get("bound")),
                 notes=notes.refs(m)))
     # Pure float16's numerics and the other caveats of a measured precision: one note each, on its line.
     by_config = {(str(m.get("precision")), "original"): notes.refs({**m, "aa_check": None})
@@ -325,7 +364,7 @@ def _first_sentence(text: str) -> str:
         if text.startswith(prefix) and ": " in text[:60]:
             text = text.split(": ", 1)[1]
     end = text.find(". ")
-    return short_line(text[:end + 1] if end > 0 else text, 150)
+    return short_line(text[:end + 1] if end > 0 else text)
 
 
 def _findings(diagnosis: Diagnosis, prescriptions: tuple[PrescriptionLine, ...]) -> tuple[FindingLine, ...]:
@@ -335,7 +374,7 @@ def _findings(diagnosis: Diagnosis, prescriptions: tuple[PrescriptionLine, ...])
         points = _points_to(f, prescriptions, diagnosis.prescriptions)
         lines.append(FindingLine(
             id=str(f.get("id", "?")), rank=int(f.get("rank") or 0), severity=str(f.get("severity") or "info"),
-            title=short_line(str(f.get("title") or ""), 150),
+            title=short_line(str(f.get("title") or "")),
             explains=(f"explains {fmt_ms(float(explains))} of {f.get('precision')}"
                       + ("" if (f.get("variant") or "original") == "original"
                          else f", {VARIANT_WORDS.get(str(f.get('variant')), str(f.get('variant')))}")
@@ -356,5 +395,5 @@ def build_answer(diagnosis: Diagnosis) -> Answer:
                   findings=_findings(diagnosis, prescriptions), notes=notes.notes(), places=len(places))
 
 
-__all__ = ["MAX_LINE", "Answer", "Bound", "FindingLine", "Note", "PrecisionLine", "PrescriptionLine",
+__all__ = ["MAX_LINE", "Answer", "Bound", "Change", "FindingLine", "Note", "PrecisionLine", "PrescriptionLine",
            "build_answer", "short_line"]

@@ -15,10 +15,9 @@ from rich.text import Text
 from fp16doctor.analysis import Diagnosis, RunRow
 from fp16doctor.analysis.roofline import RooflineEstimate
 from fp16doctor.analysis.values import fmt_ms
+from fp16doctor.textout.answer import SEVERITY_STYLE, answer_text
 from fp16doctor.textout.prescription import prescriptions_text
 from fp16doctor.textout.stack_compare import stack_comparisons_text
-
-SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 
 
 def _measured(rows: Sequence[RunRow]) -> Text | None:
@@ -49,6 +48,12 @@ def _best_case(estimates: Sequence[RooflineEstimate]) -> Text | None:
     return text
 
 
+def _no_findings(diagnosis: Diagnosis) -> Text:
+    return Text("No findings: no rule fired on these runs (the verdicts above are all they say)."
+                if diagnosis.verdicts else
+                "No findings: the results file holds too little to explain (add runs with step times).")
+
+
 def verdicts_text(verdicts: Sequence[Mapping[str, Any]]) -> Text | None:
     """The analysis' verdict per 16-bit run, as it phrased it."""
     if not verdicts:
@@ -60,11 +65,22 @@ def verdicts_text(verdicts: Sequence[Mapping[str, Any]]) -> Text | None:
     return text
 
 
-def findings_text(diagnosis: Diagnosis) -> RenderableType:
-    """The prescription, the verdicts, measured runs, the roofline, then each finding with evidence and
-    recommendation, most important first."""
+def findings_text(diagnosis: Diagnosis, full: bool = False) -> RenderableType:
+    """The answer (answer.py: the bound, what to do, a line per precision, the notes, a line per finding); with
+    `full`, then the detail: the prescription's measured table, the verdicts, measured runs, the roofline, and each
+    finding with its evidence and recommendation, most important first."""
     findings = diagnosis.findings
-    parts: list[RenderableType] = []
+    answer = answer_text(diagnosis.answer, findings=not full)
+    parts: list[RenderableType] = [answer] if answer.plain else []
+    if not full:
+        if not findings and not answer.plain:
+            parts.append(_no_findings(diagnosis))
+        between = stack_comparisons_text(diagnosis.stack_comparisons)
+        if between is not None:
+            parts.append(between)
+        return Group(*parts)
+    if answer.plain:
+        parts.append(Text("\nDetail", style="bold underline"))
     prescription = prescriptions_text(diagnosis.prescriptions)
     if prescription is not None:
         parts.append(prescription)
@@ -81,9 +97,7 @@ def findings_text(diagnosis: Diagnosis) -> RenderableType:
     if best is not None:
         parts.append(best)
     if not findings:
-        parts.append(Text("No findings: no rule fired on these runs (the verdicts above are all they say)."
-                          if diagnosis.verdicts else
-                          "No findings: the results file holds too little to explain (add runs with step times)."))
+        parts.append(_no_findings(diagnosis))
         return Group(*parts)
     for finding in findings:
         severity = str(finding.get("severity", "info"))
