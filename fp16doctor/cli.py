@@ -453,6 +453,15 @@ def _print_error(message: str, hint: str) -> None:
         err.print(f"[dim]hint:[/] {escape(hint)}", markup=True)
 
 
+def _missing_words(ctx: Any) -> str:
+    """What a bare command lacks, in one line: a group's subcommand (naming them), or its arguments."""
+    command = getattr(ctx, "command", None)
+    if hasattr(command, "list_commands"):  # a group (typer bundles its own click: no isinstance)
+        names = [n for n in command.list_commands(ctx) if not getattr(command.get_command(ctx, n), "hidden", False)]
+        return f"{ctx.command_path} needs a command: {', '.join(names)}"
+    return f"{ctx.command_path if ctx is not None else 'fp16doctor'} needs its arguments"
+
+
 def main() -> None:
     try:
         # Not standalone: a usage error the parser finds is printed as every other error, one line and a hint.
@@ -464,6 +473,8 @@ def main() -> None:
         ctx = getattr(exc, "ctx", None)
         where = ctx.command_path if ctx is not None else "fp16doctor"
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        if not message.strip():  # a group called bare prints its help (no_args_is_help), then says what is missing
+            message = _missing_words(ctx)
         _print_error(message, f"`{where} -h` lists the options and the values each takes")
         sys.exit(getattr(exc, "exit_code", EXIT_USAGE))
     except (KeyboardInterrupt, typer.Abort):
