@@ -33,9 +33,9 @@ def _pointer(finding: FindingLine, answer: Answer) -> str:
     return finding.fix
 
 
-def answer_text(answer: Answer, findings: bool = True) -> Text:
+def answer_text(answer: Answer, findings: bool = True, top: int | None = None) -> Text:
     """(a) the bound, (b) what to do, (c) a line per configuration, how, the notes, then (with `findings`) a line per
-    finding."""
+    finding, the first `top` of them where given."""
     text = Text()
     if answer.bounds:
         text.append("What bounds the step\n", style="bold")
@@ -80,7 +80,8 @@ def answer_text(answer: Answer, findings: bool = True) -> Text:
             _put(text, 2, f"[{note.id}] {note.text}", hang=5)
     if findings and answer.findings:
         text.append(f"Findings ({FULL_HINT})\n", style="bold")
-        for f in answer.findings:
+        shown = answer.findings[:top] if top is not None else answer.findings
+        for f in shown:
             explains = f" ({f.explains})" if f.explains else ""
             pointer = _pointer(f, answer)
             head = f"{f.rank}. {f.severity.upper()} {f.id}: {f.title}{explains}"
@@ -89,6 +90,9 @@ def answer_text(answer: Answer, findings: bool = True) -> Text:
             _put(text, 2, head, hang=3)
             if pointer:
                 _put(text, 5, f"fix: {pointer}", hang=5)
+        if len(shown) < len(answer.findings):
+            _put(text, 2, f"and {len(answer.findings) - len(shown)} more: "
+                          f"{', '.join(dict.fromkeys(f.id for f in answer.findings[len(shown):]))}", "dim")
     text.rstrip()
     return text
 

@@ -15,6 +15,8 @@ from fp16doctor.analysis import Diagnosis, RunRow
 from fp16doctor.textout.answer import answer_text
 from fp16doctor.textout.stack_compare import stack_comparisons_text
 
+SUMMARY_FINDINGS = 6  # the summary's findings, most important first; the rest are named, explain prints them
+
 
 class DiagnoseOutcome(Protocol):
     """What the summary reads of diagnose's outcome (diagnose.DiagnoseOutcome has it; diagnose sits above)."""
@@ -78,7 +80,7 @@ def diagnose_summary_text(outcome: DiagnoseOutcome) -> RenderableType:
     The op tables and each finding's evidence are in the report and `explain --full`."""
     diagnosis = outcome.diagnosis
     parts: list[RenderableType] = []
-    answer = answer_text(diagnosis.answer)
+    answer = answer_text(diagnosis.answer, top=SUMMARY_FINDINGS)
     if answer.plain:
         parts += [answer, Text("")]
     between = stack_comparisons_text(diagnosis.stack_comparisons)
