@@ -18,7 +18,7 @@ from typing import Any
 from markupsafe import Markup
 
 from fp16doctor import __version__
-from fp16doctor.analysis import Diagnosis, saved_diagnosis
+from fp16doctor.analysis import Answer, Diagnosis, saved_diagnosis
 from fp16doctor.report.redact import redact
 from fp16doctor.report.sections import SECTIONS
 from fp16doctor.report.sections.common import text
@@ -45,6 +45,8 @@ class DocumentView:
     sections: dict[str, Any]  # each document section's piece, in SECTIONS' order
     # The version that wrote findings this report analysed afresh instead (never shown beside them); None: none.
     findings_replaced_from: str | None = None
+    # The analysis' answer (analysis/answer.py): what the first screen and the markdown lay out, in its order.
+    answer: Answer | None = None
 
     @property
     def section_names(self) -> list[str]:
@@ -149,6 +151,7 @@ def _document_view(source: DocumentInput, pieces: dict[str, Any]) -> DocumentVie
         sections=pieces,
         findings_replaced_from=(f"fp16doctor {source.diagnosis.saved_by}" if source.diagnosis.saved_by
                                 else "an unknown fp16doctor version") if source.diagnosis.saved_findings else None,
+        answer=source.diagnosis.answer,
     )
 
 
