@@ -455,7 +455,7 @@ def _print_error(message: str, hint: str) -> None:
 
 def _missing_words(ctx: Any) -> str:
     """What a bare command lacks, in one line: a group's subcommand (naming them), or its arguments."""
-    command = getattr(ctx, "command", None)
+    command: Any = getattr(ctx, "command", None)
     if hasattr(command, "list_commands"):  # a group (typer bundles its own click: no isinstance)
         names = [n for n in command.list_commands(ctx) if not getattr(command.get_command(ctx, n), "hidden", False)]
         return f"{ctx.command_path} needs a command: {', '.join(names)}"
