@@ -34,6 +34,8 @@ if TYPE_CHECKING:  # the Diagnosis holds its answer; the builder reads the Diagn
 
 MAX_LINE = 200  # no line of the answer is longer (a code block aside)
 TOP_OPS = 3  # the ops a CPU's bound names per run
+# A finding whose remedy is a change the prescription measured (prescriptions[].user_changes[].kind).
+CHANGE_OF_FINDING = {"input_pipeline_bound": "input_pipeline"}
 VARIANT_WORDS = {"original": "", "synthetic_input": "batches in memory"}
 
 
@@ -355,13 +357,16 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, many: bool) -> tuple[Precis
 
 def _points_to(finding: Mapping[str, Any], prescriptions: Sequence[PrescriptionLine],
                raw: Sequence[Mapping[str, Any]]) -> str:
+    """The id of the prescription a finding's fix defers to: the one it recommends a configuration from, or the one
+    whose measured change (user_changes) is the finding's own remedy."""
     remedy = finding.get("remedy")
     machines = remedy.get("machines") if isinstance(remedy, Mapping) else None
     for m in machines or []:
-        if m.get("recommends") is None:
-            continue
         for line, p in zip(prescriptions, raw, strict=False):
-            if (p.get("machine"), p.get("stack")) == (m.get("machine"), m.get("stack")):
+            if (p.get("machine"), p.get("stack")) != (m.get("machine"), m.get("stack")):
+                continue
+            kinds = {str(c.get("kind")) for c in p.get("user_changes") or [] if isinstance(c, Mapping)}
+            if m.get("recommends") is not None or CHANGE_OF_FINDING.get(str(finding.get("id"))) in kinds:
                 return line.id
     return ""
 
