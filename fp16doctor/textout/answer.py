@@ -36,6 +36,16 @@ def _pointer(finding: FindingLine, answer: Answer) -> str:
 def answer_text(answer: Answer, findings: bool = True, top: int | None = None) -> Text:
     """(a) the bound, (b) what to do, (c) a line per configuration, how, the notes, then (with `findings`) a line per
     finding, the first `top` of them where given."""
+    head, rest = answer_sections(answer, findings, top)
+    if head.plain and rest.plain:
+        head.append("\n")
+    head.append_text(rest)
+    return head
+
+
+def answer_sections(answer: Answer, findings: bool = True, top: int | None = None) -> tuple[Text, Text]:
+    """answer_text in two pieces: (a) to (c), then how, the notes and the findings; what a caller adds to (c) (the
+    comparison between stacks) goes between them."""
     text = Text()
     if answer.bounds:
         text.append("What bounds the step\n", style="bold")
@@ -60,6 +70,8 @@ def answer_text(answer: Answer, findings: bool = True, top: int | None = None) -
             _put(text, 2, f"{row.text}{where}{_refs(row)}")
             if row.cause:
                 _put(text, 4, row.cause, hang=4)
+    text.rstrip()
+    head, text = text, Text()
     how = [p for p in answer.prescriptions if p.how or p.changes or p.untested]
     if how:
         text.append("How\n", style="bold")
@@ -84,17 +96,17 @@ def answer_text(answer: Answer, findings: bool = True, top: int | None = None) -
         for f in shown:
             explains = f" ({f.explains})" if f.explains else ""
             pointer = _pointer(f, answer)
-            head = f"{f.rank}. {f.severity.upper()} {f.id}: {f.title}{explains}"
-            if pointer and len(head) + len(pointer) + 9 <= MAX_LINE:
-                head, pointer = f"{head}; fix: {pointer}", ""
-            _put(text, 2, head, hang=3)
+            said = f"{f.rank}. {f.severity.upper()} {f.id}: {f.title}{explains}"
+            if pointer and len(said) + len(pointer) + 9 <= MAX_LINE:
+                said, pointer = f"{said}; fix: {pointer}", ""
+            _put(text, 2, said, hang=3)
             if pointer:
                 _put(text, 5, f"fix: {pointer}", hang=5)
         if len(shown) < len(answer.findings):
             _put(text, 2, f"and {len(answer.findings) - len(shown)} more: "
                           f"{', '.join(dict.fromkeys(f.id for f in answer.findings[len(shown):]))}", "dim")
     text.rstrip()
-    return text
+    return head, text
 
 
-__all__ = ["SEVERITY_STYLE", "answer_text"]
+__all__ = ["SEVERITY_STYLE", "answer_sections", "answer_text"]

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fp16doctor.analysis import Diagnosis, RunRow
-from fp16doctor.textout.answer import answer_text
+from fp16doctor.textout.answer import answer_sections
 from fp16doctor.textout.stack_compare import stack_comparisons_text
 
 SUMMARY_FINDINGS = 6  # the summary's findings, most important first; the rest are named, explain prints them
@@ -79,13 +79,12 @@ def diagnose_summary_text(outcome: DiagnoseOutcome) -> RenderableType:
     the detail the terminal has room for: the runs table, why a run failed, where the time was spent, the paths.
     The op tables and each finding's evidence are in the report and `explain --full`."""
     diagnosis = outcome.diagnosis
-    parts: list[RenderableType] = []
-    answer = answer_text(diagnosis.answer, top=SUMMARY_FINDINGS)
-    if answer.plain:
-        parts += [answer, Text("")]
-    between = stack_comparisons_text(diagnosis.stack_comparisons)
-    if between is not None:
-        parts += [between, Text("")]
+    head, rest = answer_sections(diagnosis.answer, top=SUMMARY_FINDINGS)
+    between = stack_comparisons_text(diagnosis.stack_comparisons, terse=True)
+    parts: list[RenderableType] = [t for t in (head, between, rest) if t is not None and (
+        not isinstance(t, Text) or t.plain)]
+    if parts:
+        parts.append(Text(""))
     parts.append(runs_table(diagnosis.runs))
     notes = run_notes(diagnosis.runs)
     if notes:

@@ -15,7 +15,7 @@ from rich.text import Text
 from fp16doctor.analysis import Diagnosis, RunRow
 from fp16doctor.analysis.roofline import RooflineEstimate
 from fp16doctor.analysis.values import fmt_ms
-from fp16doctor.textout.answer import SEVERITY_STYLE, answer_text
+from fp16doctor.textout.answer import SEVERITY_STYLE, answer_sections
 from fp16doctor.textout.prescription import prescriptions_text
 from fp16doctor.textout.stack_compare import stack_comparisons_text
 
@@ -70,16 +70,15 @@ def findings_text(diagnosis: Diagnosis, full: bool = False) -> RenderableType:
     `full`, then the detail: the prescription's measured table, the verdicts, measured runs, the roofline, and each
     finding with its evidence and recommendation, most important first."""
     findings = diagnosis.findings
-    answer = answer_text(diagnosis.answer, findings=not full)
-    parts: list[RenderableType] = [answer] if answer.plain else []
+    head, rest = answer_sections(diagnosis.answer, findings=not full)
+    between = stack_comparisons_text(diagnosis.stack_comparisons, terse=True) if not full else None
+    parts: list[RenderableType] = [t for t in (head, between, rest) if t is not None and (
+        not isinstance(t, Text) or t.plain)]
     if not full:
-        if not findings and not answer.plain:
+        if not findings and not parts:
             parts.append(_no_findings(diagnosis))
-        between = stack_comparisons_text(diagnosis.stack_comparisons)
-        if between is not None:
-            parts.append(between)
         return Group(*parts)
-    if answer.plain:
+    if parts:
         parts.append(Text("\nDetail", style="bold underline"))
     prescription = prescriptions_text(diagnosis.prescriptions)
     if prescription is not None:
