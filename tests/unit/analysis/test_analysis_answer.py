@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fp16doctor.analysis import diagnose_document
+from fp16doctor.analysis import Answer, Diagnosis, diagnose_document
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples"
 
 
-def _answer(name: str):  # type: ignore[no-untyped-def]
+def _answer(name: str) -> tuple[Diagnosis, Answer]:
     diagnosis = diagnose_document(json.loads((EXAMPLES / name / "results.json").read_text(encoding="utf-8")))
     return diagnosis, diagnosis.answer
 
