@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from fp16doctor.knowledge.kernels import kernel_short_name
 from fp16doctor.analysis import SEVERITY_RANK
 from fp16doctor.analysis.fixes import fix_for
+from fp16doctor.knowledge.kernels import kernel_short_name
 from fp16doctor.report.redact import redact_text
 from fp16doctor.report.sections.common import BASIS_LABEL, pass_label
 from fp16doctor.report.sections.common import list_of as _list
