@@ -93,19 +93,13 @@ class PrescriptionLine:
         sentences = [s.strip() for s in self.headline.replace(". ", ".\n").splitlines() if s.strip()]
         return tuple(short_line(s) for s in sentences)
 
-    @property
-    def with_change(self) -> tuple[str, ...]:
-        """Each precision with the first change made, packed on as few lines as fit."""
-        return _packed("in memory:", self.in_memory) if self.in_memory else ()
-
-
 @dataclass(frozen=True)
 class PrecisionLine:
     """(c) One 16-bit configuration against float32: its ratio, interval and cause with its number."""
 
     where: str
     label: str  # "float16", "float16, batches in memory", "float16 with batch_dtype=float32"
-    versus: str  # "2.2x slower (1.9-2.5x)", "no significant difference (0.9-1.1x)"
+    versus: str  # "2.2x slower (1.9-2.5x)", "same speed (0.9-1.1x)", ">= 6.8x slower": the verdict's figure
     steps: str  # "665 ms vs 303 ms"
     cause: str  # "host-side preprocessing runs in float16 (362 ms of 362 ms): measured host batch time ..."; or ""
     notes: tuple[str, ...] = ()  # the ids of the shared notes that apply
@@ -139,9 +133,6 @@ class Answer:
     findings: tuple[FindingLine, ...] = ()
     notes: tuple[Note, ...] = ()
     places: int = 1  # how many machines and stacks the document tells apart
-
-    def note(self, note_id: str) -> str:
-        return next((n.text for n in self.notes if n.id == note_id), "")
 
 
 def short_line(text: str) -> str:
