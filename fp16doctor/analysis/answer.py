@@ -237,7 +237,7 @@ def _cpu_bound(comparisons: Sequence[OpComparison]) -> Bound | None:
         if top:
             lines.append(f"{c.precision} ({fmt_ms(c.step_ms)} a step): " + ", ".join(
                 f"{d.layer} {d.pass_.replace('_', ' ')} {fmt_ms(d.reduced_ms)}"
-                + (f" ({kernel_short_name(d.impls[0])})" if d.impls else "") for d in top))
+                + (f" ({kernel_short_name(d.impls[0])})" if d.impls and d.impls[0].strip() else "") for d in top))
     return Bound("", "cpu_ops", "", tuple(short_line(line) for line in lines), "") if lines else None
 
 
