@@ -140,8 +140,9 @@ def short_line(text: str) -> str:
     def short(word: str) -> str:
         if len(word) <= SHORT_NAME_MAX:
             return word
-        bare = word.rstrip(":;,.")
-        return kernel_short_name(bare) + word[len(bare):]
+        core = word.lstrip("(").rstrip(":;,.)")  # the name without the punctuation around it
+        start = word.index(core) if core else 0
+        return word[:start] + kernel_short_name(core) + word[start + len(core):]
 
     return " ".join(short(word) for word in " ".join(str(text).split()).split(" "))
 
@@ -238,7 +239,7 @@ def _cpu_bound(comparisons: Sequence[OpComparison]) -> Bound | None:
             lines.append(f"{c.precision} ({fmt_ms(c.step_ms)} a step): " + ", ".join(
                 f"{d.layer} {d.pass_.replace('_', ' ')} {fmt_ms(d.reduced_ms)}"
                 + (f" ({kernel_short_name(d.impls[0])})" if d.impls and d.impls[0].strip() else "") for d in top))
-    return Bound("", "cpu_ops", "", tuple(short_line(line) for line in lines), "") if lines else None
+    return Bound("", "cpu_ops", "", tuple(lines), "") if lines else None  # the names shortened above
 
 
 def _bounds(diagnosis: Diagnosis, places: list[tuple[str, str]]) -> tuple[Bound, ...]:
