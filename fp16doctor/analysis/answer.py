@@ -93,19 +93,13 @@ class PrescriptionLine:
         sentences = [s.strip() for s in self.headline.replace(". ", ".\n").splitlines() if s.strip()]
         return tuple(short_line(s) for s in sentences)
 
-    @property
-    def with_change(self) -> tuple[str, ...]:
-        """Each precision with the first change made, packed on as few lines as fit."""
-        return _packed("in memory:", self.in_memory) if self.in_memory else ()
-
-
 @dataclass(frozen=True)
 class PrecisionLine:
     """(c) One 16-bit configuration against float32: its ratio, interval and cause with its number."""
 
     where: str
     label: str  # "float16", "float16, batches in memory", "float16 with batch_dtype=float32"
-    versus: str  # "2.2x slower (1.9-2.5x)", "no significant difference (0.9-1.1x)"
+    versus: str  # "2.2x slower (1.9-2.5x)", "same speed (0.9-1.1x)", ">= 6.8x slower": the verdict's figure
     steps: str  # "665 ms vs 303 ms"
     cause: str  # "host-side preprocessing runs in float16 (362 ms of 362 ms): measured host batch time ..."; or ""
     notes: tuple[str, ...] = ()  # the ids of the shared notes that apply
@@ -140,17 +134,15 @@ class Answer:
     notes: tuple[Note, ...] = ()
     places: int = 1  # how many machines and stacks the document tells apart
 
-    def note(self, note_id: str) -> str:
-        return next((n.text for n in self.notes if n.id == note_id), "")
-
 
 def short_line(text: str) -> str:
     """One line with its long kernel names shortened (kernel_short_name); a renderer breaks it at words to fit."""
     def short(word: str) -> str:
         if len(word) <= SHORT_NAME_MAX:
             return word
-        bare = word.rstrip(":;,.")
-        return kernel_short_name(bare) + word[len(bare):]
+        core = word.lstrip("(").rstrip(":;,.)")  # the name without the punctuation around it
+        start = word.index(core) if core else 0
+        return word[:start] + kernel_short_name(core) + word[start + len(core):]
 
     return " ".join(short(word) for word in " ".join(str(text).split()).split(" "))
 
@@ -246,8 +238,8 @@ def _cpu_bound(comparisons: Sequence[OpComparison]) -> Bound | None:
         if top:
             lines.append(f"{c.precision} ({fmt_ms(c.step_ms)} a step): " + ", ".join(
                 f"{d.layer} {d.pass_.replace('_', ' ')} {fmt_ms(d.reduced_ms)}"
-                + (f" ({kernel_short_name(d.impls[0])})" if d.impls else "") for d in top))
-    return Bound("", "cpu_ops", "", tuple(short_line(line) for line in lines), "") if lines else None
+                + (f" ({kernel_short_name(d.impls[0])})" if d.impls and d.impls[0].strip() else "") for d in top))
+    return Bound("", "cpu_ops", "", tuple(lines), "") if lines else None  # the names shortened above
 
 
 def _bounds(diagnosis: Diagnosis, places: list[tuple[str, str]]) -> tuple[Bound, ...]:

@@ -178,6 +178,6 @@ def kernel_short_name(name: str | None, limit: int = SHORT_NAME_MAX) -> str:
         return kind
     short = whole
     if "(" in short or "<" in short:
-        short = _strip_bracketed(_strip_bracketed(short, "<", ">"), "(", ")")
-        short = short.removeprefix("void ").strip()
+        stripped = _strip_bracketed(_strip_bracketed(short, "<", ">"), "(", ")").removeprefix("void ").strip()
+        short = stripped or short  # a name that is all brackets keeps them
     return short if len(short) <= limit else short[:limit - 1].rstrip() + "…"

@@ -1,4 +1,6 @@
-"""Ranked findings for the terminal (`fp16doctor explain`): data in, a rich renderable out.
+"""`fp16doctor explain` for the terminal: the answer (textout/answer.py), then with --full the detail (the
+prescription's measured table, the verdicts, the runs, the roofline, each ranked finding with its evidence and
+fix). Data in, a rich renderable out.
 
 Plain styled text rather than panels, so long evidence lines wrap in any terminal width (and soft-wrap
 consoles) instead of being cut off.
