@@ -50,6 +50,18 @@ class DeviceSplit:
     fp32_step_ms: float | None
     bound_by: str | None
     method: str  # the device time's: "interval_union" | "kernel_sum"
+    copies_ms: float = 0.0  # the 16-bit run's copies (host to device and back), per step
+    fp32_copies_ms: float = 0.0
+
+    @property
+    def kernel_difference_ms(self) -> float:
+        """The device change less the copies': what the precision changed in the kernels (two runs that copied the
+        same float32 batch differ in their copies by the link's noise, not by the precision)."""
+        return (self.busy_ms - self.copies_ms) - (self.fp32_busy_ms - self.fp32_copies_ms)
+
+    @property
+    def copy_difference_ms(self) -> float:
+        return self.copies_ms - self.fp32_copies_ms
 
     @property
     def device_share(self) -> float | None:
@@ -71,6 +83,17 @@ class DeviceSplit:
     def device_difference_ms(self) -> float:
         """The 16-bit run's device time less float32's, per step (negative: the device did less)."""
         return self.busy_ms - self.fp32_busy_ms
+
+    def change_words(self) -> str:
+        """"−6.0 ms of kernel time per step (5% of the step); its batch's copy +0.0 ms": the kernels' change, the
+        precision's own; the copy is said apart (the same float32 batch copied twice differs by the link's noise)."""
+        text = f"{fmt_signed_ms(self.kernel_difference_ms)} of kernel time per step"
+        if self.step_ms:
+            text += f" ({abs(self.kernel_difference_ms) / self.step_ms:.0%} of the step)"
+        if self.copies_ms or self.fp32_copies_ms:
+            text += (f"; the batch's copy took {fmt_ms(self.copies_ms)} against float32's "
+                     f"{fmt_ms(self.fp32_copies_ms)}")
+        return text
 
     def words(self, difference_ms: float | None = None) -> str:
         """"the GPU was busy 22 ms of the 547 ms profiled step (4%; float32 36 ms of 295 ms): the host sets the
@@ -100,6 +123,8 @@ class DeviceSplit:
             "device_busy_ms": round(self.busy_ms, 3),
             "fp32_device_busy_ms": round(self.fp32_busy_ms, 3),
             "device_difference_ms": round(self.device_difference_ms, 3),
+            "kernel_difference_ms": round(self.kernel_difference_ms, 3),
+            "copy_difference_ms": round(self.copy_difference_ms, 3),
             "bound_by": self.bound_by,
             "precision_bound": precision_bound(self.device_share, self.device_ratio, "measured"),
         }
@@ -111,7 +136,7 @@ def device_split(pair: Pair) -> DeviceSplit | None:
     if reduced is None or fp32 is None:
         return None
     return DeviceSplit(reduced.busy_ms, fp32.busy_ms, reduced.step_ms, fp32.step_ms, bound_by(pair.reduced),
-                       reduced.method)
+                       reduced.method, sum(reduced.copies_ms.values()), sum(fp32.copies_ms.values()))
 
 
 # By the device's peak rates the arithmetic of a step under this share of it: the step is bound elsewhere (the input,

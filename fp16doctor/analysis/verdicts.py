@@ -111,9 +111,7 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
                     f"({fmt_ms(interval.other_ms)} vs {fmt_ms(interval.fp32_ms)} per step): {interval.aa.reason}")
         if split is not None and split.step_ms:
             # What the profile measured the precision change on the device, where the timed steps cannot say.
-            headline += (f"; the profile measured what it changed on the device: "
-                         f"{fmt_signed_ms(split.device_difference_ms)} of device time per step "
-                         f"({abs(split.device_difference_ms) / split.step_ms:.0%} of the step)")
+            headline += f"; the profile measured what it changed on the device: {split.change_words()}"
     elif interval.refused:
         headline = (f"{reduced.precision} against {base} on {where}{variant} is not compared: "
                     f"{interval.refused}")
