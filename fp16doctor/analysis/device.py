@@ -52,6 +52,7 @@ class DeviceSplit:
     method: str  # the device time's: "interval_union" | "kernel_sum"
     copies_ms: float = 0.0  # the 16-bit run's copies (host to device and back), per step
     fp32_copies_ms: float = 0.0
+    host_rows_difference_ms: float = 0.0  # the trace's host spans (`"time": "host"` rows), 16-bit less float32
 
     @property
     def kernel_difference_ms(self) -> float:
@@ -84,6 +85,15 @@ class DeviceSplit:
         """The 16-bit run's device time less float32's, per step (negative: the device did less)."""
         return self.busy_ms - self.fp32_busy_ms
 
+    def accounted(self, difference_ms: float) -> dict[str, float]:
+        """The timed difference over the step's parts, each counted once: the kernels, the copies, the host's spans
+        the trace holds (`"time": "host"` rows), and the host time no op accounts for (what is left; the trace
+        cannot place it, so it is a size, never a cause)."""
+        placed = self.kernel_difference_ms + self.copy_difference_ms + self.host_rows_difference_ms
+        return {"kernels_ms": round(self.kernel_difference_ms, 3), "copies_ms": round(self.copy_difference_ms, 3),
+                "host_rows_ms": round(self.host_rows_difference_ms, 3),
+                "unplaced_host_ms": round(difference_ms - placed, 3)}
+
     def change_words(self) -> str:
         """"−6.0 ms of kernel time per step (5% of the step); its batch's copy +0.0 ms": the kernels' change, the
         precision's own; the copy is said apart (the same float32 batch copied twice differs by the link's noise)."""
@@ -110,9 +120,12 @@ class DeviceSplit:
         elif self.bound_by == "device":
             text += ": the device sets the pace"
         if difference_ms is not None:
-            host = difference_ms - self.device_difference_ms
-            text += (f"; of the timed difference, {fmt_signed_ms(self.device_difference_ms)} is the device's work and "
-                     f"{fmt_signed_ms(host)} the host's")
+            parts = self.accounted(difference_ms)
+            text += (f"; of the timed difference, {fmt_signed_ms(parts['kernels_ms'])} is the kernels', "
+                     f"{fmt_signed_ms(parts['copies_ms'])} the batch's copy"
+                     + (f", {fmt_signed_ms(parts['host_rows_ms'])} the host's batch"
+                        if parts['host_rows_ms'] else "")
+                     + f" and {fmt_signed_ms(parts['unplaced_host_ms'])} host time no op in the trace accounts for")
         bound = self.max_speedup
         if bound is not None:
             text += f"; through the device's own work this precision can be at most {bound:.2f}x faster"
@@ -136,7 +149,13 @@ def device_split(pair: Pair) -> DeviceSplit | None:
     if reduced is None or fp32 is None:
         return None
     return DeviceSplit(reduced.busy_ms, fp32.busy_ms, reduced.step_ms, fp32.step_ms, bound_by(pair.reduced),
-                       reduced.method, sum(reduced.copies_ms.values()), sum(fp32.copies_ms.values()))
+                       reduced.method, sum(reduced.copies_ms.values()), sum(fp32.copies_ms.values()),
+                       _host_batch_ms(pair.reduced) - _host_batch_ms(pair.fp32))
+
+
+def _host_batch_ms(run: RunView) -> float:
+    """The host's spans a GPU trace holds as rows (the DataLoader's batch, data conversion), per step."""
+    return sum(i.ms_per_step for i in run.ops.items if i.host_time) if run.ops is not None else 0.0
 
 
 # By the device's peak rates the arithmetic of a step under this share of it: the step is bound elsewhere (the input,

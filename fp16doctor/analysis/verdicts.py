@@ -132,7 +132,9 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
             f"{_cause_phrase(s, reduced.precision)} ({moved} {fmt_ms(s.ms)})" for s in acc.against)
     unexplained = max(0.0, acc.magnitude_ms - explained) if acc.significant else 0.0
     if acc.significant and top is not None and 1 - share >= UNEXPLAINED_SAID:
-        headline += f"; {fmt_ms(unexplained)} ({1 - share:.0%}) of it is unexplained"
+        # On a GPU trace what no op explains is host time the trace cannot place: a size, not a cause.
+        what = "host time no op in the trace accounts for" if split is not None else "unexplained"
+        headline += f"; {fmt_ms(unexplained)} ({1 - share:.0%}) of it is {what}"
     window_delta = _window_difference(acc)
     # The windows' difference in the direction of the timed one: what the ops there can account for at most.
     shown = max(window_delta if acc.difference_ms > 0 else -window_delta, 0.0) if window_delta is not None else 0.0
@@ -200,7 +202,8 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
                     "ops": [{"name": o.get("name"), "layer": o.get("layer"), "pass": o.get("pass"),
                              "dtype": o.get("dtype"), "ms": o.get("ms")} for o in s.ops]} for s in causes],
         # Host or device (analysis/device.py): each run's device time, where the runs carry it, and the Amdahl bound.
-        **(split.verdict_fields() | {"host_difference_ms": round(acc.difference_ms - split.device_difference_ms, 3)}
+        **(split.verdict_fields() | {"host_difference_ms": round(acc.difference_ms - split.device_difference_ms, 3),
+                                     "accounted": split.accounted(acc.difference_ms)}
            if split is not None else guessed.verdict_fields() if guessed is not None else {}),
         # ShownRatio's words for no difference: "same speed", or "not measurable" for an interval off 1.
         "figure": phrase if outcome != "no_significant_difference" else shown_ratio(acc).figure(),

@@ -1,0 +1,46 @@
+"""The whole GPU step accounted for on the H200 recording as recorded (docs/examples/gpu-h200-keras-torch-full): a
+verdict's difference over the kernels, the batch's copy, the host's spans the trace holds and the host time no op
+accounts for, each counted once; the device change of a verdict counts kernels, not the copy of an identical batch."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+
+def _verdict(h200, precision: str, variant: str = "original") -> dict[str, Any]:
+    return next(v for v in h200.verdicts if (v["precision"], v["variant"]) == (precision, variant))
+
+
+def test_in_memory_float16_is_accounted_over_copy_and_kernels_and_the_rest_is_sized(h200):
+    verdict = _verdict(h200, "float16", "synthetic_input")
+    parts = verdict["accounted"]
+    # The recording's kernels: 20.9 ms a step in float32, 14.8 ms in float16; its pageable copy 15.2 ms and 7.2 ms.
+    assert parts["kernels_ms"] == pytest.approx(-6.2, abs=0.2)
+    assert parts["copies_ms"] == pytest.approx(-8.0, abs=0.2)
+    assert sum(parts.values()) == pytest.approx(verdict["difference_ms"], abs=0.01)
+    assert parts["unplaced_host_ms"] < 0  # the host's part the trace cannot place, said as a size
+    named = {c["id"]: c["explains_ms"] for c in verdict["causes"]}
+    assert named["smaller_16bit_batches"] == pytest.approx(8.0, abs=0.2)
+    assert named["fast_16bit_kernels"] == pytest.approx(6.1, abs=0.3)
+    assert verdict["cause"] == "smaller_16bit_batches"
+    assert "host time no op in the trace accounts for" in verdict["headline"]
+    assert "unexplained" not in verdict["headline"]
+
+
+def test_no_finding_credits_the_kernels_with_the_gain(h200):
+    words = json.dumps(h200.findings, ensure_ascii=False)
+    assert "are what made the step faster" not in words
+
+
+def test_the_mixed_verdicts_device_change_counts_kernels_not_the_copy_of_one_batch(h200):
+    mixed16, mixedbf16 = _verdict(h200, "mixed_float16"), _verdict(h200, "mixed_bfloat16")
+    # Both copied the same float32 batch (12 ms and 16 ms a copy); their kernels changed alike, 21 -> 15 and 21 -> 16 ms.
+    assert mixed16["kernel_difference_ms"] == pytest.approx(-6.0, abs=0.3)
+    assert mixedbf16["kernel_difference_ms"] == pytest.approx(-5.3, abs=0.3)
+    for verdict in (mixed16, mixedbf16):
+        assert "of kernel time per step" in verdict["headline"]
+        assert "of device time per step" not in verdict["headline"]
+        assert not any(c["id"] == "smaller_16bit_batches" for c in verdict["causes"])  # a float32 batch in both
