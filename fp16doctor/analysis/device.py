@@ -9,6 +9,7 @@ from typing import Any
 
 from fp16doctor.analysis.context import Pair, RunView
 from fp16doctor.analysis.values import fmt_ms, fmt_signed_ms
+from fp16doctor.attribution.device_time import IDLE_WORDS, IdleSplit
 
 # The device busy under half of the 16-bit run's step: the host sets its pace (the TF Profiler calls a step
 # highly input-bound from 20 % of it on input, kHighlyInfeedBoundThresholdInPercent; idle half the step is well
@@ -53,6 +54,22 @@ class DeviceSplit:
     copies_ms: float = 0.0  # the 16-bit run's copies (host to device and back), per step
     fp32_copies_ms: float = 0.0
     host_rows_difference_ms: float = 0.0  # the trace's host spans (`"time": "host"` rows), 16-bit less float32
+    idle: IdleSplit | None = None  # the 16-bit run's idle time, split by what the device waited on
+
+    def idle_words(self) -> str | None:
+        """"the device idled 46 ms a step: 30 ms waiting on the host's data, 12 ms in launch and dispatch gaps, 4.0 ms
+        other; waiting on the host's data dominates"; None without a split."""
+        idle = self.idle
+        if idle is None or idle.total_ms <= 0:
+            return None
+        parts = [f"{fmt_ms(idle.waiting_on_data_ms)} waiting on the host's data"]
+        if idle.launch_gaps_ms is not None:
+            parts.append(f"{fmt_ms(idle.launch_gaps_ms)} in launch and dispatch gaps")
+        parts.append(f"{fmt_ms(idle.other_ms)} other")
+        text = f"the device idled {fmt_ms(idle.total_ms)} a step: {', '.join(parts)}"
+        if idle.launch_gaps_ms is None:
+            return text + " (the recorded rows have no timestamps to tell a launch gap from the rest)"
+        return text + f"; {IDLE_WORDS[idle.dominant]} dominates"
 
     @property
     def kernel_difference_ms(self) -> float:
@@ -126,6 +143,9 @@ class DeviceSplit:
                      + (f", {fmt_signed_ms(parts['host_rows_ms'])} the host's batch"
                         if parts['host_rows_ms'] else "")
                      + f" and {fmt_signed_ms(parts['unplaced_host_ms'])} host time no op in the trace accounts for")
+        idle = self.idle_words()
+        if idle:
+            text += f"; {idle}"
         bound = self.max_speedup
         if bound is not None:
             text += f"; through the device's own work this precision can be at most {bound:.2f}x faster"
@@ -140,6 +160,8 @@ class DeviceSplit:
             "copy_difference_ms": round(self.copy_difference_ms, 3),
             "bound_by": self.bound_by,
             "precision_bound": precision_bound(self.device_share, self.device_ratio, "measured"),
+            **({"device_idle": {**self.idle.to_dict(), "dominant": self.idle.dominant}} if self.idle is not None
+               else {}),
         }
 
 
@@ -150,7 +172,7 @@ def device_split(pair: Pair) -> DeviceSplit | None:
         return None
     return DeviceSplit(reduced.busy_ms, fp32.busy_ms, reduced.step_ms, fp32.step_ms, bound_by(pair.reduced),
                        reduced.method, sum(reduced.copies_ms.values()), sum(fp32.copies_ms.values()),
-                       _host_batch_ms(pair.reduced) - _host_batch_ms(pair.fp32))
+                       _host_batch_ms(pair.reduced) - _host_batch_ms(pair.fp32), reduced.idle)
 
 
 def _host_batch_ms(run: RunView) -> float:

@@ -131,10 +131,10 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
         headline += "; against it, " + ", ".join(
             f"{_cause_phrase(s, reduced.precision)} ({moved} {fmt_ms(s.ms)})" for s in acc.against)
     unexplained = max(0.0, acc.magnitude_ms - explained) if acc.significant else 0.0
-    if acc.significant and top is not None and 1 - share >= UNEXPLAINED_SAID:
-        # On a GPU trace what no op explains is host time the trace cannot place: a size, not a cause.
-        what = "host time no op in the trace accounts for" if split is not None else "unexplained"
-        headline += f"; {fmt_ms(unexplained)} ({1 - share:.0%}) of it is {what}"
+    # On a GPU trace what no op explains is host time the trace cannot place, a size the device split says (not a
+    # cause); elsewhere the headline says how much is unexplained.
+    if acc.significant and top is not None and 1 - share >= UNEXPLAINED_SAID and split is None:
+        headline += f"; {fmt_ms(unexplained)} ({1 - share:.0%}) of it is unexplained"
     window_delta = _window_difference(acc)
     # The windows' difference in the direction of the timed one: what the ops there can account for at most.
     shown = max(window_delta if acc.difference_ms > 0 else -window_delta, 0.0) if window_delta is not None else 0.0

@@ -27,6 +27,7 @@ def test_in_memory_float16_is_accounted_over_copy_and_kernels_and_the_rest_is_si
     assert named["fast_16bit_kernels"] == pytest.approx(6.1, abs=0.3)
     assert verdict["cause"] == "smaller_16bit_batches"
     assert "host time no op in the trace accounts for" in verdict["headline"]
+    assert verdict["headline"].count("host time no op") == 1
     assert "unexplained" not in verdict["headline"]
 
 
@@ -44,3 +45,25 @@ def test_the_mixed_verdicts_device_change_counts_kernels_not_the_copy_of_one_bat
         assert "of kernel time per step" in verdict["headline"]
         assert "of device time per step" not in verdict["headline"]
         assert not any(c["id"] == "smaller_16bit_batches" for c in verdict["causes"])  # a float32 batch in both
+
+
+def test_each_in_memory_runs_idle_split_adds_up_to_its_idle_time_and_is_on_its_verdict(h200_doc, h200):
+    from fp16doctor.analysis.context import build_context
+
+    ctx = build_context(h200_doc)
+    in_memory = [r for r in ctx.ok_runs() if r.variant == "synthetic_input"]
+    assert len(in_memory) == 4
+    for run in in_memory:
+        device = run.device_time
+        assert device is not None and device.idle is not None and device.host_ms
+        assert device.idle.total_ms == pytest.approx(device.host_ms, rel=0.10)
+    for verdict in (v for v in h200.verdicts if v["variant"] == "synthetic_input"):
+        idle = verdict["device_idle"]
+        run = next(r for r in in_memory if r.precision == verdict["precision"])
+        assert idle["waiting_on_data_ms"] + (idle["launch_gaps_ms"] or 0) + idle["other_ms"] == pytest.approx(
+            run.device_time.host_ms, rel=0.10)
+        assert idle["dominant"] in ("waiting_on_data_ms", "launch_gaps_ms", "other_ms")
+    # float16's own: the recorded rows hold no timestamps, so a launch gap is not told from the rest, and it says so.
+    float16 = _verdict(h200, "float16", "synthetic_input")
+    assert float16["device_idle"]["launch_gaps_ms"] is None
+    assert "the device idled 46 ms a step" in float16["headline"]
