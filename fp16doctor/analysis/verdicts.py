@@ -20,7 +20,6 @@ from fp16doctor.analysis.values import (
     as_positive,
     as_str,
     fmt_ms,
-    fmt_signed_ms,
     round_ratio,
 )
 

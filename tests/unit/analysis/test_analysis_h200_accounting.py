@@ -38,7 +38,7 @@ def test_no_finding_credits_the_kernels_with_the_gain(h200):
 
 def test_the_mixed_verdicts_device_change_counts_kernels_not_the_copy_of_one_batch(h200):
     mixed16, mixedbf16 = _verdict(h200, "mixed_float16"), _verdict(h200, "mixed_bfloat16")
-    # Both copied the same float32 batch (12 ms and 16 ms a copy); their kernels changed alike, 21 -> 15 and 21 -> 16 ms.
+    # Both copied the same float32 batch (12 ms and 16 ms a copy); their kernels changed alike (21 -> 15, 21 -> 16 ms).
     assert mixed16["kernel_difference_ms"] == pytest.approx(-6.0, abs=0.3)
     assert mixedbf16["kernel_difference_ms"] == pytest.approx(-5.3, abs=0.3)
     for verdict in (mixed16, mixedbf16):
