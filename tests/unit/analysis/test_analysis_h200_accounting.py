@@ -67,3 +67,27 @@ def test_each_in_memory_runs_idle_split_adds_up_to_its_idle_time_and_is_on_its_v
     float16 = _verdict(h200, "float16", "synthetic_input")
     assert float16["device_idle"]["launch_gaps_ms"] is None
     assert "the device idled 46 ms a step" in float16["headline"]
+
+
+def test_no_layer_is_called_kept_off_tensor_cores_where_its_kernels_ran_on_them(h200_doc, h200):
+    ran = {i["layer"] for r in h200_doc["runs"] for i in (r.get("ops") or {}).get("items", [])
+           if i.get("tensor_cores") is True}
+    assert {"conv2d", "dense"} <= ran
+    words = json.dumps(h200.findings, ensure_ascii=False)
+    assert "kept off Tensor Cores (conv2d" not in words
+    assert not any(f["id"] == "tensor_cores_not_eligible" for f in h200.findings)
+
+
+def test_the_tf32_finding_reports_the_measured_tf32_off_run_and_keeps_tf32(h200):
+    (finding,) = [f for f in h200.findings if f["id"] == "tf32_baseline"]
+    text = finding["recommendation"]
+    assert "disable TF32" not in text and "allow_tf32 = False" not in text
+    assert "float32 with TF32 off took 284 ms" in text and "Keep TF32 on" in text
+
+
+def test_a_configuration_not_compared_is_listed_after_the_compared_ones(h200):
+    (prescription,) = h200.prescriptions
+    rows = prescription["measured"]
+    refused = [i for i, row in enumerate(rows) if "not compared" in " ".join(str(n) for n in row.get("notes", []))]
+    assert refused and rows[0]["variant"] != "tf32_off"
+    assert refused == list(range(len(rows) - len(refused), len(rows)))
