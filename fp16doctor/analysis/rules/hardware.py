@@ -375,8 +375,8 @@ def rule_tf32_baseline(ctx: Context) -> Finding | None:
     else:
         code = "tf.config.experimental.enable_tensor_float_32_execution(False)"
     recommendation = ("fp16 is compared with a fast baseline here: on Tensor Cores fp16 is only about 2x TF32, and "
-                      "memory-bound layers gain nothing from TF32. To see the gain over true fp32, disable TF32 for the "
-                      f"float32 run:\n    {code}\n")
+                      "memory-bound layers gain nothing from TF32. To see the gain over true fp32, disable TF32 for "
+                      f"the float32 run:\n    {code}\n")
     measured = _tf32_off_measured(ctx, runs)
     if measured is not None:
         recommendation = measured  # the run it would ask for was measured: what it showed, not the request again
