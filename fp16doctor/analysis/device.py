@@ -15,6 +15,8 @@ from fp16doctor.attribution.device_time import IDLE_WORDS, IdleSplit
 # highly input-bound from 20 % of it on input, kHighlyInfeedBoundThresholdInPercent; idle half the step is well
 # past that). At 80 % busy or more the device sets it; in between neither does alone.
 HOST_BOUND_BELOW = 0.5
+# A profiled window's step this far from the timed step is said to be the window's (the busy share is of it).
+WINDOW_APART = 0.1
 DEVICE_BOUND_FROM = 0.8
 
 
@@ -122,7 +124,7 @@ class DeviceSplit:
                      f"{fmt_ms(self.fp32_copies_ms)}")
         return text
 
-    def words(self, difference_ms: float | None = None) -> str:
+    def words(self, difference_ms: float | None = None, timed_step_ms: float | None = None) -> str:
         """"the GPU was busy 22 ms of the 547 ms profiled step (4%; float32 36 ms of 295 ms): the host sets the
         pace; of the timed difference, -15 ms is the device's work and +377 ms the host's; through the device's own
         work this precision can be at most 1.05x faster"."""
@@ -130,8 +132,11 @@ class DeviceSplit:
         text = f"the GPU was busy {fmt_ms(self.busy_ms)}"
         if self.step_ms and share is not None:
             text += f" of the {fmt_ms(self.step_ms)} profiled step ({share:.0%}"
-            text += f"; float32 {fmt_ms(self.fp32_busy_ms)} of {fmt_ms(self.fp32_step_ms)})" \
-                if self.fp32_step_ms else ")"
+            text += f"; float32 {fmt_ms(self.fp32_busy_ms)} of {fmt_ms(self.fp32_step_ms)}" \
+                if self.fp32_step_ms else ""
+            # The shares are the profiler's window's; where its step is not the timed one, it says so.
+            text += (f"; the profiler's window, not the {fmt_ms(timed_step_ms)} timed step)"
+                     if timed_step_ms and abs(self.step_ms - timed_step_ms) > WINDOW_APART * timed_step_ms else ")")
         if self.bound_by == "host":
             text += ": the host sets the pace"
         elif self.bound_by == "device":

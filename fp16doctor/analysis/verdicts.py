@@ -146,7 +146,7 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
                      f"{fmt_ms(missed)} of the timed difference did not recur there (the steps changed speed "
                      "between the timing and the window)")
     if split is not None and not interval.refused and (interval.aa is None or interval.aa.passed):
-        headline += f"; {split.words(acc.difference_ms if acc.significant else None)}"
+        headline += f"; {split.words(acc.difference_ms if acc.significant else None, pair.step_ms)}"
     # No trace measured the device: the roofline's best case stands in, labelled an estimate.
     guessed = estimated_bound(pair, estimate.fp32_ms, estimate.fp16_ms) if (
         split is None and estimate is not None) else None

@@ -91,3 +91,12 @@ def test_a_configuration_not_compared_is_listed_after_the_compared_ones(h200):
     refused = [i for i, row in enumerate(rows) if "not compared" in " ".join(str(n) for n in row.get("notes", []))]
     assert refused and rows[0]["variant"] != "tf32_off"
     assert refused == list(range(len(rows) - len(refused), len(rows)))
+
+
+def test_the_input_pipelines_expected_gain_is_float32s_and_busy_shares_say_their_window(h200):
+    (finding,) = [f for f in h200.findings if f["id"] == "input_pipeline_bound"]
+    assert "632 ms" not in finding["recommendation"]  # float16's figure, under a float32 prescription
+    assert "Expected gain: 231 ms per step in float32" in finding["recommendation"]
+    in_memory = _verdict(h200, "float16", "synthetic_input")["headline"]
+    # The busy share is of the 68 ms profiled window's step, beside a 45 ms timed step: it says which.
+    assert "68 ms profiled step" in in_memory and "the profiler's window, not the 45 ms timed step" in in_memory
