@@ -100,3 +100,19 @@ def test_the_input_pipelines_expected_gain_is_float32s_and_busy_shares_say_their
     in_memory = _verdict(h200, "float16", "synthetic_input")["headline"]
     # The busy share is of the 68 ms profiled window's step, beside a 45 ms timed step: it says which.
     assert "68 ms profiled step" in in_memory and "the profiler's window, not the 45 ms timed step" in in_memory
+
+
+def test_the_roofline_stands_beside_the_measured_kernels_once_per_precision(h200):
+    estimates = [e for e in h200.roofline if e.predicted_speedup is not None and e.fp32_kernels_ms]
+    assert estimates
+    for e in estimates:
+        # 2.8 ms of best case against 21 ms of float32's measured kernels: about 13 %, said with what it signals.
+        assert e.fp32_kernels_ms == pytest.approx(20.9, abs=0.3)
+        assert "run at about 13% of it (a sign of small kernels and launch gaps)" in e.kernels_words()
+    from fp16doctor.textout.findings import _best_case
+
+    text = _best_case(h200.roofline).plain
+    lines = [line for line in text.splitlines() if "at most" in line]
+    assert len(lines) == len({(e.machine, e.stack, e.gpu_name, e.precision, e.fp32_ms, e.fp16_ms)
+                              for e in h200.roofline if e.predicted_speedup is not None})
+    assert not any("2.8 ms -> 1.4 ms" in line and "you measured" in line for line in lines)
