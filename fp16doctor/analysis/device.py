@@ -57,6 +57,7 @@ class DeviceSplit:
     fp32_copies_ms: float = 0.0
     host_rows_difference_ms: float = 0.0  # the trace's host spans (`"time": "host"` rows), 16-bit less float32
     idle: IdleSplit | None = None  # the 16-bit run's idle time, split by what the device waited on
+    fp32_idle: IdleSplit | None = None
 
     def idle_words(self) -> str | None:
         """"the device idled 46 ms a step: 30 ms waiting on the host's data, 12 ms in launch and dispatch gaps, 4.0 ms
@@ -105,12 +106,19 @@ class DeviceSplit:
         return self.busy_ms - self.fp32_busy_ms
 
     def accounted(self, difference_ms: float) -> dict[str, float]:
-        """The timed difference over the step's parts, each counted once: the kernels, the copies, the host's spans
-        the trace holds (`"time": "host"` rows), and the host time no op accounts for (what is left; the trace
-        cannot place it, so it is a size, never a cause)."""
-        placed = self.kernel_difference_ms + self.copy_difference_ms + self.host_rows_difference_ms
+        """The timed difference over the step's parts, each counted once: the kernels, the copies, the host's batch
+        (the idle time a trace's timestamps put on the host's data spans; else its `"time": "host"` rows), the launch
+        and dispatch gaps (where timestamps split the idle time), and the host time no op accounts for (what is
+        left; the trace cannot place it, so it is a size, never a cause)."""
+        host, gaps = self.host_rows_difference_ms, 0.0
+        mine, theirs = self.idle, self.fp32_idle
+        if mine is not None and theirs is not None and mine.launch_gaps_ms is not None \
+                and theirs.launch_gaps_ms is not None:  # both from timestamps
+            host = mine.waiting_on_data_ms - theirs.waiting_on_data_ms
+            gaps = mine.launch_gaps_ms - theirs.launch_gaps_ms
+        placed = self.kernel_difference_ms + self.copy_difference_ms + host + gaps
         return {"kernels_ms": round(self.kernel_difference_ms, 3), "copies_ms": round(self.copy_difference_ms, 3),
-                "host_rows_ms": round(self.host_rows_difference_ms, 3),
+                "host_rows_ms": round(host, 3), "launch_gaps_ms": round(gaps, 3),
                 "unplaced_host_ms": round(difference_ms - placed, 3)}
 
     def change_words(self) -> str:
@@ -147,6 +155,8 @@ class DeviceSplit:
                      f"{fmt_signed_ms(parts['copies_ms'])} the batch's copy"
                      + (f", {fmt_signed_ms(parts['host_rows_ms'])} the host's batch"
                         if parts['host_rows_ms'] else "")
+                     + (f", {fmt_signed_ms(parts['launch_gaps_ms'])} launch and dispatch gaps"
+                        if parts['launch_gaps_ms'] else "")
                      + f" and {fmt_signed_ms(parts['unplaced_host_ms'])} host time no op in the trace accounts for")
         idle = self.idle_words()
         if idle:
@@ -177,7 +187,7 @@ def device_split(pair: Pair) -> DeviceSplit | None:
         return None
     return DeviceSplit(reduced.busy_ms, fp32.busy_ms, reduced.step_ms, fp32.step_ms, bound_by(pair.reduced),
                        reduced.method, sum(reduced.copies_ms.values()), sum(fp32.copies_ms.values()),
-                       _host_batch_ms(pair.reduced) - _host_batch_ms(pair.fp32), reduced.idle)
+                       _host_batch_ms(pair.reduced) - _host_batch_ms(pair.fp32), reduced.idle, fp32.idle)
 
 
 def _host_batch_ms(run: RunView) -> float:

@@ -123,10 +123,9 @@ def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
     advice = input_pipeline_code(sw) + "\n"
     # The gain of the configuration a user keeps by default: float32's (another precision's is its own, and the
     # prescription says which precision to run).
-    precision = "float32" if "float32" in gains else next(iter(gains), None)
-    if precision is not None:
-        advice += (f"Expected gain: {fmt_ms(gains[precision])} per step in {precision} (measured against in-memory "
-                   "input).")
+    kept = "float32" if "float32" in gains else next(iter(gains), None)
+    if kept is not None:
+        advice += f"Expected gain: {fmt_ms(gains[kept])} per step in {kept} (measured against in-memory input)."
     return make_finding(
         "input_pipeline_bound",
         "Producing batches on the host takes a large share of the step",

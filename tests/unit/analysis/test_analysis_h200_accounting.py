@@ -116,3 +116,17 @@ def test_the_roofline_stands_beside_the_measured_kernels_once_per_precision(h200
     assert len(lines) == len({(e.machine, e.stack, e.gpu_name, e.precision, e.fp32_ms, e.fp16_ms)
                               for e in h200.roofline if e.predicted_speedup is not None})
     assert not any("2.8 ms -> 1.4 ms" in line and "you measured" in line for line in lines)
+
+
+def test_with_timestamps_the_difference_is_placed_over_data_wait_and_launch_gaps_too():
+    from fp16doctor.analysis.device import DeviceSplit
+    from fp16doctor.attribution.device_time import IdleSplit
+
+    # float32: 36 ms busy (15 ms of copies) in a 112 ms step, 17 ms idle on the host's data, 50 ms in launch gaps;
+    # float16: 22 ms busy (7 ms of copies) in 68 ms, 8 ms on data, 30 ms in gaps.
+    split = DeviceSplit(22.0, 36.0, 68.0, 112.0, "host", "interval_union", 7.0, 15.0, 0.0,
+                        IdleSplit(8.0, 30.0, 8.0), IdleSplit(17.0, 50.0, 9.0))
+    parts = split.accounted(-44.0)
+    assert parts == {"kernels_ms": -6.0, "copies_ms": -8.0, "host_rows_ms": -9.0, "launch_gaps_ms": -20.0,
+                     "unplaced_host_ms": -1.0}
+    assert "−20 ms launch and dispatch gaps" in split.words(-44.0)
