@@ -153,3 +153,13 @@ def test_a_trace_with_timestamps_gives_its_idle_split_adding_up_to_its_idle_time
     assert found.idle.launch_gaps_ms is not None
     doc = found.to_dict()["idle"]
     assert set(doc) == {"waiting_on_data_ms", "launch_gaps_ms", "other_ms", "method"}
+
+
+def test_the_idle_split_travels_in_the_document_and_back(events):
+    from fp16doctor.attribution.device_time import DeviceTime
+
+    doc = build_device_time({"torch_events": events, "window": WINDOW, "device": "gpu:0"})
+    assert doc is not None and doc["idle"]["method"] == "trace_intervals"
+    back = DeviceTime.from_dict(doc)
+    assert back is not None and back.idle is not None
+    assert back.idle.total_ms == pytest.approx(doc["host_ms"], rel=0.10)
