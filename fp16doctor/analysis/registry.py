@@ -107,7 +107,7 @@ SPECS: tuple[FindingSpec, ...] = (
     FindingSpec("fast_16bit_kernels", "kernels", "16-bit kernels saved time", True, None, remedy="configuration",
                 recommends=OWN),
     # Measured on a GPU trace: the 16-bit run's batch rows (the host's batch, its copy to the device) shrank.
-    FindingSpec("smaller_16bit_batches", "host_input", "16-bit batches took less time to build and copy", True,
+    FindingSpec("smaller_16bit_batches", "host_input", "The 16-bit batch, half the bytes, took less time", True,
                 None, remedy="none"),
     FindingSpec("bf16_preferred", "hardware", "bfloat16 is this device's fast 16-bit type", False,
                 causal.rule_bf16_preferred, remedy="configuration", recommends=("mixed_bfloat16", "original")),
