@@ -67,7 +67,10 @@ class Diagnosis:
 # Titles and fixes for causes that only the accounting finds (no document-level rule of their own).
 _ACCOUNTED_ADVICE = {
     "slow_fp16_kernels": ("critical", ""),  # in the words of the run's framework: advice.slow_kernel_advice
-    "fast_16bit_kernels": ("info", "Its 16-bit kernels are what made the step faster."),
+    "fast_16bit_kernels": ("info", "Its 16-bit kernels took less device time than float32's: this part of the "
+                                   "difference is theirs; the verdict names the rest."),
+    "smaller_16bit_batches": ("info", "A 16-bit batch is half the bytes to build on the host and to copy to the "
+                                      "device: this part of the difference is the batch's, not the kernels'."),
     "slow_16bit_compute": (
         "warning",
         "These ops ran regular kernels in 16 bits and still took longer than in float32: the framework's 16-bit "

@@ -42,10 +42,16 @@ def _best_case(estimates: Sequence[RooflineEstimate]) -> Text | None:
     if not known:
         return None
     text = Text("Best case on this GPU (roofline)\n", style="bold")
+    seen = set()
     for e in known:
-        measured = f"; you measured {e.measured_words()}" if e.measured_speedup else ""
+        if e.key() in seen:
+            continue  # one line per precision and machine: the variants share the best case
+        seen.add(e.key())
+        kernels = e.kernels_words()
         text.append(f"  {e.stack} / {e.precision} on {e.gpu_name}: at most {e.predicted_times()} from "
-                    f"fp16 ({fmt_ms(e.fp32_ms)} -> {fmt_ms(e.fp16_ms)} per step, {e.bound}-bound){measured}\n")
+                    f"fp16 ({fmt_ms(e.fp32_ms)} -> {fmt_ms(e.fp16_ms)} of kernels per step, {e.bound}-bound)"
+                    + (f"; {kernels}" if kernels else f"; you measured {e.measured_words()}" if e.measured_speedup
+                       else "") + "\n")
         text.append(f"    {e.note}\n", style="dim")
     return text
 
