@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fp16doctor.analysis.context import Software
+from fp16doctor.analysis.pipeline_code import input_pipeline_program
 from fp16doctor.analysis.values import fmt_config, fmt_ms, fmt_versus
 from fp16doctor.knowledge.cuda import version_at_least
 from fp16doctor.knowledge.frameworks import KERAS_FLOATX_BATCHES_UNTIL, has_feature
@@ -104,33 +105,23 @@ def mixed_precision_code(sw: Software) -> str:
     )
 
 
-def input_pipeline_code(sw: Software) -> str:
-    """How to build batches off the training step's path, in the framework that ran (Keras 3's backend decides:
-    tf.data only where TensorFlow runs)."""
+def input_pipeline_code(sw: Software, height: int | None = None, width: int | None = None,
+                        batch_size: int | None = None, program: bool = False) -> str:
+    """How to take batch building off the training step's path, in the framework that ran: where its Keras has
+    preprocessing layers, the images decoded once into uint8 with the rescaling and flips in the model
+    (pipeline_code.py; the whole program with `program`, at the run's size); else batches built in parallel."""
     fw = sw.framework
-    backend = (sw.keras_backend or "").lower()
+    code = input_pipeline_program(sw, height, width, batch_size)
+    if code is not None:
+        where = "tf.data" if "tf.data" in code else "the arrays"
+        return code if program else (
+            "Decode the images once into a uint8 array, make the rescaling (Rescaling(1/255)) and the flips "
+            f"(RandomFlip) layers of the model, and fit on {where}: the host builds no batch, and a quarter of "
+            "float32's bytes goes to the device (the prescription's input pipeline change has the program).")
     if fw == "keras2":
         return (f"Produce batches in parallel (Keras {sw.keras or '2.x'}):\n"
                 "    model.fit_generator(train_generator, steps_per_epoch=..., epochs=...,\n"
                 "                        workers=4, use_multiprocessing=True, max_queue_size=20)")
-    if fw == "keras3" and backend in ("torch", "jax"):
-        # Keras 3 runs a keras.utils.PyDataset's __getitem__ in workers (keras/src/trainers/data_adapters/
-        # py_dataset_adapter.py: workers, use_multiprocessing, max_queue_size), on every backend.
-        loader = ("    # or a torch DataLoader(dataset, batch_size=b, num_workers=4, pin_memory=True): model.fit "
-                  "takes it\n") if backend == "torch" else ""
-        return (f"Build batches in worker processes (Keras {sw.keras or '3'}, {backend} backend): a "
-                "keras.utils.PyDataset that decodes each image once and keeps it as uint8:\n"
-                "    class Images(keras.utils.PyDataset):\n"
-                "        def __init__(self, files, labels, **kw):\n"
-                "            super().__init__(workers=4, use_multiprocessing=True, max_queue_size=16, **kw)\n"
-                "        ...\n"
-                f"{loader}"
-                "    model.fit(Images(files, labels), epochs=nb_epoch)")
-    if fw in ("tf.keras", "tensorflow", "keras3"):
-        return ("Use a parallel, prefetching tf.data pipeline instead of ImageDataGenerator:\n"
-                "    ds = keras.utils.image_dataset_from_directory(train_dir, image_size=(h, w), batch_size=b)\n"
-                "    ds = ds.map(lambda x, y: (x / 255.0, y), num_parallel_calls=tf.data.AUTOTUNE)\n"
-                "    ds = ds.prefetch(tf.data.AUTOTUNE)")
     if fw == "torch":
         return ("Load batches in worker processes:\n"
                 "    loader = DataLoader(dataset, batch_size=b, num_workers=4, pin_memory=True,\n"

@@ -370,7 +370,8 @@ def _input_change(ctx: Context, fp32: RunView) -> list[dict[str, Any]]:
     return [{"kind": "input_pipeline", "measured_by": "synthetic_input", "precision": "float32",
              "step_ms": pair.fp32_step_ms, "changed_step_ms": pair.step_ms, "speedup": round_ratio(iv.speedup),
              "speedup_interval": [round_ratio(iv.low), round_ratio(iv.high)], "figure": pair.shown.figure(),
-             "how": input_pipeline_code(fp32.software), "in_memory": _in_memory(ctx, fp32)}]
+             "how": input_pipeline_code(fp32.software, *(fp32.image_size or (None, None)), fp32.batch_size,
+                                       program=True), "in_memory": _in_memory(ctx, fp32)}]
 
 
 # Another Keras backend is prescribed only where its float32 step measured at least this much faster, at the
