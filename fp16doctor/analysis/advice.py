@@ -172,7 +172,8 @@ def upgraded(sw: Software) -> Software:
 VARIANT_HOW = {
     "onednn_off": "set TF_ENABLE_ONEDNN_OPTS=0 in the environment before TensorFlow starts",
     "tf32_off": "set NVIDIA_TF32_OVERRIDE=0 in the environment (float32 without TF32)",
-    "xla": "compile the model with XLA: model.compile(..., jit_compile=True)",
+    "xla": "compile the training step: model.compile(..., jit_compile=True) (XLA on TensorFlow, torch.compile on "
+           "torch)",
     "channels_padded": "pad the input to 8 channels (zeros) so the first convolution can use Tensor Cores",
     "float32_batches": "build the batches in float32: ImageDataGenerator(..., dtype='float32')",
 }
@@ -275,9 +276,13 @@ def variant_applies(variant: str, sw: Software, script: bool) -> str | None:
     if script and variant not in SCRIPT_VARIANTS:
         return f"the {variant} variant changes the seed workload's model or data, not a user's script"
     tf_backend = sw.framework == "tf.keras" or (sw.framework == "keras3" and sw.keras_backend in (None, "tensorflow"))
-    if variant == "xla" and not tf_backend:
+    # Keras 3 compiles with jit_compile=True on torch too (torch.compile, from torch 2.1); on JAX it always does.
+    torch_backend = sw.framework == "keras3" and sw.keras_backend == "torch" and version_at_least(sw.torch,
+                                                                                                  "2.1") is not False
+    if variant == "xla" and not (tf_backend or torch_backend):
         # Unknown is unknown: a document that names no framework is not said to run another one.
-        return ("the xla variant compiles Keras on TensorFlow (jit_compile); "
+        return ("the xla variant compiles Keras' training step (jit_compile: XLA on TensorFlow, torch.compile on "
+                "torch from 2.1); "
                 + (f"this stack runs {sw.label()}" if sw.known else "this document does not say which framework ran"))
     if variant == "onednn_off" and not sw.tensorflow:
         return "TF_ENABLE_ONEDNN_OPTS is a TensorFlow switch"
