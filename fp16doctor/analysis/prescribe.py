@@ -47,7 +47,7 @@ from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.redaction import redact_secrets
 from fp16doctor.results import SIZE_CAVEATS, VARIANT_CHANGES, rerun_options
 from fp16doctor.workload.protocol import BF16 as BF16_FAMILY
-from fp16doctor.workload.protocol import FP16, is_pure
+from fp16doctor.workload.protocol import FP16, SEED_WORKLOAD, is_pure
 
 Finding = dict[str, Any]
 Prescription = dict[str, Any]
@@ -372,7 +372,9 @@ def _input_change(ctx: Context, fp32: RunView) -> list[dict[str, Any]]:
     return [{"kind": "input_pipeline", "measured_by": "synthetic_input", "precision": "float32",
              "step_ms": pair.fp32_step_ms, "changed_step_ms": pair.step_ms, "speedup": round_ratio(iv.speedup),
              "speedup_interval": [round_ratio(iv.low), round_ratio(iv.high)], "figure": pair.shown.figure(),
-             "how": input_pipeline_code(fp32.software, height, width, fp32.batch_size, program=True),
+             # The program is the seed's (its model as posted); a user's own script gets the words.
+             "how": input_pipeline_code(fp32.software, height, width, fp32.batch_size,
+                                        program=fp32.workload_name == SEED_WORKLOAD),
              "in_memory": _in_memory(ctx, fp32)}]
 
 
