@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # the Diagnosis holds its answer; the builder reads the Diagn
 MAX_LINE = 200  # no line of the answer is longer (a code block aside)
 TOP_OPS = 3  # the ops a CPU's bound names per run
 # A finding whose remedy is a change the prescription measured (prescriptions[].user_changes[].kind).
-CHANGE_OF_FINDING = {"input_pipeline_bound": "input_pipeline"}
+CHANGE_OF_FINDING = {"input_pipeline_bound": "input_pipeline", "pageable_copies": "batch_bytes"}
 VARIANT_WORDS = {"original": "", "synthetic_input": "batches in memory"}
 
 
