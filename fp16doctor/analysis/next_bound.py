@@ -135,7 +135,7 @@ def compiled_change(ctx: Context, fp32: RunView, idle: Idle, command_of: Command
                 "speedup_interval": [round_ratio(iv.low), round_ratio(iv.high)], "outcome": iv.outcome,
                 "figure": pair.shown.figure()}
     command, no_command = command_of(fp32, "float32", "xla")
-    return {**change, "basis": "untested", "command": command, 
+    return {**change, "basis": "untested", "command": command,
             **({"no_command": no_command} if not command else {})}
 
 

@@ -39,7 +39,8 @@ def _code(code: str, whole: bool) -> str:
     lines = code.splitlines()
     if whole or len(lines) <= CODE_LINES:
         return code
-    return f"{lines[0]}\n# and {len(lines) - 1} more lines: fp16doctor explain --full prints the program (so does the report)"
+    return (f"{lines[0]}\n# and {len(lines) - 1} more lines: "
+            "fp16doctor explain --full prints the program (so does the report)")
 
 
 def answer_text(answer: Answer, findings: bool = True, top: int | None = None, whole_code: bool = True) -> Text:
