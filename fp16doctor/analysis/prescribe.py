@@ -497,8 +497,9 @@ def in_memory_words(entry: Mapping[str, Any]) -> str:
             f"{fmt_ms(entry.get('fp32_step_ms'))}{part})")
 
 
-def _change_headline(change: Mapping[str, Any], where: str, best: Measured) -> str:
-    """Two short sentences: the change measured largest, then the precision; intervals live in the table."""
+def _change_headline(change: Mapping[str, Any], on: str, best: Measured) -> str:
+    """Two short sentences: the change measured largest, then the precision; intervals live in the table. `on`:
+    " on STACK" where the document has more than one machine or stack to tell apart, else ""."""
     then = (f"use {best.label}, {best.shown.figure('than float32')} as written" if not best.baseline
             else "keep float32: as written, no configuration measured significantly faster")
     faster = [m for m in change.get("in_memory") or [] if m.get("outcome") == "faster"]
@@ -506,10 +507,10 @@ def _change_headline(change: Mapping[str, Any], where: str, best: Measured) -> s
     if change.get("kind") == "backend":
         memory = " with batches in memory" if change.get("variant") == "synthetic_input" else ""
         again = f", and {top['precision']} {top['figure']} again" if top else ""
-        return (f"Switch Keras to the {change['backend']} backend on {where} first: float32{memory} took "
+        return (f"Switch Keras to the {change['backend']} backend{on} first: float32{memory} took "
                 f"{fmt_ms(change['changed_step_ms'])} a step there, not {fmt_ms(change['step_ms'])} "
                 f"({change['figure']}){again}. On {change.get('from_backend')}, {then}.")
-    text = (f"Fix the input pipeline first on {where}: with batches in memory float32 took "
+    text = (f"Fix the input pipeline first{on}: with batches in memory float32 took "
             f"{fmt_ms(change['changed_step_ms'])} a step, not {fmt_ms(change['step_ms'])} ({change['figure']}). "
             f"Then {then}")
     if top is not None:
@@ -520,26 +521,26 @@ def _change_headline(change: Mapping[str, Any], where: str, best: Measured) -> s
 # ---------------------------------------------------------------------------------------- the whole
 
 
-def _headline(fp32: RunView, best: Measured, configs: Sequence[Measured]) -> str:
-    where = fp32.stack if fp32.machine == "host" else f"{fp32.stack} on {fp32.machine}"
+def _headline(fp32: RunView, best: Measured, configs: Sequence[Measured], on: str) -> str:
+    """One sentence: the configuration to use here and its measured worth (`on` as in _change_headline)."""
     others = [m for m in configs if not m.baseline]
     if fp32.precision != "float32":
         # No float32 run: the 16-bit types against the fastest of them (Context.peer_pairs).
         if best.run is fp32:
-            return (f"Use {best.label} on {where}: the fastest of the 16-bit types measured here (no float32 run to "
+            return (f"Use {best.label}{on}: the fastest of the 16-bit types measured here (no float32 run to "
                     "compare with)")
-        return f"Use {best.label} on {where}: {best.speed_phrase()} (no float32 run to compare with)"
+        return f"Use {best.label}{on}: {best.speed_phrase()} (no float32 run to compare with)"
     if best.run is fp32:
         if not others:
-            return f"Use float32 on {where}: no 16-bit configuration was measured here"
+            return f"Use float32{on}: no 16-bit configuration was measured here"
         fastest = others[0]
         if fastest.interval.outcome == "faster":
-            return (f"Use float32 on {where}: the one faster configuration, {fastest.label}, "
+            return (f"Use float32{on}: the one faster configuration, {fastest.label}, "
                     f"is not safe here ({fastest.unsafe})")
-        return (f"Use float32 on {where}: no measured configuration is significantly faster; the fastest other, "
+        return (f"Use float32{on}: no measured configuration is significantly faster; the fastest other, "
                 f"{fastest.label}, is {fastest.speed_phrase()}")
     caveat = f"; {best.caveat}" if best.caveat else ""
-    return f"Use {best.label} on {where}: {best.speed_phrase()}{caveat}"
+    return f"Use {best.label}{on}: {best.speed_phrase()}{caveat}"
 
 
 def _size_caveat(ctx: Context) -> str:
@@ -573,13 +574,15 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
     """One prescription per machine and stack with a float32 run of the original workload (or, with none, its
     fastest 16-bit type as written)."""
     result = []
-    for fp32 in baselines(ctx):
+    fp32s = baselines(ctx)
+    many = len({(r.machine, r.stack) for r in fp32s}) > 1  # a place is named only where there is more than one
+    for fp32 in fp32s:
         configs = measured_configs(ctx, fp32, found)
         best = _best(configs, fp32)
         changes = user_changes(ctx, fp32)
         # The headline leads with the largest change a control measured (the pipeline, a backend).
         lead = next((c for c in changes if c["kind"] in ("input_pipeline", "backend")), None)
-        where = fp32.stack if fp32.machine == "host" else f"{fp32.stack} on {fp32.machine}"
+        on = f" on {fp32.stack if fp32.machine == 'host' else f'{fp32.stack} on {fp32.machine}'}" if many else ""
         iv = best.interval
         low, high = (1.0, 1.0) if best.baseline else (iv.low, iv.high)
         result.append({
@@ -598,7 +601,7 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
             "measured": [m.to_dict() for m in configs],
             "untested": _untested(ctx, fp32, configs, best, found) + _untested_changes(changes),
             "user_changes": changes,
-            "headline": (_change_headline(lead, where, best) if lead is not None else _headline(fp32, best, configs))
+            "headline": (_change_headline(lead, on, best) if lead is not None else _headline(fp32, best, configs, on))
             + _size_caveat(ctx),
         })
     return result

@@ -66,7 +66,7 @@ def test_slow_16bit_compute_quotes_the_measured_faster_mixed_bfloat16_instead_of
     assert "Train in float32" not in slow["recommendation"]
     # The fix points at the prescription, which says it once.
     assert slow["recommendation"].startswith(prescription_pointer("host"))
-    assert diagnosis.prescriptions[0]["headline"].startswith("Use mixed_bfloat16 on host: 1.8")
+    assert diagnosis.prescriptions[0]["headline"].startswith("Use mixed_bfloat16: 1.8")
     assert slow["recommends"]["precision"] == "mixed_bfloat16" and slow["recommends"]["measured_speedup"] > 1.7
 
 

@@ -67,7 +67,7 @@ def test_xeon_prescription_is_mixed_bfloat16_and_nothing_recommends_onednn_off(w
     assert chosen["precision"] == "mixed_bfloat16" and chosen["setting"] is None
     assert chosen["speedup"] > 1 and chosen["speedup_interval"][0] > 1
     assert "set_dtype_policy('mixed_bfloat16')" in chosen["how"]
-    assert prescription["headline"].startswith("Use mixed_bfloat16 on host")
+    assert prescription["headline"].startswith("Use mixed_bfloat16:")
     for finding in diagnosis.findings:
         assert not recommends_onednn_off(finding), finding
         recommends = finding.get("recommends") or {}
@@ -247,7 +247,7 @@ def test_a_smoke_size_prescription_says_its_timings_are_a_pipeline_check() -> No
     assert "smoke size" not in only(diagnose_document(doc).prescriptions)["headline"]
     doc["invocation"] = {"argv": ["fp16doctor", "diagnose", "--size", "smoke"], "size": "smoke"}
     headline = only(diagnose_document(doc).prescriptions)["headline"]
-    assert headline.startswith("Use float32 on host") and "the smoke size checks that everything runs" in headline
+    assert headline.startswith("Use float32:") and "the smoke size checks that everything runs" in headline
     assert "--quick or --full" in headline
 
 

@@ -38,7 +38,7 @@ def test_one_prescription_and_the_same_verdicts_first_everywhere() -> None:
     doc["invocation"] = {"argv": ["fp16doctor", "diagnose", "--quick"]}
     prescription, = diagnose_document(doc).prescriptions
     headline = prescription["headline"]
-    assert headline.startswith("Use mixed_bfloat16 on host")
+    assert headline.startswith("Use mixed_bfloat16:")
     view = build_report([doc])
     outputs = {
         "terminal": terminal(doc),
