@@ -11,7 +11,7 @@ from fp16doctor.analysis.values import fmt_config, fmt_ms, fmt_versus
 from fp16doctor.knowledge.cuda import version_at_least
 from fp16doctor.knowledge.frameworks import KERAS_FLOATX_BATCHES_UNTIL, has_feature
 from fp16doctor.results import HOST_MACHINE, VARIANT_CHANGES
-from fp16doctor.workload.protocol import FP16, SCRIPT_VARIANTS, family
+from fp16doctor.workload.protocol import FP16, SCRIPT_VARIANTS, family, is_mixed
 
 
 def mixed_precision_code(sw: Software) -> str:
@@ -299,6 +299,21 @@ def precision_applies(precision: str, sw: Software) -> str | None:
         return (f"{sw.label()} has no mixed precision API (multi-backend Keras 2 and TensorFlow 1.x); "
                 "old_stack names the upgrade")
     return None
+
+
+# The variants whose change is a framework's own compiler (knowledge/modes.py FRAMEWORK_ONLY_ADVICE).
+COMPILER_VARIANTS = ("xla",)
+
+
+def advice_of(precision: str | None, variant: str | None = None, marked: str | None = None) -> tuple[str, ...]:
+    """The advice ids (knowledge/modes.py) a configuration or idea carries: the id its writer marked it with, a
+    mixed precision policy, a framework's compiler."""
+    ids = [marked] if marked else []
+    if precision and is_mixed(precision):
+        ids.append("mixed_policy")
+    if variant in COMPILER_VARIANTS:
+        ids.append("framework_compiler")
+    return tuple(ids)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from fp16doctor.attribution.device_time import HOST_TIME, DeviceTime, from_rows,
 from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS, CPU_FP16_FLAGS, CpuModel, match_cpu
 from fp16doctor.knowledge.cuda import version_at_least, version_tuple
 from fp16doctor.knowledge.gpus import GpuFacts, gpu_facts
+from fp16doctor.knowledge.modes import advice_applies, inference_only_library
 from fp16doctor.results import HOST_MACHINE, machine_id
 from fp16doctor.workload.protocol import BF16 as BF16_FAMILY
 from fp16doctor.workload.protocol import FP16, PRECISIONS, family
@@ -64,6 +65,8 @@ class Software:
     torch: str | None
     jax: str | None
     os: str | None = None  # the system the run's Python saw (a container's, in a stack)
+    # Every name the run's `software` gives, lower-cased (a library such as ctranslate2 beside the frameworks).
+    names: tuple[str, ...] = ()
 
     @classmethod
     def from_run(cls, run: Mapping[str, Any]) -> Software:
@@ -84,8 +87,14 @@ class Software:
                     "jax",
                     "os",
                 )
-            )
+            ),
+            names=tuple(str(k).strip().lower() for k, v in sw.items() if v),
         )
+
+    @property
+    def inference_library(self) -> str | None:
+        """The inference-only library the run used (knowledge/modes.py), else None."""
+        return inference_only_library(self.names)
 
     @property
     def known(self) -> bool:
@@ -282,7 +291,12 @@ class RunView:
 
     @property
     def inference(self) -> bool:
-        return self.mode == "inference"
+        """Forward passes only: the document says so, or the run's library runs nothing else."""
+        return self.mode == "inference" or self.software.inference_library is not None
+
+    def advice_applies(self, advice: str | None) -> bool:
+        """Whether advice of this id (knowledge/modes.py) applies to this run's mode and library."""
+        return advice_applies(advice, self.inference, self.software.inference_library)
 
     @property
     def timing(self) -> Timing:

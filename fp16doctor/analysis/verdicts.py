@@ -265,6 +265,14 @@ def _speaks_for(finding: Mapping[str, Any], verdict: Mapping[str, Any]) -> bool:
     return True
 
 
+def _why(evidence: Sequence[str], verdict: Mapping[str, Any]) -> str | None:
+    """The finding's line that speaks of the verdict's stack (evidence lines start with where they ran), else its
+    first."""
+    stack = str(verdict.get("stack"))
+    return next((e for e in evidence if e.startswith(f"{stack}:") or e.startswith(f"{stack} on ")),
+                evidence[0] if evidence else None)
+
+
 def likely_cause(verdict: Mapping[str, Any], acc: Accounting,
                  findings: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
     """(likely_cause, why none fits) for a verdict: (None, None) where a measured cause accounts for most of the
@@ -285,8 +293,9 @@ def likely_cause(verdict: Mapping[str, Any], acc: Accounting,
         if finding is None:
             continue
         evidence = [str(e) for e in as_list(finding.get("evidence"))]
+        confirm = as_str(finding.get("confirm"))  # the measurement that would confirm it, where the rule says one
         return {"id": fid, "basis": basis, "title": as_str(finding.get("title")) or REGISTRY[fid].title,
-                "why": evidence[0] if evidence else REGISTRY[fid].title}, None
+                "why": _why(evidence, verdict) or REGISTRY[fid].title, **({"confirm": confirm} if confirm else {})}, None
     return None, (f"no device fact or table accounts for {precision} being {verdict.get('figure')} here "
                   f"({not_measured(acc)})")
 
@@ -302,7 +311,8 @@ def with_likely_cause(verdict: Verdict, acc: Accounting, findings: Sequence[Mapp
         verdict["no_likely_cause"] = why + (f"; versions not understood: {', '.join(unparsed)}" if unparsed else "")
     if found is None or (verdict.get("cause") == found["id"]):
         return verdict  # the headline already names it, with its estimate
-    probably = f"probably because {_title_phrase(found['title'])} ({not_measured(acc)})"
+    how = f"not measured: {found['confirm']}" if found.get("confirm") else not_measured(acc)
+    probably = f"probably because {_title_phrase(found['title'])} ({how})"
     unexplained = f"; no measured cause explains the {fmt_ms(acc.magnitude_ms)} difference"
     headline = str(verdict.get("headline", ""))
     verdict["headline"] = (headline.replace(unexplained, f"{unexplained}, {probably}") if unexplained in headline

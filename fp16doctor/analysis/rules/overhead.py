@@ -84,7 +84,7 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
         0.6,
         evidence,
         "Casts cost the same whatever the layer size; a compiler can fuse them into their neighbours.",
-        **_fusion_remedy(first_software(runs), "casts cost the same per step whatever the batch"),
+        **_fusion_remedy(runs, "casts cost the same per step whatever the batch"),
         stacks=stacks_of(runs),
         where=where_of(runs),
     )
@@ -92,23 +92,35 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
 
 # A larger batch changes the training itself (its learning rate, its convergence), so no variant measures it.
 LARGER_BATCH_NO_COMMAND = "a larger batch changes the training itself (learning rate, convergence): no variant sets it"
+# In inference a larger batch changes no result, only how long each request waits for its batch.
+LARGER_BATCH_INFERENCE = ("no fp16doctor variant changes a document's batch; a larger batch serves more requests per "
+                          "pass, each waiting for its batch")
 
 
-def _fusion_remedy(sw: Software, batch_why: str) -> dict[str, Any]:
+def _fusion_remedy(runs: list[RunView], batch_why: str) -> dict[str, Any]:
     """How to fuse small ops (casts, launches) on this stack: the code of the xla variant where it measures it
-    (Keras on TensorFlow), else the stack's own compiler as an idea no variant measures (docs/architecture.md)."""
-    ideas: list[dict[str, Any]] = [{"precision": "mixed_float16", "setting": "a larger batch", "why": batch_why,
-                                    "no_command": LARGER_BATCH_NO_COMMAND}]
+    (Keras on TensorFlow), else the stack's own compiler as an idea no variant measures (docs/architecture.md). Each
+    idea carries its advice id (knowledge/modes.py), so inference gets none of training's and an inference-only
+    library none of a framework's."""
+    sw = first_software(runs)
+    inference = bool(runs) and all(r.inference for r in runs)
+    batch: dict[str, Any] = (
+        {"precision": runs[0].precision, "setting": "a larger batch", "why": batch_why,
+         "no_command": LARGER_BATCH_INFERENCE} if inference else
+        {"precision": "mixed_float16", "setting": "a larger batch", "why": batch_why,
+         "no_command": LARGER_BATCH_NO_COMMAND, "advice": "batch_changes_training"})
+    ideas: list[dict[str, Any]] = [batch]
     code = ""
     if sw.framework == "torch":
         ideas.append({"precision": "mixed_float16", "setting": "model = torch.compile(model)",
-                      "why": "fuses casts and small ops (PyTorch >= 2.0)",
+                      "why": "fuses casts and small ops (PyTorch >= 2.0)", "advice": "framework_compiler",
                       "no_command": "no fp16doctor variant compiles a PyTorch model"})
     elif sw.framework in ("tf.keras", "keras3") and sw.keras_backend in (None, "tensorflow"):
         code = "    model.compile(optimizer, loss, jit_compile=True)"
     elif sw.framework in ("keras2", "tensorflow"):
         ideas.append({"precision": "float16", "setting": "TF_XLA_FLAGS=--tf_xla_auto_jit=2",
                       "why": "XLA auto-clustering fuses casts and small ops in TensorFlow 1.x graphs",
+                      "advice": "framework_compiler",
                       "no_command": "the xla variant is Keras' jit_compile, which TensorFlow 1.x's Keras lacks"})
     return {"remedy_ideas": ideas, "remedy_code": code}
 
@@ -136,6 +148,35 @@ LOW_GPU_UTIL_PCT = 40.0
 # batch's step is overhead (launches), not arithmetic (public case: a T4 decoder 1.49x slower in float16 at batch 1,
 # 1.26x faster at 256, tests/data/cases/turing-t4-tensorflow-fastertransformer-decoder-batch1-fp16.json).
 LARGER_BATCH_FACTOR = 4
+
+
+# A batch of this many examples or fewer on a GPU of at least BIG_GPU_TFLOPS (or with matrix units): each kernel
+# holds too little work to fill the GPU's SMs, so the step is kernel launches and framework overhead whatever the
+# precision (NVIDIA's Deep Learning Performance Guide: small batches underutilise the GPU; the public cases: a T4
+# decoder at batch 1, tests/data/cases/turing-t4-tensorflow-fastertransformer-decoder-batch1-fp16.json, a 2080 Ti
+# ResNet-50 at batch 2). Said from the document's facts alone, at lower confidence than a measured larger batch.
+SMALL_BATCH_MAX = 2
+BIG_GPU_TFLOPS = 4.0
+# What would confirm it: the same model at a batch this large, in both precisions.
+CONFIRM_BATCH = 32
+
+
+def _big_gpu(ctx: Context, run: RunView) -> bool:
+    """A GPU whose arithmetic a batch of one or two cannot fill: at least BIG_GPU_TFLOPS of float32 by the table, or
+    with matrix units (Tensor Cores, MFMA, XMX) where the table has no peak."""
+    gpu = ctx.gpu_for(run)
+    if gpu is None:
+        return False
+    if gpu.model is not None:
+        return gpu.model.fp32_tflops >= BIG_GPU_TFLOPS
+    return gpu.tensor_cores is True
+
+
+def _small_batch(ctx: Context, pair: Pair) -> bool:
+    """Both runs at a batch of SMALL_BATCH_MAX or fewer on a big GPU, the 16-bit run no faster."""
+    f, r = pair.fp32, pair.reduced
+    return (not pair.faster and f.batch_size is not None and r.batch_size is not None
+            and max(f.batch_size, r.batch_size) <= SMALL_BATCH_MAX and _big_gpu(ctx, r))
 
 
 def _faster_at_larger_batch(ctx: Context, pair: Pair) -> Pair | None:
@@ -196,6 +237,16 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
             )
             confidence = max(confidence, 0.6)
             runs.append(pair.reduced)
+        elif _small_batch(ctx, pair):
+            gpu = ctx.gpu_for(f)
+            mode = "inference" if pair.reduced.inference else "training"
+            evidence.append(
+                f"{at(f)}: {mode} at batch {f.batch_size} on the {gpu.label if gpu else 'GPU'}: each kernel holds "
+                "too little work to fill the GPU, so kernel launches and framework overhead fill the step in both "
+                f"precisions, and 16-bit arithmetic can shorten little of it ({pair.describe()}; from the "
+                "document's batch and device, not measured)")
+            confidence = max(confidence, 0.5)
+            runs.append(pair.reduced)
     if not evidence:
         return None
     evidence += [p.describe() for p in ctx.fp16_pairs() if p.reduced in runs]
@@ -207,7 +258,9 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
         evidence,
         "fp16 speeds up arithmetic, and this step has almost none: judge fp16 on a step with more work (a larger "
         "batch or model), and cut per-op launches.",
-        **_fusion_remedy(first_software(runs), "launch overhead is paid per step whatever the batch"),
+        **_fusion_remedy(runs, "launch overhead is paid per step whatever the batch"),
+        confirm=(f"time the same model at a batch of {CONFIRM_BATCH} or more in both precisions: a 16-bit gain "
+                 "there, where it loses at this batch, confirms it"),
         stacks=stacks_of(runs),
         where=where_of(runs),
     )
