@@ -71,25 +71,10 @@ class Software:
     @classmethod
     def from_run(cls, run: Mapping[str, Any]) -> Software:
         sw = as_mapping(run.get("software"))
-        return cls(
-            *(
-                as_str(sw.get(k))
-                for k in (
-                    "python",
-                    "tensorflow",
-                    "keras",
-                    "keras_backend",
-                    "keras_api",
-                    "keras_preprocessing",
-                    "cuda",
-                    "cudnn",
-                    "torch",
-                    "jax",
-                    "os",
-                )
-            ),
-            names=tuple(str(k).strip().lower() for k, v in sw.items() if v),
-        )
+        fields = ("python", "tensorflow", "keras", "keras_backend", "keras_api", "keras_preprocessing", "cuda",
+                  "cudnn", "torch", "jax", "os")
+        return cls(**{k: as_str(sw.get(k)) for k in fields},
+                   names=tuple(str(k).strip().lower() for k, v in sw.items() if v))
 
     @property
     def inference_library(self) -> str | None:

@@ -295,7 +295,8 @@ def likely_cause(verdict: Mapping[str, Any], acc: Accounting,
         evidence = [str(e) for e in as_list(finding.get("evidence"))]
         confirm = as_str(finding.get("confirm"))  # the measurement that would confirm it, where the rule says one
         return {"id": fid, "basis": basis, "title": as_str(finding.get("title")) or REGISTRY[fid].title,
-                "why": _why(evidence, verdict) or REGISTRY[fid].title, **({"confirm": confirm} if confirm else {})}, None
+                "why": _why(evidence, verdict) or REGISTRY[fid].title,
+                **({"confirm": confirm} if confirm else {})}, None
     return None, (f"no device fact or table accounts for {precision} being {verdict.get('figure')} here "
                   f"({not_measured(acc)})")
 

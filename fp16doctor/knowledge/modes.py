@@ -18,7 +18,7 @@ INFERENCE_ONLY_LIBRARIES: dict[str, str] = {
     "tensorrt_llm": "https://nvidia.github.io/TensorRT-LLM/ (LLM inference on TensorRT)",
     "tensorrt-llm": "https://nvidia.github.io/TensorRT-LLM/ (LLM inference on TensorRT)",
     "llama.cpp": "https://github.com/ggml-org/llama.cpp (LLM inference in C/C++)",
-    "onnxruntime": "https://onnxruntime.ai/docs/ (inference; its training package is a separate one, onnxruntime-training)",
+    "onnxruntime": "https://onnxruntime.ai/docs/ (inference; training is another package, onnxruntime-training)",
     "fastertransformer": "https://github.com/NVIDIA/FasterTransformer (transformer encoder/decoder inference)",
     "migraphx": "https://rocm.docs.amd.com/projects/AMDMIGraphX/ (AMD's graph inference engine)",
     "openvino": "https://docs.openvino.ai/ (Intel's inference toolkit)",

@@ -55,7 +55,7 @@ def first_software(runs: list[RunView]) -> Software:
     for run in runs:
         if run.software.known:
             return run.software
-    return runs[0].software if runs else Software(*([None] * 10))
+    return runs[0].software if runs else Software.from_run({})
 
 
 def roofline_estimates(ctx: Context) -> list[RooflineEstimate]:

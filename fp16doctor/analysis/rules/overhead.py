@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fp16doctor.analysis.context import Context, Pair, RunView, Software, noise_band
+from fp16doctor.analysis.context import Context, Pair, RunView, noise_band
 from fp16doctor.analysis.rules.common import (
     SEED_STEPS_PER_EPOCH,
     Finding,

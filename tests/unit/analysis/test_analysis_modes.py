@@ -45,6 +45,10 @@ def _ideas(diagnosis: Any) -> Iterator[Mapping[str, Any]]:
         yield from prescription["untested"]
 
 
+def _advice(idea: Mapping[str, Any]) -> set[str]:
+    return set(advice_of(idea.get("precision"), idea.get("variant"), idea.get("advice")))
+
+
 def _advice_texts(diagnosis: Any) -> Iterator[str]:
     """Every caveat, note, idea and recommendation a user reads as what to do."""
     for prescription in diagnosis.prescriptions:
@@ -70,14 +74,12 @@ def test_the_case_set_holds_inference_documents_and_inference_only_libraries() -
 def test_no_inference_document_gets_training_only_advice(path: Path) -> None:
     doc = _load(path)
     diagnosis = diagnose_document(doc)
-    marked = [idea for idea in _ideas(diagnosis) if set(advice_of(idea.get("precision"), idea.get("variant"),
-                                                                  idea.get("advice"))) & set(TRAINING_ONLY_ADVICE)]
+    marked = [idea for idea in _ideas(diagnosis) if _advice(idea) & set(TRAINING_ONLY_ADVICE)]
     assert marked == []
     said = [text for text in _advice_texts(diagnosis) if any(w in text.lower() for w in TRAINING_WORDS)]
     assert said == []
     if _library(doc):
-        switches = [idea for idea in _ideas(diagnosis) if set(advice_of(idea.get("precision"), idea.get("variant"),
-                                                                         idea.get("advice"))) & set(FRAMEWORK_ONLY_ADVICE)]
+        switches = [idea for idea in _ideas(diagnosis) if _advice(idea) & set(FRAMEWORK_ONLY_ADVICE)]
         assert switches == []
 
 
