@@ -38,6 +38,7 @@ from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS, CPU_FP16_FLAGS, CpuModel, m
 from fp16doctor.knowledge.cuda import version_at_least, version_tuple
 from fp16doctor.knowledge.gpus import GpuFacts, gpu_facts
 from fp16doctor.knowledge.modes import advice_applies, inference_only_library
+from fp16doctor.knowledge.stated import StatedFacts, stated_facts
 from fp16doctor.results import HOST_MACHINE, machine_id
 from fp16doctor.workload.protocol import BF16 as BF16_FAMILY
 from fp16doctor.workload.protocol import FP16, PRECISIONS, family
@@ -273,6 +274,8 @@ class RunView:
     # same rounds processes, with its degrees of freedom (intervals.comparison_between); (0, 0): none measured.
     between_pool: tuple[float, int] = (0.0, 0)
     mode: str | None = None  # `workload.mode`: "training" | "inference"; None: not said (fp16doctor trains)
+    # What the document states of the workload: cast counts, CPU fallbacks, copies per step, notes (knowledge/stated.py).
+    stated: StatedFacts = StatedFacts()
 
     @property
     def inference(self) -> bool:
@@ -397,6 +400,7 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
         aa_rounds=tuple(v for v in (as_positive(x) for x in as_list(step.get("aa_rounds"))) if v is not None),
         single=_single(step),
         mode=_mode(workload.get("mode")),
+        stated=stated_facts(run),
     )
 
 

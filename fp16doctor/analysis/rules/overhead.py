@@ -13,6 +13,7 @@ from fp16doctor.analysis.rules.common import (
     make_finding,
     roofline_estimates,
     stacks_of,
+    stated_causes,
     where_of,
 )
 from fp16doctor.analysis.values import fmt_ms
@@ -22,6 +23,8 @@ from fp16doctor.workload.protocol import FP16, SEED_WORKLOAD, is_mixed
 # Mixed precision against pure float16: at least this much slower (and beyond both runs' spread) before the casts
 # are named; the default noise band is 5 % (analysis/intervals.py), and a cost must clear twice that.
 CAST_MIN_COST = 0.1
+# Mixed against pure float16 of the same machine: step times of two runs, no op named.
+CAST_MEASURED_CONFIDENCE = 0.6
 
 
 def measured_casts_ms(mixed: RunView, pure: RunView) -> float | None:
@@ -63,8 +66,9 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
             casts = measured_casts_ms(mixed, pure.reduced)
             if casts is not None and casts < band * pure_ms:
                 continue  # the profiles measured the casts themselves, and they are not what differs
+            scaling = " and the loss scaling" if mixed.advice_applies("loss_scaling") else ""
             line = (f"{at(mixed)}: mixed_float16 step {fmt_ms(mixed_ms)} vs float16 {fmt_ms(pure_ms)}: the "
-                    f"float32->float16 casts of weights and activations and the loss scaling cost "
+                    f"float32->float16 casts of weights and activations{scaling} cost "
                     f"{fmt_ms(mixed_ms - pure_ms)} per step")
             if casts is not None:
                 line += f" (the cast and layout ops measured {fmt_ms(casts)} more per step than float16's)"
@@ -75,17 +79,27 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
             fast = gpu is not None and (gpu.tensor_cores or (gpu.fp16_ratio or 0) >= FAST_FP16_RATIO)
             # Only where fp16 could win do the casts eat a gain; elsewhere they only add to a loss.
             worse_than_fp32 = worse_than_fp32 or (pair.slower and fast)
+    confidence = CAST_MEASURED_CONFIDENCE if evidence else 0.0
+    for pair, line, stated in stated_causes(ctx, "casts"):
+        # The document says the 16-bit run casts (a count, or its notes' words): a cause of its own, not measured.
+        if pair.reduced not in runs:
+            evidence.append(line)
+            runs.append(pair.reduced)
+            confidence = max(confidence, stated)
+            worse_than_fp32 = worse_than_fp32 or pair.slower
     if not evidence:
         return None
     return make_finding(
         "cast_overhead",
-        "Casts inserted by mixed precision eat the gain",
+        "Casts inserted by mixed precision eat the gain" if all(is_mixed(r.precision, FP16) for r in runs)
+        else "Casts inserted by the 16-bit type eat the gain",
         "warning" if worse_than_fp32 else "info",
-        0.6,
+        confidence,
         evidence,
         "Casts cost the same whatever the layer size; a compiler can fuse them into their neighbours.",
         **_fusion_remedy(runs, "casts cost the same per step whatever the batch"),
         stacks=stacks_of(runs),
+        precisions=sorted({r.precision for r in runs}),
         where=where_of(runs),
     )
 
