@@ -274,7 +274,7 @@ class RunView:
     # same rounds processes, with its degrees of freedom (intervals.comparison_between); (0, 0): none measured.
     between_pool: tuple[float, int] = (0.0, 0)
     mode: str | None = None  # `workload.mode`: "training" | "inference"; None: not said (fp16doctor trains)
-    # What the document states of the workload: cast counts, CPU fallbacks, copies per step, notes (knowledge/stated.py).
+    # What the document states of the workload: casts, CPU fallbacks, copies per step, notes (knowledge/stated.py).
     stated: StatedFacts = StatedFacts()
 
     @property

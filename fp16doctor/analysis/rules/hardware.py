@@ -485,7 +485,7 @@ def rule_framework_16bit_path(ctx: Context) -> Finding | None:
             # Below FRAMEWORK_PATH_MIN_SLOWDOWN against float32, yet behind the other 16-bit type of the same device
             # and stack: the sibling rule, whatever the tables know of the device.
             run = pair.reduced
-            if run in runs or not pair.slower or native_16bit(ctx, run) is False:
+            if run in runs or not pair.slower or native_16bit(ctx, run) is False or _device_not_slower(pair):
                 continue
             ahead = [p for p in pairs if _family(p.reduced.precision) != _family(run.precision) and not p.slower]
             if not _beyond_sibling(pair, ahead):
