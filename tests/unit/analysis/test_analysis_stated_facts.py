@@ -1,0 +1,174 @@
+"""A likely cause from what a document holds, where nothing was measured: its batch against the device's size, the
+facts it states of a run (cast ops, CPU fallbacks, copies per step, its notes' words), and a 16-bit type slower
+than its sibling on a device the tables do not list. Data in, finding and likely_cause out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fp16doctor.analysis import diagnose_document
+from fp16doctor.knowledge.stated import stated_facts
+
+T4 = {"name": "Tesla T4", "compute_capability": "7.5"}
+
+
+def _doc(gpu: dict[str, Any] | None, *steps: tuple[str, float], batch: int | None = 64, mode: str = "training",
+         software: dict[str, str] | None = None, workload: dict[str, dict[str, Any]] | None = None,
+         notes: dict[str, Any] | None = None) -> dict[str, Any]:
+    runs = []
+    for precision, ms in steps:
+        run: dict[str, Any] = {
+            "stack": "user", "precision": precision, "device": "gpu:0" if gpu else "cpu", "status": "ok",
+            "software": dict(software or {"torch": "2.3.0"}), "step_time_ms": {"median": ms},
+            "workload": {"mode": mode, **({"batch_size": batch} if batch else {}),
+                         **(workload or {}).get(precision, {})}}
+        if notes and precision in notes:
+            run["notes"] = notes[precision]
+        runs.append(run)
+    return {"schema_version": 1, "host": {"gpus": [gpu] if gpu else [], "cpu": {"model": "x86", "flags": ["avx2"]}},
+            "runs": runs}
+
+
+def _verdict(diagnosis: Any, precision: str) -> dict[str, Any]:
+    return next(v for v in diagnosis.verdicts if v["precision"] == precision)
+
+
+def _finding(diagnosis: Any, fid: str) -> dict[str, Any] | None:
+    return next((f for f in diagnosis.findings if f["id"] == fid), None)
+
+
+def _likely(diagnosis: Any, precision: str) -> str | None:
+    return (_verdict(diagnosis, precision)["likely_cause"] or {}).get("id")
+
+
+# ---------------------------------------------------------------------------------------- batch and device size
+
+def test_a_batch_of_one_on_a_big_gpu_is_launch_bound_without_a_larger_batch_measured() -> None:
+    """The issue's T4 decoder reduced to its first report: batch 1, 111 ms float32, 166 ms float16, inference."""
+    diagnosis = diagnose_document(_doc(T4, ("float32", 111.14), ("float16", 165.88), batch=1, mode="inference",
+                                       software={"fastertransformer": "2.0"}))
+    verdict = _verdict(diagnosis, "float16")
+    assert verdict["likely_cause"]["id"] == "small_model_overhead"
+    assert "batch of 32 or more" in verdict["likely_cause"]["confirm"]
+    assert "probably because too little work per step" in verdict["headline"]
+    assert "batch of 32 or more" in verdict["headline"]  # the measurement that would confirm it
+    finding = _finding(diagnosis, "small_model_overhead")
+    assert finding is not None and finding["confidence"] < 0.6  # facts, not a measured larger batch
+    assert any("inference at batch 1 on the Tesla T4" in line for line in finding["evidence"])
+
+
+def test_batch_two_in_training_on_a_v100_is_launch_bound_too() -> None:
+    v100 = {"name": "Tesla V100-SXM2-16GB", "compute_capability": "7.0"}
+    diagnosis = diagnose_document(_doc(v100, ("float32", 40.0), ("mixed_float16", 46.0), batch=2))
+    assert _likely(diagnosis, "mixed_float16") == "small_model_overhead"
+
+
+def test_a_small_gpu_or_a_real_batch_or_a_16bit_gain_is_no_launch_bound_fact() -> None:
+    gtx1050 = {"name": "GeForce GTX 1050", "compute_capability": "6.1"}
+    small = diagnose_document(_doc(gtx1050, ("float32", 111.0), ("float16", 166.0), batch=1))
+    assert _finding(small, "small_model_overhead") is None
+    batched = diagnose_document(_doc(T4, ("float32", 111.0), ("float16", 166.0), batch=64))
+    assert _finding(batched, "small_model_overhead") is None
+    unknown = diagnose_document(_doc(T4, ("float32", 111.0), ("float16", 166.0), batch=None))
+    assert _finding(unknown, "small_model_overhead") is None
+    gained = diagnose_document(_doc(T4, ("float32", 111.0), ("float16", 60.0), batch=1))
+    assert _finding(gained, "small_model_overhead") is None
+
+
+# ---------------------------------------------------------------------------------------- the sibling rule
+
+def test_two_16bit_types_on_a_device_the_tables_do_not_list() -> None:
+    """An Apple GPU under MLX, no float32 run, bfloat16 1.65x slower than float16: a verdict and a finding."""
+    apple = {"name": "Apple M2 Max"}
+    diagnosis = diagnose_document(_doc(apple, ("float16", 20.0), ("bfloat16", 33.0), batch=1, mode="inference",
+                                       software={"mlx": "0.21.0"}))
+    verdict = _verdict(diagnosis, "bfloat16")
+    assert verdict["baseline"] == "float16" and verdict["likely_cause"]["id"] == "framework_16bit_path"
+    finding = _finding(diagnosis, "framework_16bit_path")
+    assert finding is not None and finding["confidence"] < 0.6
+    assert any("do not say whether" in line and "float16 ran 1.65x faster" in line for line in finding["evidence"])
+
+
+def test_with_float32_a_type_behind_its_sibling_is_named_below_twice_float32() -> None:
+    unknown = {"name": "Some Accelerator 9000"}
+    diagnosis = diagnose_document(_doc(unknown, ("float32", 100.0), ("float16", 70.0), ("bfloat16", 130.0)))
+    assert _likely(diagnosis, "bfloat16") == "framework_16bit_path"
+    finding = _finding(diagnosis, "framework_16bit_path")
+    assert finding is not None and finding["precisions"] == ["bfloat16"]
+
+
+def test_the_sibling_rule_leaves_a_type_the_device_lacks_to_the_hardware_rules() -> None:
+    v100 = {"name": "Tesla V100-SXM2-16GB", "compute_capability": "7.0"}  # no bfloat16 arithmetic
+    diagnosis = diagnose_document(_doc(v100, ("float16", 20.0), ("bfloat16", 45.0)))
+    assert _finding(diagnosis, "framework_16bit_path") is None
+    assert _likely(diagnosis, "bfloat16") == "bf16_unsupported"
+
+
+# ---------------------------------------------------------------------------------------- stated facts
+
+def test_stated_cast_ops_name_the_casts() -> None:
+    a100 = {"name": "NVIDIA A100-SXM4-40GB", "compute_capability": "8.0"}
+    diagnosis = diagnose_document(_doc(a100, ("float32", 100.0), ("mixed_float16", 118.0),
+                                       workload={"mixed_float16": {"cast_ops_per_step": 412}}))
+    assert _likely(diagnosis, "mixed_float16") == "cast_overhead"
+    finding = _finding(diagnosis, "cast_overhead")
+    assert finding is not None and any("412 cast ops per step" in line for line in finding["evidence"])
+    assert finding["confidence"] == 0.55
+
+
+def test_a_note_about_casts_is_a_weaker_fact() -> None:
+    a100 = {"name": "NVIDIA A100-SXM4-40GB", "compute_capability": "8.0"}
+    doc = _doc(a100, ("float32", 100.0), ("float16", 118.0),
+               notes={"float16": "the profile shows weights cast to half every step (aten::to)"})
+    diagnosis = diagnose_document(doc)
+    assert _likely(diagnosis, "float16") == "cast_overhead"
+    finding = _finding(diagnosis, "cast_overhead")
+    assert finding is not None and finding["confidence"] == 0.4
+    assert any("its notes:" in line for line in finding["evidence"])
+
+
+def test_the_same_casts_in_float32_are_not_the_16bit_types() -> None:
+    a100 = {"name": "NVIDIA A100-SXM4-40GB", "compute_capability": "8.0"}
+    same = {"cast_ops_per_step": 40}
+    diagnosis = diagnose_document(_doc(a100, ("float32", 100.0), ("mixed_float16", 118.0),
+                                       workload={"float32": same, "mixed_float16": same}))
+    assert _finding(diagnosis, "cast_overhead") is None
+
+
+def test_a_stated_cpu_fallback_names_the_framework_path() -> None:
+    diagnosis = diagnose_document(_doc({"name": "Apple M1 Pro"}, ("float32", 100.0), ("float16", 140.0),
+                                       workload={"float16": {"cpu_fallback_ops": ["aten::layer_norm"]}}))
+    assert _likely(diagnosis, "float16") == "framework_16bit_path"
+    finding = _finding(diagnosis, "framework_16bit_path")
+    assert finding is not None and any("aten::layer_norm on the CPU" in line for line in finding["evidence"])
+
+
+def test_a_copy_every_step_names_the_host_side() -> None:
+    diagnosis = diagnose_document(_doc(T4, ("float32", 100.0), ("float16", 112.0), batch=256,
+                                       notes={"float16": "the loss is moved to the CPU with .item() every step"},
+                                       workload={"float16": {"transfers_per_step": 3}}))
+    assert _likely(diagnosis, "float16") == "input_pipeline_bound"
+    finding = _finding(diagnosis, "input_pipeline_bound")
+    assert finding is not None and "pinned memory" in finding["recommendation"]
+
+
+def test_a_faster_16bit_run_needs_no_stated_fault() -> None:
+    diagnosis = diagnose_document(_doc(T4, ("float32", 100.0), ("float16", 50.0),
+                                       workload={"float16": {"cast_ops_per_step": 300}}))
+    assert _finding(diagnosis, "cast_overhead") is None
+
+
+def test_the_documents_own_description_is_never_read_as_a_fact() -> None:
+    doc = _doc(T4, ("float32", 100.0), ("float16", 118.0))
+    doc["note"] = "Maintainer: hundreds of cast ops after AMP; a layer falls back to the CPU"
+    diagnosis = diagnose_document(doc)
+    assert _finding(diagnosis, "cast_overhead") is None and _finding(diagnosis, "framework_16bit_path") is None
+
+
+def test_stated_facts_read_fields_and_words() -> None:
+    facts = stated_facts({"notes": ["LayerNorm falls back to the CPU for half"],
+                          "workload": {"cast_ops_per_step": 412, "transfers_per_step": True,
+                                       "cpu_fallback_ops": 2}})
+    assert facts.cast_ops == 412 and facts.transfers is None and facts.cpu_fallback == 2
+    assert facts.says("cpu_fallback") and facts.structured("casts") and not facts.says("transfer")
+    assert not stated_facts({"workload": {"notes": "fast everywhere"}}).noted
