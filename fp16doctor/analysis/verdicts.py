@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from fp16doctor.analysis.causes import HALF, Accounting, Share
-from fp16doctor.analysis.context import BF16, REDUCED, SIXTEEN_BIT
+from fp16doctor.analysis.context import BF16, REDUCED, SIXTEEN_BIT, Context
 from fp16doctor.analysis.device import device_split, estimated_bound
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
 from fp16doctor.analysis.roofline import RooflineEstimate
@@ -211,13 +211,26 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
 
 
 def verdicts(accountings: list[Accounting], findings: Sequence[Mapping[str, Any]] = (),
-             estimates: Sequence[RooflineEstimate] = ()) -> list[Verdict]:
+             estimates: Sequence[RooflineEstimate] = (),
+             unlisted: Mapping[tuple[str, str], str] | None = None) -> list[Verdict]:
+    """One verdict per accounting; `unlisted` names the devices the tables do not list, by (machine, device)."""
     best: dict[tuple[str, str, str, str], RooflineEstimate] = {}
     for e in estimates:  # the model's best case on its device, whatever the variant timed
         best.setdefault((e.machine, e.stack, e.device, e.precision), e)
     return [with_likely_cause(verdict_for(acc, best.get((acc.pair.reduced.machine, acc.pair.reduced.stack,
                                                          acc.pair.reduced.device, acc.pair.reduced.precision))),
-                              acc, findings) for acc in accountings]
+                              acc, findings, (unlisted or {}).get((acc.pair.reduced.machine, acc.pair.reduced.device)))
+            for acc in accountings]
+
+
+def unlisted_devices(ctx: Context) -> dict[tuple[str, str], str]:
+    """The GPUs of a document's 16-bit runs that no table lists, by (machine, device): their reported names."""
+    found = {}
+    for run in ctx.runs:
+        gpu = ctx.gpu_for(run)
+        if run.on_gpu and (gpu is None or not gpu.known):
+            found[(run.machine, run.device)] = (gpu.reported_name if gpu is not None else None) or "this GPU"
+    return found
 
 
 # ---------------------------------------------------------------------------------------- likely cause
@@ -276,8 +289,8 @@ def _why(evidence: Sequence[str], verdict: Mapping[str, Any]) -> str | None:
                 evidence[0] if evidence else None)
 
 
-def likely_cause(verdict: Mapping[str, Any], acc: Accounting,
-                 findings: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
+def likely_cause(verdict: Mapping[str, Any], acc: Accounting, findings: Sequence[Mapping[str, Any]],
+                 unlisted: str | None = None) -> tuple[dict[str, Any] | None, str | None]:
     """(likely_cause, why none fits) for a verdict: (None, None) where a measured cause accounts for most of the
     difference or there is no difference to explain."""
     if not acc.significant:
@@ -300,19 +313,30 @@ def likely_cause(verdict: Mapping[str, Any], acc: Accounting,
         return {"id": fid, "basis": basis, "title": as_str(finding.get("title")) or REGISTRY[fid].title,
                 "why": _why(evidence, verdict) or REGISTRY[fid].title,
                 **({"confirm": confirm} if confirm else {})}, None
+    if unlisted is not None:
+        # A device the tables lack: what the runs themselves say of it, not silence.
+        return None, (f"the device tables do not list {unlisted}, so no table says whether it computes "
+                      f"{precision.removeprefix('mixed_')} faster than {verdict.get('baseline')}; the runs say its "
+                      f"{precision} path is {verdict.get('figure')} here, the same workload on the same device and "
+                      f"stack ({not_measured(acc)})")
     return None, (f"no device fact or table accounts for {precision} being {verdict.get('figure')} here "
                   f"({not_measured(acc)})")
 
 
-def with_likely_cause(verdict: Verdict, acc: Accounting, findings: Sequence[Mapping[str, Any]]) -> Verdict:
+def with_likely_cause(verdict: Verdict, acc: Accounting, findings: Sequence[Mapping[str, Any]],
+                      unlisted: str | None = None) -> Verdict:
     """The verdict with its `likely_cause` (or `no_likely_cause`, why none fits), and its headline saying it."""
-    found, why = likely_cause(verdict, acc, findings)
+    found, why = likely_cause(verdict, acc, findings, unlisted)
     verdict["likely_cause"] = found
     unparsed = sorted(set(acc.pair.reduced.software.unparsed() + acc.pair.fp32.software.unparsed()))
     if unparsed:
         verdict["unparsed_versions"] = unparsed
     if why is not None:
         verdict["no_likely_cause"] = why + (f"; versions not understood: {', '.join(unparsed)}" if unparsed else "")
+    if found is None and why is not None and unlisted is not None and acc.difference_ms > 0:
+        # Not silence on a device the tables lack: the headline says the runs are all that speaks for it.
+        verdict["headline"] = (f"{verdict.get('headline', '')}; the device tables do not list {unlisted}, so only "
+                               f"these runs speak for it ({not_measured(acc)})")
     if found is None or (verdict.get("cause") == found["id"]):
         return verdict  # the headline already names it, with its estimate
     how = f"not measured: {found['confirm']}" if found.get("confirm") else not_measured(acc)

@@ -434,7 +434,9 @@ def _beyond_sibling(pair: Pair, siblings: list[Pair]) -> bool:
     """Whether the 16-bit run's step is at least PEER_PATH_MIN_SLOWDOWN times a sibling type's step on the same
     device and stack (that sibling no slower than float32)."""
     step = pair.step_ms
-    return bool(step) and any(p.step_ms and step >= PEER_PATH_MIN_SLOWDOWN * p.step_ms for p in siblings)
+    if not step:
+        return False
+    return any(p.step_ms and step >= PEER_PATH_MIN_SLOWDOWN * p.step_ms for p in siblings)
 
 
 def _sibling_words(ctx: Context, run: RunView, siblings: list[Pair]) -> str:

@@ -172,3 +172,12 @@ def test_stated_facts_read_fields_and_words() -> None:
     assert facts.cast_ops == 412 and facts.transfers is None and facts.cpu_fallback == 2
     assert facts.says("cpu_fallback") and facts.structured("casts") and not facts.says("transfer")
     assert not stated_facts({"workload": {"notes": "fast everywhere"}}).noted
+
+
+def test_a_device_the_tables_lack_gets_what_the_runs_say() -> None:
+    diagnosis = diagnose_document(_doc({"name": "Moore Threads MTT S80"}, ("float32", 100.0), ("float16", 130.0)))
+    verdict = _verdict(diagnosis, "float16")
+    assert verdict["likely_cause"] is None
+    assert "do not list Moore Threads MTT S80" in verdict["no_likely_cause"]
+    assert "1.30x slower" in verdict["no_likely_cause"]
+    assert "do not list Moore Threads MTT S80" in verdict["headline"]
