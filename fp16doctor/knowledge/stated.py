@@ -84,6 +84,17 @@ def _texts(value: Any) -> list[str]:
     return []
 
 
+def _listed_casts(run: Mapping[str, Any]) -> int | None:
+    """Cast ops an `ops` list names without timing them (`pass` "cast", no `ms_per_step`): a count the document
+    states (e.g. AMP's op list), not a measurement; their `calls_per_step`, else one each."""
+    ops = run.get("ops")
+    items = ops.get("items") if isinstance(ops, Mapping) else None
+    if not isinstance(items, list):
+        return None
+    listed = [i for i in items if isinstance(i, Mapping) and i.get("pass") == "cast" and i.get("ms_per_step") is None]
+    return sum(_count(i.get("calls_per_step")) or 1 for i in listed) or None
+
+
 def stated_facts(run: Mapping[str, Any]) -> StatedFacts:
     """The facts a run record states of its workload (never the document's own top-level `note`, which describes
     where the document came from)."""
@@ -95,4 +106,5 @@ def stated_facts(run: Mapping[str, Any]) -> StatedFacts:
         else _count(fallback) or None)
     notes = tuple(t for field in NOTES_FIELDS for source in (run, workload) for t in _texts(source.get(field)))
     noted = frozenset(kind for kind, pattern in NOTE_PATTERNS.items() if any(pattern.search(n) for n in notes))
-    return StatedFacts(_count(workload.get(CAST_OPS_FIELD)), ops, _count(workload.get(TRANSFERS_FIELD)), noted, notes)
+    casts = _count(workload.get(CAST_OPS_FIELD))
+    return StatedFacts(casts if casts is not None else _listed_casts(run), ops, _count(workload.get(TRANSFERS_FIELD)), noted, notes)

@@ -181,3 +181,12 @@ def test_a_device_the_tables_lack_gets_what_the_runs_say() -> None:
     assert "do not list Moore Threads MTT S80" in verdict["no_likely_cause"]
     assert "1.30x slower" in verdict["no_likely_cause"]
     assert "do not list Moore Threads MTT S80" in verdict["headline"]
+
+
+def test_cast_ops_listed_without_times_are_a_stated_count() -> None:
+    run = {"ops": {"items": [{"name": "aten::to", "pass": "cast", "calls_per_step": 300},
+                             {"name": "aten::_to_copy", "pass": "cast", "calls_per_step": 112},
+                             {"name": "aten::mm", "pass": "forward", "ms_per_step": 3.0}]}}
+    assert stated_facts(run).cast_ops == 412
+    timed = {"ops": {"items": [{"name": "Cast", "pass": "cast", "ms_per_step": 2.0, "calls_per_step": 40}]}}
+    assert stated_facts(timed).cast_ops is None  # a timed op is a measurement, for the measured rules
