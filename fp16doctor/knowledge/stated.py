@@ -107,4 +107,5 @@ def stated_facts(run: Mapping[str, Any]) -> StatedFacts:
     notes = tuple(t for field in NOTES_FIELDS for source in (run, workload) for t in _texts(source.get(field)))
     noted = frozenset(kind for kind, pattern in NOTE_PATTERNS.items() if any(pattern.search(n) for n in notes))
     casts = _count(workload.get(CAST_OPS_FIELD))
-    return StatedFacts(casts if casts is not None else _listed_casts(run), ops, _count(workload.get(TRANSFERS_FIELD)), noted, notes)
+    return StatedFacts(casts if casts is not None else _listed_casts(run), ops, _count(workload.get(TRANSFERS_FIELD)),
+                       noted, notes)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fp16doctor.analysis.context import Context, Pair, RunView, noise_band
+from fp16doctor.analysis.context import SIXTEEN_BIT, Context, Pair, RunView, noise_band
 from fp16doctor.analysis.rules.common import (
     SEED_STEPS_PER_EPOCH,
+    STATED_CONFIDENCE,
     Finding,
     at,
     first_software,
@@ -87,6 +88,27 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
             runs.append(pair.reduced)
             confidence = max(confidence, stated)
             worse_than_fp32 = worse_than_fp32 or pair.slower
+    for line, run in _cast_count_twins(ctx):
+        if run not in runs:
+            evidence.append(line)
+            runs.append(run)
+            confidence = max(confidence, STATED_CONFIDENCE)
+    for pair in ctx.pairs:
+        # Mixed precision in training casts every float32 weight to 16 bits each step, whatever the batch: on a
+        # step of a few milliseconds those casts are a share of the step that no 16-bit arithmetic wins back.
+        # Within OVERHEAD_MAX_MOVE of float32 the launches both precisions pay say as much (small_model_overhead);
+        # beyond it, only work the 16-bit run adds does.
+        run, f = pair.reduced, pair.fp32
+        if (run in runs or not pair.slower or pair.ratio <= OVERHEAD_MAX_MOVE or not is_mixed(run.precision)
+                or run.inference or not run.on_gpu or f.step_ms is None or f.step_ms >= TINY_STEP_MS):
+            continue
+        evidence.append(f"{at(run)}: {run.precision} in training on a {fmt_ms(f.step_ms)} float32 step: mixed "
+                        "precision casts every float32 weight to 16 bits each step, a cost per weight whatever the "
+                        f"batch, which a step this short cannot absorb; {pair.describe()} (estimated from the step "
+                        "times, not measured)")
+        runs.append(run)
+        confidence = max(confidence, MIXED_TINY_STEP_CONFIDENCE)
+        worse_than_fp32 = True
     if not evidence:
         return None
     return make_finding(
@@ -102,6 +124,35 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
         precisions=sorted({r.precision for r in runs}),
         where=where_of(runs),
     )
+
+
+# Two runs of one workload and precision on one machine, on two stacks, that state their cast ops per step: one
+# stating at least this many times the other's casts and slower beyond CAST_MIN_COST: its extra casts cost it
+# (public case: Paddle's old AMP pass, 541 casts and 320 ms a ResNet-50 step against 114 and 210 ms after the
+# rewrite, tests/data/cases/gpu-paddle-amp-cast-count-old-vs-new.json).
+CAST_COUNT_FACTOR = 1.5
+# Mixed precision judged from a tiny float32 step alone (no cast measured or stated): an estimate.
+MIXED_TINY_STEP_CONFIDENCE = 0.45
+
+
+def _cast_count_twins(ctx: Context) -> list[tuple[str, RunView]]:
+    """(evidence, run) for each 16-bit run that states CAST_COUNT_FACTOR times the cast ops of the same workload
+    and precision on another stack of its machine and device, and is slower than it beyond CAST_MIN_COST."""
+    found: list[tuple[str, RunView]] = []
+    stated = [r for r in ctx.ok_runs() if r.stated.cast_ops and r.precision in SIXTEEN_BIT and r.step_ms]
+    for run in stated:
+        for twin in stated:
+            if (twin.stack == run.stack or (twin.machine, twin.device, twin.precision, twin.workload_name, twin.variant)
+                    != (run.machine, run.device, run.precision, run.workload_name, run.variant)):
+                continue
+            mine, theirs = run.stated.cast_ops or 0, twin.stated.cast_ops or 0
+            if mine >= CAST_COUNT_FACTOR * theirs and run.step_ms > (1 + CAST_MIN_COST) * (twin.step_ms or 0):
+                found.append((f"{at(run)}: the document states {mine} cast ops per step in {run.precision} "
+                              f"against {theirs} on {twin.stack} for the same workload, and its step is "
+                              f"{fmt_ms(run.step_ms)} against {fmt_ms(twin.step_ms)}: the {mine - theirs} extra "
+                              "casts cost it (stated, not measured)", run))
+                break
+    return found
 
 
 # A larger batch changes the training itself (its learning rate, its convergence), so no variant measures it.

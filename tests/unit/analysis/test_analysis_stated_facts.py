@@ -190,3 +190,53 @@ def test_cast_ops_listed_without_times_are_a_stated_count() -> None:
     assert stated_facts(run).cast_ops == 412
     timed = {"ops": {"items": [{"name": "Cast", "pass": "cast", "ms_per_step": 2.0, "calls_per_step": 40}]}}
     assert stated_facts(timed).cast_ops is None  # a timed op is a measurement, for the measured rules
+
+
+# ---------------------------------------------------------------------------------------- casts from the runs
+
+def test_a_run_stating_far_more_casts_than_its_twin_on_another_stack_pays_for_them() -> None:
+    gpu = {"name": "NVIDIA GPU (model not stated)"}
+    runs = []
+    for stack, casts, fp32_ms, ms in (("old-amp", 541, 390.0, 320.0), ("new-amp", 114, 390.0, 210.0)):
+        for precision, step, stated in (("float32", fp32_ms, {}), ("mixed_float16", ms, {"cast_ops_per_step": casts})):
+            runs.append({"stack": stack, "precision": precision, "device": "gpu:0", "status": "ok",
+                         "software": {"paddlepaddle": "1.6"}, "step_time_ms": {"median": step},
+                         "workload": {"name": "resnet50", "batch_size": 128, "mode": "training", **stated}})
+    diagnosis = diagnose_document({"schema_version": 1, "host": {"gpus": [gpu]}, "runs": runs})
+    finding = _finding(diagnosis, "cast_overhead")
+    assert finding is not None and finding["stacks"] == ["old-amp"]
+    assert any("541 cast ops per step" in line and "427 extra casts" in line for line in finding["evidence"])
+
+
+def test_mixed_precision_far_slower_on_a_tiny_training_step_is_its_weight_casts() -> None:
+    amd = {"name": "AMD Radeon 8060S", "gfx_arch": "gfx1151"}
+    diagnosis = diagnose_document(_doc(amd, ("float32", 2.3), ("mixed_float16", 12.3), ("mixed_bfloat16", 4.0),
+                                       batch=None, software={"ocannl": "0.6"}))
+    assert _likely(diagnosis, "mixed_float16") == "cast_overhead"
+    assert _likely(diagnosis, "mixed_bfloat16") == "cast_overhead"
+    # Within 1.5x of float32 the launches both precisions pay say as much: no casts named from the step alone.
+    near = diagnose_document(_doc(amd, ("float32", 2.3), ("mixed_float16", 3.0), batch=None))
+    assert _finding(near, "cast_overhead") is None
+    served = diagnose_document(_doc(amd, ("float32", 2.3), ("mixed_float16", 12.3), batch=None, mode="inference"))
+    assert _finding(served, "cast_overhead") is None  # inference keeps no float32 weights to cast each step
+
+
+def test_an_rtx_card_without_a_model_has_tensor_cores_and_native_fp16() -> None:
+    from fp16doctor.knowledge.gpus import gpu_facts
+
+    rtx = gpu_facts("NVIDIA RTX card (model not stated)", None)
+    assert rtx.known and rtx.tensor_cores and rtx.native_16bit["float16"] is True
+    assert rtx.native_16bit["bfloat16"] is None and rtx.compute_capability is None  # a floor, not a part
+    assert not gpu_facts("NVIDIA GPU (model not stated)", None).known
+    diagnosis = diagnose_document(_doc({"name": "NVIDIA RTX card (model not stated)"}, ("float32", 555.6),
+                                       ("mixed_float16", 5000.0), batch=None, software={"keras_api": "tf_keras"}))
+    assert _likely(diagnosis, "mixed_float16") == "framework_16bit_path"
+
+
+def test_an_old_stack_that_measured_mixed_precision_slower_hands_over_no_mixed_code() -> None:
+    v100 = {"name": "Tesla V100-SXM2-16GB", "compute_capability": "7.0"}
+    tf18 = {"tensorflow": "1.8.0", "cuda": "9.0"}
+    diagnosis = diagnose_document(_doc(v100, ("float32", 330.0), ("mixed_float16", 13000.0), software=tf18))
+    old = _finding(diagnosis, "old_stack")
+    assert old is not None and "set_global_policy" not in old["recommendation"]
+    assert "measure mixed precision again there (mixed_float16 measured 39x slower" in old["recommendation"]
