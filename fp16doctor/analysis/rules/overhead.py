@@ -146,7 +146,8 @@ def _cast_count_twins(ctx: Context) -> list[tuple[str, RunView]]:
                     != (run.machine, run.device, run.precision, run.workload_name, run.variant)):
                 continue
             mine, theirs = run.stated.cast_ops or 0, twin.stated.cast_ops or 0
-            if mine >= CAST_COUNT_FACTOR * theirs and run.step_ms > (1 + CAST_MIN_COST) * (twin.step_ms or 0):
+            step, other = run.step_ms or 0.0, twin.step_ms or 0.0
+            if mine >= CAST_COUNT_FACTOR * theirs and step > (1 + CAST_MIN_COST) * other:
                 found.append((f"{at(run)}: the document states {mine} cast ops per step in {run.precision} "
                               f"against {theirs} on {twin.stack} for the same workload, and its step is "
                               f"{fmt_ms(run.step_ms)} against {fmt_ms(twin.step_ms)}: the {mine - theirs} extra "
