@@ -187,7 +187,7 @@ VARIANT_HOW = {
 }
 
 
-def _precision_how(precision: str, sw: Software, on_gpu: bool) -> str:
+def _precision_how(precision: str, sw: Software, on_gpu: bool, training: bool = True) -> str:
     """The one change that selects a precision in the framework the run used."""
     fw = sw.framework
     mixed = precision.startswith("mixed_")
@@ -212,7 +212,8 @@ def _precision_how(precision: str, sw: Software, on_gpu: bool) -> str:
     if fw == "torch":
         device = "cuda" if on_gpu else "cpu"
         if mixed:
-            scaler = " with a GradScaler" if family(precision) == FP16 else ""
+            # Loss scaling is training's (knowledge/modes.py): forward passes scale no gradient.
+            scaler = " with a GradScaler" if family(precision) == FP16 and training else ""
             return f"with torch.autocast('{device}', dtype=torch.{dtype}): ... around the forward pass{scaler}"
         return f"model.to(torch.{dtype}) and {dtype} inputs"
     if fw == "jax":
@@ -223,10 +224,10 @@ def _precision_how(precision: str, sw: Software, on_gpu: bool) -> str:
 
 
 def how_to_use(precision: str, sw: Software, variant: str = "original", on_gpu: bool = False,
-               setting: str | None = None) -> str:
+               setting: str | None = None, training: bool = True) -> str:
     """The exact change for one measured configuration, in the words of the framework its run used (a variant
     fp16doctor does not know: its `setting`, as its document names the change)."""
-    how = _precision_how(precision, sw, on_gpu)
+    how = _precision_how(precision, sw, on_gpu, training)
     extra = VARIANT_HOW.get(variant) or (f"set {setting}, as the measured run did" if setting else None)
     return f"{how}; and {extra}" if extra else how
 

@@ -547,7 +547,7 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
                 "step_ms": best.step_ms, "speedup": 1.0 if best.baseline else round_ratio(iv.speedup),
                 "speedup_interval": [round_ratio(low), round_ratio(high)],
                 "how": how_to_use(best.run.precision, best.run.software, best.run.variant, best.run.on_gpu,
-                                  run_setting(best.run)),
+                                  run_setting(best.run), training=best.run.advice_applies("loss_scaling")),
                 "caveat": best.caveat,
             },
             "measured": [m.to_dict() for m in configs],

@@ -25,7 +25,8 @@ CASES_DIR = Path(__file__).resolve().parents[2] / "data" / "cases"
 CASE_FILES = sorted(CASES_DIR.glob("*.json"))
 # What training-only advice says, in the words the analysis writes it: a second check beside the advice ids, so a
 # caveat or idea written without its id is still caught.
-TRAINING_WORDS = ("optimizer state", "1/2048", "1/256", "loss scal", "changes the training", "weight updates")
+TRAINING_WORDS = ("optimizer state", "1/2048", "1/256", "loss scal", "changes the training", "weight updates",
+                  "gradscaler")
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -53,6 +54,7 @@ def _advice_texts(diagnosis: Any) -> Iterator[str]:
     """Every caveat, note, idea and recommendation a user reads as what to do."""
     for prescription in diagnosis.prescriptions:
         yield str(prescription["recommended"].get("caveat") or "")
+        yield str(prescription["recommended"].get("how") or "")
         for entry in prescription["measured"]:
             yield str(entry.get("caveat") or "")
             yield from (str(n) for n in entry.get("notes") or [])
@@ -132,3 +134,13 @@ def test_inference_only_libraries_by_the_names_documents_give() -> None:
     assert inference_only_library({"CTranslate2": "4.7.1", "torch": "2.5"}) == "ctranslate2"
     assert inference_only_library(["llama.cpp"]) == "llama.cpp"
     assert inference_only_library({"torch": "2.5", "transformers": "4.40"}) is None
+
+
+def test_autocast_for_inference_needs_no_grad_scaler() -> None:
+    served = _doc("inference", {"torch": "2.3.0"})
+    trained = _doc("training", {"torch": "2.3.0"})
+    for doc in (served, trained):
+        doc["runs"][1].update(precision="mixed_float16", step_time_ms={"median": 60.0})
+    how = {name: diagnose_document(doc).prescriptions[0]["recommended"]["how"]
+           for name, doc in (("served", served), ("trained", trained))}
+    assert "GradScaler" in how["trained"] and "GradScaler" not in how["served"]
