@@ -19,6 +19,8 @@ INFERENCE_ONLY_LIBRARIES: dict[str, str] = {
     "tensorrt-llm": "https://nvidia.github.io/TensorRT-LLM/ (LLM inference on TensorRT)",
     "llama.cpp": "https://github.com/ggml-org/llama.cpp (LLM inference in C/C++)",
     "onnxruntime": "https://onnxruntime.ai/docs/ (inference; training is another package, onnxruntime-training)",
+    "onnxruntime-gpu": "https://onnxruntime.ai/docs/ (the CUDA build of onnxruntime)",
+    "llama-cpp-python": "https://github.com/abetlen/llama-cpp-python (Python bindings for llama.cpp)",
     "fastertransformer": "https://github.com/NVIDIA/FasterTransformer (transformer encoder/decoder inference)",
     "migraphx": "https://rocm.docs.amd.com/projects/AMDMIGraphX/ (AMD's graph inference engine)",
     "openvino": "https://docs.openvino.ai/ (Intel's inference toolkit)",
