@@ -18,8 +18,9 @@ from fp16doctor.analysis.rules.common import (
     where_of,
 )
 from fp16doctor.analysis.values import fmt_ms
+from fp16doctor.knowledge.frameworks import CASTS_FOR_MISSING_CPU_KERNELS
 from fp16doctor.knowledge.gpus import FAST_FP16_RATIO
-from fp16doctor.workload.protocol import FP16, SEED_WORKLOAD, is_mixed
+from fp16doctor.workload.protocol import FP16, SEED_WORKLOAD, is_mixed, is_pure
 
 # Mixed precision against pure float16: at least this much slower (and beyond both runs' spread) before the casts
 # are named; the default noise band is 5 % (analysis/intervals.py), and a cost must clear twice that.
@@ -81,11 +82,15 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
             # Only where fp16 could win do the casts eat a gain; elsewhere they only add to a loss.
             worse_than_fp32 = worse_than_fp32 or (pair.slower and fast)
     confidence = CAST_MEASURED_CONFIDENCE if evidence else 0.0
+    # The precisions whose casts are how a device fact costs the time (the document's own word, a library's way):
+    # named as the likely cause before that fact (verdicts.likely_cause reads `mechanism_for`).
+    mechanisms: list[str] = []
     for pair, line, stated in stated_causes(ctx, "casts"):
         # The document says the 16-bit run casts (a count, or its notes' words): a cause of its own, not measured.
         if pair.reduced not in runs:
             evidence.append(line)
             runs.append(pair.reduced)
+            mechanisms.append(pair.reduced.precision)
             confidence = max(confidence, stated)
             worse_than_fp32 = worse_than_fp32 or pair.slower
     for line, run in _cast_count_twins(ctx):
@@ -93,6 +98,21 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
             evidence.append(line)
             runs.append(run)
             confidence = max(confidence, STATED_CONFIDENCE)
+    for pair in [*ctx.pairs, *ctx.peer_pairs]:
+        # A library that runs float16 on a CPU lacking float16 arithmetic by casting around each op: the casts are
+        # how that device's lack costs the time (named before the device fact, as its mechanism).
+        run = pair.reduced
+        library = next((n for n in run.software.names if n in CASTS_FOR_MISSING_CPU_KERNELS), None)
+        if (run in runs or library is None or pair.faster or run.device != "cpu"
+                or not is_pure(run.precision, FP16) or ctx.cpu_for(run).native_fp16 is True):
+            continue
+        evidence.append(f"{at(run)}: {library} runs a float16 model on a CPU without float16 arithmetic by casting "
+                        "to float32 before, and back after, every op that has no float16 kernel there "
+                        f"({CASTS_FOR_MISSING_CPU_KERNELS[library]}); {pair.describe()} (from the library's "
+                        "documented behaviour, not measured)")
+        runs.append(run)
+        mechanisms.append(run.precision)
+        confidence = max(confidence, LIBRARY_CASTS_CONFIDENCE)
     for pair in ctx.pairs:
         # Mixed precision in training casts every float32 weight to 16 bits each step, whatever the batch: on a
         # step of a few milliseconds those casts are a share of the step that no 16-bit arithmetic wins back.
@@ -122,10 +142,13 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
         **_fusion_remedy(runs, "casts cost the same per step whatever the batch"),
         stacks=stacks_of(runs),
         precisions=sorted({r.precision for r in runs}),
+        **({"mechanism_for": sorted(set(mechanisms))} if mechanisms else {}),
         where=where_of(runs),
     )
 
 
+# A library's own way with float16 on a CPU (knowledge/frameworks.py), no cast counted: an estimate.
+LIBRARY_CASTS_CONFIDENCE = 0.5
 # Two runs of one workload and precision on one machine, on two stacks, that state their cast ops per step: one
 # stating at least this many times the other's casts and slower beyond CAST_MIN_COST: its extra casts cost it
 # (public case: Paddle's old AMP pass, 541 casts and 320 ms a ResNet-50 step against 114 and 210 ms after the

@@ -240,3 +240,14 @@ def test_an_old_stack_that_measured_mixed_precision_slower_hands_over_no_mixed_c
     old = _finding(diagnosis, "old_stack")
     assert old is not None and "set_global_policy" not in old["recommendation"]
     assert "measure mixed precision again there (mixed_float16 measured 39x slower" in old["recommendation"]
+
+
+def test_a_library_that_casts_around_missing_cpu_kernels_names_its_casts_before_the_cpu() -> None:
+    doc = _doc(None, ("float32", 170.0), ("float16", 240.0), batch=1, mode="inference",
+               software={"onnxruntime": "1.10"})
+    doc["host"]["cpu"] = {"model": "Intel i5 (model not stated)"}
+    diagnosis = diagnose_document(doc)
+    assert {"no_fast_fp16_hardware", "cast_overhead"} <= {f["id"] for f in diagnosis.findings}
+    assert _likely(diagnosis, "float16") == "cast_overhead"
+    torch = _doc(None, ("float32", 170.0), ("float16", 240.0), batch=1, mode="inference")
+    assert _likely(diagnose_document(torch), "float16") == "no_fast_fp16_hardware"  # PyTorch converts per op
