@@ -321,8 +321,12 @@ def explain(
     as_json: bool = typer.Option(
         False, "--json", help='Print {"findings": [...], "verdicts": [...], "prescriptions": [...]} as JSON.',
         metavar=FLAG),
+    full: bool = typer.Option(
+        False, "--full", help="After the answer, print the detail: every finding's evidence and fix, the verdicts, "
+        "the measured runs and the roofline.", metavar=FLAG),
 ) -> None:
-    """Re-run the analysis on a saved or hand-written results file and print the verdicts and findings."""
+    """Re-run the analysis on a saved or hand-written results file and print the answer: what bounds the step, what
+    to do, each precision against float32, then the findings."""
     from fp16doctor.analysis import diagnose_document
     from fp16doctor.results import load
     from fp16doctor.textout.findings import findings_text
@@ -334,7 +338,7 @@ def explain(
                      "prescriptions": diagnosis.prescriptions,
                      "stack_comparisons": [c.to_dict() for c in diagnosis.stack_comparisons]})
     else:
-        out.print(findings_text(diagnosis))
+        out.print(findings_text(diagnosis, full=full))
 
 
 @app.command()
@@ -449,6 +453,15 @@ def _print_error(message: str, hint: str) -> None:
         err.print(f"[dim]hint:[/] {escape(hint)}", markup=True)
 
 
+def _missing_words(ctx: Any) -> str:
+    """What a bare command lacks, in one line: a group's subcommand (naming them), or its arguments."""
+    command: Any = getattr(ctx, "command", None)
+    if hasattr(command, "list_commands"):  # a group (typer bundles its own click: no isinstance)
+        names = [n for n in command.list_commands(ctx) if not getattr(command.get_command(ctx, n), "hidden", False)]
+        return f"{ctx.command_path} needs a command: {', '.join(names)}"
+    return f"{ctx.command_path if ctx is not None else 'fp16doctor'} needs its arguments"
+
+
 def main() -> None:
     try:
         # Not standalone: a usage error the parser finds is printed as every other error, one line and a hint.
@@ -460,6 +473,8 @@ def main() -> None:
         ctx = getattr(exc, "ctx", None)
         where = ctx.command_path if ctx is not None else "fp16doctor"
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        if not message.strip():  # a group called bare prints its help (no_args_is_help), then says what is missing
+            message = _missing_words(ctx)
         _print_error(message, f"`{where} -h` lists the options and the values each takes")
         sys.exit(getattr(exc, "exit_code", EXIT_USAGE))
     except (KeyboardInterrupt, typer.Abort):

@@ -6,6 +6,9 @@ treated alike; this module owns loading, checking and writing them.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import gzip
 import json
 import math
 import os
@@ -386,8 +389,10 @@ def validate(doc: Any, source: str = "results") -> Document:
 
 
 # A report embeds the documents it was made from in <script type="application/json" id="...">
-# (templates/report.html.j2), so `explain` and `report` read a report.html as they read its results.json.
+# (templates/report.html.j2), so `explain` and `report` read a report.html as they read its results.json; a large
+# set is gzip-compressed and base64-encoded there (data-encoding="gzip+base64").
 REPORT_RESULTS_ID = "fp16doctor-results"
+REPORT_RESULTS_GZIP = "gzip+base64"
 
 
 class _EmbeddedResults(HTMLParser):
@@ -397,11 +402,13 @@ class _EmbeddedResults(HTMLParser):
         super().__init__(convert_charrefs=False)
         self.inside = False
         self.found = False
+        self.encoding = ""
         self.parts: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "script" and dict(attrs).get("id") == REPORT_RESULTS_ID:
             self.inside = self.found = True
+            self.encoding = dict(attrs).get("data-encoding") or ""
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "script":
@@ -451,6 +458,21 @@ def _looks_like_html(text: str) -> bool:
     return text.lstrip()[:1] == "<"
 
 
+def _embedded_text(p: Path, parser: _EmbeddedResults) -> str:
+    """The embedded results' JSON text, unpacked where the report compressed it."""
+    text = "".join(parser.parts)
+    if not parser.encoding:
+        return text
+    if parser.encoding != REPORT_RESULTS_GZIP:
+        raise DoctorError(f"{p}: the embedded results are in an unknown encoding ({parser.encoding[:40]})",
+                          hint="pass the results.json the report was made from")
+    try:
+        return gzip.decompress(base64.b64decode("".join(text.split()), validate=True)).decode("utf-8")
+    except (binascii.Error, OSError, EOFError, UnicodeDecodeError):
+        raise DoctorError(f"{p}: the embedded results are damaged (not gzip+base64)",
+                          hint="pass the results.json the report was made from") from None
+
+
 def load_all(path: str | Path) -> list[Document]:
     """The documents in one file, each checked: a results.json holds one; a report.html those it embeds
     (several for a comparison report)."""
@@ -464,7 +486,7 @@ def load_all(path: str | Path) -> list[Document]:
         raise DoctorError(f"{p}: an HTML file without fp16doctor's embedded results",
                           hint="pass a report.html that `fp16doctor diagnose` or `fp16doctor report` wrote, "
                                "or its results.json")
-    embedded = _parse_json(p, "".join(parser.parts), "the embedded results are ")
+    embedded = _parse_json(p, _embedded_text(p, parser), "the embedded results are ")
     docs = embedded if isinstance(embedded, list) else [embedded]
     if not docs:
         raise DoctorError(f"{p}: the report embeds no results", hint="pass the results.json it was made from")

@@ -20,9 +20,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from fp16doctor.analysis.advice import slow_kernel_advice, slow_kernel_ideas, where_of
+from fp16doctor.analysis.answer import Answer, build_answer
 from fp16doctor.analysis.causes import Accounting, Share, account
 from fp16doctor.analysis.context import build_context
 from fp16doctor.analysis.experiments import experiment_evidence, setting_findings
@@ -55,11 +57,20 @@ class Diagnosis:
     saved_findings: list[Finding] = field(default_factory=list)
     saved_by: str | None = None  # the fp16doctor version that wrote the file
 
+    @cached_property
+    def answer(self) -> Answer:
+        """The answer every output lays out, in its order: the bound, the prescription, a line per precision, then
+        the findings pointing at them (answer.py); built once, from this diagnosis only."""
+        return build_answer(self)
+
 
 # Titles and fixes for causes that only the accounting finds (no document-level rule of their own).
 _ACCOUNTED_ADVICE = {
     "slow_fp16_kernels": ("critical", ""),  # in the words of the run's framework: advice.slow_kernel_advice
-    "fast_16bit_kernels": ("info", "Its 16-bit kernels are what made the step faster."),
+    "fast_16bit_kernels": ("info", "Its 16-bit kernels took less device time than float32's: this part of the "
+                                   "difference is theirs; the verdict names the rest."),
+    "smaller_16bit_batches": ("info", "A 16-bit batch is half the bytes to build on the host and to copy to the "
+                                      "device: this part of the difference is the batch's, not the kernels'."),
     "slow_16bit_compute": (
         "warning",
         "These ops ran regular kernels in 16 bits and still took longer than in float32: the framework's 16-bit "
@@ -238,5 +249,5 @@ def analyse(doc: Mapping[str, Any]) -> list[Finding]:
     return diagnose_document(doc).findings
 
 
-__all__ = ["SEVERITY_RANK", "Diagnosis", "DocumentComparison", "RunRow", "StackComparison", "analyse",
+__all__ = ["SEVERITY_RANK", "Answer", "Diagnosis", "DocumentComparison", "RunRow", "StackComparison", "analyse",
            "compare_results", "diagnose_document", "saved_diagnosis"]

@@ -374,6 +374,11 @@ class Phrased:
     show_code: bool
 
 
+def prescription_pointer(where: str) -> str:
+    """What a finding's fix says where it defers to the prescription of its machine and stack."""
+    return f"See the prescription for {where}."
+
+
 def phrase_remedy(kind: str, target: tuple[str, str] | None, machine: str, stack: str,
                   prescription: Mapping[str, Any] | None, extra_untested: Sequence[Mapping[str, Any]] = ()) -> Phrased:
     """The what-to-do sentence of one finding on one machine and stack, from that machine's measured table.
@@ -392,8 +397,8 @@ def phrase_remedy(kind: str, target: tuple[str, str] | None, machine: str, stack
                                              "setting": variant_setting(target[1]), "measured_speedup": None},
                        None, False)
     chosen = prescription["recommended"]
-    headline = str(prescription.get("headline") or f"Use {fmt_config(chosen)} on {where}")
-    quoted = f"{headline}. How: {chosen.get('how')}." if chosen.get("how") else f"{headline}."
+    # The prescription is said once, in its own place; a finding's fix points at it (each fact once).
+    quoted = prescription_pointer(where)
     prescribed = {"precision": chosen["precision"], "variant": chosen["variant"], "setting": chosen.get("setting"),
                   "measured_speedup": chosen.get("speedup"), "speedup_interval": chosen.get("speedup_interval")}
     if target is None or (target[0], target[1]) == (chosen["precision"], chosen["variant"]):

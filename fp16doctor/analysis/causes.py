@@ -31,6 +31,7 @@ from fp16doctor.analysis.rules.causal import (
     slow_kernel_item,
 )
 from fp16doctor.analysis.values import fmt_interval, fmt_ms, fmt_times
+from fp16doctor.attribution.device_time import copy_direction
 from fp16doctor.workload.protocol import FP16, is_pure
 
 HALF = 0.5  # below this share explained, the verdict says what is unexplained
@@ -122,11 +123,19 @@ def _op_cause(items: Sequence[OpItem], run: RunView, ctx: Context, slower: bool)
     that moved either way net out in it; only a regular 16-bit kernel is judged by its direction (`slower`)."""
     key = items[0].key
     layer, pass_, kind = key
-    sixteen = any(ran_in_16_bits(i) for i in items)
+    # On a GPU trace every kernel of a pure 16-bit run is a 16-bit one (its rows may name no dtype).
+    gpu_sixteen = (run.ops is not None and run.ops.on_gpu and is_pure(run.precision)
+                   and not any(i.host_time or copy_direction(i.impl or i.name) for i in items))
+    sixteen = gpu_sixteen or any(ran_in_16_bits(i) for i in items)
     if any(slow_kernel_item(i, run, ctx) for i in items):
         return "slow_fp16_kernels"
-    if pass_ in ("cast", "layout") or kind in ("cast", "reorder", "transpose"):
+    # A pure 16-bit GPU run's layout kernel that shrank moved half the bytes: its kernels' gain, not a cast's cost.
+    if (pass_ in ("cast", "layout") or kind in ("cast", "reorder", "transpose")) and (slower or not gpu_sixteen):
         return "cast_overhead"
+    if pass_ == "input" and not slower and run.ops is not None and run.ops.on_gpu:
+        # A GPU step's batch row (the host's batch, its copy) that shrank: a 16-bit batch is half the bytes; the same
+        # float32 batch copied in both runs names no cause (its change is the link's noise).
+        return "smaller_16bit_batches" if (run.batch_dtype or "") in SIXTEEN_BIT_DTYPES else None
     if pass_ == "input":
         return "host_fp16_emulation" if is_pure(run.precision, FP16) else "input_pipeline_bound"
     # A regular kernel that ran in 16 bits and still took longer: on the same silicon one framework's 16-bit
@@ -139,7 +148,7 @@ def _op_cause(items: Sequence[OpItem], run: RunView, ctx: Context, slower: bool)
 
 # Causes that make a 16-bit step faster; every other op cause makes it slower. A cause whose ops netted out the
 # other way than it can act (a reference kernel that came out faster) explains nothing.
-FASTER_CAUSES = frozenset({"fast_16bit_kernels"})
+FASTER_CAUSES = frozenset({"fast_16bit_kernels", "smaller_16bit_batches"})
 
 
 def _group_ms(items: Sequence[OpItem], wall: bool) -> float:

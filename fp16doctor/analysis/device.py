@@ -9,11 +9,14 @@ from typing import Any
 
 from fp16doctor.analysis.context import Pair, RunView
 from fp16doctor.analysis.values import fmt_ms, fmt_signed_ms
+from fp16doctor.attribution.device_time import IDLE_WORDS, IdleSplit
 
 # The device busy under half of the 16-bit run's step: the host sets its pace (the TF Profiler calls a step
 # highly input-bound from 20 % of it on input, kHighlyInfeedBoundThresholdInPercent; idle half the step is well
 # past that). At 80 % busy or more the device sets it; in between neither does alone.
 HOST_BOUND_BELOW = 0.5
+# A profiled window's step this far from the timed step is said to be the window's (the busy share is of it).
+WINDOW_APART = 0.1
 DEVICE_BOUND_FROM = 0.8
 
 
@@ -50,6 +53,36 @@ class DeviceSplit:
     fp32_step_ms: float | None
     bound_by: str | None
     method: str  # the device time's: "interval_union" | "kernel_sum"
+    copies_ms: float = 0.0  # the 16-bit run's copies (host to device and back), per step
+    fp32_copies_ms: float = 0.0
+    host_rows_difference_ms: float = 0.0  # the trace's host spans (`"time": "host"` rows), 16-bit less float32
+    idle: IdleSplit | None = None  # the 16-bit run's idle time, split by what the device waited on
+    fp32_idle: IdleSplit | None = None
+
+    def idle_words(self) -> str | None:
+        """"the device idled 46 ms a step: 30 ms waiting on the host's data, 12 ms in launch and dispatch gaps, 4.0 ms
+        other; waiting on the host's data dominates"; None without a split."""
+        idle = self.idle
+        if idle is None or idle.total_ms <= 0:
+            return None
+        parts = [f"{fmt_ms(idle.waiting_on_data_ms)} waiting on the host's data"]
+        if idle.launch_gaps_ms is not None:
+            parts.append(f"{fmt_ms(idle.launch_gaps_ms)} in launch and dispatch gaps")
+        parts.append(f"{fmt_ms(idle.other_ms)} other")
+        text = f"the device idled {fmt_ms(idle.total_ms)} a step: {', '.join(parts)}"
+        if idle.launch_gaps_ms is None:
+            return text + " (the recorded rows have no timestamps to tell a launch gap from the rest)"
+        return text + f"; {IDLE_WORDS[idle.dominant]} dominates"
+
+    @property
+    def kernel_difference_ms(self) -> float:
+        """The device change less the copies': what the precision changed in the kernels (two runs that copied the
+        same float32 batch differ in their copies by the link's noise, not by the precision)."""
+        return (self.busy_ms - self.copies_ms) - (self.fp32_busy_ms - self.fp32_copies_ms)
+
+    @property
+    def copy_difference_ms(self) -> float:
+        return self.copies_ms - self.fp32_copies_ms
 
     @property
     def device_share(self) -> float | None:
@@ -72,7 +105,34 @@ class DeviceSplit:
         """The 16-bit run's device time less float32's, per step (negative: the device did less)."""
         return self.busy_ms - self.fp32_busy_ms
 
-    def words(self, difference_ms: float | None = None) -> str:
+    def accounted(self, difference_ms: float) -> dict[str, float]:
+        """The timed difference over the step's parts, each counted once: the kernels, the copies, the host's batch
+        (the idle time a trace's timestamps put on the host's data spans; else its `"time": "host"` rows), the launch
+        and dispatch gaps (where timestamps split the idle time), and the host time no op accounts for (what is
+        left; the trace cannot place it, so it is a size, never a cause)."""
+        host, gaps = self.host_rows_difference_ms, 0.0
+        mine, theirs = self.idle, self.fp32_idle
+        if mine is not None and theirs is not None and mine.launch_gaps_ms is not None \
+                and theirs.launch_gaps_ms is not None:  # both from timestamps
+            host = mine.waiting_on_data_ms - theirs.waiting_on_data_ms
+            gaps = mine.launch_gaps_ms - theirs.launch_gaps_ms
+        placed = self.kernel_difference_ms + self.copy_difference_ms + host + gaps
+        return {"kernels_ms": round(self.kernel_difference_ms, 3), "copies_ms": round(self.copy_difference_ms, 3),
+                "host_rows_ms": round(host, 3), "launch_gaps_ms": round(gaps, 3),
+                "unplaced_host_ms": round(difference_ms - placed, 3)}
+
+    def change_words(self) -> str:
+        """"−6.0 ms of kernel time per step (5% of the step); its batch's copy +0.0 ms": the kernels' change, the
+        precision's own; the copy is said apart (the same float32 batch copied twice differs by the link's noise)."""
+        text = f"{fmt_signed_ms(self.kernel_difference_ms)} of kernel time per step"
+        if self.step_ms:
+            text += f" ({abs(self.kernel_difference_ms) / self.step_ms:.0%} of the step)"
+        if self.copies_ms or self.fp32_copies_ms:
+            text += (f"; the batch's copy took {fmt_ms(self.copies_ms)} against float32's "
+                     f"{fmt_ms(self.fp32_copies_ms)}")
+        return text
+
+    def words(self, difference_ms: float | None = None, timed_step_ms: float | None = None) -> str:
         """"the GPU was busy 22 ms of the 547 ms profiled step (4%; float32 36 ms of 295 ms): the host sets the
         pace; of the timed difference, -15 ms is the device's work and +377 ms the host's; through the device's own
         work this precision can be at most 1.05x faster"."""
@@ -80,16 +140,27 @@ class DeviceSplit:
         text = f"the GPU was busy {fmt_ms(self.busy_ms)}"
         if self.step_ms and share is not None:
             text += f" of the {fmt_ms(self.step_ms)} profiled step ({share:.0%}"
-            text += f"; float32 {fmt_ms(self.fp32_busy_ms)} of {fmt_ms(self.fp32_step_ms)})" \
-                if self.fp32_step_ms else ")"
+            text += f"; float32 {fmt_ms(self.fp32_busy_ms)} of {fmt_ms(self.fp32_step_ms)}" \
+                if self.fp32_step_ms else ""
+            # The shares are the profiler's window's; where its step is not the timed one, it says so.
+            text += (f"; the profiler's window, not the {fmt_ms(timed_step_ms)} timed step)"
+                     if timed_step_ms and abs(self.step_ms - timed_step_ms) > WINDOW_APART * timed_step_ms else ")")
         if self.bound_by == "host":
             text += ": the host sets the pace"
         elif self.bound_by == "device":
             text += ": the device sets the pace"
         if difference_ms is not None:
-            host = difference_ms - self.device_difference_ms
-            text += (f"; of the timed difference, {fmt_signed_ms(self.device_difference_ms)} is the device's work and "
-                     f"{fmt_signed_ms(host)} the host's")
+            parts = self.accounted(difference_ms)
+            text += (f"; of the timed difference, {fmt_signed_ms(parts['kernels_ms'])} is the kernels', "
+                     f"{fmt_signed_ms(parts['copies_ms'])} the batch's copy"
+                     + (f", {fmt_signed_ms(parts['host_rows_ms'])} the host's batch"
+                        if parts['host_rows_ms'] else "")
+                     + (f", {fmt_signed_ms(parts['launch_gaps_ms'])} launch and dispatch gaps"
+                        if parts['launch_gaps_ms'] else "")
+                     + f" and {fmt_signed_ms(parts['unplaced_host_ms'])} host time no op in the trace accounts for")
+        idle = self.idle_words()
+        if idle:
+            text += f"; {idle}"
         bound = self.max_speedup
         if bound is not None:
             text += f"; through the device's own work this precision can be at most {bound:.2f}x faster"
@@ -100,8 +171,12 @@ class DeviceSplit:
             "device_busy_ms": round(self.busy_ms, 3),
             "fp32_device_busy_ms": round(self.fp32_busy_ms, 3),
             "device_difference_ms": round(self.device_difference_ms, 3),
+            "kernel_difference_ms": round(self.kernel_difference_ms, 3),
+            "copy_difference_ms": round(self.copy_difference_ms, 3),
             "bound_by": self.bound_by,
             "precision_bound": precision_bound(self.device_share, self.device_ratio, "measured"),
+            **({"device_idle": {**self.idle.to_dict(), "dominant": self.idle.dominant}} if self.idle is not None
+               else {}),
         }
 
 
@@ -111,7 +186,13 @@ def device_split(pair: Pair) -> DeviceSplit | None:
     if reduced is None or fp32 is None:
         return None
     return DeviceSplit(reduced.busy_ms, fp32.busy_ms, reduced.step_ms, fp32.step_ms, bound_by(pair.reduced),
-                       reduced.method)
+                       reduced.method, sum(reduced.copies_ms.values()), sum(fp32.copies_ms.values()),
+                       _host_batch_ms(pair.reduced) - _host_batch_ms(pair.fp32), reduced.idle, fp32.idle)
+
+
+def _host_batch_ms(run: RunView) -> float:
+    """The host's spans a GPU trace holds as rows (the DataLoader's batch, data conversion), per step."""
+    return sum(i.ms_per_step for i in run.ops.items if i.host_time) if run.ops is not None else 0.0
 
 
 # By the device's peak rates the arithmetic of a step under this share of it: the step is bound elsewhere (the input,

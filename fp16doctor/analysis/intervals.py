@@ -113,9 +113,12 @@ class AACheck:
     # Where the noise comes from, as a failed check says it: "on this machine now" (its load, its clock), or "with
     # this input pipeline" where float32's own batches are most of its step.
     scope: str = MACHINE_NOISE
+    # The control's own words, the same for every effect it is held against (the answer's one shared note).
+    control: str = ""
 
     def to_dict(self) -> dict[str, object]:
-        return {"passed": self.passed, "noise": round(self.noise, 4), "reason": self.reason}
+        return {"passed": self.passed, "noise": round(self.noise, 4), "reason": self.reason,
+                **({"control": self.control} if self.control else {})}
 
 
 @dataclass(frozen=True)
@@ -384,7 +387,7 @@ def aa_check(interval: RatioInterval, noise_floor: RatioInterval, probe: str | N
         reason = f"{control}, more than this {factor - 1:.0%} effect"
         if probe:
             reason += f"; {probe}"
-    return AACheck(passed, noise, reason, scope)
+    return AACheck(passed, noise, reason, scope, control + (f"; {probe}" if probe else ""))
 
 
 @dataclass(frozen=True)

@@ -188,7 +188,8 @@ def _unstable_runs(found: Mapping[str, Finding]) -> set[tuple[str, str, str, str
 
 
 def measured_configs(ctx: Context, fp32: RunView, found: Mapping[str, Finding]) -> list[Measured]:
-    """Every adoptable configuration measured on float32's machine and stack, fastest first (float32 included)."""
+    """Every adoptable configuration measured on float32's machine and stack, fastest first (float32 included), the
+    ones not compared last."""
     unstable = _unstable_runs(found)
     configs = []
     for run in ctx.ok_runs():
@@ -199,7 +200,9 @@ def measured_configs(ctx: Context, fp32: RunView, found: Mapping[str, Finding]) 
         pair = Pair(fp32, run)
         configs.append(Measured(run, pair.interval, _caveat(run), _unsafe(run, unstable), pair.shown, pair.step_ms,
                                 fp32.precision))
-    configs.sort(key=lambda m: -m.interval.speedup)
+    # A configuration its comparison refused (two processes that differ more than the effect) goes last: its time is
+    # no rank among the compared ones.
+    configs.sort(key=lambda m: (m.interval.refused is not None, -m.interval.speedup))
     return configs
 
 

@@ -106,6 +106,9 @@ SPECS: tuple[FindingSpec, ...] = (
                 recommends=("mixed_float16", "channels_padded")),
     FindingSpec("fast_16bit_kernels", "kernels", "16-bit kernels saved time", True, None, remedy="configuration",
                 recommends=OWN),
+    # Measured on a GPU trace: the 16-bit run's batch rows (the host's batch, its copy to the device) shrank.
+    FindingSpec("smaller_16bit_batches", "host_input", "The 16-bit batch, half the bytes, took less time", True,
+                None, remedy="none"),
     FindingSpec("bf16_preferred", "hardware", "bfloat16 is this device's fast 16-bit type", False,
                 causal.rule_bf16_preferred, remedy="configuration", recommends=("mixed_bfloat16", "original")),
     FindingSpec("tf32_baseline", "hardware", "float32 already runs on Tensor Cores (TF32)", False,

@@ -18,12 +18,16 @@ from typing import Any
 
 from fp16doctor.analysis.context import REDUCED, Context, Pair, RunView, build_context
 from fp16doctor.analysis.model import Layer, ModelInfo
-from fp16doctor.analysis.values import ShownRatio
+from fp16doctor.analysis.values import ShownRatio, fmt_ms
 from fp16doctor.knowledge.cuda import CUDNN_RELAXED_CHANNELS, TENSOR_CORE_CHANNEL_MULTIPLE, version_at_least
 from fp16doctor.knowledge.gpus import GpuFacts, GpuModel
 from fp16doctor.results import HOST_MACHINE
 
 TRAINING_PASSES = 3.0
+
+
+# Measured kernels under this share of their roofline time: many small kernels, launch gaps between them.
+SMALL_KERNELS_BELOW = 0.5
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,21 @@ class RooflineEstimate:
     note: str
     machine: str = HOST_MACHINE  # the run's machine: estimates pair with runs of one machine only
     measured_shown: ShownRatio | None = None  # the measured pair's ratio as every output prints it
+    # float32's measured kernels per step (its device time less its copies), where a trace measured them
+    fp32_kernels_ms: float | None = None
+
+    def kernels_words(self) -> str | None:
+        """"float32's kernels measured 21 ms a step: they run at about 13% of this best case (small kernels and
+        launch gaps)": the best case beside the device time it bounds, never beside a step many times longer."""
+        if not self.fp32_kernels_ms or not self.fp32_ms:
+            return None
+        share = self.fp32_ms / self.fp32_kernels_ms
+        text = f"float32's kernels measured {fmt_ms(self.fp32_kernels_ms)} a step: they run at about {share:.0%} of it"
+        return text + (" (a sign of small kernels and launch gaps)" if share < SMALL_KERNELS_BELOW else "")
+
+    def key(self) -> tuple[Any, ...]:
+        """One best case per machine, stack, device and precision with the same figures (variants share it)."""
+        return (self.machine, self.stack, self.gpu_name, self.precision, self.fp32_ms, self.fp16_ms)
 
     def predicted_times(self) -> str | None:
         """'2.60x': the best case as every output prints it (ShownRatio, no interval: two decimals under 10x)."""
@@ -227,7 +246,9 @@ def estimate_context(ctx: Context) -> list[RooflineEstimate]:
     out = []
     seen = set()
     for pair in ctx.fp16_pairs():
-        out.append(replace(_estimate(ctx, pair.reduced, pair.fp32, pair), measured_shown=pair.shown))
+        kernels = pair.fp32.device_time.compute_ms if pair.fp32.device_time is not None else None
+        out.append(replace(_estimate(ctx, pair.reduced, pair.fp32, pair), measured_shown=pair.shown,
+                           fp32_kernels_ms=kernels or None))
         seen.add(pair.reduced.index)
     for run in ctx.ok_runs():
         if run.precision in REDUCED and run.index not in seen:

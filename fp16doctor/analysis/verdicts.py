@@ -20,7 +20,6 @@ from fp16doctor.analysis.values import (
     as_positive,
     as_str,
     fmt_ms,
-    fmt_signed_ms,
     round_ratio,
 )
 
@@ -111,9 +110,7 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
                     f"({fmt_ms(interval.other_ms)} vs {fmt_ms(interval.fp32_ms)} per step): {interval.aa.reason}")
         if split is not None and split.step_ms:
             # What the profile measured the precision change on the device, where the timed steps cannot say.
-            headline += (f"; the profile measured what it changed on the device: "
-                         f"{fmt_signed_ms(split.device_difference_ms)} of device time per step "
-                         f"({abs(split.device_difference_ms) / split.step_ms:.0%} of the step)")
+            headline += f"; the profile measured what it changed on the device: {split.change_words()}"
     elif interval.refused:
         headline = (f"{reduced.precision} against {base} on {where}{variant} is not compared: "
                     f"{interval.refused}")
@@ -133,7 +130,9 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
         headline += "; against it, " + ", ".join(
             f"{_cause_phrase(s, reduced.precision)} ({moved} {fmt_ms(s.ms)})" for s in acc.against)
     unexplained = max(0.0, acc.magnitude_ms - explained) if acc.significant else 0.0
-    if acc.significant and top is not None and 1 - share >= UNEXPLAINED_SAID:
+    # On a GPU trace what no op explains is host time the trace cannot place, a size the device split says (not a
+    # cause); elsewhere the headline says how much is unexplained.
+    if acc.significant and top is not None and 1 - share >= UNEXPLAINED_SAID and split is None:
         headline += f"; {fmt_ms(unexplained)} ({1 - share:.0%}) of it is unexplained"
     window_delta = _window_difference(acc)
     # The windows' difference in the direction of the timed one: what the ops there can account for at most.
@@ -147,7 +146,7 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
                      f"{fmt_ms(missed)} of the timed difference did not recur there (the steps changed speed "
                      "between the timing and the window)")
     if split is not None and not interval.refused and (interval.aa is None or interval.aa.passed):
-        headline += f"; {split.words(acc.difference_ms if acc.significant else None)}"
+        headline += f"; {split.words(acc.difference_ms if acc.significant else None, pair.step_ms)}"
     # No trace measured the device: the roofline's best case stands in, labelled an estimate.
     guessed = estimated_bound(pair, estimate.fp32_ms, estimate.fp16_ms) if (
         split is None and estimate is not None) else None
@@ -202,7 +201,8 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
                     "ops": [{"name": o.get("name"), "layer": o.get("layer"), "pass": o.get("pass"),
                              "dtype": o.get("dtype"), "ms": o.get("ms")} for o in s.ops]} for s in causes],
         # Host or device (analysis/device.py): each run's device time, where the runs carry it, and the Amdahl bound.
-        **(split.verdict_fields() | {"host_difference_ms": round(acc.difference_ms - split.device_difference_ms, 3)}
+        **(split.verdict_fields() | {"host_difference_ms": round(acc.difference_ms - split.device_difference_ms, 3),
+                                     "accounted": split.accounted(acc.difference_ms)}
            if split is not None else guessed.verdict_fields() if guessed is not None else {}),
         # ShownRatio's words for no difference: "same speed", or "not measurable" for an interval off 1.
         "figure": phrase if outcome != "no_significant_difference" else shown_ratio(acc).figure(),

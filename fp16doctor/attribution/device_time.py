@@ -59,6 +59,82 @@ def looks_like_device_activity(name: str) -> bool:
     return bool(_DEVICE_NAME.match(name))
 
 
+IDLE_KINDS = ("waiting_on_data_ms", "launch_gaps_ms", "other_ms")
+# What each idle kind means, in the words a verdict says which dominates with.
+IDLE_WORDS = {"waiting_on_data_ms": "waiting on the host's data (its batch, collation, copy)",
+              "launch_gaps_ms": "launch and dispatch gaps between kernels", "other_ms": "other idle time"}
+
+
+@dataclass(frozen=True)
+class IdleSplit:
+    """The step's device idle time, split as Holistic Trace Analysis splits a stream's idle time (its idle time
+    breakdown: the host's wait, the kernels' wait, the rest), per step: waiting on the host's data (idle while a host
+    span that builds, collates or copies a batch runs), launch and dispatch gaps (idle between two device
+    activities with no such span: the host had not issued the next kernel yet) and the rest (idle before the
+    window's first activity and after its last). `method`: "trace_intervals" from timestamps; "document_rows" from
+    a recorded document's rows (no timestamps: the host's batch rows are its data wait, and nothing can tell a
+    launch gap from the rest, so `launch_gaps_ms` is null there)."""
+
+    waiting_on_data_ms: float
+    launch_gaps_ms: float | None
+    other_ms: float
+    method: str = "trace_intervals"
+
+    @property
+    def total_ms(self) -> float:
+        return self.waiting_on_data_ms + (self.launch_gaps_ms or 0.0) + self.other_ms
+
+    @property
+    def dominant(self) -> str:
+        """The idle kind with the most time."""
+        parts = {"waiting_on_data_ms": self.waiting_on_data_ms, "launch_gaps_ms": self.launch_gaps_ms or 0.0,
+                 "other_ms": self.other_ms}
+        return max(parts, key=lambda k: parts[k])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"waiting_on_data_ms": round(self.waiting_on_data_ms, 3),
+                "launch_gaps_ms": round(self.launch_gaps_ms, 3) if self.launch_gaps_ms is not None else None,
+                "other_ms": round(self.other_ms, 3), "method": self.method}
+
+    @classmethod
+    def from_dict(cls, value: Any) -> IdleSplit | None:
+        if not isinstance(value, Mapping):
+            return None
+        data, gaps, other = (_number(value.get(k)) for k in IDLE_KINDS)
+        if data is None or other is None:
+            return None
+        return cls(data, gaps, other, str(value.get("method") or "trace_intervals"))
+
+
+def _merged(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def _overlap_ms(span: tuple[float, float], others: Sequence[tuple[float, float]]) -> float:
+    return sum(max(0.0, min(span[1], hi) - max(span[0], lo)) for lo, hi in others)
+
+
+def idle_split(device_spans: Sequence[tuple[float, float]], data_spans: Sequence[tuple[float, float]],
+               window: tuple[float, float], steps: int) -> IdleSplit:
+    """From timestamps (ms, one clock): the window's idle time, each instant once, per step."""
+    busy = _merged((max(lo, window[0]), min(hi, window[1])) for lo, hi in device_spans
+                   if hi > window[0] and lo < window[1])
+    data = _merged(data_spans)
+    edges = [(window[0], busy[0][0]), (busy[-1][1], window[1])] if busy else [window]
+    between = [(a[1], b[0]) for a, b in zip(busy, busy[1:], strict=False)]
+    waiting = sum(_overlap_ms(gap, data) for gap in [*edges, *between])
+    gaps = sum(gap[1] - gap[0] - _overlap_ms(gap, data) for gap in between)
+    other = sum(max(gap[1] - gap[0], 0.0) - _overlap_ms(gap, data) for gap in edges)
+    steps = max(int(steps), 1)
+    return IdleSplit(waiting / steps, gaps / steps, max(other, 0.0) / steps)
+
+
 @dataclass(frozen=True)
 class DeviceTime:
     """One run's device time per step of its profiled window (``runs[].device_time``)."""
@@ -71,6 +147,7 @@ class DeviceTime:
     # "interval_union": from the device's timestamps; "kernel_sum": from a recorded document's kernel rows, each
     # once (no timestamps: kernels on one stream do not overlap, so the sum is the busy time there, at most over).
     method: str = "interval_union"
+    idle: IdleSplit | None = None  # the step's idle time (host_ms), split by what the device waited on
 
     @property
     def busy_share(self) -> float | None:
@@ -98,6 +175,7 @@ class DeviceTime:
             "host_ms": round(host, 3) if host is not None else None,
             "source": self.source,
             "method": self.method,
+            **({"idle": self.idle.to_dict()} if self.idle is not None else {}),
         }
 
     @classmethod
@@ -114,7 +192,7 @@ class DeviceTime:
                    {str(k): float(v) for k, v in copies.items() if str(k) in COPY_KINDS and _number(v) is not None}
                    if isinstance(copies, Mapping) else {},
                    pageable if isinstance(pageable, bool) else None, str(value.get("source") or "torch_profiler"),
-                   str(value.get("method") or "interval_union"))
+                   str(value.get("method") or "interval_union"), IdleSplit.from_dict(value.get("idle")))
 
 
 def _number(value: Any) -> float | None:
@@ -159,21 +237,43 @@ def from_events(events: Sequence[Mapping[str, Any]], steps: int, step_ms: float 
     claimed = claimed_kernels(events)
     spans: list[tuple[float, float]] = []
     durations: list[tuple[str, float]] = []
+    data: list[tuple[float, float]] = []  # the host's batch spans: the DataLoader's, and the host side of a copy in
+    everything: list[tuple[float, float]] = []
     for event in events:
         if not isinstance(event, Mapping) or is_bookkeeping(str(event.get("name", ""))):
-            continue
-        if not is_device_event(event, claimed):
             continue
         start, end = _number(event.get("start_us")), _number(event.get("end_us"))
         if start is None or end is None or end < start:
             continue
-        spans.append((start / 1000.0, end / 1000.0))
+        span = (start / 1000.0, end / 1000.0)
+        everything.append(span)
+        if not is_device_event(event, claimed):
+            if is_host_data(event):
+                data.append(span)
+            continue
+        spans.append(span)
         durations.append((str(event.get("name", "")), (end - start) / 1000.0))
     if not spans:
         return None
     steps = max(int(steps), 1)
     copies, pageable = _copies(durations)
-    return DeviceTime(union_ms(spans) / steps, step_ms, {k: v / steps for k, v in copies.items()}, pageable)
+    busy = union_ms(spans)
+    # The window: its steps' wall time where the workload timed it, ending at the last activity the trace holds
+    # (what the trace holds before its first event is idle time too, the rest's).
+    last = max(hi for _, hi in everything)
+    window = (last - step_ms * steps, last) if step_ms else (min(lo for lo, _ in everything), last)
+    return DeviceTime(busy / steps, step_ms, {k: v / steps for k, v in copies.items()}, pageable,
+                      idle=idle_split(spans, data, window, steps))
+
+
+def is_host_data(event: Mapping[str, Any]) -> bool:
+    """A host span the step waits on for its data: the DataLoader's batch (its collation inside it), and an op whose
+    kernel is a host-to-device copy (the host side of the batch's copy)."""
+    name = str(event.get("name", ""))
+    if "DataLoader" in name:
+        return True
+    return any(copy_direction(str(k.get("name", ""))) == "h2d" for k in event.get("kernels") or []
+               if isinstance(k, Mapping))
 
 
 def from_activity(activity: Sequence[tuple[str, float, float]], steps: int, step_ms: float | None,
@@ -221,7 +321,16 @@ def from_rows(items: Sequence[Mapping[str, Any]], step_ms: float | None) -> Devi
     if not durations:
         return None
     copies, pageable = _copies(durations)
-    return DeviceTime(sum(ms for _, ms in durations), step_ms, copies, pageable, method="kernel_sum")
+    busy = sum(ms for _, ms in durations)
+    idle = None
+    if step_ms:
+        # No timestamps: the host's batch rows are what the device waited on for data (at most its idle time); a
+        # launch gap cannot be told from the rest.
+        idle_ms = max(step_ms - busy, 0.0)
+        data = min(sum(float(i.get("ms_per_step") or 0.0) for i in items
+                       if isinstance(i, Mapping) and i.get("time") == HOST_TIME), idle_ms)
+        idle = IdleSplit(data, None, idle_ms - data, "document_rows")
+    return DeviceTime(busy, step_ms, copies, pageable, method="kernel_sum", idle=idle)
 
 
 def one_row_each(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

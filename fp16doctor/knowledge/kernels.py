@@ -102,3 +102,82 @@ AMX_IMPL_PATTERN = re.compile(r"amx", re.IGNORECASE)
 
 def uses_amx(impl: str | None) -> bool:
     return bool(impl) and bool(AMX_IMPL_PATTERN.search(impl or ""))
+
+
+# A kernel's name as a line shows it. cuDNN / cuBLAS / CUTLASS kernels are named by their library's kind (the
+# pass, the algorithm, the data type, Tensor Cores or not); a demangled C++ kernel by its function without
+# template arguments or parameters. The whole name stays in the data (--json, the report's detail).
+SHORT_NAME_MAX = 60
+_LIBRARIES: tuple[tuple[str, str], ...] = (
+    (r"cudnn|xmma_(fprop|dgrad|wgrad)", "cuDNN"),
+    (r"^nvjet_", "cuBLASLt"),
+    (r"cutlass", "CUTLASS"),
+    (r"gemm", "cuBLAS"),
+)
+_PASSES = {"fprop": "fprop", "dgrad": "dgrad", "wgrad": "wgrad"}
+_ALGORITHMS: tuple[tuple[str, str], ...] = (
+    (r"implicit_gemm|implicit_convolve", "implicit GEMM"),
+    (r"winograd", "Winograd"),
+    (r"fft", "FFT"),
+    (r"gemv", "GEMV"),
+    (r"gemm", "GEMM"),
+    (r"conv", "convolution"),
+)
+_DTYPES: tuple[tuple[str, str], ...] = (
+    (r"bf16", "bf16"), (r"tf32", "tf32"), (r"(?<![a-z])h|f16|fp16|half", "f16"), (r"s(gemm|cudnn)|f32", "f32"),
+)
+
+
+def _strip_bracketed(name: str, opening: str, closing: str) -> str:
+    """`name` with every balanced `opening`...`closing` group removed (nested ones included)."""
+    kept: list[str] = []
+    depth = 0
+    for char in name:
+        if char == opening:
+            depth += 1
+        elif char == closing and depth:
+            depth -= 1
+        elif not depth:
+            kept.append(char)
+    return "".join(kept)
+
+
+def _library_kind(name: str) -> str | None:
+    lowered = name.lower()
+    library = next((lib for pattern, lib in _LIBRARIES if re.search(pattern, lowered)), None)
+    if library is None or "::" in name or " " in name:
+        return None
+    words = [library]
+    stage = next((word for key, word in _PASSES.items() if key in lowered), None)
+    if stage:
+        words.append(stage)
+    algorithm = next((word for pattern, word in _ALGORITHMS if re.search(pattern, lowered)), None)
+    if algorithm:
+        words.append(algorithm)
+    parts = [" ".join(words)]
+    tokens = re.split(r"[_x]", lowered)
+    dtype = next((word for pattern, word in _DTYPES if any(re.fullmatch(f"({pattern}).*", t) for t in tokens)),
+                 None)
+    if dtype:
+        parts.append(dtype)
+    tensor_cores = tensor_core_use(name)
+    if tensor_cores is not None:
+        parts.append("Tensor Cores" if tensor_cores else "no Tensor Cores")
+    return ", ".join(parts)
+
+
+def kernel_short_name(name: str | None, limit: int = SHORT_NAME_MAX) -> str:
+    """A kernel's or implementation's name short enough for a line: "cuDNN wgrad implicit GEMM, f16, Tensor Cores"
+    for sm80_xmma_wgrad_implicit_gemm_..._cudnn, "at::native::elementwise_kernel" for a demangled template, the
+    name itself where it is short already (oneDNN's "ref:any"); cut at `limit` characters with an ellipsis."""
+    whole = " ".join(str(name or "").split())
+    if len(whole) <= limit and "<" not in whole:
+        return whole
+    kind = _library_kind(whole)
+    if kind is not None:
+        return kind
+    short = whole
+    if "(" in short or "<" in short:
+        stripped = _strip_bracketed(_strip_bracketed(short, "<", ">"), "(", ")").removeprefix("void ").strip()
+        short = stripped or short  # a name that is all brackets keeps them
+    return short if len(short) <= limit else short[:limit - 1].rstrip() + "…"

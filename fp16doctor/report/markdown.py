@@ -1,16 +1,27 @@
 """A short markdown summary, fit to paste into a GitHub issue or a forum post.
 
-GPU and stack, the verdicts, one table of the runs, where the time went (measured ops), the top findings
-and the command that reproduces it.
+The answer first, in the order every output lays it out (analysis/answer.py: what bounds the step, what to do, each
+configuration against float32 with its cause, how, the shared notes), then the detail: the measured table, GPU and
+stack, the verdicts, one table of the runs, where the time went (measured ops), the top findings and the command
+that reproduces it.
 Text from results files is escaped so it renders as text: no HTML, no links, no broken tables.
 """
 
 from __future__ import annotations
 
 import re
+import textwrap
 
+from fp16doctor.analysis.answer import Answer
 from fp16doctor.analysis.values import fmt_ms, fmt_pct, fmt_rate, fmt_signed_ms
-from fp16doctor.report.viewmodel import DocumentView, MachineView, ReportView, RunRow, TimeTableView
+from fp16doctor.report.viewmodel import (
+    DocumentView,
+    MachineView,
+    PrescriptionView,
+    ReportView,
+    RunRow,
+    TimeTableView,
+)
 
 TOP_FINDINGS = 3
 # What could turn text into markup inside a line or a table cell (GFM leaves intraword _ alone).
@@ -137,10 +148,60 @@ def _time_table(table: TimeTableView) -> list[str]:
     return out
 
 
-def _prescriptions(view: ReportView) -> list[str]:
-    """The analysis' prescription per machine and stack, in its own words, first."""
+def _answer(answer: Answer) -> list[str]:
+    """The answer, laid out as it is built: every text is the analysis'; nothing here decides or phrases."""
+    out: list[str] = []
+    if answer.bounds:
+        out += ["**What bounds the step:**", ""]
+        for b in answer.bounds:
+            where = f"{b.where}: " if b.where else ""
+            if b.head:
+                out.append(f"- {md_text(where + b.head)} " + md_text("; ".join(b.parts))
+                           + (f": {md_text(b.verdict)}" if b.verdict else ""))
+            else:
+                out += [f"- {md_text(where + part)}" for part in b.parts]
+        out.append("")
+    many = len(answer.prescriptions) > 1
+    for p in answer.prescriptions:
+        label = f" ({p.id})" if many else ""
+        out.append(f"**What to do{label}:** {md_text(p.headline)}")
+        out += [f"{'First' if i == 0 else 'Also'}: {md_text(c.words)}"
+                + (f"; what it costs: {md_text(c.cost)}" if c.cost else "") for i, c in enumerate(p.changes)]
+        out.append("")
+    if answer.precisions:
+        out += ["**Each configuration against float32:**", ""]
+        for row in answer.precisions:
+            where = f" on {row.where}" if row.where else ""
+            refs = f" [{', '.join(row.notes)}]" if row.notes else ""
+            cause = f" — {md_text(row.cause)}" if row.cause else ""
+            out.append(f"- {md_text(row.text + where + refs)}{cause}")
+        out.append("")
+    for p in answer.prescriptions:
+        label = f" ({p.id})" if many else ""
+        for c in p.changes:
+            if c.code:
+                prose, _, code = c.code.partition("\n")
+                out.append(f"**How{label}:** {md_text(prose)}")
+                if code.strip():
+                    out += ["", "```python", textwrap.dedent(code).strip("\n").replace("```", "` ` `"), "```"]
+                out.append("")
+        if p.how:
+            out += [f"**Then{label}:** {md_code(p.how)}" if p.changes else f"**How{label}:** {md_code(p.how)}", ""]
+    if answer.notes:
+        out += ["**Notes:**", ""]
+        out += [f"- \\[{n.id}\\] {md_text(n.text)}" for n in answer.notes]
+        out.append("")
+    return out
+
+
+def _prescriptions(view: ReportView, answered: bool) -> list[str]:
+    """The analysis' prescription per machine and stack, in its own words, first; after the answer (`answered`),
+    only the measured table and the untested configurations it was chosen from."""
     out: list[str] = []
     for p in view.prescriptions:
+        if answered:  # the answer listed each measured configuration: only what nobody measured
+            out += _untested(p)
+            continue
         out.append(f"**Prescription:** {md_text(p.headline)}")
         for i, change in enumerate(p.changes):  # measured changes beyond a precision, largest first
             out.append(f"{'First' if i == 0 else 'Also'}: {md_text(change.words)}"
@@ -151,16 +212,27 @@ def _prescriptions(view: ReportView) -> list[str]:
                 out.append(f"What it costs: {md_text(change.cost)}")
         if p.how:
             out.append(f"How: {md_code(p.how)}")
-        if p.measured:  # the table the prescription was chosen from, as the HTML and the terminal list it
-            out += ["", "| measured | ms/step | vs float32 | note |", "| --- | ---: | --- | --- |"]
-            out += [f"| {md_text(m.config)}{' ✓' if m.recommended else ''} | {md_text(m.step)} | "
-                    f"{md_text(m.versus_fp32)} | {md_text(m.note) or '—'} |" for m in p.measured]
-            out += [""] if p.untested else []
-        for u in p.untested:
-            measure = md_code(u.command) if u.command else f"fp16doctor cannot measure it ({md_text(u.no_command)})"
-            out.append(f"Untested: {md_text(u.config)} ({md_text(u.why)}): {measure}")
-        out.append("")
+        out += _measured_table(p)
     return out
+
+
+def _measured_table(p: PrescriptionView) -> list[str]:
+    """The table the prescription was chosen from, as the HTML and the terminal list it, and what nobody measured."""
+    out: list[str] = []
+    if p.measured:
+        out += ["", "| measured | ms/step | vs float32 | note |", "| --- | ---: | --- | --- |"]
+        out += [f"| {md_text(m.config)}{' ✓' if m.recommended else ''} | {md_text(m.step)} | "
+                f"{md_text(m.versus_fp32)} | {md_text(m.note) or '—'} |" for m in p.measured]
+        out += [""] if p.untested else []
+    return out + _untested(p)
+
+
+def _untested(p: PrescriptionView) -> list[str]:
+    out: list[str] = []
+    for u in p.untested:
+        measure = md_code(u.command) if u.command else f"fp16doctor cannot measure it ({md_text(u.no_command)})"
+        out.append(f"Untested: {md_text(u.config)} ({md_text(u.why)}): {measure}")
+    return [*out, ""] if out else []
 
 
 def _stack_changes(view: ReportView) -> list[str]:
@@ -239,7 +311,10 @@ def markdown_from_view(view: ReportView) -> str:
     lines = [f"## {md_text(view.title)}", ""]
     if many:
         lines += ["Machines compared: " + md_text(", ".join(m.name for m in machines)), ""]
-    lines += _prescriptions(view)
+    answers = [d.answer for d in view.documents if d.answer is not None]
+    for answer in answers:
+        lines += _answer(answer)
+    lines += _prescriptions(view, answered=bool(answers))
     lines += _stack_changes(view)
     for doc in view.documents:
         lines += _document(doc, many)

@@ -10,6 +10,8 @@ Every optional key of results.json may be missing; a missing number shows as a d
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,9 +20,10 @@ from typing import Any
 from markupsafe import Markup
 
 from fp16doctor import __version__
-from fp16doctor.analysis import Diagnosis, saved_diagnosis
+from fp16doctor.analysis import Answer, Diagnosis, saved_diagnosis
 from fp16doctor.report.redact import redact
 from fp16doctor.report.sections import SECTIONS
+from fp16doctor.report.sections.answer import AnswerView
 from fp16doctor.report.sections.common import text
 from fp16doctor.report.sections.comparison import ComparisonRow, ComparisonSection
 from fp16doctor.report.sections.environment import EnvironmentSection, EnvironmentView
@@ -45,6 +48,8 @@ class DocumentView:
     sections: dict[str, Any]  # each document section's piece, in SECTIONS' order
     # The version that wrote findings this report analysed afresh instead (never shown beside them); None: none.
     findings_replaced_from: str | None = None
+    # The analysis' answer (analysis/answer.py): what the first screen and the markdown lay out, in its order.
+    answer: Answer | None = None
 
     @property
     def section_names(self) -> list[str]:
@@ -81,7 +86,7 @@ class ReportView:
     subtitle: str
     documents: list[DocumentView]
     sections: dict[str, Any]  # each report section's piece, in SECTIONS' order
-    results_json: Markup
+    results_json: EmbeddedResults
     generator: str = field(default_factory=lambda: f"fp16doctor {__version__}")
 
     @property
@@ -95,6 +100,10 @@ class ReportView:
     @property
     def headline(self) -> list[VerdictView]:
         return list(self.sections.get("verdict", []))
+
+    @property
+    def answers(self) -> list[AnswerView]:
+        return list(self.sections.get("answer", []))
 
     @property
     def prescriptions(self) -> list[PrescriptionView]:
@@ -149,19 +158,40 @@ def _document_view(source: DocumentInput, pieces: dict[str, Any]) -> DocumentVie
         sections=pieces,
         findings_replaced_from=(f"fp16doctor {source.diagnosis.saved_by}" if source.diagnosis.saved_by
                                 else "an unknown fp16doctor version") if source.diagnosis.saved_findings else None,
+        answer=source.diagnosis.answer,
     )
 
 
-def embed_json(docs: Sequence[Mapping[str, Any]]) -> Markup:
-    """The redacted results as JSON that cannot end its <script> element early.
+# The embedded results stay plain JSON up to this many characters (compact); a larger set (a GPU diagnosis' op
+# lists with their kernels' names: 1.1 MB for the H200 example) is embedded gzip-compressed and base64-encoded, so
+# the page stays small (results.py's reader takes both).
+EMBED_PLAIN_MAX = 200_000
+EMBED_GZIP = "gzip+base64"
+
+
+@dataclass(frozen=True)
+class EmbeddedResults:
+    """The redacted results as the page embeds them: `text` inside the <script>, `encoding` "" (JSON) or gzip+base64."""
+
+    text: Markup
+    encoding: str = ""
+
+
+def embed_json(docs: Sequence[Mapping[str, Any]]) -> EmbeddedResults:
+    """The redacted results as JSON that cannot end its <script> element early, compressed when large.
 
     `<`, `>` and `&` become \\u escapes (still the same JSON), so `</script>` or `<!--` in any string
-    stays inert text inside <script type="application/json">.
+    stays inert text inside <script type="application/json">; base64 has none of them.
     """
-    text = json.dumps([redact(dict(d)) for d in docs], indent=1, sort_keys=False, default=str, ensure_ascii=False)
+    redacted = [redact(dict(d)) for d in docs]
+    compact = json.dumps(redacted, separators=(",", ":"), sort_keys=False, default=str, ensure_ascii=False)
+    if len(compact) > EMBED_PLAIN_MAX:
+        packed = gzip.compress(compact.encode("utf-8"), compresslevel=9, mtime=0)
+        return EmbeddedResults(Markup(base64.b64encode(packed).decode("ascii")), EMBED_GZIP)
+    text = json.dumps(redacted, indent=1, sort_keys=False, default=str, ensure_ascii=False)
     text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-    return Markup(text)
+    return EmbeddedResults(Markup(text))
 
 
 def build_report(docs: Sequence[Mapping[str, Any]], sources: Sources | None = None,
@@ -202,5 +232,5 @@ def build_report(docs: Sequence[Mapping[str, Any]], sources: Sources | None = No
 __all__ = [
     "ChartsView", "ComparisonRow", "DocumentView", "EnvironmentView", "FindingOpView", "FindingView", "FixView",
     "MachineView", "OpRowView", "PrescriptionView", "ReportView", "ReproduceView", "RunRow", "Sources", "TextPart",
-    "TimeTableView", "VerdictView", "build_report", "embed_json",
+    "TimeTableView", "VerdictView", "build_report", "embed_json", "EmbeddedResults",
 ]

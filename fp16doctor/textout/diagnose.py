@@ -12,9 +12,10 @@ from rich.table import Table
 from rich.text import Text
 
 from fp16doctor.analysis import Diagnosis, RunRow
-from fp16doctor.textout.findings import SEVERITY_STYLE
-from fp16doctor.textout.prescription import prescriptions_text
+from fp16doctor.textout.answer import answer_sections
 from fp16doctor.textout.stack_compare import stack_comparisons_text
+
+SUMMARY_FINDINGS = 6  # the summary's findings, most important first; the rest are named, explain prints them
 
 
 class DiagnoseOutcome(Protocol):
@@ -59,20 +60,6 @@ def runs_table(rows: Sequence[RunRow]) -> Table:
     return table
 
 
-def device_lines(rows: Sequence[RunRow]) -> list[Text]:
-    """One line per GPU run with a device trace: where its profiled step went, device or host."""
-    lines: list[Text] = []
-    for r in rows:
-        if r.ok and r.device_step is not None:
-            variant = "in memory" if r.variant == "synthetic_input" else r.variant
-            source = "" if r.variant == "original" else f" ({variant})"
-            lines.append(Text.assemble((f"  {r.stack} {r.precision}{source}: ", "bold"), r.device_step.words()))
-    if lines:
-        lines.insert(0, Text("Where a profiled step went on the GPU (each kernel and copy counted once)",
-                             style="bold"))
-    return lines
-
-
 def run_notes(rows: Sequence[RunRow]) -> list[Text]:
     """Why each run that did not finish did not, one paragraph per run below the table; wrapped by the
     terminal, so a long error never widens the table."""
@@ -88,35 +75,20 @@ def run_notes(rows: Sequence[RunRow]) -> list[Text]:
 
 
 def diagnose_summary_text(outcome: DiagnoseOutcome) -> RenderableType:
+    """The answer (answer.py, in its order: the bound, what to do, each configuration, how, notes, findings), then
+    the detail the terminal has room for: the runs table, why a run failed, where the time was spent, the paths.
+    The op tables and each finding's evidence are in the report and `explain --full`."""
     diagnosis = outcome.diagnosis
-    parts: list[RenderableType] = [runs_table(diagnosis.runs)]
+    head, rest = answer_sections(diagnosis.answer, top=SUMMARY_FINDINGS)
+    between = stack_comparisons_text(diagnosis.stack_comparisons, terse=True)
+    parts: list[RenderableType] = [t for t in (head, between, rest) if t is not None and (
+        not isinstance(t, Text) or t.plain)]
+    if parts:
+        parts.append(Text(""))
+    parts.append(runs_table(diagnosis.runs))
     notes = run_notes(diagnosis.runs)
     if notes:
         parts += [Text(""), *notes]
-    device = device_lines(diagnosis.runs)
-    if device:
-        parts += [Text(""), *device]
-    findings = diagnosis.findings
-    from fp16doctor.textout.ops import time_went_text  # the verdicts, then each 16-bit run's top op differences
-
-    prescription = prescriptions_text(diagnosis.prescriptions)
-    if prescription is not None:
-        prescription.rstrip()  # the verdicts below bring their own blank line
-        parts += [Text(""), prescription]
-    went = time_went_text(diagnosis)
-    if went is not None:
-        parts += [Text(""), went]
-    between = stack_comparisons_text(diagnosis.stack_comparisons)
-    if between is not None:
-        parts += [Text(""), between]
-    if findings:
-        parts.append(Text("\nFindings", style="bold"))
-        for f in findings[:6]:
-            style = SEVERITY_STYLE.get(str(f.get("severity", "info")), "")
-            parts.append(Text.assemble((f"  [{f.get('severity')}] ", style), (str(f.get("title", f["id"])), "bold"),
-                                       (f"  ({f['id']})", "dim")))
-            for line in (f.get("evidence") or [])[:2]:
-                parts.append(Text(f"      {line}"))
     invocation = outcome.document.get("invocation") or {}
     phases, elapsed = invocation.get("phases_s"), invocation.get("elapsed_s")
     if isinstance(phases, dict) and isinstance(elapsed, (int, float)):

@@ -1,4 +1,6 @@
-"""Ranked findings for the terminal (`fp16doctor explain`): data in, a rich renderable out.
+"""`fp16doctor explain` for the terminal: the answer (textout/answer.py), then with --full the detail (the
+prescription's measured table, the verdicts, the runs, the roofline, each ranked finding with its evidence and
+fix). Data in, a rich renderable out.
 
 Plain styled text rather than panels, so long evidence lines wrap in any terminal width (and soft-wrap
 consoles) instead of being cut off.
@@ -15,10 +17,9 @@ from rich.text import Text
 from fp16doctor.analysis import Diagnosis, RunRow
 from fp16doctor.analysis.roofline import RooflineEstimate
 from fp16doctor.analysis.values import fmt_ms
+from fp16doctor.textout.answer import SEVERITY_STYLE, answer_sections
 from fp16doctor.textout.prescription import prescriptions_text
 from fp16doctor.textout.stack_compare import stack_comparisons_text
-
-SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 
 
 def _measured(rows: Sequence[RunRow]) -> Text | None:
@@ -41,12 +42,24 @@ def _best_case(estimates: Sequence[RooflineEstimate]) -> Text | None:
     if not known:
         return None
     text = Text("Best case on this GPU (roofline)\n", style="bold")
+    seen = set()
     for e in known:
-        measured = f"; you measured {e.measured_words()}" if e.measured_speedup else ""
+        if e.key() in seen:
+            continue  # one line per precision and machine: the variants share the best case
+        seen.add(e.key())
+        kernels = e.kernels_words()
         text.append(f"  {e.stack} / {e.precision} on {e.gpu_name}: at most {e.predicted_times()} from "
-                    f"fp16 ({fmt_ms(e.fp32_ms)} -> {fmt_ms(e.fp16_ms)} per step, {e.bound}-bound){measured}\n")
+                    f"fp16 ({fmt_ms(e.fp32_ms)} -> {fmt_ms(e.fp16_ms)} of kernels per step, {e.bound}-bound)"
+                    + (f"; {kernels}" if kernels else f"; you measured {e.measured_words()}" if e.measured_speedup
+                       else "") + "\n")
         text.append(f"    {e.note}\n", style="dim")
     return text
+
+
+def _no_findings(diagnosis: Diagnosis) -> Text:
+    return Text("No findings: no rule fired on these runs (the verdicts above are all they say)."
+                if diagnosis.verdicts else
+                "No findings: the results file holds too little to explain (add runs with step times).")
 
 
 def verdicts_text(verdicts: Sequence[Mapping[str, Any]]) -> Text | None:
@@ -60,11 +73,21 @@ def verdicts_text(verdicts: Sequence[Mapping[str, Any]]) -> Text | None:
     return text
 
 
-def findings_text(diagnosis: Diagnosis) -> RenderableType:
-    """The prescription, the verdicts, measured runs, the roofline, then each finding with evidence and
-    recommendation, most important first."""
+def findings_text(diagnosis: Diagnosis, full: bool = False) -> RenderableType:
+    """The answer (answer.py: the bound, what to do, a line per precision, the notes, a line per finding); with
+    `full`, then the detail: the prescription's measured table, the verdicts, measured runs, the roofline, and each
+    finding with its evidence and recommendation, most important first."""
     findings = diagnosis.findings
-    parts: list[RenderableType] = []
+    head, rest = answer_sections(diagnosis.answer, findings=not full)
+    between = stack_comparisons_text(diagnosis.stack_comparisons, terse=True) if not full else None
+    parts: list[RenderableType] = [t for t in (head, between, rest) if t is not None and (
+        not isinstance(t, Text) or t.plain)]
+    if not full:
+        if not findings and not parts:
+            parts.append(_no_findings(diagnosis))
+        return Group(*parts)
+    if parts:
+        parts.append(Text("\nDetail", style="bold underline"))
     prescription = prescriptions_text(diagnosis.prescriptions)
     if prescription is not None:
         parts.append(prescription)
@@ -81,9 +104,7 @@ def findings_text(diagnosis: Diagnosis) -> RenderableType:
     if best is not None:
         parts.append(best)
     if not findings:
-        parts.append(Text("No findings: no rule fired on these runs (the verdicts above are all they say)."
-                          if diagnosis.verdicts else
-                          "No findings: the results file holds too little to explain (add runs with step times)."))
+        parts.append(_no_findings(diagnosis))
         return Group(*parts)
     for finding in findings:
         severity = str(finding.get("severity", "info"))

@@ -26,6 +26,7 @@ TESTS = Path(__file__).resolve().parent.parent
 SEED = TESTS / "data" / "examples" / "seed-titanv-tf1.7.json"
 OPS = TESTS / "unit" / "report" / "fixtures" / "cpu-xeon-ops.json"  # hand-written, with measured ops
 H200 = TESTS.parent / "docs" / "examples" / "gpu-h200-keras-torch-full" / "results.json"  # a real GPU diagnosis
+XEON_AMX = TESTS.parent / "docs" / "examples" / "cpu-xeon-amx-quick" / "results.json"  # a real CPU diagnosis
 HOSTILE_TITLE_SCRIPT = "</title><script>document.title='pwned'</script>"
 
 
@@ -199,3 +200,43 @@ def test_controls_prove_the_checks_can_fail(tmp_path: Path) -> None:
     dom, events = _run(page, tmp_path, "--dump-dom")
     assert "<title>pwned</title>" in dom
     assert _page_requests(events) != []
+
+
+# Measures the answer's parts where the page lays them out; the test strips the page's policy to run it.
+MEASURE = """<script>
+addEventListener('load', () => {
+  const at = (id) => { const e = document.getElementById(id); if (!e) return null;
+                       const r = e.getBoundingClientRect(); return {top: r.top, bottom: r.bottom}; };
+  document.title = JSON.stringify({headline: at('answer-headline'), bound: at('answer-bound'),
+    precisions: at('answer-precisions'), scrollWidth: document.documentElement.scrollWidth,
+    innerWidth: innerWidth, innerHeight: innerHeight});
+});
+</script>"""
+
+
+@pytest.mark.parametrize("results", [H200, XEON_AMX], ids=["gpu-h200", "cpu-xeon-amx"])
+def test_the_first_screen_is_the_answer(tmp_path: Path, results: Path) -> None:
+    """At 1280 x 900: the prescription's headline, the bound (the GPU-busy bar, or the CPU's top ops) and the
+    precision lines show without scrolling, and nothing scrolls sideways (the H200's kernel names are long)."""
+    page = tmp_path / "report.html"
+    write_report([json.loads(results.read_text(encoding="utf-8"))], page, "html")
+    html = page.read_text(encoding="utf-8")
+    probe = tmp_path / "measured.html"
+    unlocked = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html, count=1)
+    assert unlocked != html, "the page's policy was found and lifted for the measuring script"
+    probe.write_text(unlocked.replace("</body>", MEASURE + "</body>", 1), encoding="utf-8")
+    dom, _ = _run(probe, tmp_path, "--dump-dom", "--window-size=1280,900")
+    title = re.search(r"<title>(.*?)</title>", dom, re.S)
+    assert title, dom[:500]
+    seen = json.loads(title.group(1).replace("&quot;", '"'))
+    # Laid out 1280 px wide (headless Chromium's window keeps some of its 900 px height for itself, so the test
+    # holds the parts against 900 px, the height the issue names, not against innerHeight).
+    assert seen["innerWidth"] == 1280, seen
+    for part in ("headline", "bound", "precisions"):
+        assert seen[part] is not None, f"the answer's {part} is on the page"
+        assert 0 <= seen[part]["top"] and seen[part]["bottom"] <= 900, (part, seen)
+    assert seen["scrollWidth"] <= 1280, seen
+    shot = tmp_path / f"report-{results.parent.name}-first-screen.png"
+    _run(page, tmp_path, f"--screenshot={shot}", "--window-size=1280,900")
+    assert _png_size(shot) == (1280, 900)
+    _keep(shot)

@@ -66,13 +66,17 @@ def roofline_lines(ctx: Context, runs: list[RunView]) -> list[str]:
     """'at most 2.6x from fp16 here; measured 0.62x' for the runs' stacks, where the GPU is in the table."""
     stacks = {(r.machine, r.stack) for r in runs}
     lines = []
+    seen = set()
     for e in roofline_estimates(ctx):
-        if (e.machine, e.stack) in stacks and e.predicted_speedup is not None:
-            measured = f"; measured {e.measured_words()}" if e.measured_speedup else ""
+        # One line per precision and machine: the best case does not change with the variant or its timing.
+        if (e.machine, e.stack) in stacks and e.predicted_speedup is not None and e.key() not in seen:
+            seen.add(e.key())
+            kernels = e.kernels_words()
             lines.append(f"best case for this model on the {e.gpu_name}: at most "
                          f"{e.predicted_times()} from "
-                         f"{e.precision} ({fmt_ms(e.fp32_ms)} -> {fmt_ms(e.fp16_ms)} per step, {e.bound}-bound)"
-                         f"{measured}")
+                         f"{e.precision} ({fmt_ms(e.fp32_ms)} -> {fmt_ms(e.fp16_ms)} of kernels per step, "
+                         f"{e.bound}-bound)" + (f"; {kernels}" if kernels else
+                                                 f"; measured {e.measured_words()}" if e.measured_speedup else ""))
     return lines
 
 

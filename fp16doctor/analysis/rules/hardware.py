@@ -221,6 +221,13 @@ def _channel_fix(sw: Software, in_channels: int | None, share: float) -> tuple[s
 SMALL_CAUSE_SHARE = 0.05
 
 
+def ran_on_tensor_cores(runs: list[RunView], layer: str) -> bool:
+    """Whether a profile shows the layer's 16-bit kernels on Tensor Cores (a row of it with `tensor_cores: true`):
+    then its shape kept it off nothing, whatever its channel count."""
+    return any(i.layer == layer and i.tensor_cores is True for run in runs if run.ops is not None
+               for i in run.ops.items)
+
+
 def _measured_small(runs: list[RunView]) -> str | None:
     """"the layers kept off Tensor Cores (conv2d) took at most 2.0 ms of a 68 ms profiled step (3%) ..." where
     every run's profile measured the ineligible layers' ops at under SMALL_CAUSE_SHARE of its window; else None."""
@@ -228,7 +235,8 @@ def _measured_small(runs: list[RunView]) -> str | None:
     for run in runs:
         if run.model is None or run.ops is None or not run.ops.window_ms:
             continue  # not profiled (an experiment timed in the rounds): the others speak for the layers
-        names = [la.name for la in run.model.layers if la.is_matmul and la.channel_multiple_of_8 is False and la.name]
+        names = [la.name for la in run.model.layers if la.is_matmul and la.channel_multiple_of_8 is False and la.name
+                 and not ran_on_tensor_cores(runs, la.name)]
         if not names:
             return None
         ms = sum(i.ms_per_step for i in run.ops.items if i.layer in names and not i.host_time)
@@ -265,6 +273,12 @@ def rule_tensor_cores_not_eligible(ctx: Context) -> Finding | None:
         cudnn = run.software.cudnn
         strict = version_at_least(cudnn, CUDNN_RELAXED_CHANNELS) is False
         bad = [la for la in run.model.layers if la.is_matmul and la.channel_multiple_of_8 is False]
+        profiled = [r for r in ctx.reduced_runs() if r.machine == run.machine and r.stack == run.stack]
+        on_tensor_cores = [la.name for la in bad if la.name and ran_on_tensor_cores(profiled, la.name)]
+        bad = [la for la in bad if la.name not in on_tensor_cores]
+        if on_tensor_cores:
+            evidence.append(f"{at(run)}: {', '.join(on_tensor_cores)} ran on Tensor Cores in the profile (its 16-bit "
+                            "kernels' names say so) although its channels are not multiples of 8")
         if not bad:
             continue
         total = run.model.flops_per_example or 1.0
@@ -294,8 +308,8 @@ def rule_tensor_cores_not_eligible(ctx: Context) -> Finding | None:
         confidence = max(
             confidence, (0.85 if run.model.source == "run" else 0.8) - (0.1 if cudnn is None else 0)
         )
-    if not evidence:
-        return None
+    if not evidence or confidence == 0.0:
+        return None  # none, or every such layer ran on Tensor Cores in the profile: no shape kept one off
     small = _measured_small(runs)
     if small is not None and not hard:
         # Measured: the layers it is about are a sliver of every profiled step; one line says so.
@@ -361,20 +375,43 @@ def rule_tf32_baseline(ctx: Context) -> Finding | None:
         code = "jax.config.update('jax_default_matmul_precision', 'highest')"
     else:
         code = "tf.config.experimental.enable_tensor_float_32_execution(False)"
+    recommendation = ("fp16 is compared with a fast baseline here: on Tensor Cores fp16 is only about 2x TF32, and "
+                      "memory-bound layers gain nothing from TF32. To see the gain over true fp32, disable TF32 for "
+                      f"the float32 run:\n    {code}\n")
+    measured = _tf32_off_measured(ctx, runs)
+    if measured is not None:
+        recommendation = measured  # the run it would ask for was measured: what it showed, not the request again
     return make_finding(
         "tf32_baseline",
         "float32 already uses Tensor Cores (TF32)",
         "info",
         confidence,
         evidence,
-        "fp16 is compared with a fast baseline here: on Tensor Cores fp16 is only about 2x TF32, and memory-bound "
-        "layers gain nothing from TF32. To see the gain over true fp32, disable TF32 for the float32 run:\n"
-        f"    {code}\n",
+        recommendation,
         stacks=stacks_of(runs),
         where=where_of(runs),
     )
 
 
+
+
+def _tf32_off_measured(ctx: Context, runs: list[RunView]) -> str | None:
+    """Where float32 was measured with TF32 off too (the tf32_off experiment): what it did, and to keep TF32 unless it
+    made float32 faster."""
+    for base in runs:
+        off = next((r for r in ctx.ok_runs() if r.precision == "float32" and r.variant == "tf32_off"
+                    and r.machine == base.machine and r.stack == base.stack and base.variant == "original"), None)
+        if off is None or off.step_ms is None or base.step_ms is None:
+            continue
+        interval = Pair(base, off).interval
+        outcome = "not compared" if interval.refused else interval.outcome.replace("_", " ")
+        text = (f"Measured: float32 with TF32 off took {fmt_ms(off.step_ms)} a step against "
+                f"{fmt_ms(base.step_ms)} with TF32 ({outcome}).")
+        if interval.outcome == "slower" and not interval.refused:
+            return text + " TF32 is no faster here; turning it off costs nothing measured."
+        return text + " Keep TF32 on (the default): turning it off bought nothing measured, and a 16-bit run is " \
+                      "compared with the float32 a user runs."
+    return None
 
 
 # ---------------------------------------------------------------------------------------- 16-bit paths

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fp16doctor.report.sections import (
+    answer,
     comparison,
     environment,
     findings,
@@ -32,6 +33,7 @@ class Section:
 
 
 SECTIONS: tuple[Section, ...] = (
+    Section("answer", "report", answer.build),
     Section("prescription", "report", prescription.build),
     Section("verdict", "report", verdict.build),
     Section("stack_changes", "report", stack_changes.build),

@@ -9,6 +9,7 @@ from typing import Any
 
 from fp16doctor.analysis import SEVERITY_RANK
 from fp16doctor.analysis.fixes import fix_for
+from fp16doctor.knowledge.kernels import kernel_short_name
 from fp16doctor.report.redact import redact_text
 from fp16doctor.report.sections.common import BASIS_LABEL, pass_label
 from fp16doctor.report.sections.common import list_of as _list
@@ -35,10 +36,11 @@ class FindingOpView:
     """A measured op a speed finding names: which layer and pass, what ran and how long."""
 
     where: str  # "conv2d backward weights"
-    impl: str
+    impl: str  # its short name
     dtype: str
     ms_per_step: float | None
     fp32_ms_per_step: float | None
+    impl_whole: str = ""  # the whole name where the short one differs (shown in a collapsed detail)
 
 
 @dataclass(frozen=True)
@@ -166,8 +168,11 @@ def _finding_ops(finding: Mapping[str, Any]) -> list[FindingOpView]:
         if not isinstance(op, dict):
             continue
         where = " ".join(p for p in (_text(op.get("layer")) or _text(op.get("name")), pass_label(op.get("pass"))) if p)
-        out.append(FindingOpView(where or "?", _text(op.get("impl")), _text(op.get("dtype")),
-                                 _num(op.get("ms_per_step")), _num(op.get("float32_ms_per_step"))))
+        whole = _text(op.get("impl"))
+        short = _text(kernel_short_name(whole)) if whole else ""
+        out.append(FindingOpView(where or "?", short, _text(op.get("dtype")),
+                                 _num(op.get("ms_per_step")), _num(op.get("float32_ms_per_step")),
+                                 whole if whole != short else ""))
     return out
 
 

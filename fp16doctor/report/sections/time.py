@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fp16doctor.analysis.op_compare import OpComparison, OpDiff
+from fp16doctor.knowledge.kernels import kernel_short_name
 from fp16doctor.report.sections.common import pass_label
 from fp16doctor.report.sections.common import text as _text
 
@@ -20,7 +21,7 @@ class OpRowView:
     fp32_ms: float | None  # None: that run listed no op here
     reduced_ms: float | None
     difference_ms: float | None
-    impl: str  # the 16-bit run's implementations (kernels), biggest first
+    impl: str  # the 16-bit run's implementations (kernels), biggest first, each by its short name
     fp32_impl: str
     tensor_cores: str  # "yes", "no" or "" (not knowable from the kernel's name)
     dtype: str
@@ -29,6 +30,8 @@ class OpRowView:
     is_rest: bool  # the rows past the top ones, summed
     fp32_bar_pct: float  # bar lengths, as a share of the table's biggest time
     reduced_bar_pct: float
+    impl_whole: str = ""  # the whole names where a short one stands for them (shown in a collapsed detail)
+    fp32_impl_whole: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,10 +78,16 @@ class TimeTableView:
 TOP_OPS = 12  # rows per table; the rest are summed into one
 
 
-def _impl_text(impls: Sequence[str], limit: int = 2) -> str:
-    shown = [_text(i) for i in impls[:limit]]
+def _impl_text(impls: Sequence[str], limit: int = 2, short: bool = True) -> str:
+    shown = [_text(kernel_short_name(i) if short else i) for i in impls[:limit]]
     more = f" +{len(impls) - limit}" if len(impls) > limit else ""
     return ", ".join(shown) + more
+
+
+def _whole(impls: Sequence[str]) -> str:
+    """The whole names where the short ones differ; "" where the names are short already."""
+    whole = _impl_text(impls, short=False)
+    return whole if whole != _impl_text(impls) else ""
 
 
 def _op_row(row: OpDiff, biggest: float, is_rest: bool) -> OpRowView:
@@ -101,6 +110,8 @@ def _op_row(row: OpDiff, biggest: float, is_rest: bool) -> OpRowView:
         is_rest=is_rest,
         fp32_bar_pct=bar(row.fp32_ms),
         reduced_bar_pct=bar(row.reduced_ms),
+        impl_whole=_whole(row.impls),
+        fp32_impl_whole=_whole(row.fp32_impls),
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from fp16doctor.analysis import diagnose_document, saved_diagnosis
+from fp16doctor.analysis.advice import prescription_pointer, where_of
 from fp16doctor.analysis.context import build_context
 from fp16doctor.analysis.fixes import fix_for
 from fp16doctor.analysis.op_compare import comparisons_of
@@ -63,7 +64,9 @@ def test_slow_16bit_compute_quotes_the_measured_faster_mixed_bfloat16_instead_of
     slow = found(diagnosis.findings, "slow_16bit_compute")
     assert "float32" not in slow["recommendation"].split(".")[0]
     assert "Train in float32" not in slow["recommendation"]
-    assert slow["recommendation"].startswith("Use mixed_bfloat16 on host: 1.8")
+    # The fix points at the prescription, which says it once.
+    assert slow["recommendation"].startswith(prescription_pointer("host"))
+    assert diagnosis.prescriptions[0]["headline"].startswith("Use mixed_bfloat16 on host: 1.8")
     assert slow["recommends"]["precision"] == "mixed_bfloat16" and slow["recommends"]["measured_speedup"] > 1.7
 
 
@@ -154,7 +157,9 @@ def test_two_machines_with_one_stack_name_each_get_their_own_advice() -> None:
     xeon = [s for s in sentences if "cpu on xeon" in s]
     assert epyc and xeon
     assert not any("mixed_bfloat16" in s for s in epyc)
-    assert any("Use mixed_bfloat16 on cpu on xeon" in s for s in xeon)
+    assert any(prescription_pointer("cpu on xeon") in s for s in xeon)
+    assert [p["headline"].startswith("Use mixed_bfloat16 on cpu on xeon") for p in diagnosis.prescriptions
+            if p["machine"] == "xeon"] == [True]
     assert {(m["machine"], m["recommends"]["precision"]) for m in fact["remedy"]["machines"]} == {
         ("xeon", "mixed_bfloat16"), ("epyc", "float32")}
     # Evidence names the machine of each pair it quotes.
@@ -231,8 +236,9 @@ def test_no_advice_contradicts_its_machines_measured_table(path: Path) -> None:
             chosen = prescription["recommended"]
             measured = _measured(prescription)
             steer = there.get("recommends")
-            if spec is not None and spec.remedy in CONFIG_KINDS:  # it quotes the prescription of that machine
-                assert prescription["headline"] in text, (finding["id"], there)
+            if spec is not None and spec.remedy in CONFIG_KINDS:  # it points at the prescription of that machine
+                assert prescription_pointer(where_of(there["machine"], there["stack"])) in text, (finding["id"], there)
+                assert prescription["headline"] not in text, (finding["id"], there)  # said once, in its place
             if steer is not None:
                 entry = measured.get((steer["precision"], steer["variant"]))
                 if entry is not None:  # recommended and measured: never slower than the prescription

@@ -164,8 +164,9 @@ def test_oneDNN_off_experiment_confirms_and_quotes_both_times() -> None:
     assert slow["confirmed_by"] == "onednn_off"
     assert any("TF_ENABLE_ONEDNN_OPTS=0" in line and mentions_ms(line, 24500.0) and mentions_ms(line, 823.0)
                for line in slow["evidence"])
-    # What to do first (the prescription, quoted), then what the experiment measured.
-    assert slow["recommendation"].startswith("Use float32 on host")
+    # What to do first (the prescription, pointed at), then what the experiment measured.
+    assert diagnosis.prescriptions[0]["headline"].startswith("Use float32 on host")
+    assert slow["recommendation"].startswith("See the prescription for host.")
     assert "Measured on this machine" in slow["recommendation"]
     assert len(diagnosis.verdicts) == 1  # the experiment is evidence, not a verdict of its own
 
@@ -237,7 +238,7 @@ def test_bf16_unsupported_on_a_cpu_without_bf16_and_on_volta() -> None:
 def test_bf16_preferred_with_the_measured_ratio() -> None:
     d = doc(run("float32", 116.0), run("float16", 900.0), run("mixed_bfloat16", 59.0))
     finding = next(f for f in diagnose_document(d).findings if f["id"] == "bf16_preferred")
-    assert "1.97x" in finding["title"] and "mixed_bfloat16" in finding["recommendation"]
+    assert "1.97x" in finding["title"] and finding["recommends"]["precision"] == "mixed_bfloat16"
 
 
 def test_faster_16_bit_run_names_what_saved_time_never_the_outcome() -> None:

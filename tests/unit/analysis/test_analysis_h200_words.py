@@ -82,7 +82,5 @@ def test_small_causes_stay_small(h200):
     cast = found.get("cast_overhead")
     assert cast is None or all(float(m) < 2.0 for line in cast["evidence"]
                                for m in re.findall(r"casts .*?cost (\d+(?:\.\d+)?) ms", line))
-    tensor_cores = found["tensor_cores_not_eligible"]
-    assert tensor_cores["severity"] == "info"
-    assert [line for line in tensor_cores["evidence"] if not line.startswith("experiment:")] == [
-        line for line in tensor_cores["evidence"] if "took" in line and "profiled step" in line]
+    # conv2d's and dense's 16-bit kernels ran on Tensor Cores in the profile: no shape kept them off.
+    assert "tensor_cores_not_eligible" not in found

@@ -183,7 +183,7 @@ def test_the_terminal_lists_the_changes_within_80_columns() -> None:
     from fp16doctor.textout.findings import findings_text
 
     out = io.StringIO()
-    Console(file=out, width=80, color_system=None).print(findings_text(diagnose_document(tf17_vs_keras3())))
+    Console(file=out, width=80, color_system=None).print(findings_text(diagnose_document(tf17_vs_keras3()), full=True))
     lines = out.getvalue().splitlines()
     assert "Between stacks" in lines and max(len(line) for line in lines) <= 80
     row = next(line for line in lines if line.strip().startswith("Conv2D #1"))

@@ -131,3 +131,35 @@ def test_build_device_time_reads_an_xplane_runs_gpu_activity(monkeypatch: pytest
                              "device": "gpu:0"})
     assert doc is not None and doc["source"] == "jax_profiler" and doc["busy_ms"] == pytest.approx(2.55)
     assert build_device_time({"xplane_path": "run.xplane.pb", "window": WINDOW, "device": "cpu"}) is None
+
+
+def test_idle_time_is_split_into_data_wait_launch_gaps_and_the_rest():
+    from fp16doctor.attribution.device_time import idle_split
+
+    # One 10 ms step: the DataLoader runs 0-3 ms with the device idle, the copy 3-4 (its host side 3-4.2), kernels
+    # 4-5 and 5.5-6 (a 0.5 ms gap with no host data span: a dispatch gap), then idle to the step's end.
+    split = idle_split([(3.0, 4.0), (4.0, 5.0), (5.5, 6.0)], [(0.0, 3.0), (3.0, 4.2)], (0.0, 10.0), 1)
+    assert split.waiting_on_data_ms == pytest.approx(3.0)
+    assert split.launch_gaps_ms == pytest.approx(0.5)
+    assert split.other_ms == pytest.approx(4.0)
+    assert split.total_ms == pytest.approx(10.0 - 2.5)
+    assert split.dominant == "other_ms"
+
+
+def test_a_trace_with_timestamps_gives_its_idle_split_adding_up_to_its_idle_time(events):
+    found = from_events(events, 2, 10.0)
+    assert found is not None and found.idle is not None and found.host_ms is not None
+    assert found.idle.total_ms == pytest.approx(found.host_ms, rel=0.10)
+    assert found.idle.launch_gaps_ms is not None
+    doc = found.to_dict()["idle"]
+    assert set(doc) == {"waiting_on_data_ms", "launch_gaps_ms", "other_ms", "method"}
+
+
+def test_the_idle_split_travels_in_the_document_and_back(events):
+    from fp16doctor.attribution.device_time import DeviceTime
+
+    doc = build_device_time({"torch_events": events, "window": WINDOW, "device": "gpu:0"})
+    assert doc is not None and doc["idle"]["method"] == "trace_intervals"
+    back = DeviceTime.from_dict(doc)
+    assert back is not None and back.idle is not None
+    assert back.idle.total_ms == pytest.approx(doc["host_ms"], rel=0.10)

@@ -96,6 +96,16 @@ def test_a_file_that_is_no_results_document_exits_1_with_a_hint(tmp_path: Path) 
     assert "missing required key 'host'" in done.stderr and "hint:" in done.stderr
 
 
+@pytest.mark.parametrize(("args", "commands"), [((), "probe, diagnose, explain, report, compare, stacks"),
+                                                (("stacks",), "list, show, build")])
+def test_a_bare_command_group_says_which_command_is_missing(args: tuple[str, ...], commands: str) -> None:
+    """Was: its help, then "error: " with nothing after it."""
+    done = run_cli(*args)
+    assert done.code == errors.EXIT_USAGE
+    error = next(line for line in done.stderr.splitlines() if line.startswith("error:"))
+    assert error.endswith(f"needs a command: {commands}"), error
+
+
 def test_version_and_help_exit_0() -> None:
     assert run_cli("--version").code == 0
     helped = run_cli("diagnose", "-h")

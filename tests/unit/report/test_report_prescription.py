@@ -29,7 +29,7 @@ from test_analysis_recorded import recorded_doc  # noqa: E402
 
 def terminal(doc: dict) -> str:
     buffer = io.StringIO()
-    Console(file=buffer, width=400, color_system=None).print(findings_text(diagnose_document(doc)))
+    Console(file=buffer, width=400, color_system=None).print(findings_text(diagnose_document(doc), full=True))
     return buffer.getvalue()
 
 
@@ -60,7 +60,7 @@ def _everywhere(doc: dict) -> dict[str, str]:
     view = build_report([doc], diagnoses=[diagnosis])
     buffer = io.StringIO()
     console = Console(file=buffer, width=400, color_system=None)
-    console.print(findings_text(diagnosis))
+    console.print(findings_text(diagnosis, full=True))
     explain = buffer.getvalue()
     buffer = io.StringIO()
     outcome = DiagnoseOutcome(doc, Path("out/results.json"), None, 0, [], diagnosis)
@@ -86,12 +86,18 @@ def test_caveats_and_the_runs_table_read_the_same_in_every_output() -> None:
     notes = [n for p in diagnosis.prescriptions for m in p["measured"] for n in m["notes"]]
     for name, text in _everywhere(doc).items():
         flat = " ".join(text.split())
+        assert reduced.versus_fp32 in flat, (name, reduced.versus_fp32)
+        if name != "explain":  # explain lists the runs as "Measured", with the same ratio
+            assert "baseline" in flat, name
+        if name == "summary":  # the answer: each configuration's line and the shared notes, said once each
+            for row in diagnosis.answer.precisions:
+                assert " ".join(row.text.split()) in flat, (name, row.text)
+            for shared in diagnosis.answer.notes:
+                assert " ".join(shared.text.split()) in flat, (name, shared.text)
+            continue  # the verdict's sentence, the op tables and their caveats are the detail (report, --full)
         assert verdict["headline"] in flat, name
         for note in notes:
             assert note in flat, (name, note)
-        if name != "explain":  # explain lists the runs as "Measured", with the same ratio
-            assert "baseline" in flat, name
-        assert reduced.versus_fp32 in flat, (name, reduced.versus_fp32)
         for caveat in [c for comparison in diagnosis.comparisons for c in comparison.caveats]:
             assert caveat in flat, (name, caveat)
 

@@ -57,11 +57,12 @@ def test_without_ops_only_the_verdict_and_without_either_nothing():
     assert time_went_text(diagnose_document({"runs": []})) is None
 
 
-def test_diagnose_summary_prints_it_between_the_runs_and_the_findings():
+def test_diagnose_summary_lays_out_the_answer_in_its_order_then_the_runs():
     doc = load_fixture("cpu-xeon-ops")
     outcome = DiagnoseOutcome(doc, Path("out/results.json"), None, 0, [], diagnose_document(doc))
     text = _render(diagnose_summary_text(outcome), width=100)
-    assert text.index("Runs") < text.index("Where the time went") < text.index("Findings")
+    assert (text.index("What bounds the step") < text.index("What to do") < text.index("Each configuration")
+            < text.index("Findings") < text.index("Runs"))
 
 
 LONG_IMPL = "brg_conv_bwd:avx10_1_512+brg_conv_fwd:avx10_1_512"

@@ -1,0 +1,404 @@
+"""The answer: what the analysis says of one document, built once, in the order a reader needs it.
+
+(a) what bounds the step (`bounds`): on a GPU the device's busy share of each profiled step, the rest idle; on a CPU
+    the ops that take the time;
+(b) what to do (`prescriptions`): each machine's prescription and what it was measured to be worth, the changes to
+    the user's code first where they were measured;
+(c) one line per 16-bit precision against float32 (`precisions`): its ratio, interval and cause with its number;
+(d) the detail: the findings (`findings`), each pointing at the prescription it defers to (`points_to`) instead of
+    restating it, and the caveats many rows share said once each (`notes`), which rows refer to by id.
+
+How a renderer uses it: lay out `bounds`, `prescriptions`, `precisions`, then `findings` and `notes`, in that order,
+each item's text as it stands, broken at words where it runs past MAX_LINE characters (a prescription's `code` is a
+block to indent, never to break; kernel names are already short, short_line), with `[N1]`-style references to the
+notes beside the rows that carry their ids. `where` is "" when the document has one machine and stack (nothing to
+tell apart), else the words to show with the item. The full detail (every finding's evidence, the op tables, the
+runs) stays in the Diagnosis; a full view prints it after this answer. A renderer picks no verdict and composes no
+advice: it prints these texts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fp16doctor.analysis.advice import where_of
+from fp16doctor.analysis.prescribe import change_words, entry_notes, in_memory_words
+from fp16doctor.analysis.values import ShownRatio, fmt_config, fmt_ms, fmt_pct
+from fp16doctor.knowledge.kernels import SHORT_NAME_MAX, kernel_short_name
+
+if TYPE_CHECKING:  # the Diagnosis holds its answer; the builder reads the Diagnosis
+    from fp16doctor.analysis import Diagnosis, RunRow
+    from fp16doctor.analysis.op_compare import OpComparison
+
+MAX_LINE = 200  # no line of the answer is longer (a code block aside)
+TOP_OPS = 3  # the ops a CPU's bound names per run
+# A finding whose remedy is a change the prescription measured (prescriptions[].user_changes[].kind).
+CHANGE_OF_FINDING = {"input_pipeline_bound": "input_pipeline"}
+VARIANT_WORDS = {"original": "", "synthetic_input": "batches in memory"}
+
+
+@dataclass(frozen=True)
+class Note:
+    """A caveat many rows share, said once; rows carry its id."""
+
+    id: str  # "N1"
+    text: str
+
+
+@dataclass(frozen=True)
+class Bound:
+    """(a) What bounds the step on one machine and stack: a head, one part per run (float32 first), a verdict."""
+
+    where: str  # "" where the document has one machine and stack
+    kind: str  # "device" (a GPU's busy share per step) or "cpu_ops" (the ops that take a CPU's time)
+    head: str  # "GPU busy per profiled step:", or ""
+    parts: tuple[str, ...]  # "float16 4 % (22 ms of 547 ms, idle 526 ms)"; "float16 (935 ms a step): conv2d_1 ..."
+    verdict: str  # "the host sets the pace", "the GPU's kernels set the pace", or ""
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """The bound on as few lines as fit MAX_LINE: a GPU's parts packed after its head, a CPU's a line each."""
+        if self.kind == "device":
+            return _packed(self.head, self.parts, self.verdict)
+        return self.parts
+
+
+@dataclass(frozen=True)
+class Change:
+    """A change to the user's code a prescription measured: its words with its worth, how to make it, its cost."""
+
+    words: str  # "input pipeline: 303 ms -> 82 ms a step (3.7x faster), measured with batches in memory"
+    code: str  # how to make it: a prose line, then a code block (indent it, never break it); "" when none
+    cost: str  # what it costs (another backend's caveats); "" when nothing
+
+
+@dataclass(frozen=True)
+class PrescriptionLine:
+    """(b) One machine's prescription: its headline, the changes measured and what they were worth."""
+
+    id: str  # "P1"
+    where: str
+    headline: str
+    faster: bool  # it recommends something other than float32 as written
+    changes: tuple[Change, ...]  # largest first
+    in_memory: tuple[str, ...]  # each precision with the first change made (batches in memory)
+    how: str  # how to set the recommended configuration
+    untested: tuple[tuple[str, str], ...]  # (what nobody measured and why, the command that measures it or "")
+
+    @property
+    def headline_lines(self) -> tuple[str, ...]:
+        """The headline, a sentence a line."""
+        sentences = [s.strip() for s in self.headline.replace(". ", ".\n").splitlines() if s.strip()]
+        return tuple(short_line(s) for s in sentences)
+
+@dataclass(frozen=True)
+class PrecisionLine:
+    """(c) One 16-bit configuration against float32: its ratio, interval and cause with its number."""
+
+    where: str
+    label: str  # "float16", "float16, batches in memory", "float16 with batch_dtype=float32"
+    versus: str  # "2.2x slower (1.9-2.5x)", "same speed (0.9-1.1x)", ">= 6.8x slower": the verdict's figure
+    steps: str  # "665 ms vs 303 ms"
+    cause: str  # "host-side preprocessing runs in float16 (362 ms of 362 ms): measured host batch time ..."; or ""
+    notes: tuple[str, ...] = ()  # the ids of the shared notes that apply
+
+    @property
+    def text(self) -> str:
+        """The line without its cause, which goes on a line of its own below it."""
+        return f"{self.label}: {self.versus}, {self.steps}"
+
+
+@dataclass(frozen=True)
+class FindingLine:
+    """(d) One finding in a line: what it is, what it explains, and where its fix is."""
+
+    id: str
+    rank: int
+    severity: str
+    title: str
+    explains: str  # "explains 362 ms of float16" or ""
+    points_to: str  # the prescription's id its fix defers to, or ""
+    fix: str  # its own fix's first sentence where it does not defer to a prescription, else ""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The whole answer, in its order; see the module's docstring for how a renderer lays it out."""
+
+    bounds: tuple[Bound, ...] = ()
+    prescriptions: tuple[PrescriptionLine, ...] = ()
+    precisions: tuple[PrecisionLine, ...] = ()
+    findings: tuple[FindingLine, ...] = ()
+    notes: tuple[Note, ...] = ()
+    places: int = 1  # how many machines and stacks the document tells apart
+
+
+def short_line(text: str) -> str:
+    """One line with its long kernel names shortened (kernel_short_name); a renderer breaks it at words to fit."""
+    def short(word: str) -> str:
+        if len(word) <= SHORT_NAME_MAX:
+            return word
+        core = word.lstrip("(").rstrip(":;,.)")  # the name without the punctuation around it
+        start = word.index(core) if core else 0
+        return word[:start] + kernel_short_name(core) + word[start + len(core):]
+
+    return " ".join(short(word) for word in " ".join(str(text).split()).split(" "))
+
+
+class _Notes:
+    """The shared notes as the rows name them: each text once, numbered in the order first met."""
+
+    def __init__(self) -> None:
+        self.by_text: dict[str, str] = {}
+
+    def ref(self, text: str) -> str:
+        text = " ".join(text.split())
+        if text not in self.by_text:
+            self.by_text[text] = f"N{len(self.by_text) + 1}"
+        return self.by_text[text]
+
+    def refs(self, entry: Mapping[str, Any]) -> tuple[str, ...]:
+        """A verdict's or a measured configuration's notes: the A/A control's own words (one note for every row
+        it is held against), then the entry's other caveats."""
+        ids: list[str] = []
+        aa = entry.get("aa_check")
+        if isinstance(aa, Mapping) and aa.get("passed") is False and entry.get("outcome") != "baseline":
+            ids.append(self.ref(f"Not measurable: {aa.get('control') or aa.get('reason')}"))
+        for note in entry_notes(entry) if "notes" in entry or "unsafe" in entry else []:
+            if note.startswith("not measurable"):
+                continue  # the control's note above says it
+            ids.append(self.ref(note[0].upper() + note[1:]))
+        return tuple(dict.fromkeys(ids))
+
+    def notes(self) -> tuple[Note, ...]:
+        return tuple(Note(i, t) for t, i in self.by_text.items())
+
+
+def _places(diagnosis: Diagnosis) -> list[tuple[str, str]]:
+    seen = [(r.machine, r.stack) for r in diagnosis.runs]
+    seen += [(str(p.get("machine")), str(p.get("stack"))) for p in diagnosis.prescriptions]
+    return list(dict.fromkeys(seen))
+
+
+def _label(precision: str, variant: str, setting: Any = None) -> str:
+    shown = fmt_config({"precision": precision, "setting": setting})
+    words = VARIANT_WORDS.get(variant, variant.replace("_", " "))
+    return f"{shown}, {words}" if words and not setting else shown
+
+
+def _packed(head: str, parts: Sequence[str], tail: str = "") -> tuple[str, ...]:
+    """`head` then `parts` joined by "; " on as few lines as fit MAX_LINE (the continuation indented), `tail` last."""
+    lines: list[str] = []
+    line = head
+    for i, part in enumerate(parts):
+        piece = part + (";" if i < len(parts) - 1 else (f": {tail}" if tail else ""))
+        if len(line) + 1 + len(piece) > MAX_LINE and line != head:
+            lines.append(line)
+            line = "  " + piece
+        else:
+            line = f"{line} {piece}" if line else piece
+    lines.append(line)
+    return tuple(lines)
+
+
+def _device_bound(rows: Sequence[RunRow], verdicts: Sequence[Mapping[str, Any]]) -> Bound | None:
+    profiled = [r for r in rows if r.ok and r.device_step is not None and r.variant == "original"]
+    if not profiled:
+        return None
+    parts = []
+    for r in sorted(profiled, key=lambda r: r.precision != "float32"):
+        step = r.device_step
+        assert step is not None
+        parts.append(f"{r.precision} {fmt_pct(step.busy_share)} ({fmt_ms(step.busy_ms)} of {fmt_ms(step.step_ms)}, "
+                     f"idle {fmt_ms(step.idle_ms)})")
+    bound_by = [str(v.get("bound_by")) for v in verdicts if v.get("bound_by") and v.get("variant") == "original"]
+    verdict = ""
+    if bound_by and all(b == "host" for b in bound_by):
+        verdict = "the host sets the pace"
+    elif bound_by and all(b == "device" for b in bound_by):
+        verdict = "the GPU's kernels set the pace"
+    return Bound("", "device", "GPU busy per profiled step:", tuple(parts), verdict)
+
+
+def _cpu_bound(comparisons: Sequence[OpComparison]) -> Bound | None:
+    original = [c for c in comparisons if c.variant == "original"]
+    if not original:
+        return None
+    lines = []
+    fp32 = original[0]
+    if fp32.fp32 is not None:
+        top = sorted((d for d in fp32.rows if d.fp32_ms), key=lambda d: -(d.fp32_ms or 0))[:TOP_OPS]
+        if top:
+            lines.append(f"float32 ({fmt_ms(fp32.fp32_step_ms)} a step): " + ", ".join(
+                f"{d.layer} {d.pass_.replace('_', ' ')} {fmt_ms(d.fp32_ms)}" for d in top))
+    for c in original:
+        top = sorted((d for d in c.rows if d.reduced_ms), key=lambda d: -(d.reduced_ms or 0))[:TOP_OPS]
+        if top:
+            lines.append(f"{c.precision} ({fmt_ms(c.step_ms)} a step): " + ", ".join(
+                f"{d.layer} {d.pass_.replace('_', ' ')} {fmt_ms(d.reduced_ms)}"
+                + (f" ({kernel_short_name(d.impls[0])})" if d.impls and d.impls[0].strip() else "") for d in top))
+    return Bound("", "cpu_ops", "", tuple(lines), "") if lines else None  # the names shortened above
+
+
+def _bounds(diagnosis: Diagnosis, places: list[tuple[str, str]]) -> tuple[Bound, ...]:
+    bounds: list[Bound] = []
+    for machine, stack in places:
+        rows = [r for r in diagnosis.runs if (r.machine, r.stack) == (machine, stack)]
+        verdicts = [v for v in diagnosis.verdicts if (v.get("machine"), v.get("stack")) == (machine, stack)]
+        comparisons = [c for c in diagnosis.comparisons if (c.machine, c.stack) == (machine, stack)]
+        found = _device_bound(rows, verdicts) or _cpu_bound(comparisons)
+        if found is not None:
+            where = where_of(machine, stack) if len(places) > 1 else ""
+            bounds.append(Bound(where, found.kind, found.head, found.parts, found.verdict))
+    return tuple(bounds)
+
+
+def _prescriptions(prescriptions: Sequence[Mapping[str, Any]], many: bool) -> tuple[PrescriptionLine, ...]:
+    lines = []
+    for index, p in enumerate(prescriptions, start=1):
+        recommended = p.get("recommended") or {}
+        changes = [c for c in p.get("user_changes") or [] if isinstance(c, Mapping)]
+        first = changes[0] if changes else {}
+        lines.append(PrescriptionLine(
+            id=f"P{index}",
+            where=where_of(str(p.get("machine")), str(p.get("stack"))) if many else "",
+            headline=str(p.get("headline") or ""),
+            faster=recommended.get("precision") != "float32" or bool(recommended.get("setting")),
+            changes=tuple(Change(change_words(c), str(c.get("how") or ""), str(c.get("cost") or ""))
+                          for c in changes),
+            in_memory=tuple(in_memory_words(e) for e in first.get("in_memory") or []),
+            how=str(recommended.get("how") or ""),
+            untested=tuple((f"{fmt_config(i)} ({i.get('why')})" + ("" if i.get("command") else
+                                                                    f": fp16doctor cannot measure it "
+                                                                    f"({i.get('no_command')})"),
+                            str(i.get("command") or ""))
+                           for i in p.get("untested") or [] if isinstance(i, Mapping))))
+    return tuple(lines)
+
+
+def _cause(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> str:
+    """The verdict's cause, in its finding's title, with what it explains and the finding's first measured number."""
+    cause = verdict.get("cause")
+    if not cause:
+        return ""
+    finding = next((f for f in findings if f.get("id") == cause and f.get("precision") == verdict.get("precision")
+                    and (f.get("variant") or "original") == verdict.get("variant")), None)
+    if finding is None:
+        return ""
+    title = str(finding.get("title") or cause)
+    title = title[0].lower() + title[1:] if title[:2] != title[:2].upper() else title
+    share: Mapping[str, Any] = next((c for c in verdict.get("causes") or [] if c.get("id") == cause), {})
+    explains = share.get("explains_ms")
+    difference = verdict.get("difference_ms")
+    part = (f" ({fmt_ms(abs(float(explains)))} of {fmt_ms(abs(float(difference)))})"
+            if isinstance(explains, (int, float)) and isinstance(difference, (int, float)) else "")
+    evidence = [str(e) for e in finding.get("evidence") or []]
+    number = next((e for e in evidence[1:] if any(ch.isdigit() for ch in e)), "")
+    if number.split(" ")[:3] == title.split(" ")[:3]:  # the number's line names the op the title names
+        return f"cause{part}: {number}"
+    line = f"cause: {title}{part}" + (f": {number}" if number else "")
+    return line
+
+
+def _figure(speedup: Any, interval: Any, outcome: Any, method: Any, bound: Any) -> str:
+    """"2.2x slower (1.9-2.5x)", "same speed (0.9-1.1x)", ">= 6.8x slower": the figure every output prints
+    (ShownRatio), then its interval."""
+    shown = ShownRatio.of(speedup, interval, outcome, method=method, bound=bound)
+    if shown is None:
+        return ""
+    spread = shown.interval_text()
+    return shown.figure() + (f" ({spread})" if spread else "")
+
+
+def _precisions(diagnosis: Diagnosis, notes: _Notes, many: bool) -> tuple[PrecisionLine, ...]:
+    lines = []
+    for v in diagnosis.verdicts:
+        versus = _figure(v.get("ratio"), v.get("ratio_interval"), v.get("outcome"), v.get("interval_method"),
+                         v.get("bound")) or str(v.get("figure") or v.get("outcome") or "")
+        aa = v.get("aa_check")
+        refs = notes.refs({"aa_check": aa, "outcome": v.get("outcome"), "notes": []})
+        lines.append(PrecisionLine(
+            where=where_of(str(v.get("machine")), str(v.get("stack"))) if many else "",
+            label=_label(str(v.get("precision")), str(v.get("variant") or "original")),
+            versus=versus,
+            steps=f"{fmt_ms(v.get('step_ms'))} vs {fmt_ms(v.get('fp32_step_ms'))}",
+            cause=short_line(_cause(v, diagnosis.findings)),
+            notes=refs))
+    for p in diagnosis.prescriptions:  # the configurations only an experiment measured: no verdict of their own
+        for m in p.get("measured") or []:
+            if m.get("variant") in ("original", "synthetic_input") or m.get("outcome") == "baseline":
+                continue
+            lines.append(PrecisionLine(
+                where=where_of(str(p.get("machine")), str(p.get("stack"))) if many else "",
+                label=fmt_config(m), steps=f"{fmt_ms(m.get('step_ms'))}", cause="",
+                versus=_figure(m.get("speedup"), m.get("speedup_interval"), m.get("outcome"),
+                               m.get("interval_method"), m.get("bound")),
+                notes=notes.refs(m)))
+    # Pure float16's numerics and the other caveats of a measured precision: one note each, on its line.
+    by_config = {(str(m.get("precision")), "original"): notes.refs({**m, "aa_check": None})
+                 for p in diagnosis.prescriptions for m in p.get("measured") or []
+                 if m.get("variant") == "original"}
+    return tuple(
+        line if line.label not in {k[0] for k in by_config} else PrecisionLine(
+            line.where, line.label, line.versus, line.steps, line.cause,
+            tuple(dict.fromkeys([*line.notes, *by_config.get((line.label, "original"), ())])))
+        for line in lines)
+
+
+def _points_to(finding: Mapping[str, Any], prescriptions: Sequence[PrescriptionLine],
+               raw: Sequence[Mapping[str, Any]]) -> str:
+    """The id of the prescription a finding's fix defers to: the one it recommends a configuration from, or the one
+    whose measured change (user_changes) is the finding's own remedy."""
+    remedy = finding.get("remedy")
+    machines = remedy.get("machines") if isinstance(remedy, Mapping) else None
+    for m in machines or []:
+        for line, p in zip(prescriptions, raw, strict=False):
+            if (p.get("machine"), p.get("stack")) != (m.get("machine"), m.get("stack")):
+                continue
+            kinds = {str(c.get("kind")) for c in p.get("user_changes") or [] if isinstance(c, Mapping)}
+            if m.get("recommends") is not None or CHANGE_OF_FINDING.get(str(finding.get("id"))) in kinds:
+                return line.id
+    return ""
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(str(text).split())
+    for prefix in ("On ",):
+        if text.startswith(prefix) and ": " in text[:60]:
+            text = text.split(": ", 1)[1]
+    end = text.find(". ")
+    return short_line(text[:end + 1] if end > 0 else text)
+
+
+def _findings(diagnosis: Diagnosis, prescriptions: tuple[PrescriptionLine, ...]) -> tuple[FindingLine, ...]:
+    lines = []
+    for f in diagnosis.findings:
+        explains = f.get("explains_ms")
+        points = _points_to(f, prescriptions, diagnosis.prescriptions)
+        lines.append(FindingLine(
+            id=str(f.get("id", "?")), rank=int(f.get("rank") or 0), severity=str(f.get("severity") or "info"),
+            title=short_line(str(f.get("title") or "")),
+            explains=(f"explains {fmt_ms(float(explains))} of {f.get('precision')}"
+                      + ("" if (f.get("variant") or "original") == "original"
+                         else f", {VARIANT_WORDS.get(str(f.get('variant')), str(f.get('variant')))}")
+                      if isinstance(explains, (int, float)) else ""),
+            points_to=points,
+            fix="" if points else _first_sentence(str(f.get("recommendation") or ""))))
+    return tuple(lines)
+
+
+def build_answer(diagnosis: Diagnosis) -> Answer:
+    """The answer of one diagnosis (pure: reads only the Diagnosis)."""
+    places = _places(diagnosis)
+    many = len(places) > 1
+    notes = _Notes()
+    prescriptions = _prescriptions(diagnosis.prescriptions, many)
+    precisions = _precisions(diagnosis, notes, many)
+    return Answer(bounds=_bounds(diagnosis, places), prescriptions=prescriptions, precisions=precisions,
+                  findings=_findings(diagnosis, prescriptions), notes=notes.notes(), places=len(places))
+
+
+__all__ = ["MAX_LINE", "Answer", "Bound", "Change", "FindingLine", "Note", "PrecisionLine", "PrescriptionLine",
+           "build_answer", "short_line"]

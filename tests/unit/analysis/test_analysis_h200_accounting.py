@@ -1,0 +1,132 @@
+"""The whole GPU step accounted for on the H200 recording as recorded (docs/examples/gpu-h200-keras-torch-full): a
+verdict's difference over the kernels, the batch's copy, the host's spans the trace holds and the host time no op
+accounts for, each counted once; the device change of a verdict counts kernels, not the copy of an identical batch."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+
+def _verdict(h200, precision: str, variant: str = "original") -> dict[str, Any]:
+    return next(v for v in h200.verdicts if (v["precision"], v["variant"]) == (precision, variant))
+
+
+def test_in_memory_float16_is_accounted_over_copy_and_kernels_and_the_rest_is_sized(h200):
+    verdict = _verdict(h200, "float16", "synthetic_input")
+    parts = verdict["accounted"]
+    # The recording's kernels: 20.9 ms a step in float32, 14.8 ms in float16; its pageable copy 15.2 ms and 7.2 ms.
+    assert parts["kernels_ms"] == pytest.approx(-6.2, abs=0.2)
+    assert parts["copies_ms"] == pytest.approx(-8.0, abs=0.2)
+    assert sum(parts.values()) == pytest.approx(verdict["difference_ms"], abs=0.01)
+    assert parts["unplaced_host_ms"] < 0  # the host's part the trace cannot place, said as a size
+    named = {c["id"]: c["explains_ms"] for c in verdict["causes"]}
+    assert named["smaller_16bit_batches"] == pytest.approx(8.0, abs=0.2)
+    assert named["fast_16bit_kernels"] == pytest.approx(6.1, abs=0.3)
+    assert verdict["cause"] == "smaller_16bit_batches"
+    assert "host time no op in the trace accounts for" in verdict["headline"]
+    assert verdict["headline"].count("host time no op") == 1
+    assert "unexplained" not in verdict["headline"]
+
+
+def test_no_finding_credits_the_kernels_with_the_gain(h200):
+    words = json.dumps(h200.findings, ensure_ascii=False)
+    assert "are what made the step faster" not in words
+
+
+def test_the_mixed_verdicts_device_change_counts_kernels_not_the_copy_of_one_batch(h200):
+    mixed16, mixedbf16 = _verdict(h200, "mixed_float16"), _verdict(h200, "mixed_bfloat16")
+    # Both copied the same float32 batch (12 ms and 16 ms a copy); their kernels changed alike (21 -> 15, 21 -> 16 ms).
+    assert mixed16["kernel_difference_ms"] == pytest.approx(-6.0, abs=0.3)
+    assert mixedbf16["kernel_difference_ms"] == pytest.approx(-5.3, abs=0.3)
+    for verdict in (mixed16, mixedbf16):
+        assert "of kernel time per step" in verdict["headline"]
+        assert "of device time per step" not in verdict["headline"]
+        assert not any(c["id"] == "smaller_16bit_batches" for c in verdict["causes"])  # a float32 batch in both
+
+
+def test_each_in_memory_runs_idle_split_adds_up_to_its_idle_time_and_is_on_its_verdict(h200_doc, h200):
+    from fp16doctor.analysis.context import build_context
+
+    ctx = build_context(h200_doc)
+    in_memory = [r for r in ctx.ok_runs() if r.variant == "synthetic_input"]
+    assert len(in_memory) == 4
+    for run in in_memory:
+        device = run.device_time
+        assert device is not None and device.idle is not None and device.host_ms
+        assert device.idle.total_ms == pytest.approx(device.host_ms, rel=0.10)
+    for verdict in (v for v in h200.verdicts if v["variant"] == "synthetic_input"):
+        idle = verdict["device_idle"]
+        run = next(r for r in in_memory if r.precision == verdict["precision"])
+        assert idle["waiting_on_data_ms"] + (idle["launch_gaps_ms"] or 0) + idle["other_ms"] == pytest.approx(
+            run.device_time.host_ms, rel=0.10)
+        assert idle["dominant"] in ("waiting_on_data_ms", "launch_gaps_ms", "other_ms")
+    # float16's own: the recorded rows hold no timestamps, so a launch gap is not told from the rest, and it says so.
+    float16 = _verdict(h200, "float16", "synthetic_input")
+    assert float16["device_idle"]["launch_gaps_ms"] is None
+    assert "the device idled 46 ms a step" in float16["headline"]
+
+
+def test_no_layer_is_called_kept_off_tensor_cores_where_its_kernels_ran_on_them(h200_doc, h200):
+    ran = {i["layer"] for r in h200_doc["runs"] for i in (r.get("ops") or {}).get("items", [])
+           if i.get("tensor_cores") is True}
+    assert {"conv2d", "dense"} <= ran
+    words = json.dumps(h200.findings, ensure_ascii=False)
+    assert "kept off Tensor Cores (conv2d" not in words
+    assert not any(f["id"] == "tensor_cores_not_eligible" for f in h200.findings)
+
+
+def test_the_tf32_finding_reports_the_measured_tf32_off_run_and_keeps_tf32(h200):
+    (finding,) = [f for f in h200.findings if f["id"] == "tf32_baseline"]
+    text = finding["recommendation"]
+    assert "disable TF32" not in text and "allow_tf32 = False" not in text
+    assert "float32 with TF32 off took 284 ms" in text and "Keep TF32 on" in text
+
+
+def test_a_configuration_not_compared_is_listed_after_the_compared_ones(h200):
+    (prescription,) = h200.prescriptions
+    rows = prescription["measured"]
+    refused = [i for i, row in enumerate(rows) if "not compared" in " ".join(str(n) for n in row.get("notes", []))]
+    assert refused and rows[0]["variant"] != "tf32_off"
+    assert refused == list(range(len(rows) - len(refused), len(rows)))
+
+
+def test_the_input_pipelines_expected_gain_is_float32s_and_busy_shares_say_their_window(h200):
+    (finding,) = [f for f in h200.findings if f["id"] == "input_pipeline_bound"]
+    assert "632 ms" not in finding["recommendation"]  # float16's figure, under a float32 prescription
+    assert "Expected gain: 231 ms per step in float32" in finding["recommendation"]
+    in_memory = _verdict(h200, "float16", "synthetic_input")["headline"]
+    # The busy share is of the 68 ms profiled window's step, beside a 45 ms timed step: it says which.
+    assert "68 ms profiled step" in in_memory and "the profiler's window, not the 45 ms timed step" in in_memory
+
+
+def test_the_roofline_stands_beside_the_measured_kernels_once_per_precision(h200):
+    estimates = [e for e in h200.roofline if e.predicted_speedup is not None and e.fp32_kernels_ms]
+    assert estimates
+    for e in estimates:
+        # 2.8 ms of best case against 21 ms of float32's measured kernels: about 13 %, said with what it signals.
+        assert e.fp32_kernels_ms == pytest.approx(20.9, abs=0.3)
+        assert "run at about 13% of it (a sign of small kernels and launch gaps)" in e.kernels_words()
+    from fp16doctor.textout.findings import _best_case
+
+    text = _best_case(h200.roofline).plain
+    lines = [line for line in text.splitlines() if "at most" in line]
+    assert len(lines) == len({(e.machine, e.stack, e.gpu_name, e.precision, e.fp32_ms, e.fp16_ms)
+                              for e in h200.roofline if e.predicted_speedup is not None})
+    assert not any("2.8 ms -> 1.4 ms" in line and "you measured" in line for line in lines)
+
+
+def test_with_timestamps_the_difference_is_placed_over_data_wait_and_launch_gaps_too():
+    from fp16doctor.analysis.device import DeviceSplit
+    from fp16doctor.attribution.device_time import IdleSplit
+
+    # float32: 36 ms busy (15 ms of copies) in a 112 ms step, 17 ms idle on the host's data, 50 ms in launch gaps;
+    # float16: 22 ms busy (7 ms of copies) in 68 ms, 8 ms on data, 30 ms in gaps.
+    split = DeviceSplit(22.0, 36.0, 68.0, 112.0, "host", "interval_union", 7.0, 15.0, 0.0,
+                        IdleSplit(8.0, 30.0, 8.0), IdleSplit(17.0, 50.0, 9.0))
+    parts = split.accounted(-44.0)
+    assert parts == {"kernels_ms": -6.0, "copies_ms": -8.0, "host_rows_ms": -9.0, "launch_gaps_ms": -20.0,
+                     "unplaced_host_ms": -1.0}
+    assert "−20 ms launch and dispatch gaps" in split.words(-44.0)

@@ -1,0 +1,114 @@
+"""`fp16doctor explain` through its real entry point lays out the answer: what bounds the step, what to do, each
+configuration with its cause, then short findings; short enough to read in a minute, each fact once, no line past
+200 characters, and `--full` keeps every finding id and number that explain printed before the answer existed."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
+from test_analysis_explain_cli import run_explain  # noqa: E402
+
+from fp16doctor.knowledge.kernels import kernel_short_name  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = ROOT / "docs" / "examples"
+H200 = EXAMPLES / "gpu-h200-keras-torch-full" / "results.json"
+# explain of the H200 document as printed before the answer (every section, every finding's evidence and fix).
+BEFORE = ROOT / "tests" / "data" / "explain" / "gpu-h200-keras-torch-full.before-answer.txt"
+LIMITS = {"gpu-h200-keras-torch-full": 6000, "cpu-xeon-amx-quick": 5000, "cpu-epyc-avx512bf16-quick": 5000}
+NUMBER = r"(?<![\w.])[−-]?\d+(?:\.\d+)?(?:x|%| ms| GB/s| MB| TFLOPS)?"
+
+
+def _explain(path: Path, *extra: str) -> str:
+    code, stdout, stderr = run_explain(path, *extra)
+    assert code == 0, stderr
+    return stdout
+
+
+def _prose(text: str) -> list[str]:
+    """The lines outside code blocks: a block is what follows a line ending in ":", indented deeper than it."""
+    lines: list[str] = []
+    block: int | None = None
+    for line in text.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if block is not None and indent > block:
+            continue
+        block = indent if line.rstrip().endswith(":") else None
+        lines.append(line)
+    return lines
+
+
+@pytest.mark.parametrize("name", sorted(LIMITS))
+def test_default_explain_is_short_says_each_sentence_once_and_fits_a_line(name: str) -> None:
+    text = _explain(EXAMPLES / name / "results.json")
+    assert len(text) <= LIMITS[name], len(text)
+    prose = _prose(text)
+    assert max(len(line) for line in prose) <= 200, max(prose, key=len)
+    assert not re.search(r"(?<!\.)\.\.(?!\.)", "\n".join(prose)), "a doubled full stop"
+    sentences = [s.strip() for line in prose for s in re.split(r"(?<=[.;])\s+", line) if len(s.strip()) >= 40]
+    repeated = {s: n for s in set(sentences) if (n := sentences.count(s)) > 2}
+    assert not repeated, repeated
+
+
+def test_the_h200_answer_says_the_bound_the_prescription_and_float16s_cause_first() -> None:
+    head = "\n".join(_explain(H200).splitlines()[:12])
+    assert "GPU busy" in head and "float16 4 %" in head and "float32 12 %" in head
+    assert "the host sets the pace" in head
+    assert "3.7x faster" in head and "input pipeline" in head
+    cause = next(line for line in head.splitlines() if "cause" in line)
+    assert "638 ms" in cause and "162 ms" in cause
+
+
+def test_full_explain_keeps_every_finding_id_and_number_printed_before() -> None:
+    before = BEFORE.read_text(encoding="utf-8")
+    full = _explain(H200, "--full")
+    ids = set(re.findall(r"^\d+\. (?:INFO|WARNING|CRITICAL) (\w+)", before, flags=re.M))
+    assert ids and ids <= set(re.findall(r"\w+", full))
+    missing = set(re.findall(NUMBER, before)) - set(re.findall(NUMBER, full))
+    assert not missing, sorted(missing)
+
+
+def test_a_finding_points_at_the_prescription_instead_of_restating_it() -> None:
+    text = _explain(H200, "--full")
+    headline = "Fix the input pipeline first"
+    assert text.count(headline) <= 2  # the answer's, and the prescription's own block in the detail
+    assert "See the prescription for host." in text
+
+
+@pytest.mark.parametrize(("name", "short"), [
+    ("sm80_xmma_wgrad_implicit_gemm_indexed_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize32x128x32_stage4_warpsize1x4x1_g1"
+     "_tensor16x8x16_execute_kernel__5x_cudnn", "cuDNN wgrad implicit GEMM, f16, Tensor Cores"),
+    ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor<"
+     "c10::Half, c10::Half, c10::Half> > >(int, at::native::BinaryFunctor<c10::Half, c10::Half, c10::Half>)",
+     "at::native::elementwise_kernel"),
+    ("ref:any", "ref:any"),
+])
+def test_a_kernel_is_shown_by_a_short_name(name: str, short: str) -> None:
+    assert kernel_short_name(name) == short
+
+
+@pytest.mark.parametrize("name", ["cpu-xeon-amx-quick", "cpu-epyc-avx512bf16-quick"])
+def test_a_quick_diagnoses_summary_is_the_answer_within_the_same_limits(name: str) -> None:
+    import io
+    import json
+
+    from rich.console import Console
+
+    from fp16doctor.analysis import diagnose_document
+    from fp16doctor.diagnose import DiagnoseOutcome
+    from fp16doctor.textout.diagnose import diagnose_summary_text
+
+    doc = json.loads((EXAMPLES / name / "results.json").read_text(encoding="utf-8"))
+    outcome = DiagnoseOutcome(doc, Path("out/results.json"), None, 0, [], diagnose_document(doc))
+    buffer = io.StringIO()
+    Console(file=buffer, width=250, color_system=None).print(diagnose_summary_text(outcome))
+    text = "\n".join(line.rstrip() for line in buffer.getvalue().splitlines())
+    assert len(text) <= LIMITS[name], len(text)
+    prose = _prose(text)
+    assert max(len(line) for line in prose) <= 200, max(prose, key=len)
+    assert text.index("What bounds the step") < text.index("What to do") < text.index("Runs")
