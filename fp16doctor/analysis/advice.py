@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fp16doctor.analysis.context import Software
+from fp16doctor.analysis.pipeline_code import input_pipeline_program
 from fp16doctor.analysis.values import fmt_config, fmt_ms, fmt_versus
 from fp16doctor.knowledge.cuda import version_at_least
 from fp16doctor.knowledge.frameworks import KERAS_FLOATX_BATCHES_UNTIL, has_feature
@@ -104,33 +105,23 @@ def mixed_precision_code(sw: Software) -> str:
     )
 
 
-def input_pipeline_code(sw: Software) -> str:
-    """How to build batches off the training step's path, in the framework that ran (Keras 3's backend decides:
-    tf.data only where TensorFlow runs)."""
+def input_pipeline_code(sw: Software, height: int | None = None, width: int | None = None,
+                        batch_size: int | None = None, program: bool = False) -> str:
+    """How to take batch building off the training step's path, in the framework that ran: where its Keras has
+    preprocessing layers, the images decoded once into uint8 with the rescaling and flips in the model
+    (pipeline_code.py; the whole program with `program`, at the run's size); else batches built in parallel."""
     fw = sw.framework
-    backend = (sw.keras_backend or "").lower()
+    code = input_pipeline_program(sw, height, width, batch_size)
+    if code is not None:
+        where = "tf.data" if "tf.data" in code else "the arrays"
+        return code if program else (
+            "Decode the images once into a uint8 array, make the rescaling (Rescaling(1/255)) and the flips "
+            f"(RandomFlip) layers of the model, and fit on {where}: the host builds no batch, and a quarter of "
+            "float32's bytes goes to the device (the prescription's input pipeline change has the program).")
     if fw == "keras2":
         return (f"Produce batches in parallel (Keras {sw.keras or '2.x'}):\n"
                 "    model.fit_generator(train_generator, steps_per_epoch=..., epochs=...,\n"
                 "                        workers=4, use_multiprocessing=True, max_queue_size=20)")
-    if fw == "keras3" and backend in ("torch", "jax"):
-        # Keras 3 runs a keras.utils.PyDataset's __getitem__ in workers (keras/src/trainers/data_adapters/
-        # py_dataset_adapter.py: workers, use_multiprocessing, max_queue_size), on every backend.
-        loader = ("    # or a torch DataLoader(dataset, batch_size=b, num_workers=4, pin_memory=True): model.fit "
-                  "takes it\n") if backend == "torch" else ""
-        return (f"Build batches in worker processes (Keras {sw.keras or '3'}, {backend} backend): a "
-                "keras.utils.PyDataset that decodes each image once and keeps it as uint8:\n"
-                "    class Images(keras.utils.PyDataset):\n"
-                "        def __init__(self, files, labels, **kw):\n"
-                "            super().__init__(workers=4, use_multiprocessing=True, max_queue_size=16, **kw)\n"
-                "        ...\n"
-                f"{loader}"
-                "    model.fit(Images(files, labels), epochs=nb_epoch)")
-    if fw in ("tf.keras", "tensorflow", "keras3"):
-        return ("Use a parallel, prefetching tf.data pipeline instead of ImageDataGenerator:\n"
-                "    ds = keras.utils.image_dataset_from_directory(train_dir, image_size=(h, w), batch_size=b)\n"
-                "    ds = ds.map(lambda x, y: (x / 255.0, y), num_parallel_calls=tf.data.AUTOTUNE)\n"
-                "    ds = ds.prefetch(tf.data.AUTOTUNE)")
     if fw == "torch":
         return ("Load batches in worker processes:\n"
                 "    loader = DataLoader(dataset, batch_size=b, num_workers=4, pin_memory=True,\n"
@@ -181,7 +172,8 @@ def upgraded(sw: Software) -> Software:
 VARIANT_HOW = {
     "onednn_off": "set TF_ENABLE_ONEDNN_OPTS=0 in the environment before TensorFlow starts",
     "tf32_off": "set NVIDIA_TF32_OVERRIDE=0 in the environment (float32 without TF32)",
-    "xla": "compile the model with XLA: model.compile(..., jit_compile=True)",
+    "xla": "compile the training step: model.compile(..., jit_compile=True) (XLA on TensorFlow, torch.compile on "
+           "torch)",
     "channels_padded": "pad the input to 8 channels (zeros) so the first convolution can use Tensor Cores",
     "float32_batches": "build the batches in float32: ImageDataGenerator(..., dtype='float32')",
 }
@@ -285,9 +277,13 @@ def variant_applies(variant: str, sw: Software, script: bool) -> str | None:
     if script and variant not in SCRIPT_VARIANTS:
         return f"the {variant} variant changes the seed workload's model or data, not a user's script"
     tf_backend = sw.framework == "tf.keras" or (sw.framework == "keras3" and sw.keras_backend in (None, "tensorflow"))
-    if variant == "xla" and not tf_backend:
+    # Keras 3 compiles with jit_compile=True on torch too (torch.compile, from torch 2.1); on JAX it always does.
+    torch_backend = sw.framework == "keras3" and sw.keras_backend == "torch" and version_at_least(sw.torch,
+                                                                                                  "2.1") is not False
+    if variant == "xla" and not (tf_backend or torch_backend):
         # Unknown is unknown: a document that names no framework is not said to run another one.
-        return ("the xla variant compiles Keras on TensorFlow (jit_compile); "
+        return ("the xla variant compiles Keras' training step (jit_compile: XLA on TensorFlow, torch.compile on "
+                "torch from 2.1); "
                 + (f"this stack runs {sw.label()}" if sw.known else "this document does not say which framework ran"))
     if variant == "onednn_off" and not sw.tensorflow:
         return "TF_ENABLE_ONEDNN_OPTS is a TensorFlow switch"

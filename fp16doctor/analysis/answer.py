@@ -378,7 +378,7 @@ def _findings(diagnosis: Diagnosis, prescriptions: tuple[PrescriptionLine, ...])
         explains = f.get("explains_ms")
         points = _points_to(f, prescriptions, diagnosis.prescriptions)
         lines.append(FindingLine(
-            id=str(f.get("id", "?")), rank=int(f.get("rank") or 0), severity=str(f.get("severity") or "info"),
+            id=str(f.get("id", "?")), rank=f["rank"] if isinstance(f.get("rank"), int) else 0, severity=str(f.get("severity") or "info"),
             title=short_line(str(f.get("title") or "")),
             explains=(f"explains {fmt_ms(float(explains))} of {f.get('precision')}"
                       + ("" if (f.get("variant") or "original") == "original"

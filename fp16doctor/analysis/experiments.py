@@ -18,6 +18,7 @@ from fp16doctor.analysis.causes import (
     no_test,
 )
 from fp16doctor.analysis.context import Context, RunView, build_context
+from fp16doctor.analysis.next_bound import compiled_applies, in_memory_idle
 from fp16doctor.analysis.registry import rules
 from fp16doctor.analysis.rules.common import make_finding
 from fp16doctor.analysis.rules.host_input import CONTROL_MIN_FACTOR
@@ -52,6 +53,8 @@ FLOAT32_BATCHES = Experiment("float32_batches", VARIANT_CHANGES["float32_batches
 CHANNELS_PADDED = Experiment("channels_padded", VARIANT_CHANGES["channels_padded"], "tensor_cores_not_eligible", "")
 TF32_OFF = Experiment("tf32_off", VARIANT_CHANGES["tf32_off"], "tf32_baseline", "float32")
 XLA = Experiment("xla", VARIANT_CHANGES["xla"], "small_model_overhead", "")
+# The same switch on float32 where the in-memory step leaves the GPU idle (next_bound.py): it tests no finding.
+COMPILED = Experiment("xla", VARIANT_CHANGES["xla"], "", "float32")
 EXPERIMENTS = (ONEDNN_OFF, FLOAT32_BATCHES, CHANNELS_PADDED, TF32_OFF, XLA)
 EXPERIMENT_VARIANTS = tuple(e.variant for e in EXPERIMENTS)
 
@@ -62,7 +65,7 @@ def _item(run: RunView, exp: Experiment, reason: str, skip: str | None = None) -
         "stack": run.stack,
         "precision": exp.precision or run.precision,
         "variant": exp.variant,
-        "experiment": {"changes": dict(exp.changes), "tests": exp.tests},
+        "experiment": {"changes": dict(exp.changes), "tests": exp.tests or None},
         "reason": reason,
     }
     if skip:
@@ -142,6 +145,12 @@ def plan(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
         if reason is not None and key not in done and key not in planned:
             planned[key] = {"machine": run.machine, "stack": run.stack, "precision": run.precision,
                             "variant": "synthetic_input", "control": True, "reason": reason}
+    for run in ctx.ok_runs():
+        # With batches in memory the GPU idles most of the step (next_bound.py): compiled execution goes at the
+        # dispatch and launch gaps; measured on float32 as written, beside the run it changes.
+        if run.precision == "float32" and run.variant == "original" and not run.experiment and (
+                idle := in_memory_idle(ctx, run)) is not None and compiled_applies(ctx, run):
+            add(run, COMPILED, f"with batches in memory the GPU idled {idle.share:.0%} of the step", None)
     for run in ctx.ok_runs():
         # Where float32 may already run on Tensor Cores (TF32), fp16 can look no better: measure float32 without.
         gpu = ctx.gpu_for(run)

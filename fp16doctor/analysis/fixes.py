@@ -85,33 +85,11 @@ SNIPPETS: dict[str, dict[str, str]] = {
         ),
     },
     "input_pipeline_bound": {
-        # Keras 3 runs a PyDataset's batches in workers on every backend
-        # (keras/src/trainers/data_adapters/py_dataset_adapter.py); tf.data only where TensorFlow is installed.
-        f"{KERAS3}/torch": (
-            "loader = torch.utils.data.DataLoader(dataset, batch_size=128, shuffle=True,\n"
-            "                                     num_workers=4, pin_memory=True, persistent_workers=True)\n"
-            "model.fit(loader, epochs=nb_epoch)  # Keras 3 on torch takes a DataLoader as it is"
-        ),
-        f"{KERAS3}/jax": (
-            "class Images(keras.utils.PyDataset):  # __getitem__ returns one batch, built in a worker\n"
-            "    def __init__(self, files, labels, **kw):\n"
-            "        super().__init__(workers=4, use_multiprocessing=True, max_queue_size=16, **kw)\n"
-            "model.fit(Images(files, labels), epochs=nb_epoch)"
-        ),
+        # Where Keras has preprocessing layers (Keras 3, tf.keras from TF 2.3), the code is the program the
+        # prescription's input_pipeline change carries (analysis/pipeline_code.py), said once there.
         KERAS2_TF1: (
             "model.fit_generator(train_generator, steps_per_epoch=steps, epochs=nb_epoch,\n"
             "                    workers=4, use_multiprocessing=True, max_queue_size=16)"
-        ),
-        TF_KERAS2: (
-            "ds = tf.keras.utils.image_dataset_from_directory(train_dir, image_size=(224, 336),\n"
-            "                                                 batch_size=128)\n"
-            "ds = ds.map(lambda x, y: (x / 255.0, y)).prefetch(tf.data.AUTOTUNE)\n"
-            "model.fit(ds, epochs=nb_epoch)"
-        ),
-        KERAS3: (
-            "ds = keras.utils.image_dataset_from_directory(train_dir, image_size=(224, 336),\n"
-            "                                              batch_size=128)\n"
-            "model.fit(ds.prefetch(tf.data.AUTOTUNE), epochs=nb_epoch)"
         ),
     },
     "tf32_baseline": {

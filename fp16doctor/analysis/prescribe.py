@@ -31,6 +31,7 @@ from fp16doctor.analysis.advice import (
 )
 from fp16doctor.analysis.context import BF16, Context, Pair, RunView, Software, names_a_change
 from fp16doctor.analysis.intervals import FIRST_STEP, RatioInterval
+from fp16doctor.analysis.next_bound import CommandOf, idle_words, next_bound_changes
 from fp16doctor.analysis.values import (
     ShownRatio,
     as_list,
@@ -47,7 +48,7 @@ from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.redaction import redact_secrets
 from fp16doctor.results import SIZE_CAVEATS, VARIANT_CHANGES, rerun_options
 from fp16doctor.workload.protocol import BF16 as BF16_FAMILY
-from fp16doctor.workload.protocol import FP16, is_pure
+from fp16doctor.workload.protocol import FP16, SEED_WORKLOAD, is_pure
 
 Finding = dict[str, Any]
 Prescription = dict[str, Any]
@@ -376,10 +377,14 @@ def _input_change(ctx: Context, fp32: RunView) -> list[dict[str, Any]]:
     iv = pair.interval
     if iv.outcome != "faster" or iv.speedup < INPUT_CHANGE_MIN_SPEEDUP:
         return []
+    height, width = fp32.image_size or (None, None)
     return [{"kind": "input_pipeline", "measured_by": "synthetic_input", "precision": "float32",
              "step_ms": pair.fp32_step_ms, "changed_step_ms": pair.step_ms, "speedup": round_ratio(iv.speedup),
              "speedup_interval": [round_ratio(iv.low), round_ratio(iv.high)], "figure": pair.shown.figure(),
-             "how": input_pipeline_code(fp32.software), "in_memory": _in_memory(ctx, fp32)}]
+             # The program is the seed's (its model as posted); a user's own script gets the words.
+             "how": input_pipeline_code(fp32.software, height, width, fp32.batch_size,
+                                        program=fp32.workload_name == SEED_WORKLOAD),
+             "in_memory": _in_memory(ctx, fp32)}]
 
 
 # Another Keras backend is prescribed only where its float32 step measured at least this much faster, at the
@@ -436,17 +441,51 @@ def _backend_changes(ctx: Context, fp32: RunView) -> list[dict[str, Any]]:
     return changes
 
 
+def _command_of(ctx: Context) -> CommandOf:
+    def command_of(run: RunView, precision: str, variant: str | None) -> tuple[str | None, str | None]:
+        command = _command(ctx, run, precision, variant)
+        return command, None if command else no_command_why(ctx, run, precision, variant)
+    return command_of
+
+
 def user_changes(ctx: Context, fp32: RunView) -> list[dict[str, Any]]:
-    """Changes to the user's code beyond a precision that a control or an experiment measured on this machine
-    (batches in memory; another Keras backend), largest first (`prescriptions[].user_changes`)."""
-    changes = _input_change(ctx, fp32) + _backend_changes(ctx, fp32)
-    return sorted(changes, key=lambda c: -float(c["speedup"]))
+    """Changes to the user's code beyond a precision on this machine (`prescriptions[].user_changes`): those a
+    control or an experiment measured (batches in memory; another Keras backend; compiled execution), largest
+    first; then, where batches in memory still leave the GPU idle most of the step, what goes at that bound and
+    nobody measured, in the order it is worth trying (compiled execution with the command that measures it; uint8
+    batches from pinned memory, an estimate): next_bound.py."""
+    following = next_bound_changes(ctx, fp32, _command_of(ctx))
+    measured = _input_change(ctx, fp32) + _backend_changes(ctx, fp32) + [
+        c for c in following if c["basis"] == "measured"]
+    return sorted(measured, key=lambda c: -float(c["speedup"])) + [c for c in following if c["basis"] != "measured"]
+
+
+def _next_bound_words(change: Mapping[str, Any]) -> str:
+    """A change after the input pipeline as every output says it: compiled execution, measured or with its command;
+    uint8 batches from pinned memory, an estimate."""
+    if change.get("kind") == "batch_bytes":
+        return (f"uint8 batches from pinned memory: the batch copy {fmt_ms(change.get('copy_ms'))} -> about "
+                f"{fmt_ms(change.get('estimated_copy_ms'))} a step ({change.get('batch_mb')} MB of "
+                f"{change.get('batch_dtype')} -> {change.get('uint8_mb')} MB of uint8 at "
+                f"{change.get('rate_basis')}), so {fmt_ms(change.get('step_ms'))} -> about "
+                f"{fmt_ms(change.get('changed_step_ms'))} a step with batches in memory: an estimate, not measured")
+    what = f"compiled execution ({change.get('setting')} on {change.get('backend')})"
+    idle = as_mapping(change.get("device_idle"))
+    why = f"; {idle_words(idle)}" if idle else ""
+    if change.get("basis") == "measured":
+        return (f"{what}: {fmt_ms(change.get('step_ms'))} -> {fmt_ms(change.get('changed_step_ms'))} a step "
+                f"({change.get('figure')}), float32 as written, measured by the xla variant{why}")
+    measure = (f"`{change['command']}` measures it" if change.get("command")
+               else f"fp16doctor cannot measure it here ({change.get('no_command')})")
+    return f"{what}: untested; {measure}{why}"
 
 
 def change_words(change: Mapping[str, Any]) -> str:
     """"input pipeline: 303 ms -> 82 ms a step (3.7x faster), measured with batches in memory", "backend jax:
     83 ms -> 37 ms a step (2.2x faster), float32 with batches in memory": a user change as every output says it."""
     kind = str(change.get("kind", "")).replace("_", " ")
+    if change.get("kind") in ("compiled", "batch_bytes"):
+        return _next_bound_words(change)
     if change.get("kind") == "backend":
         what = f"backend {change.get('backend')}"
         measured = ("float32 with batches in memory" if change.get("variant") == "synthetic_input"
@@ -537,6 +576,8 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
         configs = measured_configs(ctx, fp32, found)
         best = _best(configs, fp32)
         changes = user_changes(ctx, fp32)
+        # The headline leads with the largest change a control measured (the pipeline, a backend).
+        lead = next((c for c in changes if c["kind"] in ("input_pipeline", "backend")), None)
         where = fp32.stack if fp32.machine == "host" else f"{fp32.stack} on {fp32.machine}"
         iv = best.interval
         low, high = (1.0, 1.0) if best.baseline else (iv.low, iv.high)
@@ -556,7 +597,7 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
             "measured": [m.to_dict() for m in configs],
             "untested": _untested(ctx, fp32, configs, best, found),
             "user_changes": changes,
-            "headline": (_change_headline(changes[0], where, best) if changes else _headline(fp32, best, configs))
+            "headline": (_change_headline(lead, where, best) if lead is not None else _headline(fp32, best, configs))
             + _size_caveat(ctx),
         })
     return result

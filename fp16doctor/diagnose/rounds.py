@@ -18,6 +18,7 @@ from typing import Any
 from fp16doctor.diagnose.budget import (
     analysis_s,
     block_s,
+    compile_s,
     original_run,
     rounds_warmup_steps,
     script_setup_s,
@@ -417,7 +418,7 @@ def _changed_startup_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSiz
         base = original_run(runs, stack, spec.precision)
         step_s = _changed_step_s(spec, runs)
         priced = base or fp32 or NO_RUN
-        first_s = _rounds_first_step_s(priced.first_step_s, priced.median_s or 0.0, step_s)
+        first_s = _rounds_first_step_s(priced.first_step_s, priced.median_s or 0.0, step_s) + compile_s(spec, runs)
         total += _config_startup_s(first_s, step_s, size, rounds)
         if fp32 is not None and fp32.on_gpu:
             total += _gpu_build_s(spec.rounds_label, fp32, size, timed_input=False)

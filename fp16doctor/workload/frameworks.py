@@ -10,6 +10,7 @@ from __future__ import division, print_function
 import atexit
 import importlib
 import json
+import re
 import os
 import shutil
 import sys
@@ -385,12 +386,19 @@ def apply_variant(api, variant, device, env):
         raise Skip("tf32_off: TF32 exists only on NVIDIA GPUs of compute capability 8.0 and newer; "
                    "this run is on the CPU")
     elif variant == "xla":
-        if api.backend_name != "tensorflow":
-            raise Skip("xla: an experiment for the TensorFlow backend (JAX always compiles with XLA, and "
-                       "torch.compile takes minutes)")
-        import tensorflow as tf
-        if int(tf.__version__.split(".")[0]) < 2:
-            raise Skip("xla: Keras %s on TensorFlow %s has no jit_compile" % (api.version, tf.__version__))
+        # compile(jit_compile=True): XLA on TensorFlow, torch.compile on torch (Keras 3's torch trainer, from
+        # torch 2.1: below it Keras warns and runs eagerly). Keras on JAX compiles its step with XLA already.
+        if api.backend_name == "torch":
+            import torch
+            if tuple(int(p) for p in re.findall(r"\d+", torch.__version__)[:2]) < (2, 1):
+                raise Skip("xla: Keras %s runs jit_compile=True as torch.compile from torch 2.1; this is torch %s"
+                           % (api.version, torch.__version__))
+        elif api.backend_name != "tensorflow":
+            raise Skip("xla: Keras on %s compiles its training step already (jit_compile)" % api.backend_name)
+        else:
+            import tensorflow as tf
+            if int(tf.__version__.split(".")[0]) < 2:
+                raise Skip("xla: Keras %s on TensorFlow %s has no jit_compile" % (api.version, tf.__version__))
         applied["jit_compile"] = True
     elif variant == "float32_batches":
         applied["batch_dtype"] = "float32"

@@ -129,7 +129,8 @@ def test_every_output_of_an_example_prints_a_ratio_the_same_way(path: Path) -> N
         if verdict["variant"] not in ADOPTABLE:
             # A control (batches in memory) is no configuration to adopt: the prescription quotes it beside the
             # change it measures (user_changes), with the verdict's figure.
-            quoted = [m for p in diagnosis.prescriptions for change in p["user_changes"] for m in change["in_memory"]
+            quoted = [m for p in diagnosis.prescriptions for change in p["user_changes"]
+                      for m in change.get("in_memory") or []
                       if (p["machine"], p["stack"], m["precision"]) == (verdict["machine"], verdict["stack"],
                                                                         verdict["precision"])]
             assert [m["figure"] for m in quoted] == [shown]

@@ -175,3 +175,18 @@ def test_the_budgets_clock_starts_with_the_commands_own_process() -> None:
             "print(now - command_started())")
     age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert 0.25 < age < 30.0
+
+
+def test_compiling_on_keras_torch_backend_is_priced_on_the_first_step() -> None:
+    from fp16doctor.diagnose.budget import TORCH_COMPILE_PRIOR_S
+
+    def runs(backend: str) -> list[dict[str, Any]]:
+        return [{"stack": "host", "precision": "float32", "variant": "original", "status": "ok",
+                 "first_step_ms": 1300.0, "step_time_ms": {"median": 450.0}, "software": {"keras_backend": backend},
+                 "timing": {"import_s": 3.0, "total_s": 10.0}, "wall_s": 11.0}]
+
+    spec = RunSpec("host", "float32", "xla", QUICK)
+    # torch.compile compiles on the first step; TensorFlow's XLA within the tracing float32's first step paid.
+    torch, tensorflow = experiment_cost_s(spec, runs("torch")), experiment_cost_s(spec, runs("tensorflow"))
+    assert torch - tensorflow == pytest.approx(TORCH_COMPILE_PRIOR_S)
+    assert experiment_cost_s(RunSpec("host", "float32", "tf32_off", QUICK), runs("torch")) < tensorflow + 1.0
