@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # the Diagnosis holds its answer; the builder reads the Diagn
 MAX_LINE = 200  # no line of the answer is longer (a code block aside)
 TOP_OPS = 3  # the ops a CPU's bound names per run
 # A finding whose remedy is a change the prescription measured (prescriptions[].user_changes[].kind).
-CHANGE_OF_FINDING = {"input_pipeline_bound": "input_pipeline"}
+CHANGE_OF_FINDING = {"input_pipeline_bound": "input_pipeline", "pageable_copies": "batch_bytes"}
 VARIANT_WORDS = {"original": "", "synthetic_input": "batches in memory"}
 
 
@@ -378,7 +378,8 @@ def _findings(diagnosis: Diagnosis, prescriptions: tuple[PrescriptionLine, ...])
         explains = f.get("explains_ms")
         points = _points_to(f, prescriptions, diagnosis.prescriptions)
         lines.append(FindingLine(
-            id=str(f.get("id", "?")), rank=f["rank"] if isinstance(f.get("rank"), int) else 0, severity=str(f.get("severity") or "info"),
+            id=str(f.get("id", "?")), rank=f["rank"] if isinstance(f.get("rank"), int) else 0,
+            severity=str(f.get("severity") or "info"),
             title=short_line(str(f.get("title") or "")),
             explains=(f"explains {fmt_ms(float(explains))} of {f.get('precision')}"
                       + ("" if (f.get("variant") or "original") == "original"

@@ -54,7 +54,7 @@ class Idle:
 
 def idle_words(idle: Mapping[str, Any]) -> str:
     """"with batches in memory the GPU idled 76 ms of the 112 ms profiled step (68 %)", and its split."""
-    text = (f"with batches in memory the GPU idled {fmt_ms(idle.get('idle_ms'))} of the {fmt_ms(idle.get('step_ms'))} "
+    text = (f"in memory the GPU idled {fmt_ms(idle.get('idle_ms'))} of the {fmt_ms(idle.get('step_ms'))} "
             f"profiled step ({float(idle.get('share') or 0):.0%})")
     split = as_mapping(idle.get("split"))
     if split:
@@ -96,10 +96,12 @@ def in_memory_idle(ctx: Context, fp32: RunView) -> Idle | None:
 
 
 def _compile_how(backend: str) -> str:
+    """A prose line (what compiles it), then the code."""
     what = {"torch": "torch.compile of the training step (torch >= 2.1); its first steps compile",
             "tensorflow": "XLA"}.get(backend, "the backend's compiler")
-    return ("model.compile(loss='binary_crossentropy', optimizer=optimizer, metrics=['accuracy'],\n"
-            f"              jit_compile=True)  # Keras 3 on {backend}: {what}")
+    return (f"Compile the training step (Keras 3 on {backend}: {what}).\n"
+            "model.compile(loss='binary_crossentropy', optimizer=optimizer, metrics=['accuracy'],\n"
+            "              jit_compile=True)")
 
 
 def compiled_applies(ctx: Context, fp32: RunView) -> bool:
@@ -133,7 +135,8 @@ def compiled_change(ctx: Context, fp32: RunView, idle: Idle, command_of: Command
                 "speedup_interval": [round_ratio(iv.low), round_ratio(iv.high)], "outcome": iv.outcome,
                 "figure": pair.shown.figure()}
     command, no_command = command_of(fp32, "float32", "xla")
-    return {**change, "basis": "untested", "command": command, **({"no_command": no_command} if not command else {})}
+    return {**change, "basis": "untested", "command": command,
+            **({"no_command": no_command} if not command else {})}
 
 
 # ---------------------------------------------------------------------------------------- the batch's bytes

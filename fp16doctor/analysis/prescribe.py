@@ -464,20 +464,19 @@ def _next_bound_words(change: Mapping[str, Any]) -> str:
     """A change after the input pipeline as every output says it: compiled execution, measured or with its command;
     uint8 batches from pinned memory, an estimate."""
     if change.get("kind") == "batch_bytes":
-        return (f"uint8 batches from pinned memory: the batch copy {fmt_ms(change.get('copy_ms'))} -> about "
-                f"{fmt_ms(change.get('estimated_copy_ms'))} a step ({change.get('batch_mb')} MB of "
-                f"{change.get('batch_dtype')} -> {change.get('uint8_mb')} MB of uint8 at "
-                f"{change.get('rate_basis')}), so {fmt_ms(change.get('step_ms'))} -> about "
-                f"{fmt_ms(change.get('changed_step_ms'))} a step with batches in memory: an estimate, not measured")
+        return (f"uint8 batches from pinned memory: the copy {fmt_ms(change.get('copy_ms'))} -> about "
+                f"{fmt_ms(change.get('estimated_copy_ms'))} a step at {change.get('rate_basis')}, so "
+                f"{fmt_ms(change.get('step_ms'))} -> about {fmt_ms(change.get('changed_step_ms'))} in memory "
+                "(an estimate)")
     what = f"compiled execution ({change.get('setting')} on {change.get('backend')})"
     idle = as_mapping(change.get("device_idle"))
     why = f"; {idle_words(idle)}" if idle else ""
     if change.get("basis") == "measured":
         return (f"{what}: {fmt_ms(change.get('step_ms'))} -> {fmt_ms(change.get('changed_step_ms'))} a step "
                 f"({change.get('figure')}), float32 as written, measured by the xla variant{why}")
-    measure = (f"`{change['command']}` measures it" if change.get("command")
+    measure = ("its command below" if change.get("command")
                else f"fp16doctor cannot measure it here ({change.get('no_command')})")
-    return f"{what}: untested; {measure}{why}"
+    return f"{what}: untested, {measure}{why}"
 
 
 def change_words(change: Mapping[str, Any]) -> str:
@@ -568,6 +567,14 @@ def baselines(ctx: Context) -> list[RunView]:
     return found
 
 
+def _untested_changes(changes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A user change nobody measured (compiled execution) is an untested configuration too, with its command."""
+    return [{"precision": c.get("precision"), "variant": "xla", "setting": c.get("setting"),
+             "why": idle_words(as_mapping(c.get("device_idle"))),
+             "command": c["command"]}
+            for c in changes if c.get("basis") == "untested" and c.get("command")]
+
+
 def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
     """One prescription per machine and stack with a float32 run of the original workload (or, with none, its
     fastest 16-bit type as written)."""
@@ -595,7 +602,7 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
                 "caveat": best.caveat,
             },
             "measured": [m.to_dict() for m in configs],
-            "untested": _untested(ctx, fp32, configs, best, found),
+            "untested": _untested(ctx, fp32, configs, best, found) + _untested_changes(changes),
             "user_changes": changes,
             "headline": (_change_headline(lead, where, best) if lead is not None else _headline(fp32, best, configs))
             + _size_caveat(ctx),

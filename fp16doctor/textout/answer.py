@@ -12,6 +12,7 @@ from fp16doctor.analysis.answer import MAX_LINE, Answer, FindingLine, PrecisionL
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 FULL_HINT = "fp16doctor explain --full prints each one's evidence"
+CODE_LINES = 6  # a longer program is named in the terse answer and printed whole by `explain --full` and the report
 
 
 def _put(text: Text, indent: int, line: str, style: str = "", hang: int = 2) -> None:
@@ -33,17 +34,27 @@ def _pointer(finding: FindingLine, answer: Answer) -> str:
     return finding.fix
 
 
-def answer_text(answer: Answer, findings: bool = True, top: int | None = None) -> Text:
+def _code(code: str, whole: bool) -> str:
+    """A program as printed: whole, or (terse) its first line and where the rest is."""
+    lines = code.splitlines()
+    if whole or len(lines) <= CODE_LINES:
+        return code
+    return (f"{lines[0]}\n# and {len(lines) - 1} more lines: "
+            "fp16doctor explain --full prints the program (so does the report)")
+
+
+def answer_text(answer: Answer, findings: bool = True, top: int | None = None, whole_code: bool = True) -> Text:
     """(a) the bound, (b) what to do, (c) a line per configuration, how, the notes, then (with `findings`) a line per
     finding, the first `top` of them where given."""
-    head, rest = answer_sections(answer, findings, top)
+    head, rest = answer_sections(answer, findings, top, whole_code)
     if head.plain and rest.plain:
         head.append("\n")
     head.append_text(rest)
     return head
 
 
-def answer_sections(answer: Answer, findings: bool = True, top: int | None = None) -> tuple[Text, Text]:
+def answer_sections(answer: Answer, findings: bool = True, top: int | None = None,
+                    whole_code: bool = True) -> tuple[Text, Text]:
     """answer_text in two pieces: (a) to (c), then how, the notes and the findings; what a caller adds to (c) (the
     comparison between stacks) goes between them."""
     text = Text()
@@ -78,8 +89,11 @@ def answer_sections(answer: Answer, findings: bool = True, top: int | None = Non
         for p in how:
             label = f"{p.id}: " if many else ""
             codes = [c.code for c in p.changes if c.code]
-            for code in codes:  # a prose line, then a code block: indented, never broken
-                text.append(f"  {label}" + code.replace("\n", "\n    ") + "\n")
+            for code in codes:  # a prose line (broken at words), then a code block: indented, never broken
+                prose, _, block = _code(code, whole_code).partition("\n")
+                _put(text, 2, f"{label}{prose}", hang=2)
+                if block:
+                    text.append("    " + block.replace("\n", "\n    ") + "\n")
             if p.how:
                 _put(text, 2, f"{label}{'then ' if codes else ''}{p.how}")
             for idea, command in p.untested:

@@ -79,7 +79,7 @@ def diagnose_summary_text(outcome: DiagnoseOutcome) -> RenderableType:
     the detail the terminal has room for: the runs table, why a run failed, where the time was spent, the paths.
     The op tables and each finding's evidence are in the report and `explain --full`."""
     diagnosis = outcome.diagnosis
-    head, rest = answer_sections(diagnosis.answer, top=SUMMARY_FINDINGS)
+    head, rest = answer_sections(diagnosis.answer, top=SUMMARY_FINDINGS, whole_code=False)
     between = stack_comparisons_text(diagnosis.stack_comparisons, terse=True)
     parts: list[RenderableType] = [t for t in (head, between, rest) if t is not None and (
         not isinstance(t, Text) or t.plain)]

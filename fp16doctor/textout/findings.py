@@ -78,7 +78,7 @@ def findings_text(diagnosis: Diagnosis, full: bool = False) -> RenderableType:
     `full`, then the detail: the prescription's measured table, the verdicts, measured runs, the roofline, and each
     finding with its evidence and recommendation, most important first."""
     findings = diagnosis.findings
-    head, rest = answer_sections(diagnosis.answer, findings=not full)
+    head, rest = answer_sections(diagnosis.answer, findings=not full, whole_code=full)
     between = stack_comparisons_text(diagnosis.stack_comparisons, terse=True) if not full else None
     parts: list[RenderableType] = [t for t in (head, between, rest) if t is not None and (
         not isinstance(t, Text) or t.plain)]

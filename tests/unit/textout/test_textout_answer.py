@@ -21,6 +21,12 @@ H200 = EXAMPLES / "gpu-h200-keras-torch-full" / "results.json"
 # explain of the H200 document as printed before the answer (every section, every finding's evidence and fix).
 BEFORE = ROOT / "tests" / "data" / "explain" / "gpu-h200-keras-torch-full.before-answer.txt"
 LIMITS = {"gpu-h200-keras-torch-full": 6000, "cpu-xeon-amx-quick": 5000, "cpu-epyc-avx512bf16-quick": 5000}
+RETIRED = {"tensor_cores_not_eligible"}  # findings the document's own numbers contradicted, removed since
+# Numbers the whole-step accounting corrected since: the mixed runs' device change counts kernels (not −9.0 / −4.5 ms
+# with an identical batch's copy), float16's in-memory gain is placed over batch, copy and kernels (no "89%
+# unexplained", no one wgrad kernel's 0.24 / 0.39 / 0.63 ms as its evidence), the device's part of float16's timed
+# difference, TF32 is reported as measured (no "2x"), and no channel-count share (18%) for layers on Tensor Cores.
+CORRECTED = {"0.24 ms", "0.39 ms", "0.63 ms", "1%", "18%", "25", "2x", "89%", "−15 ms", "−4.5 ms", "−9.0 ms"}
 NUMBER = r"(?<![\w.])[−-]?\d+(?:\.\d+)?(?:x|%| ms| GB/s| MB| TFLOPS)?"
 
 
@@ -67,9 +73,10 @@ def test_the_h200_answer_says_the_bound_the_prescription_and_float16s_cause_firs
 def test_full_explain_keeps_every_finding_id_and_number_printed_before() -> None:
     before = BEFORE.read_text(encoding="utf-8")
     full = _explain(H200, "--full")
-    ids = set(re.findall(r"^\d+\. (?:INFO|WARNING|CRITICAL) (\w+)", before, flags=re.M))
+    # tensor_cores_not_eligible is gone on purpose: the profile shows conv2d and dense on Tensor Cores.
+    ids = set(re.findall(r"^\d+\. (?:INFO|WARNING|CRITICAL) (\w+)", before, flags=re.M)) - RETIRED
     assert ids and ids <= set(re.findall(r"\w+", full))
-    missing = set(re.findall(NUMBER, before)) - set(re.findall(NUMBER, full))
+    missing = set(re.findall(NUMBER, before)) - set(re.findall(NUMBER, full)) - CORRECTED
     assert not missing, sorted(missing)
 
 
