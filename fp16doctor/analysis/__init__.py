@@ -36,7 +36,7 @@ from fp16doctor.analysis.rules.common import make_finding
 from fp16doctor.analysis.runs import RunRow, run_rows
 from fp16doctor.analysis.stack_compare import DocumentComparison, StackComparison, compare_documents, stack_comparisons
 from fp16doctor.analysis.values import as_list, fmt_ms
-from fp16doctor.analysis.verdicts import complete_saved, verdicts
+from fp16doctor.analysis.verdicts import complete_saved, unlisted_devices, verdicts
 
 Finding = dict[str, Any]
 
@@ -214,7 +214,7 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
     prescriptions = prescribe(ctx, by_rule)
     hold_advice(ctx, findings, prescriptions, RECOMMENDS, REMEDIES)
     roofline = estimate_context(ctx)
-    judged = verdicts(accountings, findings, roofline)
+    judged = verdicts(accountings, findings, roofline, unlisted_devices(ctx))
     return Diagnosis(_rank(findings), judged, prescriptions, run_rows(ctx), comparisons_of(ctx),
                      roofline, "analysis" if findings else "none",
                      stack_comparisons=stack_comparisons(ctx, judged))

@@ -12,7 +12,7 @@ from fp16doctor.analysis.values import fmt_config, fmt_ms, fmt_versus
 from fp16doctor.knowledge.cuda import version_at_least
 from fp16doctor.knowledge.frameworks import KERAS_FLOATX_BATCHES_UNTIL, has_feature
 from fp16doctor.results import HOST_MACHINE, VARIANT_CHANGES
-from fp16doctor.workload.protocol import FP16, SCRIPT_VARIANTS, family
+from fp16doctor.workload.protocol import FP16, SCRIPT_VARIANTS, family, is_mixed
 
 
 def mixed_precision_code(sw: Software) -> str:
@@ -179,7 +179,7 @@ VARIANT_HOW = {
 }
 
 
-def _precision_how(precision: str, sw: Software, on_gpu: bool) -> str:
+def _precision_how(precision: str, sw: Software, on_gpu: bool, training: bool = True) -> str:
     """The one change that selects a precision in the framework the run used."""
     fw = sw.framework
     mixed = precision.startswith("mixed_")
@@ -204,7 +204,8 @@ def _precision_how(precision: str, sw: Software, on_gpu: bool) -> str:
     if fw == "torch":
         device = "cuda" if on_gpu else "cpu"
         if mixed:
-            scaler = " with a GradScaler" if family(precision) == FP16 else ""
+            # Loss scaling is training's (knowledge/modes.py): forward passes scale no gradient.
+            scaler = " with a GradScaler" if family(precision) == FP16 and training else ""
             return f"with torch.autocast('{device}', dtype=torch.{dtype}): ... around the forward pass{scaler}"
         return f"model.to(torch.{dtype}) and {dtype} inputs"
     if fw == "jax":
@@ -215,10 +216,10 @@ def _precision_how(precision: str, sw: Software, on_gpu: bool) -> str:
 
 
 def how_to_use(precision: str, sw: Software, variant: str = "original", on_gpu: bool = False,
-               setting: str | None = None) -> str:
+               setting: str | None = None, training: bool = True) -> str:
     """The exact change for one measured configuration, in the words of the framework its run used (a variant
     fp16doctor does not know: its `setting`, as its document names the change)."""
-    how = _precision_how(precision, sw, on_gpu)
+    how = _precision_how(precision, sw, on_gpu, training)
     extra = VARIANT_HOW.get(variant) or (f"set {setting}, as the measured run did" if setting else None)
     return f"{how}; and {extra}" if extra else how
 
@@ -295,6 +296,21 @@ def precision_applies(precision: str, sw: Software) -> str | None:
         return (f"{sw.label()} has no mixed precision API (multi-backend Keras 2 and TensorFlow 1.x); "
                 "old_stack names the upgrade")
     return None
+
+
+# The variants whose change is a framework's own compiler (knowledge/modes.py FRAMEWORK_ONLY_ADVICE).
+COMPILER_VARIANTS = ("xla",)
+
+
+def advice_of(precision: str | None, variant: str | None = None, marked: str | None = None) -> tuple[str, ...]:
+    """The advice ids (knowledge/modes.py) a configuration or idea carries: the id its writer marked it with, a
+    mixed precision policy, a framework's compiler."""
+    ids = [marked] if marked else []
+    if precision and is_mixed(precision):
+        ids.append("mixed_policy")
+    if variant in COMPILER_VARIANTS:
+        ids.append("framework_compiler")
+    return tuple(ids)
 
 
 @dataclass(frozen=True)

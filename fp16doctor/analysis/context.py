@@ -37,6 +37,8 @@ from fp16doctor.attribution.device_time import HOST_TIME, DeviceTime, from_rows,
 from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS, CPU_FP16_FLAGS, CpuModel, match_cpu
 from fp16doctor.knowledge.cuda import version_at_least, version_tuple
 from fp16doctor.knowledge.gpus import GpuFacts, gpu_facts
+from fp16doctor.knowledge.modes import advice_applies, inference_only_library
+from fp16doctor.knowledge.stated import StatedFacts, stated_facts
 from fp16doctor.results import HOST_MACHINE, machine_id
 from fp16doctor.workload.protocol import BF16 as BF16_FAMILY
 from fp16doctor.workload.protocol import FP16, PRECISIONS, family
@@ -64,28 +66,21 @@ class Software:
     torch: str | None
     jax: str | None
     os: str | None = None  # the system the run's Python saw (a container's, in a stack)
+    # Every name the run's `software` gives, lower-cased (a library such as ctranslate2 beside the frameworks).
+    names: tuple[str, ...] = ()
 
     @classmethod
     def from_run(cls, run: Mapping[str, Any]) -> Software:
         sw = as_mapping(run.get("software"))
-        return cls(
-            *(
-                as_str(sw.get(k))
-                for k in (
-                    "python",
-                    "tensorflow",
-                    "keras",
-                    "keras_backend",
-                    "keras_api",
-                    "keras_preprocessing",
-                    "cuda",
-                    "cudnn",
-                    "torch",
-                    "jax",
-                    "os",
-                )
-            )
-        )
+        fields = ("python", "tensorflow", "keras", "keras_backend", "keras_api", "keras_preprocessing", "cuda",
+                  "cudnn", "torch", "jax", "os")
+        return cls(**{k: as_str(sw.get(k)) for k in fields},
+                   names=tuple(str(k).strip().lower() for k, v in sw.items() if v))
+
+    @property
+    def inference_library(self) -> str | None:
+        """The inference-only library the run used (knowledge/modes.py), else None."""
+        return inference_only_library(self.names)
 
     @property
     def known(self) -> bool:
@@ -279,10 +274,17 @@ class RunView:
     # same rounds processes, with its degrees of freedom (intervals.comparison_between); (0, 0): none measured.
     between_pool: tuple[float, int] = (0.0, 0)
     mode: str | None = None  # `workload.mode`: "training" | "inference"; None: not said (fp16doctor trains)
+    # What the document states of the workload: casts, CPU fallbacks, copies per step, notes (knowledge/stated.py).
+    stated: StatedFacts = StatedFacts()
 
     @property
     def inference(self) -> bool:
-        return self.mode == "inference"
+        """Forward passes only: the document says so, or the run's library runs nothing else."""
+        return self.mode == "inference" or self.software.inference_library is not None
+
+    def advice_applies(self, advice: str | None) -> bool:
+        """Whether advice of this id (knowledge/modes.py) applies to this run's mode and library."""
+        return advice_applies(advice, self.inference, self.software.inference_library)
 
     @property
     def timing(self) -> Timing:
@@ -398,6 +400,7 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
         aa_rounds=tuple(v for v in (as_positive(x) for x in as_list(step.get("aa_rounds"))) if v is not None),
         single=_single(step),
         mode=_mode(workload.get("mode")),
+        stated=stated_facts(run),
     )
 
 

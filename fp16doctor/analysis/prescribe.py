@@ -19,6 +19,7 @@ from fp16doctor.analysis.advice import (
     OWN,
     PRESCRIBED,
     Unmeasurable,
+    advice_of,
     how_to_use,
     input_pipeline_code,
     measured_entry,
@@ -157,6 +158,9 @@ def entry_notes(entry: Mapping[str, Any]) -> list[str]:
 
 
 def _caveat(run: RunView) -> str | None:
+    """What a pure 16-bit type risks in training (advice `weight_updates`); inference updates no weight."""
+    if not run.advice_applies("weight_updates"):
+        return None
     if is_pure(run.precision, FP16):
         return ("pure fp16: weights and optimizer state in float16, so updates under 1/2048 of a weight are lost; "
                 "watch the loss against float32's")
@@ -310,6 +314,8 @@ def _untested(ctx: Context, fp32: RunView, configs: Sequence[Measured], best: Me
     ideas: list[dict[str, Any]] = []
 
     def idea(precision: str, why: str, variant: str | None = None) -> None:
+        if not all(fp32.advice_applies(a) for a in advice_of(precision, variant)):
+            return  # a framework's switch for an inference-only library
         command = _command(ctx, fp32, precision, variant)
         ideas.append({"precision": precision, "variant": variant or "original",
                       "setting": setting_of(variant) if variant else None, "why": why, "command": command,
@@ -595,7 +601,7 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
                 "step_ms": best.step_ms, "speedup": 1.0 if best.baseline else round_ratio(iv.speedup),
                 "speedup_interval": [round_ratio(low), round_ratio(high)],
                 "how": how_to_use(best.run.precision, best.run.software, best.run.variant, best.run.on_gpu,
-                                  run_setting(best.run)),
+                                  run_setting(best.run), training=best.run.advice_applies("loss_scaling")),
                 "caveat": best.caveat,
             },
             "measured": [m.to_dict() for m in configs],
@@ -663,6 +669,9 @@ def _ideas_for(ctx: Context, finding: Finding, prescription: Prescription, targe
     why = str(finding.get("title") or finding.get("id"))
     ideas: list[dict[str, Any]] = []
     wanted: list[tuple[str, str, str, str | None]] = []  # precision, variant, why, why no variant measures it
+    if (target is not None and measured_entry(prescription, *target) is None
+            and not all(fp32.advice_applies(a) for a in advice_of(*target))):
+        target = None  # unmeasured advice this run's mode or library has no use for (knowledge/modes.py)
     if target is not None:
         precision, variant = target
         if variant not in ADOPTABLE:
@@ -686,6 +695,9 @@ def _ideas_for(ctx: Context, finding: Finding, prescription: Prescription, targe
         idea = as_mapping(raw)
         if idea.get("machine") not in (None, prescription["machine"]):
             continue  # an idea of another machine's hardware
+        if not all(fp32.advice_applies(a) for a in advice_of(as_str(idea.get("precision")),
+                                                             as_str(idea.get("variant")), as_str(idea.get("advice")))):
+            continue  # training-only advice for inference, a framework's switch for an inference-only library
         if idea.get("no_command"):
             ideas.append(_list_untested(prescription, Unmeasurable(
                 as_str(idea.get("precision")) or str(finding.get("precision") or "float16"),

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from fp16doctor.analysis.causes import HALF, Accounting, Share
-from fp16doctor.analysis.context import BF16, REDUCED, SIXTEEN_BIT
+from fp16doctor.analysis.context import BF16, REDUCED, SIXTEEN_BIT, Context
 from fp16doctor.analysis.device import device_split, estimated_bound
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
 from fp16doctor.analysis.roofline import RooflineEstimate
@@ -211,13 +211,26 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
 
 
 def verdicts(accountings: list[Accounting], findings: Sequence[Mapping[str, Any]] = (),
-             estimates: Sequence[RooflineEstimate] = ()) -> list[Verdict]:
+             estimates: Sequence[RooflineEstimate] = (),
+             unlisted: Mapping[tuple[str, str], str] | None = None) -> list[Verdict]:
+    """One verdict per accounting; `unlisted` names the devices the tables do not list, by (machine, device)."""
     best: dict[tuple[str, str, str, str], RooflineEstimate] = {}
     for e in estimates:  # the model's best case on its device, whatever the variant timed
         best.setdefault((e.machine, e.stack, e.device, e.precision), e)
     return [with_likely_cause(verdict_for(acc, best.get((acc.pair.reduced.machine, acc.pair.reduced.stack,
                                                          acc.pair.reduced.device, acc.pair.reduced.precision))),
-                              acc, findings) for acc in accountings]
+                              acc, findings, (unlisted or {}).get((acc.pair.reduced.machine, acc.pair.reduced.device)))
+            for acc in accountings]
+
+
+def unlisted_devices(ctx: Context) -> dict[tuple[str, str], str]:
+    """The GPUs of a document's 16-bit runs that no table lists, by (machine, device): their reported names."""
+    found = {}
+    for run in ctx.runs:
+        gpu = ctx.gpu_for(run)
+        if run.on_gpu and (gpu is None or not gpu.known):
+            found[(run.machine, run.device)] = (gpu.reported_name if gpu is not None else None) or "this GPU"
+    return found
 
 
 # ---------------------------------------------------------------------------------------- likely cause
@@ -230,13 +243,17 @@ LIKELY_CAUSES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("kernel_too_old", "device_fact", BF16),
     ("bf16_unsupported", "device_fact", BF16),
     ("no_fast_fp16_hardware", "device_fact", REDUCED),
+    # Casts are part of a framework's 16-bit path, named where the document points at them (mixed against pure
+    # float16, casts it states, mixed precision on a tiny training step): before the path in general.
+    ("cast_overhead", "estimate", SIXTEEN_BIT),
     ("framework_16bit_path", "estimate", SIXTEEN_BIT),
     ("host_fp16_emulation", "estimate", ("float16",)),
     ("old_stack", "estimate", SIXTEEN_BIT),
     ("tensor_cores_not_eligible", "estimate", REDUCED),
     ("no_tensor_cores", "device_fact", REDUCED),
+    # What the document states the host does every step (a copy between host and device).
+    ("input_pipeline_bound", "estimate", SIXTEEN_BIT),
     ("small_model_overhead", "estimate", SIXTEEN_BIT),
-    ("cast_overhead", "estimate", ("mixed_float16",)),
 )
 MEASURED_BASES = ("measured_ops", "experiment")
 NOT_MEASURED = "not measured: fp16doctor diagnose on that machine measures it"
@@ -265,8 +282,16 @@ def _speaks_for(finding: Mapping[str, Any], verdict: Mapping[str, Any]) -> bool:
     return True
 
 
-def likely_cause(verdict: Mapping[str, Any], acc: Accounting,
-                 findings: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
+def _why(evidence: Sequence[str], verdict: Mapping[str, Any]) -> str | None:
+    """The finding's line that speaks of the verdict's stack (evidence lines start with where they ran), else its
+    first."""
+    stack = str(verdict.get("stack"))
+    return next((e for e in evidence if e.startswith(f"{stack}:") or e.startswith(f"{stack} on ")),
+                evidence[0] if evidence else None)
+
+
+def likely_cause(verdict: Mapping[str, Any], acc: Accounting, findings: Sequence[Mapping[str, Any]],
+                 unlisted: str | None = None) -> tuple[dict[str, Any] | None, str | None]:
     """(likely_cause, why none fits) for a verdict: (None, None) where a measured cause accounts for most of the
     difference or there is no difference to explain."""
     if not acc.significant:
@@ -278,31 +303,49 @@ def likely_cause(verdict: Mapping[str, Any], acc: Accounting,
     if acc.difference_ms < 0:
         return None, ("a faster 16-bit step needs no fault to explain it: no finding is charged with the gain "
                       f"({not_measured(acc)})")
-    for fid, basis, precisions in LIKELY_CAUSES:
+    # A finding that names how a device fact costs the time (`mechanism_for` this precision: the casts a library or
+    # the document says it makes) comes before the fact itself; then the table's order.
+    mechanism = [c for c in LIKELY_CAUSES if any(f.get("id") == c[0] and precision in as_list(f.get("mechanism_for"))
+                                                 for f in findings)]
+    for fid, basis, precisions in [*mechanism, *LIKELY_CAUSES]:
         if precision not in precisions:
             continue
         finding = next((f for f in findings if f.get("id") == fid and _speaks_for(f, verdict)), None)
         if finding is None:
             continue
         evidence = [str(e) for e in as_list(finding.get("evidence"))]
+        confirm = as_str(finding.get("confirm"))  # the measurement that would confirm it, where the rule says one
         return {"id": fid, "basis": basis, "title": as_str(finding.get("title")) or REGISTRY[fid].title,
-                "why": evidence[0] if evidence else REGISTRY[fid].title}, None
+                "why": _why(evidence, verdict) or REGISTRY[fid].title,
+                **({"confirm": confirm} if confirm else {})}, None
+    if unlisted is not None:
+        # A device the tables lack: what the runs themselves say of it, not silence.
+        return None, (f"the device tables do not list {unlisted}, so no table says whether it computes "
+                      f"{precision.removeprefix('mixed_')} faster than {verdict.get('baseline')}; the runs say its "
+                      f"{precision} path is {verdict.get('figure')} here, the same workload on the same device and "
+                      f"stack ({not_measured(acc)})")
     return None, (f"no device fact or table accounts for {precision} being {verdict.get('figure')} here "
                   f"({not_measured(acc)})")
 
 
-def with_likely_cause(verdict: Verdict, acc: Accounting, findings: Sequence[Mapping[str, Any]]) -> Verdict:
+def with_likely_cause(verdict: Verdict, acc: Accounting, findings: Sequence[Mapping[str, Any]],
+                      unlisted: str | None = None) -> Verdict:
     """The verdict with its `likely_cause` (or `no_likely_cause`, why none fits), and its headline saying it."""
-    found, why = likely_cause(verdict, acc, findings)
+    found, why = likely_cause(verdict, acc, findings, unlisted)
     verdict["likely_cause"] = found
     unparsed = sorted(set(acc.pair.reduced.software.unparsed() + acc.pair.fp32.software.unparsed()))
     if unparsed:
         verdict["unparsed_versions"] = unparsed
     if why is not None:
         verdict["no_likely_cause"] = why + (f"; versions not understood: {', '.join(unparsed)}" if unparsed else "")
+    if found is None and why is not None and unlisted is not None and acc.difference_ms > 0:
+        # Not silence on a device the tables lack: the headline says the runs are all that speaks for it.
+        verdict["headline"] = (f"{verdict.get('headline', '')}; the device tables do not list {unlisted}, so only "
+                               f"these runs speak for it ({not_measured(acc)})")
     if found is None or (verdict.get("cause") == found["id"]):
         return verdict  # the headline already names it, with its estimate
-    probably = f"probably because {_title_phrase(found['title'])} ({not_measured(acc)})"
+    how = f"not measured: {found['confirm']}" if found.get("confirm") else not_measured(acc)
+    probably = f"probably because {_title_phrase(found['title'])} ({how})"
     unexplained = f"; no measured cause explains the {fmt_ms(acc.magnitude_ms)} difference"
     headline = str(verdict.get("headline", ""))
     verdict["headline"] = (headline.replace(unexplained, f"{unexplained}, {probably}") if unexplained in headline

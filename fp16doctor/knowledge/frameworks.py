@@ -221,3 +221,12 @@ HOST_FP16_BATCH_ESTIMATE = HostBatchEstimate(
 # convolutions and matmuls use fp32 compute, which runs at the fp32 rate on GPUs without Tensor Cores
 # (https://github.com/tensorflow/tensorflow/issues/15585, P100).
 TF_FP16_FP32_COMPUTE_ENV = ("TF_FP16_CONV_USE_FP32_COMPUTE", "TF_FP16_MATMUL_USE_FP32_COMPUTE")
+
+
+# Libraries that run a float16 model on a CPU by inserting Cast nodes around every op that has no float16 kernel
+# there (float16 -> float32 before it, float32 -> float16 after), so the casts, not the arithmetic, are what a float16
+# model adds: ONNX Runtime's InsertCastTransformer for its CPU execution provider.
+CASTS_FOR_MISSING_CPU_KERNELS: dict[str, str] = {
+    name: "https://github.com/microsoft/onnxruntime/blob/main/onnxruntime/core/optimizer/insert_cast_transformer.cc"
+    for name in ("onnxruntime", "onnxruntime-gpu")
+}

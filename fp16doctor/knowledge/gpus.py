@@ -182,6 +182,21 @@ GPU_MODELS: tuple[GpuModel, ...] = (
 )
 
 
+# What an NVIDIA name alone implies where no model matches and no compute capability is reported: the RTX brand
+# (GeForce RTX, Quadro RTX, RTX A-series and RTX Ada) began with Turing (turing whitepaper) and every RTX part has
+# Tensor Cores and fp16 at least at the fp32 rate (1x on GeForce Ampere, Ada and Blackwell: ga102, ada,
+# blackwell_rtx; 2x on Turing). The lowest of each, as a floor: no peak, no compute capability, no TF32 claimed.
+NAME_FLOORS: tuple[tuple[str, Architecture], ...] = (
+    (r"\brtx\b", Architecture("7.5", "an RTX part (Turing or later)", 1.0, True, False, "turing")),
+)
+
+
+def name_floor(name: str | None) -> Architecture | None:
+    """The architecture floor an unmatched NVIDIA name implies (NAME_FLOORS), else None."""
+    text = _normalise(name or "")
+    return next((arch for pattern, arch in NAME_FLOORS if re.search(pattern, text)), None)
+
+
 def _normalise(name: str) -> str:
     text = name.lower().replace("_", " ").replace("-", " ")
     return re.sub(r"\s+", " ", text).strip()
@@ -327,4 +342,6 @@ def gpu_facts(name: str | None, compute_capability: str | None, gfx: str | None 
         and cc_tuple(compute_capability) != cc_tuple(model.compute_capability)
     ):
         model = None  # the name matched a different part than the one that reported itself
+    if model is None and cc is None:
+        return GpuFacts(name, None, None, name_floor(name))  # a floor from the name alone, where it implies one
     return GpuFacts(name, model, cc, architecture_for(cc))

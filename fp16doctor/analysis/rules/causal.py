@@ -131,7 +131,9 @@ def rule_bf16_preferred(ctx: Context) -> Finding | None:
         "info",
         0.9,
         evidence,
-        "bfloat16 has float32's range, so its mixed precision needs no loss scaling.",
+        # Loss scaling is training's (knowledge/modes.py): an inference run has no gradient to scale.
+        "bfloat16 has float32's range, so its mixed precision needs no loss scaling."
+        if best.reduced.advice_applies("loss_scaling") else "",
         precision="mixed_bfloat16",
         machine=best.reduced.machine,
         stack=best.reduced.stack,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fp16doctor.analysis.context import Context, RunView, Software
+from fp16doctor.analysis.context import Context, Pair, RunView, Software
 from fp16doctor.analysis.roofline import RooflineEstimate, estimate_context
 from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.results import HOST_MACHINE
@@ -55,7 +55,7 @@ def first_software(runs: list[RunView]) -> Software:
     for run in runs:
         if run.software.known:
             return run.software
-    return runs[0].software if runs else Software(*([None] * 10))
+    return runs[0].software if runs else Software.from_run({})
 
 
 def roofline_estimates(ctx: Context) -> list[RooflineEstimate]:
@@ -80,3 +80,51 @@ def roofline_lines(ctx: Context, runs: list[RunView]) -> list[str]:
     return lines
 
 
+
+
+# A document's own statement of what cost the time (knowledge/stated.py): a field is a fact, a note's words a weaker
+# one; both below anything measured.
+STATED_CONFIDENCE = 0.55
+NOTED_CONFIDENCE = 0.4
+# A note quoted in evidence is cut to this many characters.
+NOTE_QUOTE_CHARS = 160
+
+
+def _stated_words(run: RunView, kind: str) -> str:
+    facts = run.stated
+    if kind == "casts" and facts.cast_ops:
+        return f"{facts.cast_ops} cast ops per step"
+    if kind == "cpu_fallback" and facts.cpu_fallback:
+        ops = facts.cpu_fallback
+        return (f"{ops} ops on the CPU" if isinstance(ops, int)
+                else f"{', '.join(ops)} on the CPU")
+    if kind == "transfer" and facts.transfers:
+        return f"{facts.transfers} copies between host and device per step"
+    note = facts.note_for(kind) or ""
+    quoted = note if len(note) <= NOTE_QUOTE_CHARS else note[:NOTE_QUOTE_CHARS].rstrip() + "..."
+    return f'its notes: "{quoted}"'
+
+
+def stated_causes(ctx: Context, kind: str) -> list[tuple[Pair, str, float]]:
+    """Each 16-bit run no faster than its baseline (float32, or the sibling 16-bit type where the document has no
+    float32 run) whose document states a fact of this kind for it and not for the baseline: (the pair, the evidence
+    line, the confidence a field or a note gives)."""
+    found = []
+    for pair in [*ctx.pairs, *ctx.peer_pairs]:
+        run, base = pair.reduced, pair.fp32
+        if pair.faster or not run.stated.says(kind):
+            continue
+        if base.stated.says(kind) and not _more(run, base, kind):
+            continue  # the baseline states as much: not what the 16-bit type changed
+        line = (f"{at(run)}: the document states {_stated_words(run, kind)} in {run.precision}"
+                + (f" (and {_stated_words(base, kind)} in {base.precision})" if base.stated.says(kind) else "")
+                + f"; {pair.describe()} (stated, not measured)")
+        found.append((pair, line, STATED_CONFIDENCE if run.stated.structured(kind) else NOTED_CONFIDENCE))
+    return found
+
+
+def _more(run: RunView, base: RunView, kind: str) -> bool:
+    """The 16-bit run's stated count above the baseline's (casts, copies): what the precision added."""
+    mine, theirs = ((run.stated.cast_ops, base.stated.cast_ops) if kind == "casts"
+                    else (run.stated.transfers, base.stated.transfers) if kind == "transfer" else (None, None))
+    return mine is not None and (theirs is None or mine > theirs)

@@ -15,6 +15,7 @@ from fp16doctor.analysis.rules.common import (
     roofline_estimates,
     roofline_lines,
     stacks_of,
+    stated_causes,
     where_of,
 )
 from fp16doctor.analysis.values import fmt_flops, fmt_ms
@@ -424,6 +425,9 @@ FRAMEWORK_PATH_MIN_SLOWDOWN = 2.0
 # framework's path for that type (public cases: 1.15x for Triton's bfloat16 matmul, 1.40x for XLA's bfloat16
 # batched matmul, tests/data/cases/ampere-a100-*).
 PEER_PATH_MIN_SLOWDOWN = 1.1
+# Where the tables do not list the device, the sibling's speed alone speaks for the hardware: less sure than a table.
+UNLISTED_CONFIDENCE = 0.45
+FRAMEWORK_PATH_CONFIDENCE = 0.6
 # A 16-bit run that kept the GPU busy less than half as much as float32 did: the work left the GPU (ops placed on
 # the host, a fallback path), which the device's arithmetic cannot explain.
 UTIL_COLLAPSE_SHARE = 0.5
@@ -463,6 +467,23 @@ def _device_not_slower(pair: Pair) -> bool:
     return reduced is not None and fp32 is not None and reduced.busy_ms <= fp32.busy_ms
 
 
+def _beyond_sibling(pair: Pair, siblings: list[Pair]) -> bool:
+    """Whether the 16-bit run's step is at least PEER_PATH_MIN_SLOWDOWN times a sibling type's step on the same
+    device and stack (that sibling no slower than float32)."""
+    step = pair.step_ms
+    if not step:
+        return False
+    return any(p.step_ms and step >= PEER_PATH_MIN_SLOWDOWN * p.step_ms for p in siblings)
+
+
+def _sibling_words(ctx: Context, run: RunView, siblings: list[Pair]) -> str:
+    other = min(siblings, key=lambda p: p.step_ms or 0.0)
+    return (f"on the same device and stack {other.reduced.precision} is "
+            f"{'faster' if other.faster else 'no slower'} than float32 ({fmt_ms(other.step_ms)} vs "
+            f"{fmt_ms(other.fp32_step_ms)}), so {_device_words(ctx, run)} computes 16 bits at least that fast and the "
+            f"framework's {run.precision} path is what is slow")
+
+
 def rule_framework_16bit_path(ctx: Context) -> Finding | None:
     """A 16-bit run far slower than float32 on a device that computes that type natively, or while another 16-bit
     type on the same device and stack is not slower: the framework's path for that type, not the hardware."""
@@ -499,17 +520,48 @@ def rule_framework_16bit_path(ctx: Context) -> Finding | None:
                          f"float32 {fmt_ms(other.fp32_step_ms)})")
             evidence.append(line)
             runs.append(run)
+        for pair in pairs:
+            # Below FRAMEWORK_PATH_MIN_SLOWDOWN against float32, yet behind the other 16-bit type of the same device
+            # and stack: the sibling rule, whatever the tables know of the device.
+            run = pair.reduced
+            if run in runs or not pair.slower or native_16bit(ctx, run) is False or _device_not_slower(pair):
+                continue
+            ahead = [p for p in pairs if _family(p.reduced.precision) != _family(run.precision) and not p.slower]
+            if not _beyond_sibling(pair, ahead):
+                continue
+            evidence.append(f"{pair.describe()}; {_sibling_words(ctx, run, ahead)}")
+            runs.append(run)
+    confidence = 0.0
+    unlisted = 0  # lines that rest on the sibling's speed alone, the tables silent on the device
     for pair in ctx.peer_pairs:
-        # No float32 run: one 16-bit type slower than another on a device that computes both natively.
+        # No float32 run: one 16-bit type slower than its sibling on the same device and stack. Where the tables
+        # know the device computes both natively, the hardware is ruled out; where they do not list it, the
+        # sibling's own speed shows the device computes 16 bits at least that fast.
         run, base = pair.reduced, pair.fp32
         if not pair.slower or pair.ratio < PEER_PATH_MIN_SLOWDOWN or _family(run.precision) == _family(base.precision):
             continue
-        if native_16bit(ctx, run) is not True or native_16bit(ctx, base) is not True:
-            continue
-        evidence.append(f"{pair.describe()}; {_device_words(ctx, run)} computes both {_family(run.precision)} and "
-                        f"{_family(base.precision)} natively, so the hardware does not make one "
-                        f"{pair.ratio:.2f}x slower than the other")
+        mine, theirs = native_16bit(ctx, run), native_16bit(ctx, base)
+        if mine is False:
+            continue  # the device lacks the slower type: bf16_unsupported / no_fast_fp16_hardware say so
+        if mine is True and theirs is True:
+            evidence.append(f"{pair.describe()}; {_device_words(ctx, run)} computes both {_family(run.precision)} "
+                            f"and {_family(base.precision)} natively, so the hardware does not make one "
+                            f"{pair.ratio:.2f}x slower than the other")
+        else:
+            unlisted += 1
+            evidence.append(f"{pair.describe()}; the device tables do not say whether {_device_words(ctx, run)} "
+                            f"computes {_family(run.precision)} natively, but on the same device and stack "
+                            f"{base.precision} ran {pair.ratio:.2f}x faster: the framework's {run.precision} path "
+                            "(its kernels, conversions or a fallback) is what is slow")
         runs.append(run)
+    if evidence:
+        confidence = max(confidence, UNLISTED_CONFIDENCE if unlisted == len(evidence) else FRAMEWORK_PATH_CONFIDENCE)
+    for pair, line, stated in stated_causes(ctx, "cpu_fallback"):
+        # The document says ops of the 16-bit run fell back to the CPU: the framework's path, whatever the device.
+        if pair.reduced not in runs:
+            evidence.append(line)
+            runs.append(pair.reduced)
+            confidence = max(confidence, stated)
     if not evidence:
         return None
     precisions = sorted({r.precision for r in runs})
@@ -517,7 +569,7 @@ def rule_framework_16bit_path(ctx: Context) -> Finding | None:
         "framework_16bit_path",
         f"The framework's {' / '.join(precisions)} path is slow here, not the hardware",
         "warning",
-        0.6,
+        confidence,
         evidence,
         "Not measured: the step times and the device tables point at the framework's kernels or layout for this "
         "16-bit type (a naive or fallback kernel, a layout transpose, a missing fast path in this release). "

@@ -12,6 +12,7 @@ from fp16doctor.analysis.rules.common import (
     make_finding,
     roofline_estimates,
     stacks_of,
+    stated_causes,
     where_of,
 )
 from fp16doctor.analysis.values import fmt_ms
@@ -112,7 +113,16 @@ def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
             confidence = max(confidence, 0.9)
     if not evidence:
         evidence, runs = _inferred_input_bound(ctx)
-        confidence = 0.5
+        confidence = 0.5 if evidence else 0.0
+    copies = False
+    for pair, line, stated in stated_causes(ctx, "transfer"):
+        # The document says the 16-bit run copies between host and device every step: host-side work per step
+        # that the precision cannot shorten (and a 16-bit batch converted on the host adds to it).
+        if pair.reduced not in runs:
+            evidence.append(line)
+            runs.append(pair.reduced)
+            confidence = max(confidence, stated)
+            copies = True
     if not evidence:
         return None
     sw = first_software(runs)
@@ -126,6 +136,10 @@ def rule_input_pipeline_bound(ctx: Context) -> Finding | None:
     kept = "float32" if "float32" in gains else next(iter(gains), None)
     if kept is not None:
         advice += f"Expected gain: {fmt_ms(gains[kept])} per step in {kept} (measured against in-memory input)."
+    if copies:
+        advice += (" A copy between host and device every step waits for the device and the bus: keep tensors on "
+                   "the device between steps, read results back only when needed, and copy inputs from pinned "
+                   "memory.")
     return make_finding(
         "input_pipeline_bound",
         "Producing batches on the host takes a large share of the step",

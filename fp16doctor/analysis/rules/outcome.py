@@ -44,15 +44,17 @@ def _faster(fid: str, ctx: Context, faster: list[Pair]) -> Finding | None:
     spread_known = any(r.p10_ms and r.p90_ms for p in faster for r in (p.fp32, p.reduced))
     recommendation = ""
     ideas = []
-    if is_pure(best.reduced.precision, FP16) and not best.reduced.inference:
+    if is_pure(best.reduced.precision, FP16) and best.reduced.advice_applies("weight_updates"):
         # Pure float16 weights and optimizer state are a training risk; inference has neither updates nor state.
         recommendation = "Pure float16 (floatx) risks the numerics of training; mixed_float16 keeps float32 weights."
-        ideas = [{"precision": "mixed_float16", "why": "mixed precision keeps float32 weights with loss scaling"}]
-    elif is_pure(best.reduced.precision, BF16_FAMILY) and not best.reduced.inference:
+        ideas = [{"precision": "mixed_float16", "why": "mixed precision keeps float32 weights with loss scaling",
+                  "advice": "weight_updates"}]
+    elif is_pure(best.reduced.precision, BF16_FAMILY) and best.reduced.advice_applies("weight_updates"):
         # bfloat16 keeps 8 bits of mantissa: pure bfloat16 weights lose updates smaller than 1/256 of a weight.
         recommendation = ("Pure bfloat16 weights lose small updates in training; mixed_bfloat16 keeps float32 "
                           "weights (no loss scaling needed).")
-        ideas = [{"precision": "mixed_bfloat16", "why": "mixed precision keeps float32 weights"}]
+        ideas = [{"precision": "mixed_bfloat16", "why": "mixed precision keeps float32 weights",
+                  "advice": "weight_updates"}]
     return make_finding(
         fid,
         f"{best.reduced.precision} is {best.shown.figure('than float32')}",

@@ -4,24 +4,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from fp16doctor.analysis.context import Context, Pair, RunView, Software, noise_band
+from fp16doctor.analysis.context import SIXTEEN_BIT, Context, Pair, RunView, noise_band
 from fp16doctor.analysis.rules.common import (
     SEED_STEPS_PER_EPOCH,
+    STATED_CONFIDENCE,
     Finding,
     at,
     first_software,
     make_finding,
     roofline_estimates,
     stacks_of,
+    stated_causes,
     where_of,
 )
 from fp16doctor.analysis.values import fmt_ms
+from fp16doctor.knowledge.frameworks import CASTS_FOR_MISSING_CPU_KERNELS
 from fp16doctor.knowledge.gpus import FAST_FP16_RATIO
-from fp16doctor.workload.protocol import FP16, SEED_WORKLOAD, is_mixed
+from fp16doctor.workload.protocol import FP16, SEED_WORKLOAD, is_mixed, is_pure
 
 # Mixed precision against pure float16: at least this much slower (and beyond both runs' spread) before the casts
 # are named; the default noise band is 5 % (analysis/intervals.py), and a cost must clear twice that.
 CAST_MIN_COST = 0.1
+# Mixed against pure float16 of the same machine: step times of two runs, no op named.
+CAST_MEASURED_CONFIDENCE = 0.6
 
 
 def measured_casts_ms(mixed: RunView, pure: RunView) -> float | None:
@@ -63,8 +68,9 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
             casts = measured_casts_ms(mixed, pure.reduced)
             if casts is not None and casts < band * pure_ms:
                 continue  # the profiles measured the casts themselves, and they are not what differs
+            scaling = " and the loss scaling" if mixed.advice_applies("loss_scaling") else ""
             line = (f"{at(mixed)}: mixed_float16 step {fmt_ms(mixed_ms)} vs float16 {fmt_ms(pure_ms)}: the "
-                    f"float32->float16 casts of weights and activations and the loss scaling cost "
+                    f"float32->float16 casts of weights and activations{scaling} cost "
                     f"{fmt_ms(mixed_ms - pure_ms)} per step")
             if casts is not None:
                 line += f" (the cast and layout ops measured {fmt_ms(casts)} more per step than float16's)"
@@ -75,40 +81,135 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
             fast = gpu is not None and (gpu.tensor_cores or (gpu.fp16_ratio or 0) >= FAST_FP16_RATIO)
             # Only where fp16 could win do the casts eat a gain; elsewhere they only add to a loss.
             worse_than_fp32 = worse_than_fp32 or (pair.slower and fast)
+    confidence = CAST_MEASURED_CONFIDENCE if evidence else 0.0
+    # The precisions whose casts are how a device fact costs the time (the document's own word, a library's way):
+    # named as the likely cause before that fact (verdicts.likely_cause reads `mechanism_for`).
+    mechanisms: list[str] = []
+    for pair, line, stated in stated_causes(ctx, "casts"):
+        # The document says the 16-bit run casts (a count, or its notes' words): a cause of its own, not measured.
+        if pair.reduced not in runs:
+            evidence.append(line)
+            runs.append(pair.reduced)
+            mechanisms.append(pair.reduced.precision)
+            confidence = max(confidence, stated)
+            worse_than_fp32 = worse_than_fp32 or pair.slower
+    for line, run in _cast_count_twins(ctx):
+        if run not in runs:
+            evidence.append(line)
+            runs.append(run)
+            confidence = max(confidence, STATED_CONFIDENCE)
+    for pair in [*ctx.pairs, *ctx.peer_pairs]:
+        # A library that runs float16 on a CPU lacking float16 arithmetic by casting around each op: the casts are
+        # how that device's lack costs the time (named before the device fact, as its mechanism).
+        run = pair.reduced
+        library = next((n for n in run.software.names if n in CASTS_FOR_MISSING_CPU_KERNELS), None)
+        if (run in runs or library is None or pair.faster or run.device != "cpu"
+                or not is_pure(run.precision, FP16) or ctx.cpu_for(run).native_fp16 is True):
+            continue
+        evidence.append(f"{at(run)}: {library} runs a float16 model on a CPU without float16 arithmetic by casting "
+                        "to float32 before, and back after, every op that has no float16 kernel there "
+                        f"({CASTS_FOR_MISSING_CPU_KERNELS[library]}); {pair.describe()} (from the library's "
+                        "documented behaviour, not measured)")
+        runs.append(run)
+        mechanisms.append(run.precision)
+        confidence = max(confidence, LIBRARY_CASTS_CONFIDENCE)
+    for pair in ctx.pairs:
+        # Mixed precision in training casts every float32 weight to 16 bits each step, whatever the batch: on a
+        # step of a few milliseconds those casts are a share of the step that no 16-bit arithmetic wins back.
+        # Within OVERHEAD_MAX_MOVE of float32 the launches both precisions pay say as much (small_model_overhead);
+        # beyond it, only work the 16-bit run adds does.
+        run, f = pair.reduced, pair.fp32
+        if (run in runs or not pair.slower or pair.ratio <= OVERHEAD_MAX_MOVE or not is_mixed(run.precision)
+                or run.inference or not run.on_gpu or f.step_ms is None or f.step_ms >= TINY_STEP_MS):
+            continue
+        evidence.append(f"{at(run)}: {run.precision} in training on a {fmt_ms(f.step_ms)} float32 step: mixed "
+                        "precision casts every float32 weight to 16 bits each step, a cost per weight whatever the "
+                        f"batch, which a step this short cannot absorb; {pair.describe()} (estimated from the step "
+                        "times, not measured)")
+        runs.append(run)
+        confidence = max(confidence, MIXED_TINY_STEP_CONFIDENCE)
+        worse_than_fp32 = True
     if not evidence:
         return None
     return make_finding(
         "cast_overhead",
-        "Casts inserted by mixed precision eat the gain",
+        "Casts inserted by mixed precision eat the gain" if all(is_mixed(r.precision, FP16) for r in runs)
+        else "Casts inserted by the 16-bit type eat the gain",
         "warning" if worse_than_fp32 else "info",
-        0.6,
+        confidence,
         evidence,
         "Casts cost the same whatever the layer size; a compiler can fuse them into their neighbours.",
-        **_fusion_remedy(first_software(runs), "casts cost the same per step whatever the batch"),
+        **_fusion_remedy(runs, "casts cost the same per step whatever the batch"),
         stacks=stacks_of(runs),
+        precisions=sorted({r.precision for r in runs}),
+        **({"mechanism_for": sorted(set(mechanisms))} if mechanisms else {}),
         where=where_of(runs),
     )
 
 
+# A library's own way with float16 on a CPU (knowledge/frameworks.py), no cast counted: an estimate.
+LIBRARY_CASTS_CONFIDENCE = 0.5
+# Two runs of one workload and precision on one machine, on two stacks, that state their cast ops per step: one
+# stating at least this many times the other's casts and slower beyond CAST_MIN_COST: its extra casts cost it
+# (public case: Paddle's old AMP pass, 541 casts and 320 ms a ResNet-50 step against 114 and 210 ms after the
+# rewrite, tests/data/cases/gpu-paddle-amp-cast-count-old-vs-new.json).
+CAST_COUNT_FACTOR = 1.5
+# Mixed precision judged from a tiny float32 step alone (no cast measured or stated): an estimate.
+MIXED_TINY_STEP_CONFIDENCE = 0.45
+
+
+def _cast_count_twins(ctx: Context) -> list[tuple[str, RunView]]:
+    """(evidence, run) for each 16-bit run that states CAST_COUNT_FACTOR times the cast ops of the same workload
+    and precision on another stack of its machine and device, and is slower than it beyond CAST_MIN_COST."""
+    found: list[tuple[str, RunView]] = []
+    stated = [r for r in ctx.ok_runs() if r.stated.cast_ops and r.precision in SIXTEEN_BIT and r.step_ms]
+    for run in stated:
+        for twin in stated:
+            if (twin.stack == run.stack or (twin.machine, twin.device, twin.precision, twin.workload_name, twin.variant)
+                    != (run.machine, run.device, run.precision, run.workload_name, run.variant)):
+                continue
+            mine, theirs = run.stated.cast_ops or 0, twin.stated.cast_ops or 0
+            step, other = run.step_ms or 0.0, twin.step_ms or 0.0
+            if mine >= CAST_COUNT_FACTOR * theirs and step > (1 + CAST_MIN_COST) * other:
+                found.append((f"{at(run)}: the document states {mine} cast ops per step in {run.precision} "
+                              f"against {theirs} on {twin.stack} for the same workload, and its step is "
+                              f"{fmt_ms(run.step_ms)} against {fmt_ms(twin.step_ms)}: the {mine - theirs} extra "
+                              "casts cost it (stated, not measured)", run))
+                break
+    return found
+
+
 # A larger batch changes the training itself (its learning rate, its convergence), so no variant measures it.
 LARGER_BATCH_NO_COMMAND = "a larger batch changes the training itself (learning rate, convergence): no variant sets it"
+# In inference a larger batch changes no result, only how long each request waits for its batch.
+LARGER_BATCH_INFERENCE = ("no fp16doctor variant changes a document's batch; a larger batch serves more requests per "
+                          "pass, each waiting for its batch")
 
 
-def _fusion_remedy(sw: Software, batch_why: str) -> dict[str, Any]:
+def _fusion_remedy(runs: list[RunView], batch_why: str) -> dict[str, Any]:
     """How to fuse small ops (casts, launches) on this stack: the code of the xla variant where it measures it
-    (Keras on TensorFlow), else the stack's own compiler as an idea no variant measures (docs/architecture.md)."""
-    ideas: list[dict[str, Any]] = [{"precision": "mixed_float16", "setting": "a larger batch", "why": batch_why,
-                                    "no_command": LARGER_BATCH_NO_COMMAND}]
+    (Keras on TensorFlow), else the stack's own compiler as an idea no variant measures (docs/architecture.md). Each
+    idea carries its advice id (knowledge/modes.py), so inference gets none of training's and an inference-only
+    library none of a framework's."""
+    sw = first_software(runs)
+    inference = bool(runs) and all(r.inference for r in runs)
+    batch: dict[str, Any] = (
+        {"precision": runs[0].precision, "setting": "a larger batch", "why": batch_why,
+         "no_command": LARGER_BATCH_INFERENCE} if inference else
+        {"precision": "mixed_float16", "setting": "a larger batch", "why": batch_why,
+         "no_command": LARGER_BATCH_NO_COMMAND, "advice": "batch_changes_training"})
+    ideas: list[dict[str, Any]] = [batch]
     code = ""
     if sw.framework == "torch":
         ideas.append({"precision": "mixed_float16", "setting": "model = torch.compile(model)",
-                      "why": "fuses casts and small ops (PyTorch >= 2.0)",
+                      "why": "fuses casts and small ops (PyTorch >= 2.0)", "advice": "framework_compiler",
                       "no_command": "no fp16doctor variant compiles a PyTorch model"})
     elif sw.framework in ("tf.keras", "keras3") and sw.keras_backend in (None, "tensorflow"):
         code = "    model.compile(optimizer, loss, jit_compile=True)"
     elif sw.framework in ("keras2", "tensorflow"):
         ideas.append({"precision": "float16", "setting": "TF_XLA_FLAGS=--tf_xla_auto_jit=2",
                       "why": "XLA auto-clustering fuses casts and small ops in TensorFlow 1.x graphs",
+                      "advice": "framework_compiler",
                       "no_command": "the xla variant is Keras' jit_compile, which TensorFlow 1.x's Keras lacks"})
     return {"remedy_ideas": ideas, "remedy_code": code}
 
@@ -136,6 +237,35 @@ LOW_GPU_UTIL_PCT = 40.0
 # batch's step is overhead (launches), not arithmetic (public case: a T4 decoder 1.49x slower in float16 at batch 1,
 # 1.26x faster at 256, tests/data/cases/turing-t4-tensorflow-fastertransformer-decoder-batch1-fp16.json).
 LARGER_BATCH_FACTOR = 4
+
+
+# A batch of this many examples or fewer on a GPU of at least BIG_GPU_TFLOPS (or with matrix units): each kernel
+# holds too little work to fill the GPU's SMs, so the step is kernel launches and framework overhead whatever the
+# precision (NVIDIA's Deep Learning Performance Guide: small batches underutilise the GPU; the public cases: a T4
+# decoder at batch 1, tests/data/cases/turing-t4-tensorflow-fastertransformer-decoder-batch1-fp16.json, a 2080 Ti
+# ResNet-50 at batch 2). Said from the document's facts alone, at lower confidence than a measured larger batch.
+SMALL_BATCH_MAX = 2
+BIG_GPU_TFLOPS = 4.0
+# What would confirm it: the same model at a batch this large, in both precisions.
+CONFIRM_BATCH = 32
+
+
+def _big_gpu(ctx: Context, run: RunView) -> bool:
+    """A GPU whose arithmetic a batch of one or two cannot fill: at least BIG_GPU_TFLOPS of float32 by the table, or
+    with matrix units (Tensor Cores, MFMA, XMX) where the table has no peak."""
+    gpu = ctx.gpu_for(run)
+    if gpu is None:
+        return False
+    if gpu.model is not None:
+        return gpu.model.fp32_tflops >= BIG_GPU_TFLOPS
+    return gpu.tensor_cores is True
+
+
+def _small_batch(ctx: Context, pair: Pair) -> bool:
+    """Both runs at a batch of SMALL_BATCH_MAX or fewer on a big GPU, the 16-bit run no faster."""
+    f, r = pair.fp32, pair.reduced
+    return (not pair.faster and f.batch_size is not None and r.batch_size is not None
+            and max(f.batch_size, r.batch_size) <= SMALL_BATCH_MAX and _big_gpu(ctx, r))
 
 
 def _faster_at_larger_batch(ctx: Context, pair: Pair) -> Pair | None:
@@ -196,6 +326,16 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
             )
             confidence = max(confidence, 0.6)
             runs.append(pair.reduced)
+        elif _small_batch(ctx, pair):
+            gpu = ctx.gpu_for(f)
+            mode = "inference" if pair.reduced.inference else "training"
+            evidence.append(
+                f"{at(f)}: {mode} at batch {f.batch_size} on the {gpu.label if gpu else 'GPU'}: each kernel holds "
+                "too little work to fill the GPU, so kernel launches and framework overhead fill the step in both "
+                f"precisions, and 16-bit arithmetic can shorten little of it ({pair.describe()}; from the "
+                "document's batch and device, not measured)")
+            confidence = max(confidence, 0.5)
+            runs.append(pair.reduced)
     if not evidence:
         return None
     evidence += [p.describe() for p in ctx.fp16_pairs() if p.reduced in runs]
@@ -207,7 +347,9 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
         evidence,
         "fp16 speeds up arithmetic, and this step has almost none: judge fp16 on a step with more work (a larger "
         "batch or model), and cut per-op launches.",
-        **_fusion_remedy(first_software(runs), "launch overhead is paid per step whatever the batch"),
+        **_fusion_remedy(runs, "launch overhead is paid per step whatever the batch"),
+        confirm=(f"time the same model at a batch of {CONFIRM_BATCH} or more in both precisions: a 16-bit gain "
+                 "there, where it loses at this batch, confirms it"),
         stacks=stacks_of(runs),
         where=where_of(runs),
     )

@@ -128,11 +128,19 @@ def test_every_verdict_without_a_measured_cause_names_a_likely_one_or_says_why()
 RULE_CASES = {
     # No float32 run: two 16-bit types, both native on the GPU, one slower (hardware.PEER_PATH_MIN_SLOWDOWN).
     "framework_16bit_path": ["ampere-a100-jax-bf16-batched-matmul-cublas", "ampere-a100-jax-fp16-conv-bias-fusion",
-                             "ampere-a100-triton-bf16-matmul-conversions"],
+                             "ampere-a100-triton-bf16-matmul-conversions",
+                             # An RTX card named without its model: Tensor Cores by the name (gpus.NAME_FLOORS).
+                             "turing-rtx2060-tf-efficientdet-keras-policy-first-report"],
     # Bound elsewhere: the same model faster in 16 bits at a larger batch (overhead.LARGER_BATCH_FACTOR), or a model
     # known by its FLOPs alone whose arithmetic is a sliver of the step (roofline totals estimate).
     "small_model_overhead": ["turing-t4-tensorflow-fastertransformer-decoder-batch1-fp16",
-                             "turing-rtx2080ti-pytorch-resnet50-batch2-half"],
+                             "turing-rtx2080ti-pytorch-resnet50-batch2-half",
+                             # The first reports alone: a batch of one or two on a big GPU (overhead.SMALL_BATCH_MAX).
+                             "turing-t4-tensorflow-fastertransformer-decoder-batch1-fp16-first-report",
+                             "turing-rtx2070-pytorch-batch1-half-first-report"],
+    # Casts the runs point at: stated counts against a twin stack (overhead.CAST_COUNT_FACTOR), mixed precision far
+    # slower on a tiny training step (overhead.MIXED_TINY_STEP_CONFIDENCE).
+    "cast_overhead": ["gpu-paddle-amp-cast-count-old-vs-new", "amd-radeon8060s-ocannl-mixed-cast-twins"],
     # A gain a newer stack (stack.STACK_GAIN_GAP) or a measured variant (causes._account_held_back) beat.
     "old_stack": ["ampere-rtx3090-pytorch-conv3d-amp-cudnn805", "turing-rtx2080ti-opencv-maskrcnn-fp16-tensorop"],
 }
