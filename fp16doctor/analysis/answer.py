@@ -20,7 +20,7 @@ advice: it prints these texts.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from fp16doctor.analysis.advice import where_of
@@ -182,10 +182,9 @@ def _places(diagnosis: Diagnosis) -> list[tuple[str, str]]:
     return list(dict.fromkeys(seen))
 
 
-def _label(precision: str, variant: str, setting: Any = None) -> str:
-    shown = fmt_config({"precision": precision, "setting": setting})
+def _label(precision: str, variant: str) -> str:
     words = VARIANT_WORDS.get(variant, variant.replace("_", " "))
-    return f"{shown}, {words}" if words and not setting else shown
+    return f"{precision}, {words}" if words else precision
 
 
 def _packed(head: str, parts: Sequence[str], tail: str = "") -> tuple[str, ...]:
@@ -250,8 +249,7 @@ def _bounds(diagnosis: Diagnosis, places: list[tuple[str, str]]) -> tuple[Bound,
         comparisons = [c for c in diagnosis.comparisons if (c.machine, c.stack) == (machine, stack)]
         found = _device_bound(rows, verdicts) or _cpu_bound(comparisons)
         if found is not None:
-            where = where_of(machine, stack) if len(places) > 1 else ""
-            bounds.append(Bound(where, found.kind, found.head, found.parts, found.verdict))
+            bounds.append(replace(found, where=where_of(machine, stack) if len(places) > 1 else ""))
     return tuple(bounds)
 
 
@@ -298,8 +296,7 @@ def _cause(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) ->
     number = next((e for e in evidence[1:] if any(ch.isdigit() for ch in e)), "")
     if number.split(" ")[:3] == title.split(" ")[:3]:  # the number's line names the op the title names
         return f"cause{part}: {number}"
-    line = f"cause: {title}{part}" + (f": {number}" if number else "")
-    return line
+    return f"cause: {title}{part}" + (f": {number}" if number else "")
 
 
 def _figure(speedup: Any, interval: Any, outcome: Any, method: Any, bound: Any) -> str:
@@ -336,15 +333,11 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, many: bool) -> tuple[Precis
                 versus=_figure(m.get("speedup"), m.get("speedup_interval"), m.get("outcome"),
                                m.get("interval_method"), m.get("bound")),
                 notes=notes.refs(m)))
-    # Pure float16's numerics and the other caveats of a measured precision: one note each, on its line.
-    by_config = {(str(m.get("precision")), "original"): notes.refs({**m, "aa_check": None})
-                 for p in diagnosis.prescriptions for m in p.get("measured") or []
-                 if m.get("variant") == "original"}
-    return tuple(
-        line if line.label not in {k[0] for k in by_config} else PrecisionLine(
-            line.where, line.label, line.versus, line.steps, line.cause,
-            tuple(dict.fromkeys([*line.notes, *by_config.get((line.label, "original"), ())])))
-        for line in lines)
+    # Pure float16's numerics and the other caveats of a measured precision as written: one note each, on its line.
+    caveats = {str(m.get("precision")): notes.refs({**m, "aa_check": None})
+               for p in diagnosis.prescriptions for m in p.get("measured") or [] if m.get("variant") == "original"}
+    return tuple(replace(line, notes=tuple(dict.fromkeys([*line.notes, *caveats[line.label]])))
+                 if line.label in caveats else line for line in lines)
 
 
 def _points_to(finding: Mapping[str, Any], prescriptions: Sequence[PrescriptionLine],
@@ -365,9 +358,8 @@ def _points_to(finding: Mapping[str, Any], prescriptions: Sequence[PrescriptionL
 
 def _first_sentence(text: str) -> str:
     text = " ".join(str(text).split())
-    for prefix in ("On ",):
-        if text.startswith(prefix) and ": " in text[:60]:
-            text = text.split(": ", 1)[1]
+    if text.startswith("On ") and ": " in text[:60]:  # "On host: ...": the place is the answer's to say
+        text = text.split(": ", 1)[1]
     end = text.find(". ")
     return short_line(text[:end + 1] if end > 0 else text)
 

@@ -70,9 +70,10 @@ class DeviceSplit:
             parts.append(f"{fmt_ms(idle.launch_gaps_ms)} in launch and dispatch gaps")
         parts.append(f"{fmt_ms(idle.other_ms)} other")
         text = f"the device idled {fmt_ms(idle.total_ms)} a step: {', '.join(parts)}"
-        if idle.launch_gaps_ms is None:
+        dominant = idle.dominant
+        if dominant is None:
             return text + " (the recorded rows have no timestamps to tell a launch gap from the rest)"
-        return text + f"; {IDLE_WORDS[idle.dominant]} dominates"
+        return text + f"; {IDLE_WORDS[dominant]} dominates"
 
     @property
     def kernel_difference_ms(self) -> float:

@@ -85,9 +85,12 @@ class IdleSplit:
         return self.waiting_on_data_ms + (self.launch_gaps_ms or 0.0) + self.other_ms
 
     @property
-    def dominant(self) -> str:
-        """The idle kind with the most time."""
-        parts = {"waiting_on_data_ms": self.waiting_on_data_ms, "launch_gaps_ms": self.launch_gaps_ms or 0.0,
+    def dominant(self) -> str | None:
+        """The idle kind with the most time; None where launch gaps were not told from the rest (no kind can be
+        said to dominate while one of them is unknown)."""
+        if self.launch_gaps_ms is None:
+            return None
+        parts = {"waiting_on_data_ms": self.waiting_on_data_ms, "launch_gaps_ms": self.launch_gaps_ms,
                  "other_ms": self.other_ms}
         return max(parts, key=lambda k: parts[k])
 
