@@ -18,6 +18,7 @@ from typing import Any
 from fp16doctor.analysis.advice import variant_applies, variant_setting
 from fp16doctor.analysis.context import Context, Pair, RunView
 from fp16doctor.analysis.values import as_list, as_mapping, fmt_ms, round_ratio
+from fp16doctor.attribution.device_time import IDLE_KINDS
 from fp16doctor.knowledge.links import pcie_gbps
 
 # The device idle more than half the in-memory step: the step is the host's dispatch and waiting, no longer the
@@ -25,8 +26,6 @@ from fp16doctor.knowledge.links import pcie_gbps
 IDLE_MIN_SHARE = 0.5
 # The batch copy is worth making smaller from a tenth of the in-memory step.
 COPY_MIN_SHARE = 0.10
-# `runs[].device_time.idle`: the device's idle time split, each in ms per step of the profiled window.
-IDLE_PARTS = ("waiting_on_data_ms", "launch_gaps_ms", "other_ms")
 _IDLE_WORDS = {"waiting_on_data_ms": "waiting on data", "launch_gaps_ms": "launch gaps", "other_ms": "other"}
 _BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "uint8": 1}
 
@@ -67,15 +66,12 @@ def _control(ctx: Context, fp32: RunView) -> RunView | None:
         fp32.machine, fp32.stack, fp32.device, "float32", "synthetic_input") and not r.experiment), None)
 
 
-def _recorded_split(ctx: Context, run: RunView) -> dict[str, float]:
-    """The run's `device_time.idle` split, where its document has every part of it."""
-    runs = as_list(ctx.doc.get("runs"))
-    raw = as_mapping(as_mapping(as_mapping(runs[run.index]).get("device_time")).get("idle")) \
-        if run.index < len(runs) else {}
-    parts = {k: raw.get(k) for k in IDLE_PARTS}
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in parts.values()):
+def _whole_split(run: RunView) -> dict[str, float]:
+    """The run's idle split (`device_time.idle`, read once by the context) where every part of it is known."""
+    idle = run.device_time.idle if run.device_time is not None else None
+    if idle is None or idle.launch_gaps_ms is None:
         return {}
-    return {k: float(v) for k, v in parts.items() if v is not None}
+    return {k: float(v) for k, v in idle.to_dict().items() if k in IDLE_KINDS}
 
 
 def in_memory_idle(ctx: Context, fp32: RunView) -> Idle | None:
@@ -85,7 +81,7 @@ def in_memory_idle(ctx: Context, fp32: RunView) -> Idle | None:
     dt = control.device_time if control is not None else None
     if control is None or dt is None or not dt.step_ms:
         return None
-    split = _recorded_split(ctx, control)
+    split = _whole_split(control)
     idle_ms = sum(split.values()) if split else dt.host_ms
     if idle_ms is None or idle_ms <= IDLE_MIN_SHARE * dt.step_ms:
         return None
