@@ -6,8 +6,8 @@
 Renderings (made here, so never stale; tests/unit/docs/test_docs_examples_fresh.py fails when one differs):
 - `report.html` in every docs/examples/*/ with a results.json: `fp16doctor report results.json --out report.html`;
 - `explain.txt` where an example has one: `fp16doctor explain results.json`;
-- the README's quote of the H200 answer: `explain`'s answer (what bounds the step, what to do, each configuration
-  against float32), the block after README_MARKER.
+- the README's quotes of answers: `explain`'s answer (what bounds the step, what to do, each configuration against
+  float32) of the example a marker names, the code block after each `README_MARKER.format(name)`.
 
 Recordings (kept as they were captured, never rewritten here): `results.json`, `terminal.txt` (a diagnose's own
 terminal output on the day, progress lines included), `script-logs/`, `bare-keras-*.json`, each example's README.
@@ -29,8 +29,8 @@ from pathlib import Path
 EXAMPLES = Path(__file__).resolve().parent
 ROOT = EXAMPLES.parent.parent
 README = ROOT / "README.md"
-README_EXAMPLE = "gpu-h200-keras-torch-full"
-README_MARKER = "<!-- quoted by docs/examples/regenerate.py: explain of gpu-h200-keras-torch-full -->"
+README_MARKER = "<!-- quoted by docs/examples/regenerate.py: explain of {} -->"
+QUOTED = re.compile(re.escape(README_MARKER).replace(re.escape("{}"), r"([\w.-]+)"))
 # explain's sections after the answer: the quote stops at the first of them.
 AFTER_ANSWER = ("How", "Notes", "Findings")
 EMBEDDED = re.compile(r'(<script type="application/octet-stream" id="fp16doctor-results" '
@@ -68,9 +68,9 @@ def answer_quote(explain: str) -> str:
     return "\n".join(lines[:end]).rstrip() + "\n"
 
 
-def readme_with(readme: str, quote: str) -> str:
-    """The README with the code block after README_MARKER replaced by `quote`."""
-    at = readme.index(README_MARKER)
+def readme_with(readme: str, name: str, quote: str) -> str:
+    """The README with the code block after the marker of example `name` replaced by `quote`."""
+    at = readme.index(README_MARKER.format(name))
     start = readme.index("```\n", at) + len("```\n")
     end = readme.index("```\n", start)
     return readme[:start] + quote + readme[end:]
@@ -88,10 +88,11 @@ def renderings() -> Iterator[tuple[Path, str]]:
         results = folder / "results.json"
         yield folder / "report.html", report_html(results)
         if (folder / "explain.txt").is_file():
-            explain = explain_text(results)
-            yield folder / "explain.txt", explain
-            if folder.name == README_EXAMPLE:
-                yield README, readme_with(README.read_text(encoding="utf-8"), answer_quote(explain))
+            yield folder / "explain.txt", explain_text(results)
+    readme = README.read_text(encoding="utf-8")
+    for name in dict.fromkeys(QUOTED.findall(readme)):
+        readme = readme_with(readme, name, answer_quote(explain_text(EXAMPLES / name / "results.json")))
+    yield README, readme
 
 
 def stale(path: Path, rendered: str) -> bool:

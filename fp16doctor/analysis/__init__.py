@@ -23,10 +23,10 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from fp16doctor.analysis.advice import slow_kernel_advice, slow_kernel_ideas, where_of
+from fp16doctor.analysis.advice import slow_kernel_advice, slow_kernel_ideas
 from fp16doctor.analysis.answer import Answer, build_answer
 from fp16doctor.analysis.causes import Accounting, Share, account
-from fp16doctor.analysis.context import build_context
+from fp16doctor.analysis.context import build_context, on
 from fp16doctor.analysis.experiments import experiment_evidence, setting_findings
 from fp16doctor.analysis.op_compare import OpComparison, comparisons_of
 from fp16doctor.analysis.prescribe import hold_advice, prescribe
@@ -95,8 +95,7 @@ def _speed_finding(acc: Accounting, share: Share, base: Finding | None) -> Findi
     spec = REGISTRY[share.cause]
     summary = (f"accounts for {fmt_ms(share.ms)} of the {fmt_ms(acc.magnitude_ms)} difference between "
                f"{reduced.precision} ({fmt_ms(pair.interval.other_ms)}) and {pair.fp32.precision} "
-               f"({fmt_ms(pair.interval.fp32_ms)}) "
-               f"on {where_of(reduced.machine, reduced.stack)} ({share.basis.replace('_', ' ')})")
+               f"({fmt_ms(pair.interval.fp32_ms)}){on(reduced.place)} ({share.basis.replace('_', ' ')})")
     if base is not None:
         finding = copy.deepcopy(base)
         finding["evidence"] = [summary, *share.evidence, *[e for e in base.get("evidence", [])
@@ -141,8 +140,8 @@ def _held_back_finding(acc: Accounting, share: Share, base: Finding | None) -> F
     difference (`explains_ms` null); `holds_back_ms` is what the change saved."""
     reduced = acc.pair.reduced
     spec = REGISTRY[share.cause]
-    summary = (f"{reduced.precision} is faster than {acc.pair.fp32.precision} on "
-               f"{where_of(reduced.machine, reduced.stack)}, and {fmt_ms(share.ms)} more of its step was left on the "
+    summary = (f"{reduced.precision} is faster than {acc.pair.fp32.precision}{on(reduced.place)}, "
+               f"and {fmt_ms(share.ms)} more of its step was left on the "
                f"table: {share.evidence[0].removeprefix('held back: ')}")
     finding = copy.deepcopy(base) if base is not None else make_finding(
         share.cause, spec.title, "info", 0.9, [],

@@ -6,12 +6,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fp16doctor.analysis.context import Software
+from fp16doctor.analysis.context import Software, on
 from fp16doctor.analysis.pipeline_code import input_pipeline_program
 from fp16doctor.analysis.values import fmt_config, fmt_ms, fmt_versus
 from fp16doctor.knowledge.cuda import version_at_least
 from fp16doctor.knowledge.frameworks import KERAS_FLOATX_BATCHES_UNTIL, has_feature
-from fp16doctor.results import HOST_MACHINE, VARIANT_CHANGES
+from fp16doctor.results import VARIANT_CHANGES
 from fp16doctor.workload.protocol import FP16, SCRIPT_VARIANTS, family, is_mixed
 
 
@@ -267,11 +267,6 @@ PRESCRIBED = ("prescribed", "original")
 OWN = ("own", "original")
 
 
-def where_of(machine: str, stack: str) -> str:
-    """A machine and stack as the prescription names them: the stack alone on the host, else 'stack on machine'."""
-    return stack if machine == HOST_MACHINE else f"{stack} on {machine}"
-
-
 def variant_applies(variant: str, sw: Software, script: bool) -> str | None:
     """Why a variant cannot be measured on this run's stack, or None where `diagnose --variant` measures it."""
     if script and variant not in SCRIPT_VARIANTS:
@@ -354,8 +349,8 @@ def _versus(entry: Mapping[str, Any]) -> str:
 def _untested_line(idea: Mapping[str, Any], where: str) -> str:
     label = fmt_config(idea)
     if idea.get("command"):
-        return f"Untested on {where}: {label} ({idea.get('why')}); `{idea['command']}` measures it."
-    return (f"Untested on {where}, and fp16doctor cannot measure it ({idea.get('no_command')}): {label} "
+        return f"Untested{on(where)}: {label} ({idea.get('why')}); `{idea['command']}` measures it."
+    return (f"Untested{on(where)}, and fp16doctor cannot measure it ({idea.get('no_command')}): {label} "
             f"({idea.get('why')}).")
 
 
@@ -372,23 +367,23 @@ class Phrased:
 
 def prescription_pointer(where: str) -> str:
     """What a finding's fix says where it defers to the prescription of its machine and stack."""
-    return f"See the prescription for {where}."
+    return f"See the prescription for {where}." if where else "See the prescription."
 
 
-def phrase_remedy(kind: str, target: tuple[str, str] | None, machine: str, stack: str,
+def phrase_remedy(kind: str, target: tuple[str, str] | None, where: str,
                   prescription: Mapping[str, Any] | None, extra_untested: Sequence[Mapping[str, Any]] = ()) -> Phrased:
     """The what-to-do sentence of one finding on one machine and stack, from that machine's measured table.
 
     `target` is the (precision, variant) the finding's remedy steers to; None: the prescription's own. Ideas the
     finding names that nobody measured are read from `extra_untested` (already in the prescription's untested).
+    `where`: the machine and stack as sentences name them, "" where the document has only one (Context.place).
     """
-    where = where_of(machine, stack)
     extras = list(dict.fromkeys(_untested_line(i, where) for i in extra_untested))
     if prescription is None:
         if target is None:
             return Phrased(" ".join(extras), None, None, False)
         label = _label(*target)
-        return Phrased(" ".join([f"{label} was not compared with float32 on {where} (no float32 run there).",
+        return Phrased(" ".join([f"{label} was not compared with float32{on(where)} (no float32 run there).",
                                  *extras]), {"precision": target[0], "variant": target[1],
                                              "setting": variant_setting(target[1]), "measured_speedup": None},
                        None, False)
@@ -406,7 +401,7 @@ def phrase_remedy(kind: str, target: tuple[str, str] | None, machine: str, stack
     if entry is None:
         idea = next((i for i in prescription.get("untested") or []
                      if (i.get("precision"), i.get("variant") or "original") == (precision, variant)), None)
-        pointer = _untested_line(idea, where) if idea else f"Untested on {where}: {_label(precision, variant)}."
+        pointer = _untested_line(idea, where) if idea else f"Untested{on(where)}: {_label(precision, variant)}."
         # No code for what nobody measured here: the command measures it first.
         return Phrased(" ".join([pointer, f"Until it is measured: {quoted}", *extras]),
                        {"precision": precision, "variant": variant, "setting": variant_setting(variant),
@@ -416,12 +411,12 @@ def phrase_remedy(kind: str, target: tuple[str, str] | None, machine: str, stack
                "measured_speedup": entry.get("speedup"), "speedup_interval": entry.get("speedup_interval"),
                "step_ms": entry.get("step_ms")}
     if entry.get("outcome") == "baseline":
-        said = f"Not float32 on {where}: float32 took {fmt_ms(entry.get('step_ms'))} per step. {quoted}"
+        said = f"Not float32{on(where)}: float32 took {fmt_ms(entry.get('step_ms'))} per step. {quoted}"
     elif kind == "setting" and variant != "original" and entry["precision"] == precision:
-        said = (f"Do not set {variant_setting(variant)} on {where} for speed: {label} measured {_versus(entry)}, "
+        said = (f"Do not set {variant_setting(variant)}{on(where)} for speed: {label} measured {_versus(entry)}, "
                 f"{fmt_ms(entry.get('step_ms'))} per step. {quoted}")
     else:
-        said = f"Not {label} on {where}: it measured {_versus(entry)}, {fmt_ms(entry.get('step_ms'))} per step"
+        said = f"Not {label}{on(where)}: it measured {_versus(entry)}, {fmt_ms(entry.get('step_ms'))} per step"
         notes = [str(n) for n in entry.get("notes") or [] if n] or [str(entry.get("unsafe") or "")]
         if float(entry.get("speedup") or 0) >= float(chosen.get("speedup") or 0) and any(notes):
             said += f", but {'; '.join(n for n in notes if n)}"  # faster, and not safe to recommend

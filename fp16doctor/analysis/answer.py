@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from fp16doctor.analysis.advice import where_of
+from fp16doctor.analysis.context import place_words
 from fp16doctor.analysis.prescribe import change_words, entry_notes, in_memory_words
 from fp16doctor.analysis.values import ShownRatio, fmt_config, fmt_ms, fmt_pct
 from fp16doctor.knowledge.kernels import SHORT_NAME_MAX, kernel_short_name
@@ -249,7 +249,7 @@ def _bounds(diagnosis: Diagnosis, places: list[tuple[str, str]]) -> tuple[Bound,
         comparisons = [c for c in diagnosis.comparisons if (c.machine, c.stack) == (machine, stack)]
         found = _device_bound(rows, verdicts) or _cpu_bound(comparisons)
         if found is not None:
-            bounds.append(replace(found, where=where_of(machine, stack) if len(places) > 1 else ""))
+            bounds.append(replace(found, where=place_words(machine, stack) if len(places) > 1 else ""))
     return tuple(bounds)
 
 
@@ -261,7 +261,7 @@ def _prescriptions(prescriptions: Sequence[Mapping[str, Any]], many: bool) -> tu
         first = changes[0] if changes else {}
         lines.append(PrescriptionLine(
             id=f"P{index}",
-            where=where_of(str(p.get("machine")), str(p.get("stack"))) if many else "",
+            where=place_words(str(p.get("machine")), str(p.get("stack"))) if many else "",
             headline=str(p.get("headline") or ""),
             faster=recommended.get("precision") != "float32" or bool(recommended.get("setting")),
             changes=tuple(Change(change_words(c), str(c.get("how") or ""), str(c.get("cost") or ""))
@@ -317,7 +317,7 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, many: bool) -> tuple[Precis
         aa = v.get("aa_check")
         refs = notes.refs({"aa_check": aa, "outcome": v.get("outcome"), "notes": []})
         lines.append(PrecisionLine(
-            where=where_of(str(v.get("machine")), str(v.get("stack"))) if many else "",
+            where=place_words(str(v.get("machine")), str(v.get("stack"))) if many else "",
             label=_label(str(v.get("precision")), str(v.get("variant") or "original")),
             versus=versus,
             steps=f"{fmt_ms(v.get('step_ms'))} vs {fmt_ms(v.get('fp32_step_ms'))}",
@@ -328,7 +328,7 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, many: bool) -> tuple[Precis
             if m.get("variant") in ("original", "synthetic_input") or m.get("outcome") == "baseline":
                 continue
             lines.append(PrecisionLine(
-                where=where_of(str(p.get("machine")), str(p.get("stack"))) if many else "",
+                where=place_words(str(p.get("machine")), str(p.get("stack"))) if many else "",
                 label=fmt_config(m), steps=f"{fmt_ms(m.get('step_ms'))}", cause="",
                 versus=_figure(m.get("speedup"), m.get("speedup_interval"), m.get("outcome"),
                                m.get("interval_method"), m.get("bound")),

@@ -270,6 +270,9 @@ class RunView:
     # machine and stack (its runs' `rounds_vs_single_process`, the largest); 0: none measured.
     process_variation: float = 0.0
     probe_note: str | None = None  # what the machine was doing while its rounds ran (timing_rounds[].machine_load)
+    # Where it ran, as sentences name it: "" in a document with one machine and stack (said once, by the report's
+    # header), else its stack, and its machine where that is not the host (place_words).
+    place: str = ""
     # The between-process variance (log ratio squared) of its comparison, pooled over float32's ratios timed in the
     # same rounds processes, with its degrees of freedom (intervals.comparison_between); (0, 0): none measured.
     between_pool: tuple[float, int] = (0.0, 0)
@@ -554,10 +557,9 @@ class Pair:
     def describe(self) -> str:
         r, iv = self.reduced, self.interval
         verdict = "no measurable difference" if self.shown.same else self.shown.figure()
-        where = r.stack if r.machine == HOST_MACHINE else f"{r.stack} on {r.machine}"  # each machine named
         step = f" ({iv.compared})" if iv.compared else ""
         return (
-            f"{r.precision} step {fmt_ms(iv.other_ms)} vs {self.fp32.precision} {fmt_ms(iv.fp32_ms)}{step} on {where}"
+            f"{r.precision} step {fmt_ms(iv.other_ms)} vs {self.fp32.precision} {fmt_ms(iv.fp32_ms)}{step}{on(r.place)}"
             f"{'' if r.variant == 'original' else ' (' + r.variant + ')'}: {verdict}"
         )
 
@@ -586,6 +588,12 @@ class Context:
     # read both, naming the baseline.
     peer_pairs: list[Pair] = field(default_factory=list)
     machines: dict[str, MachineFacts] = field(default_factory=dict)
+
+    def place(self, machine: str, stack: str) -> str:
+        """A machine and stack as sentences name them: "" where the document has only that one (RunView.place)."""
+        named = len({(r.machine, r.stack) for r in self.runs}) > 1 or (machine, stack) not in \
+            {(r.machine, r.stack) for r in self.runs}
+        return place_words(machine, stack) if named else ""
 
     def machine_of(self, run: RunView) -> MachineFacts:
         """A run is judged against its own machine's hardware, never the local host's by default."""
@@ -742,11 +750,28 @@ def load_words(load: Mapping[str, Any]) -> str | None:
     return "; ".join(parts) if parts else None
 
 
+def place_words(machine: str, stack: str) -> str:
+    """A machine and stack as sentences name them: the stack alone on the host, else 'stack on machine'."""
+    return stack if machine == HOST_MACHINE else f"{stack} on {machine}"
+
+
+def on(place: str) -> str:
+    """' on <place>' after a sentence's subject, or nothing where the document has one place."""
+    return f" on {place}" if place else ""
+
+
+def _placed(runs: list[RunView]) -> list[RunView]:
+    """Each run with the place its sentences name, where the document tells more than one apart."""
+    if len({(r.machine, r.stack) for r in runs}) < 2:
+        return runs
+    return [replace(r, place=place_words(r.machine, r.stack)) for r in runs]
+
+
 def build_context(doc: Mapping[str, Any]) -> Context:
     host_record = as_mapping(doc.get("host"))
     host = _machine_facts(host_record)
-    runs = _with_design_facts(doc, [v for v in (_run_view(i, as_mapping(r))
-                                                for i, r in enumerate(as_list(doc.get("runs")))) if v])
+    runs = _placed(_with_design_facts(doc, [v for v in (_run_view(i, as_mapping(r))
+                                                        for i, r in enumerate(as_list(doc.get("runs")))) if v]))
     ctx = Context(doc, runs, host.gpus, host.cpu, host.os, host.drivers)
     recorded = as_mapping(doc.get("machines"))
     ctx.machines[HOST_MACHINE] = host

@@ -27,9 +27,8 @@ from fp16doctor.analysis.advice import (
     precision_applies,
     variant_applies,
     variant_setting,
-    where_of,
 )
-from fp16doctor.analysis.context import BF16, Context, Pair, RunView, Software, names_a_change
+from fp16doctor.analysis.context import BF16, Context, Pair, RunView, Software, names_a_change, on
 from fp16doctor.analysis.intervals import FIRST_STEP, RatioInterval
 from fp16doctor.analysis.next_bound import CommandOf, idle_words, next_bound_changes
 from fp16doctor.analysis.values import (
@@ -581,14 +580,13 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
     fastest 16-bit type as written)."""
     result = []
     fp32s = baselines(ctx)
-    many = len({(r.machine, r.stack) for r in fp32s}) > 1  # a place is named only where there is more than one
     for fp32 in fp32s:
         configs = measured_configs(ctx, fp32, found)
         best = _best(configs, fp32)
         changes = user_changes(ctx, fp32)
         # The headline leads with the largest change a control measured (the pipeline, a backend).
         lead = next((c for c in changes if c["kind"] in ("input_pipeline", "backend")), None)
-        on = f" on {fp32.stack if fp32.machine == 'host' else f'{fp32.stack} on {fp32.machine}'}" if many else ""
+        on_place = on(fp32.place)
         iv = best.interval
         low, high = (1.0, 1.0) if best.baseline else (iv.low, iv.high)
         result.append({
@@ -607,7 +605,8 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
             "measured": [m.to_dict() for m in configs],
             "untested": _untested(ctx, fp32, configs, best, found) + _untested_changes(changes),
             "user_changes": changes,
-            "headline": (_change_headline(lead, on, best) if lead is not None else _headline(fp32, best, configs, on))
+            "headline": (_change_headline(lead, on_place, best) if lead is not None
+                         else _headline(fp32, best, configs, on_place))
             + _size_caveat(ctx),
         })
     return result
@@ -757,9 +756,9 @@ def hold_advice(ctx: Context, findings: list[Finding], prescriptions: Sequence[P
             if prescription is not None:
                 there, ideas = _ideas_for(ctx, finding, prescription, target)
             if kind in CONFIGURATION_KINDS:
-                phrased = phrase_remedy(kind, there, machine, stack, prescription, ideas)
+                phrased = phrase_remedy(kind, there, ctx.place(machine, stack), prescription, ideas)
             else:
-                phrased = phrase_remedy(kind, None, machine, stack, None, ideas)
+                phrased = phrase_remedy(kind, None, ctx.place(machine, stack), None, ideas)
             if kind in CONFIGURATION_KINDS:  # a configuration's code only where it is not beaten nor replaced there
                 show_code = show_code and phrased.show_code and (target is None or there is not None)
             if phrased.text:
@@ -781,7 +780,9 @@ def hold_advice(ctx: Context, findings: list[Finding], prescriptions: Sequence[P
                     finding["severity"] = "info"
                     context = ""  # its own words set the switch
         if kind not in CONFIGURATION_KINDS and context:
-            context = f"On {', '.join(where_of(m, s) for m, s in wheres) or 'every machine'}: {context}"
+            named = [ctx.place(m, s) for m, s in wheres]
+            if any(named) or not wheres:
+                context = f"On {', '.join(n for n in named if n) or 'every machine'}: {context}"
         parts = [*lines, context] if kind in CONFIGURATION_KINDS else [context, *lines]
         text = "\n".join(p for p in parts if p)
         if code and show_code:

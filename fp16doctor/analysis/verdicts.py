@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from fp16doctor.analysis.causes import HALF, Accounting, Share
-from fp16doctor.analysis.context import BF16, REDUCED, SIXTEEN_BIT, Context
+from fp16doctor.analysis.context import BF16, REDUCED, SIXTEEN_BIT, Context, on
 from fp16doctor.analysis.device import device_split, estimated_bound
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
 from fp16doctor.analysis.roofline import RooflineEstimate
@@ -99,23 +99,23 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
     explained = sum(s.ms for s in causes)
     share = min(1.0, explained / acc.magnitude_ms) if acc.significant and acc.magnitude_ms else 0.0
     top = causes[0] if causes else None
-    where = reduced.stack if reduced.machine == "host" else f"{reduced.stack} on {reduced.machine}"
+    where = on(reduced.place)
     variant = "" if reduced.variant == "original" else f", {reduced.variant}"
     base = fp32.precision  # float32; another 16-bit type where the document has no float32 run (Context.peer_pairs)
-    headline = f"{reduced.precision} is {phrase} than {base} on {where}{variant}{_context(acc)}"
+    headline = f"{reduced.precision} is {phrase} than {base}{where}{variant}{_context(acc)}"
     interval = pair.interval
     split = device_split(pair)
     if interval.aa is not None and not interval.aa.passed:
-        headline = (f"{reduced.precision} against {base} on {where}{variant} is not measurable {interval.aa.scope} "
+        headline = (f"{reduced.precision} against {base}{where}{variant} is not measurable {interval.aa.scope} "
                     f"({fmt_ms(interval.other_ms)} vs {fmt_ms(interval.fp32_ms)} per step): {interval.aa.reason}")
         if split is not None and split.step_ms:
             # What the profile measured the precision change on the device, where the timed steps cannot say.
             headline += f"; the profile measured what it changed on the device: {split.change_words()}"
     elif interval.refused:
-        headline = (f"{reduced.precision} against {base} on {where}{variant} is not compared: "
+        headline = (f"{reduced.precision} against {base}{where}{variant} is not compared: "
                     f"{interval.refused}")
     elif outcome == "no_significant_difference":
-        headline = f"{reduced.precision} is no faster or slower than {base} on {where}{variant} " \
+        headline = f"{reduced.precision} is no faster or slower than {base}{where}{variant} " \
                    f"(the difference is inside {_inside(acc)})"
     elif top is not None:
         basis = {"measured_ops": "measured", "experiment": "confirmed by an experiment",

@@ -161,8 +161,9 @@ def test_where_the_time_went_renders_offline(tmp_path: Path) -> None:
     write_report([json.loads(OPS.read_text(encoding="utf-8"))], page, "html")
     dom, events = _run(page, tmp_path, "--dump-dom")
     assert "Where the time went" in dom and "ref:any" in dom and "backward weights" in dom
-    # The prescription comes first on the page: the measured mixed_bfloat16 on that Xeon.
-    assert 'id="prescription"' in dom and "Use mixed_bfloat16 on host" in dom
+    # The prescription comes first on the page: the measured mixed_bfloat16 on that Xeon; one machine and one stack
+    # are said once, in the header, not "on host" in every sentence.
+    assert 'id="prescription"' in dom and "Use mixed_bfloat16:" in dom and "on host" not in dom
     assert dom.index('id="prescription"') < dom.index("Where the time went")
     assert _page_requests(events) == []
     shot = tmp_path / "report-where-the-time-went.png"

@@ -7,7 +7,6 @@ from typing import Any
 from fp16doctor.analysis.context import Context, Pair, RunView, Software
 from fp16doctor.analysis.roofline import RooflineEstimate, estimate_context
 from fp16doctor.analysis.values import fmt_ms
-from fp16doctor.results import HOST_MACHINE
 
 Finding = dict[str, Any]
 SEED_STEPS_PER_EPOCH = 4  # the script: nb_train_samples 512 / batch_size 128
@@ -41,8 +40,9 @@ def stacks_of(runs: list[RunView]) -> list[str]:
 
 
 def at(run: RunView) -> str:
-    """Where a run ran, as evidence names it: its stack, and its machine where that is not the host."""
-    return run.stack if run.machine == HOST_MACHINE else f"{run.stack} on {run.machine}"
+    """Where a run ran, as an evidence line opens with it ("tf-2.15 on node2: "); nothing in a document with one
+    machine and stack (RunView.place)."""
+    return f"{run.place}: " if run.place else ""
 
 
 def where_of(runs: list[RunView]) -> list[dict[str, str]]:
@@ -116,7 +116,7 @@ def stated_causes(ctx: Context, kind: str) -> list[tuple[Pair, str, float]]:
             continue
         if base.stated.says(kind) and not _more(run, base, kind):
             continue  # the baseline states as much: not what the 16-bit type changed
-        line = (f"{at(run)}: the document states {_stated_words(run, kind)} in {run.precision}"
+        line = (f"{at(run)}the document states {_stated_words(run, kind)} in {run.precision}"
                 + (f" (and {_stated_words(base, kind)} in {base.precision})" if base.stated.says(kind) else "")
                 + f"; {pair.describe()} (stated, not measured)")
         found.append((pair, line, STATED_CONFIDENCE if run.stated.structured(kind) else NOTED_CONFIDENCE))

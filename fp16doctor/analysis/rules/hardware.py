@@ -248,7 +248,7 @@ def _measured_small(runs: list[RunView]) -> str | None:
     if worst is None:
         return None
     ms, share, window_ms, run, names = worst
-    return (f"{at(run)}: the layers kept off Tensor Cores ({', '.join(names)}) took {fmt_ms(ms)} of the "
+    return (f"{at(run)}the layers kept off Tensor Cores ({', '.join(names)}) took {fmt_ms(ms)} of the "
             f"{fmt_ms(window_ms)} profiled step ({share:.0%}; under {SMALL_CAUSE_SHARE:.0%} in every profiled "
             "16-bit run): padding them can change the step by at most that")
 
@@ -277,7 +277,7 @@ def rule_tensor_cores_not_eligible(ctx: Context) -> Finding | None:
         on_tensor_cores = [la.name for la in bad if la.name and ran_on_tensor_cores(profiled, la.name)]
         bad = [la for la in bad if la.name not in on_tensor_cores]
         if on_tensor_cores:
-            evidence.append(f"{at(run)}: {', '.join(on_tensor_cores)} ran on Tensor Cores in the profile (its 16-bit "
+            evidence.append(f"{at(run)}{', '.join(on_tensor_cores)} ran on Tensor Cores in the profile (its 16-bit "
                             "kernels' names say so) although its channels are not multiples of 8")
         if not bad:
             continue
@@ -298,7 +298,7 @@ def rule_tensor_cores_not_eligible(ctx: Context) -> Finding | None:
                 else "channels not multiples of 8 keep it off the fast Tensor Core kernels"
             )
             evidence.append(
-                f"{at(run)}: {layer.type} {layer.in_channels}->{layer.out_channels} channels: "
+                f"{at(run)}{layer.type} {layer.in_channels}->{layer.out_channels} channels: "
                 f"{fmt_flops(layer.flops_per_example)} per example, {frac:.1%} of the model; {how}"
             )
         share_max = max(share_max, share)

@@ -57,7 +57,7 @@ def _inferred_input_bound(ctx: Context) -> tuple[list[str], list[RunView]]:
         e = estimates.get((f.machine, f.stack, f.device))
         if (f.workload_name == SEED_WORKLOAD and f.variant == "original" and f.on_gpu and f.input_ms is None
                 and e and e.fp32_ms and f.step_ms and e.fp32_ms < SEED_ARITHMETIC_SHARE * f.step_ms):
-            return [f"{at(f)}: the GPU's best case for the float32 step is {fmt_ms(e.fp32_ms)} of the measured "
+            return [f"{at(f)}the GPU's best case for the float32 step is {fmt_ms(e.fp32_ms)} of the measured "
                     f"{fmt_ms(f.step_ms)}; the script decodes, resizes and flips every batch of "
                     f"{f.batch_size or 128} images on the host, on one worker by default (host input time "
                     "not measured)"], [f, pair.reduced]
@@ -206,7 +206,7 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
         if r.input_ms - f.input_ms > HOST_MIN_EXTRA_MS and (r.input_ms > HOST_MIN_FACTOR * f.input_ms or (
                 apart and r.input_ms > HOST_APART_MIN_FACTOR * f.input_ms)):
             excess = r.input_ms - f.input_ms
-            line = (f"{at(r)}: the host spends {fmt_ms(r.input_ms)} per batch building {r.precision} "
+            line = (f"{at(r)}the host spends {fmt_ms(r.input_ms)} per batch building {r.precision} "
                     f"images vs {fmt_ms(f.input_ms)} in float32")
             if r.step_ms:
                 line += f"; the {fmt_ms(excess)} excess is {excess / r.step_ms:.1%} of the {fmt_ms(r.step_ms)} step"
@@ -231,7 +231,7 @@ def rule_host_fp16_emulation(ctx: Context) -> Finding | None:
                 continue
             est = HOST_FP16_BATCH_ESTIMATE
             line = (
-                f"{at(run)}: {why}; numpy has no fast float16 arithmetic on x86 ({NUMPY_FP16_ISSUES[0]}). "
+                f"{at(run)}{why}; numpy has no fast float16 arithmetic on x86 ({NUMPY_FP16_ISSUES[0]}). "
                 f"Estimate (no input time was measured): {est.source} took {est.float16_ms:.1f} ms per batch of "
                 f"{est.batch_size} images of {est.image_height}x{est.image_width} in float16 vs "
                 f"{est.float32_ms:.1f} ms in float32 (decode included"

@@ -10,7 +10,6 @@ from fp16doctor.analysis.advice import (
 from fp16doctor.analysis.context import Context, RunView
 from fp16doctor.analysis.rules.common import (
     Finding,
-    at,
     first_software,
     make_finding,
     stacks_of,
@@ -49,8 +48,9 @@ def rule_pure_float16_floatx(ctx: Context) -> Finding | None:
     epsilon = (f"; Keras' default epsilon 1e-07 is below fp16's smallest normal number "
                f"{FP16_SMALLEST_NORMAL:.1e}"
                if fw in ("keras2", "tf.keras", "keras3") else "")
+    places = sorted({r.place for r in runs if r.place})
     evidence = [
-        f"{', '.join(sorted({at(r) for r in runs}))}: {how}: weight updates smaller than 1/2048 of a weight round "
+        f"{', '.join(places) + ': ' if places else ''}{how}: weight updates smaller than 1/2048 of a weight round "
         f"away{epsilon}"
     ]
     pairs = [p for p in ctx.fp16_pairs() if p.reduced in runs]

@@ -69,7 +69,7 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
             if casts is not None and casts < band * pure_ms:
                 continue  # the profiles measured the casts themselves, and they are not what differs
             scaling = " and the loss scaling" if mixed.advice_applies("loss_scaling") else ""
-            line = (f"{at(mixed)}: mixed_float16 step {fmt_ms(mixed_ms)} vs float16 {fmt_ms(pure_ms)}: the "
+            line = (f"{at(mixed)}mixed_float16 step {fmt_ms(mixed_ms)} vs float16 {fmt_ms(pure_ms)}: the "
                     f"float32->float16 casts of weights and activations{scaling} cost "
                     f"{fmt_ms(mixed_ms - pure_ms)} per step")
             if casts is not None:
@@ -106,7 +106,7 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
         if (run in runs or library is None or pair.faster or run.device != "cpu"
                 or not is_pure(run.precision, FP16) or ctx.cpu_for(run).native_fp16 is True):
             continue
-        evidence.append(f"{at(run)}: {library} runs a float16 model on a CPU without float16 arithmetic by casting "
+        evidence.append(f"{at(run)}{library} runs a float16 model on a CPU without float16 arithmetic by casting "
                         "to float32 before, and back after, every op that has no float16 kernel there "
                         f"({CASTS_FOR_MISSING_CPU_KERNELS[library]}); {pair.describe()} (from the library's "
                         "documented behaviour, not measured)")
@@ -122,7 +122,7 @@ def rule_cast_overhead(ctx: Context) -> Finding | None:
         if (run in runs or not pair.slower or pair.ratio <= OVERHEAD_MAX_MOVE or not is_mixed(run.precision)
                 or run.inference or not run.on_gpu or f.step_ms is None or f.step_ms >= TINY_STEP_MS):
             continue
-        evidence.append(f"{at(run)}: {run.precision} in training on a {fmt_ms(f.step_ms)} float32 step: mixed "
+        evidence.append(f"{at(run)}{run.precision} in training on a {fmt_ms(f.step_ms)} float32 step: mixed "
                         "precision casts every float32 weight to 16 bits each step, a cost per weight whatever the "
                         f"batch, which a step this short cannot absorb; {pair.describe()} (estimated from the step "
                         "times, not measured)")
@@ -171,7 +171,7 @@ def _cast_count_twins(ctx: Context) -> list[tuple[str, RunView]]:
             mine, theirs = run.stated.cast_ops or 0, twin.stated.cast_ops or 0
             step, other = run.step_ms or 0.0, twin.step_ms or 0.0
             if mine >= CAST_COUNT_FACTOR * theirs and step > (1 + CAST_MIN_COST) * other:
-                found.append((f"{at(run)}: the document states {mine} cast ops per step in {run.precision} "
+                found.append((f"{at(run)}the document states {mine} cast ops per step in {run.precision} "
                               f"against {theirs} on {twin.stack} for the same workload, and its step is "
                               f"{fmt_ms(run.step_ms)} against {fmt_ms(twin.step_ms)}: the {mine - theirs} extra "
                               "casts cost it (stated, not measured)", run))
@@ -297,7 +297,7 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
         bigger = _faster_at_larger_batch(ctx, pair)
         if bigger is not None:
             evidence.append(
-                f"{at(f)}: at batch {f.batch_size} {pair.describe()}; at batch {bigger.reduced.batch_size} "
+                f"{at(f)}at batch {f.batch_size} {pair.describe()}; at batch {bigger.reduced.batch_size} "
                 f"{bigger.describe()}: the same model gains from 16 bits once a step holds more work, so at batch "
                 f"{f.batch_size} launches and framework overhead fill the step (measured)")
             confidence = max(confidence, 0.85)
@@ -305,7 +305,7 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
         elif (est and est.fp32_ms is not None and est.fp32_ms < ARITHMETIC_SHARE_OF_STEP * f.step_ms
                 and f.step_ms < SMALL_STEP_MS):
             evidence.append(
-                f"{at(f)}: float32 step {fmt_ms(f.step_ms)} where the GPU's best case is "
+                f"{at(f)}float32 step {fmt_ms(f.step_ms)} where the GPU's best case is "
                 f"{fmt_ms(est.fp32_ms)} (fp16 best case {fmt_ms(est.fp16_ms)}): launch and framework "
                 "overhead fill the step, not arithmetic"
             )
@@ -314,7 +314,7 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
         elif (est is None or est.fp32_ms is None) and f.step_ms < TINY_STEP_MS:
             params = f.model.params if f.model else None
             evidence.append(
-                f"{at(f)}: a float32 step takes only {fmt_ms(f.step_ms)} on the GPU"
+                f"{at(f)}a float32 step takes only {fmt_ms(f.step_ms)} on the GPU"
                 + (f" for {params:,} parameters" if params else "")
                 + ": too little work per step for fp16 arithmetic to matter"
             )
@@ -322,7 +322,7 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
             runs.append(pair.reduced)
         elif f.gpu_util_pct is not None and f.gpu_util_pct < LOW_GPU_UTIL_PCT and f.step_ms < SMALL_STEP_MS:
             evidence.append(
-                f"{at(f)}: GPU busy only {f.gpu_util_pct:.0f}% of a {fmt_ms(f.step_ms)} float32 step"
+                f"{at(f)}GPU busy only {f.gpu_util_pct:.0f}% of a {fmt_ms(f.step_ms)} float32 step"
             )
             confidence = max(confidence, 0.6)
             runs.append(pair.reduced)
@@ -330,7 +330,7 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
             gpu = ctx.gpu_for(f)
             mode = "inference" if pair.reduced.inference else "training"
             evidence.append(
-                f"{at(f)}: {mode} at batch {f.batch_size} on the {gpu.label if gpu else 'GPU'}: each kernel holds "
+                f"{at(f)}{mode} at batch {f.batch_size} on the {gpu.label if gpu else 'GPU'}: each kernel holds "
                 "too little work to fill the GPU, so kernel launches and framework overhead fill the step in both "
                 f"precisions, and 16-bit arithmetic can shorten little of it ({pair.describe()}; from the "
                 "document's batch and device, not measured)")

@@ -264,7 +264,7 @@ def rule_stack_incompatible_gpu(ctx: Context) -> Finding | None:
             low = cc_tuple(kit.min_compute_capability)
             if top and cc[0] > top[0]:
                 evidence.append(
-                    f"{at(run)}: CUDA {run.software.cuda} has machine code up to compute capability "
+                    f"{at(run)}CUDA {run.software.cuda} has machine code up to compute capability "
                     f"{kit.max_compute_capability}; the {gpu.label} needs a toolkit that knows it "
                     "(PTX JIT at best: minutes of start-up, missing library kernels)"
                 )
@@ -272,7 +272,7 @@ def rule_stack_incompatible_gpu(ctx: Context) -> Finding | None:
                 runs.append(run)
             elif low and cc < low:
                 evidence.append(
-                    f"{at(run)}: CUDA {run.software.cuda} no longer supports compute capability "
+                    f"{at(run)}CUDA {run.software.cuda} no longer supports compute capability "
                     f"{gpu.compute_capability} (minimum {kit.min_compute_capability})"
                 )
                 confidence = max(confidence, 0.9)
@@ -281,7 +281,7 @@ def rule_stack_incompatible_gpu(ctx: Context) -> Finding | None:
         have = version_tuple(ctx.driver_for(run))
         if need and have and not ctx.windows and have < need:
             evidence.append(
-                f"{at(run)}: CUDA {run.software.cuda} needs Linux driver >= "
+                f"{at(run)}CUDA {run.software.cuda} needs Linux driver >= "
                 f"{min_driver_for(run.software.cuda)}; this host has {ctx.driver_for(run)}"
             )
             confidence = max(confidence, 0.9)

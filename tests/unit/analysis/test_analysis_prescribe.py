@@ -219,7 +219,7 @@ def test_a_recommendation_of_an_unmeasured_configuration_says_it_is_untested() -
     floatx = next(f for f in diagnose_document(doc).findings if f["id"] == "pure_float16_floatx")
     assert floatx["recommends"] == {"precision": "mixed_float16", "variant": "original", "setting": None,
                                     "measured_speedup": None}
-    assert "Untested on host: mixed_float16" in floatx["recommendation"]
+    assert "Untested: mixed_float16" in floatx["recommendation"]
     assert "`fp16doctor diagnose --precision float32 --precision mixed_float16` measures it" in floatx["recommendation"]
     assert "set_dtype_policy('mixed_float16')" not in floatx["recommendation"]  # no code for what nobody measured
 

@@ -41,9 +41,10 @@ def test_every_committed_rendering_is_what_the_code_prints() -> None:
 def test_the_readme_quotes_the_h200_answer_from_its_first_line() -> None:
     regenerate = _regenerate()
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    explain = (regenerate.EXAMPLES / regenerate.README_EXAMPLE / "explain.txt").read_text(encoding="utf-8")
+    name = "gpu-h200-keras-torch-full"
+    explain = (regenerate.EXAMPLES / name / "explain.txt").read_text(encoding="utf-8")
     quote = regenerate.answer_quote(explain)
-    assert regenerate.README_MARKER in readme and quote in readme
+    assert regenerate.README_MARKER.format(name) in readme and quote in readme
     assert quote.startswith("What bounds the step\n") and "4 %" in quote and "3.7x faster" in quote
     assert "638 ms in float16 vs 162 ms" in quote
 
@@ -55,3 +56,14 @@ def test_a_changed_rendering_is_caught(tmp_path: Path) -> None:
     assert regenerate.stale(page, "<p>float16 is 1.5x slower</p>")
     assert not regenerate.stale(page, "<p>float16 is 1.6x slower</p>")
     assert regenerate.stale(tmp_path / "missing.txt", "")
+
+
+def test_every_answer_the_readme_shows_is_one_it_regenerates() -> None:
+    """No transcript of an older release's summary: each answer block in the README sits under a marker."""
+    regenerate = _regenerate()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quoted = regenerate.QUOTED.findall(readme)
+    assert {"gpu-h200-keras-torch-full", "cpu-epyc-avx512bf16-quick", "cpu-epyc-avx512bf16-script-quick"} <= set(quoted)
+    blocks = readme.split("```")[1::2]
+    answers = [b for b in blocks if "What to do\n" in b]
+    assert len(answers) == len(quoted), "an answer block without its marker"

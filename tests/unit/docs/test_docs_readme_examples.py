@@ -18,16 +18,16 @@ README = re.sub(r"\s+", " ", (ROOT / "README.md").read_text(encoding="utf-8"))
 # difference, and the difference); a figure's unit is its `<name>_unit` group, else its partner's, else ms.
 _MEASURED = (r"\(measured: (?P<explained>[\d.]+) (?P<explained_unit>ms|s) of the (?P<difference>[\d.]+) "
              r"(?P<difference_unit>ms|s) difference\)")
-_STEPS = r"\((?P<step>\d+) ms vs (?P<fp32_step>\d+) ms per step;[^)]*\)"
+# The answer's line per configuration: "float16: 5.1x slower (4.6-5.6x), 935 ms vs 184 ms  [N1] cause: ... (734 ms of
+# 751 ms)".
+_ANSWER = r"\([\d.-]+x\), (?P<step>\d+) ms vs (?P<fp32_step>\d+) ms(?: \[N\d\])? cause: "
+_CAUSE = (r"\((?P<explained>[\d.]+) (?P<explained_unit>ms|s) of (?P<difference>[\d.]+) (?P<difference_unit>ms|s)\)")
 QUOTED = [
-    (r"(?<!\w)float16 is (?P<slower>[\d.]+)x slower than float32 on host " + _STEPS
-     + r": mostly because the framework's 16-bit kernels [^(]*" + _MEASURED,
-     "cpu-epyc-avx512bf16-quick", "float16"),
-    (r"mixed_float16 is (?P<slower>[\d.]+)x slower than float32 on host " + _STEPS
-     + r": mostly because the framework's 16-bit kernels [^(]*" + _MEASURED,
+    (r"(?<!\w)float16: (?P<slower>[\d.]+)x slower " + _ANSWER + r"the framework's 16-bit kernels [^(]*"
+     + _CAUSE, "cpu-epyc-avx512bf16-quick", "float16"),
+    (r"mixed_float16: (?P<slower>[\d.]+)x slower " + _ANSWER + r"the framework's 16-bit kernels [^(]*" + _CAUSE,
      "cpu-epyc-avx512bf16-quick", "mixed_float16"),
-    (r"mixed_bfloat16 is (?P<faster>[\d.]+)x faster than float32 on host " + _STEPS
-     + r": mostly because 16-bit kernels saved time " + _MEASURED,
+    (r"mixed_bfloat16: (?P<faster>[\d.]+)x faster " + _ANSWER + r"16-bit kernels saved time " + _CAUSE,
      "cpu-epyc-avx512bf16-quick", "mixed_bfloat16"),
     (r"(?<!\w)float16 is (?P<slower>[\d.]+)x slower than float32 on tf2\.10-cpu \((?P<step>\d+) (?P<step_unit>s) vs "
      r"(?P<fp32_step>[\d.]+) s per step\): [^(]*" + _MEASURED,
@@ -38,9 +38,9 @@ QUOTED = [
     (r"(?<!\w)float16 (?P<slower>[\d.]+)x slower at its quick size, `slow_16bit_compute`, (?P<explained>[\d.]+) of "
      r"the (?P<difference>[\d.]+) (?P<difference_unit>s) difference",
      "cpu-epyc-avx2-tf2.10-quick", "float16"),
-    (r"KERAS_BACKEND=torch: float16 is (?P<slower>[\d.]+)x slower than float32 on host: [^(]*" + _MEASURED,
+    (r"KERAS_BACKEND=torch: float16 is (?P<slower>[\d.]+)x slower than float32: [^(]*" + _MEASURED,
      "cpu-epyc-avx2-quick-torch", "float16"),
-    (r"KERAS_BACKEND=jax: float16 is no faster or slower than float32 on host",
+    (r"KERAS_BACKEND=jax: float16 is no faster or slower than float32 \(",
      "cpu-epyc-avx2-quick-jax", "float16"),
     (r"on this script mixed_bfloat16 is (?P<faster>[\d.]+)x faster than float32",
      "cpu-epyc-avx512bf16-script-quick", "mixed_bfloat16"),

@@ -170,7 +170,7 @@ def test_minimal_document_with_only_required_keys(sources):
     assert machine.name == "CPU only (no GPU)"
     assert machine.verdicts[0].tone == "faster"
     sentence = machine.verdicts[0].sentence
-    assert "mixed_float16 is 1.25x faster than float32 on host (8.0 ms vs 10 ms per step)" in sentence
+    assert "mixed_float16 is 1.25x faster than float32 (8.0 ms vs 10 ms per step)" in sentence
     row = machine.rows[0]
     assert row.images_per_s is None and row.input_share is None and row.first_step_ms is None
 

@@ -84,7 +84,7 @@ def test_a_finding_points_at_the_prescription_instead_of_restating_it() -> None:
     text = _explain(H200, "--full")
     headline = "Fix the input pipeline first"
     assert text.count(headline) <= 2  # the answer's, and the prescription's own block in the detail
-    assert "See the prescription for host." in text
+    assert "See the prescription." in text
 
 
 @pytest.mark.parametrize(("name", "short"), [
