@@ -65,11 +65,16 @@ class DeviceSplit:
         idle = self.idle
         if idle is None or idle.total_ms <= 0:
             return None
-        parts = [f"{fmt_ms(idle.waiting_on_data_ms)} waiting on the host's data"]
+        text = f"the device idled {fmt_ms(idle.total_ms)} a step"
+        if idle.waiting_on_data_ms is None and idle.launch_gaps_ms is None:
+            return text + (" (not split: the recorded rows have neither the host's batch spans nor timestamps; a "
+                           "new profile splits it)")
+        parts = [f"{fmt_ms(idle.waiting_on_data_ms)} waiting on the host's data"] \
+            if idle.waiting_on_data_ms is not None else []
         if idle.launch_gaps_ms is not None:
             parts.append(f"{fmt_ms(idle.launch_gaps_ms)} in launch and dispatch gaps")
         parts.append(f"{fmt_ms(idle.other_ms)} other")
-        text = f"the device idled {fmt_ms(idle.total_ms)} a step: {', '.join(parts)}"
+        text += f": {', '.join(parts)}"
         dominant = idle.dominant
         if dominant is None:
             return text + " (the recorded rows have no timestamps to tell a launch gap from the rest)"
@@ -114,7 +119,8 @@ class DeviceSplit:
         host, gaps = self.host_rows_difference_ms, 0.0
         mine, theirs = self.idle, self.fp32_idle
         if mine is not None and theirs is not None and mine.launch_gaps_ms is not None \
-                and theirs.launch_gaps_ms is not None:  # both from timestamps
+                and theirs.launch_gaps_ms is not None and mine.waiting_on_data_ms is not None \
+                and theirs.waiting_on_data_ms is not None:  # both from timestamps
             host = mine.waiting_on_data_ms - theirs.waiting_on_data_ms
             gaps = mine.launch_gaps_ms - theirs.launch_gaps_ms
         placed = self.kernel_difference_ms + self.copy_difference_ms + host + gaps

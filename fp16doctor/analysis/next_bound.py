@@ -69,7 +69,7 @@ def _control(ctx: Context, fp32: RunView) -> RunView | None:
 def _whole_split(run: RunView) -> dict[str, float]:
     """The run's idle split (`device_time.idle`, read once by the context) where every part of it is known."""
     idle = run.device_time.idle if run.device_time is not None else None
-    if idle is None or idle.launch_gaps_ms is None:
+    if idle is None or idle.launch_gaps_ms is None or idle.waiting_on_data_ms is None:
         return {}
     return {k: float(v) for k, v in idle.to_dict().items() if k in IDLE_KINDS}
 

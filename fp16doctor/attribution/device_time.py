@@ -73,29 +73,31 @@ class IdleSplit:
     activities with no such span: the host had not issued the next kernel yet) and the rest (idle before the
     window's first activity and after its last). `method`: "trace_intervals" from timestamps; "document_rows" from
     a recorded document's rows (no timestamps: the host's batch rows are its data wait, and nothing can tell a
-    launch gap from the rest, so `launch_gaps_ms` is null there)."""
+    launch gap from the rest, so `launch_gaps_ms` is null there; a document with no host rows leaves
+    `waiting_on_data_ms` null too: not measured, never 0)."""
 
-    waiting_on_data_ms: float
+    waiting_on_data_ms: float | None
     launch_gaps_ms: float | None
     other_ms: float
     method: str = "trace_intervals"
 
     @property
     def total_ms(self) -> float:
-        return self.waiting_on_data_ms + (self.launch_gaps_ms or 0.0) + self.other_ms
+        return (self.waiting_on_data_ms or 0.0) + (self.launch_gaps_ms or 0.0) + self.other_ms
 
     @property
     def dominant(self) -> str | None:
         """The idle kind with the most time; None where launch gaps were not told from the rest (no kind can be
         said to dominate while one of them is unknown)."""
-        if self.launch_gaps_ms is None:
+        if self.launch_gaps_ms is None or self.waiting_on_data_ms is None:
             return None
         parts = {"waiting_on_data_ms": self.waiting_on_data_ms, "launch_gaps_ms": self.launch_gaps_ms,
                  "other_ms": self.other_ms}
         return max(parts, key=lambda k: parts[k])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"waiting_on_data_ms": round(self.waiting_on_data_ms, 3),
+        return {"waiting_on_data_ms": round(self.waiting_on_data_ms, 3) if self.waiting_on_data_ms is not None
+                else None,
                 "launch_gaps_ms": round(self.launch_gaps_ms, 3) if self.launch_gaps_ms is not None else None,
                 "other_ms": round(self.other_ms, 3), "method": self.method}
 
@@ -104,7 +106,7 @@ class IdleSplit:
         if not isinstance(value, Mapping):
             return None
         data, gaps, other = (_number(value.get(k)) for k in IDLE_KINDS)
-        if data is None or other is None:
+        if other is None:
             return None
         return cls(data, gaps, other, str(value.get("method") or "trace_intervals"))
 
@@ -330,9 +332,10 @@ def from_rows(items: Sequence[Mapping[str, Any]], step_ms: float | None) -> Devi
         # No timestamps: the host's batch rows are what the device waited on for data (at most its idle time); a
         # launch gap cannot be told from the rest.
         idle_ms = max(step_ms - busy, 0.0)
-        data = min(sum(float(i.get("ms_per_step") or 0.0) for i in items
-                       if isinstance(i, Mapping) and i.get("time") == HOST_TIME), idle_ms)
-        idle = IdleSplit(data, None, idle_ms - data, "document_rows")
+        host = [float(i.get("ms_per_step") or 0.0) for i in items
+                if isinstance(i, Mapping) and i.get("time") == HOST_TIME]
+        data = min(sum(host), idle_ms) if host else None  # no host rows: the data wait was not measured
+        idle = IdleSplit(data, None, idle_ms - (data or 0.0), "document_rows")
     return DeviceTime(busy, step_ms, copies, pageable, method="kernel_sum", idle=idle)
 
 
