@@ -147,6 +147,28 @@ def short_line(text: str) -> str:
     return " ".join(short(word) for word in " ".join(str(text).split()).split(" "))
 
 
+def note_texts(entry: Mapping[str, Any]) -> list[str]:
+    """A verdict's or a measured configuration's notes as the answer words them: the A/A control's own words (one
+    note for every row it is held against), then the entry's other caveats."""
+    texts: list[str] = []
+    aa = entry.get("aa_check")
+    if isinstance(aa, Mapping) and aa.get("passed") is False and entry.get("outcome") != "baseline":
+        texts.append(f"Not measurable: {aa.get('control') or aa.get('reason')}")
+    for note in entry_notes(entry) if "notes" in entry or "unsafe" in entry else []:
+        if note.startswith("not measurable"):
+            continue  # the control's note above says it
+        texts.append(note[0].upper() + note[1:])
+    return [" ".join(t.split()) for t in texts]
+
+
+def notes_of(answer: Answer, entry: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A measured configuration's notes beside the answer: (the ids of those the answer already says, the rest)."""
+    ids = {n.text: n.id for n in answer.notes}
+    texts = note_texts(entry)
+    return (tuple(dict.fromkeys(ids[t] for t in texts if t in ids)),
+            tuple(t for t in texts if t not in ids))
+
+
 class _Notes:
     """The shared notes as the rows name them: each text once, numbered in the order first met."""
 
@@ -160,17 +182,7 @@ class _Notes:
         return self.by_text[text]
 
     def refs(self, entry: Mapping[str, Any]) -> tuple[str, ...]:
-        """A verdict's or a measured configuration's notes: the A/A control's own words (one note for every row
-        it is held against), then the entry's other caveats."""
-        ids: list[str] = []
-        aa = entry.get("aa_check")
-        if isinstance(aa, Mapping) and aa.get("passed") is False and entry.get("outcome") != "baseline":
-            ids.append(self.ref(f"Not measurable: {aa.get('control') or aa.get('reason')}"))
-        for note in entry_notes(entry) if "notes" in entry or "unsafe" in entry else []:
-            if note.startswith("not measurable"):
-                continue  # the control's note above says it
-            ids.append(self.ref(note[0].upper() + note[1:]))
-        return tuple(dict.fromkeys(ids))
+        return tuple(dict.fromkeys(self.ref(t) for t in note_texts(entry)))
 
     def notes(self) -> tuple[Note, ...]:
         return tuple(Note(i, t) for t, i in self.by_text.items())
@@ -394,4 +406,4 @@ def build_answer(diagnosis: Diagnosis) -> Answer:
 
 
 __all__ = ["MAX_LINE", "Answer", "Bound", "Change", "FindingLine", "Note", "PrecisionLine", "PrescriptionLine",
-           "build_answer", "short_line"]
+           "build_answer", "notes_of", "short_line"]

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fp16doctor.analysis.answer import Answer, notes_of
 from fp16doctor.analysis.prescribe import change_words, entry_notes, entry_versus, in_memory_words
 from fp16doctor.analysis.values import fmt_config, fmt_ms
 from fp16doctor.report.sections.inputs import ReportInput
@@ -17,8 +18,9 @@ class MeasuredConfigView:
     config: str
     step: str
     versus_fp32: str  # "2.19x faster (2.08-2.30x)", "the baseline"
-    note: str
+    note: str  # its notes the answer does not already say
     recommended: bool
+    note_ids: tuple[str, ...] = ()  # the answer's notes it carries ("N1"), said once there
 
 
 @dataclass(frozen=True)
@@ -49,9 +51,12 @@ class PrescriptionView:
     untested: list[UntestedView]
     changes: list[UserChangeView] = field(default_factory=list)  # measured first: what they are worth
     baseline: str = "float32"  # what the table's ratios are against (a 16-bit type where no float32 ran)
+    doc_index: int = 1  # its document's place in the report (1-based): where its answer's notes are
 
 
-def prescription_view(machine: str, prescription: Mapping[str, Any]) -> PrescriptionView:
+def prescription_view(machine: str, prescription: Mapping[str, Any], answer: Answer | None = None,
+                      doc_index: int = 1) -> PrescriptionView:
+    """`answer`: the document's answer, whose shared notes a row refers to by id instead of repeating them."""
     recommended = prescription.get("recommended") if isinstance(prescription.get("recommended"), Mapping) else {}
     assert isinstance(recommended, Mapping)
     chosen = (recommended.get("precision"), recommended.get("variant"))
@@ -59,9 +64,10 @@ def prescription_view(machine: str, prescription: Mapping[str, Any]) -> Prescrip
     for entry in prescription.get("measured") or []:
         if not isinstance(entry, Mapping):
             continue
+        ids, rest = notes_of(answer, entry) if answer is not None else ((), tuple(entry_notes(entry)))
         measured.append(MeasuredConfigView(fmt_config(entry), fmt_ms(entry.get("step_ms")), entry_versus(entry),
-                                           "; ".join(entry_notes(entry)),
-                                           (entry.get("precision"), entry.get("variant")) == chosen))
+                                           "; ".join(rest), (entry.get("precision"), entry.get("variant")) == chosen,
+                                           ids))
     untested = [UntestedView(fmt_config(i), str(i.get("why") or ""), str(i.get("command") or ""),
                              str(i.get("no_command") or ""))
                 for i in prescription.get("untested") or [] if isinstance(i, Mapping)]
@@ -71,14 +77,17 @@ def prescription_view(machine: str, prescription: Mapping[str, Any]) -> Prescrip
     faster = recommended.get("precision") != "float32" or bool(recommended.get("setting"))
     return PrescriptionView(machine, str(prescription.get("headline") or ""), str(recommended.get("how") or ""),
                             "faster" if faster else "same", measured, untested, changes,
-                            str(prescription.get("baseline") or "float32"))
+                            str(prescription.get("baseline") or "float32"), doc_index)
 
 
-def prescription_views(prescriptions: Sequence[Mapping[str, Any]], names: Mapping[str, str]) -> list[PrescriptionView]:
+def prescription_views(prescriptions: Sequence[Mapping[str, Any]], names: Mapping[str, str],
+                       answer: Answer | None = None, doc_index: int = 1) -> list[PrescriptionView]:
     """One view per prescription, its machine named as the report names it."""
-    return [prescription_view(names.get(str(p.get("machine")), str(p.get("machine"))), p) for p in prescriptions]
+    return [prescription_view(names.get(str(p.get("machine")), str(p.get("machine"))), p, answer, doc_index)
+            for p in prescriptions]
 
 
 def build(source: ReportInput) -> list[PrescriptionView]:
     """Every document's prescriptions, each machine named as the report names it."""
-    return [p for d in source.documents for p in prescription_views(d.diagnosis.prescriptions, d.names)]
+    return [p for i, d in enumerate(source.documents, 1)
+            for p in prescription_views(d.diagnosis.prescriptions, d.names, d.diagnosis.answer, i)]

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from fp16doctor.analysis import diagnose_document
 from fp16doctor.diagnose import DiagnoseOutcome
+from fp16doctor.report import write_report
 from fp16doctor.report.html import render_view
 from fp16doctor.report.markdown import markdown_from_view
 from fp16doctor.report.viewmodel import build_report
@@ -116,3 +117,20 @@ def test_a_backend_change_is_said_with_its_command_and_cost_in_every_output() ->
         flat = " ".join(text.split())
         assert "backend jax:" in flat and "KERAS_BACKEND=jax" in flat, name
         assert change["cost"].split(":")[0] in flat, name
+
+
+def test_the_measured_table_refers_to_the_answers_notes_instead_of_repeating_them(tmp_path: Path) -> None:
+    """The A/A control's note was written out on every row it held against; the answer says it once (N1)."""
+    h200 = Path(__file__).resolve().parents[3] / "docs" / "examples" / "gpu-h200-keras-torch-full" / "results.json"
+    doc = json.loads(h200.read_text(encoding="utf-8"))
+    answer = diagnose_document(doc).answer
+    assert answer is not None and answer.notes
+    page = tmp_path / "report.html"
+    write_report([doc], page, "html")
+    text = html.unescape(page.read_text(encoding="utf-8"))
+    start = text.index('class="measured-configs"')
+    table = text[start:text.index("</table>", start)]
+    assert 'class="note-ref" href="#a1-note-N1"' in table
+    for note in answer.notes:
+        assert note.text not in table, note.id
+        assert f'id="a1-note-{note.id}"' in text  # the target each reference links to
