@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from fp16doctor.analysis.context import place_words
-from fp16doctor.analysis.prescribe import change_words, entry_notes, in_memory_words
+from fp16doctor.analysis.prescribe import NOT_COMPARED, change_words, entry_notes, in_memory_words
 from fp16doctor.analysis.values import ShownRatio, fmt_config, fmt_ms, fmt_pct
 from fp16doctor.knowledge.kernels import SHORT_NAME_MAX, kernel_short_name
 
@@ -311,9 +311,12 @@ def _cause(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) ->
     return f"cause: {title}{part}" + (f": {number}" if number else "")
 
 
-def _figure(speedup: Any, interval: Any, outcome: Any, method: Any, bound: Any) -> str:
+def _figure(speedup: Any, interval: Any, outcome: Any, method: Any, bound: Any, refused: Any = None) -> str:
     """"2.2x slower (1.9-2.5x)", "same speed (0.9-1.1x)", ">= 6.8x slower": the figure every output prints
-    (ShownRatio), then its interval."""
+    (ShownRatio), then its interval; "not compared" where the comparison was refused (timed apart, its note says
+    why): no figure, not even "same speed"."""
+    if refused:
+        return NOT_COMPARED
     shown = ShownRatio.of(speedup, interval, outcome, method=method, bound=bound)
     if shown is None:
         return ""
@@ -325,7 +328,7 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, many: bool) -> tuple[Precis
     lines = []
     for v in diagnosis.verdicts:
         versus = _figure(v.get("ratio"), v.get("ratio_interval"), v.get("outcome"), v.get("interval_method"),
-                         v.get("bound")) or str(v.get("figure") or v.get("outcome") or "")
+                         v.get("bound"), v.get("comparison_refused")) or str(v.get("figure") or v.get("outcome") or "")
         aa = v.get("aa_check")
         refs = notes.refs({"aa_check": aa, "outcome": v.get("outcome"), "notes": []})
         lines.append(PrecisionLine(
@@ -343,7 +346,7 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, many: bool) -> tuple[Precis
                 where=place_words(str(p.get("machine")), str(p.get("stack"))) if many else "",
                 label=fmt_config(m), steps=f"{fmt_ms(m.get('step_ms'))}", cause="",
                 versus=_figure(m.get("speedup"), m.get("speedup_interval"), m.get("outcome"),
-                               m.get("interval_method"), m.get("bound")),
+                               m.get("interval_method"), m.get("bound"), m.get("comparison_refused")),
                 notes=notes.refs(m)))
     # Pure float16's numerics and the other caveats of a measured precision as written: one note each, on its line.
     caveats = {str(m.get("precision")): notes.refs({**m, "aa_check": None})

@@ -591,9 +591,8 @@ class Context:
 
     def place(self, machine: str, stack: str) -> str:
         """A machine and stack as sentences name them: "" where the document has only that one (RunView.place)."""
-        named = len({(r.machine, r.stack) for r in self.runs}) > 1 or (machine, stack) not in \
-            {(r.machine, r.stack) for r in self.runs}
-        return place_words(machine, stack) if named else ""
+        places = {(r.machine, r.stack) for r in self.runs}
+        return place_words(machine, stack) if len(places) > 1 or (machine, stack) not in places else ""
 
     def machine_of(self, run: RunView) -> MachineFacts:
         """A run is judged against its own machine's hardware, never the local host's by default."""

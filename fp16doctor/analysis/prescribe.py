@@ -137,12 +137,19 @@ def _notes(unsafe: Any, caveat: Any, bound: bool, compared: str | None = None) -
     return notes
 
 
+# A configuration whose comparison with float32 was refused (timed apart, beyond what one configuration's timings vary
+# in the document): it gets no figure, and its note says why.
+NOT_COMPARED = "not compared"
+
+
 def entry_versus(entry: Mapping[str, Any]) -> str:
     """A measured configuration against float32 as every output says it: "2.19x faster (2.08-2.30x)", "the
-    baseline"."""
+    baseline", "not compared"."""
     outcome, speedup, interval = entry.get("outcome"), entry.get("speedup"), entry.get("speedup_interval")
     if outcome == "baseline" or not isinstance(speedup, (int, float)) or speedup <= 0:
         return "the baseline"
+    if entry.get("comparison_refused"):
+        return NOT_COMPARED
     shown = ShownRatio.of(speedup, interval, outcome, method=entry.get("interval_method"))
     return shown.versus() if shown is not None else "the baseline"
 

@@ -58,6 +58,22 @@ def _ok(doc: dict, precision: str, variant: str = "original") -> dict:
 
 
 @pytest.mark.slow
+def test_quick_diagnose_summary_is_the_answer_short_and_each_fact_once(quick) -> None:
+    """After the progress lines, the summary opens with the answer and reads in a minute on any CPU: at most 5,000
+    characters, no line over 200, no doubled full stop, no sentence of 40 characters said more than twice."""
+    proc, _ = quick
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = proc.stdout[proc.stdout.index("What bounds the step"):]
+    assert text.index("What to do") < text.index("Each configuration against float32")
+    assert len(text) <= 5000, len(text)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 200, max(lines, key=len)
+    assert not re.search(r"(?<!\.)\.\.(?!\.)", text), "a doubled full stop"
+    sentences = [s.strip() for line in lines for s in re.split(r"(?<=[.;])\s+", line) if len(s.strip()) >= 40]
+    assert not {s for s in set(sentences) if sentences.count(s) > 2}
+
+
+@pytest.mark.slow
 def test_quick_diagnose_measures_all_three_precisions_and_explains_them(quick) -> None:
     """What must hold on any CPU, whether float16 is 2x or 150x slower there (or faster)."""
     proc, out = quick

@@ -405,8 +405,9 @@ def _tf32_off_measured(ctx: Context, runs: list[RunView]) -> str | None:
             continue
         interval = Pair(base, off).interval
         outcome = "not compared" if interval.refused else interval.outcome.replace("_", " ")
-        text = (f"Measured: float32 with TF32 off took {fmt_ms(off.step_ms)} a step against "
-                f"{fmt_ms(base.step_ms)} with TF32 ({outcome}).")
+        # The two steps the comparison weighed (where it ran apart, float32's own process's), as its note says them.
+        text = (f"Measured: float32 with TF32 off took {fmt_ms(interval.other_ms)} a step against "
+                f"{fmt_ms(interval.fp32_ms)} with TF32 ({outcome}).")
         if interval.outcome == "slower" and not interval.refused:
             return text + " TF32 is no faster here; turning it off costs nothing measured."
         return text + " Keep TF32 on (the default): turning it off bought nothing measured, and a 16-bit run is " \

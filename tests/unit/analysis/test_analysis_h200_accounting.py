@@ -135,3 +135,17 @@ def test_with_timestamps_the_difference_is_placed_over_data_wait_and_launch_gaps
     assert parts == {"kernels_ms": -6.0, "copies_ms": -8.0, "host_rows_ms": -9.0, "launch_gaps_ms": -20.0,
                      "unplaced_host_ms": -1.0}
     assert "−20 ms launch and dispatch gaps" in split.words(-44.0)
+
+
+def test_a_refused_comparison_gets_no_figure_and_its_finding_quotes_the_steps_it_weighed(h200):
+    """TF32 off was timed in a process of its own: "not compared" everywhere, never "same speed (0.6-1.8x)", and the
+    finding quotes the 284 ms against float32's own-process 305 ms the comparison weighed (not the rounds' 314 ms)."""
+    from fp16doctor.analysis.prescribe import entry_versus
+
+    (prescription,) = h200.prescriptions
+    off = next(m for m in prescription["measured"] if m["variant"] == "tf32_off")
+    assert off["comparison_refused"] and entry_versus(off) == "not compared"
+    line = next(p for p in h200.answer.precisions if "NVIDIA_TF32_OVERRIDE=0" in p.label)
+    assert line.versus == "not compared"
+    tf32 = next(f for f in h200.findings if f["id"] == "tf32_baseline")
+    assert "took 284 ms a step against 305 ms with TF32 (not compared)" in tf32["recommendation"]
