@@ -114,7 +114,8 @@ def findings_text(diagnosis: Diagnosis, full: bool = False) -> RenderableType:
         text.append(f"{finding.get('id', '?')}", style="bold")
         text.append(f": {finding.get('title', '')} ")
         explains = finding.get("explains_ms")
-        accounts = (f"explains {fmt_ms(float(explains))} of {finding.get('precision')} on {finding.get('stack')}, "
+        where = f" on {finding.get('stack')}" if diagnosis.answer is not None and diagnosis.answer.places > 1 else ""
+        accounts = (f"explains {fmt_ms(float(explains))} of {finding.get('precision')}{where}, "
                     f"{str(finding.get('basis') or '').replace('_', ' ')}; "
                     if isinstance(explains, (int, float)) else "")
         text.append(f"({accounts}confidence {finding.get('confidence', '?')})\n", style="dim")

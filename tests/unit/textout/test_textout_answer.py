@@ -121,3 +121,9 @@ def test_a_quick_diagnoses_summary_is_the_answer_within_the_same_limits(name: st
     prose = _prose(text)
     assert max(len(line) for line in prose) <= 200, max(prose, key=len)
     assert text.index("What bounds the step") < text.index("What to do") < text.index("Runs")
+
+
+def test_a_one_machine_one_stack_document_never_names_its_place() -> None:
+    """"on host" in every sentence of a document with one machine and one stack (30 times in the H200's explain)."""
+    assert "on host" not in _explain(H200, "--full")
+    assert "on host" not in _explain(EXAMPLES / "cpu-xeon-amx-quick" / "results.json", "--full")
