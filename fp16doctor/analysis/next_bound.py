@@ -185,7 +185,9 @@ def batch_bytes_change(ctx: Context, fp32: RunView, idle: Idle) -> dict[str, Any
         rate, basis = values * width / (h2d / 1000.0) / 1e9, "the copy's own measured rate"
     estimated = values / (rate * 1e9) * 1000.0
     saved = max(h2d - estimated, 0.0)
-    step = control.step_ms
+    # The in-memory step as the input pipeline's change says it (its paired figure against float32), so one step has
+    # one rendering; the control's own median where no pair holds it.
+    step = Pair(fp32, control).interval.other_ms or control.step_ms
     if not step or saved <= 0:
         return None
     changed = max(step - saved, 1e-3)

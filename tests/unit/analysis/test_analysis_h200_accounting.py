@@ -149,3 +149,11 @@ def test_a_refused_comparison_gets_no_figure_and_its_finding_quotes_the_steps_it
     assert line.versus == "not compared"
     tf32 = next(f for f in h200.findings if f["id"] == "tf32_baseline")
     assert "took 284 ms a step against 305 ms with TF32 (not compared)" in tf32["recommendation"]
+
+
+def test_the_in_memory_step_has_one_figure_in_every_change(h200):
+    """The input pipeline's change said 82 ms in memory and the uint8 estimate 83 ms (the control's median): the
+    estimate starts from the same paired figure."""
+    (prescription,) = h200.prescriptions
+    changes = {c["kind"]: c for c in prescription["user_changes"]}
+    assert changes["batch_bytes"]["step_ms"] == pytest.approx(changes["input_pipeline"]["changed_step_ms"], abs=0.01)
