@@ -185,6 +185,12 @@ def _precision_how(precision: str, sw: Software, on_gpu: bool, training: bool = 
     mixed = precision.startswith("mixed_")
     dtype = precision.removeprefix("mixed_")
     if precision == "float32":
+        if fw == "torch":
+            return "keep the model and inputs in float32, without autocast (the default)"
+        if fw == "jax":
+            return "keep parameters and inputs in float32 (the default)"
+        if fw not in ("keras3", "tf.keras", "keras2", "tensorflow"):
+            return "keep float32 weights and inputs, with no mixed precision (the default)"
         return "keep floatx float32 and no mixed precision policy (the default)"
     if fw == "keras3":
         if mixed:

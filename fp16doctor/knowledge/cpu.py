@@ -108,8 +108,12 @@ CPU_MODELS: tuple[CpuModel, ...] = (
              "intel_bf16"),
     CpuModel("Intel Xeon Ice Lake-SP / Cascade Lake / Skylake-SP", (rf"xeon.*{_TIER}\s*\d[123]\d\d",),
              False, False, False, "intel_isa"),
-    # AMD: EPYC 9xx4/8xx4 and 9xx5 (Zen 4/5), Ryzen 7000/9000 desktop and Threadripper 7000 (Zen 4/5).
+    # AMD: EPYC 9xx4/8xx4 and 9xx5 (Zen 4/5), Ryzen 7000/9000 desktop and Threadripper 7000 (Zen 4/5); the laptop
+    # parts whose model number's last digit says Zen 4 (AMD's 2023 mobile naming: 7x40 Phoenix, 7x45 Dragon Range,
+    # 8x40 Hawk Point) and the desktop 8000G APUs (Phoenix).
     CpuModel("AMD Zen 4/5", (r"epyc\s*(9\d\d[45]|8\d\d4)", r"ryzen\s*\d+\s*(pro\s*)?[79]\d[05]0(x3d|x|f)?\b",
+                             r"ryzen\s*\d+\s*(pro\s*)?[78]\d4[05]\s*(hs|hx|h|u)\b",
+                             r"ryzen\s*\d+\s*(pro\s*)?8\d00gt?\b",
                              r"threadripper\s*(pro\s*)?[79]9\d\d"), False, True, False, "amd_zen4"),
     CpuModel("AMD Zen 1-3", (r"epyc\s*7\d\d[123]", r"ryzen\s*\d+\s*(pro\s*)?[1-5]\d{3}"), False, False, False,
              "amd_zen4"),

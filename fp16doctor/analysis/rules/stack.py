@@ -36,10 +36,12 @@ from fp16doctor.knowledge.gpus import FAST_FP16_RATIO, GpuFacts, cc_tuple
 from fp16doctor.workload.protocol import SEED_WORKLOAD, is_mixed
 
 
-def _old_reasons(sw: Software, gpu: GpuFacts | None, mixed_measured: bool = False) -> list[str]:
+def _old_reasons(sw: Software, gpu: GpuFacts | None, mixed_measured: bool = False,
+                 inference: bool = False) -> list[str]:
     """What the tables say this stack lacks; `mixed_measured`: the document ran a mixed precision policy on this
     stack, so no table says it has none (a Keras whose TensorFlow it does not state is not known to be
-    multi-backend)."""
+    multi-backend); `inference`: the runs there are inference in plain 16 bits, where a missing mixed precision API
+    (torch.cuda.amp) cannot have made a 16-bit model slower."""
     reasons = []
     if sw.tensorflow and version_at_least(sw.tensorflow, "1.14") is False:
         reasons.append(
@@ -70,7 +72,7 @@ def _old_reasons(sw: Software, gpu: GpuFacts | None, mixed_measured: bool = Fals
             )
     if sw.cuda and gpu and gpu.tensor_cores and version_at_least(sw.cuda, "9.0") is False:
         reasons.append(f"CUDA {sw.cuda} predates Tensor Cores (CUDA 9.0)")
-    if sw.torch and has_feature("torch_amp", sw.torch) is False:
+    if sw.torch and has_feature("torch_amp", sw.torch) is False and not (inference and not mixed_measured):
         reasons.append(f"PyTorch {sw.torch} predates native mixed precision (torch.cuda.amp, 1.6)")
     return reasons
 
@@ -138,7 +140,7 @@ def rule_old_stack(ctx: Context) -> Finding | None:
             continue
         mixed = any(r.ok and r.precision.startswith("mixed_") and (r.machine, r.stack) == (run.machine, run.stack)
                     for r in ctx.runs)
-        reasons = _old_reasons(run.software, gpu, mixed)
+        reasons = _old_reasons(run.software, gpu, mixed, inference=run.inference)
         if not reasons:
             continue
         seen.add(label)

@@ -211,6 +211,9 @@ def test_version_names_and_years_are_not_numbers() -> None:
     ("Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz", True, True),
     ("Intel(R) Xeon(R) Platinum 8592+", True, True),
     ("AMD Ryzen 9 7950X3D 16-Core Processor", True, False),
+    ("AMD Ryzen 9 7845HX with Radeon Graphics", True, False),  # Zen 4 laptop parts (Dragon Range, Phoenix)
+    ("AMD Ryzen 7 7840HS w/ Radeon 780M Graphics", True, False),
+    ("AMD Ryzen 5 8600G w/ Radeon 760M Graphics", True, False),
     ("AMD EPYC 9654 96-Core Processor", True, False),
     ("AMD EPYC 7763 64-Core Processor", False, False),
     ("AWS Graviton3", True, False),
@@ -223,6 +226,7 @@ def test_cpu_models_imply_their_16bit_units(model: str, bf16: bool, amx: bool) -
 
 def test_an_old_xeon_model_number_is_not_a_new_generation() -> None:
     assert match_cpu("Intel(R) Xeon(R) CPU E5-2450 0 @ 2.10GHz") is None
+    assert match_cpu("AMD Ryzen 7 7735HS with Radeon Graphics") is None  # Zen 3+ under the 7000 name
 
 
 def test_linux_kernel_versions_and_the_amx_floor() -> None:

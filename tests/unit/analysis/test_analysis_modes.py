@@ -144,3 +144,30 @@ def test_autocast_for_inference_needs_no_grad_scaler() -> None:
     how = {name: diagnose_document(doc).prescriptions[0]["recommended"]["how"]
            for name, doc in (("served", served), ("trained", trained))}
     assert "GradScaler" in how["trained"] and "GradScaler" not in how["served"]
+
+
+def _torch_half_doc(mode: str) -> dict[str, Any]:
+    """Plain .half() against float32 on an RTX 2080 Ti under PyTorch 1.2 (before torch.cuda.amp), hand-written."""
+    def run(precision: str, ms: float) -> dict[str, Any]:
+        return {"stack": "torch-1.2", "precision": precision, "variant": "original", "device": "gpu:0",
+                "status": "ok", "software": {"torch": "1.2.0", "cuda": "10.0.130", "cudnn": "7.6.2"},
+                "workload": {"name": "conv3d", "batch_size": 8, "mode": mode}, "step_time_ms": {"median": ms}}
+    return {"schema_version": 1, "host": {"gpus": [{"index": 0, "name": "GeForce RTX 2080 Ti",
+                                                     "compute_capability": "7.5"}]},
+            "runs": [run("float32", 40.0), run("float16", 62.0)]}
+
+
+def test_a_missing_mixed_precision_api_is_no_reason_a_plain_half_inference_is_slow() -> None:
+    """torch.cuda.amp arrived in 1.6: an older PyTorch lacks it, which matters to training, not to a .half() model
+    run forward only."""
+    inference = diagnose_document(_torch_half_doc("inference"))
+    assert not any("torch.cuda.amp" in e for f in inference.findings for e in f.get("evidence") or [])
+    training = diagnose_document(_torch_half_doc("training"))
+    assert any("torch.cuda.amp" in e for f in training.findings for e in f.get("evidence") or [])
+
+
+def test_float32_is_said_in_the_framework_that_ran() -> None:
+    """'keep floatx float32' is Keras' word: a PyTorch document's float32 is the model and inputs without autocast."""
+    (prescription,) = diagnose_document(_torch_half_doc("inference")).prescriptions
+    assert prescription["recommended"]["precision"] == "float32"
+    assert "floatx" not in prescription["recommended"]["how"] and "autocast" in prescription["recommended"]["how"]
