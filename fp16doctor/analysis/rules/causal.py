@@ -105,13 +105,16 @@ def rule_bf16_unsupported(ctx: Context) -> Finding | None:
 
 
 def rule_bf16_preferred(ctx: Context) -> Finding | None:
-    """mixed_bfloat16 measured faster than float32 and than the float16 runs on the same machine and stack."""
+    """mixed_bfloat16 measured faster than float32 and than the float16 runs on the same machine and stack; in
+    inference, plain bfloat16 too (no weight is updated, so pure 16 bits is how a model is run there), where float16
+    was measured beside it: bfloat16 is then the fast 16-bit type, not merely a smaller one to move."""
     evidence: list[str] = []
     best: Pair | None = None
     for pair in _bf16_pairs(ctx):
-        if not is_mixed(pair.reduced.precision, BF16_FAMILY) or not pair.faster:
-            continue
         fp16 = [p for p in ctx.fp16_pairs() if p.fp32 is pair.fp32]
+        plain_inference = pair.reduced.inference and bool(fp16)
+        if not (is_mixed(pair.reduced.precision, BF16_FAMILY) or plain_inference) or not pair.faster:
+            continue
         step = pair.step_ms  # the steps the verdicts quote
         assert step is not None
         beaten = [p for p in fp16 if p.step_ms and p.step_ms > step * (1 + BF16_PREFERRED_MIN_GAIN)]
@@ -127,14 +130,14 @@ def rule_bf16_preferred(ctx: Context) -> Finding | None:
         return None
     return make_finding(
         "bf16_preferred",
-        f"bfloat16 is this device's fast 16-bit type: mixed_bfloat16 is {best.shown.figure('than float32')}",
+        f"bfloat16 is this device's fast 16-bit type: {best.reduced.precision} is {best.shown.figure('than float32')}",
         "info",
         0.9,
         evidence,
         # Loss scaling is training's (knowledge/modes.py): an inference run has no gradient to scale.
         "bfloat16 has float32's range, so its mixed precision needs no loss scaling."
         if best.reduced.advice_applies("loss_scaling") else "",
-        precision="mixed_bfloat16",
+        precision=best.reduced.precision,
         machine=best.reduced.machine,
         stack=best.reduced.stack,
         speedup=round(best.speedup, 3),
