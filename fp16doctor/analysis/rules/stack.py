@@ -18,7 +18,7 @@ from fp16doctor.analysis.rules.common import (
     stacks_of,
     where_of,
 )
-from fp16doctor.analysis.values import as_list, as_mapping, as_str
+from fp16doctor.analysis.values import as_list, as_mapping, as_str, fmt_ms
 from fp16doctor.knowledge.cuda import (
     CUDNN_AUTO_CONVERSION,
     CUDNN_RELAXED_CHANNELS,
@@ -121,7 +121,38 @@ def _measured_newer_stacks(ctx: Context) -> tuple[list[str], list[RunView], list
                 upgrades.append(f"Upgrade to what {fast.reduced.stack} runs "
                                 f"({', '.join(older)}): it measured {slow.reduced.precision} {fast.shown.figure()} "
                                 "than float32 on this machine.")
+    _same_type_across_stacks(ctx, evidence, runs, upgrades)
     return evidence, runs, upgrades
+
+
+def _same_type_across_stacks(ctx: Context, evidence: list[str], runs: list[RunView], upgrades: list[str]) -> None:
+    """Where a stack has no float32 run to compare with, one 16-bit type measured on two stacks of one machine: the
+    newer stack STACK_GAIN_GAP faster than the older one, its libraries newer, is the release holding it back
+    (measured)."""
+    with_fp32 = {(p.reduced.machine, p.reduced.stack) for p in ctx.pairs}
+    by_cell: dict[tuple[str, str, str], list[RunView]] = {}
+    for run in ctx.ok_runs():
+        if run.variant == "original" and not run.experiment and run.step_ms and run.precision != "float32" \
+                and (run.machine, run.stack) not in with_fp32:
+            by_cell.setdefault((run.machine, run.device, run.precision), []).append(run)
+    for cell in by_cell.values():
+        for slow in cell:
+            for fast in cell:
+                if fast.stack == slow.stack or slow in runs:
+                    continue
+                interval = Pair(fast, slow).interval  # the slow stack's step against the fast one's
+                if interval.refused or interval.high * STACK_GAIN_GAP > 1.0:
+                    continue
+                older = _older_libraries(slow, fast)
+                if not older:
+                    continue
+                figure = f"{1 / interval.speedup:.1f}x"
+                evidence.append(f"{slow.stack}: {slow.precision} step {fmt_ms(slow.step_ms)}; on the same machine "
+                                f"{fast.stack} ran it in {fmt_ms(fast.step_ms)}, {figure} faster "
+                                f"({', '.join(older)}): measured")
+                runs.append(slow)
+                upgrades.append(f"Upgrade to what {fast.stack} runs ({', '.join(older)}): it measured "
+                                f"{slow.precision} {figure} faster on this machine.")
 
 
 def rule_old_stack(ctx: Context) -> Finding | None:

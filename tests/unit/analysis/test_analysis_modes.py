@@ -171,3 +171,23 @@ def test_float32_is_said_in_the_framework_that_ran() -> None:
     (prescription,) = diagnose_document(_torch_half_doc("inference")).prescriptions
     assert prescription["recommended"]["precision"] == "float32"
     assert "floatx" not in prescription["recommended"]["how"] and "autocast" in prescription["recommended"]["how"]
+
+
+def _two_jax_releases(newer: str, older_ms: float) -> dict[str, Any]:
+    """One 16-bit type on two JAX releases of one CPU, no float32 run (hand-written)."""
+    def run(stack: str, version: str, ms: float) -> dict[str, Any]:
+        return {"stack": stack, "precision": "bfloat16", "variant": "original", "device": "cpu",
+                "status": "ok", "software": {"jax": version}, "workload": {"name": "matmul", "mode": "inference"},
+                "step_time_ms": {"median": ms}}
+    return {"schema_version": 1, "host": {"cpu": {"model": "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"},
+                                          "gpus": []},
+            "runs": [run("old", "0.4.20", older_ms), run("new", newer, 14.0)]}
+
+
+def test_a_newer_release_much_faster_on_the_same_type_names_the_old_stack_and_only_then() -> None:
+    """No float32 to compare with: the same type on two stacks of one machine is the measurement."""
+    found = {f["id"] for f in diagnose_document(_two_jax_releases("0.4.21", 55.0)).findings}
+    assert "old_stack" in found
+    # Within the band, or no newer library: no such claim.
+    assert "old_stack" not in {f["id"] for f in diagnose_document(_two_jax_releases("0.4.21", 16.0)).findings}
+    assert "old_stack" not in {f["id"] for f in diagnose_document(_two_jax_releases("0.4.20", 55.0)).findings}
