@@ -121,6 +121,7 @@ def test_a_keras_2_script_runs_measured_on_tensorflow_1_13_and_keras_2_2_4_on_py
     runs = {r["precision"]: r for r in json.loads((out / "results.json").read_text())["runs"]}
     assert sorted(runs) == ["float16", "float32"]
     assert runs["float32"]["status"] == "ok", runs["float32"].get("error")
+    profiled = 0
     for precision, run in runs.items():
         if run["status"] != "ok":
             assert run["status"] in ("skipped", "failed") and run.get("error"), (precision, run)
@@ -144,11 +145,17 @@ def test_a_keras_2_script_runs_measured_on_tensorflow_1_13_and_keras_2_2_4_on_py
         assert single["n"] == len(run["step_ms_all"]) == workload["steps_measured"] >= 1
         if precision == "float32":
             assert workload["steps_measured"] >= 3
-        ops = run["ops"]
-        assert ops["source"] == "tf1_run_metadata", ops
-        assert {"conv2d_1", "conv2d_2", "dense_1"} <= {item["layer"] for item in ops["items"]}
-        assert any(i["pass"] == "backward_weights" and i["op_type"] == "Conv2DBackpropFilter" for i in ops["items"])
+        profiled += 1 if "ops" in run else 0
+        ops = run.get("ops")
+        if ops is None:  # a tiny script's run may end before its profiled window on a loaded machine: it says why
+            assert run.get("ops_error"), (precision, sorted(run))
+        else:
+            assert ops["source"] == "tf1_run_metadata", ops
+            assert {"conv2d_1", "conv2d_2", "dense_1"} <= {item["layer"] for item in ops["items"]}
+            assert any(i["pass"] == "backward_weights" and i["op_type"] == "Conv2DBackpropFilter"
+                       for i in ops["items"])
         assert run["engine"]["kind"] == "docker" and run["engine"]["image"].startswith(f"fp16doctor/{stack}:")
         log = (out / run["script_log"]).read_text()
         assert f"python 2.7.18 keras 2.2.4 floatx {precision}" in log and "trained" not in log
+    assert profiled >= 1, "no run's ops were profiled from TensorFlow 1's step stats"
     assert sdk.leftover_containers(None) == []
