@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from fp16doctor.analysis.context import place_words
+from fp16doctor.analysis.context import named_place
 from fp16doctor.analysis.prescribe import NOT_COMPARED, change_words, entry_notes, in_memory_words
 from fp16doctor.analysis.values import ShownRatio, fmt_config, fmt_ms, fmt_pct
 from fp16doctor.knowledge.kernels import SHORT_NAME_MAX, kernel_short_name
@@ -261,11 +261,12 @@ def _bounds(diagnosis: Diagnosis, places: list[tuple[str, str]]) -> tuple[Bound,
         comparisons = [c for c in diagnosis.comparisons if (c.machine, c.stack) == (machine, stack)]
         found = _device_bound(rows, verdicts) or _cpu_bound(comparisons)
         if found is not None:
-            bounds.append(replace(found, where=place_words(machine, stack) if len(places) > 1 else ""))
+            bounds.append(replace(found, where=named_place(places, machine, stack)))
     return tuple(bounds)
 
 
-def _prescriptions(prescriptions: Sequence[Mapping[str, Any]], many: bool) -> tuple[PrescriptionLine, ...]:
+def _prescriptions(prescriptions: Sequence[Mapping[str, Any]],
+                   places: list[tuple[str, str]]) -> tuple[PrescriptionLine, ...]:
     lines = []
     for index, p in enumerate(prescriptions, start=1):
         recommended = p.get("recommended") or {}
@@ -273,7 +274,7 @@ def _prescriptions(prescriptions: Sequence[Mapping[str, Any]], many: bool) -> tu
         first = changes[0] if changes else {}
         lines.append(PrescriptionLine(
             id=f"P{index}",
-            where=place_words(str(p.get("machine")), str(p.get("stack"))) if many else "",
+            where=named_place(places, str(p.get("machine")), str(p.get("stack"))),
             headline=str(p.get("headline") or ""),
             faster=recommended.get("precision") != "float32" or bool(recommended.get("setting")),
             changes=tuple(Change(change_words(c), str(c.get("how") or ""), str(c.get("cost") or ""))
@@ -324,7 +325,7 @@ def _figure(speedup: Any, interval: Any, outcome: Any, method: Any, bound: Any, 
     return shown.figure() + (f" ({spread})" if spread else "")
 
 
-def _precisions(diagnosis: Diagnosis, notes: _Notes, many: bool) -> tuple[PrecisionLine, ...]:
+def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str]]) -> tuple[PrecisionLine, ...]:
     lines = []
     for v in diagnosis.verdicts:
         versus = _figure(v.get("ratio"), v.get("ratio_interval"), v.get("outcome"), v.get("interval_method"),
@@ -332,7 +333,7 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, many: bool) -> tuple[Precis
         aa = v.get("aa_check")
         refs = notes.refs({"aa_check": aa, "outcome": v.get("outcome"), "notes": []})
         lines.append(PrecisionLine(
-            where=place_words(str(v.get("machine")), str(v.get("stack"))) if many else "",
+            where=named_place(places, str(v.get("machine")), str(v.get("stack"))),
             label=_label(str(v.get("precision")), str(v.get("variant") or "original")),
             versus=versus,
             steps=f"{fmt_ms(v.get('step_ms'))} vs {fmt_ms(v.get('fp32_step_ms'))}",
@@ -343,7 +344,7 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, many: bool) -> tuple[Precis
             if m.get("variant") in ("original", "synthetic_input") or m.get("outcome") == "baseline":
                 continue
             lines.append(PrecisionLine(
-                where=place_words(str(p.get("machine")), str(p.get("stack"))) if many else "",
+                where=named_place(places, str(p.get("machine")), str(p.get("stack"))),
                 label=fmt_config(m), steps=f"{fmt_ms(m.get('step_ms'))}", cause="",
                 versus=_figure(m.get("speedup"), m.get("speedup_interval"), m.get("outcome"),
                                m.get("interval_method"), m.get("bound"), m.get("comparison_refused")),
@@ -400,10 +401,9 @@ def _findings(diagnosis: Diagnosis, prescriptions: tuple[PrescriptionLine, ...])
 def build_answer(diagnosis: Diagnosis) -> Answer:
     """The answer of one diagnosis (pure: reads only the Diagnosis)."""
     places = _places(diagnosis)
-    many = len(places) > 1
     notes = _Notes()
-    prescriptions = _prescriptions(diagnosis.prescriptions, many)
-    precisions = _precisions(diagnosis, notes, many)
+    prescriptions = _prescriptions(diagnosis.prescriptions, places)
+    precisions = _precisions(diagnosis, notes, places)
     return Answer(bounds=_bounds(diagnosis, places), prescriptions=prescriptions, precisions=precisions,
                   findings=_findings(diagnosis, prescriptions), notes=notes.notes(), places=len(places))
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -591,8 +591,7 @@ class Context:
 
     def place(self, machine: str, stack: str) -> str:
         """A machine and stack as sentences name them: "" where the document has only that one (RunView.place)."""
-        places = {(r.machine, r.stack) for r in self.runs}
-        return place_words(machine, stack) if len(places) > 1 or (machine, stack) not in places else ""
+        return named_place({(r.machine, r.stack) for r in self.runs}, machine, stack)
 
     def machine_of(self, run: RunView) -> MachineFacts:
         """A run is judged against its own machine's hardware, never the local host's by default."""
@@ -754,6 +753,11 @@ def place_words(machine: str, stack: str) -> str:
     return stack if machine == HOST_MACHINE else f"{stack} on {machine}"
 
 
+def named_place(places: Collection[tuple[str, str]], machine: str, stack: str) -> str:
+    """The place a sentence names among a document's `places`: nothing where it is the only one, else its words."""
+    return place_words(machine, stack) if len(set(places)) > 1 or (machine, stack) not in places else ""
+
+
 def on(place: str) -> str:
     """' on <place>' after a sentence's subject, or nothing where the document has one place."""
     return f" on {place}" if place else ""
@@ -761,9 +765,8 @@ def on(place: str) -> str:
 
 def _placed(runs: list[RunView]) -> list[RunView]:
     """Each run with the place its sentences name, where the document tells more than one apart."""
-    if len({(r.machine, r.stack) for r in runs}) < 2:
-        return runs
-    return [replace(r, place=place_words(r.machine, r.stack)) for r in runs]
+    places = {(r.machine, r.stack) for r in runs}
+    return [replace(r, place=named_place(places, r.machine, r.stack)) for r in runs] if len(places) > 1 else runs
 
 
 def build_context(doc: Mapping[str, Any]) -> Context:

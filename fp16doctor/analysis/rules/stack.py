@@ -18,7 +18,7 @@ from fp16doctor.analysis.rules.common import (
     stacks_of,
     where_of,
 )
-from fp16doctor.analysis.values import as_list, as_mapping, as_str, fmt_ms
+from fp16doctor.analysis.values import as_list, as_mapping, as_str, fmt_ms, fmt_times
 from fp16doctor.knowledge.cuda import (
     CUDNN_AUTO_CONVERSION,
     CUDNN_RELAXED_CHANNELS,
@@ -146,7 +146,7 @@ def _same_type_across_stacks(ctx: Context, evidence: list[str], runs: list[RunVi
                 older = _older_libraries(slow, fast)
                 if not older:
                     continue
-                figure = f"{1 / interval.speedup:.1f}x"
+                figure = fmt_times(1 / interval.speedup)
                 evidence.append(f"{slow.stack}: {slow.precision} step {fmt_ms(slow.step_ms)}; on the same machine "
                                 f"{fast.stack} ran it in {fmt_ms(fast.step_ms)}, {figure} faster "
                                 f"({', '.join(older)}): measured")
