@@ -286,14 +286,20 @@ class ExperimentResult:
 
     @property
     def base_ms(self) -> float:
+        """The changed run's step as its comparison with the experiment weighs it: the paired rounds' figure where
+        both were timed side by side (the one every other line quotes for that run), a cut run's first step."""
         assert self.base.step_ms is not None
-        return (self.base.first_step_ms or self.base.step_ms) if self.first_steps else self.base.step_ms
+        if self.first_steps:
+            return self.base.first_step_ms or self.base.step_ms
+        return Pair(self.base, self.run).fp32_step_ms or self.base.step_ms
 
     @property
     def run_ms(self) -> float:
         """The experiment's step, like for like with base_ms."""
         assert self.run.step_ms is not None
-        return (self.run.first_step_ms or self.run.step_ms) if self.first_steps else self.run.step_ms
+        if self.first_steps:
+            return self.run.first_step_ms or self.run.step_ms
+        return Pair(self.base, self.run).step_ms or self.run.step_ms
 
     @property
     def delta_ms(self) -> float:

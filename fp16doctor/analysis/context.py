@@ -20,6 +20,7 @@ from fp16doctor.analysis.intervals import (
     band_of,
     comparison_between,
     ratio_interval,
+    rounds_step_ms,
 )
 from fp16doctor.analysis.model import ModelInfo, model_for_run
 from fp16doctor.analysis.values import (
@@ -227,7 +228,7 @@ class RunView:
     variant: str
     device: str
     status: str
-    step_ms: float | None
+    step_ms: float | None  # its rounds' geometric mean where rounds timed it (rounds_step_ms), else its median
     p10_ms: float | None
     p90_ms: float | None
     steps: int | None
@@ -356,6 +357,7 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
     workload = as_mapping(run.get("workload"))
     nan = loss.get("nan_or_inf")
     on_gpu = (as_str(run.get("device")) or "").lower().startswith("gpu")
+    rounds = tuple(v for v in (as_positive(x) for x in as_list(step.get("rounds"))) if v is not None)
     return RunView(
         index=index,
         stack=as_str(run.get("stack")) or "unknown",
@@ -363,7 +365,8 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
         variant=as_str(run.get("variant")) or "original",
         device=(as_str(run.get("device")) or "unknown").lower(),
         status=as_str(run.get("status")) or "ok",
-        step_ms=median_of(run.get("step_time_ms")),
+        # Where rounds timed it, the figure its comparisons weigh, so that every line quotes one step for it.
+        step_ms=rounds_step_ms(rounds) or median_of(run.get("step_time_ms")),
         p10_ms=as_positive(step.get("p10")),
         p90_ms=as_positive(step.get("p90")),
         steps=as_int(step.get("n")),
@@ -396,7 +399,7 @@ def _run_view(index: int, run: Mapping[str, Any]) -> RunView | None:
         loss_scale_last=as_number(loss.get("scale_last")),
         image_size=_image_size(workload),
         step_losses=tuple(v for v in (as_number(x) for x in as_list(run.get("losses"))) if v is not None),
-        rounds=tuple(v for v in (as_positive(x) for x in as_list(step.get("rounds"))) if v is not None),
+        rounds=rounds,
         design=as_str(step.get("design")),
         group=as_int(step.get("group")),
         round_groups=_round_groups(step),

@@ -57,9 +57,9 @@ DESIGN_MARGIN = 2.0
 ALWAYS_MEASURABLE = 2.0
 # What a verdict says for a cut run's bound, and how the bound compares the two runs.
 FIRST_STEP = "first step, tracing included"
-CUT_STEP = ("its fastest recorded step against float32's median step (float32's first step not recorded: not like "
+CUT_STEP = ("its fastest recorded step against float32's steady step (float32's first step not recorded: not like "
             "for like, a warm-up step may still carry tracing)")
-CUT_IN_STEP = ("its step, cut inside at the bound so it lasted at least that long, against float32's median step "
+CUT_IN_STEP = ("its step, cut inside at the bound so it lasted at least that long, against float32's steady step "
                "(float32's first step not recorded: not like for like, a warm-up step may still carry tracing)")
 
 
@@ -219,6 +219,12 @@ def _logs(values: Sequence[float]) -> list[float]:
 
 def _geomean(values: Sequence[float]) -> float:
     return math.exp(statistics.fmean(_logs(values)))
+
+
+def rounds_step_ms(rounds: Sequence[float]) -> float | None:
+    """A configuration's step as every output quotes it where rounds timed it: their geometric mean, the figure its
+    comparisons weigh (a paired ratio is the ratio of two such means); None with fewer than MIN_ROUNDS rounds."""
+    return round(_geomean(rounds), 3) if len(rounds) >= MIN_ROUNDS else None
 
 
 def paired_rounds(fp32: Timing, other: Timing) -> list[list[tuple[float, float]]]:

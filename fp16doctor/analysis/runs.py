@@ -67,7 +67,7 @@ class RunRow:
     gpu_name: str | None  # the GPU a remote engine's run recorded
     status: str
     error: str | None
-    step_ms: float | None  # the median step, for a completed run only
+    step_ms: float | None  # its step as every output quotes it (RunView.step_ms), for a completed run only
     p10_ms: float | None
     p90_ms: float | None
     samples: int | None

@@ -32,7 +32,7 @@ class StepBar:
 
     label: str
     precision: str
-    median_ms: float
+    step_ms: float
     p10_ms: float | None = None
     p90_ms: float | None = None
     group: str = ""  # bars with a group get a heading row when the group changes (machines in a comparison)
@@ -157,7 +157,7 @@ def step_time_chart(bars: Sequence[StepBar], title: str = "Median step time with
     """Median as a bar, p10-p90 as a whisker over it; shorter is faster."""
     if not bars:
         return Markup("")
-    maximum = max(max(b.median_ms, b.p90_ms or 0.0) for b in bars)
+    maximum = max(max(b.step_ms, b.p90_ms or 0.0) for b in bars)
     ticks = nice_ticks(maximum)
     plot_w = WIDTH - LABEL_W - RIGHT_PAD
     scale = plot_w / ticks[-1]
@@ -178,12 +178,12 @@ def step_time_chart(bars: Sequence[StepBar], title: str = "Median step time with
             body.append(f'<text class="group" x="0" y="{mid + 4:.1f}" dominant-baseline="middle">{escape(item)}</text>')
             continue
         bar = item
-        w = max(bar.median_ms * scale, 1.0)
+        w = max(bar.step_ms * scale, 1.0)
         body.append(_label(mid, bar.label))
         body.append(
             f'<rect class="bar {_css_class(bar.precision)}" x="{LABEL_W}" y="{mid - BAR_H / 2:.1f}" '
-            f'width="{w:.1f}" height="{BAR_H}" rx="2"><title>{escape(bar.label)}: median '
-            f"{escape(fmt_ms(bar.median_ms))}</title></rect>"
+            f'width="{w:.1f}" height="{BAR_H}" rx="2"><title>{escape(bar.label)}: '
+            f"{escape(fmt_ms(bar.step_ms))}</title></rect>"
         )
         if bar.p10_ms is not None and bar.p90_ms is not None:
             x1, x2 = LABEL_W + bar.p10_ms * scale, LABEL_W + bar.p90_ms * scale
@@ -193,7 +193,7 @@ def step_time_chart(bars: Sequence[StepBar], title: str = "Median step time with
         end = LABEL_W + max(w, (bar.p90_ms or 0.0) * scale)
         body.append(
             f'<text class="value" x="{end + 6:.1f}" y="{mid:.1f}" dominant-baseline="middle">'
-            f"{escape(fmt_ms(bar.median_ms))}</text>"
+            f"{escape(fmt_ms(bar.step_ms))}</text>"
         )
     return _frame(height, title, body)
 

@@ -79,8 +79,8 @@ def _machine_table(machine: MachineView) -> list[str]:
         head.append("variant")
     if machine.show_engine:
         head.append("engine")
-    head += ["median step", "p10–p90", "images/s", "vs float32", "input share", "status"]
-    numeric = {"median step", "p10–p90", "images/s", "vs float32", "input share"}
+    head += ["step", "p10–p90", "images/s", "vs float32", "input share", "status"]
+    numeric = {"step", "p10–p90", "images/s", "vs float32", "input share"}
     align = ["--:" if name in numeric else "---" for name in head]
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
     for row in machine.rows:
@@ -90,7 +90,7 @@ def _machine_table(machine: MachineView) -> list[str]:
         if machine.show_engine:
             cells.append(md_text(row.engine))
         cells += [
-            fmt_ms(row.median_ms),
+            fmt_ms(row.step_ms),
             _spread(row),
             fmt_rate(row.images_per_s),
             row.versus_fp32,

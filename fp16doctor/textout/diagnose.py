@@ -41,8 +41,8 @@ def runs_table(rows: Sequence[RunRow]) -> Table:
     table.add_column("run", overflow="fold")
     table.add_column("input", overflow="fold")
     table.add_column("device", overflow="fold")
-    # The median of its steps, p10-p90 beside it; a verdict quotes the steps its ratio comes from.
-    table.add_column("median ms", justify="right", overflow="fold")
+    # Its step (the rounds' geometric mean where rounds timed it, as every verdict quotes it), p10-p90 beside it.
+    table.add_column("step ms", justify="right", overflow="fold")
     table.add_column("p10-p90", justify="right", overflow="fold")
     table.add_column("vs f32", justify="right", overflow="fold")
     table.add_column("status", overflow="fold")

@@ -28,7 +28,7 @@ def _measured(rows: Sequence[RunRow]) -> Text | None:
         return None
     lines = Text("Measured\n", style="bold")
     for row in rows:
-        shown = f"median {fmt_ms(row.step_ms)}/step" if row.step_ms is not None else row.status
+        shown = f"{fmt_ms(row.step_ms)} a step" if row.step_ms is not None else row.status
         if row.ok and not row.is_baseline and row.speedup is not None:
             shown += f" ({row.versus_fp32} vs float32)"
         lines.append(f"  {row.label} on {row.device or '?'}: {shown}\n")

@@ -370,7 +370,7 @@ def rule_measurement_warmup(ctx: Context) -> Finding | None:
         if (run.first_step_ms >= WARMUP_MIN_FACTOR * run.step_ms
                 and run.first_step_ms - run.step_ms >= WARMUP_MIN_EXTRA_MS):
             line = (
-                f"{run.label}: first step {fmt_ms(run.first_step_ms)} vs median {fmt_ms(run.step_ms)} "
+                f"{run.label}: first step {fmt_ms(run.first_step_ms)} vs {fmt_ms(run.step_ms)} steady "
                 f"({run.first_step_ms / run.step_ms:.1f}x: graph building, autotuning, compilation)"
             )
             steps = (run.images // run.batch_size if run.images and run.batch_size

@@ -48,11 +48,11 @@ def _comparison(machines: Sequence[MachineView]) -> list[ComparisonRow]:
     for m in machines:
         cells: dict[tuple[str, str, str], ComparisonRow] = {}
         for r in m.rows:
-            if r.ok and r.median_ms is not None:
+            if r.ok and r.step_ms is not None:
                 key = (r.stack, r.variant, r.engine)
                 row = cells.setdefault(key, ComparisonRow(m.name, f"{r.stack} · {r.engine}" if r.engine else r.stack,
                                                           r.variant, {}))
-                row.times_ms[r.precision] = r.median_ms
+                row.times_ms[r.precision] = r.step_ms
                 if r.speedup_vs_fp32 is not None:
                     row.speedups[r.precision] = r.speedup_vs_fp32
                     row.versus[r.precision] = r.versus_fp32
@@ -80,7 +80,7 @@ def build(source: ReportInput) -> ComparisonSection:
     if len(machines) < 2:
         return ComparisonSection([], comparison_precisions([]), charts.step_time_chart([]))
     rows = _comparison(machines)
-    bars = [charts.StepBar(r.label, r.precision, r.median_ms or 0.0, r.p10_ms, r.p90_ms, group=m.name)
+    bars = [charts.StepBar(r.label, r.precision, r.step_ms or 0.0, r.p10_ms, r.p90_ms, group=m.name)
             for m in machines for r in m.rows if r.ok]
     return ComparisonSection(rows, comparison_precisions(rows),
                              charts.step_time_chart(bars, "Median step time on every machine"))

@@ -29,7 +29,7 @@ class RunRow:
     status: str
     error: str | None
     batch_size: int | None
-    median_ms: float | None
+    step_ms: float | None
     p10_ms: float | None
     p90_ms: float | None
     samples: int | None
@@ -46,7 +46,7 @@ class RunRow:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok" and self.median_ms is not None
+        return self.status == "ok" and self.step_ms is not None
 
     @property
     def label(self) -> str:
@@ -97,7 +97,7 @@ def run_row(row: AnalysedRun) -> RunRow:
         status=_text(row.status),
         error=_text(row.error) or None,
         batch_size=row.batch_size,
-        median_ms=row.step_ms,
+        step_ms=row.step_ms,
         p10_ms=row.p10_ms,
         p90_ms=row.p90_ms,
         samples=row.samples,
@@ -125,13 +125,13 @@ def _ordered(rows: list[RunRow]) -> list[RunRow]:
 
 def _machine_charts(rows: Sequence[RunRow], predicted: Mapping[tuple[str, str], float]) -> ChartsView:
     ok = [r for r in rows if r.ok]
-    step_bars = [charts.StepBar(r.label, r.precision, r.median_ms or 0.0, r.p10_ms, r.p90_ms) for r in ok]
+    step_bars = [charts.StepBar(r.label, r.precision, r.step_ms or 0.0, r.p10_ms, r.p90_ms) for r in ok]
     split_bars = [
         charts.SplitBar(
             r.label,
             r.precision,
-            min(r.input_ms or 0.0, r.median_ms or 0.0),
-            max((r.median_ms or 0.0) - (r.input_ms or 0.0), 0.0),
+            min(r.input_ms or 0.0, r.step_ms or 0.0),
+            max((r.step_ms or 0.0) - (r.input_ms or 0.0), 0.0),
         )
         for r in ok
         if r.input_ms is not None

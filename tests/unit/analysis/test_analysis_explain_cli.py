@@ -67,7 +67,7 @@ def test_explain_on_the_seed_example() -> None:
 def test_explain_text_names_measurements_best_case_and_fixes() -> None:
     code, stdout, _ = run_explain(CASES_DIR / "volta-titanv-keras215-floatx16.json", "--full")
     assert code == 0
-    assert "800 ms/step" in stdout and "500 ms/step" in stdout
+    assert "800 ms a step" in stdout and "500 ms a step" in stdout
     assert "at most" in stdout and "you measured 1.60x slower" in stdout
     assert "mixed_precision.set_global_policy('mixed_float16')" in stdout
 

@@ -99,9 +99,15 @@ def test_a_configuration_not_compared_is_listed_after_the_compared_ones(h200):
 
 
 def test_the_input_pipelines_expected_gain_is_float32s_and_busy_shares_say_their_window(h200):
+    from fp16doctor.analysis.values import fmt_ms
+
     (finding,) = [f for f in h200.findings if f["id"] == "input_pipeline_bound"]
     assert "632 ms" not in finding["recommendation"]  # float16's figure, under a float32 prescription
-    assert "Expected gain: 231 ms per step in float32" in finding["recommendation"]
+    # The gain the prescription's input-pipeline change quotes (303 -> 82 ms), not a second pair of figures.
+    (prescription,) = h200.prescriptions
+    change = next(c for c in prescription["user_changes"] if c["kind"] == "input_pipeline")
+    gain = fmt_ms(change["step_ms"] - change["changed_step_ms"])
+    assert gain == "222 ms" and f"Expected gain: {gain} per step in float32" in finding["recommendation"]
     in_memory = _verdict(h200, "float16", "synthetic_input")["headline"]
     # The busy share is of the 68 ms profiled window's step, beside a 45 ms timed step: it says which.
     assert "68 ms profiled step" in in_memory and "the profiler's window, not the 45 ms timed step" in in_memory
@@ -157,3 +163,17 @@ def test_the_in_memory_step_has_one_figure_in_every_change(h200):
     (prescription,) = h200.prescriptions
     changes = {c["kind"]: c for c in prescription["user_changes"]}
     assert changes["batch_bytes"]["step_ms"] == pytest.approx(changes["input_pipeline"]["changed_step_ms"], abs=0.01)
+
+
+def test_an_experiment_quotes_the_steps_the_measured_table_gives_its_two_runs(h200):
+    """float16 with float32 batches was 678 -> 704 ms in its finding (the runs' own medians) while every other line said
+    665 and 691 ms (the paired rounds): the experiment's sentence quotes the paired figures."""
+    from fp16doctor.analysis.values import fmt_ms
+
+    (prescription,) = h200.prescriptions
+    step = {(m["precision"], m["variant"]): m["step_ms"] for m in prescription["measured"]}
+    before, after = fmt_ms(step[("float16", "original")]), fmt_ms(step[("float16", "float32_batches")])
+    assert (before, after) == ("665 ms", "691 ms")
+    words = json.dumps(h200.findings, ensure_ascii=False)
+    assert f"the float16 step went from {before} to {after}" in words
+    assert "678 ms" not in words and "704 ms" not in words

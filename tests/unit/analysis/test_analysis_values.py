@@ -152,3 +152,30 @@ def test_no_difference_on_an_interval_off_1_is_not_measurable_never_a_speed_up_u
     across = ShownRatio.of(0.98, [0.95, 1.02], "no_significant_difference")
     assert across is not None and not across.unmeasurable and across.figure() == "same speed"
     assert across.interval_text() == "0.95-1.02x"
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.parent.name)
+def test_every_output_of_an_example_quotes_one_step_per_configuration(path: Path) -> None:
+    """A run timed in rounds has one step in every output: the figure its verdict quotes (the rounds' geometric
+    mean), never its rounds' median beside it (314 against 303 ms for one float32 on the H200)."""
+    from fp16doctor.analysis.intervals import rounds_step_ms
+    from fp16doctor.analysis.values import fmt_ms
+
+    example = json.loads(path.read_text(encoding="utf-8"))
+    diagnosis = diagnose_document(example)
+    words = _terminal(findings_text(diagnosis, full=True)) + json.dumps(diagnosis.findings, ensure_ascii=False)
+    for row in diagnosis.runs:
+        run = example["runs"][row.index]
+        rounds = (run.get("step_time_ms") or {}).get("rounds") or []
+        shown = rounds_step_ms(rounds)
+        if not row.ok or shown is None:
+            continue
+        assert row.step_ms == shown
+        median = fmt_ms(run["step_time_ms"]["median"])
+        if median != fmt_ms(shown):
+            assert f"{median} step" not in words and f"median {median}" not in words, (row.label, median)
+    for verdict in diagnosis.verdicts:
+        own = next((r for r in diagnosis.runs if r.ok and (r.machine, r.stack, r.precision, r.variant)
+                    == (verdict["machine"], verdict["stack"], verdict["precision"], verdict["variant"])), None)
+        if own is not None and verdict.get("interval_method") == "paired_rounds":
+            assert fmt_ms(verdict["step_ms"]) == fmt_ms(own.step_ms), (own.label, verdict["step_ms"])

@@ -109,7 +109,7 @@ def test_cut_short_run_verdict_says_at_least(tmp_path):
     assert verdict.figure == ">= 175x slower"
     # float32 recorded no first step: the bound says it is not like for like, and that it is one-sided
     assert ("float16 is >= 175x slower than float32 (cut short by the slow-step bound, its fastest recorded "
-            "step against float32's median step") in verdict.sentence
+            "step against float32's steady step") in verdict.sentence
     assert "22.1 s vs 126 ms; a one-sided bound, no interval from one step): mostly because" in verdict.sentence
 
 

@@ -127,7 +127,7 @@ def test_failed_and_skipped_runs_keep_their_error(rich_doc, sources):
     rows = {(r.stack, r.precision): r for r in _machine(rich_doc, sources).rows}
     failed = rows[("tf2.16-cuda12", "float16")]
     skipped = rows[("tf1.7-cuda9.0", "mixed_float16")]
-    assert failed.status == "failed" and failed.median_ms is None and failed.speedup_vs_fp32 is None
+    assert failed.status == "failed" and failed.step_ms is None and failed.speedup_vs_fp32 is None
     assert "out of memory" in (failed.error or "")
     assert skipped.error == "Keras 2.1.5 has no mixed precision policy"
 
