@@ -5,10 +5,12 @@
 (b) what to do (`prescriptions`): each machine's prescription and what it was measured to be worth, the changes to
     the user's code first where they were measured;
 (c) one line per 16-bit precision against float32 (`precisions`): its ratio, interval and cause with its number;
+    then one line per change an experiment made to a run, against that run as written (`changes`);
 (d) the detail: the findings (`findings`), each pointing at the prescription it defers to (`points_to`) instead of
     restating it, and the caveats many rows share said once each (`notes`), which rows refer to by id.
 
-How a renderer uses it: lay out `bounds`, `prescriptions`, `precisions`, then `findings` and `notes`, in that order,
+How a renderer uses it: lay out `bounds`, `prescriptions`, `precisions`, `changes`, then `findings` and `notes`, in
+that order,
 each item's text as it stands, broken at words where it runs past MAX_LINE characters (a prescription's `code` is a
 block to indent, never to break; kernel names are already short, short_line), with `[N1]`-style references to the
 notes beside the rows that carry their ids. `where` is "" when the document has one machine and stack (nothing to
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from fp16doctor.analysis.context import named_place
 from fp16doctor.analysis.prescribe import NOT_COMPARED, change_words, entry_notes, in_memory_words
-from fp16doctor.analysis.values import ShownRatio, fmt_config, fmt_ms, fmt_pct
+from fp16doctor.analysis.values import ShownRatio, as_list, fmt_config, fmt_ms, fmt_pct
 from fp16doctor.knowledge.kernels import SHORT_NAME_MAX, kernel_short_name
 
 if TYPE_CHECKING:  # the Diagnosis holds its answer; the builder reads the Diagnosis
@@ -33,6 +35,9 @@ if TYPE_CHECKING:  # the Diagnosis holds its answer; the builder reads the Diagn
     from fp16doctor.analysis.op_compare import OpComparison
 
 MAX_LINE = 200  # no line of the answer is longer (a code block aside)
+# The headings of (c) and (c'), as every renderer prints them.
+PRECISIONS_HEADING = "Each configuration against float32"
+CHANGES_HEADING = "Each change against the configuration it changes"
 TOP_OPS = 3  # the ops a CPU's bound names per run
 # A finding whose remedy is a change the prescription measured (prescriptions[].user_changes[].kind).
 CHANGE_OF_FINDING = {"input_pipeline_bound": "input_pipeline", "pageable_copies": "batch_bytes"}
@@ -130,6 +135,8 @@ class Answer:
     bounds: tuple[Bound, ...] = ()
     prescriptions: tuple[PrescriptionLine, ...] = ()
     precisions: tuple[PrecisionLine, ...] = ()
+    # (c') each change an experiment made to a run, against that run as written: what the one change did
+    changes: tuple[PrecisionLine, ...] = ()
     findings: tuple[FindingLine, ...] = ()
     notes: tuple[Note, ...] = ()
     places: int = 1  # how many machines and stacks the document tells apart
@@ -341,7 +348,8 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str
             notes=refs))
     for p in diagnosis.prescriptions:  # the configurations only an experiment measured: no verdict of their own
         for m in p.get("measured") or []:
-            if m.get("variant") in ("original", "synthetic_input") or m.get("outcome") == "baseline":
+            if m.get("variant") in ("original", "synthetic_input") or m.get("outcome") == "baseline" or m.get(
+                    "against"):
                 continue
             lines.append(PrecisionLine(
                 where=named_place(places, str(p.get("machine")), str(p.get("stack"))),
@@ -354,6 +362,26 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str
                for p in diagnosis.prescriptions for m in p.get("measured") or [] if m.get("variant") == "original"}
     return tuple(replace(line, notes=tuple(dict.fromkeys([*line.notes, *caveats[line.label]])))
                  if line.label in caveats else line for line in lines)
+
+
+def _changes(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str]]) -> tuple[PrecisionLine, ...]:
+    """(c') Each change against the run it changes as written (`measured[].against`), in the measured order."""
+    lines = []
+    for p in diagnosis.prescriptions:
+        for m in p.get("measured") or []:
+            against = m.get("against")
+            if not isinstance(against, Mapping):
+                continue
+            lines.append(PrecisionLine(
+                where=named_place(places, str(p.get("machine")), str(p.get("stack"))),
+                label=fmt_config(m),
+                versus=_figure(against.get("speedup"), against.get("speedup_interval"), against.get("outcome"),
+                               against.get("interval_method"), against.get("bound"),
+                               against.get("comparison_refused")),
+                steps=f"{fmt_ms(against.get('step_ms'))} vs {fmt_ms(against.get('base_step_ms'))}",
+                cause="", notes=notes.refs({"aa_check": against.get("aa_check"), "outcome": against.get("outcome"),
+                                            "notes": as_list(against.get("notes"))})))
+    return tuple(lines)
 
 
 def _points_to(finding: Mapping[str, Any], prescriptions: Sequence[PrescriptionLine],
@@ -404,9 +432,11 @@ def build_answer(diagnosis: Diagnosis) -> Answer:
     notes = _Notes()
     prescriptions = _prescriptions(diagnosis.prescriptions, places)
     precisions = _precisions(diagnosis, notes, places)
+    changes = _changes(diagnosis, notes, places)
     return Answer(bounds=_bounds(diagnosis, places), prescriptions=prescriptions, precisions=precisions,
-                  findings=_findings(diagnosis, prescriptions), notes=notes.notes(), places=len(places))
+                  changes=changes, findings=_findings(diagnosis, prescriptions), notes=notes.notes(),
+                  places=len(places))
 
 
-__all__ = ["MAX_LINE", "Answer", "Bound", "Change", "FindingLine", "Note", "PrecisionLine", "PrescriptionLine",
-           "build_answer", "notes_of", "short_line"]
+__all__ = ["CHANGES_HEADING", "MAX_LINE", "PRECISIONS_HEADING", "Answer", "Bound", "Change", "FindingLine", "Note",
+           "PrecisionLine", "PrescriptionLine", "build_answer", "notes_of", "short_line"]

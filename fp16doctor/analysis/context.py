@@ -483,6 +483,9 @@ class Pair:
 
     fp32: RunView
     reduced: RunView
+    # The float32 run whose A/A control judges the comparison: fp32 itself, or, where a change is compared with the
+    # 16-bit run it changes (float16 with channels padded against float16), float32 in the same rounds.
+    control: RunView | None = None
 
     @property
     def ratio(self) -> float:
@@ -510,7 +513,7 @@ class Pair:
     def noise_source(self) -> str | None:
         """Where float32's step-to-step spread comes from when the run's own input pipeline is most of its step (the
         host builds every batch, and its time varies with it): said instead of the machine's load."""
-        fp32 = self.fp32
+        fp32 = self.control or self.fp32
         if not (fp32.input_ms and fp32.step_ms) or fp32.input_ms < INPUT_NOISE_SHARE * fp32.step_ms:
             return None
         spread = (f"; from {fmt_ms(fp32.input_p10_ms)} to {fmt_ms(fp32.input_p90_ms)}, p10 to p90"
@@ -534,12 +537,15 @@ class Pair:
     @cached_property
     def noise_floor(self) -> RatioInterval | None:
         """float32 against its A/A control in the same rounds: the interval of two identical configurations."""
-        if not self.fp32.aa_rounds or self.fp32.design != "interleaved":
+        fp32 = self.control or self.fp32
+        if not fp32.aa_rounds or fp32.design != "interleaved":
             return None
+        if self.control is not None and not self.control.group == self.fp32.group == self.reduced.group:
+            return None  # the control ran in other rounds than the two compared
         # float32's own model against the control, paired round by round in each process that timed them, with the
         # between-process part its ratios carry where they came from more than one.
-        alone = replace(self.fp32.timing, aa_rounds=())
-        return ratio_interval(alone, aa_timing(self.fp32.timing), 0.0, self.fp32.between_pool)
+        alone = replace(fp32.timing, aa_rounds=())
+        return ratio_interval(alone, aa_timing(fp32.timing), 0.0, fp32.between_pool)
 
     @cached_property
     def shown(self) -> ShownRatio:

@@ -83,6 +83,9 @@ class Measured:
     shown: ShownRatio  # the ratio as every output prints it (Pair.shown)
     step_ms: float | None  # the step that ratio comes from, as its verdict quotes it (Pair.step_ms)
     base: str = "float32"  # what it is measured against: float32, or the fastest 16-bit type where none ran
+    # A change (channels padded, float32 batches, TF32 off) against the run it changes as written, judged by
+    # float32's A/A control: what the one change did, which a 16-bit change's ratio to float32 does not say.
+    against: Pair | None = None
 
     @property
     def label(self) -> str:
@@ -117,7 +120,8 @@ class Measured:
                 **({} if self.baseline else {"interval_method": iv.method}),
                 **({"aa_check": iv.aa.to_dict()} if iv.aa is not None and not self.baseline else {}),
                 **({"comparison_refused": iv.refused} if iv.refused else {}),
-                "bound": self.run.bound, "caveat": self.caveat, "unsafe": self.unsafe, "notes": self.notes}
+                "bound": self.run.bound, "caveat": self.caveat, "unsafe": self.unsafe, "notes": self.notes,
+                **({"against": _against_dict(self.against)} if self.against is not None else {})}
 
     @property
     def notes(self) -> list[str]:
@@ -206,11 +210,35 @@ def measured_configs(ctx: Context, fp32: RunView, found: Mapping[str, Finding]) 
             continue
         pair = Pair(fp32, run)
         configs.append(Measured(run, pair.interval, _caveat(run), _unsafe(run, unstable), pair.shown, pair.step_ms,
-                                fp32.precision))
+                                fp32.precision, _against(ctx, fp32, run)))
     # A configuration its comparison refused (two processes that differ more than the effect) goes last: its time is
     # no rank among the compared ones.
     configs.sort(key=lambda m: (m.interval.refused is not None, -m.interval.speedup))
     return configs
+
+
+def _against(ctx: Context, fp32: RunView, run: RunView) -> Pair | None:
+    """A change against the run it changes as written (its machine, stack and device), float32's A/A control
+    judging it: a change to float32 is its own comparison with float32; None for a precision as written."""
+    if run.variant == "original":
+        return None
+    if run.precision == fp32.precision:
+        return Pair(fp32, run)
+    base = next((r for r in ctx.ok_runs() if (r.machine, r.stack, r.device, r.precision) == (
+        run.machine, run.stack, run.device, run.precision) and r.variant == "original" and not r.experiment), None)
+    return Pair(base, run, control=fp32) if base is not None else None
+
+
+def _against_dict(pair: Pair) -> dict[str, Any]:
+    """`measured[].against`: the change against the run it changes, in the fields a measured entry uses."""
+    iv = pair.interval
+    return {"precision": pair.fp32.precision, "step_ms": pair.step_ms, "base_step_ms": pair.fp32_step_ms,
+            "speedup": round_ratio(iv.speedup), "speedup_interval": [round_ratio(iv.low), round_ratio(iv.high)],
+            "outcome": iv.outcome, "interval_method": iv.method,
+            **({"aa_check": iv.aa.to_dict()} if iv.aa is not None else {}),
+            **({"comparison_refused": iv.refused} if iv.refused else {}), "bound": pair.reduced.bound,
+            "notes": _notes(None, None, pair.reduced.bound, iv.compared)
+            + ([f"not compared with {pair.fp32.precision}: {iv.refused}"] if iv.refused else [])}
 
 
 def _beats(switch: Measured, original: Measured) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import textwrap
 
-from fp16doctor.analysis.answer import Answer
+from fp16doctor.analysis.answer import CHANGES_HEADING, PRECISIONS_HEADING, Answer
 from fp16doctor.analysis.values import fmt_ms, fmt_pct, fmt_rate, fmt_signed_ms
 from fp16doctor.report.viewmodel import (
     DocumentView,
@@ -168,9 +168,11 @@ def _answer(answer: Answer) -> list[str]:
         out += [f"{'First' if i == 0 else 'Also'}: {md_text(c.words)}"
                 + (f"; what it costs: {md_text(c.cost)}" if c.cost else "") for i, c in enumerate(p.changes)]
         out.append("")
-    if answer.precisions:
-        out += ["**Each configuration against float32:**", ""]
-        for row in answer.precisions:
+    for heading, rows in ((PRECISIONS_HEADING, answer.precisions), (CHANGES_HEADING, answer.changes)):
+        if not rows:
+            continue
+        out += [f"**{heading}:**", ""]
+        for row in rows:
             where = f" on {row.where}" if row.where else ""
             refs = f" [{', '.join(row.notes)}]" if row.notes else ""
             cause = f" — {md_text(row.cause)}" if row.cause else ""

@@ -8,7 +8,14 @@ import textwrap
 
 from rich.text import Text
 
-from fp16doctor.analysis.answer import MAX_LINE, Answer, FindingLine, PrecisionLine
+from fp16doctor.analysis.answer import (
+    CHANGES_HEADING,
+    MAX_LINE,
+    PRECISIONS_HEADING,
+    Answer,
+    FindingLine,
+    PrecisionLine,
+)
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 FULL_HINT = "fp16doctor explain --full prints each one's evidence"
@@ -74,9 +81,10 @@ def answer_sections(answer: Answer, findings: bool = True, top: int | None = Non
                 _put(text, 4, f"{'first' if i == 0 else 'also'}: {change.words}")
                 if change.cost:
                     _put(text, 6, f"what it costs: {change.cost}", "dim")
-    if answer.precisions:
-        text.append("Each configuration against float32\n", style="bold")
-        for row in answer.precisions:
+    for heading, rows in ((PRECISIONS_HEADING, answer.precisions), (CHANGES_HEADING, answer.changes)):
+        if rows:
+            text.append(f"{heading}\n", style="bold")
+        for row in rows:
             where = f" on {row.where}" if row.where else ""
             _put(text, 2, f"{row.text}{where}{_refs(row)}")
             if row.cause:

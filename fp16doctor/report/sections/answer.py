@@ -14,6 +14,7 @@ from typing import Any
 from markupsafe import Markup
 
 from fp16doctor.analysis import Answer
+from fp16doctor.analysis.answer import CHANGES_HEADING, PRECISIONS_HEADING
 from fp16doctor.report import charts
 from fp16doctor.report.sections.inputs import ReportInput
 
@@ -33,6 +34,7 @@ class AnswerView:
     title: str  # the document's title where the report has several, else ""
     answer: Answer
     device_bars: list[DeviceBar] = field(default_factory=list)
+    headings: tuple[str, str] = (PRECISIONS_HEADING, CHANGES_HEADING)  # of answer.precisions and answer.changes
 
 
 def build(top: ReportInput) -> list[AnswerView]:

@@ -20,12 +20,12 @@ def _answer(name: str) -> tuple[Diagnosis, Answer]:
 def test_one_machine_and_stack_names_no_location_and_shares_its_caveats_as_notes() -> None:
     diagnosis, answer = _answer("gpu-h200-keras-torch-full")
     assert answer.places == 1
-    assert not any(x.where for x in (*answer.bounds, *answer.prescriptions, *answer.precisions))
+    assert not any(x.where for x in (*answer.bounds, *answer.prescriptions, *answer.precisions, *answer.changes))
     (bound,) = answer.bounds
     assert bound.kind == "device" and bound.verdict == "the host sets the pace"
     assert any(part.startswith("float16 4 %") for part in bound.parts)
     aa = [n for n in answer.notes if n.text.startswith("Not measurable: float32's two identical models")]
-    assert len(aa) == 1 and sum(aa[0].id in row.notes for row in answer.precisions) >= 3
+    assert len(aa) == 1 and sum(aa[0].id in row.notes for row in (*answer.precisions, *answer.changes)) >= 3
     pure = [n for n in answer.notes if n.text.startswith("Pure fp16")]
     assert len(pure) == 1
     float16 = next(row for row in answer.precisions if row.label == "float16")
@@ -52,3 +52,25 @@ def test_several_stacks_are_told_apart_and_a_cpus_bound_is_its_ops() -> None:
     assert answer.places == 3
     assert all(p.where for p in answer.prescriptions) and all(row.where for row in answer.precisions)
     assert answer.bounds and all(b.kind == "cpu_ops" and b.where for b in answer.bounds)
+
+
+def test_each_change_is_said_against_the_configuration_it_changes() -> None:
+    """Padding channels to 8 on float16 is judged against float16 as written (640 against 665 ms, same speed), not
+    against float32 (2.1x slower, which says nothing of the change); TF32 off, a change to float32, sits beside the
+    other changes with its refusal; the precisions' lines keep only the configurations as written and in memory."""
+    diagnosis, answer = _answer("gpu-h200-keras-torch-full")
+    assert {row.label for row in answer.precisions} == {
+        "float16", "mixed_float16", "mixed_bfloat16", "float16, batches in memory",
+        "mixed_float16, batches in memory", "mixed_bfloat16, batches in memory"}
+    changes = {row.label: row for row in answer.changes}
+    padded = changes["float16 with input_channels=8"]
+    assert padded.versus.startswith("same speed") and padded.steps == "640 ms vs 665 ms"
+    assert changes["float16 with batch_dtype=float32"].steps == "691 ms vs 665 ms"
+    tf32 = changes["float32 with NVIDIA_TF32_OVERRIDE=0"]
+    assert tf32.versus == "not compared" and tf32.steps == "284 ms vs 305 ms"
+    refused = next(n for n in answer.notes if n.text.startswith("Not compared with float32"))
+    assert refused.id in tf32.notes
+    (prescription,) = diagnosis.prescriptions
+    entry = next(m for m in prescription["measured"] if m["variant"] == "channels_padded"
+                 and m["precision"] == "float16")
+    assert entry["against"]["precision"] == "float16" and entry["speedup"] < 0.6  # 2.1x slower than float32

@@ -151,7 +151,7 @@ def test_a_refused_comparison_gets_no_figure_and_its_finding_quotes_the_steps_it
     (prescription,) = h200.prescriptions
     off = next(m for m in prescription["measured"] if m["variant"] == "tf32_off")
     assert off["comparison_refused"] and entry_versus(off) == "not compared"
-    line = next(p for p in h200.answer.precisions if "NVIDIA_TF32_OVERRIDE=0" in p.label)
+    line = next(p for p in h200.answer.changes if "NVIDIA_TF32_OVERRIDE=0" in p.label)
     assert line.versus == "not compared"
     tf32 = next(f for f in h200.findings if f["id"] == "tf32_baseline")
     assert "took 284 ms a step against 305 ms with TF32 (not compared)" in tf32["recommendation"]
