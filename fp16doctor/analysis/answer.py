@@ -39,6 +39,7 @@ MAX_LINE = 200  # no line of the answer is longer (a code block aside)
 PRECISIONS_HEADING = "Each configuration against float32"
 CHANGES_HEADING = "Each change against the configuration it changes"
 TOP_OPS = 3  # the ops a CPU's bound names per run
+MOSTLY = 0.5  # a verdict's first cause explaining less of its difference than this is one part among several
 # A finding whose remedy is a change the prescription measured (prescriptions[].user_changes[].kind).
 CHANGE_OF_FINDING = {"input_pipeline_bound": "input_pipeline", "pageable_copies": "batch_bytes"}
 VARIANT_WORDS = {"original": "", "synthetic_input": "batches in memory"}
@@ -312,11 +313,42 @@ def _cause(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) ->
     difference = verdict.get("difference_ms")
     part = (f" ({fmt_ms(abs(float(explains)))} of {fmt_ms(abs(float(difference)))})"
             if isinstance(explains, (int, float)) and isinstance(difference, (int, float)) else "")
+    others = _other_causes(verdict, findings)
+    if others and isinstance(explains, (int, float)) and isinstance(difference, (int, float)) and \
+            abs(float(explains)) < MOSTLY * abs(float(difference)):
+        # No part is most of it: each named part with its size, then what the trace could not place.
+        return f"causes: {title}{part}; {'; '.join(others)}{_unplaced(verdict)}"
     evidence = [str(e) for e in finding.get("evidence") or []]
     number = next((e for e in evidence[1:] if any(ch.isdigit() for ch in e)), "")
     if number.split(" ")[:3] == title.split(" ")[:3]:  # the number's line names the op the title names
         return f"cause{part}: {number}"
     return f"cause: {title}{part}" + (f": {number}" if number else "")
+
+
+def _other_causes(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The verdict's causes after its first, each as its finding's title with what it explains."""
+    words = []
+    for share in list(verdict.get("causes") or [])[1:]:
+        finding = next((f for f in findings if f.get("id") == share.get("id")
+                        and f.get("precision") == verdict.get("precision")
+                        and (f.get("variant") or "original") == verdict.get("variant")), None)
+        explains = share.get("explains_ms")
+        if finding is None or not isinstance(explains, (int, float)):
+            continue
+        title = str(finding.get("title") or share.get("id"))
+        title = title[0].lower() + title[1:] if title[:2] != title[:2].upper() else title
+        words.append(f"{title} ({fmt_ms(abs(float(explains)))})")
+    return words
+
+
+def _unplaced(verdict: Mapping[str, Any]) -> str:
+    """"; 22 ms more is host time no op in the trace accounts for": the verdict's own size of what its trace could
+    not place, where it went the difference's way; "" otherwise."""
+    unplaced = (verdict.get("accounted") or {}).get("unplaced_host_ms")
+    difference = verdict.get("difference_ms")
+    if not isinstance(unplaced, (int, float)) or not isinstance(difference, (int, float)) or unplaced * difference <= 0:
+        return ""
+    return f"; {fmt_ms(abs(float(unplaced)))} more is host time no op in the trace accounts for"
 
 
 def _figure(speedup: Any, interval: Any, outcome: Any, method: Any, bound: Any, refused: Any = None) -> str:

@@ -343,6 +343,15 @@ def ratio_interval(fp32: Timing, other: Timing, between: float = 0.0,
     measured between two timings of one configuration."""
     if (other.bound or other.censored) and not fp32.bound:
         return lower_bound(fp32, other)  # a censored step, cut inside, is never read as a measured one
+    if (fp32.bound or fp32.censored) and not other.bound:
+        # The reference was cut (a change against a 16-bit run the bound cut short): the same bound, seen from the
+        # other side, says how much faster the change is at least.
+        cut = lower_bound(other, fp32)
+        r = 1 / cut.speedup
+        assert cut.fp32_ms is not None and cut.other_ms is not None
+        saved = cut.fp32_ms - cut.other_ms  # at least this much faster: the difference has no lower end
+        return RatioInterval(r, r, math.inf, "lower_bound", 0, None, saved, -math.inf, saved,
+                             fp32_ms=cut.other_ms, other_ms=cut.fp32_ms, compared=cut.compared)
     paired = _paired(fp32, other, pooled)
     if paired is not None:
         return paired

@@ -165,7 +165,9 @@ class ShownRatio:
         low, high = (pair[0], pair[1]) if len(pair) == 2 and None not in pair else (None, None)
         one_sided = method == "lower_bound" or (low is not None and low <= 0)
         if one_sided or bound is True:
-            return cls(value, None, None, "slower", lower_bound=True)
+            # A bound says "at least this much slower" (a cut 16-bit run), or, against a cut run, "faster".
+            return cls(value, None, None, "faster" if value > 1 and outcome == "faster" else "slower",
+                       lower_bound=True)
         if low is not None and high is not None and not 0 < low <= high:
             low, high = None, None
         said = outcome if outcome in ("faster", "slower", "no_significant_difference") else None
@@ -173,7 +175,9 @@ class ShownRatio:
 
     @property
     def slower(self) -> bool:
-        if self.lower_bound or self.outcome == "slower":
+        if self.lower_bound:
+            return self.outcome != "faster"
+        if self.outcome == "slower":
             return True
         return self.outcome is None and self.speedup < 1
 
@@ -218,7 +222,7 @@ class ShownRatio:
         if self.same:
             return "not measurable" if self.unmeasurable else "same speed"
         if self.lower_bound:
-            return f">= {self.times()} slower{after}"
+            return f">= {self.times()} {'slower' if self.slower else 'faster'}{after}"
         return f"{self.times()} {'slower' if self.slower else 'faster'}{after}"
 
     def interval_text(self) -> str | None:

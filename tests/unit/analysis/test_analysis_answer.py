@@ -74,3 +74,25 @@ def test_each_change_is_said_against_the_configuration_it_changes() -> None:
     entry = next(m for m in prescription["measured"] if m["variant"] == "channels_padded"
                  and m["precision"] == "float16")
     assert entry["against"]["precision"] == "float16" and entry["speedup"] < 0.6  # 2.1x slower than float32
+
+
+def test_a_change_against_a_run_the_bound_cut_is_a_one_sided_faster_bound() -> None:
+    """On the AMX Xeon, float16 was cut at its first step (5865 ms) and oneDNN off ran it in 1641 ms: against a cut
+    run the change is at least 3.6x faster, never an interval around a censored step."""
+    _, answer = _answer("cpu-xeon-amx-quick")
+    line = next(row for row in answer.changes if row.label == "float16 with TF_ENABLE_ONEDNN_OPTS=0")
+    assert line.versus == ">= 3.6x faster" and line.steps == "1641 ms vs 5865 ms"
+    cut = next(n for n in answer.notes if n.text.startswith("Cut short by the slow-step bound"))
+    assert cut.id in line.notes
+
+
+def test_a_difference_no_cause_is_most_of_lists_each_part_and_the_unplaced_rest() -> None:
+    """float16 with batches in memory on the H200: the batch's 8.0 ms and the kernels' 6.1 ms of a 36 ms
+    difference, and 22 ms of host time no op in the trace accounts for, on its one cause line."""
+    _, answer = _answer("gpu-h200-keras-torch-full")
+    line = next(row for row in answer.precisions if row.label == "float16, batches in memory")
+    assert line.cause.startswith("causes: the 16-bit batch, half the bytes, took less time (8.0 ms of 36 ms)")
+    assert "16-bit kernels saved time (6.1 ms)" in line.cause
+    assert line.cause.endswith("22 ms more is host time no op in the trace accounts for")
+    whole = next(row for row in answer.precisions if row.label == "float16")  # one cause, most of it: its number
+    assert whole.cause.startswith("cause: ") and "638 ms" in whole.cause

@@ -179,3 +179,13 @@ def test_every_output_of_an_example_quotes_one_step_per_configuration(path: Path
                     == (verdict["machine"], verdict["stack"], verdict["precision"], verdict["variant"])), None)
         if own is not None and verdict.get("interval_method") == "paired_rounds":
             assert fmt_ms(verdict["step_ms"]) == fmt_ms(own.step_ms), (own.label, verdict["step_ms"])
+
+
+def test_a_one_sided_bound_reads_in_its_own_direction() -> None:
+    from fp16doctor.analysis.values import ShownRatio
+
+    slower = ShownRatio.of(0.147, [0.0, 0.147], "slower", method="lower_bound")
+    faster = ShownRatio.of(3.57, None, "faster", method="lower_bound")
+    assert slower is not None and faster is not None
+    assert (slower.figure(), faster.figure()) == (">= 6.8x slower", ">= 3.6x faster")
+    assert faster.interval_text() is None
