@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from fp16doctor.analysis.context import named_place
 from fp16doctor.analysis.prescribe import NOT_COMPARED, change_words, entry_notes, in_memory_words
-from fp16doctor.analysis.values import ShownRatio, as_list, fmt_config, fmt_ms, fmt_pct
+from fp16doctor.analysis.values import ShownRatio, as_list, fmt_config, fmt_ms, fmt_pct, variant_words
 from fp16doctor.knowledge.kernels import SHORT_NAME_MAX, kernel_short_name
 
 if TYPE_CHECKING:  # the Diagnosis holds its answer; the builder reads the Diagnosis
@@ -42,7 +42,6 @@ TOP_OPS = 3  # the ops a CPU's bound names per run
 MOSTLY = 0.5  # a verdict's first cause explaining less of its difference than this is one part among several
 # A finding whose remedy is a change the prescription measured (prescriptions[].user_changes[].kind).
 CHANGE_OF_FINDING = {"input_pipeline_bound": "input_pipeline", "pageable_copies": "batch_bytes"}
-VARIANT_WORDS = {"original": "", "synthetic_input": "batches in memory"}
 
 
 @dataclass(frozen=True)
@@ -203,7 +202,7 @@ def _places(diagnosis: Diagnosis) -> list[tuple[str, str]]:
 
 
 def _label(precision: str, variant: str) -> str:
-    words = VARIANT_WORDS.get(variant, variant.replace("_", " "))
+    words = variant_words(variant)
     return f"{precision}, {words}" if words else precision
 
 
@@ -451,7 +450,7 @@ def _findings(diagnosis: Diagnosis, prescriptions: tuple[PrescriptionLine, ...])
             title=short_line(str(f.get("title") or "")),
             explains=(f"explains {fmt_ms(float(explains))} of {f.get('precision')}"
                       + ("" if (f.get("variant") or "original") == "original"
-                         else f", {VARIANT_WORDS.get(str(f.get('variant')), str(f.get('variant')))}")
+                         else f", {variant_words(str(f.get('variant')))}")
                       if isinstance(explains, (int, float)) else ""),
             points_to=points,
             fix="" if points else _first_sentence(str(f.get("recommendation") or ""))))

@@ -262,6 +262,14 @@ def fmt_versus(speedup: float, interval: tuple[float, float] | list[float] | Non
     return shown.versus(than) if shown is not None else "\u2014"
 
 
+VARIANT_WORDS = {"original": "", "synthetic_input": "batches in memory"}
+
+
+def variant_words(variant: str) -> str:
+    """A run's variant as sentences name it: "" as written, "batches in memory", "channels padded"."""
+    return VARIANT_WORDS.get(variant, variant.replace("_", " "))
+
+
 def fmt_config(entry: Mapping[str, Any]) -> str:
     """A measured or untested configuration as every output names it: 'float16', 'float16 with
     TF_ENABLE_ONEDNN_OPTS=0' (its `precision` and `setting`, as prescriptions list them)."""

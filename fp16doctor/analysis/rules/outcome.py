@@ -11,6 +11,7 @@ from fp16doctor.analysis.rules.common import (
     stacks_of,
     where_of,
 )
+from fp16doctor.analysis.values import variant_words
 from fp16doctor.workload.protocol import BF16 as BF16_FAMILY
 from fp16doctor.workload.protocol import FP16, is_pure
 
@@ -26,6 +27,12 @@ def rule_bf16_faster(ctx: Context) -> Finding | None:
     meaning stays the float16 family's)."""
     return _faster("bf16_faster", ctx, [p for p in [*ctx.pairs, *ctx.changed_pairs()]
                                         if p.faster and p.reduced.precision in BF16])
+
+
+def _with(variant: str) -> str:
+    """" with batches in memory": what a run that is not the script as written changed; "" for the script."""
+    words = variant_words(variant)
+    return f" with {words}" if words else ""
 
 
 def _faster(fid: str, ctx: Context, faster: list[Pair]) -> Finding | None:
@@ -57,7 +64,7 @@ def _faster(fid: str, ctx: Context, faster: list[Pair]) -> Finding | None:
                   "advice": "weight_updates"}]
     return make_finding(
         fid,
-        f"{best.reduced.precision} is {best.shown.figure('than float32')}",
+        f"{best.reduced.precision}{_with(best.reduced.variant)} is {best.shown.figure('than float32')}",
         "info",
         0.9 if spread_known else 0.8,
         evidence,
