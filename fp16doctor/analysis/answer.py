@@ -10,11 +10,10 @@
     restating it, and the caveats many rows share said once each (`notes`), which rows refer to by id.
 
 How a renderer uses it: lay out `bounds`, `prescriptions`, `precisions`, `changes`, then `findings` and `notes`, in
-that order,
-each item's text as it stands, broken at words where it runs past MAX_LINE characters (a prescription's `code` is a
-block to indent, never to break; kernel names are already short, short_line), with `[N1]`-style references to the
-notes beside the rows that carry their ids. `where` is "" when the document has one machine and stack (nothing to
-tell apart), else the words to show with the item. The full detail (every finding's evidence, the op tables, the
+that order, each item's text as it stands, broken at words where it runs past MAX_LINE characters (a prescription's
+`code` is a block to indent, never to break; kernel names are already short, short_line), with `[N1]`-style
+references to the notes beside the rows that carry their ids. `where` is "" when the document has one machine and
+stack (nothing to tell apart), else the words to show with the item. The full detail (every finding's evidence, the op tables, the
 runs) stays in the Diagnosis; a full view prints it after this answer. A renderer picks no verdict and composes no
 advice: it prints these texts.
 """
