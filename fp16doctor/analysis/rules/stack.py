@@ -33,7 +33,7 @@ from fp16doctor.knowledge.frameworks import (
     has_feature,
 )
 from fp16doctor.knowledge.gpus import FAST_FP16_RATIO, GpuFacts, cc_tuple
-from fp16doctor.workload.protocol import SEED_WORKLOAD, is_mixed
+from fp16doctor.workload.protocol import SEED_WORKLOAD, family, is_mixed
 
 
 def _old_reasons(sw: Software, gpu: GpuFacts | None, mixed_measured: bool = False,
@@ -212,9 +212,10 @@ def rule_old_stack(ctx: Context) -> Finding | None:
             else mixed_precision_code(upgraded(sw)))
     advice = " ".join(upgrades) if upgrades and len(upgrades) == len(evidence) else (
         f"Upgrade to {upgrade_target(sw)}. Then: {then}{gain}")
+    families = {f for r in runs if (f := family(r.precision)) is not None}  # "fp16", "bf16": what it lacks
     return make_finding(
         "old_stack",
-        "This software stack lacks the fast fp16 paths",
+        f"This software stack lacks the fast {families.pop() if len(families) == 1 else '16-bit'} paths",
         "info" if already_faster else "warning",
         confidence,
         evidence,
