@@ -13,9 +13,9 @@ How a renderer uses it: lay out `bounds`, `prescriptions`, `precisions`, `change
 that order, each item's text as it stands, broken at words where it runs past MAX_LINE characters (a prescription's
 `code` is a block to indent, never to break; kernel names are already short, short_line), with `[N1]`-style
 references to the notes beside the rows that carry their ids. `where` is "" when the document has one machine and
-stack (nothing to tell apart), else the words to show with the item. The full detail (every finding's evidence, the op tables, the
-runs) stays in the Diagnosis; a full view prints it after this answer. A renderer picks no verdict and composes no
-advice: it prints these texts.
+stack (nothing to tell apart), else the words to show with the item. The full detail (every finding's evidence,
+the op tables, the runs) stays in the Diagnosis; a full view prints it after this answer. A renderer picks no
+verdict and composes no advice: it prints these texts.
 """
 
 from __future__ import annotations
