@@ -133,3 +133,11 @@ def test_a_one_machine_one_stack_document_never_names_its_place() -> None:
     """"on host" in every sentence of a document with one machine and one stack (30 times in the H200's explain)."""
     assert "on host" not in _explain(H200, "--full")
     assert "on host" not in _explain(EXAMPLES / "cpu-xeon-amx-quick" / "results.json", "--full")
+
+
+def test_an_outcome_is_said_once_by_its_configurations_line_not_again_as_a_finding() -> None:
+    """"float16 with batches in memory is 1.8x faster than float32" is (c)'s line; the terse findings do not say it
+    again, and `--full` keeps the finding with its evidence."""
+    terse, full = _explain(H200), _explain(H200, "--full")
+    assert "float16, batches in memory: 1.8x faster" in terse
+    assert "fp16_faster" not in terse and "fp16_faster" in full
