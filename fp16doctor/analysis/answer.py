@@ -25,9 +25,17 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from fp16doctor.analysis.context import named_place
-from fp16doctor.analysis.prescribe import NOT_COMPARED, change_words, entry_notes, in_memory_words
+from fp16doctor.analysis.prescribe import change_words, entry_notes, in_memory_words
 from fp16doctor.analysis.registry import spec
-from fp16doctor.analysis.values import ShownRatio, as_list, fmt_config, fmt_ms, fmt_pct, variant_words
+from fp16doctor.analysis.values import (
+    NOT_COMPARED,
+    ShownRatio,
+    as_list,
+    fmt_config,
+    fmt_ms,
+    fmt_pct,
+    variant_words,
+)
 from fp16doctor.knowledge.kernels import SHORT_NAME_MAX, kernel_short_name
 
 if TYPE_CHECKING:  # the Diagnosis holds its answer; the builder reads the Diagnosis

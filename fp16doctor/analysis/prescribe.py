@@ -32,6 +32,7 @@ from fp16doctor.analysis.context import BF16, Context, Pair, RunView, Software, 
 from fp16doctor.analysis.intervals import FIRST_STEP, RatioInterval
 from fp16doctor.analysis.next_bound import CommandOf, idle_words, next_bound_changes
 from fp16doctor.analysis.values import (
+    NOT_COMPARED,
     ShownRatio,
     as_list,
     as_mapping,
@@ -139,11 +140,6 @@ def _notes(unsafe: Any, caveat: Any, bound: bool, compared: str | None = None) -
         notes.append(f"cut short by the slow-step bound: its ratio is a one-sided bound ({compared or FIRST_STEP}) "
                      "and its numerics are not judged")
     return notes
-
-
-# A configuration whose comparison with float32 was refused (timed apart, beyond what one configuration's timings vary
-# in the document): it gets no figure, and its note says why.
-NOT_COMPARED = "not compared"
 
 
 def entry_versus(entry: Mapping[str, Any]) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from fp16doctor.analysis.context import Context, Pair, RunView, Software
-from fp16doctor.analysis.values import ShownRatio, as_list, as_mapping, as_str, fmt_ms
+from fp16doctor.analysis.values import NOT_COMPARED, ShownRatio, as_list, as_mapping, as_str, fmt_ms
 from fp16doctor.results import HOST_MACHINE, engine_label, machine_id
 from fp16doctor.workload.protocol import PRECISIONS
 
@@ -84,6 +84,7 @@ class RunRow:
     speedup_relative_width: float | None = None  # its interval's width over the speedup: the digits it earns
     outcome: str | None = None  # the pair's: "slower" | "faster" | "no_significant_difference"
     shown: ShownRatio | None = None  # the pair's ratio as every output prints it
+    refused: bool = False  # the pair's comparison was refused (timed apart): no figure, "not compared"
     device_step: DeviceStep | None = None  # a GPU run's profiled step split into kernels, copies and idle
 
     @property
@@ -110,6 +111,8 @@ class RunRow:
         dash with no partner: the verdict's own figure for the pair (ShownRatio)."""
         if self.is_baseline:
             return "baseline"
+        if self.refused:
+            return NOT_COMPARED
         if self.shown is None:
             return "\u2014"
         return self.shown.figure()
@@ -160,7 +163,8 @@ def _row(view: RunView, run: Mapping[str, object], pair: Pair | None) -> RunRow:
     if pair is None:
         return row
     return replace(row, fp32_index=pair.fp32.index, speedup=pair.speedup, outcome=pair.interval.outcome,
-                   speedup_relative_width=pair.interval.relative_width, shown=pair.shown)
+                   speedup_relative_width=pair.interval.relative_width, shown=pair.shown,
+                   refused=pair.interval.refused is not None)
 
 
 def run_rows(ctx: Context) -> list[RunRow]:

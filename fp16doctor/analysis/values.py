@@ -262,6 +262,9 @@ def fmt_versus(speedup: float, interval: tuple[float, float] | list[float] | Non
     return shown.versus(than) if shown is not None else "\u2014"
 
 
+# A configuration whose comparison with float32 was refused (timed apart, beyond what one configuration's timings vary
+# in the document): it gets no figure, and its note says why.
+NOT_COMPARED = "not compared"
 VARIANT_WORDS = {"original": "", "synthetic_input": "batches in memory"}
 
 

@@ -198,6 +198,10 @@ def test_a_one_process_median_is_never_set_against_a_rounds_median_without_the_p
     assert low < (110 / 126) / 1.05 / 1.09 and high > (110 / 126) * 1.05 * 1.09  # widened by the 10 %
     far, = diagnose_document(doc_of(fp32, {"median": 300.0, "p10": 295.0, "p90": 305.0, "n": 5})).verdicts
     assert far["outcome"] == "slower" and "comparison_refused" not in far
+    # The runs tables say what the verdict says: "not compared", never "same speed" for a refused comparison.
+    row = next(r for r in diagnose_document(doc_of(fp32, {"median": 126.0, "p10": 124.0, "p90": 128.0,
+                                                          "n": 5})).runs if r.precision != "float32")
+    assert row.versus_fp32 == "not compared"
 
 
 def test_a_switch_that_did_nothing_is_not_prescribed_from_a_ratio_across_two_designs() -> None:
