@@ -235,7 +235,18 @@ def _against_dict(pair: Pair) -> dict[str, Any]:
             **({"aa_check": iv.aa.to_dict()} if iv.aa is not None else {}),
             **({"comparison_refused": iv.refused} if iv.refused else {}), "bound": iv.is_bound,
             "notes": _notes(None, None, iv.is_bound, iv.compared)
-            + ([f"not compared with {pair.fp32.precision}: {iv.refused}"] if iv.refused else [])}
+            + ([f"not compared with {pair.fp32.precision}: {iv.refused}"] if iv.refused else [])
+            + ([_apart(pair)] if _apart(pair) else [])}
+
+
+def _apart(pair: Pair) -> str:
+    """Why a comparison timed in two processes quotes another step for the run it changes than every other line:
+    each side's own process (intervals.py); "" where it quotes the same one."""
+    iv = pair.interval
+    if iv.is_rounds or iv.is_bound or iv.refused or fmt_ms(pair.fp32_step_ms) == fmt_ms(pair.fp32.step_ms):
+        return ""
+    return (f"timed in two processes: {pair.fp32.precision}'s {fmt_ms(pair.fp32_step_ms)} is its own process's "
+            f"step, {fmt_ms(pair.fp32.step_ms)} in its rounds")
 
 
 def _beats(switch: Measured, original: Measured) -> bool:

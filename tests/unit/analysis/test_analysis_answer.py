@@ -96,3 +96,13 @@ def test_a_difference_no_cause_is_most_of_lists_each_part_and_the_unplaced_rest(
     assert line.cause.endswith("22 ms more is host time no op in the trace accounts for")
     whole = next(row for row in answer.precisions if row.label == "float16")  # one cause, most of it: its number
     assert whole.cause.startswith("cause: ") and "638 ms" in whole.cause
+
+
+def test_a_change_timed_in_another_process_says_why_its_base_reads_another_step() -> None:
+    """oneDNN off on the Xeon ran in rounds of its own: float32 is 128 ms there (its own process), 125 ms in every
+    other line (its rounds); the change's note says which is which."""
+    _, answer = _answer("cpu-xeon-amx-quick")
+    line = next(row for row in answer.changes if row.label == "float32 with TF_ENABLE_ONEDNN_OPTS=0")
+    assert line.steps == "344 ms vs 128 ms"
+    apart = next(n for n in answer.notes if n.text.startswith("Timed in two processes"))
+    assert apart.id in line.notes and "128 ms is its own process's step, 125 ms in its rounds" in apart.text
