@@ -112,8 +112,13 @@ class StackSide:
 
     @property
     def words(self) -> str:
-        """'160x slower', 'the same speed': where this stack stood against float32, in the headline."""
-        return "the same speed" if self.outcome == "no_significant_difference" else self.figure or "no ratio"
+        """'160x slower', 'the same speed', 'not measurable': where this stack stood against float32, in the
+        headline, in the verdict's own words (its figure)."""
+        if self.outcome == "no_significant_difference" and self.figure == "same speed":
+            return "the same speed"
+        if self.figure == "not measurable":  # the A/A control could not tell it from noise there
+            return "a difference not measurable there"
+        return self.figure or "no ratio"
 
 
 @dataclass(frozen=True)

@@ -189,3 +189,13 @@ def test_a_one_sided_bound_reads_in_its_own_direction() -> None:
     assert slower is not None and faster is not None
     assert (slower.figure(), faster.figure()) == (">= 6.8x slower", ">= 3.6x faster")
     assert faster.interval_text() is None
+
+
+def test_a_stack_comparison_says_each_stacks_ratio_as_its_verdict_does() -> None:
+    """float16 on the cpu stack is "not measurable (1.1-2.3x slower)" in its verdict; the comparison between stacks
+    called it "the same speed"."""
+    example = json.loads((EXAMPLES[0].parents[1] / "cpu-epyc-avx2-three-stacks-quick" / "results.json")
+                         .read_text(encoding="utf-8"))
+    diagnosis = diagnose_document(example)
+    words = " ".join(c.headline for c in diagnosis.stack_comparisons)
+    assert "to a difference not measurable there (cpu)" in words and "the same speed (cpu)" not in words
