@@ -228,15 +228,15 @@ def _against(ctx: Context, fp32: RunView, run: RunView) -> Pair | None:
 def _against_dict(pair: Pair) -> dict[str, Any]:
     """`measured[].against`: the change against the run it changes, in the fields a measured entry uses."""
     iv = pair.interval
+    notes = _notes(None, None, iv.is_bound, iv.compared)
+    notes += [f"not compared with {pair.fp32.precision}: {iv.refused}"] if iv.refused else []
+    notes += [apart] if (apart := _apart(pair)) else []
     return {"precision": pair.fp32.precision, "step_ms": pair.step_ms, "base_step_ms": pair.fp32_step_ms,
             "speedup": round_ratio(iv.speedup),
             "speedup_interval": None if iv.is_bound else [round_ratio(iv.low), round_ratio(iv.high)],
             "outcome": iv.outcome, "interval_method": iv.method,
             **({"aa_check": iv.aa.to_dict()} if iv.aa is not None else {}),
-            **({"comparison_refused": iv.refused} if iv.refused else {}), "bound": iv.is_bound,
-            "notes": _notes(None, None, iv.is_bound, iv.compared)
-            + ([f"not compared with {pair.fp32.precision}: {iv.refused}"] if iv.refused else [])
-            + ([_apart(pair)] if _apart(pair) else [])}
+            **({"comparison_refused": iv.refused} if iv.refused else {}), "bound": iv.is_bound, "notes": notes}
 
 
 def _apart(pair: Pair) -> str:

@@ -112,12 +112,12 @@ class StackSide:
 
     @property
     def words(self) -> str:
-        """'160x slower', 'the same speed', 'not measurable': where this stack stood against float32, in the
-        headline, in the verdict's own words (its figure)."""
-        if self.outcome == "no_significant_difference" and self.figure == "same speed":
-            return "the same speed"
+        """'160x slower', 'the same speed', 'a difference not measurable there': where this stack stood against
+        float32, in the headline, as its verdict's figure says it."""
         if self.figure == "not measurable":  # the A/A control could not tell it from noise there
             return "a difference not measurable there"
+        if self.outcome == "no_significant_difference":
+            return "the same speed"
         return self.figure or "no ratio"
 
 
