@@ -307,14 +307,10 @@ def _prescriptions(prescriptions: Sequence[Mapping[str, Any]],
 def _cause(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> str:
     """The verdict's cause, in its finding's title, with what it explains and the finding's first measured number."""
     cause = verdict.get("cause")
-    if not cause:
-        return ""
-    finding = next((f for f in findings if f.get("id") == cause and f.get("precision") == verdict.get("precision")
-                    and (f.get("variant") or "original") == verdict.get("variant")), None)
+    finding = _finding_of(verdict, findings, cause) if cause else None
     if finding is None:
         return ""
-    title = str(finding.get("title") or cause)
-    title = title[0].lower() + title[1:] if title[:2] != title[:2].upper() else title
+    title = _title_words(finding, str(cause))
     share: Mapping[str, Any] = next((c for c in verdict.get("causes") or [] if c.get("id") == cause), {})
     explains = share.get("explains_ms")
     difference = verdict.get("difference_ms")
@@ -336,16 +332,25 @@ def _other_causes(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, An
     """The verdict's causes after its first, each as its finding's title with what it explains."""
     words = []
     for share in list(verdict.get("causes") or [])[1:]:
-        finding = next((f for f in findings if f.get("id") == share.get("id")
-                        and f.get("precision") == verdict.get("precision")
-                        and (f.get("variant") or "original") == verdict.get("variant")), None)
+        finding = _finding_of(verdict, findings, share.get("id"))
         explains = share.get("explains_ms")
         if finding is None or not isinstance(explains, (int, float)):
             continue
-        title = str(finding.get("title") or share.get("id"))
-        title = title[0].lower() + title[1:] if title[:2] != title[:2].upper() else title
-        words.append(f"{title} ({fmt_ms(abs(float(explains)))})")
+        words.append(f"{_title_words(finding, str(share.get('id')))} ({fmt_ms(abs(float(explains)))})")
     return words
+
+
+def _finding_of(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]],
+                cause: Any) -> Mapping[str, Any] | None:
+    """The finding of one of a verdict's causes: its id, for the verdict's precision and variant."""
+    return next((f for f in findings if f.get("id") == cause and f.get("precision") == verdict.get("precision")
+                 and (f.get("variant") or "original") == verdict.get("variant")), None)
+
+
+def _title_words(finding: Mapping[str, Any], fallback: str) -> str:
+    """A finding's title inside a sentence: its first letter lower-cased, unless it starts an acronym."""
+    title = str(finding.get("title") or fallback)
+    return title[0].lower() + title[1:] if title[:2] != title[:2].upper() else title
 
 
 def _unplaced(verdict: Mapping[str, Any]) -> str:
