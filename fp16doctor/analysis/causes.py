@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from fp16doctor.analysis.context import Context, OpItem, Pair, RunView
@@ -257,6 +258,11 @@ class ExperimentResult:
     # float32 as written and float32 with the same switch, where both were timed (a process-wide switch)
     fp32_pair: tuple[RunView, RunView] | None = None
 
+    @cached_property
+    def pair(self) -> Pair:
+        """The experiment against the run it changed (the run in float32's place): its interval, computed once."""
+        return Pair(self.base, self.run)
+
     def within_settings(self) -> SwitchEffect | None:
         """The switch's effect on this precision against float32: float16/float32 with it against float16/float32
         without it, each a log ratio inside its own setting, so what the switch did to both alike cancels. None
@@ -291,7 +297,7 @@ class ExperimentResult:
         assert self.base.step_ms is not None
         if self.first_steps:
             return self.base.first_step_ms or self.base.step_ms
-        return Pair(self.base, self.run).fp32_step_ms or self.base.step_ms
+        return self.pair.fp32_step_ms or self.base.step_ms
 
     @property
     def run_ms(self) -> float:
@@ -299,7 +305,7 @@ class ExperimentResult:
         assert self.run.step_ms is not None
         if self.first_steps:
             return self.run.first_step_ms or self.run.step_ms
-        return Pair(self.base, self.run).step_ms or self.run.step_ms
+        return self.pair.step_ms or self.run.step_ms
 
     @property
     def delta_ms(self) -> float:
@@ -315,7 +321,7 @@ class ExperimentResult:
             return False
         if self.one_step:
             return max(base / self.run_ms, self.run_ms / base) >= ALWAYS_MEASURABLE
-        return Pair(self.base, self.run).interval.outcome != "no_significant_difference"
+        return self.pair.interval.outcome != "no_significant_difference"
 
     def describe(self) -> str:
         first = " first" if self.first_steps else ""

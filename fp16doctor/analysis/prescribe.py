@@ -206,20 +206,21 @@ def measured_configs(ctx: Context, fp32: RunView, found: Mapping[str, Finding]) 
             continue
         pair = Pair(fp32, run)
         configs.append(Measured(run, pair.interval, _caveat(run), _unsafe(run, unstable), pair.shown, pair.step_ms,
-                                fp32.precision, _against(ctx, fp32, run)))
+                                fp32.precision, _against(ctx, pair)))
     # A configuration its comparison refused (two processes that differ more than the effect) goes last: its time is
     # no rank among the compared ones.
     configs.sort(key=lambda m: (m.interval.refused is not None, -m.interval.speedup))
     return configs
 
 
-def _against(ctx: Context, fp32: RunView, run: RunView) -> Pair | None:
+def _against(ctx: Context, pair: Pair) -> Pair | None:
     """A change against the run it changes as written (its machine, stack and device), float32's A/A control
-    judging it: a change to float32 is its own comparison with float32; None for a precision as written."""
+    judging it: a change to float32 is its own comparison with float32 (`pair`); None for a precision as written."""
+    fp32, run = pair.fp32, pair.reduced
     if run.variant == "original":
         return None
     if run.precision == fp32.precision:
-        return Pair(fp32, run)
+        return pair
     base = next((r for r in ctx.ok_runs() if (r.machine, r.stack, r.device, r.precision) == (
         run.machine, run.stack, run.device, run.precision) and r.variant == "original" and not r.experiment), None)
     return Pair(base, run, control=fp32) if base is not None else None
