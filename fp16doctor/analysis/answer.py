@@ -363,13 +363,14 @@ def _unplaced(verdict: Mapping[str, Any]) -> str:
     return f"; {fmt_ms(abs(float(unplaced)))} more is host time no op in the trace accounts for"
 
 
-def _figure(speedup: Any, interval: Any, outcome: Any, method: Any, bound: Any, refused: Any = None) -> str:
+def _figure(speedup: Any, interval: Any, outcome: Any, method: Any, bound: Any, refused: Any = None,
+            aa: Any = None) -> str:
     """"2.2x slower (1.9-2.5x)", "same speed (0.9-1.1x)", ">= 6.8x slower": the figure every output prints
     (ShownRatio), then its interval; "not compared" where the comparison was refused (timed apart, its note says
     why): no figure, not even "same speed"."""
     if refused:
         return NOT_COMPARED
-    shown = ShownRatio.of(speedup, interval, outcome, method=method, bound=bound)
+    shown = ShownRatio.of(speedup, interval, outcome, method=method, bound=bound, aa=aa)
     if shown is None:
         return ""
     spread = shown.interval_text()
@@ -380,7 +381,8 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str
     lines = []
     for v in diagnosis.verdicts:
         versus = _figure(v.get("ratio"), v.get("ratio_interval"), v.get("outcome"), v.get("interval_method"),
-                         v.get("bound"), v.get("comparison_refused")) or str(v.get("figure") or v.get("outcome") or "")
+                         v.get("bound"), v.get("comparison_refused"), v.get("aa_check")) \
+            or str(v.get("figure") or v.get("outcome") or "")
         aa = v.get("aa_check")
         refs = notes.refs({"aa_check": aa, "outcome": v.get("outcome"), "notes": []})
         lines.append(PrecisionLine(
@@ -399,7 +401,8 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str
                 where=named_place(places, str(p.get("machine")), str(p.get("stack"))),
                 label=fmt_config(m), steps=f"{fmt_ms(m.get('step_ms'))}", cause="",
                 versus=_figure(m.get("speedup"), m.get("speedup_interval"), m.get("outcome"),
-                               m.get("interval_method"), m.get("bound"), m.get("comparison_refused")),
+                               m.get("interval_method"), m.get("bound"), m.get("comparison_refused"),
+                               m.get("aa_check")),
                 notes=notes.refs(m)))
     # Pure float16's numerics and the other caveats of a measured precision as written: one note each, on its line.
     caveats = {str(m.get("precision")): notes.refs({**m, "aa_check": None})
@@ -421,7 +424,7 @@ def _changes(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str]])
                 label=fmt_config(m),
                 versus=_figure(against.get("speedup"), against.get("speedup_interval"), against.get("outcome"),
                                against.get("interval_method"), against.get("bound"),
-                               against.get("comparison_refused")),
+                               against.get("comparison_refused"), against.get("aa_check")),
                 steps=f"{fmt_ms(against.get('step_ms'))} vs {fmt_ms(against.get('base_step_ms'))}",
                 cause="", notes=notes.refs({"aa_check": against.get("aa_check"), "outcome": against.get("outcome"),
                                             "notes": as_list(against.get("notes"))})))

@@ -553,7 +553,8 @@ class Pair:
         tracing) or timed only as a lower bound reads ">= 166x slower"."""
         iv = self.interval
         return ShownRatio(iv.speedup, iv.low, iv.high, iv.outcome,
-                          lower_bound=iv.method == "lower_bound" or self.reduced.bound_on_first_step)
+                          lower_bound=iv.method == "lower_bound" or self.reduced.bound_on_first_step,
+                          control_failed=iv.aa is not None and not iv.aa.passed)
 
     @property
     def slower(self) -> bool:
@@ -565,7 +566,7 @@ class Pair:
 
     def describe(self) -> str:
         r, iv = self.reduced, self.interval
-        verdict = "no measurable difference" if self.shown.same else self.shown.figure()
+        verdict = "no measurable difference" if self.shown.equivalent else self.shown.figure()
         step = f" ({iv.compared})" if iv.compared else ""
         return (
             f"{r.precision} step {fmt_ms(iv.other_ms)} vs {self.fp32.precision} {fmt_ms(iv.fp32_ms)}{step}{on(r.place)}"

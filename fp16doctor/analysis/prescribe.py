@@ -33,6 +33,7 @@ from fp16doctor.analysis.intervals import FIRST_STEP, RatioInterval
 from fp16doctor.analysis.next_bound import CommandOf, idle_words, next_bound_changes
 from fp16doctor.analysis.values import (
     NOT_COMPARED,
+    NOT_RESOLVED,
     ShownRatio,
     as_list,
     as_mapping,
@@ -99,7 +100,8 @@ class Measured:
         if shown.same or iv.outcome not in ("faster", "slower"):
             text = (f"not measurably faster or slower than {self.base} here now"  # describe() says why
                     if (iv.aa is not None and not iv.aa.passed) or iv.refused
-                    else f"no faster or slower than {self.base}")
+                    else f"no faster or slower than {self.base}" if shown.equivalent
+                    else f"{NOT_RESOLVED} against {self.base}")
         else:
             text = shown.figure(f"than {self.base}")
         spread = shown.interval_text()
@@ -150,7 +152,7 @@ def entry_versus(entry: Mapping[str, Any]) -> str:
         return "the baseline"
     if entry.get("comparison_refused"):
         return NOT_COMPARED
-    shown = ShownRatio.of(speedup, interval, outcome, method=entry.get("interval_method"))
+    shown = ShownRatio.of(speedup, interval, outcome, method=entry.get("interval_method"), aa=entry.get("aa_check"))
     return shown.versus() if shown is not None else "the baseline"
 
 

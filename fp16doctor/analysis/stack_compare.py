@@ -31,7 +31,7 @@ from fp16doctor.analysis.causes import _group_ms
 from fp16doctor.analysis.context import SIXTEEN_BIT, Context, OpItem, RunView
 from fp16doctor.analysis.intervals import ratio_interval
 from fp16doctor.analysis.op_compare import _impls
-from fp16doctor.analysis.values import as_list, as_mapping, as_number, as_str, fmt_ms, round_ratio
+from fp16doctor.analysis.values import NOT_RESOLVED, as_list, as_mapping, as_number, as_str, fmt_ms, round_ratio
 from fp16doctor.analysis.verdicts import UNEXPLAINED_SAID
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.knowledge.cuda import version_tuple
@@ -116,6 +116,8 @@ class StackSide:
         float32, in the headline, as its verdict's figure says it."""
         if self.figure == "not measurable":  # the A/A control could not tell it from noise there
             return "a difference not measurable there"
+        if self.figure == NOT_RESOLVED:  # the interval reaches past the equivalence band
+            return "a difference not resolved there"
         if self.outcome == "no_significant_difference":
             return "the same speed"
         return self.figure or "no ratio"

@@ -136,6 +136,13 @@ def round_ratio(value: float, significant: int = 5) -> float:
     return round(value, significant - 1 - math.floor(math.log10(abs(value))))
 
 
+# "same speed" is said only of an interval inside this band either way (1/1.1-1.1x): a claim of equivalence, as an
+# equivalence test makes it; an interval reaching past it is "not resolved".
+EQUIVALENCE_BAND = 0.10
+SAME_SPEED = "same speed"
+NOT_RESOLVED = "not resolved"
+
+
 @dataclass(frozen=True)
 class ShownRatio:
     """One ratio as every output shows it (terminal, explain, HTML, markdown, charts): float32's step over a
@@ -144,20 +151,23 @@ class ShownRatio:
     - its digits from its interval's width in that direction (ratio_digits);
     - its interval in the same direction ("166x slower (159-174x)", never the speed-up's 0.0057-0.0063x);
     - a one-sided bound (a run cut by the slow-step bound: `lower_bound`) as ">= 166x slower", with no interval;
-    - "same speed" where the interval says no difference."""
+    - "same speed" only where the interval says no difference and lies inside EQUIVALENCE_BAND, with an A/A control
+      (where there is one) that can see an effect that size; "not resolved" with its point estimate otherwise: an
+      interval that cannot tell is no claim of equality."""
 
     speedup: float
     low: float | None = None
     high: float | None = None
     outcome: str | None = None  # "faster" | "slower" | "no_significant_difference"; None: the ratio's own side
     lower_bound: bool = False  # only "at least this much slower" is known
+    control_failed: bool = False  # the A/A control could not tell this effect from two identical models
 
     @classmethod
     def of(cls, speedup: Any, interval: Any = None, outcome: Any = None, *, method: Any = None,
-           bound: Any = False) -> ShownRatio | None:
+           bound: Any = False, aa: Any = None) -> ShownRatio | None:
         """From a document's fields (a verdict's `ratio`, `ratio_interval`, `outcome`, `interval_method`, `bound`,
-        or a prescription entry's `speedup`, `speedup_interval`, `outcome`); None without a positive ratio. An
-        interval from 0 is a one-sided bound (`interval_method: "lower_bound"`)."""
+        `aa_check`, or a prescription entry's `speedup`, `speedup_interval`, `outcome`, `aa_check`); None without a
+        positive ratio. An interval from 0 is a one-sided bound (`interval_method: "lower_bound"`)."""
         value = as_positive(speedup)
         if value is None:
             return None
@@ -171,7 +181,7 @@ class ShownRatio:
         if low is not None and high is not None and not 0 < low <= high:
             low, high = None, None
         said = outcome if outcome in ("faster", "slower", "no_significant_difference") else None
-        return cls(value, low, high, said)
+        return cls(value, low, high, said, control_failed=as_mapping(aa).get("passed") is False)
 
     @property
     def slower(self) -> bool:
@@ -190,6 +200,19 @@ class ShownRatio:
         """No difference said of an interval wholly on one side of 1: the A/A control (or the price of two
         processes) judged the effect unmeasurable here, which is not the same speed."""
         return self.same and self.low is not None and self.high is not None and (self.high < 1 or self.low > 1)
+
+    @property
+    def equivalent(self) -> bool:
+        """No difference, and the interval says so: it lies inside EQUIVALENCE_BAND either way, and the A/A control
+        (where there is one) did not judge the effect unmeasurable."""
+        if not self.same or self.control_failed or self.low is None or self.high is None:
+            return False
+        return self.low >= 1 / (1 + EQUIVALENCE_BAND) and self.high <= 1 + EQUIVALENCE_BAND
+
+    @property
+    def unresolved(self) -> bool:
+        """No difference claimed, and none ruled out: the interval reaches past the band, or the control cannot see."""
+        return self.same and not self.unmeasurable and not self.equivalent
 
     @property
     def magnitude(self) -> float:
@@ -216,11 +239,11 @@ class ShownRatio:
         return f"{self.magnitude:.{self.digits}f}x"
 
     def figure(self, than: str = "") -> str:
-        """'2.24x faster', '166x slower', '>= 166x slower', 'same speed', 'not measurable' (`than`: ' than float32'
-        after it)."""
+        """'2.24x faster', '166x slower', '>= 166x slower', 'same speed', 'not resolved', 'not measurable' (`than`:
+        ' than float32' after it)."""
         after = f" {than}" if than else ""
         if self.same:
-            return "not measurable" if self.unmeasurable else "same speed"
+            return "not measurable" if self.unmeasurable else SAME_SPEED if self.equivalent else NOT_RESOLVED
         if self.lower_bound:
             return f">= {self.times()} {'slower' if self.slower else 'faster'}{after}"
         return f"{self.times()} {'slower' if self.slower else 'faster'}{after}"
@@ -237,8 +260,14 @@ class ShownRatio:
                 low, high = 1 / high, 1 / low
                 digits = max(digits, ratio_digits(1.0, (high - low)))
                 return f"{low:.{digits}f}-{high:.{digits}f}x slower"
-            digits = max(digits, ratio_digits(1.0, (high - low)))
-            return f"{low:.{digits}f}-{high:.{digits}f}x"
+            # Against the band, a tenth hides the answer (1.0-1.1x may reach 1.12x): an unresolved one gets two.
+            digits = 2 if self.unresolved else max(digits, ratio_digits(1.0, (high - low)))
+            spread = f"{low:.{digits}f}-{high:.{digits}f}x"
+            # An interval that cannot tell gives its point estimate too: where the measurement stands, not a claim.
+            if not self.unresolved:
+                return spread
+            point = f"{self.speedup:.2f}x faster" if self.speedup >= 1 else f"{1 / self.speedup:.2f}x slower"
+            return f"{spread}, point {point}"
         low, high = interval
         while f"{low:.{digits}f}" == f"{high:.{digits}f}" and digits < 3 and low < high:
             digits += 1  # an interval is printed wide enough to see that it is one
@@ -249,7 +278,8 @@ class ShownRatio:
         difference (0.95-1.05x)': the figure and its interval, in one direction."""
         spread = self.interval_text()
         if self.same:
-            said = "not measurable here now" if self.unmeasurable else "no significant difference"
+            said = ("not measurable here now" if self.unmeasurable else "no significant difference" if self.equivalent
+                    else NOT_RESOLVED)
             return said + (f" ({spread})" if spread else "")
         return self.figure(than) + (f" ({spread})" if spread else "")
 

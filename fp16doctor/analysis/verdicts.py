@@ -204,7 +204,8 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
         **(split.verdict_fields() | {"host_difference_ms": round(acc.difference_ms - split.device_difference_ms, 3),
                                      "accounted": split.accounted(acc.difference_ms)}
            if split is not None else guessed.verdict_fields() if guessed is not None else {}),
-        # ShownRatio's words for no difference: "same speed", or "not measurable" for an interval off 1.
+        # ShownRatio's words for no difference: "same speed" inside the equivalence band, "not resolved" past it, or
+        # "not measurable" for an interval off 1.
         "figure": phrase if outcome != "no_significant_difference" else shown_ratio(acc).figure(),
         "headline": headline,
     }
@@ -422,7 +423,7 @@ def saved_ratio(verdict: Mapping[str, Any]) -> ShownRatio | None:
         speedup = saved_speedup(verdict)
     outcome = _saved_outcome(verdict, speedup)
     return ShownRatio.of(speedup, verdict.get("ratio_interval"), outcome, method=verdict.get("interval_method"),
-                         bound=verdict.get("bound"))
+                         bound=verdict.get("bound"), aa=verdict.get("aa_check"))
 
 
 def figure(verdict: Mapping[str, Any]) -> str:

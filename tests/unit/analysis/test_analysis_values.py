@@ -138,7 +138,8 @@ def test_every_output_of_an_example_prints_a_ratio_the_same_way(path: Path) -> N
         entry = next(m for p in diagnosis.prescriptions for m in p["measured"]
                      if (p["machine"], p["stack"], m["precision"], m["variant"])
                      == (verdict["machine"], verdict["stack"], verdict["precision"], verdict["variant"]))
-        same = "not measurable" if shown == "not measurable" else "no significant difference"
+        same = {"not measurable": "not measurable", "not resolved": "not resolved"}.get(shown,
+                                                                                    "no significant difference")
         assert entry_versus(entry).startswith(shown if verdict["outcome"] != "no_significant_difference" else same)
 
 
@@ -152,6 +153,21 @@ def test_no_difference_on_an_interval_off_1_is_not_measurable_never_a_speed_up_u
     across = ShownRatio.of(0.98, [0.95, 1.02], "no_significant_difference")
     assert across is not None and not across.unmeasurable and across.figure() == "same speed"
     assert across.interval_text() == "0.95-1.02x"
+
+
+@pytest.mark.parametrize(("interval", "aa", "figure", "spread"), [
+    ([0.95, 1.02], None, "same speed", "0.95-1.02x"),  # inside 1/1.1-1.1x either way: equivalent
+    ([0.92, 1.06], {"passed": False}, "not resolved", "0.92-1.06x, point 1.02x slower"),  # A/A cannot see it
+    ([0.97, 1.12], None, "not resolved", "0.97-1.12x, point 1.02x slower"),  # past the band
+    ([0.85, 1.18], {"passed": True}, "not resolved", "0.85-1.18x, point 1.02x slower"),
+])
+def test_same_speed_only_inside_the_equivalence_band(interval: list[float], aa: dict[str, bool] | None, figure: str,
+                                                     spread: str) -> None:
+    """An interval that cannot tell is "not resolved", with its point estimate, never "same speed": equality is said
+    only of an interval inside the equivalence band, with an A/A control that can see an effect that size."""
+    shown = ShownRatio.of(0.98, interval, "no_significant_difference", aa=aa)
+    assert shown is not None and shown.figure() == figure and shown.interval_text() == spread
+    assert shown.versus().startswith("no significant difference" if figure == "same speed" else "not resolved")
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.parent.name)
