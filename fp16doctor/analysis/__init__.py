@@ -28,6 +28,7 @@ from fp16doctor.analysis.answer import Answer, build_answer
 from fp16doctor.analysis.causes import Accounting, Share, account
 from fp16doctor.analysis.context import build_context, on
 from fp16doctor.analysis.experiments import experiment_evidence, setting_findings
+from fp16doctor.analysis.failed import drop_failed_untested
 from fp16doctor.analysis.op_compare import OpComparison, comparisons_of
 from fp16doctor.analysis.prescribe import hold_advice, prescribe
 from fp16doctor.analysis.registry import RANK, RECOMMENDS, REGISTRY, REMEDIES, SEVERITY_RANK, SPEED_CAUSES, rules
@@ -212,6 +213,7 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
                                          + str(finding.get("recommendation", "")))
     prescriptions = prescribe(ctx, by_rule)
     hold_advice(ctx, findings, prescriptions, RECOMMENDS, REMEDIES)
+    drop_failed_untested(as_list(doc.get("runs")), prescriptions)
     roofline = estimate_context(ctx)
     judged = verdicts(accountings, findings, roofline, unlisted_devices(ctx))
     return Diagnosis(_rank(findings), judged, prescriptions, run_rows(ctx), comparisons_of(ctx),

@@ -116,11 +116,12 @@ class PrecisionLine:
     steps: str  # "665 ms vs 303 ms"
     cause: str  # "host-side preprocessing runs in float16 (362 ms of 362 ms): measured host batch time ..."; or ""
     notes: tuple[str, ...] = ()  # the ids of the shared notes that apply
+    failed: bool = False  # a run that failed: `versus` says where ("failed at train.py:31 (`...`)"), no steps
 
     @property
     def text(self) -> str:
         """The line without its cause, which goes on a line of its own below it."""
-        return f"{self.label}: {self.versus}, {self.steps}"
+        return f"{self.label}: {self.versus}" if self.failed else f"{self.label}: {self.versus}, {self.steps}"
 
 
 @dataclass(frozen=True)
@@ -411,6 +412,15 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str
                  if line.label in caveats else line for line in lines)
 
 
+def _failed(diagnosis: Diagnosis, places: list[tuple[str, str]]) -> tuple[PrecisionLine, ...]:
+    """(c) Each run that failed, after the measured lines: where the user's code raised, why, what to change and where
+    its log is (analysis/failed.py), so a failed precision is a line of the answer, never left out."""
+    return tuple(PrecisionLine(
+        where=named_place(places, r.machine, r.stack), label=_label(r.precision, r.variant),
+        versus=short_line(r.failure.failed_at), steps="", cause=short_line(r.failure.explained), failed=True)
+        for r in diagnosis.runs if r.failure is not None)
+
+
 def _changes(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str]]) -> tuple[PrecisionLine, ...]:
     """(c') Each change against the run it changes as written (`measured[].against`), in the measured order."""
     lines = []
@@ -483,7 +493,7 @@ def build_answer(diagnosis: Diagnosis) -> Answer:
     places = _places(diagnosis)
     notes = _Notes()
     prescriptions = _prescriptions(diagnosis.prescriptions, places)
-    precisions = _precisions(diagnosis, notes, places)
+    precisions = _precisions(diagnosis, notes, places) + _failed(diagnosis, places)
     changes = _changes(diagnosis, notes, places)
     return Answer(bounds=_bounds(diagnosis, places), prescriptions=prescriptions, precisions=precisions,
                   changes=changes, findings=_findings(diagnosis, prescriptions), notes=notes.notes(),

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from fp16doctor.analysis.context import Context, Pair, RunView, Software
+from fp16doctor.analysis.failed import FailedRun, failed_run
 from fp16doctor.analysis.values import NOT_COMPARED, ShownRatio, as_list, as_mapping, as_str, fmt_ms
 from fp16doctor.results import HOST_MACHINE, engine_label, machine_id
 from fp16doctor.workload.protocol import PRECISIONS
@@ -86,6 +87,7 @@ class RunRow:
     shown: ShownRatio | None = None  # the pair's ratio as every output prints it
     refused: bool = False  # the pair's comparison was refused (timed apart): no figure, "not compared"
     device_step: DeviceStep | None = None  # a GPU run's profiled step split into kernels, copies and idle
+    failure: FailedRun | None = None  # a failed run's reason, the user's line, its fix and log (failed.py)
 
     @property
     def ok(self) -> bool:
@@ -129,7 +131,7 @@ def _unread_row(index: int, run: Mapping[str, object]) -> RunRow:
     return RunRow(index, machine_id(dict(run)), as_str(run.get("stack")) or "?", "?",
                   as_str(run.get("variant")) or "original", as_str(run.get("device")) or "",
                   engine_label(run), None, as_str(run.get("status")) or "unknown", as_str(run.get("error")),
-                  None, None, None, None, None, None, None, None, False, False)
+                  None, None, None, None, None, None, None, None, False, False, failure=failed_run(run))
 
 
 def _row(view: RunView, run: Mapping[str, object], pair: Pair | None) -> RunRow:
@@ -159,6 +161,7 @@ def _row(view: RunView, run: Mapping[str, object], pair: Pair | None) -> RunRow:
         software=view.software,
         image=as_str(engine.get("image")),
         device_step=_device_step(view),
+        failure=failed_run(run),
     )
     if pair is None:
         return row

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from fp16doctor.engines.artifacts import WindowCapture
 from fp16doctor.engines.base import EventCallback, merge_workload_result, parse_protocol_line
-from fp16doctor.engines.failures import classify, log_tail
+from fp16doctor.engines.failures import NOT_THE_SCRIPTS, classify, log_tail, one_line, plain, script_cause
 
 
 class Launched(Protocol):
@@ -108,19 +108,33 @@ def to_record(record: dict[str, Any], streamed: Streamed, output: str, timeout_s
         ended.update(status="skipped", error=str(error.get("error") or "skipped by the workload"))
         return ended
     detail = "\n".join(str(error[k]) for k in ("error", "traceback") if error and error.get(k)) if error else ""
-    failure = classify(output + "\n" + detail, streamed.exit_code, oom_killed)
+    script = error.get("script_failure") if error is not None else None
+    script = script if isinstance(script, dict) else None
+    # A user's script that raised under a 16-bit precision: the known ways it breaks there first, with their fix.
+    cause = script_cause(detail, str(record.get("precision"))) if script and script.get("kind") == "exception" \
+        else None
+    failure = cause or classify(output + "\n" + detail, streamed.exit_code, oom_killed)
     if streamed.timed_out:
         reason, kind = f"the run exceeded its {timeout_s or 0:.0f} s limit and was killed", "timeout"
     elif failure.kind == "unknown" and error is not None and error.get("error"):
         reason, kind = str(error["error"]), failure.kind
     else:
         reason, kind = failure.reason, failure.kind
-    ended.update(status="failed", error=reason, failure_kind=kind)
+    ended.update(status="failed", error=one_line(reason), failure_kind=kind)
+    if failure.fix and not streamed.timed_out:
+        ended["fix"] = failure.fix
     if streamed.exit_code is not None:
         ended["exit_code"] = streamed.exit_code  # negative: killed by that signal
     if error is not None:
-        ended.update({k: error[k] for k in ("traceback", "script_failure") if error.get(k)})
-    tail = log_tail(output + ("\n" + detail if detail else ""))
+        ended.update({k: plain(str(error[k])) if k == "traceback" else error[k]
+                      for k in ("traceback", "script_failure") if error.get(k)})
+    if script is not None:
+        location = script.get("location")
+        if isinstance(location, dict) and location.get("file") and isinstance(location.get("line"), int):
+            ended["error_location"] = location
+        # The script's own fault under this precision: the same command fails the same way again.
+        ended["deterministic"] = not (streamed.timed_out or oom_killed or kind in NOT_THE_SCRIPTS)
+    tail = log_tail(plain(output + ("\n" + detail if detail else "")))
     if tail:
         ended["log_tail"] = tail
     return ended

@@ -15,6 +15,7 @@ from fp16doctor.analysis import Diagnosis, RunRow
 from fp16doctor.textout.answer import answer_sections
 from fp16doctor.textout.stack_compare import stack_comparisons_text
 
+NAMED = 3  # failed runs named in the one-line error (each is a line of the answer above it)
 SUMMARY_FINDINGS = 6  # the summary's findings, most important first; the rest are named, explain prints them
 
 
@@ -69,8 +70,11 @@ def run_notes(rows: Sequence[RunRow]) -> list[Text]:
             continue
         label = f"{r.stack} / {r.precision} / {r.variant}"
         style = "red" if r.status == "failed" else "yellow"
-        lines.append(Text.assemble((f"{r.status}: ", style), (label, "bold"),
-                                   f": {' '.join((r.error or r.status).split())}"))
+        if r.failure is not None:  # where the user's code raised, why, what to change, the log (analysis/failed.py)
+            said = f"{'at ' + r.failure.where + ': ' if r.failure.where else ''}{r.failure.explained}"
+        else:
+            said = " ".join((r.error or r.status).split())
+        lines.append(Text.assemble((f"{r.status}: ", style), (label, "bold"), f": {said}"))
     return lines
 
 
@@ -106,8 +110,19 @@ def failed_runs_message(outcome: DiagnoseOutcome) -> tuple[str, str] | None:
     failed = [r for r in outcome.diagnosis.runs if r.status == "failed"]
     if not failed:
         return None
-    names = ", ".join(f"{r.stack} / {r.precision} / {r.variant}" for r in failed[:6]) + (
-        ", ..." if len(failed) > 6 else "")
-    return (f"{len(failed)} run(s) failed ({names}); the others are in {outcome.results_path}",
-            "each failed run's error is in the results and the report; run the same command with --resume "
-            "to retry only those")
+    def named(rows: Sequence[RunRow]) -> str:
+        return ", ".join(f"{r.stack} / {r.precision} / {r.variant}"
+                         + (f" at {r.failure.file}:{r.failure.line}" if r.failure is not None and r.failure.file
+                            and r.failure.line is not None else "") for r in rows[:NAMED]) + (
+            ", ..." if len(rows) > NAMED else "")
+
+    # A script's own fault under a precision fails the same way again: what to change is said, not a retry.
+    again = [r for r in failed if r.failure is None or not r.failure.deterministic]
+    message = f"{len(failed)} run(s) failed ({named(failed)}); the others are in {outcome.results_path}"
+    if not again:
+        return (message, "each failed where the script itself raised under that precision, and would again: its "
+                         "line above says what to change in the script; --resume does not retry it")
+    hint = f"run the same command with --resume to retry {'only those' if len(again) == len(failed) else named(again)}"
+    if len(again) < len(failed):
+        hint += "; the others failed in the script itself under that precision: their lines above say what to change"
+    return message, hint
