@@ -42,10 +42,30 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _absolute_if_path(arg: str, cwd: Path) -> str:
-    # The script runs in a scratch directory, so a relative path the user typed (and that exists
-    # here) is handed over absolute; anything else is passed exactly as given.
+COPY_MAX_BYTES = 256 * 1024 * 1024  # a file argument larger than this is read in place (a data set), not copied
+
+
+def _copied(arg: str, cwd: Path) -> tuple[str, str] | None:
+    """(the argument, its file) where a relative argument names an existing file inside `cwd` that each run gets
+    a copy of (ScriptSpec.copies); None otherwise."""
     if arg.startswith("-") or os.path.isabs(arg):
+        return None
+    candidate = cwd / arg
+    rel = os.path.normpath(arg)
+    if rel.startswith(os.pardir) or not candidate.is_file():
+        return None
+    try:
+        small = candidate.stat().st_size <= COPY_MAX_BYTES
+    except OSError:
+        return None
+    return (rel, str(candidate.resolve())) if small else None
+
+
+def _absolute_if_path(arg: str, cwd: Path) -> str:
+    # The script runs in a scratch directory, so a relative path the user typed (and that exists here) is handed
+    # over absolute: a folder (its data), a large file, a path outside this folder. A file that each run gets a copy
+    # of (_copied) is passed exactly as typed, as is anything else.
+    if arg.startswith("-") or os.path.isabs(arg) or _copied(arg, cwd) is not None:
         return arg
     candidate = cwd / arg
     return str(candidate.resolve()) if candidate.exists() else arg
@@ -86,6 +106,7 @@ def prepare_script(
         log_dir=str(log_dir.resolve()),
         read_only_dirs=tuple(dict.fromkeys(read_only)),
         label=display_path(path),
+        copies=tuple(dict.fromkeys(c for c in (_copied(a, cwd) for a in args) if c is not None)),
     )
 
 
@@ -124,8 +145,8 @@ def rerun_in_stack(script: ScriptSpec | None, stack: str) -> str:
     data = list(script.read_only_dirs[1:])
     if not data:
         folder = os.path.dirname(script.path)
-        outside = [a for a in script.args if os.path.isabs(a) and os.path.exists(a)
-                   and os.path.commonpath([folder, a]) != folder]
+        named = [a for a in script.args if os.path.isabs(a)] + [source for _, source in script.copies]
+        outside = [a for a in named if os.path.exists(a) and os.path.commonpath([folder, a]) != folder]
         if outside:
             common = os.path.commonpath(outside)
             data = [common if os.path.isdir(common) else os.path.dirname(common)]

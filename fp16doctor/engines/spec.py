@@ -155,6 +155,9 @@ class ScriptSpec:
     log_dir: str | None = None  # the script's own output is kept here, one file per run
     read_only_dirs: tuple[str, ...] = ()  # what a container sees of the host: the script's folder, --data
     label: str = ""  # the path as results show it (home as ~); the content is never stored
+    # Arguments naming an existing file, as typed (relative) and the file: each run gets a copy at that path under its
+    # working directory, so the script reads the same content and what it writes there never reaches the user's file.
+    copies: tuple[tuple[str, str], ...] = ()
 
     def log_name(self, spec: RunSpec) -> str:
         if spec.rounds_of:
@@ -182,6 +185,8 @@ def script_runner_args(spec: RunSpec, workdir: str, log_path: str, profile_dir: 
     args += spec.bound_args()
     if profile_dir is not None:
         args += ["--profile-dir", profile_dir]
+    for rel, source in script.copies:
+        args += ["--copy-in", f"{rel}={source}"]
     return [*args, *spec.rounds_args(), "--", script.path, *script.args]
 
 

@@ -30,6 +30,7 @@ import argparse
 import functools
 import hashlib
 import importlib
+import linecache
 import os
 import re
 import shutil
@@ -119,6 +120,9 @@ def parse_args(argv):
     p.add_argument("--min-rounds", type=int, default=3)
     p.add_argument("--max-rounds", type=int, default=30)
     p.add_argument("--rounds-seed", type=int, default=None, help="the shuffle's seed (none: a fresh one)")
+    p.add_argument("--copy-in", action="append", default=[], metavar="REL=SOURCE",
+                   help="copy the file SOURCE to REL under the working directory before the script runs (an "
+                        "argument naming an existing file: the script reads the same content and writes a copy)")
     args = p.parse_args(argv[:cut])
     rest = argv[cut + 1:]
     if not rest:
@@ -159,6 +163,61 @@ def sha256_of(path):
         for block in iter(lambda: fh.read(1 << 16), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def copy_in(pairs, workdir):
+    """Each REL=SOURCE of --copy-in: SOURCE copied to REL under `workdir`, so the script's argument, as the user typed
+    it, names a copy of the user's file (what the script writes there never reaches the user's own); a SOURCE this
+    machine cannot see is left out (the script then says what it misses)."""
+    for pair in pairs:
+        rel, _, source = pair.partition("=")
+        target = os.path.join(workdir, rel)
+        if not rel or os.path.isabs(rel) or not os.path.isfile(source) or os.path.exists(target):
+            continue
+        folder = os.path.dirname(target)
+        if folder and not os.path.isdir(folder):
+            os.makedirs(folder)
+        shutil.copyfile(source, target)
+
+
+# Frames that are not the user's: this folder (the runner, runpy's caller) and installed packages.
+LIBRARY_PARTS = ("site-packages", "dist-packages")
+FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)')
+CODE_CHARS = 120
+
+
+def _is_users(path, script):
+    """Whether a frame's file is the user's: the script, or a file in its folder (not the runner's, not a
+    package's)."""
+    if not path or path.startswith("<"):
+        return False
+    real = os.path.realpath(path)
+    if os.path.dirname(real) == _here or any(part in LIBRARY_PARTS for part in real.split(os.sep)):
+        return False
+    folder = os.path.dirname(os.path.realpath(script))
+    return real == os.path.realpath(script) or real.startswith(folder + os.sep)
+
+
+def _location(path, line, code, script):
+    folder = os.path.dirname(os.path.realpath(script))
+    code = " ".join((code or linecache.getline(path, line) or "").split())
+    if len(code) > CODE_CHARS:
+        code = code[:CODE_CHARS - 3] + "..."
+    return {"file": os.path.relpath(os.path.realpath(path), folder), "line": int(line), "code": code}
+
+
+def user_frame(tb, script, message=""):
+    """Where the user's own code raised: the deepest frame of the script's folder that the exception names. A
+    traced function's error lists its frames in its message ("in user code: File ..., line N"), deeper than the
+    traceback's (which ends in the framework); else the traceback's last frame of the user's; None where neither
+    names one."""
+    for path, line in reversed(FILE_LINE.findall(message or "")):
+        if _is_users(path, script):
+            return _location(path, int(line), None, script)
+    for frame in reversed(traceback.extract_tb(tb)):
+        if _is_users(frame[0], script):
+            return _location(frame[0], frame[1], frame[3], script)
+    return None
 
 
 # ---------------------------------------------------------------- timing
@@ -594,6 +653,7 @@ def run(args):
 
     if not os.path.isdir(args.workdir):
         os.makedirs(args.workdir)
+    copy_in(args.copy_in, args.workdir)
     os.chdir(args.workdir)
     sys.argv = [args.script] + list(args.script_args)
     sys.path.insert(0, os.path.dirname(args.script))  # as `python train.py` would
@@ -604,6 +664,7 @@ def run(args):
     started = perf_counter()
     ended = "completed"
     exit_code = None
+    raised = None
     try:
         run_script(args.script)
     except Enough:
@@ -611,6 +672,13 @@ def run(args):
     except SystemExit as exc:
         exit_code = exc.code
         ended = "exited" if exc.code in (None, 0) else "exit_status"
+    except Exception as exc:  # noqa: BLE001  (after its measured steps, what the script did next is its own)
+        if len(timer.step_ms) < MIN_MEASURED_STEPS:
+            raise
+        raised = ended_by(exc, sys.exc_info()[2], args.script)
+        ended = "raised"
+        traceback.print_exc()  # into the script's log, as Python prints an uncaught exception
+        session.hooks.train_end()  # the fit call never ended: a window still open is closed with what it has
     script_s = perf_counter() - started
     sys.stdout.flush()
     sys.stderr.flush()
@@ -653,6 +721,13 @@ def run(args):
     if ended in ("completed", "exited") and steps and args.steps and len(steps) < args.steps:
         workload["stop_reason"] = "script_ended"
         notes.append("the script ended after %d measured steps (%d asked)" % (len(steps), args.steps))
+    if raised is not None:
+        workload["ended_by"] = raised
+        if workload["stop_reason"] is None:
+            workload["stop_reason"] = "script_raised"
+        where = raised.get("location")
+        notes.append("the script raised %s%s after %d measured steps; the steps measured before it are kept"
+                     % (raised["exception"], " at %s:%d" % (where["file"], where["line"]) if where else "", len(steps)))
     if session.precision_note and session.policy_at_first_call and is_mixed(args.precision) \
             and session.policy_at_first_call != args.precision:
         notes.append("the script set its own dtype policy (%s) over the injected %s"
@@ -709,6 +784,17 @@ def run(args):
     return 0
 
 
+def ended_by(exc, tb, script):
+    """How a script ended that raised after its measured steps: the exception, its message's first line and the
+    user's line it came from."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    out = {"exception": exc.__class__.__name__, "message": lines[0][:300] if lines else ""}
+    location = user_frame(tb, script, str(exc))
+    if location is not None:
+        out["location"] = location
+    return out
+
+
 def run_rounds(args, session, script_sha256):
     """Interleaved rounds of the script's precisions in this one process (script_rounds.py)."""
     def run_once():
@@ -762,6 +848,9 @@ def main(argv=None):
     except Exception as exc:  # noqa: BLE001  (the script's own failure: reported, with its output)
         _, _, tb = sys.exc_info()
         failure = {"kind": "exception", "exception": exc.__class__.__name__}
+        location = user_frame(tb, args.script, str(exc))
+        if location is not None:
+            failure["location"] = location
         recognised = recognise_keras2_api(exc, tb, args.script)
         if recognised is not None:
             failure.update(recognised)

@@ -17,7 +17,7 @@ from fp16doctor.cli import app
 from fp16doctor.diagnose import DiagnoseOptions, run_diagnose
 from fp16doctor.engines import host as host_engine
 from fp16doctor.engines.host import HostEngine
-from fp16doctor.engines.spec import QUICK, RunSpec, ScriptSpec
+from fp16doctor.engines.spec import QUICK, RunSpec, ScriptSpec, script_runner_args
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.knowledge.cuda import version_at_least
 from fp16doctor.stacks import all_stacks
@@ -91,6 +91,24 @@ def test_script_spec_hashes_mounts_and_makes_typed_paths_absolute(tmp_path: Path
     assert spec.args == (str(tmp_path / "data"), "--epochs", "3", "not-a-path")
     assert spec.read_only_dirs == (str(script.parent), str(tmp_path / "data"))
     assert Path(spec.log_dir or "").is_dir() and spec.steps == 20
+
+
+def test_an_argument_naming_an_existing_file_is_passed_as_typed_and_each_run_gets_a_copy(
+        tmp_path: Path, monkeypatch) -> None:
+    """A checkpoint the script writes to a path the user typed must not overwrite the user's own file, once per
+    precision: the argument stays as typed and names a copy in the run's working directory."""
+    script = _script(tmp_path)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "best.keras").write_text("the user's")
+    (tmp_path / "data").mkdir()
+    monkeypatch.chdir(tmp_path)
+    spec = prepare_script(script, ["models/best.keras", "data", "--out=x"], 20, tmp_path / "out", None)
+    assert spec.args == ("models/best.keras", str(tmp_path / "data"), "--out=x")  # a folder stays absolute
+    assert spec.copies == (("models/best.keras", str(tmp_path / "models" / "best.keras")),)
+    args = script_runner_args(RunSpec("host", "float16", "original", QUICK, script=spec), "/w", "/w/log")
+    at = args.index("--copy-in")
+    assert args[at + 1] == f"models/best.keras={tmp_path / 'models' / 'best.keras'}"
+    assert args[args.index("--") + 2:] == ["models/best.keras", str(tmp_path / "data"), "--out=x"]
 
 
 def test_runs_show_the_script_with_home_as_a_tilde(tmp_path: Path, monkeypatch) -> None:

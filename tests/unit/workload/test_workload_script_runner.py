@@ -333,3 +333,90 @@ def test_tensorflows_own_keras_copy_is_left_alone_from_2_6(tmp_path: Path) -> No
                              PYTHONPATH=os.pathsep.join([str(FAKE_TF1), str(FAKE_KERAS)]))
     assert final["event"] == "result", final
     assert final["run"]["workload"]["keras_module"] == "keras" and final["run"]["keras_config"]["floatx"] == "float16"
+
+
+# ---------------------------------------------------------------- a failure at the user's line, steps kept, copies
+
+def test_a_failure_names_the_users_own_deepest_line_not_the_runners(tmp_path: Path) -> None:
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "blocks.py").write_text(
+        "def sample(z_mean, epsilon):\n"
+        "    return z_mean *   epsilon.missing  # the user's line\n")
+    body = """
+        import blocks
+        blocks.sample(1.0, 2.0)
+    """
+    final, _, _ = run_script(tmp_path, body)
+    failure = final["script_failure"]
+    assert final["event"] == "error" and failure["kind"] == "exception"
+    assert failure["location"] == {"file": "blocks.py", "line": 2,
+                                   "code": "return z_mean * epsilon.missing # the user's line"}
+
+
+def test_a_traced_functions_error_is_placed_at_the_line_its_message_lists(tmp_path: Path) -> None:
+    body = """
+        def g(x, y):
+            return x + y
+        raise TypeError('in user code:\\n\\n    File "%s", line 3, in g  *\\n        return x + y\\n\\n'
+                        '    TypeError: Tensors in list passed to \\'values\\' of \\'ConcatV2\\' Op have types '
+                        '[bfloat16, float32] that don\\'t all match.' % __file__)
+    """
+    final, _, _ = run_script(tmp_path, body, precision="mixed_bfloat16")
+    assert final["script_failure"]["location"] == {"file": "train.py", "line": 3, "code": "return x + y"}
+
+
+def test_steps_measured_before_a_later_crash_are_kept_and_the_run_says_how_it_ended(tmp_path: Path) -> None:
+    body = """
+        import keras
+
+        class BreaksLate(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                if batch == 8:
+                    raise RuntimeError("monitoring hook lost its connection")
+
+        keras.Model().fit(epochs=1, steps_per_epoch=12, callbacks=[BreaksLate()])
+    """
+    final, log, _ = run_script(tmp_path, body, "--steps", "20", "--profile-dir", str(tmp_path / "profile"))
+    assert final["event"] == "result", final
+    run = final["run"]
+    workload = run["workload"]
+    assert run["status"] == "ok" and run["step_time_ms"]["n"] >= 5
+    assert workload["ended"] == "raised" and workload["stop_reason"] == "script_raised"
+    assert workload["ended_by"]["exception"] == "RuntimeError"
+    assert workload["ended_by"]["message"] == "monitoring hook lost its connection"
+    assert workload["ended_by"]["location"]["file"] == "train.py" and workload["ended_by"]["location"]["line"] == 7
+    assert any("raised RuntimeError at train.py:7" in note and "kept" in note for note in workload["notes"])
+    assert "Traceback (most recent call last):" in log  # the script's log has what Python would have printed
+
+
+def test_a_crash_before_three_measured_steps_is_still_a_failure(tmp_path: Path) -> None:
+    body = """
+        import keras
+
+        class BreaksEarly(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                if batch == 2:
+                    raise RuntimeError("broke early")
+
+        keras.Model().fit(epochs=1, steps_per_epoch=12, callbacks=[BreaksEarly()])
+    """
+    final, _, _ = run_script(tmp_path, body, "--steps", "20")
+    assert final["event"] == "error" and final["error"] == "RuntimeError: broke early"
+    assert final["script_failure"]["location"]["line"] == 7
+
+
+def test_a_copied_in_file_is_read_as_the_users_and_written_as_a_copy(tmp_path: Path) -> None:
+    users = tmp_path / "mine" / "ckpt.txt"
+    users.parent.mkdir()
+    users.write_text("the user's checkpoint\n")
+    body = """
+        import sys
+        print("read", open(sys.argv[1]).read().strip())
+        with open(sys.argv[1], "w") as fh:
+            fh.write("overwritten by the script")
+    """
+    final, log, workdir = run_script(tmp_path, body, "--copy-in", f"models/ckpt.txt={users}",
+                                     args=("models/ckpt.txt",))
+    assert "read the user's checkpoint" in log
+    assert users.read_text() == "the user's checkpoint\n"
+    assert (workdir / "models" / "ckpt.txt").read_text() == "overwritten by the script"
