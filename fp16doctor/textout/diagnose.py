@@ -63,18 +63,16 @@ def runs_table(rows: Sequence[RunRow]) -> Table:
 
 def run_notes(rows: Sequence[RunRow]) -> list[Text]:
     """Why each run that did not finish did not, one paragraph per run below the table; wrapped by the
-    terminal, so a long error never widens the table."""
+    terminal, so a long error never widens the table. A failed run is a line of the answer above (where the user's
+    code raised, why, what to change, its log: analysis/failed.py), said once there."""
     lines: list[Text] = []
     for r in rows:
-        if r.status == "ok":
+        if r.status == "ok" or r.failure is not None:
             continue
         label = f"{r.stack} / {r.precision} / {r.variant}"
         style = "red" if r.status == "failed" else "yellow"
-        if r.failure is not None:  # where the user's code raised, why, what to change, the log (analysis/failed.py)
-            said = f"{'at ' + r.failure.where + ': ' if r.failure.where else ''}{r.failure.explained}"
-        else:
-            said = " ".join((r.error or r.status).split())
-        lines.append(Text.assemble((f"{r.status}: ", style), (label, "bold"), f": {said}"))
+        lines.append(Text.assemble((f"{r.status}: ", style), (label, "bold"),
+                                   f": {' '.join((r.error or r.status).split())}"))
     return lines
 
 

@@ -184,6 +184,7 @@ def copy_in(pairs, workdir):
 LIBRARY_PARTS = ("site-packages", "dist-packages")
 FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)')
 CODE_CHARS = 120
+TRAILING_COMMENT = re.compile(r"\s+#[^'\"]*$")  # a comment after the code (no quote in it: no string cut)
 
 
 def _is_users(path, script):
@@ -200,7 +201,7 @@ def _is_users(path, script):
 
 def _location(path, line, code, script):
     folder = os.path.dirname(os.path.realpath(script))
-    code = " ".join((code or linecache.getline(path, line) or "").split())
+    code = TRAILING_COMMENT.sub("", " ".join((code or linecache.getline(path, line) or "").split()))
     if len(code) > CODE_CHARS:
         code = code[:CODE_CHARS - 3] + "..."
     return {"file": os.path.relpath(os.path.realpath(path), folder), "line": int(line), "code": code}

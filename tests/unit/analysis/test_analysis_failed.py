@@ -12,8 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from fp16doctor import cli
 from fp16doctor.analysis import diagnose_document
 from fp16doctor.analysis.failed import failed_run
@@ -108,11 +106,7 @@ def test_explain_the_summary_and_the_reports_keep_every_failed_precision(tmp_pat
     assert max(len(line) for line in text.splitlines()) <= 200
     assert "failed at vae.py:31" in render_markdown([doc])
     assert "failed at vae.py:31" in render_html([doc])
-    rows = diagnose_document(doc).runs
-    out = io.StringIO()
-    for note in run_notes(rows):
-        Console(file=out, width=300, color_system=None).print(note)
-    assert "failed: host / mixed_bfloat16 / original: at vae.py:31" in out.getvalue()
+    assert run_notes(diagnose_document(doc).runs) == []  # said once, in the answer
 
 
 def test_the_error_line_says_what_to_change_not_to_retry_a_failure_that_would_recur() -> None:

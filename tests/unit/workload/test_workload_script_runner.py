@@ -341,7 +341,7 @@ def test_a_failure_names_the_users_own_deepest_line_not_the_runners(tmp_path: Pa
     (tmp_path / "project").mkdir()
     (tmp_path / "project" / "blocks.py").write_text(
         "def sample(z_mean, epsilon):\n"
-        "    return z_mean *   epsilon.missing  # the user's line\n")
+        "    return z_mean *   epsilon.missing  # the line of the user\n")
     body = """
         import blocks
         blocks.sample(1.0, 2.0)
@@ -350,7 +350,7 @@ def test_a_failure_names_the_users_own_deepest_line_not_the_runners(tmp_path: Pa
     failure = final["script_failure"]
     assert final["event"] == "error" and failure["kind"] == "exception"
     assert failure["location"] == {"file": "blocks.py", "line": 2,
-                                   "code": "return z_mean * epsilon.missing # the user's line"}
+                                   "code": "return z_mean * epsilon.missing"}
 
 
 def test_a_traced_functions_error_is_placed_at_the_line_its_message_lists(tmp_path: Path) -> None:
