@@ -19,6 +19,7 @@ from rich.live import Live
 from rich.text import Text
 
 from fp16doctor.analysis.values import as_positive, fmt_ms
+from fp16doctor.engines.failures import MAX_REASON, one_line
 from fp16doctor.engines.spec import RunSpec
 from fp16doctor.results import Run, run_key
 
@@ -242,7 +243,12 @@ class LiveProgress:
                                  f"{' interleaved rounds' if record.get('timed_by') == 'interleaved_rounds' else ''})")
         else:
             mark = ("✗ ", "red") if status == "failed" else ("– ", "yellow")
-            line = Text.assemble(mark, (label, "bold"), f"  {status}: {record.get('error', '')}"[:300])
+            located = record.get("error_location")
+            at = (f" at {located.get('file')}:{located.get('line')}" if isinstance(located, dict)
+                  and located.get("file") else "")
+            # One line of at most MAX_REASON characters, cut at a word (the answer says it whole).
+            said = one_line(f"{status}{at}: {record.get('error', '')}", MAX_REASON - len(label) - 4)
+            line = Text.assemble(mark, (label, "bold"), f"  {said}")
         self.console.print(line)
 
 
