@@ -14,6 +14,7 @@ from fp16doctor.analysis.context import Context
 from fp16doctor.analysis.fixes import SNIPPETS
 from fp16doctor.analysis.rules import causal, hardware, host_input, numerics, outcome, overhead, stack
 from fp16doctor.analysis.rules.common import Finding
+from fp16doctor.knowledge.stated import NOT_APPLIED_SIZE_SHARE
 
 Rule = Callable[[Context], Finding | None]
 
@@ -79,6 +80,11 @@ SPECS: tuple[FindingSpec, ...] = (
                 hardware.rule_framework_16bit_path,
                 thresholds={"min_slowdown": hardware.FRAMEWORK_PATH_MIN_SLOWDOWN,
                             "util_collapse_share": hardware.UTIL_COLLAPSE_SHARE}),
+    # Stated, not measured: the 16-bit run's build is float32's size, so the type did not take (a builder flag that
+    # allows 16 bits without forcing them).
+    FindingSpec("precision_not_applied", "kernels", "The 16-bit type did not apply", False,
+                hardware.rule_precision_not_applied,
+                thresholds={"min_size_share": NOT_APPLIED_SIZE_SHARE}, remedy="code"),
     FindingSpec("framework_setting", "experiment", "One framework switch changes the result", True, None,
                 thresholds={"min_change": causal.SETTING_MIN_CHANGE}, remedy="setting", recommends=OWN),
     FindingSpec("host_fp16_emulation", "host_input", "Host-side preprocessing runs in float16", True,

@@ -127,6 +127,23 @@ CPU_MODELS: tuple[CpuModel, ...] = (
 )
 
 
+# Matrix units per 16-bit type: AMX tiles take bfloat16 from Sapphire Rapids and float16 only from Granite Rapids
+# (intel_amx), so on a CPU with AMX-BF16 and no AMX-FP16 float16 runs on the AVX-512 vector units at a fraction of the
+# tiles' rate (oneDNN dispatches f16 matmul to brg_matmul:avx10_1_512, bf16 to brg_matmul:avx10_1_512_amx on a Xeon
+# 8592+, uxlfoundation/oneDNN#3868). The flag that gives each type the matrix units.
+CPU_MATRIX_FLAGS = {"float16": "amx_fp16", "bfloat16": "amx_bf16"}
+
+
+def cpu_matrix_16bit(flags: frozenset[str] | None, table: CpuModel | None) -> dict[str, bool | None]:
+    """Whether this CPU's matrix units (AMX) take each 16-bit type, by its flags where reported, else by its generation
+    (AMX-FP16 only with AMX-BF16 and native fp16 on the Granite Rapids entry); None where neither says."""
+    if flags is not None:
+        return {family: flag in flags for family, flag in CPU_MATRIX_FLAGS.items()}
+    if table is None:
+        return {family: None for family in CPU_MATRIX_FLAGS}
+    return {"bfloat16": table.amx, "float16": table.amx and table.name.startswith("Intel Xeon 6")}
+
+
 def match_cpu(model: str | None) -> CpuModel | None:
     """The table entry for a reported CPU model name, or None."""
     if not model:

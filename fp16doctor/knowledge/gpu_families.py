@@ -22,6 +22,10 @@ SOURCES = {
     "'Rapid Packed Math': two fp16 operations per lane per clock)",
     "pytorch_mps": "https://pytorch.org/docs/stable/notes/mps.html and PyTorch's MPS backend "
     "(aten/src/ATen/mps/MPSDevice.mm: bfloat16 tensors need macOS 14); Metal runs half-precision natively",
+    "apple_families": "https://developer.apple.com/metal/Metal-Feature-Set-Tables.pdf (Apple GPU families: Apple7 = "
+    "M1, Apple8 = M2, Apple9 = M3 and M4, Apple10 = M5); Metal Performance Shaders reports bfloat16 arithmetic per "
+    "device (MPSDeviceSupportsBFloat16Arithmetic). Apple's MLX maintainers on an M2 Ultra, macOS 14: float16 runs "
+    "natively in Metal, bfloat16 pays a conversion to float32 at each operation (ml-explore/mlx-examples#186)",
     "intel_xmx": "https://www.intel.com/content/www/us/en/products/docs/discrete-gpus/arc/technology/xe-matrix-"
     "extensions.html (Xe-HPG / Xe-HPC / Xe2 XMX engines take fp16 and bf16)",
 }
@@ -67,7 +71,10 @@ GPU_FAMILIES: tuple[GpuFamily, ...] = (
     GpuFamily("AMD RDNA 2", "amd", ("gfx1030", "gfx1031", "gfx1032"), (r"\brx 6[6-9][05]0\b", r"\bw6[68]00\b",
                                                                        r"navi ?2[123]\b"),
               2.0, False, False, False, "rocm_precision"),
-    # Apple silicon GPUs through MPS: native half precision; bfloat16 only from macOS 14 (pytorch_mps).
+    # Apple silicon GPUs (MPS, MLX): native half precision; bfloat16 tensors only from macOS 14 (pytorch_mps). On M1
+    # and M2 (Apple7/8) bfloat16 is converted to float32 for each operation (apple_families); later families: not said.
+    GpuFamily("Apple M1/M2 GPU (Apple7/8)", "apple", (), (r"\bapple m[12]\b",), None,
+              False, False, False, "apple_families"),
     GpuFamily("Apple silicon GPU (MPS)", "apple", (), (r"\bapple m\d",), None, False, False, None, "pytorch_mps"),
     # Intel GPUs with XMX matrix engines (intel_xmx).
     GpuFamily("Intel Data Center GPU Max (Xe-HPC)", "intel", (), (r"data center gpu max", r"\bmax 1[15]\d0\b"),

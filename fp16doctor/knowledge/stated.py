@@ -17,6 +17,13 @@ from typing import Any
 CAST_OPS_FIELD = "cast_ops_per_step"  # int: cast ops (dtype conversions) per step, as a profiler or AMP lists them
 CPU_FALLBACK_FIELD = "cpu_fallback_ops"  # list of op names (or their count) that ran on the CPU in this run
 TRANSFERS_FIELD = "transfers_per_step"  # int: copies between host and device the user's code makes per step
+# number: the size of the model as built for this run (an inference engine, the saved weights), in MiB. A 16-bit build
+# holds its weights in half the bytes of a float32 one; one of float32's size kept its layers in float32.
+MODEL_SIZE_FIELD = "model_mib"
+# A 16-bit build whose stated size is at least this share of float32's kept most of its weights in 32 bits: a build
+# that applied the 16-bit type holds them in half the bytes (an fp16 TensorRT engine of ViT-B/32: 173 against 336 MiB,
+# NVIDIA/TensorRT#3160).
+NOT_APPLIED_SIZE_SHARE = 0.9
 NOTES_FIELDS = ("notes",)  # `runs[].notes` and `runs[].workload.notes`: a string or a list of strings
 
 # A run's notes, in the words people write (GitHub issues, forum threads); a match is a weaker fact than a field.
@@ -45,6 +52,7 @@ class StatedFacts:
     transfers: int | None = None
     noted: frozenset[str] = frozenset()  # the NOTE_PATTERNS kinds its notes match
     notes: tuple[str, ...] = ()
+    model_mib: float | None = None  # MODEL_SIZE_FIELD
 
     def says(self, kind: str) -> bool:
         """Whether the document states a fact of this kind for the run, by a field or by its notes' words."""
@@ -107,5 +115,7 @@ def stated_facts(run: Mapping[str, Any]) -> StatedFacts:
     notes = tuple(t for field in NOTES_FIELDS for source in (run, workload) for t in _texts(source.get(field)))
     noted = frozenset(kind for kind, pattern in NOTE_PATTERNS.items() if any(pattern.search(n) for n in notes))
     casts = _count(workload.get(CAST_OPS_FIELD))
+    size = workload.get(MODEL_SIZE_FIELD)
+    model_mib = float(size) if isinstance(size, int | float) and not isinstance(size, bool) and size > 0 else None
     return StatedFacts(casts if casts is not None else _listed_casts(run), ops, _count(workload.get(TRANSFERS_FIELD)),
-                       noted, notes)
+                       noted, notes, model_mib)

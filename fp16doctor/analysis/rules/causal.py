@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from fp16doctor.analysis.context import BF16, Context, OpItem, Pair, RunView
 from fp16doctor.analysis.rules.common import Finding, make_finding, where_of
+from fp16doctor.analysis.rules.hardware import matrix_units_favour
 from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.knowledge.cpu import CPU_SOURCES
 from fp16doctor.knowledge.gpu_families import SOURCES as GPU_FAMILY_SOURCES
@@ -127,7 +128,7 @@ def rule_bf16_preferred(ctx: Context) -> Finding | None:
         if best is None or pair.speedup > best.speedup:
             best = pair
     if best is None:
-        return None
+        return _bf16_preferred_by_matrix_units(ctx)
     return make_finding(
         "bf16_preferred",
         f"bfloat16 is this device's fast 16-bit type: {best.reduced.precision} is {best.shown.figure('than float32')}",
@@ -142,3 +143,35 @@ def rule_bf16_preferred(ctx: Context) -> Finding | None:
         stack=best.reduced.stack,
         speedup=round(best.speedup, 3),
     )
+
+
+def _bf16_preferred_by_matrix_units(ctx: Context) -> Finding | None:
+    """No float32 run: bfloat16 measured faster than float16 on the same device and stack, on a device whose matrix
+    units take bfloat16 and not float16 (a CPU with AMX-BF16 and no AMX-FP16): the hardware's fast 16-bit type."""
+    for pair in ctx.peer_pairs:
+        runs = (pair.reduced, pair.fp32)
+        fp16 = next((r for r in runs if r.precision not in BF16), None)
+        bf16 = next((r for r in runs if r.precision in BF16), None)
+        if fp16 is None or bf16 is None or not fp16.step_ms or not bf16.step_ms \
+                or fp16.step_ms < bf16.step_ms * (1 + BF16_PREFERRED_MIN_GAIN):
+            continue
+        favour = matrix_units_favour(ctx, fp16, bf16)
+        if favour is None or not (pair.slower if pair.reduced is fp16 else pair.faster):
+            continue
+        speedup = fp16.step_ms / bf16.step_ms
+        return make_finding(
+            "bf16_preferred",
+            f"bfloat16 is this device's fast 16-bit type: {bf16.precision} is {speedup:.2f}x faster than "
+            f"{fp16.precision}",
+            "info",
+            0.85,
+            [f"{pair.describe()}; {favour}"],
+            f"Use {bf16.precision} here: this CPU's matrix units take bfloat16."
+            + (" bfloat16 has float32's range, so its mixed precision needs no loss scaling."
+               if bf16.advice_applies("loss_scaling") else ""),
+            precision=bf16.precision,
+            machine=bf16.machine,
+            stack=bf16.stack,
+            speedup=round(speedup, 3),
+        )
+    return None

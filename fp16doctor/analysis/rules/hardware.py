@@ -19,7 +19,7 @@ from fp16doctor.analysis.rules.common import (
     where_of,
 )
 from fp16doctor.analysis.values import fmt_flops, fmt_ms
-from fp16doctor.knowledge.cpu import AMX_MIN_LINUX, CPU_SOURCES, linux_kernel
+from fp16doctor.knowledge.cpu import AMX_MIN_LINUX, CPU_MATRIX_FLAGS, CPU_SOURCES, cpu_matrix_16bit, linux_kernel
 from fp16doctor.knowledge.cuda import (
     CUDNN_AUTO_CONVERSION,
     CUDNN_RELAXED_CHANNELS,
@@ -29,6 +29,7 @@ from fp16doctor.knowledge.cuda import (
 from fp16doctor.knowledge.frameworks import (
     TF_FP16_FP32_COMPUTE_ENV,
 )
+from fp16doctor.knowledge.stated import NOT_APPLIED_SIZE_SHARE
 
 # A layer below this share of the model's arithmetic is not listed among those kept off Tensor Cores: a thousandth of
 # the work cannot move the step.
@@ -451,6 +452,21 @@ def native_16bit(ctx: Context, run: RunView) -> bool | None:
     return cpu.native_bf16 if run.precision in BF16 else cpu.native_fp16
 
 
+def matrix_units_favour(ctx: Context, run: RunView, other: RunView) -> str | None:
+    """Where the device's matrix units take the other run's 16-bit type and not this run's (a CPU with AMX-BF16 and no
+    AMX-FP16), the hardware itself runs the two at different rates: the words that say so; else None."""
+    if run.device != "cpu" or other.device != "cpu":
+        return None
+    cpu = ctx.cpu_for(run)
+    matrix = cpu_matrix_16bit(cpu.flags, cpu.table)
+    mine, theirs = _family(run.precision), _family(other.precision)
+    if matrix.get(mine) is not False or matrix.get(theirs) is not True:
+        return None
+    return (f"{_device_words(ctx, run)} has {CPU_MATRIX_FLAGS[theirs].upper()} and no "
+            f"{CPU_MATRIX_FLAGS[mine].upper()}: its matrix tiles take {theirs} and {mine} runs on the vector units "
+            f"({CPU_SOURCES['intel_amx']})")
+
+
 def _device_words(ctx: Context, run: RunView) -> str:
     if run.on_gpu:
         gpu = ctx.gpu_for(run)
@@ -544,6 +560,8 @@ def rule_framework_16bit_path(ctx: Context) -> Finding | None:
         mine, theirs = native_16bit(ctx, run), native_16bit(ctx, base)
         if mine is False:
             continue  # the device lacks the slower type: bf16_unsupported / no_fast_fp16_hardware say so
+        if matrix_units_favour(ctx, run, base):
+            continue  # the hardware's matrix units take only the faster type: bf16_preferred says so
         if mine is True and theirs is True:
             evidence.append(f"{pair.describe()}; {_device_words(ctx, run)} computes both {_family(run.precision)} "
                             f"and {_family(base.precision)} natively, so the hardware does not make one "
@@ -613,4 +631,39 @@ def rule_kernel_too_old(ctx: Context) -> Finding | None:
         f"Run on Linux {AMX_MIN_LINUX} or newer (a current distribution kernel) and measure bfloat16 again: "
         "fp16doctor diagnose --precision float32 --precision mixed_bfloat16",
         stacks=stacks_of(runs),
+    )
+
+
+NOT_APPLIED_CONFIDENCE = 0.7
+
+
+def rule_precision_not_applied(ctx: Context) -> Finding | None:
+    """The 16-bit run's model, as its builder or setting made it, is float32's size: the type did not take, so the
+    comparison timed float32 twice. A builder flag that allows 16 bits without forcing them, or a setting the
+    framework ignored, is the place to look; the measurement that settles it is the build's per-layer precision."""
+    evidence: list[str] = []
+    runs: list[RunView] = []
+    for pair in [*ctx.pairs, *ctx.peer_pairs]:
+        run, base = pair.reduced, pair.fp32
+        if base.precision != "float32":
+            continue
+        mine, theirs = run.stated.model_mib, base.stated.model_mib
+        if mine is None or theirs is None or mine < NOT_APPLIED_SIZE_SHARE * theirs:
+            continue
+        evidence.append(f"{at(run)}the {run.precision} build is {mine:g} MiB against float32's {theirs:g} MiB "
+                        f"({mine / theirs:.0%}; 16-bit weights take half the bytes); {pair.describe()}")
+        runs.append(run)
+    if not evidence:
+        return None
+    return make_finding(
+        "precision_not_applied",
+        "The 16-bit type did not apply: the build is float32's size",
+        "warning",
+        NOT_APPLIED_CONFIDENCE,
+        evidence,
+        "Probably the builder or setting left the layers in float32 (an inference engine's fp16 flag allows 16 bits "
+        "without forcing them; a framework switch the release ignores). Rebuild and list each layer's precision "
+        "(TensorRT: trtexec --fp16 --dumpLayerInfo --profilingVerbosity=detailed) before comparing speeds again.",
+        stacks=stacks_of(runs),
+        where=where_of(runs),
     )

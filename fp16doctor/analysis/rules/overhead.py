@@ -20,6 +20,7 @@ from fp16doctor.analysis.rules.common import (
 from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.knowledge.frameworks import CASTS_FOR_MISSING_CPU_KERNELS
 from fp16doctor.knowledge.gpus import FAST_FP16_RATIO
+from fp16doctor.knowledge.stated import NOT_APPLIED_SIZE_SHARE
 from fp16doctor.workload.protocol import FP16, SEED_WORKLOAD, is_mixed, is_pure
 
 # Mixed precision against pure float16: at least this much slower (and beyond both runs' spread) before the casts
@@ -280,6 +281,19 @@ def _faster_at_larger_batch(ctx: Context, pair: Pair) -> Pair | None:
                  == (r.machine, r.stack, r.device, r.precision)), None)
 
 
+def _premise_contradicted(ctx: Context, pair: Pair) -> bool:
+    """Whether the document's own numbers deny that too little work kept 16 bits from mattering here: the 16-bit
+    build is float32's size (the type did not apply: hardware.rule_precision_not_applied), or on the same machine the
+    same workload at the same batch measured the 16-bit type more than OVERHEAD_MAX_MOVE faster (another build)."""
+    run, base = pair.reduced, pair.fp32
+    mine, theirs = run.stated.model_mib, base.stated.model_mib
+    if mine is not None and theirs is not None and mine >= NOT_APPLIED_SIZE_SHARE * theirs:
+        return True
+    return any(other is not pair and other.reduced.machine == run.machine and other.reduced.device == run.device
+               and other.reduced.workload_name == run.workload_name and other.reduced.batch_size == run.batch_size
+               and other.speedup > OVERHEAD_MAX_MOVE for other in ctx.fp16_pairs())
+
+
 def rule_small_model_overhead(ctx: Context) -> Finding | None:
     evidence: list[str] = []
     runs: list[RunView] = []
@@ -291,6 +305,8 @@ def rule_small_model_overhead(ctx: Context) -> Finding | None:
             continue
         if max(pair.ratio, pair.speedup) > OVERHEAD_MAX_MOVE:
             continue  # the 16-bit step moved too far for overhead, which both precisions pay alike
+        if _premise_contradicted(ctx, pair):
+            continue
         if f.input_ms is not None and f.input_ms >= INPUT_FILLS_STEP * f.step_ms:
             continue  # the host, not launch overhead, fills the step
         est = estimates.get((pair.reduced.machine, pair.reduced.stack, pair.reduced.device, pair.reduced.precision))

@@ -243,7 +243,8 @@ def test_linux_kernel_versions_and_the_amx_floor() -> None:
     ("AMD Instinct MI250X", None, "AMD CDNA 2 (Instinct MI200)"),
     ("Radeon VII", None, "AMD GCN 5.1 (Vega 20: MI50/MI60, Radeon VII)"),
     ("gpu 0", "gfx90a:sramecc+:xnack-", "AMD CDNA 2 (Instinct MI200)"),
-    ("Apple M2 Max", None, "Apple silicon GPU (MPS)"),
+    ("Apple M2 Max", None, "Apple M1/M2 GPU (Apple7/8)"),
+    ("Apple M4 Max", None, "Apple silicon GPU (MPS)"),
     ("Intel(R) Arc(TM) A770 Graphics", None, "Intel Arc (Xe-HPG / Xe2)"),
 ])
 def test_gpu_families_by_name_or_gfx_id(name: str, gfx: str | None, family: str) -> None:
