@@ -186,6 +186,9 @@ def test_a_float32_failure_is_the_scripts_fault_with_its_last_lines() -> None:
     assert error is not None
     assert error.message.startswith("the script fails under float32 as well: it is the script's fault")
     assert "KeyError: 'label'" in error.message and "its last lines:" in error.hint
+    runs[0]["error_location"] = {"file": "train.py", "line": 12, "code": "y = row['label']"}
+    error = script_failure(runs)
+    assert error is not None and error.message.startswith("the script fails under float32 as well at train.py:12: ")
 
 
 def test_one_failed_16_bit_run_beside_working_runs_is_no_script_error() -> None:
