@@ -319,7 +319,8 @@ def explain(
     results: Path = typer.Argument(
         ..., help="A results.json, ours or hand-written, or the report.html of one diagnosis.", metavar="FILE"),
     as_json: bool = typer.Option(
-        False, "--json", help='Print {"findings": [...], "verdicts": [...], "prescriptions": [...]} as JSON.',
+        False, "--json", help='Print {"findings": [...], "verdicts": [...], "prescriptions": [...], "ledgers": '
+        '[...], "answer": {...}} as JSON.',
         metavar=FLAG),
     full: bool = typer.Option(
         False, "--full", help="After the answer, print the detail: every finding's evidence and fix, the verdicts, "
@@ -334,9 +335,7 @@ def explain(
     doc = load(results)
     diagnosis = diagnose_document(doc)
     if as_json:
-        _print_json({"findings": diagnosis.findings, "verdicts": diagnosis.verdicts,
-                     "prescriptions": diagnosis.prescriptions,
-                     "stack_comparisons": [c.to_dict() for c in diagnosis.stack_comparisons]})
+        _print_json(diagnosis.to_dict())
     else:
         out.print(findings_text(diagnosis, full=full))
 

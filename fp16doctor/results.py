@@ -570,8 +570,10 @@ class ResultsWriter:
 
     def set_findings(self, findings: Iterable[dict[str, Any]], verdicts: Iterable[dict[str, Any]] = (),
                      prescriptions: Iterable[dict[str, Any]] = (),
-                     stack_comparisons: Iterable[dict[str, Any]] = ()) -> None:
+                     stack_comparisons: Iterable[dict[str, Any]] = (),
+                     ledgers: Iterable[dict[str, Any]] = ()) -> None:
         self.doc["findings"] = list(findings)
+        self.doc["ledgers"] = list(ledgers)
         self.doc["verdicts"] = list(verdicts)
         self.doc["prescriptions"] = list(prescriptions)
         self.doc["stack_comparisons"] = list(stack_comparisons)

@@ -29,6 +29,7 @@ from fp16doctor.analysis.causes import Accounting, Share, account
 from fp16doctor.analysis.context import build_context, on
 from fp16doctor.analysis.experiments import experiment_evidence, setting_findings
 from fp16doctor.analysis.failed import drop_failed_untested
+from fp16doctor.analysis.ledger import Ledger, ledgers
 from fp16doctor.analysis.op_compare import OpComparison, comparisons_of
 from fp16doctor.analysis.prescribe import hold_advice, prescribe
 from fp16doctor.analysis.registry import RANK, RECOMMENDS, REGISTRY, REMEDIES, SEVERITY_RANK, SPEED_CAUSES, rules
@@ -57,12 +58,20 @@ class Diagnosis:
     # A file's own findings where its runs were analysed again: shown at most as "written by version X", never mixed.
     saved_findings: list[Finding] = field(default_factory=list)
     saved_by: str | None = None  # the fp16doctor version that wrote the file
+    ledgers: tuple[Ledger, ...] = ()  # each timed configuration's step, split into parts that add up to it
 
     @cached_property
     def answer(self) -> Answer:
         """The answer every output lays out, in its order: the bound, the prescription, a line per precision, then
         the findings pointing at them (answer.py); built once, from this diagnosis only."""
         return build_answer(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What `explain --json` prints and results.json keeps of the analysis: the decisions, each configuration's
+        ledger and the answer every output lays out."""
+        return {"findings": self.findings, "verdicts": self.verdicts, "prescriptions": self.prescriptions,
+                "stack_comparisons": [c.to_dict() for c in self.stack_comparisons],
+                "ledgers": [ledger.to_dict() for ledger in self.ledgers], "answer": self.answer.to_dict()}
 
 
 # Titles and fixes for causes that only the accounting finds (no document-level rule of their own).
@@ -218,7 +227,7 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
     judged = verdicts(accountings, findings, roofline, unlisted_devices(ctx))
     return Diagnosis(_rank(findings), judged, prescriptions, run_rows(ctx), comparisons_of(ctx),
                      roofline, "analysis" if findings else "none",
-                     stack_comparisons=stack_comparisons(ctx, judged))
+                     stack_comparisons=stack_comparisons(ctx, judged), ledgers=ledgers(ctx))
 
 
 def compare_results(before: Mapping[str, Any], after: Mapping[str, Any],

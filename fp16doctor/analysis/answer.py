@@ -21,10 +21,11 @@ verdict and composes no advice: it prints these texts.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from fp16doctor.analysis.context import named_place
+from fp16doctor.analysis.ledger import PART_WORDS, UNPLACED_WORDS, Ledger, LedgerOp
 from fp16doctor.analysis.prescribe import change_words, entry_notes, in_memory_words
 from fp16doctor.analysis.registry import spec
 from fp16doctor.analysis.values import (
@@ -34,19 +35,22 @@ from fp16doctor.analysis.values import (
     fmt_config,
     fmt_ms,
     fmt_pct,
+    fmt_signed_ms,
     variant_words,
 )
 from fp16doctor.knowledge.kernels import SHORT_NAME_MAX, kernel_short_name
 
 if TYPE_CHECKING:  # the Diagnosis holds its answer; the builder reads the Diagnosis
     from fp16doctor.analysis import Diagnosis, RunRow
-    from fp16doctor.analysis.op_compare import OpComparison
 
 MAX_LINE = 200  # no line of the answer is longer (a code block aside)
 # The headings of (c) and (c'), as every renderer prints them.
 PRECISIONS_HEADING = "Each configuration against float32"
 CHANGES_HEADING = "Each change against the configuration it changes"
 TOP_OPS = 3  # the ops a CPU's bound names per run
+SHOWN_PART_MS = 0.05  # a ledger's part (or a part's change) shown in words from this size; the data keeps every one
+TOP_PARTS = 3  # the parts whose change a configuration's line names; the rest in one figure
+DEVICE_PARTS = ("kernels", "copies")  # a GPU ledger's parts in which the device is busy
 MOSTLY = 0.5  # a verdict's first cause explaining less of its difference than this is one part among several
 # A finding whose remedy is a change the prescription measured (prescriptions[].user_changes[].kind).
 CHANGE_OF_FINDING = {"input_pipeline_bound": "input_pipeline", "pageable_copies": "batch_bytes"}
@@ -65,17 +69,16 @@ class Bound:
     """(a) What bounds the step on one machine and stack: a head, one part per run (float32 first), a verdict."""
 
     where: str  # "" where the document has one machine and stack
-    kind: str  # "device" (a GPU's busy share per step) or "cpu_ops" (the ops that take a CPU's time)
-    head: str  # "GPU busy per profiled step:", or ""
-    parts: tuple[str, ...]  # "float16 4 % (22 ms of 547 ms, idle 526 ms)"; "float16 (935 ms a step): conv2d_1 ..."
+    kind: str  # "device" (a GPU's step: the host's parts and the device's) or "cpu_ops" (a CPU's step and its ops)
+    head: str  # what the verdict rests on: "the GPU is busy (kernels and copies) under half of each step"; or ""
+    # Each run's ledger: "float16 (665 ms a step = host batch 638 ms + kernels 15 ms + ...): GPU busy 3 %"
+    parts: tuple[str, ...]
     verdict: str  # "the host sets the pace", "the GPU's kernels set the pace", or ""
 
     @property
     def lines(self) -> tuple[str, ...]:
-        """The bound on as few lines as fit MAX_LINE: a GPU's parts packed after its head, a CPU's a line each."""
-        if self.kind == "device":
-            return _packed(self.head, self.parts, self.verdict)
-        return self.parts
+        """The bound's verdict first where it has one, then a line per run (its ledger)."""
+        return ((f"{self.verdict}: {self.head}",) if self.verdict else ()) + self.parts
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,8 @@ class PrecisionLine:
     steps: str  # "665 ms vs 303 ms"
     cause: str  # "host-side preprocessing runs in float16 (362 ms of 362 ms): measured host batch time ..."; or ""
     notes: tuple[str, ...] = ()  # the ids of the shared notes that apply
+    # Where its ledger changed against the baseline's, part by part, adding up to the step's difference; or ""
+    parts: str = ""
     failed: bool = False  # a run that failed: `versus` says where ("failed at train.py:31 (`...`)"), no steps
 
     @property
@@ -138,6 +143,44 @@ class FindingLine:
 
 
 @dataclass(frozen=True)
+class AnswerLine:
+    """One line of the answer as every output lays it out: the fact it says (`ref`, an id of the answer's), its text,
+    how far in it stands and what kind of line it is (a renderer styles by `kind`, and never breaks a "code" or
+    "command" line)."""
+
+    ref: str  # "B1" (a bound), "P1" (a prescription), "C1" (a configuration), "X1" (a change), "N1", "F1" (a finding)
+    text: str
+    kind: str  # "bound", "headline", "headline_faster", "change", "cost", "row", "cause", "prose", "code", "how",
+    # "untested", "command", "note", "finding", "fix", "more"
+    indent: int = 2
+    hang: int = 2  # how much further in a broken line's continuation stands
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ref": self.ref, "text": self.text, "kind": self.kind, "indent": self.indent}
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of the answer: its id, its heading, its lines; every output shows the sections in one order."""
+
+    id: str  # one of SECTION_ORDER
+    heading: str
+    lines: tuple[AnswerLine, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "heading": self.heading, "lines": [line.to_dict() for line in self.lines]}
+
+
+# The one order of the answer, for every output: the bound, what to do, each configuration, each change, how, the
+# notes, the findings.
+SECTION_ORDER = ("bound", "what_to_do", "precisions", "changes", "how", "notes", "findings")
+SECTION_HEADINGS = {"bound": "What bounds the step", "what_to_do": "What to do", "precisions": PRECISIONS_HEADING,
+                    "changes": CHANGES_HEADING, "how": "How", "notes": "Notes",
+                    "findings": "Findings (fp16doctor explain --full prints each one's evidence)"}
+CODE_LINES = 6  # a longer program is named in the terse answer and printed whole by `explain --full` and the report
+
+
+@dataclass(frozen=True)
 class Answer:
     """The whole answer, in its order; see the module's docstring for how a renderer lays it out."""
 
@@ -149,6 +192,117 @@ class Answer:
     findings: tuple[FindingLine, ...] = ()
     notes: tuple[Note, ...] = ()
     places: int = 1  # how many machines and stacks the document tells apart
+
+    def sections(self, findings: bool = True, top: int | None = None, whole_code: bool = True) -> tuple[Section, ...]:
+        """The answer as lines, in SECTION_ORDER, each section only where it has lines: what every output lays out.
+        `findings`: with the findings' section; `top`: its first `top` findings and a line naming the rest;
+        `whole_code`: each program whole, else (a longer one) its first line and where the rest is."""
+        built = {"bound": self._bound_lines(), "what_to_do": self._what_to_do_lines(),
+                 "precisions": self._row_lines(self.precisions, "C"), "changes": self._row_lines(self.changes, "X"),
+                 "how": self._how_lines(whole_code), "notes": tuple(AnswerLine(n.id, f"[{n.id}] {n.text}", "note",
+                                                                              hang=5) for n in self.notes),
+                 "findings": self._finding_lines(top) if findings else ()}
+        return tuple(Section(key, SECTION_HEADINGS[key], built[key]) for key in SECTION_ORDER if built[key])
+
+    def _bound_lines(self) -> tuple[AnswerLine, ...]:
+        return tuple(AnswerLine(f"B{n}", f"{bound.where + ': ' if bound.where and not i else ''}{line}", "bound")
+                     for n, bound in enumerate(self.bounds, start=1) for i, line in enumerate(bound.lines))
+
+    def _what_to_do_lines(self) -> tuple[AnswerLine, ...]:
+        many = len(self.prescriptions) > 1
+        lines = []
+        for p in self.prescriptions:
+            kind = "headline_faster" if p.faster else "headline"
+            lines += [AnswerLine(p.id, f"{p.id + ': ' if many and not i else ''}{sentence}", kind)
+                      for i, sentence in enumerate(p.headline_lines)]
+            for i, change in enumerate(p.changes):
+                lines.append(AnswerLine(p.id, f"{'first' if i == 0 else 'also'}: {change.words}", "change", 4))
+                if change.cost:
+                    lines.append(AnswerLine(p.id, f"what it costs: {change.cost}", "cost", 6))
+        return tuple(lines)
+
+    @staticmethod
+    def _row_lines(rows: Sequence[PrecisionLine], prefix: str) -> tuple[AnswerLine, ...]:
+        lines = []
+        for n, row in enumerate(rows, start=1):
+            where = f" on {row.where}" if row.where else ""
+            refs = f"  [{', '.join(row.notes)}]" if row.notes else ""
+            lines.append(AnswerLine(f"{prefix}{n}", f"{row.text}{where}{refs}", "row"))
+            if row.cause:
+                lines.append(AnswerLine(f"{prefix}{n}", row.cause, "cause", 4, hang=4))
+            if row.parts:
+                lines.append(AnswerLine(f"{prefix}{n}", row.parts, "parts", 4, hang=4))
+        return tuple(lines)
+
+    def _how_lines(self, whole_code: bool) -> tuple[AnswerLine, ...]:
+        many = len(self.prescriptions) > 1
+        lines = []
+        for p in self.prescriptions:
+            if not (p.how or p.changes or p.untested):
+                continue
+            label = f"{p.id}: " if many else ""
+            codes = [c.code for c in p.changes if c.code]
+            for code in codes:  # a prose line (broken at words), then a code block: indented, never broken
+                prose, _, block = _code(code, whole_code).partition("\n")
+                lines.append(AnswerLine(p.id, f"{label}{prose}", "prose"))
+                if block:
+                    lines.append(AnswerLine(p.id, block, "code", 4))
+            if p.how:
+                lines.append(AnswerLine(p.id, f"{label}{'then ' if codes else ''}{p.how}", "how"))
+            for idea, command in p.untested:
+                lines.append(AnswerLine(p.id, f"untested: {idea}{':' if command else ''}", "untested", hang=4))
+                if command:  # a command: on a line of its own, never broken
+                    lines.append(AnswerLine(p.id, command, "command", 4))
+        return tuple(lines)
+
+    def _finding_lines(self, top: int | None) -> tuple[AnswerLine, ...]:
+        shown = self.findings[:top] if top is not None else self.findings
+        lines = []
+        for f in shown:
+            explains = f" ({f.explains})" if f.explains else ""
+            pointer = (("see the prescription" if len(self.prescriptions) == 1 else f"see prescription {f.points_to}")
+                       if f.points_to else f.fix)
+            said = f"{f.rank}. {f.severity.upper()} {f.id}: {f.title}{explains}"
+            ref = f"F{f.rank}"
+            if pointer and len(said) + len(pointer) + 9 <= MAX_LINE:
+                said, pointer = f"{said}; fix: {pointer}", ""
+            lines.append(AnswerLine(ref, said, "finding", hang=3))
+            if pointer:
+                lines.append(AnswerLine(ref, f"fix: {pointer}", "fix", 5, hang=5))
+        if len(shown) < len(self.findings):
+            rest = ", ".join(dict.fromkeys(f.id for f in self.findings[len(shown):]))
+            lines.append(AnswerLine("", f"and {len(self.findings) - len(shown)} more: {rest}", "more"))
+        return tuple(lines)
+
+    def text(self, findings: bool = True) -> str:
+        """The answer as plain lines (unbroken), in its order: what `explain` prints, before the breaking of lines."""
+        out = []
+        for section in self.sections(findings):
+            out.append(section.heading)
+            out += [" " * line.indent + line.text.replace("\n", "\n" + " " * line.indent) for line in section.lines]
+        return "\n".join(out)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The answer as data (`explain --json`'s `answer`): its order, its sections with every line and the fact
+        each says, the facts themselves, and the text every output lays out."""
+        sections = self.sections()
+        return {"order": [s.id for s in sections], "sections": [s.to_dict() for s in sections],
+                "facts": {"bounds": [asdict(b) for b in self.bounds],
+                          "prescriptions": [asdict(p) for p in self.prescriptions],
+                          "precisions": [{"id": f"C{n}", **asdict(r)} for n, r in enumerate(self.precisions, 1)],
+                          "changes": [{"id": f"X{n}", **asdict(r)} for n, r in enumerate(self.changes, 1)],
+                          "findings": [{"ref": f"F{f.rank}", **asdict(f)} for f in self.findings],
+                          "notes": [asdict(n) for n in self.notes]},
+                "places": self.places, "text": self.text()}
+
+
+def _code(code: str, whole: bool) -> str:
+    """A program as printed: whole, or (terse) its first line and where the rest is."""
+    lines = code.splitlines()
+    if whole or len(lines) <= CODE_LINES:
+        return code
+    return (f"{lines[0]}\n# and {len(lines) - 1} more lines: "
+            "fp16doctor explain --full prints the program (so does the report)")
 
 
 def short_line(text: str) -> str:
@@ -230,43 +384,67 @@ def _packed(head: str, parts: Sequence[str], tail: str = "") -> tuple[str, ...]:
     return tuple(lines)
 
 
-def _device_bound(rows: Sequence[RunRow], verdicts: Sequence[Mapping[str, Any]]) -> Bound | None:
-    profiled = [r for r in rows if r.ok and r.device_step is not None and r.variant == "original"]
-    if not profiled:
+def _step_words(ledger: Ledger) -> str:
+    """"665 ms a step", or a cut run's bound: "cut at fp16doctor's bound after 5865 ms (float32's first step 864 ms +
+    5000 ms)": a bound is never said as a step."""
+    if not ledger.cut:
+        return f"{fmt_ms(ledger.step_ms)} a step"
+    rule = f" ({ledger.bound_rule})" if ledger.bound_rule else ""
+    return f"cut at fp16doctor's bound after {fmt_ms(ledger.step_ms)}{rule}"
+
+
+def ledger_words(ledger: Ledger) -> str:
+    """"665 ms a step = host batch 638 ms + kernels 15 ms + copies 6.8 ms + unplaced 5.4 ms": a step and the parts
+    that add up to it, in the ledger's order (its priority), the time no part places last."""
+    words = [f"{p.words} {fmt_ms(p.ms)}" for p in ledger.parts if p.ms >= SHOWN_PART_MS]
+    if ledger.unplaced_ms >= SHOWN_PART_MS:
+        words.append(f"{UNPLACED_WORDS} {fmt_ms(ledger.unplaced_ms)}")
+    return _step_words(ledger) + (f" = {' + '.join(words)}" if words else ": no part measured")
+
+
+def _op_words(op: LedgerOp) -> str:
+    said = [kernel_short_name(op.impl)] if op.impl and op.impl.strip() else []
+    if op.in_flight:
+        said.append("running at the cut")
+    return f"{op.layer or op.name} {op.pass_.replace('_', ' ')} {fmt_ms(op.ms)}" + (f" ({', '.join(said)})"
+                                                                                      if said else "")
+
+
+def _cpu_ledger_line(ledger: Ledger) -> str:
+    """A CPU run's step, its parts, and its largest ops; ops that shared their time (several cores, or waiting on
+    each other) are said to have run at once, so their times are not read as adding up to the step."""
+    ops = sorted((o for p in ledger.parts if p.name != "input" for o in p.ops), key=lambda o: -o.ms)[:TOP_OPS]
+    at_once = sum(p.ran_at_once_ms for p in ledger.parts) >= SHOWN_PART_MS
+    line = f"{ledger.precision} ({ledger_words(ledger)})"
+    if ops:
+        line += f"; largest ops{', which ran at once' if at_once else ''}: " + ", ".join(_op_words(o) for o in ops)
+    return line
+
+
+def _device_bound(rows: Sequence[RunRow], verdicts: Sequence[Mapping[str, Any]],
+                  ledgers: Sequence[Ledger]) -> Bound | None:
+    profiled = {(r.precision, r.variant) for r in rows if r.ok and r.device_step is not None
+                and r.variant == "original"}
+    shown = [led for led in ledgers if (led.precision, led.variant) in profiled]
+    if not shown:
         return None
     parts = []
-    for r in sorted(profiled, key=lambda r: r.precision != "float32"):
-        step = r.device_step
-        assert step is not None
-        parts.append(f"{r.precision} {fmt_pct(step.busy_share)} ({fmt_ms(step.busy_ms)} of {fmt_ms(step.step_ms)}, "
-                     f"idle {fmt_ms(step.idle_ms)})")
+    for led in sorted(shown, key=lambda led: led.precision != "float32"):
+        busy = sum(p.ms for p in led.parts if p.name in DEVICE_PARTS)
+        parts.append(f"{led.precision} ({ledger_words(led)}): GPU busy {fmt_pct(busy / led.step_ms)}")
     bound_by = [str(v.get("bound_by")) for v in verdicts if v.get("bound_by") and v.get("variant") == "original"]
-    verdict = ""
+    verdict, head = "", ""
     if bound_by and all(b == "host" for b in bound_by):
-        verdict = "the host sets the pace"
+        verdict, head = "the host sets the pace", "the GPU is busy (kernels and copies) under half of each step"
     elif bound_by and all(b == "device" for b in bound_by):
-        verdict = "the GPU's kernels set the pace"
-    return Bound("", "device", "GPU busy per profiled step:", tuple(parts), verdict)
+        verdict, head = "the GPU's kernels set the pace", "the GPU is busy most of each step"
+    return Bound("", "device", head, tuple(parts), verdict)
 
 
-def _cpu_bound(comparisons: Sequence[OpComparison]) -> Bound | None:
-    original = [c for c in comparisons if c.variant == "original"]
-    if not original:
-        return None
-    lines = []
-    fp32 = original[0]
-    if fp32.fp32 is not None:
-        top = sorted((d for d in fp32.rows if d.fp32_ms), key=lambda d: -(d.fp32_ms or 0))[:TOP_OPS]
-        if top:
-            lines.append(f"float32 ({fmt_ms(fp32.fp32_step_ms)} a step): " + ", ".join(
-                f"{d.layer} {d.pass_.replace('_', ' ')} {fmt_ms(d.fp32_ms)}" for d in top))
-    for c in original:
-        top = sorted((d for d in c.rows if d.reduced_ms), key=lambda d: -(d.reduced_ms or 0))[:TOP_OPS]
-        if top:
-            lines.append(f"{c.precision} ({fmt_ms(c.step_ms)} a step): " + ", ".join(
-                f"{d.layer} {d.pass_.replace('_', ' ')} {fmt_ms(d.reduced_ms)}"
-                + (f" ({kernel_short_name(d.impls[0])})" if d.impls and d.impls[0].strip() else "") for d in top))
-    return Bound("", "cpu_ops", "", tuple(lines), "") if lines else None  # the names shortened above
+def _cpu_bound(ledgers: Sequence[Ledger]) -> Bound | None:
+    original = sorted((led for led in ledgers if led.variant == "original" and led.parts),
+                      key=lambda led: led.precision != "float32")
+    return Bound("", "cpu_ops", "", tuple(_cpu_ledger_line(led) for led in original), "") if original else None
 
 
 def _bounds(diagnosis: Diagnosis, places: list[tuple[str, str]]) -> tuple[Bound, ...]:
@@ -274,8 +452,8 @@ def _bounds(diagnosis: Diagnosis, places: list[tuple[str, str]]) -> tuple[Bound,
     for machine, stack in places:
         rows = [r for r in diagnosis.runs if (r.machine, r.stack) == (machine, stack)]
         verdicts = [v for v in diagnosis.verdicts if (v.get("machine"), v.get("stack")) == (machine, stack)]
-        comparisons = [c for c in diagnosis.comparisons if (c.machine, c.stack) == (machine, stack)]
-        found = _device_bound(rows, verdicts) or _cpu_bound(comparisons)
+        ledgers = [led for led in diagnosis.ledgers if (led.machine, led.stack) == (machine, stack)]
+        found = _device_bound(rows, verdicts, ledgers) or _cpu_bound(ledgers)
         if found is not None:
             bounds.append(replace(found, where=named_place(places, machine, stack)))
     return tuple(bounds)
@@ -364,6 +542,42 @@ def _unplaced(verdict: Mapping[str, Any]) -> str:
     return f"; {fmt_ms(abs(float(unplaced)))} more is host time no op in the trace accounts for"
 
 
+def _parts_against(verdict: Mapping[str, Any], ledgers: Sequence[Ledger]) -> str:
+    """"against float32's parts: host batch +477 ms (162 -> 638 ms), unplaced −100 ms, ...; the step +362 ms": each
+    part of the ledger that moved, largest first, adding up to the step's difference (a cut run has no parts to set
+    against: its step is a bound)."""
+    key = (verdict.get("machine"), verdict.get("stack"), verdict.get("variant") or "original")
+    mine = next((led for led in ledgers if (led.machine, led.stack, led.variant) == key
+                 and led.precision == verdict.get("precision")), None)
+    base_name = str(verdict.get("baseline") or "float32")
+    base = next((led for led in ledgers if (led.machine, led.stack, led.variant) == key
+                 and led.precision == base_name), None)
+    if verdict.get("outcome") not in ("faster", "slower") or mine is None or base is None or mine.cut or base.cut \
+            or not (mine.parts and base.parts):
+        return ""  # a difference the interval does not resolve has no parts to reconcile
+    names = list(dict.fromkeys([*(p.name for p in base.parts), *(p.name for p in mine.parts)]))
+    moved: list[tuple[float, str]] = []
+    for name in names:
+        before, after = base.part(name), mine.part(name)
+        a, b = (before.ms if before else 0.0), (after.ms if after else 0.0)
+        moved.append((b - a, f"{PART_WORDS.get(name, name)} {fmt_signed_ms(b - a)} ({_ms_pair(a, b)})"))
+    moved.append((mine.unplaced_ms - base.unplaced_ms,
+                  f"{UNPLACED_WORDS} {fmt_signed_ms(mine.unplaced_ms - base.unplaced_ms)}"))
+    moved = sorted((m for m in moved if abs(m[0]) >= SHOWN_PART_MS), key=lambda m: -abs(m[0]))
+    if not moved:
+        return ""
+    words = [w for _, w in moved[:TOP_PARTS]]
+    if len(moved) > TOP_PARTS:  # the smaller moves in one figure, so the line still adds up
+        words.append(f"the other parts {fmt_signed_ms(sum(d for d, _ in moved[TOP_PARTS:]))}")
+    return f"against {base_name}'s parts: {'; '.join(words)}; the step {fmt_signed_ms(mine.step_ms - base.step_ms)}"
+
+
+def _ms_pair(before: float, after: float) -> str:
+    """"162 -> 638 ms": one unit for both where both are in milliseconds."""
+    a, b = fmt_ms(before), fmt_ms(after)
+    return f"{a.removesuffix(' ms')} -> {b}" if a.endswith(" ms") and b.endswith(" ms") else f"{a} -> {b}"
+
+
 def _figure(speedup: Any, interval: Any, outcome: Any, method: Any, bound: Any, refused: Any = None,
             aa: Any = None) -> str:
     """"2.2x slower (1.9-2.5x)", "same speed (0.9-1.1x)", ">= 6.8x slower": the figure every output prints
@@ -392,7 +606,7 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str
             versus=versus,
             steps=f"{fmt_ms(v.get('step_ms'))} vs {fmt_ms(v.get('fp32_step_ms'))}",
             cause=short_line(_cause(v, diagnosis.findings)),
-            notes=refs))
+            notes=refs, parts=_parts_against(v, diagnosis.ledgers)))
     for p in diagnosis.prescriptions:  # the configurations only an experiment measured: no verdict of their own
         for m in p.get("measured") or []:
             if m.get("variant") in ("original", "synthetic_input") or m.get("outcome") == "baseline" or m.get(
@@ -500,5 +714,6 @@ def build_answer(diagnosis: Diagnosis) -> Answer:
                   places=len(places))
 
 
-__all__ = ["CHANGES_HEADING", "MAX_LINE", "PRECISIONS_HEADING", "Answer", "Bound", "Change", "FindingLine", "Note",
-           "PrecisionLine", "PrescriptionLine", "build_answer", "notes_of", "short_line"]
+__all__ = ["CHANGES_HEADING", "MAX_LINE", "PRECISIONS_HEADING", "SECTION_ORDER", "Answer", "AnswerLine", "Bound",
+           "Change", "FindingLine", "Note", "PrecisionLine", "PrescriptionLine", "Section", "build_answer", "notes_of",
+           "short_line"]

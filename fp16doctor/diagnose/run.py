@@ -184,7 +184,8 @@ def analyse_and_report(prepared: Prepared, options: DiagnoseOptions, writer: Res
                          "alternatives": f.get("alternatives", []), "forced": options.force} for f in findings]
     diagnosis = diagnose_document(doc)
     writer.set_findings(diagnosis.findings, diagnosis.verdicts, diagnosis.prescriptions,
-                        [c.to_dict() for c in diagnosis.stack_comparisons])
+                        [c.to_dict() for c in diagnosis.stack_comparisons],
+                        [ledger.to_dict() for ledger in diagnosis.ledgers])
     diagnosis = replace(diagnosis, findings_source="results")  # written to results.json with the runs
     report_path: Path | None = options.out_dir / "report.html"
     try:
