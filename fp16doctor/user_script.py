@@ -207,8 +207,8 @@ def _stack_failure(runs: list[dict[str, Any]], script: ScriptSpec | None) -> Doc
         run = fp32[0]
         others = [r for r in failed if Run.of(r).precision != "float32"]
         lead = "the script fails under float32 as well" if others else "the script fails under float32"
-        where = run.get("error_location") if isinstance(run.get("error_location"), dict) else {}
-        if where.get("file"):
+        where = run.get("error_location")
+        if isinstance(where, dict) and where.get("file"):
             lead += f" at {where['file']}:{where.get('line')}"
         return DoctorError(f"{lead}: it is the script's fault, not the precision's ({run.get('error')})",
                            hint=_tail_hint(run["script_failure"], run.get("script_log")))
