@@ -16,6 +16,8 @@ p10-p90 spread has no cause.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -130,6 +132,8 @@ def _op_cause(items: Sequence[OpItem], run: RunView, ctx: Context, slower: bool)
     sixteen = gpu_sixteen or any(ran_in_16_bits(i) for i in items)
     if any(slow_kernel_item(i, run, ctx) for i in items):
         return "slow_fp16_kernels"
+    if kind == "reorder" and _waited_behind_slow_kernels(items, run, ctx):
+        return "slow_fp16_kernels"  # its time is the reference kernels' (switching oneDNN off removes both)
     # A pure 16-bit GPU run's layout kernel that shrank moved half the bytes: its kernels' gain, not a cast's cost.
     if (pass_ in ("cast", "layout") or kind in ("cast", "reorder", "transpose")) and (slower or not gpu_sixteen):
         return "cast_overhead"
@@ -145,6 +149,28 @@ def _op_cause(items: Sequence[OpItem], run: RunView, ctx: Context, slower: bool)
     if not sixteen:
         return None
     return "slow_16bit_compute" if slower else "fast_16bit_kernels"
+
+
+# A reorder moves its tensor once: even at REORDER_FLOOR_GBPS (far below any CPU's memory bandwidth; 4 bytes an
+# element read and written) a 64x64x3x3 weight takes 0.29 ms. One that took WAITED_FACTOR times that, in a run whose
+# reference kernels held the cores, waited for them (on two cores, 3.0 s for that weight beside ref:any gradients):
+# its time is part of the slow kernels' cause, not a cast's cost.
+REORDER_FLOOR_GBPS = 1.0
+WAITED_FACTOR = 100.0
+
+
+def _waited_behind_slow_kernels(items: Sequence[OpItem], run: RunView, ctx: Context) -> bool:
+    if run.ops is None or not any(slow_kernel_item(i, run, ctx) for i in run.ops.items):
+        return False
+    for item in items:
+        shape = re.search(r"(\d+(?:x\d+)+)", item.name)
+        if shape is None:
+            continue
+        elements = math.prod(int(d) for d in shape.group(1).split("x"))
+        floor_ms = elements * 4 * 2 / (REORDER_FLOOR_GBPS * 1e9) * 1e3
+        if item.ms_per_step > WAITED_FACTOR * floor_ms:
+            return True
+    return False
 
 
 # Causes that make a 16-bit step faster; every other op cause makes it slower. A cause whose ops netted out the

@@ -29,6 +29,7 @@ from fp16doctor.knowledge.cuda import (
 from fp16doctor.knowledge.frameworks import (
     TF_FP16_FP32_COMPUTE_ENV,
 )
+from fp16doctor.knowledge.kernels import is_reference_impl
 from fp16doctor.knowledge.stated import NOT_APPLIED_SIZE_SHARE
 
 # A layer below this share of the model's arithmetic is not listed among those kept off Tensor Cores: a thousandth of
@@ -501,6 +502,11 @@ def _sibling_words(ctx: Context, run: RunView, siblings: list[Pair]) -> str:
             f"framework's {run.precision} path is what is slow")
 
 
+def _measured_slow_kernel(run: RunView) -> bool:
+    """The run's ops name a reference kernel: slow_fp16_kernels says what was measured, no path is guessed."""
+    return run.ops is not None and any(is_reference_impl(i.impl) for i in run.ops.items)
+
+
 def rule_framework_16bit_path(ctx: Context) -> Finding | None:
     """A 16-bit run far slower than float32 on a device that computes that type natively, or while another 16-bit
     type on the same device and stack is not slower: the framework's path for that type, not the hardware."""
@@ -517,6 +523,8 @@ def rule_framework_16bit_path(ctx: Context) -> Finding | None:
             run = pair.reduced
             if _device_not_slower(pair):
                 continue  # measured: the device did no more work in 16 bits; the time went elsewhere (the host)
+            if _measured_slow_kernel(run):
+                continue  # measured: the ops name the slow kernel (slow_fp16_kernels), no "probably" of the path
             family = _family(run.precision)
             native = native_16bit(ctx, run)
             others = [p for p in pairs if _family(p.reduced.precision) != family and not p.slower]
@@ -541,7 +549,8 @@ def rule_framework_16bit_path(ctx: Context) -> Finding | None:
             # Below FRAMEWORK_PATH_MIN_SLOWDOWN against float32, yet behind the other 16-bit type of the same device
             # and stack: the sibling rule, whatever the tables know of the device.
             run = pair.reduced
-            if run in runs or not pair.slower or native_16bit(ctx, run) is False or _device_not_slower(pair):
+            if run in runs or not pair.slower or native_16bit(ctx, run) is False or _device_not_slower(pair) \
+                    or _measured_slow_kernel(run):
                 continue
             ahead = [p for p in pairs if _family(p.reduced.precision) != _family(run.precision) and not p.slower]
             if not _beyond_sibling(pair, ahead):

@@ -32,7 +32,9 @@ FLOOR = {
     ("cpu-epyc-avx512bf16-script-quick", "host", "host", "original", "float16"): 0.999,
     ("cpu-epyc-avx512bf16-script-quick", "host", "host", "original", "mixed_float16"): 1.0,
     ("cpu-epyc-avx512bf16-script-quick", "host", "host", "original", "mixed_bfloat16"): 0.537,
-    ("cpu-xeon-amx-quick", "host", "host", "original", "float16"): 1.0,
+    # The weight reorder that waited behind the reference kernels is theirs now (one cause, no cast_overhead): the
+    # causes no longer add past the difference, so nothing is scaled up to all of it.
+    ("cpu-xeon-amx-quick", "host", "host", "original", "float16"): 0.991,
     ("cpu-xeon-amx-quick", "host", "host", "original", "mixed_float16"): 0.959,
     ("cpu-xeon-amx-quick", "host", "host", "original", "mixed_bfloat16"): 0.998,
 }
