@@ -15,6 +15,7 @@ from typing import Any
 
 from fp16doctor.analysis.values import as_int, as_mapping, as_str
 from fp16doctor.engines.failures import NOT_THE_SCRIPTS, one_line, script_cause
+from fp16doctor.redaction import redact_secrets
 from fp16doctor.results import machine_id
 
 CODE_SHOWN = 80  # characters of the user's line shown beside its place
@@ -71,7 +72,8 @@ def failed_run(run: Mapping[str, Any]) -> FailedRun | None:
         if cause is not None:
             reason, kind, fix = cause.reason, cause.kind, cause.fix
     return FailedRun(
-        reason=one_line(reason),
+        # Said in every output, the report included: a token or a password in a failure's message never is.
+        reason=one_line(redact_secrets(reason, opaque=False)),
         kind=kind,
         fix=one_line(fix),
         file=as_str(location.get("file")) or "",
