@@ -33,9 +33,9 @@ from fp16doctor.analysis.rules.causal import (
     SLOW_KERNEL_MIN_SHARE,
     slow_kernel_item,
 )
-from fp16doctor.analysis.values import fmt_interval, fmt_ms, fmt_times
+from fp16doctor.analysis.values import fmt_interval, fmt_ms, fmt_times, variant_words
 from fp16doctor.attribution.device_time import copy_direction
-from fp16doctor.workload.protocol import FP16, is_pure
+from fp16doctor.workload.protocol import FP16, is_pure, variant_base, variant_parts
 
 HALF = 0.5  # below this share explained, the verdict says what is unexplained
 # A measured op group smaller than this share of the difference names no cause of its own (a 0.1 ms input op
@@ -252,6 +252,15 @@ def _ops_evidence(share: Share, reduced: RunView, scale: float, wall: bool, agai
         impl = f" ran {op['impl']}" if op.get("impl") else ""
         where = op.get("layer") or op.get("name")
         part = f"{fmt_ms(op['ms'])} {what}" if op["ms"] >= 0 else f"{fmt_ms(-op['ms'])} back, netted out"
+        if "wall_ms_per_step" in op:
+            # The difference is taken on wall shares: quote them, so the reader can subtract the two figures.
+            scaled = f" x {scale:.2f}" if scale < 1 and op["ms"] >= 0 and not against else ""
+            own = (f" ({fmt_ms(op['ms_per_step'])} own)"
+                   if fmt_ms(op["ms_per_step"]) != fmt_ms(op["wall_ms_per_step"]) else "")
+            lines.append(f"{where} {str(op['pass']).replace('_', ' ')}{impl}: {fmt_ms(op['wall_ms_per_step'])} wall"
+                         f"{own} in {reduced.precision} vs {fmt_ms(op['float32_wall_ms_per_step'])} in {base}: "
+                         + (f"{fmt_ms(abs(op['difference_ms']))}{scaled} = {part}" if scaled else part))
+            continue
         lines.append(f"{where} {str(op['pass']).replace('_', ' ')}{impl}: {fmt_ms(op['ms_per_step'])} per step in "
                      f"{reduced.precision} vs {fmt_ms(op['float32_ms_per_step'])} in {base}; {part}")
     if len(share.ops) > 4:
@@ -262,8 +271,8 @@ def _ops_evidence(share: Share, reduced: RunView, scale: float, wall: bool, agai
         lines.append(f"measured with {source}" + (f", coverage {reduced.ops.coverage:.0%}"
                                                    if reduced.ops and reduced.ops.coverage is not None else ""))
     if wall:
-        lines.append("each op's difference is taken on its wall-clock share of the step (ops that ran at once "
-                     "share their time)")
+        lines.append("each op's difference is taken on its wall-clock share of the step (\"wall\": ops that ran at "
+                     "once share their time; \"own\": the op's own time, on several cores at once)")
     if scale < 1:
         lines.append(f"the causes' net op changes in the step's direction add up to more than the step's difference, "
                      f"so each op's is scaled by {scale:.2f}, its share of the total")
@@ -358,7 +367,8 @@ class ExperimentResult:
             against = (f"; against float32 in each setting, {fmt_times(effect.ratio)} "
                        f"({fmt_interval(effect.low, effect.high)}"
                        f"{')' if effect.significant else '), not beyond both comparisons'}")
-        return (f"with {describe_changes(self.changes)} the {self.base.precision}{first} step went from "
+        where = f" ({variant_words(self.base.variant)})" if self.base.variant != "original" else ""
+        return (f"with {describe_changes(self.changes)} the {self.base.precision}{where}{first} step went from "
                 f"{fmt_ms(self.base_ms)} to {fmt_ms(self.run_ms)}{cut}{against}")
 
 
@@ -370,6 +380,13 @@ def describe_changes(changes: Mapping[str, Any]) -> str:
 
 
 SETTING_EXPERIMENTS = ("onednn_off", "tf32_off", "xla")  # variants that flip a framework switch
+
+
+def last_change(variant: str) -> str:
+    """The change a variant makes against the configuration it is compared with (protocol.variant_base): "xla" of
+    "synthetic_input+xla", the variant itself where it makes one."""
+    parts = variant_parts(variant)
+    return parts[-1] if parts else variant
 # Causes an experiment confirms by changing which kernels ran (oneDNN off): measured 16-bit compute turns out theirs.
 KERNEL_SWITCH_CAUSES = ("slow_fp16_kernels",)
 
@@ -400,15 +417,18 @@ def experiment_results(ctx: Context) -> list[ExperimentResult]:
     for run in ctx.ok_runs():
         if not run.experiment:
             continue
+        # A combined variant (synthetic_input+xla) is compared with the configuration that lacks its last change.
+        against = variant_base(run.variant)
         base = next((r for r in ctx.ok_runs() if r.machine == run.machine and r.stack == run.stack
-                     and r.precision == run.precision and r.variant == "original" and not r.experiment), None)
+                     and r.precision == run.precision and r.variant == against
+                     and (not r.experiment or against != "original")), None)
         if base is None:
             continue
         changes = run.experiment.get("changes")
         fp32 = {r.variant: r for r in ctx.ok_runs() if r.machine == run.machine and r.stack == run.stack
-                and r.precision == "float32" and r.variant in ("original", run.variant)}
-        pair = (fp32["original"], fp32[run.variant]) if (
-            run.precision != "float32" and run.variant in SETTING_EXPERIMENTS and len(fp32) == 2) else None
+                and r.precision == "float32" and r.variant in (against, run.variant)}
+        pair = (fp32[against], fp32[run.variant]) if (
+            run.precision != "float32" and last_change(run.variant) in SETTING_EXPERIMENTS and len(fp32) == 2) else None
         found.append(ExperimentResult(run, base, str(run.experiment.get("tests") or ""),
                                       changes if isinstance(changes, Mapping) else {}, pair))
     return found
@@ -449,7 +469,7 @@ def _tested_cause(exp: ExperimentResult) -> str | None:
     """The speed cause an experiment tests: its own, or a framework switch's."""
     if exp.tests in SPEED_CAUSES:
         return exp.tests
-    return "framework_setting" if exp.run.variant in SETTING_EXPERIMENTS else None
+    return "framework_setting" if last_change(exp.run.variant) in SETTING_EXPERIMENTS else None
 
 
 def _account_held_back(acc: Accounting, ctx: Context) -> None:
