@@ -25,6 +25,7 @@ from typing import Any
 
 from fp16doctor.analysis.advice import slow_kernel_advice, slow_kernel_ideas
 from fp16doctor.analysis.answer import Answer, build_answer
+from fp16doctor.analysis.busy import Contention, busiest
 from fp16doctor.analysis.causes import Accounting, Share, account
 from fp16doctor.analysis.context import build_context, on
 from fp16doctor.analysis.experiments import experiment_evidence, setting_findings
@@ -59,6 +60,7 @@ class Diagnosis:
     saved_findings: list[Finding] = field(default_factory=list)
     saved_by: str | None = None  # the fp16doctor version that wrote the file
     ledgers: tuple[Ledger, ...] = ()  # each timed configuration's step, split into parts that add up to it
+    busy: Contention | None = None  # the busiest rounds process's contention, where the machine was busy (busy.py)
 
     @cached_property
     def answer(self) -> Answer:
@@ -227,7 +229,7 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
     judged = verdicts(accountings, findings, roofline, unlisted_devices(ctx))
     return Diagnosis(_rank(findings), judged, prescriptions, run_rows(ctx), comparisons_of(ctx),
                      roofline, "analysis" if findings else "none",
-                     stack_comparisons=stack_comparisons(ctx, judged), ledgers=ledgers(ctx))
+                     stack_comparisons=stack_comparisons(ctx, judged), ledgers=ledgers(ctx), busy=busiest(doc))
 
 
 def compare_results(before: Mapping[str, Any], after: Mapping[str, Any],

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+from fp16doctor.analysis.busy import Contention, contention_of
 from fp16doctor.analysis.intervals import (
     DEFAULT_BAND,
     INPUT_NOISE,
@@ -42,7 +43,7 @@ from fp16doctor.knowledge.modes import advice_applies, inference_only_library
 from fp16doctor.knowledge.stated import StatedFacts, stated_facts
 from fp16doctor.results import HOST_MACHINE, machine_id
 from fp16doctor.workload.protocol import BF16 as BF16_FAMILY
-from fp16doctor.workload.protocol import FP16, PRECISIONS, family
+from fp16doctor.workload.protocol import FP16, PRECISIONS, family, variant_parts
 
 # float32's own input pipeline taking half of its step or more is where its step-to-step spread comes from
 # (host_input.INPUT_BOUND_SHARE).
@@ -271,6 +272,7 @@ class RunView:
     # machine and stack (its runs' `rounds_vs_single_process`, the largest); 0: none measured.
     process_variation: float = 0.0
     probe_note: str | None = None  # what the machine was doing while its rounds ran (timing_rounds[].machine_load)
+    contention: Contention | None = None  # what else used the CPU while its rounds measured (busy.py)
     # Where it ran, as sentences name it: "" in a document with one machine and stack (said once, by the report's
     # header), else its stack, and its machine where that is not the host (place_words).
     place: str = ""
@@ -326,9 +328,11 @@ class RunView:
 
 
 def names_a_change(run: RunView) -> bool:
-    """An experiment that names the change it makes (a layout, a graph rewrite, a switch), no control."""
+    """An experiment that names the change it makes (a layout, a graph rewrite, a switch), no control, nor a change
+    combined with one (synthetic_input+xla measures the switch with batches in memory: nothing to adopt)."""
     changes = (run.experiment or {}).get("changes")
-    return run.variant not in ("original", *CONTROL_VARIANTS) and isinstance(changes, Mapping) and bool(changes)
+    return (run.variant != "original" and not any(p in CONTROL_VARIANTS for p in variant_parts(run.variant))
+            and isinstance(changes, Mapping) and bool(changes))
 
 
 def _image_size(workload: Mapping[str, Any]) -> tuple[int, int] | None:
@@ -706,16 +710,23 @@ def _with_design_facts(doc: Mapping[str, Any], runs: list[RunView]) -> list[RunV
         key = (run.machine, run.stack)
         variation[key] = max(variation.get(key, 0.0), _process_variation(run, as_mapping(raw[run.index])))
     notes: dict[str | int, str] = {}
+    busy: dict[str | int, Contention] = {}
     for entry in as_list(doc.get("timing_rounds")):
         entry = as_mapping(entry)
         note = load_words(as_mapping(entry.get("machine_load")))
+        group = as_int(entry.get("group"))
         if note and as_str(entry.get("stack")):
             notes.setdefault(str(entry.get("stack")), note)  # a document without groups: its stack's rounds
-            group = as_int(entry.get("group"))
             if group is not None:
                 notes[group] = note
+        contention = contention_of(entry)
+        if contention is not None and as_str(entry.get("stack")):
+            busy.setdefault(str(entry.get("stack")), contention)
+            if group is not None:
+                busy[group] = contention
     runs = [replace(r, process_variation=variation.get((r.machine, r.stack), 0.0),
-                    probe_note=notes.get(r.group) if r.group is not None else notes.get(r.stack))
+                    probe_note=notes.get(r.group) if r.group is not None else notes.get(r.stack),
+                    contention=busy.get(r.group) if r.group is not None else busy.get(r.stack))
             for r in runs]
     return _with_between_pools(runs)
 

@@ -28,10 +28,12 @@ from fp16doctor.analysis.advice import (
     variant_applies,
     variant_setting,
 )
+from fp16doctor.analysis.busy import Contention
 from fp16doctor.analysis.context import BF16, Context, Pair, RunView, Software, names_a_change, on
 from fp16doctor.analysis.intervals import FIRST_STEP, RatioInterval
 from fp16doctor.analysis.next_bound import CommandOf, idle_words, next_bound_changes
 from fp16doctor.analysis.values import (
+    EQUIVALENCE_BAND,
     NOT_COMPARED,
     NOT_RESOLVED,
     ShownRatio,
@@ -39,8 +41,10 @@ from fp16doctor.analysis.values import (
     as_mapping,
     as_str,
     fmt_config,
+    fmt_interval,
     fmt_ms,
     fmt_signed_ms,
+    fmt_times,
     round_ratio,
 )
 from fp16doctor.invocation import check_diagnose_argv, per_stack_options, stack_only_options
@@ -594,6 +598,56 @@ def _headline(fp32: RunView, best: Measured, configs: Sequence[Measured], on: st
     return f"Use {best.label}{on}: {best.speed_phrase()}{caveat}"
 
 
+def _unsettled(configs: Sequence[Measured], best: Measured, fp32: RunView) -> Measured | None:
+    """The configuration a busy machine left unsettled where its comparison would change the prescription: as
+    written, safe and not cut short, its point estimate beyond the equivalence band faster than what is prescribed,
+    and not significantly faster (its interval reaches 1, or the A/A control could not tell it from noise), while
+    other processes held the CPU as its rounds measured (busy.py); the largest such speed-up, else None."""
+    floor = (1.0 if best.baseline else best.interval.speedup) * (1 + EQUIVALENCE_BAND)
+    unsure = [m for m in configs if not m.baseline and m is not best and m.run.variant == "original"
+             and m.unsafe is None and not m.run.bound and not m.interval.is_bound and m.interval.outcome != "faster"
+             and m.interval.speedup >= floor and _busy(m, fp32) is not None]
+    return max(unsure, key=lambda m: m.interval.speedup) if unsure else None
+
+
+def _busy(m: Measured, fp32: RunView) -> Contention | None:
+    """What else held the CPU while a configuration's comparison was timed, where that made the machine busy."""
+    contention = m.run.contention or fp32.contention
+    return contention if contention is not None and contention.busy else None
+
+
+def _busy_machine(configs: Sequence[Measured], fp32: RunView) -> Contention | None:
+    """The busiest contention its configurations were timed under, where one was busy."""
+    found = [c for c in (_busy(m, fp32) for m in configs) if c is not None]
+    return max(found, key=lambda c: c.figure) if found else None
+
+
+def _not_settled(ctx: Context, fp32: RunView, m: Measured) -> dict[str, Any]:
+    """`unsettled`: the decision that the prescription is not settled, in data (the headline says it)."""
+    iv = m.interval
+    contention = _busy(m, fp32)
+    assert contention is not None  # _unsettled keeps only those
+    return {"precision": m.run.precision, "variant": m.run.variant, "speedup": round_ratio(iv.speedup),
+            "speedup_interval": [round_ratio(iv.low), round_ratio(iv.high)], "contention": contention.to_dict(),
+            "busy_words": contention.words(), "command": _command(ctx, fp32, m.run.precision)}
+
+
+def _not_settled_headline(unsettled: Mapping[str, Any], on: str) -> str:
+    """"Not settled: mixed_bfloat16 measured 1.73x (0.85-3.53x) while other processes used 48 % of the CPU; rerun on
+    a quiet machine: <command>"."""
+    low, high = unsettled["speedup_interval"]
+    speedup = float(unsettled["speedup"])
+    command = unsettled.get("command")
+    rerun = f": {command}" if command else ""
+    return (f"Not settled{on}: {unsettled['precision']} measured {fmt_times(speedup, (high - low) / speedup)} "
+            f"({fmt_interval(low, high)}) while {unsettled['busy_words']}; rerun on a quiet machine{rerun}")
+
+
+def _busy_caveat(contention: Contention | None) -> str:
+    """After a headline the machine did not unsettle: that it was busy, with its figure; empty where it was not."""
+    return f" (measured while {contention.words()})" if contention is not None else ""
+
+
 def _size_caveat(ctx: Context) -> str:
     """What the invocation's size says of its timings (SIZE_CAVEATS), after the headline; empty for a real size."""
     caveat = SIZE_CAVEATS.get(as_str(as_mapping(ctx.doc.get("invocation")).get("size")) or "")
@@ -633,6 +687,9 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
         # The headline leads with the largest change a control measured (the pipeline, a backend).
         lead = next((c for c in changes if c["kind"] in ("input_pipeline", "backend")), None)
         on_place = on(fp32.place)
+        unsettled = _unsettled(configs, best, fp32)
+        settled_not = _not_settled(ctx, fp32, unsettled) if unsettled is not None else None
+        busy = _busy_machine(configs, fp32)
         iv = best.interval
         low, high = (1.0, 1.0) if best.baseline else (iv.low, iv.high)
         result.append({
@@ -651,9 +708,12 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
             "measured": [m.to_dict() for m in configs],
             "untested": _untested(ctx, fp32, configs, best, found) + _untested_changes(changes),
             "user_changes": changes,
-            "headline": (_change_headline(lead, on_place, best) if lead is not None
-                         else _headline(fp32, best, configs, on_place))
+            "headline": (_not_settled_headline(settled_not, on_place) if settled_not is not None
+                         else (_change_headline(lead, on_place, best) if lead is not None
+                               else _headline(fp32, best, configs, on_place)) + _busy_caveat(busy))
             + _size_caveat(ctx),
+            **({"unsettled": settled_not} if settled_not is not None else {}),
+            **({"contention": busy.to_dict()} if busy is not None else {}),
         })
     return result
 

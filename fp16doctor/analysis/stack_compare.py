@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import PurePath
 from typing import Any
 
+from fp16doctor.analysis.busy import busiest
 from fp16doctor.analysis.causes import _group_ms
 from fp16doctor.analysis.context import SIXTEEN_BIT, Context, OpItem, RunView
 from fp16doctor.analysis.intervals import ratio_interval
@@ -447,6 +448,8 @@ class DocumentComparison:
     comparisons: tuple[StackComparison, ...]
     only_from: tuple[str, ...]  # configurations measured only before ("float16 on host")
     only_to: tuple[str, ...]
+    # A document measured on a busy machine: "B.json measured on a busy machine: other processes used 48 % ..."
+    busy: tuple[str, ...] = ()
 
     def slower_than(self, pct: float) -> list[tuple[StackComparison, float]]:
         """The configurations whose ratio fell by more than `pct` % beyond both intervals, with the fall."""
@@ -457,7 +460,8 @@ class DocumentComparison:
         """`compare --json`: the two files, the machine, the comparisons and, with a threshold, what fell past it."""
         out: dict[str, Any] = {"from": self.label_from, "to": self.label_to, "machine": self.machine,
                                "stack_comparisons": [c.to_dict() for c in self.comparisons],
-                               "only_from": list(self.only_from), "only_to": list(self.only_to)}
+                               "only_from": list(self.only_from), "only_to": list(self.only_to),
+                               "busy": list(self.busy)}
         if fail_if_slower is not None:
             out["fail_if_slower"] = fail_if_slower
             out["slower"] = [{"machine": c.machine, "precision": c.precision, "from": c.from_.stack,
@@ -569,7 +573,9 @@ def compare_documents(before: tuple[Context, Sequence[Verdict], str],
     only_a = tuple(_configuration(r) for r in runs_a if id(r) not in matched_a)
     only_b = tuple(_configuration(r) for r in runs_b if id(r) not in matched_b)
     machine = _machine_words(machines_a[next(iter(same))])
-    return DocumentComparison(label_a, label_b, machine, tuple(comparisons), only_a, only_b)
+    busy = tuple(f"{label} {contention.document_words()}" for label, contention in
+                 ((label_a, busiest(ctx_a.doc)), (label_b, busiest(ctx_b.doc))) if contention is not None)
+    return DocumentComparison(label_a, label_b, machine, tuple(comparisons), only_a, only_b, busy)
 
 
 __all__ = ["DocumentComparison", "LayerPlace", "OpChange", "StackComparison", "StackSide", "compare_documents",

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fp16doctor.workload import paired
+
 _EMPTY: Mapping[str, Any] = {}
 
 
@@ -137,8 +139,9 @@ def round_ratio(value: float, significant: int = 5) -> float:
 
 
 # "same speed" is said only of an interval inside this band either way (1/1.1-1.1x): a claim of equivalence, as an
-# equivalence test makes it; an interval reaching past it is "not resolved".
-EQUIVALENCE_BAND = 0.10
+# equivalence test makes it; an interval reaching past it is "not resolved". The rounds' own (workload/paired.py),
+# which go on past their budget while a speed-up beyond it is not yet told from noise.
+EQUIVALENCE_BAND = paired.EQUIVALENCE_BAND
 SAME_SPEED = "same speed"
 NOT_RESOLVED = "not resolved"
 

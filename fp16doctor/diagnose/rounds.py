@@ -37,6 +37,8 @@ from fp16doctor.engines.rounds import (
 )
 from fp16doctor.engines.spec import (
     HOST_STACK,
+    ROUNDS_MIN_SHARE,
+    UNSETTLED_SHARE,
     ExperimentUnit,
     RoundsRequest,
     RunSpec,
@@ -237,6 +239,16 @@ AFTER_ROUNDS_S = 2.0
 # Attributing one profiled window, until this invocation has attributed one (float32's own run's
 # profile.attribution_s): 0.9 s each on the AVX-512 BF16 EPYC (three windows took 2.7 s there).
 ATTRIBUTION_PER_WINDOW_S = 0.9
+
+
+def unsettled_allowance(size: WorkloadSize, deadline: float | None, variant: str = "original"
+                        ) -> tuple[float | None, float | None]:
+    """(min_s, unsettled_s) of a rounds process where the size's budget binds (`deadline`), the original's rounds
+    only: never less than ROUNDS_MIN_SHARE of the wall budget of rounds, and up to UNSETTLED_SHARE of it more past
+    their end for the comparisons still unsettled (workload/rounds.py); (None, None) elsewhere."""
+    if deadline is None or size.budget_s is None or variant != "original":
+        return None, None
+    return size.budget_s * ROUNDS_MIN_SHARE, size.budget_s * UNSETTLED_SHARE
 
 
 def rounds_end_s(deadline: float, reserve_s: float, windows: int, per_window_s: float) -> float:
@@ -628,13 +640,16 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, coming: Sequence[R
                 writer.save()
             if plan.spec is None:
                 continue
+            min_s, unsettled_s = unsettled_allowance(prepared.size, deadline, variant)
             spec = replace(plan.spec, data_dir=prepared.data_dir if is_host_stack(stack) else None,
                            script=prepared.script, rounds=RoundsRequest(plan.spec.rounds_of, plan.spec.rounds_profiled,
-                                                                        budget, end_s))
+                                                                        budget, end_s, min_s, unsettled_s))
             if engine_class.runs_here:
                 until = (f"until {end_s:.0f} s after it starts" if end_s is not None else f"about {budget:.0f} s")
+                more = (f"; up to {unsettled_s:.0f} s more for a comparison still unsettled then"
+                        if unsettled_s else "")
                 progress.note(f"{prefix}interleaved rounds of {', '.join(spec.rounds_of)} in one process, each "
-                              f"round in a new order ({until}, at least {MIN_ROUNDS} rounds)")
+                              f"round in a new order ({until}, at least {MIN_ROUNDS} rounds{more})")
             planned.append(spec)
     for engine, cells in prepared.router.route(planned):
         # What these rounds make records of: the precisions they profile, and the changes timed in them.
@@ -665,6 +680,8 @@ def repeat_rounds(prepared: Prepared, writer: ResultsWriter, first: RunSpec, res
     if not entries or prepared.deadline is None:
         return
     group, entry = entries[-1]
+    if entry.get("extended"):
+        return  # it went on past the budget for an unsettled comparison: no time is left for a second process
     labels = tuple(str(p) for p in entry.get("precisions") or [])
     timed = {run.step_group for run in map(Run.of, runs) if run.stack == first.stack}
     if len(labels) < 2 or "float32" not in labels or group not in timed:

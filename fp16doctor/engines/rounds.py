@@ -137,6 +137,8 @@ def _kept(runs: list[dict[str, Any]], record: Mapping[str, Any], group: int) -> 
     stack = record.get("stack")
     kept = {k: record.get(k) for k in ("stack", "order", "block_steps", "stop_reason", "stop_precision", "timing",
                                       "wall_s")}
+    # What else used the CPU while they measured (workload/contention.py), and who was timed past the budget.
+    kept.update({k: record[k] for k in ("contention", "extended") if record.get(k)})
     kept.update(variant=record.get("variant", "original"), group=group)
     if isinstance(record.get("machine_load"), Mapping):
         kept["machine_load"] = dict(record["machine_load"])  # what else the machine did meanwhile (probe/load.py)
@@ -158,6 +160,9 @@ def rounds_done_words(record: Mapping[str, Any]) -> str:
     if record.get("stop_reason") == "precision" and isinstance(precision, Mapping) \
             and isinstance(precision.get("target"), (int, float)):
         words += f", every ratio known to within {precision['target'] * 100:.0f} % either way"
+    extended = [str(label) for label in record.get("extended") or [] if label not in ("float32", AA_CONTROL)]
+    if extended:
+        words += f", {', '.join(extended)} timed on past the budget while a comparison was unsettled"
     return words
 
 

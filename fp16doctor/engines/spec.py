@@ -46,6 +46,14 @@ GPU_MAX_MEASURE_S = 3.0
 ROUNDS_PRECISION = {"smoke": 0.05, "quick": 0.05}
 # The same target for a size budgeted on a GPU (GPU_WALL_BUDGET_S).
 GPU_ROUNDS_PRECISION = 0.05
+# A budgeted size's rounds where the budget binds: never less than this share of the wall budget of rounds, however
+# long the runs before them took (a 2-core Xeon under load: float32's first step took 912 ms, the 16-bit first steps
+# cut by the slow-step bound filled the budget, and 3 rounds in 11 s left mixed_bfloat16 at 0.85-3.53x); and, where a
+# comparison that would change the prescription is still unsettled when the budget ends (workload/paired.py
+# `unsettled`), up to this share more, those configurations alone beside float32 (quick: 9 s and 30 s, so a
+# quick diagnose on a busy 2-core machine ends within 150 s; an idle one settles within its 90 s).
+ROUNDS_MIN_SHARE = 0.1
+UNSETTLED_SHARE = 1 / 3
 # Benchmarks and tests force the slow path on a machine where no precision is pathological.
 SLOW_STEP_MULTIPLE_ENV = "FP16DOCTOR_SLOW_STEP_MULTIPLE"
 # The stack name of the cells that run on the target Python itself, not in a pinned stack's image, on the Keras
@@ -203,6 +211,9 @@ class RoundsRequest:
     # Where a wall budget binds: the rounds end this many seconds after their process starts, whatever its start-up
     # took (instead of budget_s of rounds after it).
     end_s: float | None = None
+    min_s: float | None = None  # never less than this of rounds, whatever the start-up took (ROUNDS_MIN_SHARE)
+    # Past the budget, the rounds go on up to this long with the comparisons still unsettled (UNSETTLED_SHARE).
+    unsettled_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -283,6 +294,10 @@ class RunSpec:
             args += ["--rounds-budget-s", f"{rounds.budget_s:.1f}"]
         if rounds.end_s is not None:
             args += ["--rounds-end-s", f"{rounds.end_s:.1f}"]
+        if rounds.min_s:
+            args += ["--rounds-min-s", f"{rounds.min_s:.1f}"]
+        if rounds.unsettled_s:
+            args += ["--rounds-unsettled-s", f"{rounds.unsettled_s:.1f}"]
         if self.size.rounds_precision is not None:
             args += ["--rounds-precision", f"{self.size.rounds_precision:g}"]
         if rounds.profiled:

@@ -313,6 +313,7 @@ def markdown_from_view(view: ReportView) -> str:
     lines = [f"## {md_text(view.title)}", ""]
     if many:
         lines += ["Machines compared: " + md_text(", ".join(m.name for m in machines)), ""]
+    lines += [f"> {md_text(d.title)}: {md_text(d.busy)}\n" for d in view.documents if d.busy]
     answers = [d.answer for d in view.documents if d.answer is not None]
     for answer in answers:
         lines += _answer(answer)

@@ -50,6 +50,7 @@ class DocumentView:
     findings_replaced_from: str | None = None
     # The analysis' answer (analysis/answer.py): what the first screen and the markdown lay out, in its order.
     answer: Answer | None = None
+    busy: str | None = None  # "measured on a busy machine: other processes used 48 % of the CPU ..." (busy.py)
 
     @property
     def section_names(self) -> list[str]:
@@ -159,6 +160,7 @@ def _document_view(source: DocumentInput, pieces: dict[str, Any]) -> DocumentVie
         findings_replaced_from=(f"fp16doctor {source.diagnosis.saved_by}" if source.diagnosis.saved_by
                                 else "an unknown fp16doctor version") if source.diagnosis.saved_findings else None,
         answer=source.diagnosis.answer,
+        busy=source.diagnosis.busy.document_words() if source.diagnosis.busy is not None else None,
     )
 
 

@@ -77,6 +77,7 @@ def compare_text(result: DocumentComparison, count: int = TOP_CHANGES) -> Render
     parts: list[RenderableType] = [Text.assemble(("Comparing ", "bold"), (result.label_from, "bold"),
                                                  " (before) with ", (result.label_to, "bold"),
                                                  f" (after) on {result.machine}")]
+    parts += [Text(line, style="yellow") for line in result.busy]  # a ratio measured through other work
     for comparison in result.comparisons:
         parts.append(Text(f"\n{comparison.precision}", style="bold"))
         for side, when in ((comparison.from_, "before"), (comparison.to, "after")):

@@ -22,6 +22,9 @@ MIN_ROUNDS = 3
 # within its target (rounds.py), never before this many rounds: a t interval from fewer rests on a spread guessed
 # from two or three numbers, and stopping where it happens to look narrow would make intervals too short.
 PRECISION_MIN_ROUNDS = 5
+# A speed-up inside this band either way (1/1.1-1.1x) changes no prescription (the analysis' equivalence band,
+# analysis/values.py); one beyond it whose interval still reaches 1 is unsettled (`unsettled`).
+EQUIVALENCE_BAND = 0.10
 
 
 def _betacf(a, b, x):
@@ -141,6 +144,17 @@ def ratio_half_width(reference, other):
     (as the analysis draws it): 0.05 is the ratio to within 5 % either way; None with fewer than two rounds."""
     interval = paired_interval(log_ratios(reference, other))
     return None if interval is None else math.exp(interval[1]) - 1.0
+
+
+def unsettled(reference, other):
+    """Whether a configuration's paired speed-up over `reference` (round by round, one process) would change the
+    prescription if it held and is not yet told from noise: its point estimate at least EQUIVALENCE_BAND faster and
+    its 95 % interval still reaching 1. False with fewer than two paired rounds."""
+    interval = paired_interval(log_ratios(reference, other))
+    if interval is None:
+        return False
+    mean, half = interval
+    return math.exp(mean) >= 1.0 + EQUIVALENCE_BAND and math.exp(mean - half) <= 1.0
 
 
 class Components(object):

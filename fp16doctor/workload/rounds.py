@@ -17,7 +17,8 @@ import random
 
 import frameworks
 from compat import perf_counter
-from paired import PRECISION_MIN_ROUNDS, ratio_half_width
+from contention import contention, reading
+from paired import PRECISION_MIN_ROUNDS, ratio_half_width, unsettled
 from protocol import (  # AA_CONTROL: float32's 2nd model
     AA_CONTROL, BLOCK_TARGET_S, MODEL_VARIANTS, ROUNDS_VARIANTS, VARIANT_LABEL_SEP, compute_dtype, is_mixed,
     variable_dtype, window_steps)
@@ -47,6 +48,19 @@ def widest_ratio(configs):
         return None
     widths = [ratio_half_width(reference.rounds, c.rounds) for c in configs if c is not reference]
     return None if any(w is None for w in widths) else max(widths)
+
+
+def _unsettled_configs(configs):
+    """The configurations rounds go on with past their budget: each precision whose speed-up over the reference is
+    beyond the equivalence band with an interval still reaching 1 (paired.unsettled), with the reference and its A/A
+    control beside it; none where every such comparison is settled."""
+    labels = [c.label for c in configs]
+    reference = next((c for c in configs if c.label == reference_label(labels)), None)
+    if reference is None:
+        return []
+    unsure = [c for c in configs if c is not reference and c.label != AA_CONTROL and config_of(c.label)[1] is None
+              and unsettled(reference.rounds, c.rounds)]
+    return [c for c in configs if c is reference or c.label == AA_CONTROL] + unsure if unsure else []
 
 
 def _median(values):
@@ -498,7 +512,11 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter, profile_b
     args.min_rounds of them (at most args.max_rounds); with args.rounds_precision, they stop sooner where every ratio
     against float32 is known to within it (PRECISION_MIN_ROUNDS at least). With args.rounds_end_s and `process_started` (the
     clock when the process began), the rounds instead fill what is left until that many seconds after the start:
-    what the process itself spent before them (import, builds, warm-ups, windows) is measured, not guessed."""
+    what the process itself spent before them (import, builds, warm-ups, windows) is measured, not guessed; never
+    less than args.rounds_min_s of them. Past the budget, with args.rounds_unsettled_s, the rounds go on for up to that
+    long with the configurations whose comparison with float32 is unsettled (_unsettled_configs) and float32 beside
+    them, until each is settled (`extended` names them). The result keeps what else used the CPU meanwhile
+    (`contention`)."""
     started = clock()
     emit("phase", phase="warmup")
     for config in configs:
@@ -541,25 +559,39 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter, profile_b
     end_s = getattr(args, "rounds_end_s", None)
     if end_s is not None and process_started is not None:
         budget_s = max(0.0, process_started + end_s - measure_start)
+    # Never less than this of rounds, however long the start-up took (a first step cut by the slow-step bound
+    # must not eat the rounds' whole share); then, past it, up to `extra_s` more for the unsettled alone.
+    budget_s = max(budget_s, getattr(args, "rounds_min_s", None) or 0.0)
+    extra_s = getattr(args, "rounds_unsettled_s", None) or 0.0
+    active = configs  # who takes part in the next round: all, until the budget; then the unsettled alone
+    extended = []
     last_round_s = 0.0
     precision = getattr(args, "rounds_precision", None)
+    before = reading()
     while True:
         done = len(order)
         if done >= args.max_rounds:
             stop = "max_rounds"
             break
         # Every ratio known well enough: more rounds would only narrow intervals already this narrow.
-        if precision and done >= max(args.min_rounds, PRECISION_MIN_ROUNDS):
+        if precision and done >= max(args.min_rounds, PRECISION_MIN_ROUNDS) and not extended:
             widest = widest_ratio(configs)
             if widest is not None and widest <= precision:
                 stop = "precision"
                 break
-        # The next round would end past the budget (as long as the last one took): stop before it, not after.
+        # The next round would end past the budget (as long as the last one took): stop before it, not after;
+        # past it, only while a comparison that would change the prescription is unsettled, with it alone.
         if done >= args.min_rounds and clock() - measure_start + last_round_s >= budget_s:
-            stop = "time_budget"
-            break
+            active = _unsettled_configs(configs) if extra_s > 0 else []
+            if not active:
+                stop = "settled" if extended else "time_budget"
+                break
+            if clock() - measure_start + last_round_s >= budget_s + extra_s:
+                stop = "unsettled_budget"
+                break
+            extended = [c.label for c in active]
         round_start = clock()
-        this_round = list(configs)
+        this_round = list(active)
         rng.shuffle(this_round)
         order.append([c.label for c in this_round])
         for config in this_round:
@@ -577,6 +609,10 @@ def interleave(configs, args, api, defaults, emit, clock=perf_counter, profile_b
     _set_precision(api, "float32", defaults)
     return {
         "status": "ok",
+        # What else used the CPU while the rounds measured (contention.py).
+        "contention": contention(before, reading()),
+        # Past the budget, the configurations still timed (the reference and its A/A control beside them).
+        "extended": extended,
         "rounds": {c.label: [round(v, 3) for v in c.rounds] for c in configs},
         "block_steps": {c.label: c.block_steps for c in configs},
         # Each configuration's warm-up: its first step (tracing included) and its later steps' median.

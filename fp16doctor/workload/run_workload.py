@@ -73,6 +73,10 @@ def parse_args(argv):
     p.add_argument("--rounds-budget-s", type=float, default=20.0, help="rounds go on until this long")
     p.add_argument("--rounds-end-s", type=float, default=None,
                    help="instead, rounds go on until this many seconds after this process started")
+    p.add_argument("--rounds-min-s", type=float, default=None,
+                   help="rounds go on at least this long, whatever the start-up took")
+    p.add_argument("--rounds-unsettled-s", type=float, default=None,
+                   help="past the budget, rounds go on up to this long with the comparisons still unsettled")
     p.add_argument("--rounds-precision", type=float, default=None,
                    help="rounds stop sooner once every ratio against float32 is known to within this (0.05: 5 %%)")
     p.add_argument("--min-rounds", type=int, default=3)

@@ -126,8 +126,8 @@ class FakeProfiler:
 def run(budget_s: float, min_rounds: int = 3, variant: str = "original", profile: str | None = None,
         profiler: Any = None, clock: Clock | None = None, bound_ms: float | None = None,
         first_bound_ms: float | None = None, precision: float | None = None,
-        noise_seed: int | None = None) -> tuple[dict[str, Any], FakeKeras]:
-    module = load()
+        noise_seed: int | None = None, module: Any = None, **more: Any) -> tuple[dict[str, Any], FakeKeras]:
+    module = module or load()
     module._run_facts = lambda generator, model, batches: {"model": {"name": model.label}}  # no real model here
     clock = clock or Clock()
     api = FakeKeras(clock, module)
@@ -151,7 +151,7 @@ def run(budget_s: float, min_rounds: int = 3, variant: str = "original", profile
     args = SimpleNamespace(rounds_of="float32,float16,mixed_float16", variant=variant, height=8, width=8, batch_size=2,
                            warmup_steps=2, rounds_budget_s=budget_s, min_rounds=min_rounds, max_rounds=30,
                            rounds_seed=7, profile_rounds=profile, profile_steps=2, input_batches=3,
-                           bound_ms=bound_ms, first_bound_ms=first_bound_ms, rounds_precision=precision)
+                           bound_ms=bound_ms, first_bound_ms=first_bound_ms, rounds_precision=precision, **more)
     return module.run_rounds(args, api, "data", build, generator, lambda *a, **k: None, clock=clock,
                              profiler=profiler), api
 
@@ -513,3 +513,33 @@ def test_a_change_that_cannot_share_a_process_leaves_the_rounds_and_says_why() -
     assert "takes no dtype" in result["left_out"]["float16+float32_batches"]
     assert set(result["rounds"]) == {"float32", "float16", "float32_aa"}
     assert "own_run" not in result
+
+
+def test_past_the_budget_only_the_unsettled_comparisons_go_on_beside_float32_and_its_control() -> None:
+    """A comparison that would change the prescription and is not yet told from noise (paired.unsettled) keeps its
+    rounds going past the budget, for up to --rounds-unsettled-s, with float32 and its A/A control beside it and
+    nothing else; the record names them and keeps what else used the CPU meanwhile."""
+    module = load()
+    module.unsettled = lambda reference, other: len(other) < 12 and other is not None and other[0] < 0.25 * 1000
+    result, api = run(budget_s=10.0, module=module, rounds_unsettled_s=10.0)
+    assert result["extended"] == ["float32", "float32_aa", "mixed_float16"]
+    assert result["stop_reason"] in ("unsettled_budget", "settled")
+    rounds = result["rounds"]
+    assert len(rounds["mixed_float16"]) == len(rounds["float32"]) == len(rounds["float32_aa"])
+    assert len(rounds["float16"]) < len(rounds["float32"])
+    assert result["timing"]["measure_s"] <= 20.0 + 2.0
+    assert "seconds" in result["contention"]
+
+
+def test_without_an_unsettled_comparison_the_rounds_end_at_the_budget_as_before() -> None:
+    module = load()
+    module.unsettled = lambda reference, other: False
+    result, _ = run(budget_s=10.0, module=module, rounds_unsettled_s=10.0)
+    assert result["stop_reason"] == "time_budget" and result["extended"] == []
+
+
+def test_the_rounds_keep_their_floor_however_long_the_start_up_took() -> None:
+    """An end time the start-up already passed (the first steps of runs cut by the slow-step bound ate the budget)
+    still leaves the rounds --rounds-min-s, not only their minimum of three."""
+    result, _ = run(budget_s=0.0, rounds_min_s=30.0)
+    assert len(result["order"]) > 3 and result["timing"]["measure_s"] <= 30.0
