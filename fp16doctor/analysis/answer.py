@@ -20,6 +20,7 @@ verdict and composes no advice: it prints these texts.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,9 @@ from fp16doctor.analysis.context import named_place
 from fp16doctor.analysis.ledger import PART_WORDS, UNPLACED_WORDS, Ledger, LedgerOp
 from fp16doctor.analysis.prescribe import change_words, entry_notes, in_memory_words
 from fp16doctor.analysis.registry import spec
+from fp16doctor.analysis.runs import RunRow
 from fp16doctor.analysis.values import (
+    EQUIVALENCE_BAND,
     NOT_COMPARED,
     ShownRatio,
     as_list,
@@ -41,7 +44,7 @@ from fp16doctor.analysis.values import (
 from fp16doctor.knowledge.kernels import SHORT_NAME_MAX, kernel_short_name
 
 if TYPE_CHECKING:  # the Diagnosis holds its answer; the builder reads the Diagnosis
-    from fp16doctor.analysis import Diagnosis, RunRow
+    from fp16doctor.analysis import Diagnosis
 
 MAX_LINE = 200  # no line of the answer is longer (a code block aside)
 # The headings of (c) and (c'), as every renderer prints them.
@@ -542,6 +545,35 @@ def _unplaced(verdict: Mapping[str, Any]) -> str:
     return f"; {fmt_ms(abs(float(unplaced)))} more is host time no op in the trace accounts for"
 
 
+def _two_timings(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
+    """Where a configuration's ratio in its own process (a fit() as the user runs it) and in the interleaved rounds
+    (each step beside float32's) disagree by more than the A/A control's spread (or EQUIVALENCE_BAND without one): both
+    figures, and which one the user's own fit() sees; "" where they agree or one is missing."""
+    key = (verdict.get("machine"), verdict.get("stack"), verdict.get("variant") or "original")
+    mine = next((r for r in rows if (r.machine, r.stack, r.variant) == key and r.precision == verdict.get("precision")
+                 and r.ok), None)
+    base = next((r for r in rows if (r.machine, r.stack, r.variant) == key and r.precision == "float32" and r.ok),
+                None)
+    if mine is None or base is None or not (mine.own_process_ms and base.own_process_ms):
+        return ""
+    rounds = verdict.get("ratio")
+    if not isinstance(rounds, (int, float)) or rounds <= 0:
+        return ""
+    own = base.own_process_ms / mine.own_process_ms
+    aa = verdict.get("aa_check")
+    control = isinstance(aa, Mapping) and isinstance(aa.get("noise"), (int, float))
+    noise = float(aa["noise"]) if control else EQUIVALENCE_BAND  # type: ignore[index]
+    if abs(math.log(own / rounds)) <= math.log1p(noise):
+        return ""
+    shown = ShownRatio.of(own)
+    assert shown is not None
+    spread = f"the A/A control's {noise:.0%}" if control else f"the {noise:.0%} equivalence band"
+    return (f"Timed two ways, apart by more than {spread}: {fmt_ms(mine.own_process_ms)} against float32's "
+            f"{fmt_ms(base.own_process_ms)} ({shown.figure()}) in its own process, as a user's fit() runs it; "
+            f"{fmt_ms(mine.step_ms)} against {fmt_ms(base.step_ms)} in the interleaved rounds, which the comparison "
+            "weighs")
+
+
 def _parts_against(verdict: Mapping[str, Any], ledgers: Sequence[Ledger]) -> str:
     """"against float32's parts: host batch +477 ms (162 -> 638 ms), unplaced −100 ms, ...; the step +362 ms": each
     part of the ledger that moved, largest first, adding up to the step's difference (a cut run has no parts to set
@@ -619,6 +651,8 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str
                                m.get("interval_method"), m.get("bound"), m.get("comparison_refused"),
                                m.get("aa_check")),
                 notes=notes.refs(m)))
+    lines = [replace(line, notes=(*line.notes, notes.ref(text))) if (text := _two_timings(v, diagnosis.runs))
+             else line for line, v in zip(lines, diagnosis.verdicts, strict=False)] + lines[len(diagnosis.verdicts):]
     # Pure float16's numerics and the other caveats of a measured precision as written: one note each, on its line.
     caveats = {str(m.get("precision")): notes.refs({**m, "aa_check": None})
                for p in diagnosis.prescriptions for m in p.get("measured") or [] if m.get("variant") == "original"}

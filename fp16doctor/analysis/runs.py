@@ -88,6 +88,9 @@ class RunRow:
     refused: bool = False  # the pair's comparison was refused (timed apart): no figure, "not compared"
     device_step: DeviceStep | None = None  # a GPU run's profiled step split into kernels, copies and idle
     failure: FailedRun | None = None  # a failed run's reason, the user's line, its fix and log (failed.py)
+    # Its own process's median where interleaved rounds gave its step (`step_time_ms.single_process`): what a user's
+    # own fit() of this configuration measured, beside the rounds' figure every comparison weighs.
+    own_process_ms: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -162,6 +165,7 @@ def _row(view: RunView, run: Mapping[str, object], pair: Pair | None) -> RunRow:
         image=as_str(engine.get("image")),
         device_step=_device_step(view),
         failure=failed_run(run),
+        own_process_ms=view.single[0] if ok and view.single is not None and view.rounds else None,
     )
     if pair is None:
         return row

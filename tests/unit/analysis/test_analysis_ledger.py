@@ -112,3 +112,15 @@ def test_allocation_gives_overlap_to_the_first_part_and_leaves_the_rest_unplaced
                                                                                            "device_time")])
     assert [(p.name, p.ms, p.clipped_ms) for p in parts] == [("kernels", 30.0, 0.0), ("copies", 5.0, 5.0)]
     assert unplaced == 0.0
+
+
+def test_a_configuration_timed_two_ways_says_both_where_they_disagree() -> None:
+    """On the H200, mixed_float16 and mixed_bfloat16 ran 1.31x and 1.33x faster than float32 in processes of their
+    own, and at float32's speed in the interleaved rounds: the answer says both, and which one a user's fit() sees."""
+    answer = diagnose_document(_load(EXAMPLES / "gpu-h200-keras-torch-full" / "results.json")).answer
+    notes = {n.id: n.text for n in answer.notes}
+    rows = {row.label: [notes[i] for i in row.notes] for row in answer.precisions}
+    assert any("233 ms against float32's 305 ms (1.31x faster)" in n for n in rows["mixed_float16"])
+    assert any("230 ms against float32's 305 ms (1.33x faster)" in n for n in rows["mixed_bfloat16"])
+    assert any("float32's 109 ms" in n for n in rows["mixed_bfloat16, batches in memory"])
+    assert not any(n.startswith("Timed two ways") for n in rows["float16, batches in memory"])  # 1.80x and 1.86x

@@ -21,8 +21,9 @@ H200 = EXAMPLES / "gpu-h200-keras-torch-full" / "results.json"
 # explain of the H200 document as printed before the answer (every section, every finding's evidence and fix).
 BEFORE = ROOT / "tests" / "data" / "explain" / "gpu-h200-keras-torch-full.before-answer.txt"
 # Each configuration's step is said as the parts that add up to it (its ledger): a line per run in the bound, and
-# one per decided configuration that reconciles its difference part by part.
-LIMITS = {"gpu-h200-keras-torch-full": 6500, "cpu-xeon-amx-quick": 6000, "cpu-epyc-avx512bf16-quick": 5000}
+# one per decided configuration that reconciles its difference part by part; a configuration timed two ways that
+# disagree says both (the H200's mixed precisions: 1.31x faster in their own processes, float32's speed in the rounds).
+LIMITS = {"gpu-h200-keras-torch-full": 7000, "cpu-xeon-amx-quick": 6000, "cpu-epyc-avx512bf16-quick": 5000}
 RETIRED = {"tensor_cores_not_eligible"}  # findings the document's own numbers contradicted, removed since
 # Numbers the whole-step accounting corrected since: the mixed runs' device change counts kernels (not −9.0 / −4.5 ms
 # with an identical batch's copy), float16's in-memory gain is placed over batch, copy and kernels (no "89%
