@@ -21,7 +21,7 @@ from rich.markup import escape
 from fp16doctor import __version__
 from fp16doctor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, DoctorError
 from fp16doctor.report import FORMATS
-from fp16doctor.workload.protocol import PRECISIONS, SIZES, VARIANTS
+from fp16doctor.workload.protocol import PRECISIONS, SIZES, VARIANT_LABEL_SEP, VARIANTS, variant_clash
 
 if TYPE_CHECKING:
     from fp16doctor.engines.options import EngineOption, EngineOptions
@@ -48,7 +48,9 @@ FLAG = ""  # metavar of an on/off option: it takes no value
 PRECISION_HELP = (f"{', '.join(PRECISIONS)}; repeatable (default: the first three, plus mixed_bfloat16 where the"
                   " device has bfloat16 arithmetic).")
 VARIANT_HELP = (f"{', '.join(VARIANTS)}; repeatable; replaces the default (original, plus synthetic_input at the"
-                " full size): include original to compare.")
+                f" full size): include original to compare. Join changes with {VARIANT_LABEL_SEP} to make both in one"
+                f" run, compared with the run that lacks the last: synthetic_input{VARIANT_LABEL_SEP}xla compiles the"
+                " step with batches in memory (add --variant synthetic_input to compare).")
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -75,7 +77,19 @@ def _metavar(choices: Sequence[str]) -> str:
 
 
 _check_precision, _complete_precision = _choice("--precision", PRECISIONS)
-_check_variant, _complete_variant = _choice("--variant", VARIANTS)
+_, _complete_variant = _choice("--variant", VARIANTS)
+
+
+def _check_variant(value: Any) -> Any:
+    """--variant: one change, or several joined by VARIANT_LABEL_SEP that can be made together (a clash is Click's
+    usage error, exit 2, naming it)."""
+    for item in value if isinstance(value, (list, tuple)) else [value]:
+        clash = variant_clash(item) if item is not None else None
+        if clash is not None:
+            alone = VARIANT_LABEL_SEP not in item and item not in VARIANTS
+            raise typer.BadParameter(f"{item!r} is not one of {', '.join(VARIANTS)}" if alone else clash,
+                                     param_hint="--variant")
+    return value
 _check_size, _complete_size = _choice("--size", tuple(SIZES))
 _check_format, _complete_format = _choice("--format", FORMATS)
 

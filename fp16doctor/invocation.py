@@ -15,7 +15,15 @@ from dataclasses import dataclass
 
 from fp16doctor.engines import option_table
 from fp16doctor.engines.options import ADD_STACK, EngineOption, EngineOptions, Said
-from fp16doctor.workload.protocol import PRECISIONS, SCRIPT_VARIANTS, SIZES, VARIANTS
+from fp16doctor.workload.protocol import (
+    PRECISIONS,
+    SCRIPT_VARIANTS,
+    SIZES,
+    VARIANT_LABEL_SEP,
+    VARIANTS,
+    variant_clash,
+    variant_parts,
+)
 
 # diagnose's own options, as its command line declares them (cli.py; a test holds the two together). Each engine's
 # come from its declaration (engines/option_table.ENGINE_OPTIONS), read when a command line is checked.
@@ -107,8 +115,11 @@ def refusal(request: DiagnoseRequest, known_stacks: Collection[str] | None = Non
         if p not in PRECISIONS:
             return Refusal(f"unknown precision {p!r}", hint=f"use one of: {', '.join(PRECISIONS)}")
     for v in request.variants:
-        if v not in VARIANTS:
-            return Refusal(f"unknown variant {v!r}", hint=f"use one of: {', '.join(VARIANTS)}")
+        clash = variant_clash(v)
+        if clash is not None:
+            return Refusal(clash, hint=f"use one of: {', '.join(VARIANTS)}, or several joined by "
+                           f"'{VARIANT_LABEL_SEP}' that change different things "
+                           f"(synthetic_input{VARIANT_LABEL_SEP}xla)")
     if known_stacks is not None:
         for name in request.stacks:
             if name not in known_stacks:
@@ -126,6 +137,10 @@ def refusal(request: DiagnoseRequest, known_stacks: Collection[str] | None = Non
     script_only = [o for o in SCRIPT_ONLY if o in request.given]
     if script_only and not request.script:
         return Refusal("--steps and --script-arg apply to your own script", hint="add --script train.py")
+    combined = next((v for v in request.variants if len(variant_parts(v)) > 1), None)
+    if request.script and combined is not None:
+        return Refusal(f"--variant {combined}: a script's run takes one change at a time",
+                       hint=f"pass each as a --variant of its own: {', '.join(variant_parts(combined))}")
     other = next((v for v in request.variants if v not in SCRIPT_VARIANTS), None)
     if request.script and other is not None:
         return Refusal(f"--variant {other} changes the built-in workload's model or data, not a script's",

@@ -23,7 +23,7 @@ from typing import Any
 from fp16doctor import __version__
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.redaction import redact, redact_home_paths
-from fp16doctor.workload.protocol import PADDED_CHANNELS, PRECISIONS, VARIANT_ENV, is_16bit
+from fp16doctor.workload.protocol import PADDED_CHANNELS, PRECISIONS, VARIANT_ENV, is_16bit, variant_parts
 
 SCHEMA_VERSION = 1
 REDUCED_PRECISIONS = tuple(p for p in PRECISIONS if is_16bit(p))  # the 16-bit ones, each compared with float32
@@ -35,6 +35,16 @@ VARIANT_CHANGES: dict[str, dict[str, Any]] = {
     "tf32_off": {"env": dict(VARIANT_ENV["tf32_off"])},
     "xla": {"jit_compile": True},
 }
+
+
+def experiment_changes(variant: str) -> dict[str, Any] | None:
+    """What a variant changes against the configuration it is compared with (protocol.variant_base): its last
+    change's VARIANT_CHANGES ("synthetic_input+xla": jit_compile=True, against batches in memory); None where that
+    change is a control (synthetic_input) or there is none."""
+    parts = variant_parts(variant)
+    return dict(VARIANT_CHANGES[parts[-1]]) if parts and parts[-1] in VARIANT_CHANGES else None
+
+
 RUN_STATUSES = ("ok", "failed", "skipped")
 # What a size's timings are not (invocation.size): said beside its prescription and when the diagnose starts.
 SIZE_CAVEATS = {"smoke": "the smoke size checks that everything runs; its steps are too small to say how training "

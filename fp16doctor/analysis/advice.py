@@ -11,8 +11,8 @@ from fp16doctor.analysis.pipeline_code import input_pipeline_program
 from fp16doctor.analysis.values import fmt_config, fmt_ms, fmt_versus
 from fp16doctor.knowledge.cuda import version_at_least
 from fp16doctor.knowledge.frameworks import KERAS_FLOATX_BATCHES_UNTIL, has_feature
-from fp16doctor.results import VARIANT_CHANGES
-from fp16doctor.workload.protocol import FP16, SCRIPT_VARIANTS, family, is_mixed
+from fp16doctor.results import experiment_changes
+from fp16doctor.workload.protocol import FP16, SCRIPT_VARIANTS, family, is_mixed, variant_parts
 
 
 def mixed_precision_code(sw: Software) -> str:
@@ -281,12 +281,13 @@ def variant_applies(variant: str, sw: Software, script: bool) -> str | None:
     # Keras 3 compiles with jit_compile=True on torch too (torch.compile, from torch 2.1); on JAX it always does.
     torch_backend = sw.framework == "keras3" and sw.keras_backend == "torch" and version_at_least(sw.torch,
                                                                                                   "2.1") is not False
-    if variant == "xla" and not (tf_backend or torch_backend):
+    parts = variant_parts(variant)  # each change of a combined variant (synthetic_input+xla)
+    if "xla" in parts and not (tf_backend or torch_backend):
         # Unknown is unknown: a document that names no framework is not said to run another one.
         return ("the xla variant compiles Keras' training step (jit_compile: XLA on TensorFlow, torch.compile on "
                 "torch from 2.1); "
                 + (f"this stack runs {sw.label()}" if sw.known else "this document does not say which framework ran"))
-    if variant == "onednn_off" and not sw.tensorflow:
+    if "onednn_off" in parts and not sw.tensorflow:
         return "TF_ENABLE_ONEDNN_OPTS is a TensorFlow switch"
     return None
 
@@ -337,7 +338,7 @@ def _label(precision: str, variant: str) -> str:
 def variant_setting(variant: str | None, changes: Mapping[str, Any] | None = None) -> str | None:
     """The switch a variant flips, as a user would set it: 'TF_ENABLE_ONEDNN_OPTS=0', 'jit_compile=True'; a variant
     fp16doctor does not know (a hand-written document's) by the `changes` its experiment names."""
-    changes = VARIANT_CHANGES.get(variant or "") or changes
+    changes = experiment_changes(variant or "") or changes  # a combined variant's: its last change's
     if not changes:
         return None
     env = changes.get("env")

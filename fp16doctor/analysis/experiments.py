@@ -15,6 +15,7 @@ from fp16doctor.analysis.causes import (
     account,
     describe_changes,
     experiment_results,
+    last_change,
     no_test,
 )
 from fp16doctor.analysis.context import Context, RunView, build_context
@@ -201,7 +202,7 @@ def setting_findings(ctx: Context) -> list[dict[str, Any]]:
     found = []
     for result in experiment_results(ctx):
         run = result.run
-        if run.variant not in SETTING_EXPERIMENTS or not result.significant():
+        if last_change(run.variant) not in SETTING_EXPERIMENTS or not result.significant():
             continue
         faster = result.delta_ms > 0
         found.append(make_finding(

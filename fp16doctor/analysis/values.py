@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fp16doctor.workload import paired
+from fp16doctor.workload.protocol import variant_parts
 
 _EMPTY: Mapping[str, Any] = {}
 
@@ -302,8 +303,9 @@ VARIANT_WORDS = {"original": "", "synthetic_input": "batches in memory"}
 
 
 def variant_words(variant: str) -> str:
-    """A run's variant as sentences name it: "" as written, "batches in memory", "channels padded"."""
-    return VARIANT_WORDS.get(variant, variant.replace("_", " "))
+    """A run's variant as sentences name it: "" as written, "batches in memory", "channels padded", each change of a
+    combined one ("batches in memory, xla")."""
+    return ", ".join(VARIANT_WORDS.get(part, part.replace("_", " ")) for part in variant_parts(variant))
 
 
 def fmt_config(entry: Mapping[str, Any]) -> str:

@@ -13,7 +13,7 @@ from fp16doctor.invocation import DiagnoseRequest, refusal
 from fp16doctor.options import DiagnoseOptions
 from fp16doctor.probe.frameworks import framework_works
 from fp16doctor.workload.dataset import class_folders
-from fp16doctor.workload.protocol import KERAS3_BACKENDS
+from fp16doctor.workload.protocol import KERAS3_BACKENDS, compose_variant, variant_parts
 
 
 def check_out_dir(out_dir: Path, create: bool = True) -> None:
@@ -64,10 +64,23 @@ def check_precisions(precisions: list[str]) -> list[str]:
 
 
 def check_variants(variants: list[str] | None) -> list[str] | None:
+    """The variants asked for, checked, each combined one spelled in VARIANTS' order (xla+synthetic_input is
+    synthetic_input+xla), each once."""
     if not variants:
         return None
     refuse(DiagnoseRequest(variants=tuple(variants)))
-    return list(dict.fromkeys(variants))
+    return list(dict.fromkeys(compose_variant(variant_parts(v)) for v in variants))
+
+
+def check_variants_on_stacks(variants: list[str] | None, stacks: Iterable[Any]) -> None:
+    """A variant that switches oneDNN off (the CPU's kernels) beside a stack that runs on a GPU: a usage error
+    naming both (`stacks`: the catalogue's StackSpecs named with --stack)."""
+    off = next((v for v in variants or () if "onednn_off" in variant_parts(v)), None)
+    gpu = next((s for s in stacks if s.gpu), None)
+    if off is not None and gpu is not None:
+        raise DoctorError(f"--variant {off} on --stack {gpu.name}: onednn_off switches the CPU's kernels, and "
+                          f"{gpu.name} trains on a GPU", hint="run onednn_off on a CPU stack (--stack cpu) or "
+                          "this host's CPU", exit_code=EXIT_USAGE)
 
 
 def float32_first(precisions: Iterable[str]) -> list[str]:

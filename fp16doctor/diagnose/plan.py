@@ -21,9 +21,9 @@ from fp16doctor.engines.spec import (
 from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS
 from fp16doctor.knowledge.gpus import gpu_has_bfloat16
 from fp16doctor.options import Progress
-from fp16doctor.results import VARIANT_CHANGES, Document, Run
+from fp16doctor.results import Document, Run, experiment_changes
 from fp16doctor.workload import protocol
-from fp16doctor.workload.protocol import PRECISIONS, ROUNDS_VARIANTS, SCRIPT_VARIANTS, VARIANTS
+from fp16doctor.workload.protocol import PRECISIONS, ROUNDS_VARIANTS, SCRIPT_VARIANTS, variant_clash
 
 # The matrix every diagnose runs; mixed_bfloat16 joins it where the device computes in bfloat16.
 BASE_PRECISIONS = protocol.default_precisions(bfloat16_device=False)
@@ -89,7 +89,8 @@ def plan_runs(
         extra = [p for p in where_native if not is_host_stack(stack) and _uses_gpu(stack)]
         ordered = float32_first(dict.fromkeys([*precisions, *extra]))
         for v in variants or ["original"]:
-            experiment = {"changes": VARIANT_CHANGES[v], "tests": None} if v in VARIANT_CHANGES else None
+            changes = experiment_changes(v)
+            experiment = {"changes": changes, "tests": None} if changes is not None else None
             specs += [RunSpec(stack, precision, v, size, data_dir=data_dir if is_host_stack(stack) else None,
                               experiment=experiment, native_only=precision in extra)
                       for precision in ordered]
@@ -139,13 +140,13 @@ def experiment_specs(
     for item in items:
         stack, precision, variant = (str(item.get(k)) for k in ("stack", "precision", "variant"))
         key = (stack, precision, variant)
-        if stack not in stacks or precision not in PRECISIONS or variant not in VARIANTS or key in done:
+        if stack not in stacks or precision not in PRECISIONS or variant_clash(variant) is not None or key in done:
             continue
         experiment: dict[str, Any] | None = None
         if not item.get("control"):  # a control (the in-memory input) changes what is measured, and tests nothing
             given = item.get("experiment")
             experiment = dict(given if isinstance(given, Mapping)
-                              else {"changes": VARIANT_CHANGES.get(variant, {}), "tests": None})
+                              else {"changes": experiment_changes(variant) or {}, "tests": None})
             if item.get("reason"):
                 experiment.setdefault("reason", str(item["reason"]))
         specs.setdefault(key, RunSpec(stack, precision, variant, size,

@@ -22,6 +22,7 @@ from fp16doctor.diagnose.checks import (
     check_script_compiles,
     check_script_reads_as_python2,
     check_variants,
+    check_variants_on_stacks,
     check_workload_imports,
     host_keras,
     refuse,
@@ -194,6 +195,7 @@ def _check_typed(options: DiagnoseOptions) -> _Typed:
         from fp16doctor.stacks import get_stack
 
         stack_specs = [get_stack(name) for name in options.stacks]  # an unknown name fails here, before any run
+        check_variants_on_stacks(variants, stack_specs)
         for stack in stack_specs:
             if script is not None and stack.python.startswith("2."):
                 check_script_reads_as_python2(Path(script.path), stack.name, stack.python)

@@ -19,7 +19,7 @@ import tempfile
 from compat import cpu_count
 from events import NotApplied, Skip, flush_native_stdout
 from protocol import (
-    PADDED_CHANNELS, PRECISION_OF, SCRATCH_ENV, VARIANT_ENV, keras_json_floatx, keras_takes)
+    PADDED_CHANNELS, PRECISION_OF, SCRATCH_ENV, VARIANT_ENV, keras_json_floatx, keras_takes, variant_parts)
 
 # oneDNN >= 3.3 reads "profile_create,profile_exec,filter=REGEX" (src/common/verbose.cpp): creation and
 # execution lines of every component but gemm_api, whose thousands of small calls per step (Eigen contractions
@@ -294,10 +294,12 @@ def software_info(api):
 # ---------------------------------------------------------------- the environment, and the experiment's change
 
 def set_variant_environment(variant, backend):
-    """What must be in the environment before the framework loads; returns what was set."""
+    """What must be in the environment before the framework loads, for each change of the variant; returns what
+    was set."""
     env = {}
-    if variant == "tf32_off" or (variant == "onednn_off" and backend == "tensorflow"):
-        env.update(VARIANT_ENV[variant])
+    for part in variant_parts(variant):
+        if part == "tf32_off" or (part == "onednn_off" and backend == "tensorflow"):
+            env.update(VARIANT_ENV[part])
     os.environ.update(env)
     return env
 
@@ -328,7 +330,7 @@ def enable_onednn_verbose(backend, variant="original"):
     every timed step. Not for the oneDNN-off experiment (nothing to name), nor with
     FP16DOCTOR_ONEDNN_VERBOSE=0. The caller primes oneDNN once the framework is loaded
     (prime_onednn_verbose)."""
-    if backend != "tensorflow" or "ONEDNN_VERBOSE" in os.environ or variant == "onednn_off":
+    if backend != "tensorflow" or "ONEDNN_VERBOSE" in os.environ or "onednn_off" in variant_parts(variant):
         return {}
     if os.environ.get("FP16DOCTOR_ONEDNN_VERBOSE") == "0":
         return {}
@@ -366,8 +368,16 @@ ONEDNN_OPTS_SINCE = (2, 5)
 
 
 def apply_variant(api, variant, device, env):
-    """The experiment's one change that needs the framework loaded; Skip where it cannot apply here."""
+    """Each change of the experiment that needs the framework loaded (a variant may combine several:
+    "synthetic_input+xla"), all of them recorded; Skip where one cannot apply here."""
     applied = dict(("env " + k, v) for k, v in env.items())
+    for part in variant_parts(variant):
+        _apply_change(api, part, device, applied)
+    return applied
+
+
+def _apply_change(api, variant, device, applied):
+    """One change, recorded in `applied`."""
     if variant == "onednn_off":
         if api.backend_name == "torch":
             import torch
@@ -404,7 +414,8 @@ def apply_variant(api, variant, device, env):
         applied["batch_dtype"] = "float32"
     elif variant == "channels_padded":
         applied["input_channels_in_model"] = PADDED_CHANNELS
-    return applied
+    elif variant == "synthetic_input":
+        applied["batches_in_memory"] = True
 
 
 # The CPU flags that decide 16-bit speed (knowledge/cpu.py reads them): x86's AVX-512 and AMX families

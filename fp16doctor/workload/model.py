@@ -10,7 +10,7 @@ import sys
 
 from compat import parameter_names, perf_counter
 from events import Skip
-from protocol import PADDED_CHANNELS, in_memory_batch_count
+from protocol import PADDED_CHANNELS, in_memory_batch_count, variant_parts
 from timing import summary
 
 
@@ -35,7 +35,17 @@ def pad_channels_layer(api, height, width, channels):
 
 def variant_changes(variant):
     """What a variant changes in the built-in workload, as (the generator's batch dtype, build_seed_model's keyword
-    arguments): float32 batches, a padded first layer, XLA; (None, {}) for one that changes neither."""
+    arguments): float32 batches, a padded first layer, XLA, each change of a combined variant
+    ("synthetic_input+xla"); (None, {}) for one that changes neither."""
+    batches, changes = None, {}
+    for part in variant_parts(variant):
+        dtype, kwargs = _one_change(part)
+        batches = dtype or batches
+        changes.update(kwargs)
+    return batches, changes
+
+
+def _one_change(variant):
     if variant == "float32_batches":
         return "float32", {}
     if variant == "channels_padded":
@@ -47,7 +57,7 @@ def variant_changes(variant):
 
 def check_batches(variant, batch_dtype):
     """float32_batches with batches that are not float32 (this Keras' generator ignored the dtype): Skip."""
-    if variant == "float32_batches" and batch_dtype != "float32":
+    if "float32_batches" in variant_parts(variant) and batch_dtype != "float32":
         raise Skip("float32_batches: this Keras' generator still built %s batches" % batch_dtype)
 
 

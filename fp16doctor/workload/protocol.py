@@ -186,6 +186,62 @@ ROUNDS_VARIANTS = ("original", "onednn_off", "tf32_off")
 # interleaved rounds, beside the configuration it changes, as a configuration labelled "<precision>+<variant>".
 MODEL_VARIANTS = ("synthetic_input", "float32_batches", "channels_padded", "xla")
 VARIANT_LABEL_SEP = "+"
+# A variant may combine changes, joined by VARIANT_LABEL_SEP: "synthetic_input+xla" is one configuration with
+# batches in memory and a compiled step, compared with the configuration that lacks its last change in VARIANTS'
+# order (variant_base: float32 with batches in memory). What each change touches: two that touch the same thing
+# clash (synthetic_input keeps the batches in memory in the precision's dtype, float32_batches makes them float32).
+VARIANT_TOUCHES = {"synthetic_input": "the batches", "float32_batches": "the batches",
+                   "channels_padded": "the first layer's input", "xla": "the training step's compilation",
+                   "onednn_off": "the CPU's kernels", "tf32_off": "the GPU's float32 kernels"}
+# The device each change is for alone: no device takes both oneDNN off and TF32 off.
+VARIANT_DEVICE = {"onednn_off": "cpu", "tf32_off": "gpu"}
+
+
+def variant_parts(variant):
+    """The changes a variant makes, in VARIANTS' order: "xla+synthetic_input" is ("synthetic_input", "xla");
+    "original" makes none. A name VARIANTS does not know is kept, last (variant_clash names it)."""
+    if variant == "original":
+        return ()
+    parts = variant.split(VARIANT_LABEL_SEP)
+    return tuple(sorted(parts, key=lambda p: VARIANTS.index(p) if p in VARIANTS else len(VARIANTS)))
+
+
+def compose_variant(parts):
+    """One variant name for these changes, in VARIANTS' order ("original" for none)."""
+    return VARIANT_LABEL_SEP.join(variant_parts(VARIANT_LABEL_SEP.join(parts)) if parts else ()) or "original"
+
+
+def variant_base(variant):
+    """The configuration a variant is compared with: the one that differs by one change, its last in VARIANTS'
+    order ("synthetic_input+xla": "synthetic_input"; a single change: "original")."""
+    return compose_variant(variant_parts(variant)[:-1])
+
+
+def variant_clash(variant):
+    """Why a variant names no configuration, in one line ("synthetic_input+float32_batches: ..."); None where it
+    names one: each part a known change, none twice, "original" alone, no two that touch the same thing
+    (VARIANT_TOUCHES), no two for different devices (VARIANT_DEVICE)."""
+    parts = variant.split(VARIANT_LABEL_SEP)
+    unknown = [p for p in parts if p not in VARIANTS]
+    if unknown:
+        return "unknown variant %r" % unknown[0]
+    if len(parts) == 1:
+        return None
+    if "original" in parts:
+        return "%s: original is the workload as written and combines with no change" % variant
+    twice = [p for p in parts if parts.count(p) > 1]
+    if twice:
+        return "%s names %s twice" % (variant, twice[0])
+    for i, a in enumerate(parts):
+        for b in parts[i + 1:]:
+            if VARIANT_TOUCHES.get(a) == VARIANT_TOUCHES.get(b):
+                return "%s: %s and %s both change %s" % (variant, a, b, VARIANT_TOUCHES[a])
+            if a in VARIANT_DEVICE and b in VARIANT_DEVICE and VARIANT_DEVICE[a] != VARIANT_DEVICE[b]:
+                return "%s: %s applies on a %s only and %s on a %s only" % (
+                    variant, a, VARIANT_DEVICE[a].upper(), b, VARIANT_DEVICE[b].upper())
+    return None
+
+
 # A rounds block's timed steps are aimed at this long (a 10 ms step gets 20 of them, capped), never under one step.
 BLOCK_TARGET_S = 0.4
 # A profiled window is aimed at this long, in whole steps: at least one, at most the size's profile_steps. A step of

@@ -36,16 +36,25 @@ from model import (  # noqa: E402
     build_seed_model, check_batches, describe_model, finite, host_arrays, in_memory_batches, initial_loss_scale, jit_compile_of, loss_scale, make_generator, time_input, variant_changes)
 from window import WindowProfiler, make_callback  # noqa: E402
 from protocol import (  # noqa: E402
-    PRECISIONS, PROFILE_DIR_ENV, SEED_WORKLOAD, SIZES, VARIANTS, in_memory_batch_count, is_mixed)
+    PRECISIONS, PROFILE_DIR_ENV, SEED_WORKLOAD, SIZES, VARIANTS, in_memory_batch_count, is_mixed, variant_clash,
+    variant_parts)
 from timing import STABLE_TOLERANCE, StepTimer, summary  # noqa: E402
 
 FULL = SIZES["full"]  # the defaults: the user's script as posted
 
 
+def _variant(name):
+    clash = variant_clash(name)
+    if clash is not None:
+        raise argparse.ArgumentTypeError(clash)
+    return name
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description="fp16doctor seed workload")
     p.add_argument("--precision", choices=PRECISIONS, required=True)
-    p.add_argument("--variant", choices=VARIANTS, default="original")
+    p.add_argument("--variant", type=_variant, default="original",
+                   help="%s, or several joined by '+' (synthetic_input+xla: both changes)" % ", ".join(VARIANTS))
     p.add_argument("--height", type=int, default=FULL["image_height"])
     p.add_argument("--width", type=int, default=FULL["image_width"])
     p.add_argument("--batch-size", type=int, default=FULL["batch_size"])
@@ -169,7 +178,7 @@ def run(args):
                       args.stable_tolerance, bound_ms=args.bound_ms, first_bound_ms=args.first_bound_ms,
                       window_steps=args.profile_steps if profiler is not None else 0)
     callback, hooks = make_callback(api, timer, profiler)
-    streamed = args.variant != "synthetic_input"
+    streamed = "synthetic_input" not in variant_parts(args.variant)
     facts = {"device": device, "software": software, "import_s": import_s, "generator": generator,
              "keras_dir": keras_dir, "keras_config": keras_config, "batch_dtype": batch_dtype, "applied": applied,
              "streamed": streamed, "input_ms": input_ms}

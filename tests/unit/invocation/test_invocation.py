@@ -52,6 +52,14 @@ def refused(command: str) -> str | None:
     ("fp16doctor diagnose --precision", "--precision needs a value"),
     ("fp16doctor diagnose --plan-everything", "diagnose has no option '--plan-everything'"),
     ("fp16doctor diagnose --slurm --backend jax", "--backend does not combine with it"),
+    ("fp16doctor diagnose --variant synthetic_input+float32_batches",
+     "synthetic_input and float32_batches both change the batches"),
+    ("fp16doctor diagnose --variant xla+xla", "xla+xla names xla twice"),
+    ("fp16doctor diagnose --variant original+xla", "original is the workload as written and combines with no change"),
+    ("fp16doctor diagnose --variant onednn_off+tf32_off",
+     "onednn_off applies on a CPU only and tf32_off on a GPU only"),
+    ("fp16doctor diagnose --variant synthetic_input+padded", "unknown variant 'padded'"),
+    ("fp16doctor diagnose --script train.py --variant onednn_off+xla", "a script's run takes one change at a time"),
 ])
 def test_what_diagnose_refuses_the_validator_refuses(command: str, message: str) -> None:
     assert message in (refused(command) or "")
@@ -65,6 +73,8 @@ def test_what_diagnose_refuses_the_validator_refuses(command: str, message: str)
     "fp16doctor diagnose --script train.py --script-arg=--epochs=1 --steps 10 --variant original --variant xla",
     "fp16doctor diagnose --slurm --gres gpu:a100:1 --stack cpu --runtime apptainer",
     "fp16doctor diagnose --backend tensorflow --backend jax --backend torch --size smoke",
+    "fp16doctor diagnose --quick --precision float32 --variant synthetic_input --variant synthetic_input+xla",
+    "fp16doctor diagnose --variant xla+synthetic_input --variant synthetic_input+channels_padded+xla",
 ])
 def test_what_diagnose_accepts_the_validator_accepts(command: str) -> None:
     assert refused(command) is None

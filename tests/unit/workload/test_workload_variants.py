@@ -55,3 +55,65 @@ def test_xla_is_torch_compile_on_keras_torch_backend_from_torch_2_1(monkeypatch,
 def test_xla_is_skipped_on_keras_jax_backend_which_compiles_already() -> None:
     with pytest.raises(frameworks.Skip, match="compiles its training step already"):
         frameworks.apply_variant(_Backend("jax"), "xla", "gpu:0", {})
+
+
+# ---------------------------------------------------------------- variants that combine changes
+
+from model import check_batches, variant_changes  # noqa: E402
+from protocol import compose_variant, variant_base, variant_clash, variant_parts  # noqa: E402
+
+
+@pytest.mark.parametrize(("variant", "parts", "base"), [
+    ("original", (), "original"),
+    ("xla", ("xla",), "original"),
+    ("synthetic_input+xla", ("synthetic_input", "xla"), "synthetic_input"),
+    ("xla+synthetic_input", ("synthetic_input", "xla"), "synthetic_input"),  # VARIANTS' order, whatever was typed
+    ("channels_padded+synthetic_input+xla", ("synthetic_input", "channels_padded", "xla"),
+     "synthetic_input+channels_padded"),
+])
+def test_a_combined_variant_is_compared_with_the_one_that_lacks_its_last_change(variant, parts, base) -> None:
+    assert variant_parts(variant) == parts
+    assert variant_base(variant) == base
+    assert compose_variant(parts) == compose_variant(tuple(reversed(parts)))
+    assert variant_clash(variant) is None
+
+
+@pytest.mark.parametrize(("variant", "clash"), [
+    ("synthetic_input+float32_batches", "synthetic_input and float32_batches both change the batches"),
+    ("xla+xla", "names xla twice"),
+    ("original+synthetic_input", "original is the workload as written"),
+    ("tf32_off+onednn_off", "tf32_off applies on a GPU only and onednn_off on a CPU only"),
+    ("synthetic_input+nhwc", "unknown variant 'nhwc'"),
+])
+def test_a_combination_that_makes_no_configuration_is_named(variant: str, clash: str) -> None:
+    said = variant_clash(variant)
+    assert said is not None and clash in said and "\n" not in said
+
+
+def test_a_combined_variant_applies_and_records_every_change(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "tensorflow", types.SimpleNamespace(__version__="2.21.0"))
+    applied = frameworks.apply_variant(_Api(), "synthetic_input+xla", "cpu", {})
+    assert applied == {"batches_in_memory": True, "jit_compile": True}
+    assert variant_changes("synthetic_input+xla") == (None, {"jit_compile": True})
+    assert variant_changes("synthetic_input+channels_padded+xla") == (None, {"pad_to": 8, "jit_compile": True})
+    with pytest.raises(frameworks.Skip, match="compiles its training step already"):
+        frameworks.apply_variant(_Backend("jax"), "synthetic_input+xla", "cpu", {})
+
+
+def test_a_combined_variant_sets_each_changes_environment(monkeypatch) -> None:
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")  # restored as it was after the test
+    env = frameworks.set_variant_environment("synthetic_input+onednn_off", "tensorflow")
+    assert env == VARIANT_ENV["onednn_off"]
+    check_batches("synthetic_input+xla", "float16")  # no float32 batches asked for: nothing to check
+    with pytest.raises(frameworks.Skip, match="float32_batches"):
+        check_batches("channels_padded+float32_batches", "float16")
+
+
+def test_the_workload_takes_a_combined_variant_and_refuses_a_clash(capsys) -> None:
+    import run_workload
+
+    assert run_workload.parse_args(["--precision", "float32", "--variant", "synthetic_input+xla"]).variant \
+        == "synthetic_input+xla"
+    with pytest.raises(SystemExit):
+        run_workload.parse_args(["--precision", "float32", "--variant", "synthetic_input+float32_batches"])
+    assert "both change the batches" in capsys.readouterr().err
