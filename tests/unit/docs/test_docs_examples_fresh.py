@@ -45,7 +45,7 @@ def test_the_readme_quotes_the_h200_answer_from_its_first_line() -> None:
     explain = (regenerate.EXAMPLES / name / "explain.txt").read_text(encoding="utf-8")
     quote = regenerate.answer_quote(explain)
     assert regenerate.README_MARKER.format(name) in readme and quote in readme
-    assert quote.startswith("What bounds the step\n") and "4 %" in quote and "3.7x faster" in quote
+    assert quote.startswith("What bounds the step\n") and "GPU busy 3 %" in quote and "3.7x faster" in quote
     assert "638 ms in float16 vs 162 ms" in quote
 
 
