@@ -19,7 +19,7 @@ from fp16doctor.analysis.causes import (
     no_test,
 )
 from fp16doctor.analysis.context import Context, RunView, build_context
-from fp16doctor.analysis.next_bound import compiled_applies, in_memory_idle
+from fp16doctor.analysis.next_bound import COMPILED_IN_MEMORY, compiled_applies, in_memory_idle
 from fp16doctor.analysis.registry import rules
 from fp16doctor.analysis.rules.common import make_finding
 from fp16doctor.analysis.rules.host_input import CONTROL_MIN_FACTOR
@@ -149,7 +149,8 @@ def plan(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     for run in ctx.ok_runs():
         # With batches in memory the GPU idles most of the step (next_bound.py): compiled execution goes at the
         # dispatch and launch gaps; measured on float32 as written, beside the run it changes.
-        if run.precision == "float32" and run.variant == "original" and not run.experiment and (
+        in_memory = (run.machine, run.stack, "float32", COMPILED_IN_MEMORY) in done  # measured where it is seen
+        if run.precision == "float32" and run.variant == "original" and not run.experiment and not in_memory and (
                 idle := in_memory_idle(ctx, run)) is not None and compiled_applies(ctx, run):
             add(run, COMPILED, f"with batches in memory the GPU idled {idle.share:.0%} of the step", None)
     for run in ctx.ok_runs():

@@ -29,7 +29,16 @@ from fp16doctor.analysis.advice import (
     variant_setting,
 )
 from fp16doctor.analysis.busy import Contention
-from fp16doctor.analysis.context import BF16, Context, Pair, RunView, Software, names_a_change, on
+from fp16doctor.analysis.context import (
+    BF16,
+    CONTROL_VARIANTS,
+    Context,
+    Pair,
+    RunView,
+    Software,
+    names_a_change,
+    on,
+)
 from fp16doctor.analysis.intervals import FIRST_STEP, RatioInterval
 from fp16doctor.analysis.next_bound import CommandOf, idle_words, next_bound_changes
 from fp16doctor.analysis.values import (
@@ -46,6 +55,7 @@ from fp16doctor.analysis.values import (
     fmt_signed_ms,
     fmt_times,
     round_ratio,
+    variant_words,
 )
 from fp16doctor.invocation import check_diagnose_argv, per_stack_options, stack_only_options
 from fp16doctor.knowledge.frameworks import has_feature
@@ -53,7 +63,7 @@ from fp16doctor.knowledge.gpus import cc_tuple
 from fp16doctor.redaction import redact_secrets
 from fp16doctor.results import SIZE_CAVEATS, VARIANT_CHANGES, rerun_options
 from fp16doctor.workload.protocol import BF16 as BF16_FAMILY
-from fp16doctor.workload.protocol import FP16, SEED_WORKLOAD, is_pure
+from fp16doctor.workload.protocol import FP16, SEED_WORKLOAD, compose_variant, is_pure, variant_base, variant_parts
 
 Finding = dict[str, Any]
 Prescription = dict[str, Any]
@@ -76,6 +86,12 @@ def run_setting(run: RunView) -> str | None:
 
 
 setting_of = variant_setting  # the switch a variant flips, as a user would set it
+
+
+def adopted_variant(variant: str) -> str:
+    """What a user would adopt of a variant: its changes less the controls ("xla" of synthetic_input+xla, a switch
+    measured with batches in memory)."""
+    return compose_variant(tuple(p for p in variant_parts(variant) if p not in CONTROL_VARIANTS))
 
 
 @dataclass(frozen=True)
@@ -321,7 +337,9 @@ NO_STACK_COMMAND = "its stack's name is not one `diagnose --stack` takes"
 def _argv(ctx: Context, run: RunView, precision: str, variant: str | None) -> list[str]:
     precisions = dict.fromkeys(("float32", precision))  # float32 itself, where it is what nobody measured, once
     args = ["fp16doctor", "diagnose", *_targeting(ctx, run), *(a for p in precisions for a in ("--precision", p))]
-    return args + (["--variant", "original", "--variant", variant] if variant else [])
+    # The variant beside the configuration it is compared with: as written, or batches in memory for a change
+    # made with them (synthetic_input+xla).
+    return args + (["--variant", variant_base(variant), "--variant", variant] if variant else [])
 
 
 def _command(ctx: Context, run: RunView, precision: str, variant: str | None = None) -> str | None:
@@ -522,10 +540,17 @@ def _next_bound_words(change: Mapping[str, Any]) -> str:
     why = f"; {idle_words(idle)}" if idle else ""
     if change.get("basis") == "measured":
         return (f"{what}: {fmt_ms(change.get('step_ms'))} -> {fmt_ms(change.get('changed_step_ms'))} a step "
-                f"({change.get('figure')}), float32 as written, measured by the xla variant{why}")
+                f"({change.get('figure')}), float32{_as_measured(change)}, measured by the "
+                f"{change.get('measured_by')} variant{why}")
     measure = ("its command below" if change.get("command")
                else f"fp16doctor cannot measure it here ({change.get('no_command')})")
     return f"{what}: untested, {measure}{why}"
+
+
+def _as_measured(change: Mapping[str, Any]) -> str:
+    """" with batches in memory" or " as written": the configuration a change was measured against."""
+    words = variant_words(as_str(change.get("variant")) or "original")
+    return f" with {words}" if words else " as written"
 
 
 def change_words(change: Mapping[str, Any]) -> str:
@@ -669,7 +694,7 @@ def baselines(ctx: Context) -> list[RunView]:
 
 def _untested_changes(changes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """A user change nobody measured (compiled execution) is an untested configuration too, with its command."""
-    return [{"precision": c.get("precision"), "variant": "xla", "setting": c.get("setting"),
+    return [{"precision": c.get("precision"), "variant": c.get("variant") or "xla", "setting": c.get("setting"),
              "why": idle_words(as_mapping(c.get("device_idle"))),
              "command": c["command"]}
             for c in changes if c.get("basis") == "untested" and c.get("command")]
@@ -846,7 +871,7 @@ def hold_advice(ctx: Context, findings: list[Finding], prescriptions: Sequence[P
             target = None
         elif spec_target == OWN:
             own = finding.get("precision")
-            target = (str(own), str(finding.get("variant") or "original")) if own else None
+            target = (str(own), adopted_variant(str(finding.get("variant") or "original"))) if own else None
         # A finding that names its own configuration is the prescription's evidence where that one was chosen.
         explicit = target is not None and (spec_target != OWN or kind == "setting")
         context = str(finding.get("recommendation") or "").strip()

@@ -10,9 +10,9 @@ from dataclasses import dataclass, replace
 
 from fp16doctor.analysis.context import Context, Pair, RunView, Software
 from fp16doctor.analysis.failed import FailedRun, failed_run
-from fp16doctor.analysis.values import NOT_COMPARED, ShownRatio, as_list, as_mapping, as_str, fmt_ms
+from fp16doctor.analysis.values import NOT_COMPARED, ShownRatio, as_list, as_mapping, as_str, fmt_ms, variant_words
 from fp16doctor.results import HOST_MACHINE, engine_label, machine_id
-from fp16doctor.workload.protocol import PRECISIONS
+from fp16doctor.workload.protocol import PRECISIONS, variant_base
 
 
 def precision_rank(precision: str) -> int:
@@ -88,6 +88,9 @@ class RunRow:
     refused: bool = False  # the pair's comparison was refused (timed apart): no figure, "not compared"
     device_step: DeviceStep | None = None  # a GPU run's profiled step split into kernels, copies and idle
     failure: FailedRun | None = None  # a failed run's reason, the user's line, its fix and log (failed.py)
+    # A float32 run of a combined variant (synthetic_input+xla) is compared with the float32 run that lacks its last
+    # change (protocol.variant_base): that run's variant; None for every other row.
+    base_variant: str | None = None
     # Its own process's median where interleaved rounds gave its step (`step_time_ms.single_process`): what a user's
     # own fit() of this configuration measured, beside the rounds' figure every comparison weighs.
     own_process_ms: float | None = None
@@ -98,8 +101,9 @@ class RunRow:
 
     @property
     def is_baseline(self) -> bool:
-        """A completed float32 run: the one every 16-bit run of its cell is measured against."""
-        return self.ok and self.precision == "float32"
+        """A completed float32 run: the one every 16-bit run of its cell is measured against (not one of a combined
+        variant, measured against the float32 run it changes)."""
+        return self.ok and self.precision == "float32" and self.base_variant is None
 
     @property
     def images_per_s(self) -> float | None:
@@ -121,6 +125,11 @@ class RunRow:
         if self.shown is None:
             return "\u2014"
         return self.shown.figure()
+
+    @property
+    def versus_name(self) -> str:
+        """What its "vs" figure is against: "float32", or "float32 with batches in memory" for a combined variant."""
+        return "float32" + (f" with {variant_words(self.base_variant)}" if self.base_variant else "")
 
     @property
     def label(self) -> str:
@@ -169,7 +178,8 @@ def _row(view: RunView, run: Mapping[str, object], pair: Pair | None) -> RunRow:
     )
     if pair is None:
         return row
-    return replace(row, fp32_index=pair.fp32.index, speedup=pair.speedup, outcome=pair.interval.outcome,
+    return replace(row, fp32_index=pair.fp32.index, base_variant=pair.fp32.variant if pair.fp32.variant != view.variant
+                   and view.precision == "float32" else None, speedup=pair.speedup, outcome=pair.interval.outcome,
                    speedup_relative_width=pair.interval.relative_width, shown=pair.shown,
                    refused=pair.interval.refused is not None)
 
@@ -177,9 +187,24 @@ def _row(view: RunView, run: Mapping[str, object], pair: Pair | None) -> RunRow:
 def run_rows(ctx: Context) -> list[RunRow]:
     """One row per run of the document, each 16-bit run beside the float32 partner the analysis paired it with."""
     views = {v.index: v for v in ctx.runs}
-    pairs = {p.reduced.index: p for p in ctx.pairs}
+    pairs = {p.reduced.index: p for p in [*ctx.pairs, *_combined_pairs(ctx)]}
     return [_row(views[i], run, pairs.get(i)) if i in views else _unread_row(i, run)
             for i, run in enumerate(as_list(ctx.doc.get("runs"))) if isinstance(run, Mapping)]
+
+
+def _combined_pairs(ctx: Context) -> list[Pair]:
+    """Each float32 run of a combined variant (synthetic_input+xla) against the float32 run of its machine, stack
+    and device that lacks its last change (float32 with batches in memory), as its experiment is compared."""
+    found = []
+    for run in ctx.ok_runs():
+        base_variant = variant_base(run.variant)
+        if run.precision != "float32" or base_variant == "original":
+            continue
+        base = next((r for r in ctx.ok_runs() if (r.machine, r.stack, r.device, r.precision, r.variant) == (
+            run.machine, run.stack, run.device, "float32", base_variant)), None)
+        if base is not None:
+            found.append(Pair(base, run))
+    return found
 
 
 def rows_on(rows: Sequence[RunRow], machine: str) -> list[RunRow]:

@@ -14,6 +14,7 @@ from rich.text import Text
 from fp16doctor.analysis import Diagnosis, RunRow
 from fp16doctor.textout.answer import answer_sections
 from fp16doctor.textout.stack_compare import stack_comparisons_text
+from fp16doctor.workload.protocol import variant_parts
 
 NAMED = 3  # failed runs named in the one-line error (each is a line of the answer above it)
 SUMMARY_FINDINGS = 6  # the summary's findings, most important first; the rest are named, explain prints them
@@ -49,7 +50,8 @@ def runs_table(rows: Sequence[RunRow]) -> Table:
     table.add_column("status", overflow="fold")
     for r in rows:
         name = f"{r.stack} {r.precision}"
-        source = "in memory" if r.variant == "synthetic_input" else r.variant
+        # Each change of a combined variant: "in memory, xla" (its "vs f32" is against float32 in memory).
+        source = ", ".join("in memory" if p == "synthetic_input" else p for p in variant_parts(r.variant)) or r.variant
         if r.ok:
             # --resume keeps runs from an earlier file, where p10/p90 may be null.
             spread = f"{r.p10_ms:.0f}-{r.p90_ms:.0f}" if r.p10_ms is not None and r.p90_ms is not None else "–"

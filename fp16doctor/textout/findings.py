@@ -30,7 +30,7 @@ def _measured(rows: Sequence[RunRow]) -> Text | None:
     for row in rows:
         shown = f"{fmt_ms(row.step_ms)} a step" if row.step_ms is not None else row.status
         if row.ok and not row.is_baseline and row.speedup is not None:
-            shown += f" ({row.versus_fp32} vs float32)"
+            shown += f" ({row.versus_fp32} vs {row.versus_name})"
         lines.append(f"  {row.label} on {row.device or '?'}: {shown}\n")
         if row.ok and row.device_step is not None:
             lines.append(f"    {row.device_step.words()}\n", style="dim")
