@@ -44,9 +44,8 @@ class Contention:
         """'other processes used 48 % of the CPU' (and the hypervisor's share, where it counts)."""
         parts = []
         if self.others_pct is not None:
-            cores = f" ({self.cores} cores)" if self.cores else ""
             least = "at least " if self.source == "machine_load" else ""
-            parts.append(f"other processes used {least}{self.others_pct:.0f} % of the CPU{cores}")
+            parts.append(f"other processes used {least}{self.others_pct:.0f} % of the CPU")
         if (self.steal_pct or 0.0) >= 1.0:
             parts.append(f"the hypervisor took {self.steal_pct:.0f} % (steal time)")
         return " and ".join(parts) or "the machine was busy"

@@ -37,7 +37,7 @@ def test_a_wide_interval_on_a_busy_machine_is_not_settled_with_the_figure_and_th
     prescription, = diagnosis.prescriptions
     headline = prescription["headline"]
     assert headline.startswith("Not settled: mixed_bfloat16 measured 1.5x (0.9-2.6x) while other processes used "
-                               "48 % of the CPU (2 cores); rerun on a quiet machine: fp16doctor diagnose --quick")
+                               "48 % of the CPU; rerun on a quiet machine: fp16doctor diagnose --quick")
     assert "Use float32" not in headline
     unsettled = prescription["unsettled"]
     assert unsettled["precision"] == "mixed_bfloat16" and unsettled["speedup"] >= 1.3
@@ -63,7 +63,7 @@ def test_a_settled_answer_on_a_busy_machine_still_says_the_machine_was_busy() ->
             "group": 0}
     prescription, = diagnose_document(document(fp32, bf16, BUSY)).prescriptions
     assert prescription["recommended"]["precision"] == "mixed_bfloat16" and "unsettled" not in prescription
-    assert "(measured while other processes used 48 % of the CPU (2 cores))" in prescription["headline"]
+    assert "(measured while other processes used 48 % of the CPU)" in prescription["headline"]
     assert prescription["contention"]["others_cpu_pct"] == 48.0
 
 
@@ -80,7 +80,7 @@ def test_compare_says_which_document_was_measured_on_a_busy_machine() -> None:
     quiet = document(FP32, BF16, {**BUSY, "others_cpu_pct": 2.0})
     busy = document(FP32, BF16, BUSY)
     result = compare_results(quiet, copy.deepcopy(busy), ("before.json", "after.json"))
-    assert result.busy == ("after.json measured on a busy machine: other processes used 48 % of the CPU (2 cores) "
+    assert result.busy == ("after.json measured on a busy machine: other processes used 48 % of the CPU "
                            "while its rounds ran",)
     assert result.to_dict()["busy"] == list(result.busy)
     assert diagnose_document(busy).busy is not None and diagnose_document(quiet).busy is None
