@@ -108,6 +108,16 @@ def test_variants_chosen_by_hand_run_float32_first_and_carry_what_they_change() 
     assert specs[2].experiment == {"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}}, "tests": None}
 
 
+def test_a_combined_variant_is_one_configuration_spelled_once_and_an_experiment_of_its_last_change() -> None:
+    assert check_variants(["synthetic_input", "xla+synthetic_input", "synthetic_input+xla"]) == [
+        "synthetic_input", "synthetic_input+xla"]
+    with pytest.raises(DoctorError, match="both change the batches"):
+        check_variants(["float32_batches+synthetic_input"])
+    specs = plan_runs([HOST_STACK], ["float32"], QUICK, ["synthetic_input", "synthetic_input+xla"], None)
+    assert [(s.variant, s.experiment) for s in specs] == [
+        ("synthetic_input", None), ("synthetic_input+xla", {"changes": {"jit_compile": True}, "tests": None})]
+
+
 def test_planned_experiments_become_specs_once_each_and_only_for_stacks_that_run() -> None:
     items = [
         {"stack": "host", "precision": "float16", "variant": "onednn_off", "reason": "ref:any on conv2d",
