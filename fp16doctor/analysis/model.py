@@ -25,6 +25,8 @@ class Layer:
     flops_per_example: float  # forward pass, multiply and add counted as two
     params: int
     name: str | None = None  # the layer's name in the run (its ops carry it), where the record gives one
+    compute_dtype: str | None = None  # the dtype its arithmetic ran in, where the record says
+    autocast: bool | None = None  # whether Keras casts a floating input to its compute dtype (Embedding: no)
 
     @property
     def is_matmul(self) -> bool:
@@ -97,7 +99,33 @@ def layer_from_record(record: Mapping[str, Any]) -> Layer | None:
         else:
             flops = float(out_elems)
     params = as_int(record.get("params")) or 0
-    return Layer(kind, cin, cout, kernel, in_elems, out_elems, float(flops), params, as_str(record.get("name")))
+    autocast = record.get("autocast")
+    return Layer(kind, cin, cout, kernel, in_elems, out_elems, float(flops), params, as_str(record.get("name")),
+                 as_str(record.get("compute_dtype")), autocast if isinstance(autocast, bool) else None)
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """One input of the model as the first batch fed it (`model.inputs[]`): its dtype, the layers that take it, and
+    whether the batch's values were whole numbers (ids, indices, counts) and how large."""
+
+    name: str
+    dtype: str | None
+    consumers: tuple[str, ...]
+    integer: bool | None  # every sampled value a whole number; None: the batch was not read
+    max_abs: float | None
+
+
+def inputs_from_record(model: Mapping[str, Any]) -> tuple[ModelInput, ...]:
+    found = []
+    for record in as_list(model.get("inputs")):
+        record = as_mapping(record)
+        values = as_mapping(record.get("values"))
+        integer = values.get("integer")
+        found.append(ModelInput(as_str(record.get("name")) or "input", as_str(record.get("dtype")),
+                                tuple(c for c in (as_str(c) for c in as_list(record.get("consumers"))) if c),
+                                integer if isinstance(integer, bool) else None, as_number(values.get("max_abs"))))
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -108,6 +136,7 @@ class ModelInfo:
     source: str
     flops_per_example: float
     params: int
+    inputs: tuple[ModelInput, ...] = ()  # as the first batch fed them, where the workload described them
 
 
 def model_for_run(run: Mapping[str, Any]) -> ModelInfo | None:
@@ -119,7 +148,7 @@ def model_for_run(run: Mapping[str, Any]) -> ModelInfo | None:
     if layers:
         total = as_number(model.get("flops_per_example")) or sum(la.flops_per_example for la in layers)
         params = as_int(model.get("params")) or sum(la.params for la in layers)
-        return ModelInfo(tuple(layers), "run", total, params)
+        return ModelInfo(tuple(layers), "run", total, params, inputs_from_record(model))
     stated = as_positive(model.get("flops_per_example"))
     if stated is not None:
         # A document that gives only the model's totals (a public report's well-known network): no layers to place

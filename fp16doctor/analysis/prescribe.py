@@ -198,16 +198,23 @@ def _caveat(run: RunView) -> str | None:
     return None
 
 
-def _unsafe(run: RunView, unstable: set[tuple[str, str, str, str]]) -> str | None:
+RunKey = tuple[str, str, str, str]  # machine, stack, precision, variant
+
+
+def _unsafe(run: RunView, unstable: set[RunKey], rounded: set[RunKey]) -> str | None:
+    key = (run.machine, run.stack, run.precision, run.variant)
+    if key in rounded:
+        return "it rounds the model's integer inputs, so it computes another model (integer_ids_rounded)"
     if run.loss_nan:
         return "its loss went non-finite"
-    if (run.machine, run.stack, run.precision, run.variant) in unstable:
+    if key in unstable:
         return "its training was numerically unstable (numerics_unstable)"
     return None
 
 
-def _unstable_runs(found: Mapping[str, Finding]) -> set[tuple[str, str, str, str]]:
-    finding = found.get("numerics_unstable") or {}
+def _runs_of(found: Mapping[str, Finding], finding_id: str) -> set[RunKey]:
+    """The runs a numerics finding names (`runs[]`): configurations never prescribed."""
+    finding = found.get(finding_id) or {}
     keys = set()
     for item in as_list(finding.get("runs")):
         item = as_mapping(item)
@@ -219,7 +226,7 @@ def _unstable_runs(found: Mapping[str, Finding]) -> set[tuple[str, str, str, str
 def measured_configs(ctx: Context, fp32: RunView, found: Mapping[str, Finding]) -> list[Measured]:
     """Every adoptable configuration measured on float32's machine and stack, fastest first (float32 included), the
     ones not compared last."""
-    unstable = _unstable_runs(found)
+    unstable, rounded = _runs_of(found, "numerics_unstable"), _runs_of(found, "integer_ids_rounded")
     configs = []
     for run in ctx.ok_runs():
         if run.machine != fp32.machine or run.stack != fp32.stack or run.device != fp32.device:
@@ -227,8 +234,8 @@ def measured_configs(ctx: Context, fp32: RunView, found: Mapping[str, Finding]) 
         if not adoptable(run):
             continue
         pair = Pair(fp32, run)
-        configs.append(Measured(run, pair.interval, _caveat(run), _unsafe(run, unstable), pair.shown, pair.step_ms,
-                                fp32.precision, _against(ctx, pair)))
+        configs.append(Measured(run, pair.interval, _caveat(run), _unsafe(run, unstable, rounded), pair.shown,
+                                pair.step_ms, fp32.precision, _against(ctx, pair)))
     # A configuration its comparison refused (two processes that differ more than the effect) goes last: its time is
     # no rank among the compared ones.
     configs.sort(key=lambda m: (m.interval.refused is not None, -m.interval.speedup))

@@ -15,6 +15,7 @@ from fp16doctor.analysis.fixes import SNIPPETS
 from fp16doctor.analysis.rules import causal, hardware, host_input, numerics, outcome, overhead, stack
 from fp16doctor.analysis.rules.common import Finding
 from fp16doctor.knowledge.stated import NOT_APPLIED_SIZE_SHARE
+from fp16doctor.workload.protocol import BF16, FP16
 
 Rule = Callable[[Context], Finding | None]
 
@@ -102,6 +103,12 @@ SPECS: tuple[FindingSpec, ...] = (
     FindingSpec("small_model_overhead", "overhead", "Too little work per step", True,
                 overhead.rule_small_model_overhead, remedy="setting", recommends=("mixed_float16", "xla"),
                 thresholds={"max_move": overhead.OVERHEAD_MAX_MOVE}),
+    # A 16-bit configuration that changes what the model computes (integer ids rounded by a 16-bit cast): never
+    # prescribed (analysis/prescribe.py reads its runs).
+    FindingSpec("integer_ids_rounded", "numerics", "A 16-bit configuration rounds the model's integer inputs", False,
+                numerics.rule_integer_ids_rounded,
+                thresholds={"float16_exact_integers": numerics.EXACT_INTEGERS[FP16],
+                            "bfloat16_exact_integers": numerics.EXACT_INTEGERS[BF16]}, remedy="code"),
     FindingSpec("pure_float16_floatx", "numerics", "floatx=float16 is pure fp16, not mixed precision", False,
                 numerics.rule_pure_float16_floatx, remedy="numerics_only",
                 recommends=("mixed_float16", "original")),

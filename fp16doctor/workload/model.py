@@ -129,6 +129,10 @@ def describe_model(model):
         compute_dtype = getattr(layer, "compute_dtype", None)
         if compute_dtype is not None:
             entry["compute_dtype"] = str(compute_dtype)
+        autocast = getattr(layer, "autocast", None)
+        if isinstance(autocast, bool):
+            # Keras casts a floating input to the layer's compute dtype unless the layer says not to (Embedding).
+            entry["autocast"] = autocast
         if weights:
             entry["variable_dtype"] = str(weights[0].dtype)
         elif policy is not None and getattr(policy, "variable_dtype", None):
@@ -138,6 +142,74 @@ def describe_model(model):
     return {"params": int(model.count_params()), "flops_per_example": total_flops,
             "flops_note": "forward pass, multiply-add = 2 FLOPs; a training step is about 3x",
             "optimizer": model.optimizer.__class__.__name__, "layers": layers}
+
+
+# The values of a batch read to tell ids from measurements: enough to see a vocabulary's largest id in a batch.
+INPUT_SAMPLE = 65536
+
+
+def _dtype_name(dtype):
+    name = getattr(dtype, "name", None)
+    return str(name if name is not None else dtype).replace("<dtype: '", "").replace("'>", "")
+
+
+def _values(array):
+    """What a batch's array holds, for the analysis to tell integer ids from measurements: whether every sampled
+    value is a whole number, and the largest magnitude; None where the array cannot be read."""
+    try:
+        import numpy as np
+        flat = np.asarray(array).ravel()[:INPUT_SAMPLE]
+        if flat.size == 0 or flat.dtype.kind not in "iuf":
+            return None
+        if flat.dtype.kind == "f":
+            finite = flat[np.isfinite(flat)]
+            integer = bool(finite.size == flat.size and np.all(finite == np.floor(finite)))
+        else:
+            integer = True
+        return {"dtype": str(flat.dtype), "integer": integer, "max_abs": float(np.max(np.abs(flat))),
+                "sampled": int(flat.size)}
+    except Exception:  # noqa: BLE001  (a batch that cannot be read is described less, never fatal)
+        return None
+
+
+def _consumers(model, tensor):
+    """The layers that take `tensor` (a model input) as their input, by name."""
+    names = []
+    for layer in model.layers:
+        if layer.__class__.__name__ == "InputLayer":
+            continue
+        try:
+            given = layer.input
+        except (AttributeError, ValueError, RuntimeError):
+            continue
+        given = given if isinstance(given, (list, tuple)) else [given]
+        if any(g is tensor for g in given):
+            names.append(layer.name)
+    return names
+
+
+def describe_inputs(model, x):
+    """The model's inputs as the batch fed them: each input's dtype, the layers that take it and what the batch's
+    values are (`x` as fit() got it: an array, or a list or dict of arrays; anything else is described without
+    values)."""
+    inputs = list(getattr(model, "inputs", None) or [])
+    if isinstance(x, dict):
+        arrays = [x.get(getattr(t, "name", "").split(":")[0]) for t in inputs]
+        if not any(a is not None for a in arrays):
+            arrays = list(x.values())
+    elif isinstance(x, (list, tuple)):
+        arrays = list(x)
+    else:
+        arrays = [x]
+    described = []
+    for index, tensor in enumerate(inputs):
+        entry = {"name": str(getattr(tensor, "name", "input_%d" % index)).split(":")[0],
+                 "dtype": _dtype_name(getattr(tensor, "dtype", None)), "consumers": _consumers(model, tensor)}
+        values = _values(arrays[index]) if index < len(arrays) and arrays[index] is not None else None
+        if values is not None:
+            entry["values"] = values
+        described.append(entry)
+    return described
 
 
 def jit_compile_of(model):

@@ -47,7 +47,7 @@ import frameworks  # noqa: E402
 import window  # noqa: E402
 import timing  # noqa: E402
 from events import NotApplied, Skip, emit  # noqa: E402
-from model import describe_model  # noqa: E402
+from model import describe_inputs, describe_model  # noqa: E402
 from protocol import (  # noqa: E402
     ONEDNN_PREFIXES, PRECISIONS, PROFILE_DIR_ENV, SCRIPT_VARIANTS, WINDOW_MARKER, is_mixed)
 
@@ -306,6 +306,7 @@ class Session(object):
         self.calls = []
         self.model = None
         self.model_info = None
+        self.inputs_info = None  # the model's inputs as the first batch fed them (model.describe_inputs)
         self.precision_note = None
         self.policy_at_first_call = None
         self.notes = []
@@ -385,6 +386,8 @@ class Session(object):
             if method == "compile":
                 return orig(model, *args, **self.with_compile_kwargs(kwargs))
             self.saw_model(model)
+            if self.inputs_info is None and method in ("fit", "train_on_batch"):
+                self.saw_batch(model, args[0] if args else kwargs.get("x"))
             if method not in self.calls:
                 self.calls.append(method)
             if self.capture is not None:
@@ -428,6 +431,13 @@ class Session(object):
             self.model_info = describe_model(model)
         except Exception as exc:  # noqa: BLE001  (an unusual model is described less, never fatal)
             self.notes.append("the model could not be described (%s: %s)" % (exc.__class__.__name__, exc))
+
+    def saw_batch(self, model, x):
+        try:
+            self.inputs_info = describe_inputs(model, x)
+        except Exception as exc:  # noqa: BLE001  (inputs that cannot be described are described less, never fatal)
+            self.inputs_info = []
+            self.notes.append("the model's inputs could not be described (%s: %s)" % (exc.__class__.__name__, exc))
 
 
 def make_callback(keras, session):
@@ -745,6 +755,8 @@ def run(args):
               "stop_reason": workload["stop_reason"]}
     if session.model_info is not None:
         result["model"] = session.model_info
+        if session.inputs_info:
+            result["model"]["inputs"] = session.inputs_info
         by_dtype = {}
         for layer in session.model_info.get("layers", []):
             key = "%s compute, %s variables" % (layer.get("compute_dtype") or "unknown",

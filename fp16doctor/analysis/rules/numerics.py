@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from fp16doctor.analysis.advice import (
@@ -15,7 +16,7 @@ from fp16doctor.analysis.rules.common import (
     stacks_of,
     where_of,
 )
-from fp16doctor.workload.protocol import FP16, SEED_WORKLOAD, is_mixed, is_pure
+from fp16doctor.workload.protocol import BF16, FP16, SEED_WORKLOAD, family, is_mixed, is_pure
 
 FP16_SMALLEST_NORMAL = 6.103515625e-05  # 2**-14
 
@@ -174,3 +175,72 @@ def rule_numerics_unstable(ctx: Context) -> Finding | None:
     )
 
 
+
+
+# The largest whole number each 16-bit type holds with every smaller one (its significand's bits: 11 for float16, 8
+# for bfloat16; IEEE 754 binary16, and bfloat16 as float32's upper half): an id above it may be rounded to another.
+EXACT_INTEGERS = {FP16: 2048, BF16: 256}
+SIGNIFICAND_BITS = {FP16: 11, BF16: 8}
+SIXTEEN_BIT_DTYPES = ("float16", "bfloat16")
+TYPE_NAMES = {FP16: "float16", BF16: "bfloat16"}
+
+
+def rounded_to(value: float, bits: int) -> float:
+    """`value` rounded to `bits` significant bits, to nearest, ties to even: what a cast to that type makes of it."""
+    if value == 0:
+        return 0.0
+    mantissa, exponent = math.frexp(value)
+    scale = 2 ** bits
+    return round(mantissa * scale) / scale * 2.0 ** exponent
+
+
+def rule_integer_ids_rounded(ctx: Context) -> Finding | None:
+    """A 16-bit configuration that changes what the model computes: an input whose batch holds whole numbers (ids,
+    indices, counts) above what the 16-bit type holds exactly, cast to that type, at the input itself (floatx
+    float16 makes a float Input float16) or by a layer that autocasts a floating input to its 16-bit compute dtype
+    (a custom layer around an Embedding; Embedding itself takes its input as it is)."""
+    evidence: list[str] = []
+    runs: list[RunView] = []
+    for run in ctx.runs:
+        kind = family(run.precision)
+        if kind is None or run.model is None or not run.model.inputs:
+            continue
+        limit, bits = EXACT_INTEGERS[kind], SIGNIFICAND_BITS[kind]
+        layers = {layer.name: layer for layer in run.model.layers if layer.name}
+        for model_input in run.model.inputs:
+            if not model_input.integer or model_input.max_abs is None or model_input.max_abs <= limit:
+                continue
+            dtype = (model_input.dtype or "").lower()
+            casts = [c for c in model_input.consumers if (layer := layers.get(c)) is not None
+                     and layer.autocast is True and (layer.compute_dtype or "").lower() in SIXTEEN_BIT_DTYPES]
+            if dtype in SIXTEEN_BIT_DTYPES:
+                where = f"the input itself is {dtype}"
+            elif dtype.startswith("float") and casts:
+                where = (f"layer '{casts[0]}' casts it to {layers[casts[0]].compute_dtype} (Keras casts a floating "
+                         "input to a layer's compute dtype)")
+            else:
+                continue
+            largest, first = model_input.max_abs, limit + 1
+            rounded = rounded_to(largest, bits)
+            examples = f"{first:,} becomes {rounded_to(first, bits):,.0f}" + (
+                f" and {largest:,.0f} becomes {rounded:,.0f}" if rounded != largest else "")
+            evidence.append(
+                f"{run.label}: input '{model_input.name}' carries whole numbers up to {largest:,.0f} and {where}: "
+                f"{TYPE_NAMES[kind]} holds every whole number only up to {limit:,}, so {examples}: ids become one "
+                "another and this configuration computes another model")
+            runs.append(run)
+    if not evidence:
+        return None
+    return make_finding(
+        "integer_ids_rounded",
+        "A 16-bit configuration rounds the model's integer inputs",
+        "critical",
+        0.9,
+        evidence,
+        "Declare the ids as integers, which Keras never casts: keras.Input(shape=..., dtype=\"int32\"); or keep the "
+        "layer that takes them in float32 (dtype=\"float32\" on that layer). Until then fp16doctor prescribes no "
+        "configuration that rounds them.",
+        stacks=stacks_of(runs),
+        where=where_of(runs),
+        runs=[{"machine": r.machine, "stack": r.stack, "precision": r.precision, "variant": r.variant} for r in runs],
+    )
