@@ -15,7 +15,7 @@ from fp16doctor.options import Progress
 from fp16doctor.results import Run, find_run
 from fp16doctor.runplan import IMPORT_PRIOR_S
 from fp16doctor.workload.paired import MIN_ROUNDS
-from fp16doctor.workload.protocol import BLOCK_TARGET_S, window_steps
+from fp16doctor.workload.protocol import BLOCK_TARGET_S, variant_parts, window_steps
 
 
 def command_started() -> float:
@@ -129,8 +129,8 @@ def compile_s(spec: RunSpec, runs: list[dict[str, Any]]) -> float:
     """What compiling the training step adds to an experiment's first step: TORCH_COMPILE_PRIOR_S for the xla
     variant on Keras' torch backend (torch.compile), else nothing (XLA's compile is within float32's tracing)."""
     fp32 = original_run(runs, spec.stack, "float32")
-    return TORCH_COMPILE_PRIOR_S if spec.variant == "xla" and fp32 is not None and fp32.keras_backend == "torch" \
-        else 0.0
+    compiled = "xla" in variant_parts(spec.variant)  # alone, or combined (synthetic_input+xla)
+    return TORCH_COMPILE_PRIOR_S if compiled and fp32 is not None and fp32.keras_backend == "torch" else 0.0
 
 
 def _first_step_s(spec: RunSpec, runs: list[dict[str, Any]], step_s: float) -> float:

@@ -189,4 +189,8 @@ def test_compiling_on_keras_torch_backend_is_priced_on_the_first_step() -> None:
     # torch.compile compiles on the first step; TensorFlow's XLA within the tracing float32's first step paid.
     torch, tensorflow = experiment_cost_s(spec, runs("torch")), experiment_cost_s(spec, runs("tensorflow"))
     assert torch - tensorflow == pytest.approx(TORCH_COMPILE_PRIOR_S)
+    # Compiled with batches in memory (synthetic_input+xla) too.
+    combined = RunSpec("host", "float32", "synthetic_input+xla", QUICK)
+    assert experiment_cost_s(combined, runs("torch")) - experiment_cost_s(combined, runs("tensorflow")) \
+        == pytest.approx(TORCH_COMPILE_PRIOR_S)
     assert experiment_cost_s(RunSpec("host", "float32", "tf32_off", QUICK), runs("torch")) < tensorflow + 1.0
