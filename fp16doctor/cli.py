@@ -49,8 +49,8 @@ PRECISION_HELP = (f"{', '.join(PRECISIONS)}; repeatable (default: the first thre
                   " device has bfloat16 arithmetic).")
 VARIANT_HELP = (f"{', '.join(VARIANTS)}; repeatable; replaces the default (original, plus synthetic_input at the"
                 f" full size): include original to compare. Join changes with {VARIANT_LABEL_SEP} to make both in one"
-                f" run, compared with the run that lacks the last: synthetic_input{VARIANT_LABEL_SEP}xla compiles the"
-                " step with batches in memory (add --variant synthetic_input to compare).")
+                f" run, compared with the run that lacks the last (which joins the matrix):"
+                f" synthetic_input{VARIANT_LABEL_SEP}xla compiles the step with batches in memory.")
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)

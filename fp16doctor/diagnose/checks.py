@@ -13,7 +13,7 @@ from fp16doctor.invocation import DiagnoseRequest, refusal
 from fp16doctor.options import DiagnoseOptions
 from fp16doctor.probe.frameworks import framework_works
 from fp16doctor.workload.dataset import class_folders
-from fp16doctor.workload.protocol import KERAS3_BACKENDS, compose_variant, variant_parts
+from fp16doctor.workload.protocol import KERAS3_BACKENDS, compose_variant, variant_base, variant_parts
 
 
 def check_out_dir(out_dir: Path, create: bool = True) -> None:
@@ -65,11 +65,17 @@ def check_precisions(precisions: list[str]) -> list[str]:
 
 def check_variants(variants: list[str] | None) -> list[str] | None:
     """The variants asked for, checked, each combined one spelled in VARIANTS' order (xla+synthetic_input is
-    synthetic_input+xla), each once."""
+    synthetic_input+xla) and preceded by the configuration it is compared with (synthetic_input), each once."""
     if not variants:
         return None
     refuse(DiagnoseRequest(variants=tuple(variants)))
-    return list(dict.fromkeys(compose_variant(variant_parts(v)) for v in variants))
+    chosen: list[str] = []
+    for variant in (compose_variant(variant_parts(v)) for v in variants):
+        bases = [variant]
+        while len(variant_parts(bases[0])) > 1:
+            bases.insert(0, variant_base(bases[0]))
+        chosen += bases
+    return list(dict.fromkeys(chosen))
 
 
 def check_variants_on_stacks(variants: list[str] | None, stacks: Iterable[Any]) -> None:

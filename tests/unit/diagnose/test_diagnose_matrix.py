@@ -111,6 +111,9 @@ def test_variants_chosen_by_hand_run_float32_first_and_carry_what_they_change() 
 def test_a_combined_variant_is_one_configuration_spelled_once_and_an_experiment_of_its_last_change() -> None:
     assert check_variants(["synthetic_input", "xla+synthetic_input", "synthetic_input+xla"]) == [
         "synthetic_input", "synthetic_input+xla"]
+    # The configuration a combined one is compared with joins the matrix, before it.
+    assert check_variants(["original", "xla+channels_padded+synthetic_input"]) == [
+        "original", "synthetic_input", "synthetic_input+channels_padded", "synthetic_input+channels_padded+xla"]
     with pytest.raises(DoctorError, match="both change the batches"):
         check_variants(["float32_batches+synthetic_input"])
     specs = plan_runs([HOST_STACK], ["float32"], QUICK, ["synthetic_input", "synthetic_input+xla"], None)
