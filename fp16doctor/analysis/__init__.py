@@ -30,9 +30,11 @@ from fp16doctor.analysis.causes import Accounting, Share, account
 from fp16doctor.analysis.context import build_context, on
 from fp16doctor.analysis.experiments import experiment_evidence, setting_findings
 from fp16doctor.analysis.failed import drop_failed_untested
+from fp16doctor.analysis.fixes import attach_fixes
+from fp16doctor.analysis.hold import hold_advice
 from fp16doctor.analysis.ledger import Ledger, ledgers
 from fp16doctor.analysis.op_compare import OpComparison, comparisons_of
-from fp16doctor.analysis.prescribe import hold_advice, prescribe
+from fp16doctor.analysis.prescribe import prescribe
 from fp16doctor.analysis.registry import RANK, RECOMMENDS, REGISTRY, REMEDIES, SEVERITY_RANK, SPEED_CAUSES, rules
 from fp16doctor.analysis.roofline import RooflineEstimate, estimate_context
 from fp16doctor.analysis.rules.common import make_finding
@@ -227,6 +229,7 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
     drop_failed_untested(as_list(doc.get("runs")), prescriptions)
     roofline = estimate_context(ctx)
     judged = verdicts(accountings, findings, roofline, unlisted_devices(ctx))
+    attach_fixes(findings, ctx.runs, judged)
     return Diagnosis(_rank(findings), judged, prescriptions, run_rows(ctx), comparisons_of(ctx),
                      roofline, "analysis" if findings else "none",
                      stack_comparisons=stack_comparisons(ctx, judged), ledgers=ledgers(ctx), busy=busiest(doc))

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from fp16doctor.analysis.context import named_place
 from fp16doctor.analysis.ledger import PART_WORDS, UNPLACED_WORDS, Ledger, LedgerOp
-from fp16doctor.analysis.prescribe import change_words, entry_notes, in_memory_words
 from fp16doctor.analysis.registry import spec
 from fp16doctor.analysis.runs import RunRow
 from fp16doctor.analysis.values import (
@@ -41,6 +40,7 @@ from fp16doctor.analysis.values import (
     fmt_signed_ms,
     variant_words,
 )
+from fp16doctor.analysis.words import change_words, entry_notes, in_memory_words
 from fp16doctor.knowledge.kernels import SHORT_NAME_MAX, kernel_short_name
 
 if TYPE_CHECKING:  # the Diagnosis holds its answer; the builder reads the Diagnosis

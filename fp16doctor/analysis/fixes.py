@@ -9,9 +9,9 @@ the prescription's `how`, quoted by the phraser (analysis/advice.py) where the m
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
 
 from fp16doctor.knowledge.cuda import version_tuple
 
@@ -143,3 +143,36 @@ def fix_for(finding: Mapping[str, Any], software: Mapping[str, Any]) -> Fix | No
 
 def _speaks_tensorflow(code: str) -> bool:
     return "tf." in code or "tensorflow" in code
+
+
+class _Ran(Protocol):
+    """A run as the analysis reads it (context.RunView, runs.RunRow): its stack and its software."""
+
+    @property
+    def stack(self) -> str: ...
+
+    @property
+    def software(self) -> Any: ...
+
+
+def attach_fixes(findings: list[dict[str, Any]], runs: Iterable[_Ran], verdicts: Iterable[Mapping[str, Any]]) -> None:
+    """Each finding's fix as code for the stack it is about (`fix`: `{"flavour", "code"}`), chosen once here, so an
+    output prints it and chooses nothing; none where the recommendation already holds the code for that stack. A
+    finding that names no stack is about the first judged one (else the first run's)."""
+    runs = list(runs)
+    software: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        if run.software is not None:
+            software.setdefault(run.stack, asdict(run.software))
+    judged = [str(v.get("stack")) for v in verdicts if v.get("stack")] or [r.stack for r in runs]
+    for finding in findings:
+        stack = finding.get("stack") if isinstance(finding.get("stack"), str) and finding.get("stack") else None
+        stacks = finding.get("stacks")
+        if stack is None and isinstance(stacks, list) and stacks and isinstance(stacks[0], str):
+            stack = stacks[0]
+        if any(line.startswith(("    ", "\t")) and line.strip()
+               for line in str(finding.get("recommendation") or "").splitlines()):
+            continue  # the analysis wrote the code into the recommendation (its indented lines)
+        fix = fix_for(finding, software.get(stack or (judged[0] if judged else ""), {}))
+        if fix is not None:
+            finding["fix"] = {"flavour": fix.flavour_label, "code": fix.code}

@@ -6,7 +6,7 @@ step. Compiled execution is measured by the synthetic_input+xla variant against 
 variant against float32 as written) where it ran, else said untested with the command that measures it in memory;
 the copy's worth is an estimate at the link's rate, and says so.
 
-Pure: the context in, the changes' data out; the command comes from the prescription (prescribe._command), which
+Pure: the context in, the changes' data out; the command comes from the prescription (prescribe.diagnose_command), which
 prints none diagnose would refuse.
 """
 

@@ -15,17 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fp16doctor.analysis.advice import (
-    CONFIGURATION_KINDS,
-    OWN,
-    PRESCRIBED,
-    Unmeasurable,
     advice_of,
     how_to_use,
     input_pipeline_code,
-    measured_entry,
-    phrase_remedy,
-    precision_applies,
-    variant_applies,
     variant_setting,
 )
 from fp16doctor.analysis.busy import Contention
@@ -39,11 +31,10 @@ from fp16doctor.analysis.context import (
     names_a_change,
     on,
 )
-from fp16doctor.analysis.intervals import FIRST_STEP, RatioInterval
+from fp16doctor.analysis.intervals import RatioInterval
 from fp16doctor.analysis.next_bound import CommandOf, idle_words, next_bound_changes
 from fp16doctor.analysis.values import (
     EQUIVALENCE_BAND,
-    NOT_COMPARED,
     NOT_RESOLVED,
     ShownRatio,
     as_list,
@@ -52,11 +43,10 @@ from fp16doctor.analysis.values import (
     fmt_config,
     fmt_interval,
     fmt_ms,
-    fmt_signed_ms,
     fmt_times,
     round_ratio,
-    variant_words,
 )
+from fp16doctor.analysis.words import config_notes
 from fp16doctor.invocation import check_diagnose_argv, per_stack_options, stack_only_options
 from fp16doctor.knowledge.frameworks import has_feature
 from fp16doctor.knowledge.gpus import cc_tuple
@@ -148,41 +138,12 @@ class Measured:
 
     @property
     def notes(self) -> list[str]:
-        notes = _notes(self.unsafe, self.caveat, self.run.bound, self.interval.compared)
+        notes = config_notes(self.unsafe, self.caveat, self.run.bound, self.interval.compared)
         if not self.baseline and self.interval.aa is not None and not self.interval.aa.passed:
             notes.append(f"not measurable {self.interval.aa.scope}: {self.interval.aa.reason}")
         if self.interval.refused:
             notes.append(f"not compared with {self.base}: {self.interval.refused}")
         return notes
-
-
-def _notes(unsafe: Any, caveat: Any, bound: bool, compared: str | None = None) -> list[str]:
-    notes = [str(n) for n in (unsafe, caveat) if n]
-    if bound:
-        notes.append(f"cut short by the slow-step bound: its ratio is a one-sided bound ({compared or FIRST_STEP}) "
-                     "and its numerics are not judged")
-    return notes
-
-
-def entry_versus(entry: Mapping[str, Any]) -> str:
-    """A measured configuration against float32 as every output says it: "2.19x faster (2.08-2.30x)", "the
-    baseline", "not compared"."""
-    outcome, speedup, interval = entry.get("outcome"), entry.get("speedup"), entry.get("speedup_interval")
-    if outcome == "baseline" or not isinstance(speedup, (int, float)) or speedup <= 0:
-        return "the baseline"
-    if entry.get("comparison_refused"):
-        return NOT_COMPARED
-    shown = ShownRatio.of(speedup, interval, outcome, method=entry.get("interval_method"), aa=entry.get("aa_check"))
-    return shown.versus() if shown is not None else "the baseline"
-
-
-def entry_notes(entry: Mapping[str, Any]) -> list[str]:
-    """What every output says beside a measured configuration's time: why it may be unsafe, its caveat, a bound
-    (its `notes`; a file saved before they were kept gets the same words from the fields)."""
-    saved = entry.get("notes")
-    if isinstance(saved, list):
-        return [str(n) for n in saved]
-    return _notes(entry.get("unsafe"), entry.get("caveat"), entry.get("bound") is True)
 
 
 def _caveat(run: RunView) -> str | None:
@@ -258,7 +219,7 @@ def _against(ctx: Context, pair: Pair) -> Pair | None:
 def _against_dict(pair: Pair) -> dict[str, Any]:
     """`measured[].against`: the change against the run it changes, in the fields a measured entry uses."""
     iv = pair.interval
-    notes = _notes(None, None, iv.is_bound, iv.compared)
+    notes = config_notes(None, None, iv.is_bound, iv.compared)
     notes += [f"not compared with {pair.fp32.precision}: {iv.refused}"] if iv.refused else []
     notes += [apart] if (apart := _apart(pair)) else []
     return {"precision": pair.fp32.precision, "step_ms": pair.step_ms, "base_step_ms": pair.fp32_step_ms,
@@ -349,7 +310,7 @@ def _argv(ctx: Context, run: RunView, precision: str, variant: str | None) -> li
     return args + (["--variant", variant_base(variant), "--variant", variant] if variant else [])
 
 
-def _command(ctx: Context, run: RunView, precision: str, variant: str | None = None) -> str | None:
+def diagnose_command(ctx: Context, run: RunView, precision: str, variant: str | None = None) -> str | None:
     """The diagnose command that measures a configuration on this run's machine and stack; None where the stack's
     name could not be passed to --stack, or where diagnose would refuse the command (invocation.py: a variant that
     changes the built-in model, for a script): no refused command is ever printed."""
@@ -362,7 +323,7 @@ def _command(ctx: Context, run: RunView, precision: str, variant: str | None = N
 
 
 def no_command_why(ctx: Context, run: RunView, precision: str, variant: str | None = None) -> str:
-    """Why `_command` gave none: the stack's name, or diagnose's own refusal of the command."""
+    """Why `diagnose_command` gave none: the stack's name, or diagnose's own refusal of the command."""
     refused = check_diagnose_argv(_argv(ctx, run, precision, variant)) if _STACK_NAME.fullmatch(run.stack) else None
     return f"diagnose refuses it here: {refused.message}" if refused is not None else NO_STACK_COMMAND
 
@@ -390,7 +351,7 @@ def _untested(ctx: Context, fp32: RunView, configs: Sequence[Measured], best: Me
     def idea(precision: str, why: str, variant: str | None = None) -> None:
         if not all(fp32.advice_applies(a) for a in advice_of(precision, variant)):
             return  # a framework's switch for an inference-only library
-        command = _command(ctx, fp32, precision, variant)
+        command = diagnose_command(ctx, fp32, precision, variant)
         ideas.append({"precision": precision, "variant": variant or "original",
                       "setting": setting_of(variant) if variant else None, "why": why, "command": command,
                       **({} if command else {"no_command": no_command_why(ctx, fp32, precision, variant)}),
@@ -517,7 +478,7 @@ def _backend_changes(ctx: Context, fp32: RunView) -> list[dict[str, Any]]:
 
 def _command_of(ctx: Context) -> CommandOf:
     def command_of(run: RunView, precision: str, variant: str | None) -> tuple[str | None, str | None]:
-        command = _command(ctx, run, precision, variant)
+        command = diagnose_command(ctx, run, precision, variant)
         return command, None if command else no_command_why(ctx, run, precision, variant)
     return command_of
 
@@ -532,56 +493,6 @@ def user_changes(ctx: Context, fp32: RunView) -> list[dict[str, Any]]:
     measured = _input_change(ctx, fp32) + _backend_changes(ctx, fp32) + [
         c for c in following if c["basis"] == "measured"]
     return sorted(measured, key=lambda c: -float(c["speedup"])) + [c for c in following if c["basis"] != "measured"]
-
-
-def _next_bound_words(change: Mapping[str, Any]) -> str:
-    """A change after the input pipeline as every output says it: compiled execution, measured or with its command;
-    uint8 batches from pinned memory, an estimate."""
-    if change.get("kind") == "batch_bytes":
-        return (f"uint8 batches from pinned memory: the copy {fmt_ms(change.get('copy_ms'))} -> about "
-                f"{fmt_ms(change.get('estimated_copy_ms'))} a step at {change.get('rate_basis')}, so "
-                f"{fmt_ms(change.get('step_ms'))} -> about {fmt_ms(change.get('changed_step_ms'))} in memory "
-                "(an estimate)")
-    what = f"compiled execution ({change.get('setting')} on {change.get('backend')})"
-    idle = as_mapping(change.get("device_idle"))
-    why = f"; {idle_words(idle)}" if idle else ""
-    if change.get("basis") == "measured":
-        return (f"{what}: {fmt_ms(change.get('step_ms'))} -> {fmt_ms(change.get('changed_step_ms'))} a step "
-                f"({change.get('figure')}), float32{_as_measured(change)}, measured by the "
-                f"{change.get('measured_by')} variant{why}")
-    measure = ("its command below" if change.get("command")
-               else f"fp16doctor cannot measure it here ({change.get('no_command')})")
-    return f"{what}: untested, {measure}{why}"
-
-
-def _as_measured(change: Mapping[str, Any]) -> str:
-    """" with batches in memory" or " as written": the configuration a change was measured against."""
-    words = variant_words(as_str(change.get("variant")) or "original")
-    return f" with {words}" if words else " as written"
-
-
-def change_words(change: Mapping[str, Any]) -> str:
-    """"input pipeline: 303 ms -> 82 ms a step (3.7x faster), measured with batches in memory", "backend jax:
-    83 ms -> 37 ms a step (2.2x faster), float32 with batches in memory": a user change as every output says it."""
-    kind = str(change.get("kind", "")).replace("_", " ")
-    if change.get("kind") in ("compiled", "batch_bytes"):
-        return _next_bound_words(change)
-    if change.get("kind") == "backend":
-        what = f"backend {change.get('backend')}"
-        measured = ("float32 with batches in memory" if change.get("variant") == "synthetic_input"
-                    else "float32 as written") + ", each backend in processes of its own"
-    else:
-        what, measured = kind, "measured with batches in memory"
-    return (f"{what}: {fmt_ms(change.get('step_ms'))} -> {fmt_ms(change.get('changed_step_ms'))} a step "
-            f"({change.get('figure')}), {measured}")
-
-
-def in_memory_words(entry: Mapping[str, Any]) -> str:
-    """"float16: 1.8x faster (45 ms vs 82 ms; the device's work −14 ms)"."""
-    device = entry.get("device_difference_ms")
-    part = f"; the device's work {fmt_signed_ms(device)}" if isinstance(device, (int, float)) else ""
-    return (f"{entry.get('precision')}: {entry.get('figure')} ({fmt_ms(entry.get('step_ms'))} vs "
-            f"{fmt_ms(entry.get('fp32_step_ms'))}{part})")
 
 
 def _change_headline(change: Mapping[str, Any], on: str, best: Measured) -> str:
@@ -661,7 +572,7 @@ def _not_settled(ctx: Context, fp32: RunView, m: Measured) -> dict[str, Any]:
     assert contention is not None  # _unsettled keeps only those
     return {"precision": m.run.precision, "variant": m.run.variant, "speedup": round_ratio(iv.speedup),
             "speedup_interval": [round_ratio(iv.low), round_ratio(iv.high)], "contention": contention.to_dict(),
-            "busy_words": contention.words(), "command": _command(ctx, fp32, m.run.precision)}
+            "busy_words": contention.words(), "command": diagnose_command(ctx, fp32, m.run.precision)}
 
 
 def _not_settled_headline(unsettled: Mapping[str, Any], on: str) -> str:
@@ -751,188 +662,3 @@ def prescribe(ctx: Context, found: Mapping[str, Finding]) -> list[Prescription]:
 
 
 # ---------------------------------------------------------------------------------------- advice held to it
-
-
-def _prescription_for(machine: str, stack: str, prescriptions: Sequence[Prescription]) -> Prescription | None:
-    """The one prescription of this machine and stack (never another machine's of the same stack name)."""
-    return next((p for p in prescriptions if p["machine"] == machine and p["stack"] == stack), None)
-
-
-def _wheres(ctx: Context, finding: Finding) -> list[tuple[str, str]]:
-    """The machines and stacks a finding speaks of: its own pair's, the rule's `where`, else every machine that
-    ran one of its stacks."""
-    machine, stack = finding.get("machine"), finding.get("stack")
-    if isinstance(machine, str) and isinstance(stack, str):
-        return [(machine, stack)]
-    listed = [(str(w.get("machine")), str(w.get("stack"))) for w in as_list(finding.get("where"))
-              if isinstance(w, Mapping) and w.get("machine") and w.get("stack")]
-    if listed:
-        return list(dict.fromkeys(listed))
-    stacks = [str(s) for s in as_list(finding.get("stacks"))] or ([stack] if isinstance(stack, str) else [])
-    return list(dict.fromkeys((r.machine, r.stack) for r in ctx.runs if not stacks or r.stack in stacks))
-
-
-def _fp32_of(ctx: Context, prescription: Prescription) -> RunView:
-    """The run the prescription is against (float32 as written, or its 16-bit baseline)."""
-    base = prescription.get("baseline") or "float32"
-    return next(r for r in ctx.ok_runs() if r.machine == prescription["machine"] and r.stack == prescription["stack"]
-                and r.precision == base and r.variant == "original" and not r.experiment)
-
-
-def _list_untested(prescription: Prescription, idea: dict[str, Any]) -> dict[str, Any]:
-    """The machine's untested entry for an idea (added once): every remedy named and not measured is listed."""
-    key = (idea.get("precision"), idea.get("variant") or "original", idea.get("setting"))
-    for known in prescription["untested"]:
-        if (known.get("precision"), known.get("variant") or "original", known.get("setting")) == key:
-            return dict(known)
-    prescription["untested"].append(idea)
-    return idea
-
-
-def _precision_cannot(prescription: Prescription, precision: str, sw: Software) -> str | None:
-    """Why a precision cannot be measured on this stack, by the tables; never where this machine and stack measured
-    it (a document that states no version is no stack without mixed precision: unknown is unknown)."""
-    if any(m.get("precision") == precision for m in prescription.get("measured") or []):
-        return None
-    return precision_applies(precision, sw)
-
-
-def _ideas_for(ctx: Context, finding: Finding, prescription: Prescription, target: tuple[str, str] | None,
-               ) -> tuple[tuple[str, str] | None, list[dict[str, Any]]]:
-    """The finding's target where it can be measured on this stack, and every idea it names that nobody measured
-    there, each entered in the machine's untested list (with the command that measures it, or why none can)."""
-    fp32 = _fp32_of(ctx, prescription)
-    sw, script = fp32.software, fp32.workload_name == "script"
-    why = str(finding.get("title") or finding.get("id"))
-    ideas: list[dict[str, Any]] = []
-    wanted: list[tuple[str, str, str, str | None]] = []  # precision, variant, why, why no variant measures it
-    if (target is not None and measured_entry(prescription, *target) is None
-            and not all(fp32.advice_applies(a) for a in advice_of(*target))):
-        target = None  # unmeasured advice this run's mode or library has no use for (knowledge/modes.py)
-    if target is not None:
-        precision, variant = target
-        if variant not in ADOPTABLE:
-            # A control (batches in memory) is no configuration to adopt: what it measured speaks for the precision
-            # as the user runs it, which the table holds.
-            variant = "original"
-            target = (precision, variant)
-        if variant != "original" and _precision_cannot(prescription, precision, sw) is not None:
-            # A stack without mixed precision measures the switch in its pure 16-bit type (floatx).
-            precision = precision.removeprefix("mixed_")
-            target = (precision, variant)
-        cannot = _precision_cannot(prescription, precision, sw) or (variant_applies(variant, sw, script)
-                                                      if variant != "original" else None)
-        if cannot is not None:
-            ideas.append(_list_untested(prescription, Unmeasurable(
-                precision, setting_of(variant), why, cannot, variant).to_dict()))
-            target = None
-        elif measured_entry(prescription, precision, variant) is None:
-            wanted.append((precision, variant, why, None))
-    for raw in as_list(finding.get("remedy_ideas")):
-        idea = as_mapping(raw)
-        if idea.get("machine") not in (None, prescription["machine"]):
-            continue  # an idea of another machine's hardware
-        if not all(fp32.advice_applies(a) for a in advice_of(as_str(idea.get("precision")),
-                                                             as_str(idea.get("variant")), as_str(idea.get("advice")))):
-            continue  # training-only advice for inference, a framework's switch for an inference-only library
-        if idea.get("no_command"):
-            ideas.append(_list_untested(prescription, Unmeasurable(
-                as_str(idea.get("precision")) or str(finding.get("precision") or "float16"),
-                as_str(idea.get("setting")), str(idea.get("why")), str(idea["no_command"])).to_dict()))
-            continue
-        precision = as_str(idea.get("precision")) or str(finding.get("precision") or "float32")
-        variant = as_str(idea.get("variant")) or "original"
-        if measured_entry(prescription, precision, variant) is not None:
-            continue  # measured: the table speaks for it
-        cannot = (variant_applies(variant, sw, script) if variant != "original"
-                  else _precision_cannot(prescription, precision, sw))
-        wanted.append((precision, variant, str(idea.get("why") or why), cannot))
-    for precision, variant, reason, cannot in wanted:
-        if cannot is not None:
-            entry = Unmeasurable(precision, setting_of(variant), reason, cannot, variant).to_dict()
-        else:
-            switch = None if variant == "original" else variant
-            command = _command(ctx, fp32, precision, switch)
-            entry = {"precision": precision, "variant": variant, "setting": setting_of(variant), "why": reason,
-                     "command": command,
-                     **({} if command else {"no_command": no_command_why(ctx, fp32, precision, switch)})}
-        listed = _list_untested(prescription, entry)
-        if (precision, variant) != (target or ("", "")):
-            ideas.append(listed)
-    return target, ideas
-
-
-def hold_advice(ctx: Context, findings: list[Finding], prescriptions: Sequence[Prescription],
-                recommends: Mapping[str, tuple[str, str]], remedies: Mapping[str, str]) -> None:
-    """Every finding's what-to-do, phrased once (advice.phrase_remedy) for each machine and stack it speaks of,
-    from that machine's measured table: a configuration's remedy carries `recommends` (what it recommends there,
-    measured or not), and one whose configuration measured slower than the prescription says so and recommends
-    the prescription instead (`instead_of` keeps what it set aside); an idea nobody measured is listed in the
-    machine's untested entries."""
-    for finding in findings:
-        fid = str(finding.get("id"))
-        kind = remedies.get(fid, "none")
-        spec_target = recommends.get(fid)
-        target: tuple[str, str] | None = spec_target
-        if spec_target == PRESCRIBED:
-            target = None
-        elif spec_target == OWN:
-            own = finding.get("precision")
-            target = (str(own), adopted_variant(str(finding.get("variant") or "original"))) if own else None
-        # A finding that names its own configuration is the prescription's evidence where that one was chosen.
-        explicit = target is not None and (spec_target != OWN or kind == "setting")
-        context = str(finding.get("recommendation") or "").strip()
-        code = str(finding.pop("remedy_code", "") or "")
-        wheres = _wheres(ctx, finding)
-        lines: list[str] = []
-        per_machine: list[dict[str, Any]] = []
-        show_code = True
-        for machine, stack in wheres:
-            prescription = _prescription_for(machine, stack, prescriptions)
-            there: tuple[str, str] | None = target
-            ideas: list[dict[str, Any]] = []
-            if prescription is not None:
-                there, ideas = _ideas_for(ctx, finding, prescription, target)
-            if kind in CONFIGURATION_KINDS:
-                phrased = phrase_remedy(kind, there, ctx.place(machine, stack), prescription, ideas)
-            else:
-                phrased = phrase_remedy(kind, None, ctx.place(machine, stack), None, ideas)
-            if kind in CONFIGURATION_KINDS:  # a configuration's code only where it is not beaten nor replaced there
-                show_code = show_code and phrased.show_code and (target is None or there is not None)
-            if phrased.text:
-                lines.append(phrased.text)
-            per_machine.append({"machine": machine, "stack": stack, "recommends": phrased.recommends,
-                                "instead_of": phrased.instead_of})
-            if (kind in CONFIGURATION_KINDS and explicit and prescription is not None and phrased.instead_of is None
-                    and phrased.recommends is not None and phrased.recommends["measured_speedup"] is not None):
-                _mark_prescribed(finding, prescription, phrased.recommends)
-        finding.pop("remedy_ideas", None)
-        finding["remedy"] = {"kind": kind, "machines": per_machine, "show_code": show_code}
-        first = next((m for m in per_machine if m["recommends"] is not None), None)
-        if kind in CONFIGURATION_KINDS and first is not None:
-            finding["recommends"] = {k: v for k, v in first["recommends"].items()
-                                     if k != "speedup_interval" or v is not None}
-            if first["instead_of"] is not None:
-                finding["instead_of"] = first["instead_of"]
-                if fid == "framework_setting":  # the switch is all it recommends: measured end to end, it loses
-                    finding["severity"] = "info"
-                    context = ""  # its own words set the switch
-        if kind not in CONFIGURATION_KINDS and context:
-            named = [ctx.place(m, s) for m, s in wheres]
-            if any(named) or not wheres:
-                context = f"On {', '.join(n for n in named if n) or 'every machine'}: {context}"
-        parts = [*lines, context] if kind in CONFIGURATION_KINDS else [context, *lines]
-        text = "\n".join(p for p in parts if p)
-        if code and show_code:
-            text += "\n" + code
-        finding["recommendation"] = text
-
-
-def _mark_prescribed(finding: Finding, prescription: Prescription, recommends: Mapping[str, Any]) -> None:
-    chosen = prescription["recommended"]
-    entry = measured_entry(prescription, str(recommends["precision"]), str(recommends["variant"]))
-    baseline = next((m for m in prescription["measured"] if m["outcome"] == "baseline"), None)
-    if entry is not None and entry["outcome"] == "faster" and baseline is not None and entry["step_ms"]:
-        finding["saves_ms"] = round(baseline["step_ms"] - entry["step_ms"], 3)
-    if (chosen["precision"], chosen["variant"]) == (recommends["precision"], recommends["variant"]):
-        finding["prescribed"] = True

@@ -313,3 +313,44 @@ def fmt_config(entry: Mapping[str, Any]) -> str:
     TF_ENABLE_ONEDNN_OPTS=0' (its `precision` and `setting`, as prescriptions list them)."""
     setting = entry.get("setting")
     return f"{entry.get('precision')}" + (f" with {setting}" if setting else "")
+
+
+# A saved verdict read back (a document of the short shape, or one an older release wrote): its ratio and figure by the
+# one rule every output uses.
+
+
+def saved_speedup(verdict: Mapping[str, Any]) -> float | None:
+    """float32 step / this step: from the two step times when the verdict gives them (its `ratio` is rounded),
+    else its `ratio`."""
+    step, fp32 = as_positive(verdict.get("step_ms")), as_positive(verdict.get("fp32_step_ms"))
+    if step and fp32:
+        return fp32 / step
+    return as_positive(verdict.get("ratio"))
+
+
+def saved_outcome(verdict: Mapping[str, Any], speedup: float | None) -> str | None:
+    outcome = as_str(verdict.get("outcome"))
+    if outcome in ("slower", "faster", "no_significant_difference"):
+        return outcome
+    if speedup is None:  # the short shape has no outcome: the ratio is all it says
+        return None
+    return "slower" if speedup < 1 else "faster" if speedup > 1 else "no_significant_difference"
+
+
+def saved_ratio(verdict: Mapping[str, Any]) -> ShownRatio | None:
+    """A saved verdict's ratio as every output shows it: its `ratio` (the one its interval was computed around),
+    else float32's step over its step."""
+    speedup = as_positive(verdict.get("ratio"))
+    if speedup is None:
+        speedup = saved_speedup(verdict)
+    outcome = saved_outcome(verdict, speedup)
+    return ShownRatio.of(speedup, verdict.get("ratio_interval"), outcome, method=verdict.get("interval_method"),
+                         bound=verdict.get("bound"), aa=verdict.get("aa_check"))
+
+
+def figure(verdict: Mapping[str, Any]) -> str:
+    """The ratio in a few words: "1.60x slower", ">= 175x slower", "1.25x faster", "same speed", "no ratio"."""
+    shown = saved_ratio(verdict)
+    if shown is None or saved_outcome(verdict, shown.speedup) is None:
+        return "no ratio"
+    return shown.figure()

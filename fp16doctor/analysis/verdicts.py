@@ -19,8 +19,12 @@ from fp16doctor.analysis.values import (
     as_number,
     as_positive,
     as_str,
+    figure,
     fmt_ms,
     round_ratio,
+    saved_outcome,
+    saved_ratio,
+    saved_speedup,
 )
 
 Verdict = dict[str, Any]
@@ -397,49 +401,12 @@ def _cause_title(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any
     return spec.title if spec is not None else cause
 
 
-def saved_speedup(verdict: Mapping[str, Any]) -> float | None:
-    """float32 step / this step: from the two step times when the verdict gives them (its `ratio` is rounded),
-    else its `ratio`."""
-    step, fp32 = as_positive(verdict.get("step_ms")), as_positive(verdict.get("fp32_step_ms"))
-    if step and fp32:
-        return fp32 / step
-    return as_positive(verdict.get("ratio"))
-
-
-def _saved_outcome(verdict: Mapping[str, Any], speedup: float | None) -> str | None:
-    outcome = as_str(verdict.get("outcome"))
-    if outcome in ("slower", "faster", "no_significant_difference"):
-        return outcome
-    if speedup is None:  # the short shape has no outcome: the ratio is all it says
-        return None
-    return "slower" if speedup < 1 else "faster" if speedup > 1 else "no_significant_difference"
-
-
-def saved_ratio(verdict: Mapping[str, Any]) -> ShownRatio | None:
-    """A saved verdict's ratio as every output shows it: its `ratio` (the one its interval was computed around),
-    else float32's step over its step."""
-    speedup = as_positive(verdict.get("ratio"))
-    if speedup is None:
-        speedup = saved_speedup(verdict)
-    outcome = _saved_outcome(verdict, speedup)
-    return ShownRatio.of(speedup, verdict.get("ratio_interval"), outcome, method=verdict.get("interval_method"),
-                         bound=verdict.get("bound"), aa=verdict.get("aa_check"))
-
-
-def figure(verdict: Mapping[str, Any]) -> str:
-    """The ratio in a few words: "1.60x slower", ">= 175x slower", "1.25x faster", "same speed", "no ratio"."""
-    shown = saved_ratio(verdict)
-    if shown is None or _saved_outcome(verdict, shown.speedup) is None:
-        return "no ratio"
-    return shown.figure()
-
-
 def complete_saved(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> Verdict:
     """A saved verdict with its outcome, figure and headline: its own where it has them, else phrased from what it
     says (its ratio, cause, basis, bound and unexplained share); nothing here chooses a cause."""
     out = dict(verdict)
     speedup = saved_speedup(verdict)
-    outcome = _saved_outcome(verdict, speedup)
+    outcome = saved_outcome(verdict, speedup)
     if outcome is not None:
         out["outcome"] = outcome
     out["figure"] = figure(out)

@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.text import Text
 
-from fp16doctor.analysis.prescribe import change_words, entry_notes, entry_versus, in_memory_words
 from fp16doctor.analysis.values import fmt_config, fmt_ms
+from fp16doctor.analysis.words import change_words, entry_notes, entry_versus, in_memory_words
 
 
 def _measured_line(entry: Mapping[str, Any]) -> str:

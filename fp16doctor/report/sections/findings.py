@@ -4,11 +4,10 @@ run's stack."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from fp16doctor.analysis import SEVERITY_RANK
-from fp16doctor.analysis.fixes import fix_for
 from fp16doctor.knowledge.kernels import kernel_short_name
 from fp16doctor.report.redact import redact_text
 from fp16doctor.report.sections.common import BASIS_LABEL, pass_label
@@ -79,16 +78,6 @@ def _rank_findings(findings: Sequence[Mapping[str, Any]]) -> list[Mapping[str, A
     return [f for _, f in sorted(enumerate(findings), key=key)]
 
 
-def _finding_stack(finding: Mapping[str, Any]) -> str | None:
-    stack = finding.get("stack")
-    if isinstance(stack, str) and stack:
-        return stack
-    stacks = finding.get("stacks")
-    if isinstance(stacks, list) and stacks and isinstance(stacks[0], str):
-        return stacks[0]
-    return None
-
-
 def split_recommendation(text: str) -> list[TextPart]:
     """Prose and code apart: lines indented by four spaces (or a tab) are code, as in markdown."""
     parts: list[TextPart] = []
@@ -106,20 +95,14 @@ def split_recommendation(text: str) -> list[TextPart]:
     return parts
 
 
-def _finding_views(
-    findings: Sequence[Mapping[str, Any]],
-    software_by_stack: Mapping[str, Mapping[str, Any]],
-    default_stack: str | None,
-) -> list[FindingView]:
+def _finding_views(findings: Sequence[Mapping[str, Any]]) -> list[FindingView]:
     views = []
     for f in _rank_findings(findings):
-        stack = _finding_stack(f) or default_stack
-        software = software_by_stack.get(stack or "", {})
         parts = split_recommendation(_text(f.get("recommendation")))
-        own_code = [p.text for p in parts if p.kind == "code"]
-        fix = fix_for(f, software)
-        if own_code:
-            fix = None  # the analysis already wrote the code for this stack
+        chosen = f.get("fix")  # the code the analysis chose for the finding's stack (fixes.attach_fixes)
+        fix = (FixView(_text(chosen.get("flavour")), redact_text(str(chosen["code"])))
+               if isinstance(chosen, Mapping) and isinstance(chosen.get("code"), str)
+               and not any(p.kind == "code" for p in parts) else None)
         evidence = f.get("evidence")
         views.append(
             FindingView(
@@ -130,7 +113,7 @@ def _finding_views(
                 evidence=[_text(e) for e in evidence] if isinstance(evidence, list) else [],
                 recommendation=" ".join(p.text for p in parts if p.kind == "text"),
                 recommendation_parts=parts,
-                fix=FixView(_text(fix.flavour_label), redact_text(fix.code)) if fix else None,
+                fix=fix,
                 explains_ms=_num(f.get("explains_ms")),
                 basis=BASIS_LABEL.get(str(f.get("basis"))),
                 scope=_finding_scope(f),
@@ -178,11 +161,4 @@ def _finding_ops(finding: Mapping[str, Any]) -> list[FindingOpView]:
 
 
 def build(source: DocumentInput) -> list[FindingView]:
-    rows = source.diagnosis.runs
-    software_by_stack: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        if row.software is not None:
-            software_by_stack.setdefault(row.stack, asdict(row.software))
-    judged = [str(v.get("stack")) for v in source.diagnosis.verdicts if v.get("stack")]
-    default_stack = judged[0] if judged else (rows[0].stack if rows else None)
-    return _finding_views(source.diagnosis.findings, software_by_stack, default_stack)
+    return _finding_views(source.diagnosis.findings)

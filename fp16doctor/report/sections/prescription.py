@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fp16doctor.analysis.answer import Answer, notes_of
-from fp16doctor.analysis.prescribe import change_words, entry_notes, entry_versus, in_memory_words
 from fp16doctor.analysis.values import fmt_config, fmt_ms
+from fp16doctor.analysis.words import change_words, entry_notes, entry_versus, in_memory_words
 from fp16doctor.report.sections.inputs import ReportInput
 
 

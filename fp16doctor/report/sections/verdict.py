@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fp16doctor.analysis.verdicts import figure, saved_speedup
+from fp16doctor.analysis.values import figure, saved_speedup
 from fp16doctor.report.sections.common import text as _text
 from fp16doctor.report.sections.inputs import ReportInput
 from fp16doctor.results import HOST_MACHINE

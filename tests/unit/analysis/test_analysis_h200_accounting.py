@@ -146,7 +146,7 @@ def test_with_timestamps_the_difference_is_placed_over_data_wait_and_launch_gaps
 def test_a_refused_comparison_gets_no_figure_and_its_finding_quotes_the_steps_it_weighed(h200):
     """TF32 off was timed in a process of its own: "not compared" everywhere, never "same speed (0.6-1.8x)", and the
     finding quotes the 284 ms against float32's own-process 305 ms the comparison weighed (not the rounds' 314 ms)."""
-    from fp16doctor.analysis.prescribe import entry_versus
+    from fp16doctor.analysis.words import entry_versus
 
     (prescription,) = h200.prescriptions
     off = next(m for m in prescription["measured"] if m["variant"] == "tf32_off")

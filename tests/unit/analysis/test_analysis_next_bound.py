@@ -19,7 +19,7 @@ from rich.console import Console
 from fp16doctor.analysis import diagnose_document
 from fp16doctor.analysis.experiments import plan
 from fp16doctor.analysis.next_bound import IDLE_MIN_SHARE
-from fp16doctor.analysis.prescribe import change_words
+from fp16doctor.analysis.words import change_words
 from fp16doctor.diagnose import DiagnoseOutcome
 from fp16doctor.invocation import check_diagnose_argv
 from fp16doctor.report import render_html, render_markdown

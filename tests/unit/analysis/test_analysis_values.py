@@ -14,9 +14,10 @@ import pytest
 from rich.console import Console
 
 from fp16doctor.analysis import diagnose_document
-from fp16doctor.analysis.prescribe import ADOPTABLE, entry_versus
-from fp16doctor.analysis.values import ShownRatio, round_ratio
-from fp16doctor.analysis.verdicts import complete_saved, figure
+from fp16doctor.analysis.prescribe import ADOPTABLE
+from fp16doctor.analysis.values import ShownRatio, figure, round_ratio
+from fp16doctor.analysis.verdicts import complete_saved
+from fp16doctor.analysis.words import entry_versus
 from fp16doctor.diagnose import DiagnoseOutcome
 from fp16doctor.report import render_html, render_markdown
 from fp16doctor.report.sections.verdict import verdict_view

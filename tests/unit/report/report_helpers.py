@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fp16doctor.analysis import Diagnosis, saved_diagnosis
+from fp16doctor.analysis.fixes import attach_fixes
 from fp16doctor.analysis.verdicts import complete_saved
 from fp16doctor.report.viewmodel import Sources
 
@@ -61,6 +62,7 @@ def fixed_sources(
         saved = doc.get("findings")
         own = [f for f in saved if isinstance(f, dict)] if isinstance(saved, list) else []
         fixed = copy.deepcopy(findings if findings is not None else own or FAKE_FINDINGS)
+        attach_fixes(fixed, real.runs, chosen)  # each finding's code for its stack, as the analysis chooses it
         # Verdicts given here are phrased as the analysis phrases saved ones; its own are already.
         return replace(real, findings=fixed, verdicts=[complete_saved(v, fixed) for v in copy.deepcopy(chosen)],
                        findings_source="analysis" if fixed else "none", saved_findings=[])
