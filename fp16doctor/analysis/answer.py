@@ -20,27 +20,32 @@ verdict and composes no advice: it prints these texts.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from fp16doctor.analysis.context import named_place
-from fp16doctor.analysis.ledger import PART_WORDS, UNPLACED_WORDS, Ledger, LedgerOp
+from fp16doctor.analysis.ledger import Ledger
 from fp16doctor.analysis.registry import spec
 from fp16doctor.analysis.runs import RunRow
 from fp16doctor.analysis.values import (
-    EQUIVALENCE_BAND,
     NOT_COMPARED,
     ShownRatio,
     as_list,
     fmt_config,
     fmt_ms,
     fmt_pct,
-    fmt_signed_ms,
     variant_words,
 )
-from fp16doctor.analysis.words import change_words, entry_notes, in_memory_words
+from fp16doctor.analysis.words import (
+    change_words,
+    cpu_ledger_line,
+    entry_notes,
+    in_memory_words,
+    ledger_words,
+    parts_against,
+    two_timings,
+)
 from fp16doctor.knowledge.kernels import SHORT_NAME_MAX, kernel_short_name
 
 if TYPE_CHECKING:  # the Diagnosis holds its answer; the builder reads the Diagnosis
@@ -50,9 +55,6 @@ MAX_LINE = 200  # no line of the answer is longer (a code block aside)
 # The headings of (c) and (c'), as every renderer prints them.
 PRECISIONS_HEADING = "Each configuration against float32"
 CHANGES_HEADING = "Each change against the configuration it changes"
-TOP_OPS = 3  # the ops a CPU's bound names per run
-SHOWN_PART_MS = 0.05  # a ledger's part (or a part's change) shown in words from this size; the data keeps every one
-TOP_PARTS = 3  # the parts whose change a configuration's line names; the rest in one figure
 DEVICE_PARTS = ("kernels", "copies")  # a GPU ledger's parts in which the device is busy
 MOSTLY = 0.5  # a verdict's first cause explaining less of its difference than this is one part among several
 # A finding whose remedy is a change the prescription measured (prescriptions[].user_changes[].kind).
@@ -387,43 +389,6 @@ def _packed(head: str, parts: Sequence[str], tail: str = "") -> tuple[str, ...]:
     return tuple(lines)
 
 
-def _step_words(ledger: Ledger) -> str:
-    """"665 ms a step", or a cut run's bound: "cut at fp16doctor's bound after 5865 ms (float32's first step 864 ms +
-    5000 ms)": a bound is never said as a step."""
-    if not ledger.cut:
-        return f"{fmt_ms(ledger.step_ms)} a step"
-    rule = f" ({ledger.bound_rule})" if ledger.bound_rule else ""
-    return f"cut at fp16doctor's bound after {fmt_ms(ledger.step_ms)}{rule}"
-
-
-def ledger_words(ledger: Ledger) -> str:
-    """"665 ms a step = host batch 638 ms + kernels 15 ms + copies 6.8 ms + unplaced 5.4 ms": a step and the parts
-    that add up to it, in the ledger's order (its priority), the time no part places last."""
-    words = [f"{p.words} {fmt_ms(p.ms)}" for p in ledger.parts if p.ms >= SHOWN_PART_MS]
-    if ledger.unplaced_ms >= SHOWN_PART_MS:
-        words.append(f"{UNPLACED_WORDS} {fmt_ms(ledger.unplaced_ms)}")
-    return _step_words(ledger) + (f" = {' + '.join(words)}" if words else ": no part measured")
-
-
-def _op_words(op: LedgerOp) -> str:
-    said = [kernel_short_name(op.impl)] if op.impl and op.impl.strip() else []
-    if op.in_flight:
-        said.append("running at the cut")
-    return f"{op.layer or op.name} {op.pass_.replace('_', ' ')} {fmt_ms(op.ms)}" + (f" ({', '.join(said)})"
-                                                                                      if said else "")
-
-
-def _cpu_ledger_line(ledger: Ledger) -> str:
-    """A CPU run's step, its parts, and its largest ops; ops that shared their time (several cores, or waiting on
-    each other) are said to have run at once, so their times are not read as adding up to the step."""
-    ops = sorted((o for p in ledger.parts if p.name != "input" for o in p.ops), key=lambda o: -o.ms)[:TOP_OPS]
-    at_once = sum(p.ran_at_once_ms for p in ledger.parts) >= SHOWN_PART_MS
-    line = f"{ledger.precision} ({ledger_words(ledger)})"
-    if ops:
-        line += f"; largest ops{', which ran at once' if at_once else ''}: " + ", ".join(_op_words(o) for o in ops)
-    return line
-
-
 def _device_bound(rows: Sequence[RunRow], verdicts: Sequence[Mapping[str, Any]],
                   ledgers: Sequence[Ledger]) -> Bound | None:
     profiled = {(r.precision, r.variant) for r in rows if r.ok and r.device_step is not None
@@ -447,7 +412,7 @@ def _device_bound(rows: Sequence[RunRow], verdicts: Sequence[Mapping[str, Any]],
 def _cpu_bound(ledgers: Sequence[Ledger]) -> Bound | None:
     original = sorted((led for led in ledgers if led.variant == "original" and led.parts),
                       key=lambda led: led.precision != "float32")
-    return Bound("", "cpu_ops", "", tuple(_cpu_ledger_line(led) for led in original), "") if original else None
+    return Bound("", "cpu_ops", "", tuple(cpu_ledger_line(led) for led in original), "") if original else None
 
 
 def _bounds(diagnosis: Diagnosis, places: list[tuple[str, str]]) -> tuple[Bound, ...]:
@@ -545,71 +510,6 @@ def _unplaced(verdict: Mapping[str, Any]) -> str:
     return f"; {fmt_ms(abs(float(unplaced)))} more is host time no op in the trace accounts for"
 
 
-def _two_timings(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
-    """Where a configuration's ratio in its own process (a fit() as the user runs it) and in the interleaved rounds
-    (each step beside float32's) disagree by more than the A/A control's spread (or EQUIVALENCE_BAND without one): both
-    figures, and which one the user's own fit() sees; "" where they agree or one is missing."""
-    key = (verdict.get("machine"), verdict.get("stack"), verdict.get("variant") or "original")
-    mine = next((r for r in rows if (r.machine, r.stack, r.variant) == key and r.precision == verdict.get("precision")
-                 and r.ok), None)
-    base = next((r for r in rows if (r.machine, r.stack, r.variant) == key and r.precision == "float32" and r.ok),
-                None)
-    if mine is None or base is None or not (mine.own_process_ms and base.own_process_ms):
-        return ""
-    rounds = verdict.get("ratio")
-    if not isinstance(rounds, (int, float)) or rounds <= 0:
-        return ""
-    own = base.own_process_ms / mine.own_process_ms
-    aa = verdict.get("aa_check")
-    control = isinstance(aa, Mapping) and isinstance(aa.get("noise"), (int, float))
-    noise = float(aa["noise"]) if control else EQUIVALENCE_BAND  # type: ignore[index]
-    if abs(math.log(own / rounds)) <= math.log1p(noise):
-        return ""
-    shown = ShownRatio.of(own)
-    assert shown is not None
-    spread = f"the A/A control's {noise:.0%}" if control else f"the {noise:.0%} equivalence band"
-    return (f"Timed two ways, apart by more than {spread}: {fmt_ms(mine.own_process_ms)} against float32's "
-            f"{fmt_ms(base.own_process_ms)} ({shown.figure()}) in its own process, as a user's fit() runs it; "
-            f"{fmt_ms(mine.step_ms)} against {fmt_ms(base.step_ms)} in the interleaved rounds, which the comparison "
-            "weighs")
-
-
-def _parts_against(verdict: Mapping[str, Any], ledgers: Sequence[Ledger]) -> str:
-    """"against float32's parts: host batch +477 ms (162 -> 638 ms), unplaced −100 ms, ...; the step +362 ms": each
-    part of the ledger that moved, largest first, adding up to the step's difference (a cut run has no parts to set
-    against: its step is a bound)."""
-    key = (verdict.get("machine"), verdict.get("stack"), verdict.get("variant") or "original")
-    mine = next((led for led in ledgers if (led.machine, led.stack, led.variant) == key
-                 and led.precision == verdict.get("precision")), None)
-    base_name = str(verdict.get("baseline") or "float32")
-    base = next((led for led in ledgers if (led.machine, led.stack, led.variant) == key
-                 and led.precision == base_name), None)
-    if verdict.get("outcome") not in ("faster", "slower") or mine is None or base is None or mine.cut or base.cut \
-            or not (mine.parts and base.parts):
-        return ""  # a difference the interval does not resolve has no parts to reconcile
-    names = list(dict.fromkeys([*(p.name for p in base.parts), *(p.name for p in mine.parts)]))
-    moved: list[tuple[float, str]] = []
-    for name in names:
-        before, after = base.part(name), mine.part(name)
-        a, b = (before.ms if before else 0.0), (after.ms if after else 0.0)
-        moved.append((b - a, f"{PART_WORDS.get(name, name)} {fmt_signed_ms(b - a)} ({_ms_pair(a, b)})"))
-    moved.append((mine.unplaced_ms - base.unplaced_ms,
-                  f"{UNPLACED_WORDS} {fmt_signed_ms(mine.unplaced_ms - base.unplaced_ms)}"))
-    moved = sorted((m for m in moved if abs(m[0]) >= SHOWN_PART_MS), key=lambda m: -abs(m[0]))
-    if not moved:
-        return ""
-    words = [w for _, w in moved[:TOP_PARTS]]
-    if len(moved) > TOP_PARTS:  # the smaller moves in one figure, so the line still adds up
-        words.append(f"the other parts {fmt_signed_ms(sum(d for d, _ in moved[TOP_PARTS:]))}")
-    return f"against {base_name}'s parts: {'; '.join(words)}; the step {fmt_signed_ms(mine.step_ms - base.step_ms)}"
-
-
-def _ms_pair(before: float, after: float) -> str:
-    """"162 -> 638 ms": one unit for both where both are in milliseconds."""
-    a, b = fmt_ms(before), fmt_ms(after)
-    return f"{a.removesuffix(' ms')} -> {b}" if a.endswith(" ms") and b.endswith(" ms") else f"{a} -> {b}"
-
-
 def _figure(speedup: Any, interval: Any, outcome: Any, method: Any, bound: Any, refused: Any = None,
             aa: Any = None) -> str:
     """"2.2x slower (1.9-2.5x)", "same speed (0.9-1.1x)", ">= 6.8x slower": the figure every output prints
@@ -638,7 +538,7 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str
             versus=versus,
             steps=f"{fmt_ms(v.get('step_ms'))} vs {fmt_ms(v.get('fp32_step_ms'))}",
             cause=short_line(_cause(v, diagnosis.findings)),
-            notes=refs, parts=_parts_against(v, diagnosis.ledgers)))
+            notes=refs, parts=parts_against(v, diagnosis.ledgers)))
     for p in diagnosis.prescriptions:  # the configurations only an experiment measured: no verdict of their own
         for m in p.get("measured") or []:
             if m.get("variant") in ("original", "synthetic_input") or m.get("outcome") == "baseline" or m.get(
@@ -651,7 +551,7 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str
                                m.get("interval_method"), m.get("bound"), m.get("comparison_refused"),
                                m.get("aa_check")),
                 notes=notes.refs(m)))
-    lines = [replace(line, notes=(*line.notes, notes.ref(text))) if (text := _two_timings(v, diagnosis.runs))
+    lines = [replace(line, notes=(*line.notes, notes.ref(text))) if (text := two_timings(v, diagnosis.runs))
              else line for line, v in zip(lines, diagnosis.verdicts, strict=False)] + lines[len(diagnosis.verdicts):]
     # Pure float16's numerics and the other caveats of a measured precision as written: one note each, on its line.
     caveats = {str(m.get("precision")): notes.refs({**m, "aa_check": None})

@@ -4,12 +4,16 @@ them with these functions; an output imports them from here, never from the deci
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fp16doctor.analysis.intervals import FIRST_STEP
+from fp16doctor.analysis.ledger import PART_WORDS, UNPLACED_WORDS, Ledger, LedgerOp
 from fp16doctor.analysis.next_bound import idle_words
+from fp16doctor.analysis.runs import RunRow
 from fp16doctor.analysis.values import (
+    EQUIVALENCE_BAND,
     NOT_COMPARED,
     ShownRatio,
     as_mapping,
@@ -18,6 +22,7 @@ from fp16doctor.analysis.values import (
     fmt_signed_ms,
     variant_words,
 )
+from fp16doctor.knowledge.kernels import kernel_short_name
 
 
 def config_notes(unsafe: Any, caveat: Any, bound: bool, compared: str | None = None) -> list[str]:
@@ -99,4 +104,107 @@ def in_memory_words(entry: Mapping[str, Any]) -> str:
             f"{fmt_ms(entry.get('fp32_step_ms'))}{part})")
 
 
-__all__ = ["change_words", "config_notes", "entry_notes", "entry_versus", "in_memory_words"]
+# A ledger in words: a step and the parts that add up to it, and a configuration's parts against float32's.
+TOP_OPS = 3  # the ops a CPU's bound names per run
+TOP_PARTS = 3  # the parts whose change a configuration's line names; the rest in one figure
+SHOWN_PART_MS = 0.05  # a ledger's part (or a part's change) shown in words from this size; the data keeps every one
+
+
+def _step_words(ledger: Ledger) -> str:
+    """"665 ms a step", or a cut run's bound: "cut at fp16doctor's bound after 5865 ms (float32's first step 864 ms +
+    5000 ms)": a bound is never said as a step."""
+    if not ledger.cut:
+        return f"{fmt_ms(ledger.step_ms)} a step"
+    rule = f" ({ledger.bound_rule})" if ledger.bound_rule else ""
+    return f"cut at fp16doctor's bound after {fmt_ms(ledger.step_ms)}{rule}"
+
+def ledger_words(ledger: Ledger) -> str:
+    """"665 ms a step = host batch 638 ms + kernels 15 ms + copies 6.8 ms + unplaced 5.4 ms": a step and the parts
+    that add up to it, in the ledger's order (its priority), the time no part places last."""
+    words = [f"{p.words} {fmt_ms(p.ms)}" for p in ledger.parts if p.ms >= SHOWN_PART_MS]
+    if ledger.unplaced_ms >= SHOWN_PART_MS:
+        words.append(f"{UNPLACED_WORDS} {fmt_ms(ledger.unplaced_ms)}")
+    return _step_words(ledger) + (f" = {' + '.join(words)}" if words else ": no part measured")
+
+def _op_words(op: LedgerOp) -> str:
+    said = [kernel_short_name(op.impl)] if op.impl and op.impl.strip() else []
+    if op.in_flight:
+        said.append("running at the cut")
+    return f"{op.layer or op.name} {op.pass_.replace('_', ' ')} {fmt_ms(op.ms)}" + (f" ({', '.join(said)})"
+                                                                                      if said else "")
+
+def cpu_ledger_line(ledger: Ledger) -> str:
+    """A CPU run's step, its parts, and its largest ops; ops that shared their time (several cores, or waiting on
+    each other) are said to have run at once, so their times are not read as adding up to the step."""
+    ops = sorted((o for p in ledger.parts if p.name != "input" for o in p.ops), key=lambda o: -o.ms)[:TOP_OPS]
+    at_once = sum(p.ran_at_once_ms for p in ledger.parts) >= SHOWN_PART_MS
+    line = f"{ledger.precision} ({ledger_words(ledger)})"
+    if ops:
+        line += f"; largest ops{', which ran at once' if at_once else ''}: " + ", ".join(_op_words(o) for o in ops)
+    return line
+
+def two_timings(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
+    """Where a configuration's ratio in its own process (a fit() as the user runs it) and in the interleaved rounds
+    (each step beside float32's) disagree by more than the A/A control's spread (or EQUIVALENCE_BAND without one): both
+    figures, and which one the user's own fit() sees; "" where they agree or one is missing."""
+    key = (verdict.get("machine"), verdict.get("stack"), verdict.get("variant") or "original")
+    mine = next((r for r in rows if (r.machine, r.stack, r.variant) == key and r.precision == verdict.get("precision")
+                 and r.ok), None)
+    base = next((r for r in rows if (r.machine, r.stack, r.variant) == key and r.precision == "float32" and r.ok),
+                None)
+    if mine is None or base is None or not (mine.own_process_ms and base.own_process_ms):
+        return ""
+    rounds = verdict.get("ratio")
+    if not isinstance(rounds, (int, float)) or rounds <= 0:
+        return ""
+    own = base.own_process_ms / mine.own_process_ms
+    aa = verdict.get("aa_check")
+    control = isinstance(aa, Mapping) and isinstance(aa.get("noise"), (int, float))
+    noise = float(aa["noise"]) if control else EQUIVALENCE_BAND  # type: ignore[index]
+    if abs(math.log(own / rounds)) <= math.log1p(noise):
+        return ""
+    shown = ShownRatio.of(own)
+    assert shown is not None
+    spread = f"the A/A control's {noise:.0%}" if control else f"the {noise:.0%} equivalence band"
+    return (f"Timed two ways, apart by more than {spread}: {fmt_ms(mine.own_process_ms)} against float32's "
+            f"{fmt_ms(base.own_process_ms)} ({shown.figure()}) in its own process, as a user's fit() runs it; "
+            f"{fmt_ms(mine.step_ms)} against {fmt_ms(base.step_ms)} in the interleaved rounds, which the comparison "
+            "weighs")
+
+def parts_against(verdict: Mapping[str, Any], ledgers: Sequence[Ledger]) -> str:
+    """"against float32's parts: host batch +477 ms (162 -> 638 ms), unplaced −100 ms, ...; the step +362 ms": each
+    part of the ledger that moved, largest first, adding up to the step's difference (a cut run has no parts to set
+    against: its step is a bound)."""
+    key = (verdict.get("machine"), verdict.get("stack"), verdict.get("variant") or "original")
+    mine = next((led for led in ledgers if (led.machine, led.stack, led.variant) == key
+                 and led.precision == verdict.get("precision")), None)
+    base_name = str(verdict.get("baseline") or "float32")
+    base = next((led for led in ledgers if (led.machine, led.stack, led.variant) == key
+                 and led.precision == base_name), None)
+    if verdict.get("outcome") not in ("faster", "slower") or mine is None or base is None or mine.cut or base.cut \
+            or not (mine.parts and base.parts):
+        return ""  # a difference the interval does not resolve has no parts to reconcile
+    names = list(dict.fromkeys([*(p.name for p in base.parts), *(p.name for p in mine.parts)]))
+    moved: list[tuple[float, str]] = []
+    for name in names:
+        before, after = base.part(name), mine.part(name)
+        a, b = (before.ms if before else 0.0), (after.ms if after else 0.0)
+        moved.append((b - a, f"{PART_WORDS.get(name, name)} {fmt_signed_ms(b - a)} ({_ms_pair(a, b)})"))
+    moved.append((mine.unplaced_ms - base.unplaced_ms,
+                  f"{UNPLACED_WORDS} {fmt_signed_ms(mine.unplaced_ms - base.unplaced_ms)}"))
+    moved = sorted((m for m in moved if abs(m[0]) >= SHOWN_PART_MS), key=lambda m: -abs(m[0]))
+    if not moved:
+        return ""
+    words = [w for _, w in moved[:TOP_PARTS]]
+    if len(moved) > TOP_PARTS:  # the smaller moves in one figure, so the line still adds up
+        words.append(f"the other parts {fmt_signed_ms(sum(d for d, _ in moved[TOP_PARTS:]))}")
+    return f"against {base_name}'s parts: {'; '.join(words)}; the step {fmt_signed_ms(mine.step_ms - base.step_ms)}"
+
+def _ms_pair(before: float, after: float) -> str:
+    """"162 -> 638 ms": one unit for both where both are in milliseconds."""
+    a, b = fmt_ms(before), fmt_ms(after)
+    return f"{a.removesuffix(' ms')} -> {b}" if a.endswith(" ms") and b.endswith(" ms") else f"{a} -> {b}"
+
+
+__all__ = ["change_words", "config_notes", "cpu_ledger_line", "entry_notes", "entry_versus", "in_memory_words",
+           "ledger_words", "parts_against", "two_timings"]
