@@ -20,6 +20,7 @@ from fp16doctor.analysis.values import (
     as_str,
     fmt_ms,
     fmt_signed_ms,
+    fmt_times,
     variant_words,
 )
 from fp16doctor.knowledge.kernels import kernel_short_name
@@ -93,7 +94,22 @@ def change_words(change: Mapping[str, Any]) -> str:
     else:
         what, measured = kind, "measured with batches in memory"
     return (f"{what}: {fmt_ms(change.get('step_ms'))} -> {fmt_ms(change.get('changed_step_ms'))} a step "
-            f"({change.get('figure')}), {measured}")
+            f"({change_worth(change)}), {measured}")
+
+def change_worth(change: Mapping[str, Any], detail: bool = True) -> str:
+    """"3.7x faster", or where each configuration's own process measured less: "2.8-3.7x faster" and (`detail`) ":
+    3.7x in the interleaved rounds, 2.8x in processes of their own, 305 ms -> 109 ms"."""
+    own, rounds = change.get("own_process_speedup"), change.get("speedup")
+    if not isinstance(own, (int, float)) or not isinstance(rounds, (int, float)) or \
+            fmt_times(own, 1.0) == fmt_times(rounds, 1.0) or own <= 1 or rounds <= 1:
+        return str(change["figure"])
+    low, high = sorted((own, rounds))
+    said = f"{fmt_times(low, 1.0).removesuffix('x')}-{fmt_times(high, 1.0)} faster"
+    if not detail:
+        return said
+    before, after = change.get("own_process_ms") or [None, None]
+    return (f"{said}: {fmt_times(rounds, 1.0)} in the interleaved rounds, {fmt_times(own, 1.0)} in processes of "
+            f"their own, {fmt_ms(before)} -> {fmt_ms(after)}")
 
 
 def in_memory_words(entry: Mapping[str, Any]) -> str:
@@ -206,5 +222,5 @@ def _ms_pair(before: float, after: float) -> str:
     return f"{a.removesuffix(' ms')} -> {b}" if a.endswith(" ms") and b.endswith(" ms") else f"{a} -> {b}"
 
 
-__all__ = ["change_words", "config_notes", "cpu_ledger_line", "entry_notes", "entry_versus", "in_memory_words",
-           "ledger_words", "parts_against", "two_timings"]
+__all__ = ["change_words", "change_worth", "config_notes", "cpu_ledger_line", "entry_notes", "entry_versus",
+           "in_memory_words", "ledger_words", "parts_against", "two_timings"]
