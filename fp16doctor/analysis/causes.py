@@ -33,7 +33,7 @@ from fp16doctor.analysis.rules.causal import (
     SLOW_KERNEL_MIN_SHARE,
     slow_kernel_item,
 )
-from fp16doctor.analysis.values import fmt_interval, fmt_ms, fmt_times, variant_words
+from fp16doctor.analysis.values import fmt_interval, fmt_ms, fmt_signed_ms, fmt_times, variant_words
 from fp16doctor.attribution.device_time import copy_direction
 from fp16doctor.workload.protocol import FP16, is_pure, variant_base, variant_parts
 
@@ -360,7 +360,7 @@ class ExperimentResult:
 
     def describe(self) -> str:
         first = " first" if self.first_steps else ""
-        cut = " (cut short: one step against one step)" if self.one_step else ""
+        cut = "; cut short: one step against one step" if self.one_step else ""
         effect = self.within_settings()
         against = ""
         if effect is not None:
@@ -369,7 +369,8 @@ class ExperimentResult:
                        f"{')' if effect.significant else '), not beyond both comparisons'}")
         where = f" ({variant_words(self.base.variant)})" if self.base.variant != "original" else ""
         return (f"with {describe_changes(self.changes)} the {self.base.precision}{where}{first} step went from "
-                f"{fmt_ms(self.base_ms)} to {fmt_ms(self.run_ms)}{cut}{against}")
+                f"{fmt_ms(self.base_ms)} to {fmt_ms(self.run_ms)} ({fmt_signed_ms(self.run_ms - self.base_ms)}{cut})"
+                f"{against}")
 
 
 def describe_changes(changes: Mapping[str, Any]) -> str:
