@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fp16doctor.workload.contention import mean_mhz
+
 BUSIEST_KEPT = 3  # the other processes named, busiest first
 # Processes using less than this share of one core over the timing are not named: a shell's housekeeping.
 MIN_BUSY_PCT = 5.0
@@ -54,24 +56,9 @@ def _load(proc: Path) -> tuple[float, float, float] | None:
 
 
 def _cpu_mhz(proc: Path, sys_cpu: Path) -> float | None:
-    """The mean current clock over the CPUs: cpufreq's scaling_cur_freq (kHz) where the kernel has it, else
-    /proc/cpuinfo's "cpu MHz" (a virtual machine often shows only the nominal clock there)."""
-    khz = []
-    for freq in sorted(sys_cpu.glob("cpu[0-9]*/cpufreq/scaling_cur_freq")):
-        text = _read(freq)
-        if text and text.strip().isdigit():
-            khz.append(int(text.strip()))
-    if khz:
-        return sum(khz) / len(khz) / 1000.0
-    mhz = []
-    for line in (_read(proc / "cpuinfo") or "").splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "cpu MHz":
-            try:
-                mhz.append(float(value))
-            except ValueError:
-                continue
-    return sum(mhz) / len(mhz) if mhz else None
+    """The mean current clock over the CPUs, as the rounds read it (workload/contention.py mean_mhz)."""
+    freqs = [_read(freq) for freq in sorted(sys_cpu.glob("cpu[0-9]*/cpufreq/scaling_cur_freq"))]
+    return mean_mhz(freqs, _read(proc / "cpuinfo"))
 
 
 def _ticks(proc: Path) -> dict[int, tuple[str, int, int]]:

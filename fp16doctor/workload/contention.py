@@ -59,17 +59,15 @@ def _load(text):
         return None
 
 
-def _mhz(read, cpus):
-    """The mean current clock: cpufreq's scaling_cur_freq (kHz) where the kernel has it, else /proc/cpuinfo's."""
-    khz = []
-    for index in range(cpus or 0):
-        text = read(CPUFREQ % index)
-        if text and text.strip().isdigit():
-            khz.append(int(text.strip()))
+def mean_mhz(freq_texts, cpuinfo_text):
+    """The mean current clock: cpufreq's scaling_cur_freq texts (kHz) where the kernel has them, else
+    /proc/cpuinfo's "cpu MHz" lines (a virtual machine often shows only the nominal clock there); None without
+    either. The host's probe (probe/load.py) reads the clock with it too."""
+    khz = [int(text.strip()) for text in freq_texts if text and text.strip().isdigit()]
     if khz:
         return sum(khz) / len(khz) / 1000.0
     mhz = []
-    for line in (read(CPUINFO) or "").splitlines():
+    for line in (cpuinfo_text or "").splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "cpu MHz":
             try:
@@ -77,6 +75,10 @@ def _mhz(read, cpus):
             except ValueError:
                 continue
     return sum(mhz) / len(mhz) if mhz else None
+
+
+def _mhz(read, cpus):
+    return mean_mhz([read(CPUFREQ % index) for index in range(cpus or 0)], read(CPUINFO))
 
 
 def _own_s():
