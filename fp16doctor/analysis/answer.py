@@ -210,8 +210,8 @@ class Answer:
         return tuple(Section(key, SECTION_HEADINGS[key], built[key]) for key in SECTION_ORDER if built[key])
 
     def _bound_lines(self) -> tuple[AnswerLine, ...]:
-        return tuple(AnswerLine(f"B{n}", f"{bound.where + ': ' if bound.where and not i else ''}{line}", "bound")
-                     for n, bound in enumerate(self.bounds, start=1) for i, line in enumerate(bound.lines))
+        return tuple(AnswerLine(f"B{n}", f"{bound.where + ': ' if bound.where else ''}{line}", "bound")
+                     for n, bound in enumerate(self.bounds, start=1) for line in bound.lines)
 
     def _what_to_do_lines(self) -> tuple[AnswerLine, ...]:
         many = len(self.prescriptions) > 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import textwrap
 
-from fp16doctor.analysis.answer import CHANGES_HEADING, PRECISIONS_HEADING, Answer
+from fp16doctor.analysis.answer import Answer
 from fp16doctor.analysis.values import fmt_ms, fmt_pct, fmt_rate, fmt_signed_ms
 from fp16doctor.report.viewmodel import (
     DocumentView,
@@ -149,49 +149,20 @@ def _time_table(table: TimeTableView) -> list[str]:
 
 
 def _answer(answer: Answer) -> list[str]:
-    """The answer, laid out as it is built: every text is the analysis'; nothing here decides or phrases."""
+    """The answer, laid out as it is built (Answer.sections, the order and lines every output shows): each section
+    a bold heading and its lines as list items, a program as a code block and a command as code; nothing here
+    decides or phrases. The findings stay in their own section below, with their evidence."""
     out: list[str] = []
-    if answer.bounds:
-        out += ["**What bounds the step:**", ""]
-        for b in answer.bounds:
-            where = f"{b.where}: " if b.where else ""
-            if b.head:
-                out.append(f"- {md_text(where + b.head)} " + md_text("; ".join(b.parts))
-                           + (f": {md_text(b.verdict)}" if b.verdict else ""))
+    for section in answer.sections(findings=False):
+        out += [f"**{md_text(section.heading)}:**", ""]
+        for line in section.lines:
+            if line.kind == "code":
+                out += ["```python", textwrap.dedent(line.text).strip("\n").replace("```", "` ` `"), "```"]
+            elif line.kind == "command":
+                out.append(f"  {md_code(line.text)}")
             else:
-                out += [f"- {md_text(where + part)}" for part in b.parts]
-        out.append("")
-    many = len(answer.prescriptions) > 1
-    for p in answer.prescriptions:
-        label = f" ({p.id})" if many else ""
-        out.append(f"**What to do{label}:** {md_text(p.headline)}")
-        out += [f"{'First' if i == 0 else 'Also'}: {md_text(c.words)}"
-                + (f"; what it costs: {md_text(c.cost)}" if c.cost else "") for i, c in enumerate(p.changes)]
-        out.append("")
-    for heading, rows in ((PRECISIONS_HEADING, answer.precisions), (CHANGES_HEADING, answer.changes)):
-        if not rows:
-            continue
-        out += [f"**{heading}:**", ""]
-        for row in rows:
-            where = f" on {row.where}" if row.where else ""
-            refs = f" [{', '.join(row.notes)}]" if row.notes else ""
-            cause = f" — {md_text(row.cause)}" if row.cause else ""
-            out.append(f"- {md_text(row.text + where + refs)}{cause}")
-        out.append("")
-    for p in answer.prescriptions:
-        label = f" ({p.id})" if many else ""
-        for c in p.changes:
-            if c.code:
-                prose, _, code = c.code.partition("\n")
-                out.append(f"**How{label}:** {md_text(prose)}")
-                if code.strip():
-                    out += ["", "```python", textwrap.dedent(code).strip("\n").replace("```", "` ` `"), "```"]
-                out.append("")
-        if p.how:
-            out += [f"**Then{label}:** {md_code(p.how)}" if p.changes else f"**How{label}:** {md_code(p.how)}", ""]
-    if answer.notes:
-        out += ["**Notes:**", ""]
-        out += [f"- \\[{n.id}\\] {md_text(n.text)}" for n in answer.notes]
+                pad = "  " * max(0, (line.indent - 2) // 2)
+                out.append(f"{pad}- {md_text(line.text)}")
         out.append("")
     return out
 
@@ -201,8 +172,7 @@ def _prescriptions(view: ReportView, answered: bool) -> list[str]:
     only the measured table and the untested configurations it was chosen from."""
     out: list[str] = []
     for p in view.prescriptions:
-        if answered:  # the answer listed each measured configuration: only what nobody measured
-            out += _untested(p)
+        if answered:  # the answer said each measured configuration and what nobody measured (its "How")
             continue
         out.append(f"**Prescription:** {md_text(p.headline)}")
         for i, change in enumerate(p.changes):  # measured changes beyond a precision, largest first

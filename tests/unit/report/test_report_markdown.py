@@ -76,7 +76,7 @@ def test_the_summary_lists_what_the_prescription_was_chosen_from() -> None:
            "runs": [run("float32", 100), run("mixed_bfloat16", 50), run("float16", 550)]}
     md = _md([doc])
     # The answer lists each configuration once, against float32, a caveat many rows share as one note.
-    assert md.index("**What to do:** Use mixed_bfloat16:") < md.index("**Each configuration against float32:**")
+    assert md.index("**What to do:**\n\n- Use mixed_bfloat16:") < md.index("**Each configuration against float32:**")
     assert "- mixed_bfloat16: 2.00x faster (1.90-2.10x), 50 ms vs 100 ms\n" in md
     assert "- float16: 5.50x slower (5.24-5.78x), 550 ms vs 100 ms \\[N1\\]" in md
     assert "- \\[N1\\] Pure fp16: weights and optimizer state in float16" in md
