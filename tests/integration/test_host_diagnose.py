@@ -207,6 +207,43 @@ def test_a_diagnose_whose_16_bit_runs_are_all_cut_still_measures_explains_and_pr
     assert (out / "report.html").exists() and "What to do" in proc.stdout
 
 
+def _ledger_checks(doc: dict, stdout: str) -> None:
+    """Each timed configuration's ledger adds up to its step (within 1 %), no part negative; each bound line's
+    figures add up to the step it names; a run cut by the slow-step bound is said as the bound, never "a step"."""
+    assert doc["ledgers"], "no ledger"
+    for ledger in doc["ledgers"]:
+        parts = [p["ms"] for p in ledger["parts"]]
+        assert min([*parts, ledger["unplaced_ms"]]) >= 0, ledger
+        assert abs(sum(parts) + ledger["unplaced_ms"] - ledger["step_ms"]) <= 0.01 * ledger["step_ms"], ledger
+    bound = re.sub(r"\n {4}", " ", stdout[stdout.index("What bounds the step"):stdout.index("What to do")])
+    cut = {(r["precision"], r.get("variant", "original")) for r in doc["runs"] if r.get("bound")}
+    for line in re.findall(r"^  (\w+) \((.*?) = (.*?)\)", bound, flags=re.M):
+        precision, step_words, parts = line
+        assert ("a step" in step_words) != ((precision, "original") in cut), line
+        step = float(re.findall(r"(\d+(?:\.\d+)?) (?:ms|s)\b", step_words)[0])
+        figures = [float(x) * (1000 if unit == "s" else 1)
+                   for x, unit in re.findall(r"(\d+(?:\.\d+)?) (ms|s)\b", parts)]
+        unit = 1000 if re.search(r"\d s\b", step_words) else 1
+        assert abs(sum(figures) - step * unit) <= max(0.02 * step * unit, 2.0), line
+
+
+@pytest.mark.slow
+def test_every_step_adds_up_in_a_fresh_quick_diagnose(quick) -> None:
+    proc, out = quick
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    _ledger_checks(json.loads((out / "results.json").read_text()), proc.stdout)
+
+
+@pytest.mark.slow
+def test_a_cut_run_is_said_as_its_bound_and_its_parts_still_add_up(smoke_cut) -> None:
+    proc, out = smoke_cut
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads((out / "results.json").read_text())
+    assert any(ledger["cut"] for ledger in doc["ledgers"])
+    assert "cut at fp16doctor's bound after" in proc.stdout
+    _ledger_checks(doc, proc.stdout)
+
+
 @pytest.mark.slow
 def test_quick_diagnose_writes_a_report_naming_precisions_and_numbers(quick) -> None:
     proc, out = quick
