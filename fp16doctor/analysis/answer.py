@@ -374,21 +374,6 @@ def _label(precision: str, variant: str) -> str:
     return f"{precision}, {words}" if words else precision
 
 
-def _packed(head: str, parts: Sequence[str], tail: str = "") -> tuple[str, ...]:
-    """`head` then `parts` joined by "; " on as few lines as fit MAX_LINE (the continuation indented), `tail` last."""
-    lines: list[str] = []
-    line = head
-    for i, part in enumerate(parts):
-        piece = part + (";" if i < len(parts) - 1 else (f": {tail}" if tail else ""))
-        if len(line) + 1 + len(piece) > MAX_LINE and line != head:
-            lines.append(line)
-            line = "  " + piece
-        else:
-            line = f"{line} {piece}" if line else piece
-    lines.append(line)
-    return tuple(lines)
-
-
 def _device_bound(rows: Sequence[RunRow], verdicts: Sequence[Mapping[str, Any]],
                   ledgers: Sequence[Ledger]) -> Bound | None:
     profiled = {(r.precision, r.variant) for r in rows if r.ok and r.device_step is not None

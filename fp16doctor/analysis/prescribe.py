@@ -415,14 +415,12 @@ def _input_change(ctx: Context, fp32: RunView) -> list[dict[str, Any]]:
     height, width = fp32.image_size or (None, None)
     # Its worth as each configuration's own process measured it too (a user's fit()), where the rounds timed both:
     # said beside the rounds' figure as a range, never the flattering end alone.
-    own = (round_ratio(fp32.single[0] / control.single[0])
-           if fp32.single is not None and control.single is not None and fp32.rounds and control.rounds else None)
+    before, after = fp32.own_process_ms, control.own_process_ms
     return [{"kind": "input_pipeline", "measured_by": "synthetic_input", "precision": "float32",
              "step_ms": pair.fp32_step_ms, "changed_step_ms": pair.step_ms, "speedup": round_ratio(iv.speedup),
              "speedup_interval": [round_ratio(iv.low), round_ratio(iv.high)], "figure": pair.shown.figure(),
-             **({"own_process_speedup": own,
-                 "own_process_ms": [round(fp32.single[0], 3), round(control.single[0], 3)]}  # type: ignore[index]
-                if own is not None else {}),
+             **({"own_process_speedup": round_ratio(before / after),
+                 "own_process_ms": [round(before, 3), round(after, 3)]} if before and after else {}),
              # The program is the seed's (its model as posted); a user's own script gets the words.
              "how": input_pipeline_code(fp32.software, height, width, fp32.batch_size,
                                         program=fp32.workload_name == SEED_WORKLOAD),

@@ -275,6 +275,12 @@ class RunView:
         return advice_applies(advice, self.inference, self.software.inference_library)
 
     @property
+    def own_process_ms(self) -> float | None:
+        """Its own process's median where interleaved rounds gave its step (`step_time_ms.single_process`): what a
+        user's own fit() of this configuration measured, beside the rounds' figure every comparison weighs."""
+        return self.single[0] if self.single is not None and self.rounds else None
+
+    @property
     def timing(self) -> Timing:
         assert self.step_ms is not None
         single = Timing(*self.single) if self.single is not None else None

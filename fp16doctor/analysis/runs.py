@@ -91,9 +91,7 @@ class RunRow:
     # A float32 run of a combined variant (synthetic_input+xla) is compared with the float32 run that lacks its last
     # change (protocol.variant_base): that run's variant; None for every other row.
     base_variant: str | None = None
-    # Its own process's median where interleaved rounds gave its step (`step_time_ms.single_process`): what a user's
-    # own fit() of this configuration measured, beside the rounds' figure every comparison weighs.
-    own_process_ms: float | None = None
+    own_process_ms: float | None = None  # RunView.own_process_ms, for a completed run
 
     @property
     def ok(self) -> bool:
@@ -174,7 +172,7 @@ def _row(view: RunView, run: Mapping[str, object], pair: Pair | None) -> RunRow:
         image=as_str(engine.get("image")),
         device_step=_device_step(view),
         failure=failed_run(run),
-        own_process_ms=view.single[0] if ok and view.single is not None and view.rounds else None,
+        own_process_ms=view.own_process_ms if ok else None,
     )
     if pair is None:
         return row
