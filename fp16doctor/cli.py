@@ -238,6 +238,13 @@ def diagnose(
                                         rich_help_panel=PANEL_WHAT),
     variant: list[str] = typer.Option([], "--variant", callback=_check_variant, autocompletion=_complete_variant,
                                       metavar="VARIANT", rich_help_panel=PANEL_WHAT, help=VARIANT_HELP),
+    budget: float | None = typer.Option(
+        None, "--budget", min=10.0, max=86400.0, metavar="SECONDS", rich_help_panel=PANEL_WHAT,
+        help="The wall budget in seconds, in place of the size's (quick: 90 s): more time for the interleaved "
+             "rounds and the experiments, where an answer was not settled."),
+    rounds: int | None = typer.Option(
+        None, "--rounds", min=3, max=500, metavar="N", rich_help_panel=PANEL_WHAT,
+        help="Time at least N interleaved rounds (default 3, more where the budget has room)."),
     no_experiments: bool = typer.Option(
         False, "--no-experiments", help="Do not run the experiments the analysis plans to confirm a cause.",
         metavar=FLAG, rich_help_panel=PANEL_WHAT),
@@ -292,8 +299,8 @@ def diagnose(
         out_dir=out_dir, size=next(iter(sizes), None), stacks=list(stack), precisions=list(precision),
         variants=list(variant) or None, experiments=not no_experiments, keep_profiles=keep_profiles, data_dir=data,
         include_host=not no_host, force=force, resume=resume, python=python, ca_bundle=ca_bundle,
-        wheelhouse=wheelhouse, script=script, script_args=list(script_arg), steps=steps,
-        engines=_engine_options(ctx, engine_values, stacks=bool(stack)), started=command_started())
+        wheelhouse=wheelhouse, script=script, script_args=list(script_arg), steps=steps, budget_s=budget,
+        rounds=rounds, engines=_engine_options(ctx, engine_values, stacks=bool(stack)), started=command_started())
     logs.configure(verbose)
     progress = LiveProgress(err, enabled=not as_json or sys.stderr.isatty())
     if plan:

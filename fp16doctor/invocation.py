@@ -29,7 +29,7 @@ from fp16doctor.workload.protocol import (
 # come from its declaration (engines/option_table.ENGINE_OPTIONS), read when a command line is checked.
 VALUE_OPTIONS = frozenset({
     "--out", "--stack", "--precision", "--variant", "--data", "--ca-bundle", "--wheelhouse", "--python", "--script",
-    "--script-arg", "--steps", "--size",
+    "--script-arg", "--steps", "--size", "--budget", "--rounds",
 })
 FLAG_OPTIONS = frozenset({
     "--quick", "--full", "--no-experiments", "--keep-profiles", "--no-host", "--force", "--resume", "--json",

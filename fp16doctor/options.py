@@ -42,6 +42,8 @@ class DiagnoseOptions:
     script: Path | None = None  # the user's own training script, run instead of the seed workload
     script_args: list[str] = field(default_factory=list)
     steps: int | None = None  # --script: exactly this many measured steps (default: the size decides)
+    budget_s: float | None = None  # --budget: the wall budget in place of the size's (a size that has one)
+    rounds: int | None = None  # --rounds: at least this many interleaved rounds
     experiments: bool = True  # run the experiments the analysis plans after the main matrix
     keep_profiles: bool = False  # keep each run's raw profile under out_dir/profiles
     engines: tuple[EngineOptions, ...] = ()  # each engine's own options (engines/options.py): --slurm, --docker-host

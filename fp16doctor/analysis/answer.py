@@ -43,8 +43,11 @@ from fp16doctor.analysis.words import (
     entry_notes,
     in_memory_words,
     ledger_words,
+    not_in_rounds,
     parts_against,
     two_timings,
+    whole_run,
+    whole_run_note,
 )
 from fp16doctor.knowledge.kernels import SHORT_NAME_MAX, kernel_short_name
 
@@ -509,6 +512,9 @@ def _figure(speedup: Any, interval: Any, outcome: Any, method: Any, bound: Any, 
     return shown.figure() + (f" ({spread})" if spread else "")
 
 
+WHOLE_SCRIPT = "the whole script "  # before a custom loop's figures: no step was timed
+
+
 def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str]]) -> tuple[PrecisionLine, ...]:
     lines = []
     for v in diagnosis.verdicts:
@@ -521,7 +527,8 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str
             where=named_place(places, str(v.get("machine")), str(v.get("stack"))),
             label=_label(str(v.get("precision")), str(v.get("variant") or "original")),
             versus=versus,
-            steps=f"{fmt_ms(v.get('step_ms'))} vs {fmt_ms(v.get('fp32_step_ms'))}",
+            steps=(WHOLE_SCRIPT if whole_run(v, diagnosis.runs) else "")
+            + f"{fmt_ms(v.get('step_ms'))} vs {fmt_ms(v.get('fp32_step_ms'))}",
             cause=short_line(_cause(v, diagnosis.findings)),
             notes=refs, parts=parts_against(v, diagnosis.ledgers)))
     for p in diagnosis.prescriptions:  # the configurations only an experiment measured: no verdict of their own
@@ -536,8 +543,10 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str
                                m.get("interval_method"), m.get("bound"), m.get("comparison_refused"),
                                m.get("aa_check")),
                 notes=notes.refs(m)))
-    lines = [replace(line, notes=(*line.notes, notes.ref(text))) if (text := two_timings(v, diagnosis.runs))
-             else line for line, v in zip(lines, diagnosis.verdicts, strict=False)] + lines[len(diagnosis.verdicts):]
+    judged = len(diagnosis.verdicts)
+    for said in (two_timings, not_in_rounds, whole_run_note):
+        lines = [replace(line, notes=(*line.notes, notes.ref(text))) if (text := said(v, diagnosis.runs))
+                 else line for line, v in zip(lines, diagnosis.verdicts, strict=False)] + lines[judged:]
     # Pure float16's numerics and the other caveats of a measured precision as written: one note each, on its line.
     caveats = {str(m.get("precision")): notes.refs({**m, "aa_check": None})
                for p in diagnosis.prescriptions for m in p.get("measured") or [] if m.get("variant") == "original"}

@@ -91,6 +91,15 @@ def _onednn_not_in_play(run: RunView) -> str | None:
     return "TensorFlow's profiler shows no oneDNN op (_Mkl*) in this run: it ran TensorFlow's own kernels"
 
 
+def _onednn_ms(run: RunView) -> float:
+    """The time per step a TensorFlow profile gives to oneDNN's ops (TensorFlow names them _Mkl*), 0 without one."""
+    ops = run.ops
+    if ops is None or ops.source != "tf_profiler":
+        return 0.0
+    return sum(i.wall_ms_per_step if i.wall_ms_per_step is not None else i.ms_per_step
+               for i in ops.items if (i.op_type or "").startswith("_Mkl"))
+
+
 def plan(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Every experiment the evidence points at, run or skipped (`skip_reason` says why it is not worth it)."""
     ctx = build_context(doc)
@@ -114,9 +123,16 @@ def plan(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
         reduced, fp32 = acc.pair.reduced, acc.pair.fp32
         slower = acc.difference_ms > 0
         ref_ms = sum(i.ms_per_step for i in (reduced.ops.items if reduced.ops else ()) if is_reference_impl(i.impl))
+        # oneDNN's own ops (_Mkl*) that took more of the 16-bit step than of float32's: switching oneDNN off can
+        # change them, whatever implementation names they recorded (an _MklNativeConv2DBackpropFilter holding 8 s
+        # of a 10 s step with a few reference kernels of 0.3 ms beside it).
+        onednn_ms = _onednn_ms(reduced) - _onednn_ms(fp32)
         if slower and not reduced.on_gpu and _tensorflow(reduced):
-            if ref_ms:
-                add(reduced, ONEDNN_OFF, "oneDNN ran reference kernels for 16-bit ops", ref_ms)
+            if ref_ms or onednn_ms > 0:
+                reason = ("oneDNN ran reference kernels for 16-bit ops" if ref_ms >= onednn_ms else
+                          f"oneDNN's ops (_Mkl*) took {onednn_ms:.0f} ms more of the {reduced.precision} step than of "
+                          "float32's")
+                add(reduced, ONEDNN_OFF, reason, max(ref_ms, onednn_ms))
             elif acc.pair.ratio >= ONEDNN_SUSPECT_RATIO and not any(
                     i.impl for i in (reduced.ops.items if reduced.ops else ())):
                 add(reduced, ONEDNN_OFF, f"{reduced.precision} is {acc.pair.shown.figure()} on the CPU and no "

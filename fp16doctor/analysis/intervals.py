@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 
 from fp16doctor.analysis.values import fmt_interval, fmt_ms
 from fp16doctor.workload.paired import (
+    ALWAYS_MEASURABLE,
     CONFIDENCE_LEVEL,
     MIN_ROUNDS,
     Components,
@@ -52,9 +53,9 @@ MAX_BAND = 0.5
 # variation the document measured between two timings of one configuration: one such variation either way could
 # otherwise make the whole effect.
 DESIGN_MARGIN = 2.0
-# No effect this large is ever "not measurable": on a Xeon the A/A control's 3-round interval allowed 1.24x
-# between identical models (recordings/cpu-xeon-quick-diagnose); a factor of 2 is beyond any control seen.
-ALWAYS_MEASURABLE = 2.0
+# No effect of ALWAYS_MEASURABLE or more is ever "not measurable" (workload/paired.py, where the rounds' stop rule
+# reads it too): on a Xeon the A/A control's 3-round interval allowed 1.24x between identical models
+# (recordings/cpu-xeon-quick-diagnose); a factor of 2 is beyond any control seen.
 # What a verdict says for a cut run's bound, and how the bound compares the two runs.
 FIRST_STEP = "first step, tracing included"
 CUT_STEP = ("its fastest recorded step against float32's steady step (float32's first step not recorded: not like "

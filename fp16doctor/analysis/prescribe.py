@@ -39,6 +39,7 @@ from fp16doctor.analysis.values import (
     ShownRatio,
     as_list,
     as_mapping,
+    as_positive,
     as_str,
     fmt_config,
     fmt_interval,
@@ -47,6 +48,7 @@ from fp16doctor.analysis.values import (
     round_ratio,
 )
 from fp16doctor.analysis.words import change_worth, config_notes
+from fp16doctor.engines.spec import GPU_WALL_BUDGET_S, WALL_BUDGET_S
 from fp16doctor.invocation import check_diagnose_argv, per_stack_options, stack_only_options
 from fp16doctor.knowledge.frameworks import has_feature
 from fp16doctor.knowledge.gpus import cc_tuple
@@ -261,7 +263,8 @@ def _best(configs: Sequence[Measured], fp32: RunView) -> Measured:
 # ---------------------------------------------------------------------------------------- untested
 
 
-_DROPPED = ("--precision", "--variant", "--out", "--stack")  # chosen anew for the configuration to measure
+# Chosen anew for the configuration to measure (a budget where a comparison was not settled: _not_settled).
+_DROPPED = ("--precision", "--variant", "--out", "--stack", "--budget")
 _DROPPED_ALONE = ("--resume", "--json", "--no-host")
 
 
@@ -302,21 +305,22 @@ _STACK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 NO_STACK_COMMAND = "its stack's name is not one `diagnose --stack` takes"
 
 
-def _argv(ctx: Context, run: RunView, precision: str, variant: str | None) -> list[str]:
+def _argv(ctx: Context, run: RunView, precision: str, variant: str | None, extra: Sequence[str] = ()) -> list[str]:
     precisions = dict.fromkeys(("float32", precision))  # float32 itself, where it is what nobody measured, once
     args = ["fp16doctor", "diagnose", *_targeting(ctx, run), *(a for p in precisions for a in ("--precision", p))]
     # The variant beside the configuration it is compared with: as written, or batches in memory for a change
     # made with them (synthetic_input+xla).
-    return args + (["--variant", variant_base(variant), "--variant", variant] if variant else [])
+    return args + (["--variant", variant_base(variant), "--variant", variant] if variant else []) + list(extra)
 
 
-def diagnose_command(ctx: Context, run: RunView, precision: str, variant: str | None = None) -> str | None:
+def diagnose_command(ctx: Context, run: RunView, precision: str, variant: str | None = None,
+                     extra: Sequence[str] = ()) -> str | None:
     """The diagnose command that measures a configuration on this run's machine and stack; None where the stack's
     name could not be passed to --stack, or where diagnose would refuse the command (invocation.py: a variant that
     changes the built-in model, for a script): no refused command is ever printed."""
     if not _STACK_NAME.fullmatch(run.stack):
         return None
-    args = _argv(ctx, run, precision, variant)
+    args = _argv(ctx, run, precision, variant, extra)
     if check_diagnose_argv(args) is not None:
         return None
     return redact_secrets(shlex.join(args))  # a URL's password or a token argument never reaches the page
@@ -581,7 +585,19 @@ def _not_settled(ctx: Context, fp32: RunView, m: Measured) -> dict[str, Any]:
     assert contention is not None  # _unsettled keeps only those
     return {"precision": m.run.precision, "variant": m.run.variant, "speedup": round_ratio(iv.speedup),
             "speedup_interval": [round_ratio(iv.low), round_ratio(iv.high)], "contention": contention.to_dict(),
-            "busy_words": contention.words(), "command": diagnose_command(ctx, fp32, m.run.precision)}
+            "busy_words": contention.words(),
+            "command": diagnose_command(ctx, fp32, m.run.precision, extra=_more_budget(ctx))}
+
+
+def _more_budget(ctx: Context) -> list[str]:
+    """`--budget` at twice the wall budget the document was measured in (the user's, else its size's): rounds that
+    go on where a comparison was not settled; none for a size without a budget."""
+    invocation = as_mapping(ctx.doc.get("invocation"))
+    size = as_str(invocation.get("size")) or ""
+    on_gpu = bool(as_list(as_mapping(ctx.doc.get("host")).get("gpus")))
+    used = as_positive(invocation.get("budget_s")) or WALL_BUDGET_S.get(size) or (
+        GPU_WALL_BUDGET_S.get(size) if on_gpu else None)
+    return ["--budget", f"{2 * used:.0f}"] if used else []
 
 
 def _not_settled_headline(unsettled: Mapping[str, Any], on: str) -> str:
@@ -592,7 +608,8 @@ def _not_settled_headline(unsettled: Mapping[str, Any], on: str) -> str:
     command = unsettled.get("command")
     rerun = f": {command}" if command else ""
     return (f"Not settled{on}: {unsettled['precision']} measured {fmt_times(speedup, (high - low) / speedup)} "
-            f"({fmt_interval(low, high)}) while {unsettled['busy_words']}; rerun on a quiet machine{rerun}")
+            f"({fmt_interval(low, high)}) while {unsettled['busy_words']}; rerun on a quiet machine, with more time "
+            f"for its rounds{rerun}")
 
 
 def _busy_caveat(contention: Contention | None) -> str:

@@ -264,6 +264,9 @@ class RunView:
     mode: str | None = None  # `workload.mode`: "training" | "inference"; None: not said (fp16doctor trains)
     # What the document states of the workload: casts, CPU fallbacks, copies per step, notes (knowledge/stated.py).
     stated: StatedFacts = StatedFacts()
+    # A custom training loop's (no fit(), fit_generator or train_on_batch): its one "step" is the whole script's time
+    # (`workload.timing` "whole_run"), timed once.
+    whole_run: bool = False
 
     @property
     def inference(self) -> bool:
@@ -399,6 +402,7 @@ def read_run(index: int, run: Mapping[str, Any]) -> RunView | None:
         single=_single(step),
         mode=_mode(workload.get("mode")),
         stated=stated_facts(run),
+        whole_run=workload.get("timing") == "whole_run",
     )
 
 

@@ -92,6 +92,10 @@ class RunRow:
     # change (protocol.variant_base): that run's variant; None for every other row.
     base_variant: str | None = None
     own_process_ms: float | None = None  # RunView.own_process_ms, for a completed run
+    # Why the interleaved rounds did not time it (`rounds_left_out`), where they timed the others: its ratio rests
+    # on its own process.
+    left_out_of_rounds: str | None = None
+    whole_run: bool = False  # RunView.whole_run: its step is the whole script's time, timed once
 
     @property
     def ok(self) -> bool:
@@ -173,6 +177,8 @@ def _row(view: RunView, run: Mapping[str, object], pair: Pair | None) -> RunRow:
         device_step=_device_step(view),
         failure=failed_run(run),
         own_process_ms=view.own_process_ms if ok else None,
+        left_out_of_rounds=as_str(run.get("rounds_left_out")) if ok else None,
+        whole_run=view.whole_run,
     )
     if pair is None:
         return row

@@ -187,6 +187,38 @@ def two_timings(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
             f"{fmt_ms(mine.step_ms)} against {fmt_ms(base.step_ms)} in the interleaved rounds, which the comparison "
             "weighs")
 
+# Why a custom training loop's configuration is one figure for the whole script (workload/script_runner.py).
+WHOLE_RUN_WHY = "a custom training loop, no fit(), fit_generator or train_on_batch call to time step by step"
+
+
+def whole_run(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> bool:
+    """Whether the verdict's configuration or its float32 was timed as the whole script (a custom loop)."""
+    key = (verdict.get("machine"), verdict.get("stack"), verdict.get("variant") or "original")
+    return any(r.whole_run for r in rows if (r.machine, r.stack, r.variant) == key and r.ok
+               and r.precision in (verdict.get("precision"), "float32"))
+
+
+def whole_run_note(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
+    """Where a configuration and float32 were each timed as the whole script (a custom loop): how, once, for the
+    verdict's notes; "" elsewhere."""
+    if not whole_run(verdict, rows):
+        return ""
+    return (f"Timed as the whole script, once each, less the Keras import ({WHOLE_RUN_WHY}): its figure holds the "
+            "script's data loading and model building beside its training, and no per-step time, warm-up or loss "
+            "was measured; write the loop as model.fit(), or time your train step yourself, for a per-step answer")
+
+
+def not_in_rounds(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
+    """Where the interleaved rounds left a configuration out for another reason than the slow-step bound (whose cut
+    its line already says): "float16 was not timed in the interleaved rounds: <why>"; "" elsewhere."""
+    key = (verdict.get("machine"), verdict.get("stack"), verdict.get("variant") or "original")
+    mine = next((r for r in rows if (r.machine, r.stack, r.variant) == key and r.precision == verdict.get("precision")
+                 and r.ok), None)
+    if mine is None or mine.bound or not mine.left_out_of_rounds:
+        return ""
+    return f"{mine.precision} was not timed in the interleaved rounds: {mine.left_out_of_rounds}"
+
+
 def parts_against(verdict: Mapping[str, Any], ledgers: Sequence[Ledger]) -> str:
     """"against float32's parts: host batch +477 ms (162 -> 638 ms), unplaced −100 ms, ...; the step +362 ms": each
     part of the ledger that moved, largest first, adding up to the step's difference (a cut run has no parts to set

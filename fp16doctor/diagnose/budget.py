@@ -14,7 +14,6 @@ from fp16doctor.engines.spec import ExperimentUnit, RunSpec, WorkloadSize
 from fp16doctor.options import Progress
 from fp16doctor.results import Run, find_run
 from fp16doctor.runplan import IMPORT_PRIOR_S
-from fp16doctor.workload.paired import MIN_ROUNDS
 from fp16doctor.workload.protocol import BLOCK_TARGET_S, variant_parts, window_steps
 
 
@@ -157,7 +156,7 @@ def experiment_rounds_cost_s(unit: ExperimentUnit, runs: list[dict[str, Any]]) -
         step_s = _expected_step_s(spec, runs)
         one_block_s = block_s(step_s)
         total += copies * (script_setup_s(fp32) + _first_step_s(spec, runs, step_s)
-                           + rounds_warmup_steps(size) * step_s + MIN_ROUNDS * one_block_s)
+                           + rounds_warmup_steps(size) * step_s + size.min_rounds * one_block_s)
         one_round += copies * one_block_s
     return total + one_round
 

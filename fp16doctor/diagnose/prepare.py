@@ -104,6 +104,7 @@ def prepare(options: DiagnoseOptions, progress: Progress) -> Prepared:
         # The host's runs go to this machine's GPU: the full size's GPU budget binds them. One size serves every
         # stack of an invocation, and a pinned stack's containers keep the full size's own measuring and rounds.
         size = on_gpu(size)
+    size = _users_budget(size, options)
     # The engines these stacks need, checked before anything is created: an unreachable --docker-host stops
     # diagnose here, not after the host's runs.
     router.check(RunSpec(stack, "float32", "original", size) for stack in stacks)
@@ -243,6 +244,15 @@ def _check_host_python(host: dict[str, Any], backend: str | None, script: Script
         check_workload_imports(host, each, script=script is not None)
 
 
+def _users_budget(size: WorkloadSize, options: DiagnoseOptions) -> WorkloadSize:
+    """The size with the user's --budget and --rounds; --budget is refused for a size that keeps no wall budget
+    (the full size on a CPU runs each configuration as long as its stop rule wants)."""
+    if options.budget_s is not None and not size.has_budget:
+        raise DoctorError(f"--budget applies to a size with a wall budget; the {size.name} size here has none",
+                          hint="add --quick, or drop --budget", exit_code=EXIT_USAGE)
+    return replace(size, wall_budget_s=options.budget_s, rounds=options.rounds)
+
+
 def _document(options: DiagnoseOptions, host: dict[str, Any], size: WorkloadSize, stacks: list[str],
               precisions: list[str], typed: _Typed) -> Document:
     """A new results document, with what this invocation was asked."""
@@ -254,6 +264,8 @@ def _document(options: DiagnoseOptions, host: dict[str, Any], size: WorkloadSize
         "precisions": precisions,
         "variants": typed.variants,
         "experiments": options.experiments,
+        **({"budget_s": options.budget_s} if options.budget_s is not None else {}),
+        **({"rounds": options.rounds} if options.rounds is not None else {}),
         **{key: value for cls in ENGINE_OPTIONS for key, value in options.engine(cls).record().items()},
         "data": "user" if typed.data_dir else "synthetic",
     }

@@ -108,13 +108,16 @@ def rounds_plan(runs: Sequence[Mapping[str, Any]], stack: str, size: WorkloadSiz
     left_out: dict[str, str] = {}
     if "float32" not in medians:
         return RoundsPlan(None, notes=("no interleaved rounds: float32 did not finish, so nothing pairs with it",))
+    if any(r.workload.get("timing") == "whole_run" for r in group):
+        return RoundsPlan(None, notes=("no interleaved rounds: a custom training loop has no fit() call for them to "
+                                       "replay step by step, so each ratio rests on the whole script's time",))
     chosen = ["float32"]
     for precision, median in medians.items():
         if precision == "float32":
             continue
-        cost_s = MIN_ROUNDS * (TYPICAL_BLOCK_STEPS + BLOCK_OVERHEAD_STEPS) * median / 1000.0
-        if cost_s > MAX_MIN_ROUNDS_S:
-            left_out[precision] = (f"{MIN_ROUNDS} rounds of its {median:.0f} ms steps would take about "
+        cost_s = size.min_rounds * (TYPICAL_BLOCK_STEPS + BLOCK_OVERHEAD_STEPS) * median / 1000.0
+        if cost_s > MAX_MIN_ROUNDS_S * size.min_rounds / MIN_ROUNDS:
+            left_out[precision] = (f"{size.min_rounds} rounds of its {median:.0f} ms steps would take about "
                                    f"{cost_s:.0f} s; its ratio rests on its own process (the runs' spread)")
             continue
         chosen.append(precision)
@@ -226,7 +229,7 @@ def rounds_process_s(runs: list[dict[str, Any]], stack: str, size: WorkloadSize,
     """The rounds process's start-up: its import and every model's first step and warm-up (the original runs', the
     precisions it profiles, the changes timed in it), the last three with their share of the minimum rounds and of
     the round that starts as the budget ends; with `minimum`, every model's minimum rounds and no round more."""
-    rounds = MIN_ROUNDS if minimum else MIN_ROUNDS + 1
+    rounds = size.min_rounds if minimum else size.min_rounds + 1
     return (_rounds_startup_s(runs, stack, size, minimum)
             + _profiled_startup_s(runs, stack, size, profiled, rounds, windows)
             + _changed_startup_s(runs, stack, size, changed, rounds))
@@ -281,9 +284,36 @@ def rounds_overrun_note(size: WorkloadSize, stack: str, runs: list[dict[str, Any
     fp32 = original_run(runs, stack, "float32")
     step_s = fp32.median_s if fp32 is not None else None
     steps = f" (float32 steps in {step_s * 1000:.0f} ms here)" if step_s is not None else ""
-    return (f"the interleaved rounds' minimum of {MIN_ROUNDS} rounds is expected to end about {over_s:.0f} s past the "
-            f"{size.budget_s or 0:.0f} s {size.name} budget on this machine{steps}: they run all the same, since "
-            "fewer rounds give no interval")
+    return (f"the interleaved rounds' minimum of {size.min_rounds} rounds is expected to end about {over_s:.0f} s "
+            f"past the {size.budget_s or 0:.0f} s {size.name} budget on this machine{steps}: they run all the same, "
+            "since fewer rounds give no interval")
+
+
+def rounds_left_out_for_time(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], deadline: float,
+                             profiled: tuple[str, ...] = (), changed: tuple[RunSpec, ...] = ()) -> dict[str, str]:
+    """Where the rounds' minimum is expected to end past the budget by more than a comparison still unsettled may
+    take (UNSETTLED_SHARE of it: 30 s at the quick size), the 16-bit precisions with runs of their own to leave
+    out of them, slowest step first, until the rest fit (all of them where none does), each with why and the
+    --budget that would fit every one (a script with 3 s steps: its own runs fill the budget, and its rounds would
+    take minutes); none where they fit."""
+    budget_s = size.budget_s or 0.0
+    allowance_s = budget_s * UNSETTLED_SHARE
+    over_all = rounds_overrun_s(size, stack, runs, deadline, profiled, changed)
+    if over_all <= allowance_s:
+        return {}
+    needed = int(-(-(budget_s + over_all + AFTER_ROUNDS_S) // 10) * 10)  # rounded up to 10 s
+    slowest = sorted((r for r in rounds_runs(runs, stack) if r.precision != "float32"),
+                     key=lambda r: -(r.median_s or 0.0))
+    left_out: dict[str, str] = {}
+    for run in slowest:
+        step = f"{run.median_s * 1000:.0f} ms" if run.median_s else "its"
+        left_out[run.precision] = (
+            f"its {size.min_rounds} rounds ({step} steps) would end this diagnose about {over_all:.0f} s past the "
+            f"{budget_s:.0f} s {size.name} budget; its ratio rests on its own process (--budget {needed} times them)")
+        kept = [r for r in runs if not (Run.of(r).stack == stack and Run.of(r).precision in left_out)]
+        if rounds_overrun_s(size, stack, kept, deadline, profiled, changed) <= allowance_s:
+            break
+    return left_out
 
 
 def repeat_fits(size: WorkloadSize, stack: str, runs: list[dict[str, Any]], deadline: float | None, reserve_s: float,
@@ -324,7 +354,7 @@ def _rounds_startup_s(all_runs: list[dict[str, Any]], stack: str, size: Workload
         first_s = _rounds_first_step_s(run.first_step_s, median_s)
         total += copies * (first_s + rounds_warmup_steps(size) * median_s + script_setup_s(run)
                            + (GPU_MODEL_BUILD_S if run.on_gpu else 0.0))
-        one_round += copies * (MIN_ROUNDS * block_s(median_s) if minimum else 3 * median_s)
+        one_round += copies * (size.min_rounds * block_s(median_s) if minimum else 3 * median_s)
     return total + one_round
 
 
@@ -611,8 +641,13 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, coming: Sequence[R
             # The matrix's changes to a model or its input with no run of their own (a GPU's in-memory controls).
             controls = tuple(s for s in mine if s.variant != variant)
             changed = tuple(s for s in changing if s.stack == stack)
-            plan = rounds_plan(runs, stack, prepared.size, variant, profiled, changed + controls,
+            # Rounds that would run minutes past the budget (long steps) leave their slowest precisions out.
+            too_long = (rounds_left_out_for_time(prepared.size, stack, runs, deadline, profiled, changed)
+                        if deadline is not None and variant == "original" else {})
+            timed_runs = [r for r in runs if not (Run.of(r).stack == stack and Run.of(r).precision in too_long)]
+            plan = rounds_plan(timed_runs, stack, prepared.size, variant, profiled, changed + controls,
                                builds_changes=prepared.script is None)
+            plan = replace(plan, left_out={**plan.left_out, **too_long})
             inside = tuple(s for s in changed if plan.spec is not None and s.rounds_label in plan.spec.rounds_of)
             moved += inside
             end_s = None
@@ -622,14 +657,14 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, coming: Sequence[R
                                 if unit[0].stack == stack and not all(u in inside for u in unit)) + analysis_s(runs)
                 # A second rounds process, where the budget has room for it beside the experiments: the ratio's
                 # variation between processes is then measured, not left out of its interval.
-                repeat_s = repeat_fits(prepared.size, stack, runs, deadline, reserve_s, profiled, inside)
+                repeat_s = repeat_fits(prepared.size, stack, timed_runs, deadline, reserve_s, profiled, inside)
                 if repeat_s is not None and plan.spec is not None:
                     repeats[(stack, variant)] = reserve_s
                     reserve_s += repeat_s
-                budget = rounds_budget_s(prepared.size, stack, runs, deadline, reserve_s, profiled, inside)
+                budget = rounds_budget_s(prepared.size, stack, timed_runs, deadline, reserve_s, profiled, inside)
                 if deadline is not None and prepared.script is None:
                     end_s = rounds_end_s(deadline, reserve_s, len(profiled), attribution_per_window_s(runs, stack))
-                    overrun = rounds_overrun_note(prepared.size, stack, runs, deadline, profiled, inside)
+                    overrun = rounds_overrun_note(prepared.size, stack, timed_runs, deadline, profiled, inside)
                     if overrun is not None:
                         progress.note(prefix + overrun)
             else:
@@ -649,7 +684,7 @@ def time_in_rounds(prepared: Prepared, writer: ResultsWriter, coming: Sequence[R
                 more = (f"; up to {unsettled_s:.0f} s more for a comparison still unsettled then"
                         if unsettled_s else "")
                 progress.note(f"{prefix}interleaved rounds of {', '.join(spec.rounds_of)} in one process, each "
-                              f"round in a new order ({until}, at least {MIN_ROUNDS} rounds{more})")
+                              f"round in a new order ({until}, at least {spec.size.min_rounds} rounds{more})")
             planned.append(spec)
     for engine, cells in prepared.router.route(planned):
         # What these rounds make records of: the precisions they profile, and the changes timed in them.

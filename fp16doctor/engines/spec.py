@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from fp16doctor.results import find_run
-from fp16doctor.workload.paired import MIN_ROUNDS
+from fp16doctor.workload.paired import MAX_ROUNDS, MIN_ROUNDS
 from fp16doctor.workload.protocol import KERAS3_BACKENDS, MODEL_VARIANTS, SIZES, VARIANT_LABEL_SEP
 
 # Slow-step bound: a 16-bit run whose steady step (the second on: the first pays tracing) takes longer than the
@@ -103,14 +103,30 @@ class WorkloadSize:
     input_batches: int  # batches timed to measure host input time
     profile_steps: int = 2  # the profiled window after the timed steps (fewer for long steps: window_steps)
     gpu: bool = False  # the host's runs go to a GPU this machine holds: the size's GPU budget binds (on_gpu)
+    # The user's own wall budget (`diagnose --budget`), in place of the size's; only for a size that has one.
+    wall_budget_s: float | None = None
+    # The user's own minimum of interleaved rounds (`diagnose --rounds`), in place of MIN_ROUNDS where larger.
+    rounds: int | None = None
 
     @property
     def budget_s(self) -> float | None:
-        """The size's wall budget (WALL_BUDGET_S; on a GPU, GPU_WALL_BUDGET_S where it names the size), None for a
-        size without one."""
+        """The size's wall budget (WALL_BUDGET_S; on a GPU, GPU_WALL_BUDGET_S where it names the size; the user's
+        --budget in place of either), None for a size without one."""
+        if self.wall_budget_s is not None and self.has_budget:
+            return self.wall_budget_s
         if self.gpu and self.name in GPU_WALL_BUDGET_S:
             return GPU_WALL_BUDGET_S[self.name]
         return WALL_BUDGET_S.get(self.name)
+
+    @property
+    def has_budget(self) -> bool:
+        """Whether the size keeps a wall budget at all (quick, smoke; the full size on a GPU)."""
+        return (self.gpu and self.name in GPU_WALL_BUDGET_S) or self.name in WALL_BUDGET_S
+
+    @property
+    def min_rounds(self) -> int:
+        """The fewest interleaved rounds a rounds process times: MIN_ROUNDS, or the user's --rounds where more."""
+        return max(MIN_ROUNDS, self.rounds or 0)
 
     @property
     def rounds_precision(self) -> float | None:
@@ -289,7 +305,9 @@ class RunSpec:
         rounds = self.rounds
         if rounds is None or not rounds.of:
             return []
-        args = ["--rounds-of", ",".join(rounds.of), "--min-rounds", str(MIN_ROUNDS)]
+        args = ["--rounds-of", ",".join(rounds.of), "--min-rounds", str(self.size.min_rounds)]
+        if self.size.min_rounds > MAX_ROUNDS:
+            args += ["--max-rounds", str(self.size.min_rounds)]
         if rounds.budget_s is not None:
             args += ["--rounds-budget-s", f"{rounds.budget_s:.1f}"]
         if rounds.end_s is not None:

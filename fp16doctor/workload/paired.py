@@ -18,6 +18,8 @@ CONFIDENCE_LEVEL = 0.95
 # Interleaved rounds: never fewer than this in a process (a t interval needs them); a comparison with fewer paired
 # rounds is judged by its runs' spread instead (analysis/intervals.py).
 MIN_ROUNDS = 3
+# And never more than this in a process, unless asked for more (diagnose --rounds).
+MAX_ROUNDS = 30
 # A budgeted size's rounds may stop early once every ratio against float32 (the A/A control's included) is known to
 # within its target (rounds.py), never before this many rounds: a t interval from fewer rests on a spread guessed
 # from two or three numbers, and stopping where it happens to look narrow would make intervals too short.
@@ -25,6 +27,9 @@ PRECISION_MIN_ROUNDS = 5
 # A speed-up inside this band either way (1/1.1-1.1x) changes no prescription (the analysis' equivalence band,
 # analysis/values.py); one beyond it whose interval still reaches 1 is unsettled (`unsettled`).
 EQUIVALENCE_BAND = 0.10
+# An effect this large is always measurable, whatever the A/A control allows (analysis/intervals.py aa_check): on a
+# Xeon the A/A control's 3-round interval allowed 1.24x between identical models; a factor of 2 is beyond any seen.
+ALWAYS_MEASURABLE = 2.0
 
 
 def _betacf(a, b, x):
@@ -146,15 +151,34 @@ def ratio_half_width(reference, other):
     return None if interval is None else math.exp(interval[1]) - 1.0
 
 
-def unsettled(reference, other):
+def aa_noise(reference, control):
+    """The largest ratio, either way, between float32 and its A/A control (an identical model timed beside it) that
+    their paired 95 % interval allows, less 1: what the analysis calls the control's noise (analysis/intervals.py
+    noise_of). None with fewer than two paired rounds."""
+    interval = paired_interval(log_ratios(reference, control))
+    if interval is None:
+        return None
+    mean, half = interval
+    return max(math.exp(-(mean - half)), math.exp(mean + half)) - 1.0
+
+
+def unsettled(reference, other, control=None):
     """Whether a configuration's paired speed-up over `reference` (round by round, one process) would change the
-    prescription if it held and is not yet told from noise: its point estimate at least EQUIVALENCE_BAND faster and
-    its 95 % interval still reaching 1. False with fewer than two paired rounds."""
+    prescription if it held and is not yet told from noise: its point estimate at least EQUIVALENCE_BAND faster, and
+    its 95 % interval still reaching 1 or, with the A/A control's rounds (`control`), an effect no larger than the
+    control's noise (aa_noise), which the analysis would call not measurable (under ALWAYS_MEASURABLE, which it
+    always measures). False with fewer than two paired rounds."""
     interval = paired_interval(log_ratios(reference, other))
     if interval is None:
         return False
     mean, half = interval
-    return math.exp(mean) >= 1.0 + EQUIVALENCE_BAND and math.exp(mean - half) <= 1.0
+    speedup = math.exp(mean)
+    if speedup < 1.0 + EQUIVALENCE_BAND:
+        return False
+    if math.exp(mean - half) <= 1.0:
+        return True
+    noise = aa_noise(reference, control) if control is not None else None
+    return noise is not None and speedup - 1.0 <= noise and speedup < ALWAYS_MEASURABLE
 
 
 class Components(object):

@@ -52,14 +52,16 @@ def widest_ratio(configs):
 
 def _unsettled_configs(configs):
     """The configurations rounds go on with past their budget: each precision whose speed-up over the reference is
-    beyond the equivalence band with an interval still reaching 1 (paired.unsettled), with the reference and its A/A
-    control beside it; none where every such comparison is settled."""
+    beyond the equivalence band with an interval still reaching 1, or an effect the A/A control cannot yet tell from
+    two identical models (paired.unsettled), with the reference and its A/A control beside it; none where every such
+    comparison is settled."""
     labels = [c.label for c in configs]
     reference = next((c for c in configs if c.label == reference_label(labels)), None)
     if reference is None:
         return []
+    control = next((c.rounds for c in configs if c.label == AA_CONTROL), None)
     unsure = [c for c in configs if c is not reference and c.label != AA_CONTROL and config_of(c.label)[1] is None
-              and unsettled(reference.rounds, c.rounds)]
+              and unsettled(reference.rounds, c.rounds, control)]
     return [c for c in configs if c is reference or c.label == AA_CONTROL] + unsure if unsure else []
 
 

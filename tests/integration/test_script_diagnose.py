@@ -107,6 +107,50 @@ def test_a_custom_training_loop_gets_whole_run_timing(tmp_path: Path) -> None:
     assert any("could not be measured" in note for note in run["workload"]["notes"])
 
 
+
+def test_a_custom_loops_answer_says_it_timed_the_whole_script_and_runs_no_rounds(tmp_path: Path) -> None:
+    """Two precisions of a GradientTape loop: every output says each figure is the whole script's, timed once (the
+    progress line, the answer's configuration line and its note, the runs table), and no interleaved rounds run
+    the script again only to find no fit() in it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "fp16doctor", "diagnose", "--script", str(SCRIPTS / "gradient_tape_loop.py"),
+         "--precision", "float32", "--precision", "mixed_float16", "--no-experiments", "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert not doc.get("timing_rounds")
+    err = " ".join((done.stderr + done.stdout).split())
+    assert "mixed_float16 / original (script) the whole script" in err and "timed once" in err
+    assert "no interleaved rounds: a custom training loop" in err
+    explained = subprocess.run([sys.executable, "-m", "fp16doctor", "explain", str(tmp_path / "out" / "results.json")],
+                               capture_output=True, text=True, env=_env(), timeout=300)
+    said = " ".join(explained.stdout.split())
+    assert "the whole script" in said and "Timed as the whole script, once each" in said, said[-2000:]
+
+
+def test_a_script_with_3_s_steps_keeps_the_quick_budget_and_says_what_it_left_out(tmp_path: Path) -> None:
+    """Each step waits 3 s: the runs of their own fill most of the 90 s budget, and the interleaved rounds would
+    take minutes more. The diagnose ends within 150 s; each 16-bit run the rounds did not time says why, with the
+    --budget that would time it, in results.json and in the answer."""
+    done = subprocess.run(
+        [sys.executable, "-m", "fp16doctor", "diagnose", "--quick", "--script", str(SCRIPTS / "long_steps.py"),
+         "--precision", "float32", "--precision", "mixed_float16", "--out", str(tmp_path / "out"), "--json"],
+        capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    assert doc["invocation"]["elapsed_s"] <= 150.0, doc["invocation"]["phases_s"]
+    runs = {run["precision"]: run for run in doc["runs"]}
+    mixed = runs["mixed_float16"]
+    assert mixed["status"] == "ok" and mixed["step_time_ms"]["median"] > 2500.0
+    if mixed.get("timed_by") != "interleaved_rounds":
+        assert "--budget" in mixed["rounds_left_out"], mixed.get("rounds_left_out")
+        explained = subprocess.run([sys.executable, "-m", "fp16doctor", "explain",
+                                    str(tmp_path / "out" / "results.json")],
+                                   capture_output=True, text=True, env=_env(), timeout=300)
+        said = " ".join(explained.stdout.split())
+        assert "mixed_float16 was not timed in the interleaved rounds" in said and "--budget" in said, said
+
+
 @pytest.mark.parametrize("cut", [False, True], ids=["as-measured", "float16-cut"])
 def test_script_runs_record_what_ran_and_leave_the_log_to_the_script(tmp_path: Path, cut: bool) -> None:
     """Each run of a script gets a profiled window after its timed steps: ops per layer, as the built-in

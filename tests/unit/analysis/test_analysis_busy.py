@@ -37,7 +37,9 @@ def test_a_wide_interval_on_a_busy_machine_is_not_settled_with_the_figure_and_th
     prescription, = diagnosis.prescriptions
     headline = prescription["headline"]
     assert headline.startswith("Not settled: mixed_bfloat16 measured 1.5x (0.9-2.6x) while other processes used "
-                               "48 % of the CPU; rerun on a quiet machine: fp16doctor diagnose --quick")
+                               "48 % of the CPU; rerun on a quiet machine, with more time for its rounds: "
+                               "fp16doctor diagnose --quick --precision float32 --precision mixed_bfloat16 "
+                               "--budget 180")
     assert "Use float32" not in headline
     unsettled = prescription["unsettled"]
     assert unsettled["precision"] == "mixed_bfloat16" and unsettled["speedup"] >= 1.3

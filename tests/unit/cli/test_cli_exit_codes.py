@@ -48,6 +48,8 @@ USAGE_ERRORS = {
                                        "synthetic_input+onednn_off"],
                                       "onednn_off switches the CPU's kernels, and tf2.20-keras3 trains on a GPU"),
     "an unknown size": (["diagnose", "--size", "tiny"], "'tiny' is not one of"),
+    "a budget too short to run anything": (["diagnose", "--budget", "5"], "--budget"),
+    "fewer rounds than an interval needs": (["diagnose", "--rounds", "2"], "--rounds"),
     "two sizes": (["diagnose", "--quick", "--full"], "--full and --quick contradict each other"),
     "a size twice over": (["diagnose", "-q", "--size", "full"], "contradict each other"),
     "an unknown stack": (["diagnose", "--stack", "tf0.1"], "tf0.1"),
@@ -71,6 +73,16 @@ def test_what_was_typed_wrong_exits_2_with_one_line_before_anything_runs(
     assert done.code == errors.EXIT_USAGE, done.stderr
     assert said in " ".join(done.stderr.split()) and "Traceback" not in done.stderr
     assert nothing_runs == []
+
+
+def test_a_budget_for_a_size_that_keeps_none_exits_2_after_the_probe_finds_no_gpu(
+        tmp_path: Path, nothing_runs: list[str]) -> None:
+    """The full size on a CPU runs each configuration as its stop rule wants: no wall budget to replace. Whether the
+    full size is budgeted (on a GPU) is known once the probe has looked, and nothing runs before the refusal."""
+    done = run_cli("diagnose", "--full", "--budget", "300", "-o", str(tmp_path / "out"))
+    assert done.code == errors.EXIT_USAGE, done.stderr
+    assert "--budget applies to a size with a wall budget" in " ".join(done.stderr.split())
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_data_folder_that_is_not_there_exits_2(tmp_path: Path, nothing_runs: list[str]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -303,3 +304,56 @@ def test_a_second_rounds_process_is_priced_without_windows_and_only_where_both_m
     assert cost < with_windows  # the first process's minimum, its windows and their attribution included
     assert repeat_fits(QUICK, "host", runs, roomy, 80.0 - cost, ("mixed_bfloat16",)) is None  # the experiments first
     assert repeat_fits(QUICK, "host", runs, None, 0.0) is None  # no budget binds: one process
+
+
+def _long_step_runs() -> list[dict[str, Any]]:
+    """A script's three runs with 3 s steps, as a --quick diagnose on a 2-core CPU times them: each took about 26 s
+    of the 90 s budget."""
+    def one(precision: str, step_ms: float) -> dict[str, Any]:
+        return run(precision, step_ms, first_step_ms=step_ms + 900.0, timing={"import_s": 4.0, "script_s": 25.0},
+                   workload={"name": "script", "timing": None}, wall_s=26.0)
+    return [one("float32", 3000.0), one("float16", 3400.0), one("mixed_float16", 3100.0)]
+
+
+def test_rounds_minutes_past_the_budget_leave_the_slowest_precisions_out_with_the_budget_to_ask() -> None:
+    """Where the rounds' minimum would end the diagnose further past the budget than an unsettled comparison may
+    take (a third of it), the slowest 16-bit precision leaves first, each said with its step and the --budget that
+    would time them all; where they fit, none leaves."""
+    from fp16doctor.diagnose.rounds import rounds_left_out_for_time, rounds_overrun_s
+
+    runs = _long_step_runs()
+    deadline = time.monotonic() + 12.0  # the runs of their own took the rest of the 90 s
+    assert rounds_overrun_s(QUICK, "host", runs, deadline) > QUICK_BUDGET / 3
+    left = rounds_left_out_for_time(QUICK, "host", runs, deadline)
+    assert list(left)[0] == "float16"  # its 3400 ms steps first
+    assert "float32" not in left
+    why = left["float16"]
+    assert "3400 ms steps" in why and "past the 90 s quick budget" in why
+    assert "its ratio rests on its own process" in why
+    needed = int(why.rsplit("--budget ", 1)[1].split(" ")[0])
+    assert needed % 10 == 0 and needed > QUICK_BUDGET
+    assert rounds_left_out_for_time(QUICK, "host", runs, time.monotonic() + 600.0) == {}
+    roomy = replace(QUICK, wall_budget_s=float(needed))
+    assert rounds_left_out_for_time(roomy, "host", runs, deadline + needed - QUICK_BUDGET) == {}
+
+
+def test_a_users_budget_and_rounds_replace_the_sizes_and_reach_the_rounds_process() -> None:
+    """--budget replaces the size's wall budget (only where the size has one), --rounds the minimum of rounds each
+    rounds process times (its maximum with it, where more)."""
+    assert replace(QUICK, wall_budget_s=300.0).budget_s == 300.0
+    assert replace(FULL, wall_budget_s=300.0).budget_s is None and not FULL.has_budget
+    spec = RunSpec("host", "float32", "original", replace(QUICK, rounds=40),
+                   rounds=RoundsRequest(("float32", "float16")))
+    args = spec.rounds_args()
+    assert args[args.index("--min-rounds") + 1] == "40" and args[args.index("--max-rounds") + 1] == "40"
+    plain = RunSpec("host", "float32", "original", QUICK, rounds=RoundsRequest(("float32", "float16"))).rounds_args()
+    assert plain[plain.index("--min-rounds") + 1] == "3" and "--max-rounds" not in plain
+
+
+def test_a_custom_loop_gets_no_rounds_and_says_why() -> None:
+    """A script timed as a whole (no fit() to replay) gets no interleaved rounds: they would run the whole script
+    again for each precision, to fail at its end."""
+    runs = [run(p, ms, workload={"name": "script", "timing": "whole_run", "whole_run_ms": ms})
+            for p, ms in (("float32", 507.0), ("float16", 667.0))]
+    plan = rounds_plan(runs, "host", QUICK)
+    assert plan.spec is None and "custom training loop" in plan.notes[0]

@@ -97,3 +97,20 @@ def test_the_pool_weighs_each_ratio_by_its_processes_less_one() -> None:
     tau2, df = paired.pooled_between([a, b, paired.Components([[0.1, 0.2, 0.3]])])
     assert df == 3 and tau2 == pytest.approx((a.between + 2 * b.between) / 3)
     assert paired.pooled_between([paired.Components([[0.1, 0.2]])]) == (0.0, 0)
+
+
+def test_a_comparison_the_aa_control_cannot_resolve_is_unsettled_though_its_own_interval_excludes_1() -> None:
+    """mixed_bfloat16 1.2x faster, its own interval clear of 1, while float32 and its identical copy moved apart by
+    up to about 30 % in the same rounds: the analysis would call the effect not measurable, so the rounds go on for
+    it; with a quiet control, or an effect of 2x or more, they do not."""
+    reference = [100.0, 102.0, 99.0, 101.0, 100.0]
+    faster = [83.0, 85.0, 82.0, 84.0, 84.0]  # about 1.2x
+    noisy = [80.0, 125.0, 78.0, 122.0, 100.0]
+    quiet = [100.5, 101.0, 99.5, 100.5, 100.0]
+    assert not paired.unsettled(reference, faster)  # its own interval alone excludes 1
+    noise = paired.aa_noise(reference, noisy)
+    assert noise is not None and noise > 0.2
+    assert paired.unsettled(reference, faster, noisy)
+    assert not paired.unsettled(reference, faster, quiet)
+    assert not paired.unsettled(reference, [50.0, 51.0, 49.5, 50.5, 50.0], noisy)  # 2x: always measurable
+    assert paired.aa_noise(reference[:1], noisy[:1]) is None

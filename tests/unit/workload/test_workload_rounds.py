@@ -520,7 +520,7 @@ def test_past_the_budget_only_the_unsettled_comparisons_go_on_beside_float32_and
     rounds going past the budget, for up to --rounds-unsettled-s, with float32 and its A/A control beside it and
     nothing else; the record names them and keeps what else used the CPU meanwhile."""
     module = load()
-    module.unsettled = lambda reference, other: len(other) < 12 and other is not None and other[0] < 0.25 * 1000
+    module.unsettled = lambda reference, other, control=None: len(other) < 12 and other[0] < 0.25 * 1000
     result, api = run(budget_s=10.0, module=module, rounds_unsettled_s=10.0)
     assert result["extended"] == ["float32", "float32_aa", "mixed_float16"]
     assert result["stop_reason"] in ("unsettled_budget", "settled")
@@ -533,7 +533,7 @@ def test_past_the_budget_only_the_unsettled_comparisons_go_on_beside_float32_and
 
 def test_without_an_unsettled_comparison_the_rounds_end_at_the_budget_as_before() -> None:
     module = load()
-    module.unsettled = lambda reference, other: False
+    module.unsettled = lambda reference, other, control=None: False
     result, _ = run(budget_s=10.0, module=module, rounds_unsettled_s=10.0)
     assert result["stop_reason"] == "time_budget" and result["extended"] == []
 

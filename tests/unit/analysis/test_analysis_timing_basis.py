@@ -1,0 +1,48 @@
+"""How a configuration was timed, said beside its figure: a custom loop's whole-script time, once each, and a
+precision the interleaved rounds left out (long steps past the budget) with why and the --budget that times it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fp16doctor.analysis import diagnose_document
+
+
+def _doc(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"schema_version": 1, "invocation": {"argv": ["fp16doctor", "diagnose", "--quick"], "size": "quick"},
+            "host": {"cpu": {"model": "AMD EPYC", "cores": 2, "flags": ["avx2", "f16c"]}, "gpus": []}, "runs": runs}
+
+
+def _run(precision: str, ms: float, **extra: Any) -> dict[str, Any]:
+    return {"stack": "host", "precision": precision, "variant": "original", "device": "cpu", "status": "ok",
+            "step_time_ms": {"median": ms, "p10": ms, "p90": ms, "n": extra.pop("n", 1)}, **extra}
+
+
+def test_a_custom_loops_figures_are_the_whole_script_once_each_in_the_answer() -> None:
+    whole = {"name": "script", "timing": "whole_run", "per_step": False}
+    doc = _doc([_run("float32", 507.0, workload={**whole, "whole_run_ms": 507.0}),
+                _run("mixed_float16", 610.0, workload={**whole, "whole_run_ms": 610.0})])
+    diagnosis = diagnose_document(doc)
+    text = diagnosis.answer.text()
+    line = next(row for row in text.splitlines() if row.strip().startswith("mixed_float16:"))
+    assert "the whole script 610 ms vs 507 ms" in line
+    assert "Timed as the whole script, once each, less the Keras import" in " ".join(text.split())
+    row = next(r for r in diagnosis.runs if r.precision == "mixed_float16")
+    assert row.whole_run
+
+
+def test_a_fit_scripts_answer_says_nothing_of_a_whole_script() -> None:
+    doc = _doc([_run("float32", 100.0, n=20, workload={"name": "script", "per_step": True}),
+                _run("mixed_float16", 120.0, n=20, workload={"name": "script", "per_step": True})])
+    assert "whole script" not in diagnose_document(doc).answer.text()
+
+
+def test_a_precision_left_out_of_the_rounds_says_why_with_the_budget_that_times_it() -> None:
+    why = ("its 3 rounds (3005 ms steps) would end this diagnose about 108 s past the 90 s quick budget; its ratio "
+           "rests on its own process (--budget 210 times them)")
+    doc = _doc([_run("float32", 3003.0, n=3), _run("mixed_float16", 3005.0, n=3, rounds_left_out=why)])
+    text = " ".join(diagnose_document(doc).answer.text().split())
+    assert f"mixed_float16 was not timed in the interleaved rounds: {why}" in text
+    cut = _doc([_run("float32", 100.0, n=5), _run("float16", 5200.0, n=1, bound=True,
+                                                  rounds_left_out="cut short by the slow-step bound")])
+    assert "not timed in the interleaved rounds" not in diagnose_document(cut).answer.text()  # its line says the cut
