@@ -129,10 +129,10 @@ def plan(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
         onednn_ms = _onednn_ms(reduced) - _onednn_ms(fp32)
         if slower and not reduced.on_gpu and _tensorflow(reduced):
             if ref_ms or onednn_ms > 0:
-                reason = ("oneDNN ran reference kernels for 16-bit ops" if ref_ms >= onednn_ms else
-                          f"oneDNN's ops (_Mkl*) took {onednn_ms:.0f} ms more of the {reduced.precision} step than of "
-                          "float32's")
-                add(reduced, ONEDNN_OFF, reason, max(ref_ms, onednn_ms))
+                why = ("oneDNN ran reference kernels for 16-bit ops" if ref_ms >= onednn_ms else
+                       f"oneDNN's ops (_Mkl*) took {onednn_ms:.0f} ms more of the {reduced.precision} step than of "
+                       "float32's")
+                add(reduced, ONEDNN_OFF, why, max(ref_ms, onednn_ms))
             elif acc.pair.ratio >= ONEDNN_SUSPECT_RATIO and not any(
                     i.impl for i in (reduced.ops.items if reduced.ops else ())):
                 add(reduced, ONEDNN_OFF, f"{reduced.precision} is {acc.pair.shown.figure()} on the CPU and no "

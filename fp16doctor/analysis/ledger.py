@@ -96,6 +96,7 @@ class Ledger:
     cut: bool = False  # cut by the slow-step bound: `step_ms` is how long it ran at least
     bound_rule: str | None = None  # the bound's rule, where the run records it
     in_flight: tuple[str, ...] = field(default=())  # the ops still running at the cut
+    compiled: bool = False  # the step ran as one compiled cluster (jit_compile): its ops are not the profiler's to list
 
     def part(self, name: str) -> LedgerPart | None:
         return next((p for p in self.parts if p.name == name), None)
@@ -110,7 +111,8 @@ class Ledger:
                 "unplaced_ms": round(self.unplaced_ms, 3),
                 "window_ms": round(self.window_ms, 3) if self.window_ms is not None else None,
                 "cut": self.cut, **({"bound_rule": self.bound_rule} if self.bound_rule else {}),
-                **({"in_flight": list(self.in_flight)} if self.in_flight else {})}
+                **({"in_flight": list(self.in_flight)} if self.in_flight else {}),
+                **({"compiled": True} if self.compiled else {})}
 
     @classmethod
     def of(cls, value: Mapping[str, Any]) -> Ledger:
@@ -126,7 +128,7 @@ class Ledger:
         return cls(str(value["machine"]), str(value["stack"]), str(value["precision"]), str(value["variant"]),
                    float(value["step_ms"]), parts, float(value["unplaced_ms"]),
                    float(window) if window is not None else None, value.get("cut") is True,
-                   value.get("bound_rule"), tuple(value.get("in_flight") or ()))
+                   value.get("bound_rule"), tuple(value.get("in_flight") or ()), value.get("compiled") is True)
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,8 @@ def ledger_of(run: RunView, raw: Mapping[str, Any]) -> Ledger | None:
     parts, unplaced = allocate(step, measured)
     in_flight = tuple(dict.fromkeys(o.name for p in parts for o in p.ops if o.in_flight))
     return Ledger(run.machine, run.stack, run.precision, run.variant, step, parts, unplaced, window,
-                  cut=run.bound, bound_rule=_bound_rule(raw) if run.bound else None, in_flight=in_flight)
+                  cut=run.bound, bound_rule=_bound_rule(raw) if run.bound else None, in_flight=in_flight,
+                  compiled=run.compiled)
 
 
 def ledgers(ctx: Context) -> tuple[Ledger, ...]:

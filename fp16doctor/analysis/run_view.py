@@ -267,6 +267,9 @@ class RunView:
     # A custom training loop's (no fit(), fit_generator or train_on_batch): its one "step" is the whole script's time
     # (`workload.timing` "whole_run"), timed once.
     whole_run: bool = False
+    # The training step ran compiled as one cluster (`workload.jit_compile`, as the script's model resolved it): a
+    # profiler sees the cluster, not the ops inside it.
+    compiled: bool = False
 
     @property
     def inference(self) -> bool:
@@ -403,6 +406,7 @@ def read_run(index: int, run: Mapping[str, Any]) -> RunView | None:
         mode=_mode(workload.get("mode")),
         stated=stated_facts(run),
         whole_run=workload.get("timing") == "whole_run",
+        compiled=workload.get("jit_compile") is True,
     )
 
 

@@ -149,13 +149,20 @@ def _op_words(op: LedgerOp) -> str:
     return f"{op.layer or op.name} {op.pass_.replace('_', ' ')} {fmt_ms(op.ms)}" + (f" ({', '.join(said)})"
                                                                                       if said else "")
 
+# A step compiled as one cluster, as the profiler sees it (XLA on TensorFlow runs it as one op it does not open).
+COMPILED_CLUSTER = "the step ran compiled (jit_compile=True), one cluster the profiler does not see into"
+
+
 def cpu_ledger_line(ledger: Ledger) -> str:
     """A CPU run's step, its parts, and its largest ops; ops that shared their time (several cores, or waiting on
     each other) are said to have run at once, so their times are not read as adding up to the step."""
     ops = sorted((o for p in ledger.parts if p.name != "input" for o in p.ops), key=lambda o: -o.ms)[:TOP_OPS]
     at_once = sum(p.ran_at_once_ms for p in ledger.parts) >= SHOWN_PART_MS
     line = f"{ledger.precision} ({ledger_words(ledger)})"
-    if ops:
+    if ledger.compiled and ledger.unplaced_ms >= ledger.placed_ms:
+        line += (f"; {COMPILED_CLUSTER}: the ops it lists place {fmt_ms(ledger.placed_ms)} of the "
+                 f"{fmt_ms(ledger.step_ms)} step (jit_compile=False shows its ops, in a step of its own speed)")
+    elif ops:
         line += f"; largest ops{', which ran at once' if at_once else ''}: " + ", ".join(_op_words(o) for o in ops)
     return line
 

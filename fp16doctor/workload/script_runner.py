@@ -309,6 +309,7 @@ class Session(object):
         self.inputs_info = None  # the model's inputs as the first batch fed them (model.describe_inputs)
         self.precision_note = None
         self.policy_at_first_call = None
+        self.jit_compile = None  # the model's resolved jit_compile, where it says one (saw_model)
         self.notes = []
         self.capture = None  # interleaved rounds: takes each training call instead of timing it
         self.tensorflow_loaded = sys.modules.get("tensorflow") is not None
@@ -427,6 +428,10 @@ class Session(object):
             self.keras = self.modules[root]
             self.keras_name = "tensorflow.keras" if root == "tensorflow" else root
         self.policy_at_first_call = global_policy_name(self.keras)
+        # Whether the training step runs as one compiled cluster (Keras' jit_compile, resolved at compile: XLA on
+        # TensorFlow, torch.compile on torch): a profiler sees its ops as one launch, not one by one.
+        compiled = getattr(model, "jit_compile", None)
+        self.jit_compile = compiled if isinstance(compiled, bool) else None
         try:
             self.model_info = describe_model(model)
         except Exception as exc:  # noqa: BLE001  (an unusual model is described less, never fatal)
@@ -724,7 +729,7 @@ def run(args):
                 "fit_calls": session.fit_calls, "steps_measured": len(steps), "warmup_steps": len(timer.warmup_ms),
                 "steps_requested": args.steps, "stop_reason": timer.stop_reason, "ended": ended,
                 "keras_module": session.keras_name, "precision_applied": session.precision_note,
-                "policy_at_first_call": session.policy_at_first_call}
+                "policy_at_first_call": session.policy_at_first_call, "jit_compile": session.jit_compile}
     notes = list(session.notes)
     if timer.epoch_end_ms:
         workload["epoch_end_ms"] = timer.epoch_end_ms

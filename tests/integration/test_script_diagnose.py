@@ -128,6 +128,21 @@ def test_a_custom_loops_answer_says_it_timed_the_whole_script_and_runs_no_rounds
     assert "the whole script" in said and "Timed as the whole script, once each" in said, said[-2000:]
 
 
+def test_a_step_compiled_with_jit_compile_is_said_as_one_cluster_the_profiler_cannot_see_into(
+        tmp_path: Path) -> None:
+    """XLA runs the whole training step as one cluster; the profile lists a few input ops around it. The run records
+    the model's resolved jit_compile, and the bound line says the step is one cluster, not that its few listed ops
+    bound it."""
+    done = diagnose(tmp_path, "jit_compiled_fit.py", "--precision", "float32", "--no-experiments", steps=5)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads(done.stdout)["runs"][0]
+    assert run["status"] == "ok" and run["workload"]["jit_compile"] is True
+    explained = subprocess.run([sys.executable, "-m", "fp16doctor", "explain", str(tmp_path / "out" / "results.json")],
+                               capture_output=True, text=True, env=_env(), timeout=300)
+    bound = " ".join(explained.stdout.split("What to do")[0].split())
+    assert "one cluster the profiler does not see into" in bound and "largest ops" not in bound, bound
+
+
 def test_a_script_with_3_s_steps_keeps_the_quick_budget_and_says_what_it_left_out(tmp_path: Path) -> None:
     """Each step waits 3 s: the runs of their own fill most of the 90 s budget, and the interleaved rounds would
     take minutes more. The diagnose ends within 150 s; each 16-bit run the rounds did not time says why, with the

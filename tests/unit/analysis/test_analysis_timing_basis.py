@@ -46,3 +46,21 @@ def test_a_precision_left_out_of_the_rounds_says_why_with_the_budget_that_times_
     cut = _doc([_run("float32", 100.0, n=5), _run("float16", 5200.0, n=1, bound=True,
                                                   rounds_left_out="cut short by the slow-step bound")])
     assert "not timed in the interleaved rounds" not in diagnose_document(cut).answer.text()  # its line says the cut
+
+
+def test_a_compiled_step_is_said_as_one_cluster_not_as_its_few_listed_ops() -> None:
+    """A jit_compile=True step: the profile lists 0.3 ms of input ops around a 12 ms cluster. The bound line says
+    the step ran as one cluster the profiler does not see into, and the ledger keeps `compiled` through a round trip."""
+    from fp16doctor.analysis.ledger import Ledger
+
+    ops = {"source": "tf_profiler", "coverage": 0.03, "window_kind": "steps", "items": [
+        {"name": "GatherV2", "layer": None, "pass": "forward", "dtype": "float32", "impl": None, "ms_per_step": 0.3,
+         "op_type": "GatherV2"}]}
+    runs = [_run(p, ms, n=20, ops=ops, workload={"name": "script", "per_step": True, "jit_compile": True})
+            for p, ms in (("float32", 12.0), ("mixed_float16", 17.0))]
+    diagnosis = diagnose_document(_doc(runs))
+    bound = " ".join(diagnosis.answer.text().split("What to do")[0].split())
+    assert "the step ran compiled (jit_compile=True), one cluster the profiler does not see into" in bound
+    assert "largest ops" not in bound
+    ledger = diagnosis.ledgers[0]
+    assert ledger.compiled and Ledger.of(ledger.to_dict()) == ledger
