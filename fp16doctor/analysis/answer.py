@@ -43,6 +43,7 @@ from fp16doctor.analysis.words import (
     entry_notes,
     in_memory_words,
     ledger_words,
+    loop_step_note,
     not_in_rounds,
     parts_against,
     two_timings,
@@ -544,7 +545,7 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str
                                m.get("aa_check")),
                 notes=notes.refs(m)))
     judged = len(diagnosis.verdicts)
-    for said in (two_timings, not_in_rounds, whole_run_note):
+    for said in (two_timings, not_in_rounds, whole_run_note, loop_step_note):
         lines = [replace(line, notes=(*line.notes, notes.ref(text))) if (text := said(v, diagnosis.runs))
                  else line for line, v in zip(lines, diagnosis.verdicts, strict=False)] + lines[judged:]
     # Pure float16's numerics and the other caveats of a measured precision as written: one note each, on its line.

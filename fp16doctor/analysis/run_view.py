@@ -270,6 +270,8 @@ class RunView:
     # The training step ran compiled as one cluster (`workload.jit_compile`, as the script's model resolved it): a
     # profiler sees the cluster, not the ops inside it.
     compiled: bool = False
+    # A custom loop timed step by step (`workload.timing` "loop_calls"): the step function it was timed between.
+    loop_step: str | None = None
 
     @property
     def inference(self) -> bool:
@@ -406,6 +408,7 @@ def read_run(index: int, run: Mapping[str, Any]) -> RunView | None:
         mode=_mode(workload.get("mode")),
         stated=stated_facts(run),
         whole_run=workload.get("timing") == "whole_run",
+        loop_step=as_str(workload.get("loop_step")) if workload.get("timing") == "loop_calls" else None,
         compiled=workload.get("jit_compile") is True,
     )
 

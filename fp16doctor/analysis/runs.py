@@ -96,6 +96,7 @@ class RunRow:
     # on its own process.
     left_out_of_rounds: str | None = None
     whole_run: bool = False  # RunView.whole_run: its step is the whole script's time, timed once
+    loop_step: str | None = None  # RunView.loop_step: a custom loop's step function, its steps timed between calls
 
     @property
     def ok(self) -> bool:
@@ -179,6 +180,7 @@ def _row(view: RunView, run: Mapping[str, object], pair: Pair | None) -> RunRow:
         own_process_ms=view.own_process_ms if ok else None,
         left_out_of_rounds=as_str(run.get("rounds_left_out")) if ok else None,
         whole_run=view.whole_run,
+        loop_step=view.loop_step,
     )
     if pair is None:
         return row

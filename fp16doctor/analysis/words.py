@@ -205,6 +205,18 @@ def whole_run(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> bool:
                and r.precision in (verdict.get("precision"), "float32"))
 
 
+def loop_step_note(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
+    """Where a configuration or its float32 was a custom loop timed step by step: between which calls, once."""
+    key = (verdict.get("machine"), verdict.get("stack"), verdict.get("variant") or "original")
+    names = sorted({r.loop_step for r in rows if (r.machine, r.stack, r.variant) == key and r.ok and r.loop_step
+                    and r.precision in (verdict.get("precision"), "float32")})
+    if not names:
+        return ""
+    return (f"A custom training loop (no fit() call): each step timed end to end between two calls of its step "
+            f"function {' and '.join(names)}, the one that updates the weights, as fit()'s steps are; no profiled "
+            "window, so no ops, and no interleaved rounds")
+
+
 def whole_run_note(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
     """Where a configuration and float32 were each timed as the whole script (a custom loop): how, once, for the
     verdict's notes; "" elsewhere."""

@@ -108,9 +108,9 @@ def rounds_plan(runs: Sequence[Mapping[str, Any]], stack: str, size: WorkloadSiz
     left_out: dict[str, str] = {}
     if "float32" not in medians:
         return RoundsPlan(None, notes=("no interleaved rounds: float32 did not finish, so nothing pairs with it",))
-    if any(r.workload.get("timing") == "whole_run" for r in group):
+    if any(r.workload.get("api") == ["custom_loop"] for r in group):
         return RoundsPlan(None, notes=("no interleaved rounds: a custom training loop has no fit() call for them to "
-                                       "replay step by step, so each ratio rests on the whole script's time",))
+                                       "replay, so each ratio rests on its own process",))
     chosen = ["float32"]
     for precision, median in medians.items():
         if precision == "float32":

@@ -44,6 +44,7 @@ import events  # noqa: E402
 from compat import find_spec, perf_counter, run_script  # noqa: E402
 import script_rounds  # noqa: E402
 import frameworks  # noqa: E402
+import loop_steps  # noqa: E402
 import window  # noqa: E402
 import timing  # noqa: E402
 from events import NotApplied, Skip, emit  # noqa: E402
@@ -273,6 +274,11 @@ class ScriptTimer(timing.StepTimer):
         return super(ScriptTimer, self).end_step(logs)
 
 
+def _stop_script():
+    """Stop the user's script where it is: enough steps are measured (what fit()'s callback raises too)."""
+    raise Enough()
+
+
 def _finite(value):
     return value if value == value and value not in (float("inf"), float("-inf")) else None
 
@@ -298,6 +304,8 @@ class Session(object):
         self.variant_applied = None
         self.compile_kwargs = {}  # what every compile call gets (TF1 trace options, the XLA experiment)
         self.fit_calls = 0
+        # A custom loop's steps, where the script trains without fit() (loop_steps.py); none are taken after a fit.
+        self.loops = loop_steps.LoopSteps(timer, fit_seen=lambda: bool(self.calls), stop=_stop_script)
         self.keras = None  # the Keras the script trains with (the first imported, until a model says)
         self.keras_name = None
         self.modules = {}
@@ -351,6 +359,9 @@ class Session(object):
         if first:
             self.prepare_run(module, name)
         patch_models(self, module)
+        if not self.args.rounds_of:  # the rounds replay fit() calls only
+            loop_steps.patch_optimizers(self.loops, module)
+            loop_steps.patch_tf_functions(self.loops)
 
     def prepare_run(self, module, name):
         """Once the script's Keras (and so its backend) has loaded: the experiment's change and the profiler."""
@@ -709,6 +720,8 @@ def run(args):
 
     timed = list(session.calls)
     steps = timer.step_ms
+    # A custom loop whose step function was found (loop_steps.py), with a median worth the name.
+    loop_timed = not timed and session.loops.leader is not None and len(steps) >= MIN_MEASURED_STEPS
     failure = None
     if ended == "exit_status":
         failure = {"kind": "exited", "exit_status": exit_code,
@@ -768,7 +781,7 @@ def run(args):
                                                 layer.get("variable_dtype") or "no")
             by_dtype.setdefault(key, []).append(layer.get("name"))
         workload["layer_dtypes"] = by_dtype
-    if steps:
+    if steps and (timed or loop_timed):
         losses = timer.losses
         bad = [v for v in losses if v != v or v in (float("inf"), float("-inf"))]
         result.update({
@@ -782,6 +795,12 @@ def run(args):
         })
         workload["per_step"] = True
         result.update(session.hooks.result_fields())
+        if loop_timed:
+            result.pop("profile", None)  # the profiler's window follows fit()'s callbacks: none was opened
+            workload.update(timing="loop_calls", loop_step=session.loops.name)
+            notes.append("no fit, fit_generator or train_on_batch call: each step was timed end to end between two "
+                         "calls of the loop's step function %s (it updates the weights), its first call the first "
+                         "step; no profiled window" % session.loops.name)
     else:
         # A custom loop (GradientTape, a torch loop): the whole script, less the Keras import, is all
         # there is to time; the step count, warm-up and loss are the script's own business.
@@ -792,10 +811,10 @@ def run(args):
                      "Keras import excluded); per-step time, warm-up, loss and the number of steps could "
                      "not be measured%s" % (whole_ms / 1000.0, ", nor the ops of a profiled window"
                                               if args.profile_dir else ""))
-        if is_mixed(args.precision):
-            workload["numerics_comparable"] = False
-            notes.append("an injected mixed policy in a custom loop has no loss scaling: no numerics "
-                         "finding is drawn from this run")
+    if not timed and is_mixed(args.precision):
+        workload["numerics_comparable"] = False
+        notes.append("an injected mixed policy in a custom loop has no loss scaling: no numerics "
+                     "finding is drawn from this run")
     if session.variant_applied:
         result["variant_applied"] = session.variant_applied
     cpu = frameworks.cpu_facts()

@@ -98,8 +98,21 @@ def test_a_keras_2_script_on_keras_3_names_what_it_uses(tmp_path: Path) -> None:
     assert done.returncode == 1 and "SGD(lr=...)" in " ".join(done.stderr.split())
 
 
-def test_a_custom_training_loop_gets_whole_run_timing(tmp_path: Path) -> None:
-    done = diagnose(tmp_path, "gradient_tape_loop.py", "--precision", "float32")
+def test_a_gradient_tape_loop_is_timed_step_by_step_between_its_train_step_calls(tmp_path: Path) -> None:
+    """A tf.function train_step whose trace applies the optimizer: its calls are the steps, timed end to end, the
+    first (tracing) the first step, its scalar result the loss; the script is stopped after the measured steps."""
+    done = diagnose(tmp_path, "gradient_tape_loop.py", "--precision", "float32", steps=5)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads(done.stdout)["runs"][0]
+    workload = run["workload"]
+    assert run["status"] == "ok" and workload["per_step"] is True and workload["timing"] == "loop_calls"
+    assert workload["loop_step"] == "train_step" and run["step_time_ms"]["n"] == 5
+    assert run["first_step_ms"] > run["step_time_ms"]["median"]  # tracing
+    assert run["loss"]["last"] is not None and workload["ended"] == "stopped"
+
+
+def test_a_loop_that_updates_weights_by_hand_gets_whole_run_timing(tmp_path: Path) -> None:
+    done = diagnose(tmp_path, "manual_update_loop.py", "--precision", "float32")
     assert done.returncode == 0, done.stderr[-3000:]
     run = json.loads(done.stdout)["runs"][0]
     assert run["status"] == "ok" and run["workload"]["per_step"] is False
@@ -109,11 +122,11 @@ def test_a_custom_training_loop_gets_whole_run_timing(tmp_path: Path) -> None:
 
 
 def test_a_custom_loops_answer_says_it_timed_the_whole_script_and_runs_no_rounds(tmp_path: Path) -> None:
-    """Two precisions of a GradientTape loop: every output says each figure is the whole script's, timed once (the
-    progress line, the answer's configuration line and its note, the runs table), and no interleaved rounds run
-    the script again only to find no fit() in it."""
+    """Two precisions of a loop whose steps nothing marks (it updates its weights by hand): every output says each
+    figure is the whole script's, timed once (the progress line, the answer's configuration line and its note, the
+    runs table), and no interleaved rounds run the script again only to find no fit() in it."""
     done = subprocess.run(
-        [sys.executable, "-m", "fp16doctor", "diagnose", "--script", str(SCRIPTS / "gradient_tape_loop.py"),
+        [sys.executable, "-m", "fp16doctor", "diagnose", "--script", str(SCRIPTS / "manual_update_loop.py"),
          "--precision", "float32", "--precision", "mixed_float16", "--no-experiments", "--out", str(tmp_path / "out")],
         capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]

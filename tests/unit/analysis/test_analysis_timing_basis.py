@@ -64,3 +64,12 @@ def test_a_compiled_step_is_said_as_one_cluster_not_as_its_few_listed_ops() -> N
     assert "largest ops" not in bound
     ledger = diagnosis.ledgers[0]
     assert ledger.compiled and Ledger.of(ledger.to_dict()) == ledger
+
+
+def test_a_loop_timed_step_by_step_names_its_step_function_in_the_answer() -> None:
+    loop = {"name": "script", "api": ["custom_loop"], "per_step": True, "timing": "loop_calls",
+            "loop_step": "train_step"}
+    doc = _doc([_run("float32", 8.2, n=16, workload=loop), _run("mixed_float16", 10.7, n=5, workload=loop)])
+    text = " ".join(diagnose_document(doc).answer.text().split())
+    assert "each step timed end to end between two calls of its step function train_step" in text
+    assert "whole script" not in text

@@ -353,7 +353,7 @@ def test_a_users_budget_and_rounds_replace_the_sizes_and_reach_the_rounds_proces
 def test_a_custom_loop_gets_no_rounds_and_says_why() -> None:
     """A script timed as a whole (no fit() to replay) gets no interleaved rounds: they would run the whole script
     again for each precision, to fail at its end."""
-    runs = [run(p, ms, workload={"name": "script", "timing": "whole_run", "whole_run_ms": ms})
+    runs = [run(p, ms, workload={"name": "script", "api": ["custom_loop"], "timing": "whole_run", "whole_run_ms": ms})
             for p, ms in (("float32", 507.0), ("float16", 667.0))]
     plan = rounds_plan(runs, "host", QUICK)
     assert plan.spec is None and "custom training loop" in plan.notes[0]

@@ -136,6 +136,40 @@ def test_custom_loop_gets_whole_run_timing_and_says_what_is_missing(tmp_path: Pa
     assert workload["numerics_comparable"] is False
 
 
+def test_a_custom_loops_steps_are_timed_between_its_optimizer_updates_and_stopped_after_n(tmp_path: Path) -> None:
+    """An eager loop (no fit()): each optimizer update ends a step; the first is the first step, the size's
+    warm-up follows, and the script is stopped after the measured steps, as a fit() is."""
+    body = """
+        import time
+        import keras
+        opt = keras.optimizers.Optimizer()
+        for step in range(1000):
+            time.sleep(0.01)
+            opt.apply_gradients([(1.0, None)])
+        print("loop ended")
+    """
+    final, log, _ = run_script(tmp_path, body, "--steps", "5")
+    run = final["run"]
+    workload = run["workload"]
+    assert workload["api"] == ["custom_loop"] and workload["timing"] == "loop_calls"
+    assert workload["loop_step"] == "Optimizer.apply_gradients" and workload["per_step"] is True
+    assert run["step_time_ms"]["n"] == 5 and workload["warmup_steps"] == 2 and workload["ended"] == "stopped"
+    assert 9.0 <= run["step_time_ms"]["median"] < 100.0
+    assert "loop ended" not in log
+    assert any("between two calls of the loop's step function" in note for note in workload["notes"])
+
+
+def test_a_loop_that_updates_too_few_times_is_timed_as_the_whole_script(tmp_path: Path) -> None:
+    body = """
+        import keras
+        opt = keras.optimizers.Optimizer()
+        for step in range(3):
+            opt.apply_gradients([(1.0, None)])
+    """
+    final, _, _ = run_script(tmp_path, body, "--steps", "5")
+    assert final["run"]["workload"]["timing"] == "whole_run"
+
+
 def test_script_that_ends_before_enough_steps_fails_clearly(tmp_path: Path) -> None:
     body = """
         import keras

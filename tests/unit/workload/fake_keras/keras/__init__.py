@@ -77,6 +77,15 @@ class callbacks:
 
 
 class optimizers:
+    class Optimizer:
+        """Keras 3's: apply_gradients calls apply; each updates the weights once."""
+
+        def apply_gradients(self, grads_and_vars):
+            return self.apply([g for g, _ in grads_and_vars])
+
+        def apply(self, grads):
+            return len(grads)
+
     class RMSprop:
         def __init__(self, learning_rate=0.001, **kwargs):
             if kwargs:
