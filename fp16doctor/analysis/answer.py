@@ -182,9 +182,9 @@ class Section:
 
 # The one order of the answer, for every output: the bound, what to do, each configuration, each change, how, the
 # notes, the findings.
-SECTION_ORDER = ("bound", "what_to_do", "precisions", "changes", "how", "notes", "findings")
+SECTION_ORDER = ("bound", "what_to_do", "precisions", "changes", "between", "how", "notes", "findings")
 SECTION_HEADINGS = {"bound": "What bounds the step", "what_to_do": "What to do", "precisions": PRECISIONS_HEADING,
-                    "changes": CHANGES_HEADING, "how": "How", "notes": "Notes",
+                    "changes": CHANGES_HEADING, "between": "Between stacks", "how": "How", "notes": "Notes",
                     "findings": "Findings (fp16doctor explain --full prints each one's evidence)"}
 CODE_LINES = 6  # a longer program is named in the terse answer and printed whole by `explain --full` and the report
 
@@ -201,6 +201,9 @@ class Answer:
     findings: tuple[FindingLine, ...] = ()
     notes: tuple[Note, ...] = ()
     places: int = 1  # how many machines and stacks the document tells apart
+    # (c'') each comparison of one machine's precision between two stacks, in the analysis' sentence
+    # (stack_compare.py); its op changes are detail (`explain --full`, the report)
+    between: tuple[str, ...] = ()
 
     def sections(self, findings: bool = True, top: int | None = None, whole_code: bool = True) -> tuple[Section, ...]:
         """The answer as lines, in SECTION_ORDER, each section only where it has lines: what every output lays out.
@@ -208,6 +211,8 @@ class Answer:
         `whole_code`: each program whole, else (a longer one) its first line and where the rest is."""
         built = {"bound": self._bound_lines(), "what_to_do": self._what_to_do_lines(),
                  "precisions": self._row_lines(self.precisions, "C"), "changes": self._row_lines(self.changes, "X"),
+                 "between": tuple(AnswerLine(f"S{n}", line, "between", hang=2)
+                                  for n, line in enumerate(self.between, start=1)),
                  "how": self._how_lines(whole_code), "notes": tuple(AnswerLine(n.id, f"[{n.id}] {n.text}", "note",
                                                                               hang=5) for n in self.notes),
                  "findings": self._finding_lines(top) if findings else ()}
@@ -283,10 +288,11 @@ class Answer:
             lines.append(AnswerLine("", f"and {len(self.findings) - len(shown)} more: {rest}", "more"))
         return tuple(lines)
 
-    def text(self, findings: bool = True) -> str:
-        """The answer as plain lines (unbroken), in its order: what `explain` prints, before the breaking of lines."""
+    def text(self, findings: bool = True, whole_code: bool = True) -> str:
+        """The answer as plain lines (unbroken), in its order, before the breaking of lines: with `whole_code` each
+        program whole (`explain --full`, the report), else a longer one named (what `explain` prints)."""
         out = []
-        for section in self.sections(findings):
+        for section in self.sections(findings, whole_code=whole_code):
             out.append(section.heading)
             out += [" " * line.indent + line.text.replace("\n", "\n" + " " * line.indent) for line in section.lines]
         return "\n".join(out)
@@ -301,8 +307,9 @@ class Answer:
                           "precisions": [{"id": f"C{n}", **asdict(r)} for n, r in enumerate(self.precisions, 1)],
                           "changes": [{"id": f"X{n}", **asdict(r)} for n, r in enumerate(self.changes, 1)],
                           "findings": [{"ref": f"F{f.rank}", **asdict(f)} for f in self.findings],
-                          "notes": [asdict(n) for n in self.notes]},
-                "places": self.places, "text": self.text()}
+                          "notes": [asdict(n) for n in self.notes],
+                          "between": [{"id": f"S{n}", "text": t} for n, t in enumerate(self.between, 1)]},
+                "places": self.places, "text": self.text(), "terse_text": self.text(whole_code=False)}
 
 
 def _code(code: str, whole: bool) -> str:
@@ -640,7 +647,7 @@ def build_answer(diagnosis: Diagnosis) -> Answer:
     changes = _changes(diagnosis, notes, places)
     return Answer(bounds=_bounds(diagnosis, places), prescriptions=prescriptions, precisions=precisions,
                   changes=changes, findings=_findings(diagnosis, prescriptions), notes=notes.notes(),
-                  places=len(places))
+                  places=len(places), between=tuple(c.headline for c in diagnosis.stack_comparisons))
 
 
 __all__ = ["CHANGES_HEADING", "MAX_LINE", "PRECISIONS_HEADING", "SECTION_ORDER", "Answer", "AnswerLine", "Bound",

@@ -39,11 +39,12 @@ def answer_text(answer: Answer, findings: bool = True, top: int | None = None, w
 
 def answer_sections(answer: Answer, findings: bool = True, top: int | None = None,
                     whole_code: bool = True) -> tuple[Text, Text]:
-    """answer_text in two pieces: (a) to (c), then how, the notes and the findings; what a caller adds to (c) (the
-    comparison between stacks) goes between them. Every line is the answer's (Answer.sections); this places it."""
+    """answer_text in two pieces: (a) to (c'') (the bound to the comparisons between stacks), then how, the notes and
+    the findings; what a caller adds to (c'') goes between them. Every line is the answer's (Answer.sections); this
+    places it."""
     head, rest = Text(), Text()
     for section in answer.sections(findings, top, whole_code):
-        text = head if SECTION_ORDER.index(section.id) <= SECTION_ORDER.index("changes") else rest
+        text = head if SECTION_ORDER.index(section.id) <= SECTION_ORDER.index("between") else rest
         text.append(f"{section.heading}\n", style="bold")
         for line in section.lines:
             if line.kind in UNBROKEN:

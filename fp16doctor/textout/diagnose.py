@@ -13,7 +13,6 @@ from rich.text import Text
 
 from fp16doctor.analysis import Diagnosis, RunRow
 from fp16doctor.textout.answer import answer_sections
-from fp16doctor.textout.stack_compare import stack_comparisons_text
 from fp16doctor.workload.protocol import variant_parts
 
 NAMED = 3  # failed runs named in the one-line error (each is a line of the answer above it)
@@ -85,9 +84,7 @@ def diagnose_summary_text(outcome: DiagnoseOutcome) -> RenderableType:
     The op tables and each finding's evidence are in the report and `explain --full`."""
     diagnosis = outcome.diagnosis
     head, rest = answer_sections(diagnosis.answer, top=SUMMARY_FINDINGS, whole_code=False)
-    between = stack_comparisons_text(diagnosis.stack_comparisons, terse=True)
-    parts: list[RenderableType] = [t for t in (head, between, rest) if t is not None and (
-        not isinstance(t, Text) or t.plain)]
+    parts: list[RenderableType] = [t for t in (head, rest) if t.plain]
     if parts:
         parts.append(Text(""))
     parts.append(runs_table(diagnosis.runs))

@@ -79,9 +79,7 @@ def findings_text(diagnosis: Diagnosis, full: bool = False) -> RenderableType:
     finding with its evidence and recommendation, most important first."""
     findings = diagnosis.findings
     head, rest = answer_sections(diagnosis.answer, findings=not full, whole_code=full)
-    between = stack_comparisons_text(diagnosis.stack_comparisons, terse=True) if not full else None
-    parts: list[RenderableType] = [t for t in (head, between, rest) if t is not None and (
-        not isinstance(t, Text) or t.plain)]
+    parts: list[RenderableType] = [t for t in (head, rest) if t.plain]
     if not full:
         if not findings and not parts:
             parts.append(_no_findings(diagnosis))

@@ -3,7 +3,6 @@ two documents. Data in, a rich renderable out; the analysis phrased every senten
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Sequence
 
 from rich import box
@@ -12,7 +11,6 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from fp16doctor.analysis.answer import MAX_LINE
 from fp16doctor.analysis.stack_compare import DocumentComparison, StackComparison, StackSide
 from fp16doctor.analysis.values import fmt_ms, fmt_signed_ms, fmt_versus
 
@@ -52,18 +50,13 @@ def _comparison(comparison: StackComparison, count: int, rest_in: str) -> list[R
     return parts
 
 
-def stack_comparisons_text(comparisons: Sequence[StackComparison], count: int = TOP_CHANGES,
-                           terse: bool = False) -> Group | None:
-    """'Between stacks' and each comparison's sentence with its biggest op changes (`terse`: the sentence alone,
-    broken at words to fit MAX_LINE); None when there is none."""
+def stack_comparisons_text(comparisons: Sequence[StackComparison], count: int = TOP_CHANGES) -> Group | None:
+    """The detail of each comparison between stacks (`explain --full`): its sentence with its biggest op changes
+    (the sentence alone is the answer's, Answer.between); None when there is none."""
     if not comparisons:
         return None
-    parts: list[RenderableType] = [Text("Between stacks", style="bold")]
+    parts: list[RenderableType] = [Text("Between stacks, op by op", style="bold")]
     for comparison in comparisons:
-        if terse:
-            parts.append(Text("\n".join(textwrap.wrap(comparison.headline, MAX_LINE, initial_indent="  ",
-                                                       subsequent_indent="    ", break_long_words=False))))
-            continue
         parts += _comparison(comparison, count, "in the report")
     return Group(*parts)
 

@@ -1,0 +1,90 @@
+"""Words made once: what `explain` prints and what the report's first screen shows are the answer's sentences
+(Answer.text, `explain --json`'s answer), laid out, never composed again by a renderer. Checked on every example
+document: each sentence of 40 characters or more found in the answer's text (headings aside)."""
+
+from __future__ import annotations
+
+import html.parser
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from fp16doctor.analysis import saved_diagnosis
+from fp16doctor.textout.findings import findings_text
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples"
+DOCS = sorted(EXAMPLES.glob("*/results.json"))
+MIN_SENTENCE = 40
+
+
+def _sentences(text: str) -> list[str]:
+    """A rendering's sentences and line pieces of MIN_SENTENCE characters or more, whitespace made single."""
+    pieces = re.split(r"(?<=[.;:])\s+|\n|\s{2,}", text)
+    return [" ".join(p.split()) for p in pieces if len(" ".join(p.split())) >= MIN_SENTENCE]
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _unpunctuated(text: str) -> str:
+    """Without the layout's separators: a table's cells, and note references ([N1, N2] or [N1] [N2])."""
+    return _flat(re.sub(r"[:,]", " ", re.sub(r"\[N[0-9, N]*\]", " ", text)))
+
+
+class _AnswerCard(html.parser.HTMLParser):
+    """The text of the report's answer cards (`<section class="card answer" ...>`), its SVG charts aside."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0
+        self.skip = 0
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self.depth:
+            self.depth += tag == "section"
+            self.skip += tag in ("svg", "figure", "summary")
+        elif tag == "section" and "answer" in (dict(attrs).get("class") or "").split():
+            self.depth = 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.depth:
+            self.skip -= tag in ("svg", "figure", "summary")
+            self.depth -= tag == "section"
+            self.text.append("\n" if tag in ("p", "li", "tr", "div", "h3") else " ")
+
+    def handle_data(self, data: str) -> None:
+        if self.depth and not self.skip:
+            self.text.append(data)
+
+
+@pytest.mark.parametrize("path", DOCS, ids=[p.parent.name for p in DOCS])
+def test_every_sentence_explain_prints_is_the_answers(path: Path) -> None:
+    diagnosis = saved_diagnosis(json.loads(path.read_text(encoding="utf-8")))
+    answer = _flat(diagnosis.answer.text(whole_code=False))
+    out = io.StringIO()
+    Console(file=out, width=120, color_system=None).print(findings_text(diagnosis))
+    headings = {section.heading for section in diagnosis.answer.sections()}
+    missing = [s for s in _sentences(out.getvalue()) if s not in answer and s not in headings]
+    assert not missing, missing[:5]
+
+
+@pytest.mark.parametrize("path", DOCS, ids=[p.parent.name for p in DOCS])
+def test_every_sentence_of_the_reports_first_screen_is_the_answers(path: Path) -> None:
+    report = path.parent / "report.html"
+    if not report.exists():
+        pytest.skip("no report rendered for this example")
+    diagnosis = saved_diagnosis(json.loads(path.read_text(encoding="utf-8")))
+    # A configuration's line is laid out in table cells (label, figure, steps): its separators are the layout's.
+    answer = _unpunctuated(diagnosis.answer.text())
+    card = _AnswerCard()
+    card.feed(report.read_text(encoding="utf-8"))
+    shown = "".join(card.text)
+    assert shown.strip(), "no answer card in the report"
+    missing = [s for s in _sentences(shown) if _unpunctuated(s) not in answer]
+    assert not missing, missing[:5]
