@@ -38,6 +38,7 @@ from fp16doctor.analysis.prescribe import prescribe
 from fp16doctor.analysis.registry import RANK, RECOMMENDS, REGISTRY, REMEDIES, SEVERITY_RANK, SPEED_CAUSES, rules
 from fp16doctor.analysis.roofline import RooflineEstimate, estimate_context
 from fp16doctor.analysis.rules.common import make_finding
+from fp16doctor.analysis.rules.numerics import drop_rounding_untested
 from fp16doctor.analysis.runs import RunRow, run_rows
 from fp16doctor.analysis.stack_compare import DocumentComparison, StackComparison, compare_documents, stack_comparisons
 from fp16doctor.analysis.values import as_list, fmt_ms
@@ -227,6 +228,7 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
     prescriptions = prescribe(ctx, by_rule)
     hold_advice(ctx, findings, prescriptions, RECOMMENDS, REMEDIES)
     drop_failed_untested(as_list(doc.get("runs")), prescriptions)
+    drop_rounding_untested(findings, prescriptions)
     roofline = estimate_context(ctx)
     judged = verdicts(accountings, findings, roofline, unlisted_devices(ctx))
     attach_fixes(findings, ctx.runs, judged)

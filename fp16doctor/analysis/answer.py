@@ -567,7 +567,8 @@ def _failed(diagnosis: Diagnosis, places: list[tuple[str, str]]) -> tuple[Precis
     its log is (analysis/failed.py), so a failed precision is a line of the answer, never left out."""
     return tuple(PrecisionLine(
         where=named_place(places, r.machine, r.stack), label=_label(r.precision, r.variant),
-        versus=short_line(r.failure.failed_at), steps="", cause=short_line(r.failure.explained), failed=True)
+        versus=short_line(r.failure.failed_at), steps="", cause=short_line(r.failure.why) + r.failure.log_words,
+        failed=True)
         for r in diagnosis.runs if r.failure is not None)
 
 

@@ -49,11 +49,19 @@ class FailedRun:
         return f"failed at {self.where}" if self.where else "failed"
 
     @property
+    def why(self) -> str:
+        """The reason and what to change: "a float32 tensor times ...; cast ..."."""
+        return f"{self.reason}; {self.fix}" if self.fix else self.reason
+
+    @property
+    def log_words(self) -> str:
+        """" (log: script-logs/host-float16.log)", or "" without a log: a path, never shortened."""
+        return f" (log: {self.log})" if self.log else ""
+
+    @property
     def explained(self) -> str:
         """The reason, what to change, and where the log is: "a float32 tensor times ...; cast ... (log: ...)"."""
-        fix = f"; {self.fix}" if self.fix else ""
-        log = f" (log: {self.log})" if self.log else ""
-        return f"{self.reason}{fix}{log}"
+        return self.why + self.log_words
 
 
 def failed_run(run: Mapping[str, Any]) -> FailedRun | None:

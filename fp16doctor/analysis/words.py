@@ -235,7 +235,15 @@ def not_in_rounds(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
                  and r.ok), None)
     if mine is None or mine.bound or not mine.left_out_of_rounds:
         return ""
-    return f"{mine.precision} was not timed in the interleaved rounds: {mine.left_out_of_rounds}"
+    said = f"{mine.precision} was not timed in the interleaved rounds: {mine.left_out_of_rounds}"
+    base = next((r for r in rows if (r.machine, r.stack, r.variant) == key and r.precision == "float32" and r.ok),
+                None)
+    against = verdict.get("fp32_step_ms")
+    if base is not None and isinstance(against, (int, float)) and base.step_ms is not None \
+            and fmt_ms(against) != fmt_ms(base.step_ms):
+        said += (f"; so its line sets it against float32's {fmt_ms(against)} in a process of its own, where the "
+                 f"rounds timed float32 at {fmt_ms(base.step_ms)}")
+    return said
 
 
 def parts_against(verdict: Mapping[str, Any], ledgers: Sequence[Ledger]) -> str:

@@ -171,6 +171,14 @@ def _no_16bit_kernel(groups: Groups, matched: str, precision: str) -> tuple[str,
             'keep that layer in float32 (`dtype="float32"` on the layer, its input cast to float32)')
 
 
+def _ids_out_of_range(groups: Groups, matched: str, precision: str) -> tuple[str, str]:
+    index, size = groups.get("index", "?"), groups.get("size", "?")
+    return (f"id {index} looked up a table of {size} rows {under(precision)}: a 16-bit cast rounded it past the end "
+            "(float16 is exact for whole numbers only up to 2,048, bfloat16 up to 256)",
+            'declare the ids as integers, which Keras never casts: `keras.Input(shape=..., dtype="int32")`; or keep '
+            'the layer that takes them in float32 (`dtype="float32"` on it)')
+
+
 Describe = Callable[[Groups, str, str], tuple[str, str]]
 
 # (kind, pattern, what it says: (reason, fix)). First match wins, the specific before the general. A pattern's
@@ -191,6 +199,9 @@ _SCRIPT_RULES: tuple[tuple[str, re.Pattern[str], Describe], ...] = tuple(
          r"|lax\.(?P<op4>\w+) requires arguments to have the same dtypes, got (?P<first4>\w+), (?P<second4>\w+)"
          r"|expected m1 and m2 to have the same dtype, but got: (?P<first5>[\w:]+) != (?P<second5>[\w:]+)",
          _mixed),
+        ("ids_out_of_range",
+         r"indices\[[\d, ]+\] = (?P<index>-?\d+) is not in \[0, (?P<size>\d+)\)",
+         _ids_out_of_range),
         ("no_16bit_kernel",
          r"No OpKernel was registered to support Op '(?P<op>\w+)' used by \{\{node (?P<node>[^}]+)\}\} with these "
          r"attrs: \[[^\]]*DT_(?:HALF|BFLOAT16)"

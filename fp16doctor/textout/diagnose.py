@@ -16,6 +16,7 @@ from fp16doctor.textout.answer import answer_sections
 from fp16doctor.workload.protocol import variant_parts
 
 NAMED = 3  # failed runs named in the one-line error (each is a line of the answer above it)
+MAX_ERROR_LINE = 190  # the one-line error, "error: " before it: a line of at most 200 characters
 SUMMARY_FINDINGS = 6  # the summary's findings, most important first; the rest are named, explain prints them
 
 
@@ -108,15 +109,18 @@ def failed_runs_message(outcome: DiagnoseOutcome) -> tuple[str, str] | None:
     failed = [r for r in outcome.diagnosis.runs if r.status == "failed"]
     if not failed:
         return None
-    def named(rows: Sequence[RunRow]) -> str:
+    def named(rows: Sequence[RunRow], places: bool = True) -> str:
         return ", ".join(f"{r.stack} / {r.precision} / {r.variant}"
-                         + (f" at {r.failure.file}:{r.failure.line}" if r.failure is not None and r.failure.file
-                            and r.failure.line is not None else "") for r in rows[:NAMED]) + (
+                         + (f" at {r.failure.file}:{r.failure.line}" if places and r.failure is not None
+                            and r.failure.file and r.failure.line is not None else "") for r in rows[:NAMED]) + (
             ", ..." if len(rows) > NAMED else "")
 
     # A script's own fault under a precision fails the same way again: what to change is said, not a retry.
     again = [r for r in failed if r.failure is None or not r.failure.deterministic]
     message = f"{len(failed)} run(s) failed ({named(failed)}); the others are in {outcome.results_path}"
+    if len(message) > MAX_ERROR_LINE:  # each one's place is on its line of the answer above
+        message = f"{len(failed)} run(s) failed ({named(failed, places=False)}); the others are in " \
+                  f"{outcome.results_path}"
     if not again:
         return (message, "each failed where the script itself raised under that precision, and would again: its "
                          "line above says what to change in the script; --resume does not retry it")

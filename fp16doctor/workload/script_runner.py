@@ -443,10 +443,19 @@ class Session(object):
         # TensorFlow, torch.compile on torch): a profiler sees its ops as one launch, not one by one.
         compiled = getattr(model, "jit_compile", None)
         self.jit_compile = compiled if isinstance(compiled, bool) else None
+        self.describe_model()
+
+    def describe_model(self, last_try=False):
+        """The model's layers and dtypes, once it can say them: a subclassed model is built by its first step, so
+        one that cannot be described when fit() starts is tried again when the run ends (`last_try`), and only
+        then said to be undescribed."""
+        if self.model is None or self.model_info is not None:
+            return
         try:
-            self.model_info = describe_model(model)
+            self.model_info = describe_model(self.model)
         except Exception as exc:  # noqa: BLE001  (an unusual model is described less, never fatal)
-            self.notes.append("the model could not be described (%s: %s)" % (exc.__class__.__name__, exc))
+            if last_try or getattr(self.model, "built", True):
+                self.notes.append("the model could not be described (%s: %s)" % (exc.__class__.__name__, exc))
 
     def saw_batch(self, model, x):
         try:
@@ -714,6 +723,7 @@ def run(args):
     sys.stdout.flush()
     sys.stderr.flush()
 
+    session.describe_model(last_try=True)  # a subclassed model is built by now
     software, device = {"python": "%d.%d.%d" % sys.version_info[:3]}, "cpu"
     if session.keras is not None:
         software, device = frameworks.software_info(keras_api(session.keras, session.keras_name))

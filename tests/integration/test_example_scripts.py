@@ -218,11 +218,8 @@ def test_ids_rounded_past_the_table_fail_at_the_scripts_line(rare_words: Diagnos
     assert all(p["recommended"]["precision"] == "float32" for p in d.doc["prescriptions"])
 
 
-@pytest.mark.xfail(strict=True, reason="a 16-bit run that fails because it rounded the ids names no "
-                   "integer_ids_rounded: the failure reads `InvalidArgumentError: Graph execution error: Detected at "
-                   "node .../embedding_2/G…` (failure_kind unknown), though float32's run recorded the float input's "
-                   "whole numbers up to 19,999 feeding a custom layer")
 def test_ids_rounded_past_the_table_are_named_as_rounded_ids(rare_words: Diagnosed) -> None:
     finding = rare_words.finding("integer_ids_rounded")
     assert finding is not None and "mixed_float16" in {r["precision"] for r in finding["runs"]}
     assert "integer_ids_rounded" in rare_words.done.stdout
+    assert rare_words.run("mixed_float16")["failure_kind"] == "ids_out_of_range"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any
 
 from fp16doctor.analysis.advice import (
     mixed_precision_code,
@@ -16,7 +18,8 @@ from fp16doctor.analysis.rules.common import (
     stacks_of,
     where_of,
 )
-from fp16doctor.workload.protocol import BF16, FP16, SEED_WORKLOAD, family, is_mixed, is_pure
+from fp16doctor.analysis.values import as_list, as_mapping, as_str
+from fp16doctor.workload.protocol import BF16, FP16, PRECISIONS, SEED_WORKLOAD, family, is_mixed, is_pure
 
 FP16_SMALLEST_NORMAL = 6.103515625e-05  # 2**-14
 
@@ -203,21 +206,36 @@ def rule_integer_ids_rounded(ctx: Context) -> Finding | None:
     runs: list[RunView] = []
     for run in ctx.runs:
         kind = family(run.precision)
-        if kind is None or run.model is None or not run.model.inputs:
+        # A 16-bit run that failed before it described its model is read from float32's, as this precision would
+        # have applied to it (the rounded ids may be what failed it: an id rounded past its table's end).
+        model, said = run.model, ""
+        if kind is not None and (model is None or not model.inputs) and run.status == "failed":
+            base = next((r for r in ctx.runs if r.precision == "float32" and r.model is not None and r.model.inputs
+                         and (r.machine, r.stack, r.variant) == (run.machine, run.stack, run.variant)), None)
+            model, said = (base.model, " (as float32's run recorded them; this run failed)") if base else (None, "")
+        if kind is None or model is None or not model.inputs:
             continue
         limit, bits = EXACT_INTEGERS[kind], SIGNIFICAND_BITS[kind]
-        layers = {layer.name: layer for layer in run.model.layers if layer.name}
-        for model_input in run.model.inputs:
+        sixteen = TYPE_NAMES[kind]
+        layers = {layer.name: layer for layer in model.layers if layer.name}
+        for model_input in model.inputs:
             if not model_input.integer or model_input.max_abs is None or model_input.max_abs <= limit:
                 continue
             dtype = (model_input.dtype or "").lower()
+            # Read from float32's run, a layer that autocasts computes in the mixed policy's 16-bit type, and a
+            # float input is that type itself under floatx float16 or bfloat16.
+            if said and dtype.startswith("float"):
+                dtype = sixteen if is_pure(run.precision, kind) else dtype
             casts = [c for c in model_input.consumers if (layer := layers.get(c)) is not None
-                     and layer.autocast is True and (layer.compute_dtype or "").lower() in SIXTEEN_BIT_DTYPES]
+                     and layer.autocast is True and (
+                         (layer.compute_dtype or "").lower() in SIXTEEN_BIT_DTYPES
+                         or (said and is_mixed(run.precision, kind)))]
             if dtype in SIXTEEN_BIT_DTYPES:
                 where = f"the input itself is {dtype}"
             elif dtype.startswith("float") and casts:
-                where = (f"layer '{casts[0]}' casts it to {layers[casts[0]].compute_dtype} (Keras casts a floating "
-                         "input to a layer's compute dtype)")
+                compute = sixteen if said else layers[casts[0]].compute_dtype
+                where = (f"layer '{casts[0]}' casts it to {compute} (Keras casts a floating input to a layer's "
+                         "compute dtype)")
             else:
                 continue
             largest, first = model_input.max_abs, limit + 1
@@ -225,8 +243,8 @@ def rule_integer_ids_rounded(ctx: Context) -> Finding | None:
             examples = f"{first:,} becomes {rounded_to(first, bits):,.0f}" + (
                 f" and {largest:,.0f} becomes {rounded:,.0f}" if rounded != largest else "")
             evidence.append(
-                f"{run.label}: input '{model_input.name}' carries whole numbers up to {largest:,.0f} and {where}: "
-                f"{TYPE_NAMES[kind]} holds every whole number only up to {limit:,}, so {examples}: ids become one "
+                f"{run.label}: input '{model_input.name}' carries whole numbers up to {largest:,.0f}{said} and "
+                f"{where}: {sixteen} holds every whole number only up to {limit:,}, so {examples}: ids become one "
                 "another and this configuration computes another model")
             runs.append(run)
     if not evidence:
@@ -244,3 +262,33 @@ def rule_integer_ids_rounded(ctx: Context) -> Finding | None:
         where=where_of(runs),
         runs=[{"machine": r.machine, "stack": r.stack, "precision": r.precision, "variant": r.variant} for r in runs],
     )
+
+
+def rounding_precisions(finding: Mapping[str, Any]) -> dict[tuple[str, str], set[str]]:
+    """Per machine and stack, the 16-bit precisions an integer_ids_rounded finding rules out: those of a type that
+    holds no more whole numbers than one it names (ids past float16's 2,048 are past bfloat16's 256 too)."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for run in as_list(finding.get("runs")):
+        entry = as_mapping(run)
+        kind = family(as_str(entry.get("precision")))
+        if kind is None:
+            continue
+        types = [k for k, limit in EXACT_INTEGERS.items() if limit <= EXACT_INTEGERS[kind]]
+        place = (str(entry.get("machine")), str(entry.get("stack")))
+        out.setdefault(place, set()).update(p for p in PRECISIONS if family(p) in types)
+    return out
+
+
+def drop_rounding_untested(findings: Sequence[Mapping[str, Any]],
+                           prescriptions: Sequence[MutableMapping[str, Any]]) -> None:
+    """No prescription offers as untested a configuration that would round the model's integer inputs
+    (integer_ids_rounded): it computes another model, whatever a switch beside it changes."""
+    finding = next((f for f in findings if f.get("id") == "integer_ids_rounded"), None)
+    if finding is None:
+        return
+    ruled_out = rounding_precisions(finding)
+    for p in prescriptions:
+        out = ruled_out.get((str(p.get("machine")), str(p.get("stack"))), set())
+        untested = p.get("untested")
+        if out and isinstance(untested, list):
+            p["untested"] = [u for u in untested if not (isinstance(u, Mapping) and u.get("precision") in out)]

@@ -124,3 +124,21 @@ def test_the_error_line_says_what_to_change_not_to_retry_a_failure_that_would_re
     doc["runs"][2].update(failure_kind="timeout", deterministic=False)
     message, hint = failed_runs_message(Outcome(doc)) or ("", "")  # type: ignore[arg-type]
     assert "--resume to retry host / float16 / original" in hint and "what to change" in hint
+
+
+def test_the_error_line_stays_one_line_of_200_characters_with_several_long_places() -> None:
+    """Two runs failing at a long file's lines: the one-line error names the runs without their places (each is on
+    its line of the answer above), so "error: " and the message stay within 200 characters."""
+    class Outcome:
+        def __init__(self, doc: dict[str, Any]) -> None:
+            self.diagnosis = diagnose_document(doc)
+            self.results_path = Path("out/results.json")
+
+    doc = _document()
+    for run in doc["runs"]:
+        if isinstance(run.get("error_location"), dict):
+            run["error_location"]["file"] = "text_classification_with_a_transformer_block_and_positions.py"
+    doc["runs"][2].update(status="failed", error_location={"file": doc["runs"][1]["error_location"]["file"],
+                                                           "line": 80}, script_failure={"kind": "exception"})
+    message, _ = failed_runs_message(Outcome(doc)) or ("", "")  # type: ignore[arg-type]
+    assert message.startswith("2 run(s) failed (") and len("error: " + message) <= 200, message

@@ -73,3 +73,41 @@ def test_a_float16_input_rounds_at_the_input_itself() -> None:
     finding = next(f for f in diagnose_document(doc).findings if f["id"] == "integer_ids_rounded")
     said = finding["evidence"][0]
     assert "the input itself is float16" in said and "2,049 becomes 2,048:" in said  # 5,000 itself is exact
+
+
+def test_a_16_bit_run_that_failed_on_its_rounded_ids_is_said_from_float32s_record() -> None:
+    """mixed_float16 rounded id 19,999 to 20,000, past its embedding table, and failed before it described its model:
+    float32's run recorded the float input carrying whole numbers into an autocasting layer, which the mixed policy
+    makes float16; the finding names mixed_float16 with that reading, and the failure reads as rounded ids."""
+    from fp16doctor.engines.failures import script_cause
+
+    doc = _doc()
+    doc["runs"][1] = {"stack": "host", "precision": "mixed_float16", "variant": "original", "device": "cpu",
+                      "status": "failed", "error": "InvalidArgumentError: Graph execution error"}
+    finding = next(f for f in diagnose_document(doc).findings if f["id"] == "integer_ids_rounded")
+    assert [r["precision"] for r in finding["runs"]] == ["mixed_float16"]
+    said = finding["evidence"][0]
+    assert "as float32's run recorded them; this run failed" in said
+    assert "casts it to float16" in said and "19,999 becomes 20,000" in said
+    cause = script_cause("InvalidArgumentError: indices[28,101] = 20000 is not in [0, 20000)\n\t [[{{node "
+                         "functional_1/token_and_position_embedding_1/embedding_2/GatherV2}}]]", "mixed_float16")
+    assert cause is not None and cause.kind == "ids_out_of_range"
+    assert "id 20000 looked up a table of 20000 rows" in cause.reason and 'dtype="int32"' in cause.fix
+    assert script_cause("indices[3] = 7 is not in [0, 5)", "float32") is None  # a float32 fault is the script's
+
+
+def test_no_configuration_that_rounds_the_ids_is_offered_as_untested() -> None:
+    """Ids past 2,048 round in float16 and in bfloat16 alike: no 16-bit idea is listed untested beside the finding
+    (a switch beside the precision changes nothing of what it computes); ids past 256 only rule out bfloat16."""
+    from fp16doctor.analysis.rules.numerics import drop_rounding_untested, rounding_precisions
+
+    finding = {"id": "integer_ids_rounded",
+               "runs": [{"machine": "host", "stack": "host", "precision": "mixed_float16", "variant": "original"}]}
+    assert rounding_precisions(finding)[("host", "host")] == {"float16", "mixed_float16", "bfloat16",
+                                                             "mixed_bfloat16"}
+    only_bf16 = {**finding, "runs": [{**finding["runs"][0], "precision": "mixed_bfloat16"}]}
+    assert rounding_precisions(only_bf16)[("host", "host")] == {"bfloat16", "mixed_bfloat16"}
+    prescription: dict[str, Any] = {"machine": "host", "stack": "host", "untested": [
+        {"precision": "mixed_float16", "variant": "xla"}, {"precision": "float32", "variant": "xla"}]}
+    drop_rounding_untested([finding], [prescription])
+    assert prescription["untested"] == [{"precision": "float32", "variant": "xla"}]

@@ -73,3 +73,18 @@ def test_a_loop_timed_step_by_step_names_its_step_function_in_the_answer() -> No
     text = " ".join(diagnose_document(doc).answer.text().split())
     assert "each step timed end to end between two calls of its step function train_step" in text
     assert "whole script" not in text
+
+
+def test_a_precision_left_out_of_the_rounds_says_which_float32_its_line_quotes() -> None:
+    """float16 left out of the rounds is set against float32's own process (76 ms), while the rounds timed float32 at
+    48 ms and every other line quotes that: the note says both, so no reader meets two float32 figures unexplained."""
+    fp32 = _run("float32", 45.24, n=3)
+    fp32["step_time_ms"].update(rounds=[45.24, 36.108, 67.284], design="interleaved", group=0,
+                                aa_rounds=[46.461, 34.307, 35.061],
+                                single_process={"median": 75.656, "n": 20, "p10": 71.935, "p90": 93.407})
+    fp16 = _run("float16", 219.724, n=5, rounds_left_out="its 3 rounds (220 ms steps) would end this diagnose "
+                "about 15 s past the 45 s smoke budget; its ratio rests on its own process (--budget 70 times them)")
+    text = " ".join(diagnose_document(_doc([fp32, fp16])).answer.text().split())
+    assert "220 ms vs 76 ms" in text
+    assert ("so its line sets it against float32's 76 ms in a process of its own, where the rounds timed float32 at "
+            "48 ms") in text
