@@ -170,11 +170,7 @@ def two_timings(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
     """Where a configuration's ratio in its own process (a fit() as the user runs it) and in the interleaved rounds
     (each step beside float32's) disagree by more than the A/A control's spread (or EQUIVALENCE_BAND without one): both
     figures, and which one the user's own fit() sees; "" where they agree or one is missing."""
-    key = (verdict.get("machine"), verdict.get("stack"), verdict.get("variant") or "original")
-    mine = next((r for r in rows if (r.machine, r.stack, r.variant) == key and r.precision == verdict.get("precision")
-                 and r.ok), None)
-    base = next((r for r in rows if (r.machine, r.stack, r.variant) == key and r.precision == "float32" and r.ok),
-                None)
+    mine, base = pair_rows(verdict, rows)
     if mine is None or base is None or not (mine.own_process_ms and base.own_process_ms):
         return ""
     rounds = verdict.get("ratio")
@@ -198,18 +194,22 @@ def two_timings(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
 WHOLE_RUN_WHY = "a custom training loop, no fit(), fit_generator or train_on_batch call to time step by step"
 
 
+def pair_rows(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> tuple[RunRow | None, RunRow | None]:
+    """The finished runs a verdict compares: its configuration's and its float32's (None where either is missing)."""
+    key = (verdict.get("machine"), verdict.get("stack"), verdict.get("variant") or "original")
+    same = [r for r in rows if (r.machine, r.stack, r.variant) == key and r.ok]
+    return (next((r for r in same if r.precision == verdict.get("precision")), None),
+            next((r for r in same if r.precision == "float32"), None))
+
+
 def whole_run(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> bool:
     """Whether the verdict's configuration or its float32 was timed as the whole script (a custom loop)."""
-    key = (verdict.get("machine"), verdict.get("stack"), verdict.get("variant") or "original")
-    return any(r.whole_run for r in rows if (r.machine, r.stack, r.variant) == key and r.ok
-               and r.precision in (verdict.get("precision"), "float32"))
+    return any(r is not None and r.whole_run for r in pair_rows(verdict, rows))
 
 
 def loop_step_note(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
     """Where a configuration or its float32 was a custom loop timed step by step: between which calls, once."""
-    key = (verdict.get("machine"), verdict.get("stack"), verdict.get("variant") or "original")
-    names = sorted({r.loop_step for r in rows if (r.machine, r.stack, r.variant) == key and r.ok and r.loop_step
-                    and r.precision in (verdict.get("precision"), "float32")})
+    names = sorted({r.loop_step for r in pair_rows(verdict, rows) if r is not None and r.loop_step})
     if not names:
         return ""
     return (f"A custom training loop (no fit() call): each step timed end to end between two calls of its step "
@@ -230,14 +230,10 @@ def whole_run_note(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
 def not_in_rounds(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
     """Where the interleaved rounds left a configuration out for another reason than the slow-step bound (whose cut
     its line already says): "float16 was not timed in the interleaved rounds: <why>"; "" elsewhere."""
-    key = (verdict.get("machine"), verdict.get("stack"), verdict.get("variant") or "original")
-    mine = next((r for r in rows if (r.machine, r.stack, r.variant) == key and r.precision == verdict.get("precision")
-                 and r.ok), None)
+    mine, base = pair_rows(verdict, rows)
     if mine is None or mine.bound or not mine.left_out_of_rounds:
         return ""
     said = f"{mine.precision} was not timed in the interleaved rounds: {mine.left_out_of_rounds}"
-    base = next((r for r in rows if (r.machine, r.stack, r.variant) == key and r.precision == "float32" and r.ok),
-                None)
     against = verdict.get("fp32_step_ms")
     if base is not None and isinstance(against, (int, float)) and base.step_ms is not None \
             and fmt_ms(against) != fmt_ms(base.step_ms):
