@@ -139,7 +139,11 @@ def describe_model(model):
             entry["variable_dtype"] = str(policy.variable_dtype)
         total_flops += entry.get("flops_per_example", 0.0)
         layers.append(entry)
-    return {"params": int(model.count_params()), "flops_per_example": total_flops,
+    try:
+        params = int(model.count_params())
+    except ValueError:  # a subclassed model with no call() of its own (a VAE's train_step) is never "built"
+        params = sum(entry["params"] for entry in layers)
+    return {"params": params, "flops_per_example": total_flops,
             "flops_note": "forward pass, multiply-add = 2 FLOPs; a training step is about 3x",
             "optimizer": model.optimizer.__class__.__name__, "layers": layers}
 

@@ -146,6 +146,8 @@ def _vae(d: Diagnosed) -> None:
     for text in (d.done.stdout, d.explained.stdout):
         assert not any("untested" in line and "mixed_float16" in line for line in text.splitlines()), text
     assert not _long_lines(d.done.stdout + d.done.stderr), d.done.stderr
+    # A subclassed model with no call() of its own is never "built": it is described from its parts all the same.
+    assert d.run("float32")["model"]["params"] > 0 and "could not be described" not in d.done.stdout + d.done.stderr
     _no_rounded_ids(d)
 
 
