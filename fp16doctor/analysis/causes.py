@@ -243,6 +243,12 @@ def _account_ops(acc: Accounting, ctx: Context) -> None:
         acc.add(share)
 
 
+def _in_base(ms: float | None, base: str) -> str:
+    """An op's time in the run it is compared with: "42 ms in float32", or "none in float32" for an op that ran only
+    in the 16-bit run (a cast), never "0 ms"."""
+    return f"{fmt_ms(ms)} in {base}" if ms else f"none in {base}"
+
+
 def _ops_evidence(share: Share, reduced: RunView, scale: float, wall: bool, against: bool = False,
                   base: str = "float32") -> list[str]:
     """`base`: what the 16-bit run is compared with (float32, or another 16-bit type where no float32 ran)."""
@@ -258,11 +264,11 @@ def _ops_evidence(share: Share, reduced: RunView, scale: float, wall: bool, agai
             own = (f" ({fmt_ms(op['ms_per_step'])} own)"
                    if fmt_ms(op["ms_per_step"]) != fmt_ms(op["wall_ms_per_step"]) else "")
             lines.append(f"{where} {str(op['pass']).replace('_', ' ')}{impl}: {fmt_ms(op['wall_ms_per_step'])} wall"
-                         f"{own} in {reduced.precision} vs {fmt_ms(op['float32_wall_ms_per_step'])} in {base}: "
+                         f"{own} in {reduced.precision} vs {_in_base(op['float32_wall_ms_per_step'], base)}: "
                          + (f"{fmt_ms(abs(op['difference_ms']))}{scaled} = {part}" if scaled else part))
             continue
         lines.append(f"{where} {str(op['pass']).replace('_', ' ')}{impl}: {fmt_ms(op['ms_per_step'])} per step in "
-                     f"{reduced.precision} vs {fmt_ms(op['float32_ms_per_step'])} in {base}; {part}")
+                     f"{reduced.precision} vs {_in_base(op['float32_ms_per_step'], base)}; {part}")
     if len(share.ops) > 4:
         rest = sum(o["ms"] for o in share.ops[4:])
         lines.append(f"and {len(share.ops) - 4} more ops ({fmt_ms(rest)} {what})")

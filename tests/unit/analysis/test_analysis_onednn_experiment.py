@@ -42,3 +42,16 @@ def test_a_few_reference_kernels_with_no_onednn_time_behind_them_stay_skipped() 
     planned = {(p["precision"], p["variant"]): p for p in plan(_doc(800.0))}
     item = planned.get(("float16", "onednn_off"))
     assert item is None or "expected effect" in item.get("skip_reason", "")
+
+
+def test_an_op_that_ran_only_in_16_bits_reads_none_in_float32_never_0_ms() -> None:
+    """On the AMX Xeon a layout reorder ran only in float16 (795 ms wall): its evidence line says "none in float32"."""
+    import json
+    from pathlib import Path
+
+    from fp16doctor.analysis import saved_diagnosis
+
+    doc = Path(__file__).resolve().parents[3] / "docs" / "examples" / "cpu-xeon-amx-quick" / "results.json"
+    lines = [str(e) for f in saved_diagnosis(json.loads(doc.read_text())).findings for e in f.get("evidence") or []]
+    assert any("layout ran jit:uni: 795 ms wall (1590 ms own) in float16 vs none in float32" in e for e in lines)
+    assert not any(" vs 0 ms in " in e for e in lines)
