@@ -161,7 +161,8 @@ def cpu_ledger_line(ledger: Ledger) -> str:
     line = f"{ledger.precision} ({ledger_words(ledger)})"
     if ledger.compiled and ledger.unplaced_ms >= ledger.placed_ms:
         line += (f"; {COMPILED_CLUSTER}: the ops it lists place {fmt_ms(ledger.placed_ms)} of the "
-                 f"{fmt_ms(ledger.step_ms)} step (jit_compile=False shows its ops, in a step of its own speed)")
+                 f"{fmt_ms(ledger.step_ms)} step (to see its ops, diagnose a copy of the script compiled with "
+                 "jit_compile=False: another program, timed on its own)")
     elif ops:
         line += f"; largest ops{', which ran at once' if at_once else ''}: " + ", ".join(_op_words(o) for o in ops)
     return line
