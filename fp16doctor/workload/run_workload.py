@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # These sit beside this file, inside the image too.
 import dataset  # noqa: E402
 import rounds  # noqa: E402
+from paired import MAX_ROUNDS  # noqa: E402
 from compat import perf_counter  # noqa: E402
 from events import Skip, emit  # noqa: E402
 from frameworks import (  # noqa: E402
@@ -89,7 +90,7 @@ def parse_args(argv):
     p.add_argument("--rounds-precision", type=float, default=None,
                    help="rounds stop sooner once every ratio against float32 is known to within this (0.05: 5 %%)")
     p.add_argument("--min-rounds", type=int, default=3)
-    p.add_argument("--max-rounds", type=int, default=30)
+    p.add_argument("--max-rounds", type=int, default=MAX_ROUNDS)
     p.add_argument("--rounds-seed", type=int, default=None, help="the shuffle's seed (none: a fresh one)")
     p.add_argument("--profile-rounds", default=None,
                    help="precisions of --rounds-of with no run of their own: each gets a profiled block after the "

@@ -43,6 +43,7 @@ sys.path.insert(0, HERE)
 import events  # noqa: E402
 from compat import find_spec, perf_counter, run_script  # noqa: E402
 import script_rounds  # noqa: E402
+from paired import MAX_ROUNDS  # noqa: E402
 import frameworks  # noqa: E402
 import loop_steps  # noqa: E402
 import window  # noqa: E402
@@ -123,7 +124,7 @@ def parse_args(argv):
     p.add_argument("--rounds-precision", type=float, default=None,
                    help="rounds stop sooner once every ratio against float32 is known to within this (0.05: 5 %%)")
     p.add_argument("--min-rounds", type=int, default=3)
-    p.add_argument("--max-rounds", type=int, default=30)
+    p.add_argument("--max-rounds", type=int, default=MAX_ROUNDS)
     p.add_argument("--rounds-seed", type=int, default=None, help="the shuffle's seed (none: a fresh one)")
     p.add_argument("--copy-in", action="append", default=[], metavar="REL=SOURCE",
                    help="copy the file SOURCE to REL under the working directory before the script runs (an "
