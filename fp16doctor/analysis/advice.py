@@ -8,7 +8,7 @@ from typing import Any
 
 from fp16doctor.analysis.context import Software, on
 from fp16doctor.analysis.pipeline_code import input_pipeline_program
-from fp16doctor.analysis.values import fmt_config, fmt_ms, fmt_versus
+from fp16doctor.analysis.values import UntestedIdea, fmt_config, fmt_ms, fmt_versus
 from fp16doctor.knowledge.cuda import version_at_least
 from fp16doctor.knowledge.frameworks import KERAS_FLOATX_BATCHES_UNTIL, has_feature
 from fp16doctor.results import experiment_changes
@@ -354,11 +354,10 @@ def _versus(entry: Mapping[str, Any]) -> str:
 
 
 def _untested_line(idea: Mapping[str, Any], where: str) -> str:
-    label = fmt_config(idea)
-    if idea.get("command"):
-        return f"Untested{on(where)}: {label} ({idea.get('why')}); `{idea['command']}` measures it."
-    return (f"Untested{on(where)}, and fp16doctor cannot measure it ({idea.get('no_command')}): {label} "
-            f"({idea.get('why')}).")
+    untested = UntestedIdea.of(idea)
+    if untested.command:
+        return f"Untested{on(where)}: {untested.idea}; `{untested.command}` measures it."
+    return f"Untested{on(where)}, and {untested.measure}: {untested.idea}."
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from fp16doctor.analysis.runs import RunRow
 from fp16doctor.analysis.values import (
     NOT_COMPARED,
     ShownRatio,
+    UntestedIdea,
     as_list,
     fmt_config,
     fmt_ms,
@@ -439,11 +440,8 @@ def _prescriptions(prescriptions: Sequence[Mapping[str, Any]],
                           for c in changes),
             in_memory=tuple(in_memory_words(e) for e in first.get("in_memory") or []),
             how=str(recommended.get("how") or ""),
-            untested=tuple((f"{fmt_config(i)} ({i.get('why')})" + ("" if i.get("command") else
-                                                                    f": fp16doctor cannot measure it "
-                                                                    f"({i.get('no_command')})"),
-                            str(i.get("command") or ""))
-                           for i in p.get("untested") or [] if isinstance(i, Mapping))))
+            untested=tuple((u.idea + ("" if u.command else f": {u.measure}"), u.command)
+                           for u in (UntestedIdea.of(i) for i in p.get("untested") or [] if isinstance(i, Mapping)))))
     return tuple(lines)
 
 

@@ -315,6 +315,39 @@ def fmt_config(entry: Mapping[str, Any]) -> str:
     return f"{entry.get('precision')}" + (f" with {setting}" if setting else "")
 
 
+CANNOT_MEASURE = "fp16doctor cannot measure it"
+
+
+@dataclass(frozen=True)
+class UntestedIdea:
+    """A configuration nobody measured here, as every output says it (a prescription's `untested[]` entry): what it
+    is, why it is worth trying, and the command that measures it or why diagnose cannot."""
+
+    config: str  # "float16 with batch_dtype=float32" (fmt_config)
+    why: str
+    command: str  # "" where diagnose cannot measure it
+    no_command: str = ""  # why not, where it cannot
+
+    @classmethod
+    def of(cls, idea: Mapping[str, Any]) -> UntestedIdea:
+        return cls(fmt_config(idea), str(idea.get("why") or ""), str(idea.get("command") or ""),
+                   str(idea.get("no_command") or ""))
+
+    @property
+    def idea(self) -> str:
+        """"float16 with batch_dtype=float32 (why)"."""
+        return f"{self.config} ({self.why})"
+
+    @property
+    def measure(self) -> str:
+        """The command that measures it, or "fp16doctor cannot measure it (why)"."""
+        return self.command or f"{CANNOT_MEASURE} ({self.no_command})"
+
+    def sentence(self) -> str:
+        """"untested: float16 with batch_dtype=float32 (why): <command>": the idea on one line."""
+        return f"untested: {self.idea}: {self.measure}"
+
+
 # A saved verdict read back (a document of the short shape, or one an older release wrote): its ratio and figure by the
 # one rule every output uses.
 

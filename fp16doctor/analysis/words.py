@@ -13,6 +13,7 @@ from fp16doctor.analysis.ledger import PART_WORDS, UNPLACED_WORDS, Ledger, Ledge
 from fp16doctor.analysis.next_bound import idle_words
 from fp16doctor.analysis.runs import RunRow
 from fp16doctor.analysis.values import (
+    CANNOT_MEASURE,
     EQUIVALENCE_BAND,
     NOT_COMPARED,
     ShownRatio,
@@ -71,7 +72,7 @@ def _next_bound_words(change: Mapping[str, Any]) -> str:
                 f"({change.get('figure')}), float32{_as_measured(change)}, measured by the "
                 f"{change.get('measured_by')} variant{why}")
     measure = ("its command below" if change.get("command")
-               else f"fp16doctor cannot measure it here ({change.get('no_command')})")
+               else f"{CANNOT_MEASURE} here ({change.get('no_command')})")
     return f"{what}: untested, {measure}{why}"
 
 

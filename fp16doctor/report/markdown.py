@@ -202,8 +202,8 @@ def _measured_table(p: PrescriptionView) -> list[str]:
 def _untested(p: PrescriptionView) -> list[str]:
     out: list[str] = []
     for u in p.untested:
-        measure = md_code(u.command) if u.command else f"fp16doctor cannot measure it ({md_text(u.no_command)})"
-        out.append(f"Untested: {md_text(u.config)} ({md_text(u.why)}): {measure}")
+        measure = md_code(u.command) if u.command else md_text(u.measure)
+        out.append(f"Untested: {md_text(u.idea)}: {measure}")
     return [*out, ""] if out else []
 
 

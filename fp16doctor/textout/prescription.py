@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.text import Text
 
-from fp16doctor.analysis.values import fmt_config, fmt_ms
+from fp16doctor.analysis.values import UntestedIdea, fmt_config, fmt_ms
 from fp16doctor.analysis.words import change_words, entry_notes, entry_versus, in_memory_words
 
 
@@ -43,9 +43,7 @@ def prescriptions_text(prescriptions: Sequence[Mapping[str, Any]]) -> Text | Non
             for entry in measured:
                 text.append(f"      {_measured_line(entry)}\n", style="dim")
         for idea in p.get("untested") or []:
-            measure = idea.get("command") or f"fp16doctor cannot measure it ({idea.get('no_command')})"
-            text.append(f"    untested: {fmt_config(idea)} ({idea.get('why')}): {measure}\n",
-                        style="yellow")
+            text.append(f"    {UntestedIdea.of(idea).sentence()}\n", style="yellow")
     return text
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fp16doctor.analysis.answer import Answer, notes_of
-from fp16doctor.analysis.values import fmt_config, fmt_ms
+from fp16doctor.analysis.values import UntestedIdea, fmt_config, fmt_ms
 from fp16doctor.analysis.words import change_words, entry_notes, entry_versus, in_memory_words
 from fp16doctor.report.sections.inputs import ReportInput
 
@@ -21,14 +21,6 @@ class MeasuredConfigView:
     note: str  # its notes the answer does not already say
     recommended: bool
     note_ids: tuple[str, ...] = ()  # the answer's notes it carries ("N1"), said once there
-
-
-@dataclass(frozen=True)
-class UntestedView:
-    config: str
-    why: str
-    command: str
-    no_command: str = ""  # why no command measures it, where none does
 
 
 @dataclass(frozen=True)
@@ -48,7 +40,7 @@ class PrescriptionView:
     how: str
     tone: str  # "faster" (a 16-bit or switched configuration) or "same" (float32)
     measured: list[MeasuredConfigView]
-    untested: list[UntestedView]
+    untested: list[UntestedIdea]
     changes: list[UserChangeView] = field(default_factory=list)  # measured first: what they are worth
     baseline: str = "float32"  # what the table's ratios are against (a 16-bit type where no float32 ran)
     doc_index: int = 1  # its document's place in the report (1-based): where its answer's notes are
@@ -68,9 +60,7 @@ def prescription_view(machine: str, prescription: Mapping[str, Any], answer: Ans
         measured.append(MeasuredConfigView(fmt_config(entry), fmt_ms(entry.get("step_ms")), entry_versus(entry),
                                            "; ".join(rest), (entry.get("precision"), entry.get("variant")) == chosen,
                                            ids))
-    untested = [UntestedView(fmt_config(i), str(i.get("why") or ""), str(i.get("command") or ""),
-                             str(i.get("no_command") or ""))
-                for i in prescription.get("untested") or [] if isinstance(i, Mapping)]
+    untested = [UntestedIdea.of(i) for i in prescription.get("untested") or [] if isinstance(i, Mapping)]
     changes = [UserChangeView(change_words(c), [in_memory_words(m) for m in c.get("in_memory") or []],
                               str(c.get("how") or ""), str(c.get("cost") or ""))
                for c in prescription.get("user_changes") or [] if isinstance(c, Mapping)]

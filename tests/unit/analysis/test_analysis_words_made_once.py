@@ -88,3 +88,26 @@ def test_every_sentence_of_the_reports_first_screen_is_the_answers(path: Path) -
     assert shown.strip(), "no answer card in the report"
     missing = [s for s in _sentences(shown) if _unpunctuated(s) not in answer]
     assert not missing, missing[:5]
+
+
+def test_an_untested_idea_is_said_in_one_form_by_every_output() -> None:
+    """The answer, `explain --full`, the markdown and the report say an untested configuration as UntestedIdea words
+    it: the configuration and why, then the command that measures it or why diagnose cannot."""
+    from fp16doctor.analysis.values import UntestedIdea
+    from fp16doctor.report import render_html, render_markdown
+
+    path = EXAMPLES / "cpu-epyc-avx2-three-stacks-quick" / "results.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    diagnosis = saved_diagnosis(doc)
+    ideas = [UntestedIdea.of(i) for p in diagnosis.prescriptions for i in p.get("untested") or []]
+    assert any(u.command for u in ideas) and any(not u.command for u in ideas)
+    out = io.StringIO()
+    Console(file=out, width=400, color_system=None).print(findings_text(diagnosis, full=True))
+    full = _flat(out.getvalue())
+    answer = _flat(diagnosis.answer.text())
+    markdown, report = _flat(render_markdown([doc])), _flat(render_html([doc]))
+    for u in ideas:
+        assert _flat(u.sentence()) in full
+        assert _flat(u.idea) in answer and _flat(u.measure) in answer
+        assert u.config in markdown and (u.command or u.no_command) in markdown
+        assert (u.command or u.no_command).replace("'", "&#39;") in report
