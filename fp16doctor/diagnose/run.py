@@ -21,6 +21,7 @@ from fp16doctor.diagnose.sink import DocumentSink
 from fp16doctor.engines.spec import HOST_STACK, SLOW_STEP_MULTIPLE_ENV, RunSpec, comparison_groups
 from fp16doctor.errors import EXIT_OK, EXIT_PARTIAL, DoctorError
 from fp16doctor.options import DiagnoseOptions, Progress
+from fp16doctor.redaction import redact_home_paths
 from fp16doctor.results import Document, ResultsWriter, Run, run_key
 
 if TYPE_CHECKING:
@@ -182,7 +183,10 @@ def analyse_and_report(prepared: Prepared, options: DiagnoseOptions, writer: Res
     # What only the pre-flight knows is stored as data a rule reads, so every re-analysis says it again.
     doc["preflight"] = [{"stack": f.get("stack"), "ok": False, "reasons": f.get("evidence", []),
                          "alternatives": f.get("alternatives", []), "forced": options.force} for f in findings]
-    diagnosis = diagnose_document(doc)
+    # Analysed as results.json keeps it (a path into --out relative to it, homes as ~): what `explain` of the file
+    # says, the summary and the report say, and no reason quotes this machine's paths.
+    diagnosis = diagnose_document(redact_home_paths(doc, relative_to={os.path.abspath(options.out_dir),
+                                                                     str(options.out_dir.resolve())}))
     writer.set_findings(diagnosis.findings, diagnosis.verdicts, diagnosis.prescriptions,
                         [c.to_dict() for c in diagnosis.stack_comparisons],
                         [ledger.to_dict() for ledger in diagnosis.ledgers])
