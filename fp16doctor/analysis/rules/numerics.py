@@ -222,14 +222,12 @@ def rule_integer_ids_rounded(ctx: Context) -> Finding | None:
             if not model_input.integer or model_input.max_abs is None or model_input.max_abs <= limit:
                 continue
             dtype = (model_input.dtype or "").lower()
-            # Read from float32's run, a layer that autocasts computes in the mixed policy's 16-bit type, and a
-            # float input is that type itself under floatx float16 or bfloat16.
-            if said and dtype.startswith("float"):
-                dtype = sixteen if is_pure(run.precision, kind) else dtype
+            # Read from float32's run: under any 16-bit precision (a mixed policy, or floatx) a layer that autocasts
+            # computes in that type and casts a floating input to it; whether the input itself would have been 16-bit
+            # (an Input with no dtype under floatx) float32's record cannot tell, so only the layer is said.
             casts = [c for c in model_input.consumers if (layer := layers.get(c)) is not None
                      and layer.autocast is True and (
-                         (layer.compute_dtype or "").lower() in SIXTEEN_BIT_DTYPES
-                         or (said and is_mixed(run.precision, kind)))]
+                         (layer.compute_dtype or "").lower() in SIXTEEN_BIT_DTYPES or bool(said))]
             if dtype in SIXTEEN_BIT_DTYPES:
                 where = f"the input itself is {dtype}"
             elif dtype.startswith("float") and casts:

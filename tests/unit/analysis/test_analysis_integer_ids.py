@@ -111,3 +111,16 @@ def test_no_configuration_that_rounds_the_ids_is_offered_as_untested() -> None:
         {"precision": "mixed_float16", "variant": "xla"}, {"precision": "float32", "variant": "xla"}]}
     drop_rounding_untested([finding], [prescription])
     assert prescription["untested"] == [{"precision": "float32", "variant": "xla"}]
+
+
+@pytest.mark.parametrize(("autocast", "said"), [(True, True), (False, False)])
+def test_a_failed_floatx_run_is_read_only_through_a_layer_that_casts(autocast: bool, said: bool) -> None:
+    """A failed floatx float16 run read from float32's record: float32's record cannot tell whether the Input had a
+    dtype of its own, so only an autocasting layer is said to round the ids; an Embedding (no autocast) is not."""
+    doc = _doc(autocast=autocast)
+    doc["runs"][1] = {"stack": "host", "precision": "float16", "variant": "original", "device": "cpu",
+                      "status": "failed", "error": "InvalidArgumentError: Graph execution error"}
+    found = [f for f in diagnose_document(doc).findings if f["id"] == "integer_ids_rounded"]
+    assert bool(found) is said
+    if said:
+        assert "casts it to float16" in found[0]["evidence"][0] and "input itself" not in found[0]["evidence"][0]
