@@ -276,7 +276,8 @@ OWN = ("own", "original")
 def variant_applies(variant: str, sw: Software, script: bool) -> str | None:
     """Why a variant cannot be measured on this run's stack, or None where `diagnose --variant` measures it."""
     if script and variant not in SCRIPT_VARIANTS:
-        return f"the {variant} variant changes the seed workload's model or data, not a user's script"
+        return (f"the {variant} variant changes fp16doctor's built-in model or data, not your script's: make that "
+                "change in the script and diagnose it again")
     tf_backend = sw.framework == "tf.keras" or (sw.framework == "keras3" and sw.keras_backend in (None, "tensorflow"))
     # Keras 3 compiles with jit_compile=True on torch too (torch.compile, from torch 2.1); on JAX it always does.
     torch_backend = sw.framework == "keras3" and sw.keras_backend == "torch" and version_at_least(sw.torch,

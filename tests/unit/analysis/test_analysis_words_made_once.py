@@ -111,3 +111,14 @@ def test_an_untested_idea_is_said_in_one_form_by_every_output() -> None:
         assert _flat(u.idea) in answer and _flat(u.measure) in answer
         assert u.config in markdown and (u.command or u.no_command) in markdown
         assert (u.command or u.no_command).replace("'", "&#39;") in report
+
+
+def test_a_change_diagnose_cannot_make_to_a_script_says_how_without_naming_the_built_in_workload() -> None:
+    """A script's answer never speaks of "the seed workload": a variant that changes only the built-in model or data
+    says so in the user's terms, with what to do instead."""
+    from fp16doctor.analysis.advice import variant_applies
+    from fp16doctor.analysis.context import Software
+
+    said = variant_applies("float32_batches", Software.from_run({"software": {"keras": "3.15.1"}}), script=True)
+    assert said is not None and "seed workload" not in said
+    assert "fp16doctor's built-in model or data, not your script's" in said and "diagnose it again" in said
