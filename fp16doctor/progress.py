@@ -19,7 +19,7 @@ from rich.live import Live
 from rich.text import Text
 
 from fp16doctor.analysis.values import as_positive, fmt_ms
-from fp16doctor.analysis.words import WHOLE_RUN_WHY
+from fp16doctor.analysis.words import WHOLE_RUN_WHY, WHOLE_SCRIPT
 from fp16doctor.engines.failures import MAX_REASON, one_line
 from fp16doctor.engines.spec import RunSpec
 from fp16doctor.results import Run, run_key
@@ -239,7 +239,7 @@ class LiveProgress:
         elif status == "ok" and (record.get("workload") or {}).get("timing") == "whole_run":
             whole = (record.get("workload") or {}).get("whole_run_ms") or record["step_time_ms"]["median"]
             line = Text.assemble(("✓ ", "green"), (label, "bold"),
-                                 f"  the whole script {fmt_ms(whole)}, timed once ({WHOLE_RUN_WHY})")
+                                 f"  {WHOLE_SCRIPT} {fmt_ms(whole)}, timed once ({WHOLE_RUN_WHY})")
         elif status == "ok":
             step = record["step_time_ms"]
             line = Text.assemble(("✓ ", "green"), (label, "bold"),

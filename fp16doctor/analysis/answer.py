@@ -39,6 +39,7 @@ from fp16doctor.analysis.values import (
     variant_words,
 )
 from fp16doctor.analysis.words import (
+    WHOLE_SCRIPT,
     change_words,
     cpu_ledger_line,
     entry_notes,
@@ -518,9 +519,6 @@ def _figure(speedup: Any, interval: Any, outcome: Any, method: Any, bound: Any, 
     return shown.figure() + (f" ({spread})" if spread else "")
 
 
-WHOLE_SCRIPT = "the whole script "  # before a custom loop's figures: no step was timed
-
-
 def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str]]) -> tuple[PrecisionLine, ...]:
     lines = []
     for v in diagnosis.verdicts:
@@ -533,7 +531,7 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str
             where=named_place(places, str(v.get("machine")), str(v.get("stack"))),
             label=_label(str(v.get("precision")), str(v.get("variant") or "original")),
             versus=versus,
-            steps=(WHOLE_SCRIPT if whole_run(v, diagnosis.runs) else "")
+            steps=(f"{WHOLE_SCRIPT} " if whole_run(v, diagnosis.runs) else "")
             + f"{fmt_ms(v.get('step_ms'))} vs {fmt_ms(v.get('fp32_step_ms'))}",
             cause=short_line(_cause(v, diagnosis.findings)),
             notes=refs, parts=parts_against(v, diagnosis.ledgers)))

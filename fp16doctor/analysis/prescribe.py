@@ -48,7 +48,7 @@ from fp16doctor.analysis.values import (
     round_ratio,
 )
 from fp16doctor.analysis.words import change_worth, config_notes
-from fp16doctor.engines.spec import GPU_WALL_BUDGET_S, WALL_BUDGET_S
+from fp16doctor.engines.spec import WORKLOAD_SIZES, on_gpu
 from fp16doctor.invocation import check_diagnose_argv, per_stack_options, stack_only_options
 from fp16doctor.knowledge.frameworks import has_feature
 from fp16doctor.knowledge.gpus import cc_tuple
@@ -593,10 +593,10 @@ def _more_budget(ctx: Context) -> list[str]:
     """`--budget` at twice the wall budget the document was measured in (the user's, else its size's): rounds that
     go on where a comparison was not settled; none for a size without a budget."""
     invocation = as_mapping(ctx.doc.get("invocation"))
-    size = as_str(invocation.get("size")) or ""
-    on_gpu = bool(as_list(as_mapping(ctx.doc.get("host")).get("gpus")))
-    used = as_positive(invocation.get("budget_s")) or WALL_BUDGET_S.get(size) or (
-        GPU_WALL_BUDGET_S.get(size) if on_gpu else None)
+    size = WORKLOAD_SIZES.get(as_str(invocation.get("size")) or "")
+    if size is not None and as_list(as_mapping(ctx.doc.get("host")).get("gpus")):
+        size = on_gpu(size)
+    used = as_positive(invocation.get("budget_s")) or (size.budget_s if size is not None else None)
     return ["--budget", f"{2 * used:.0f}"] if used else []
 
 

@@ -192,7 +192,8 @@ def two_timings(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
             f"{fmt_ms(mine.step_ms)} against {fmt_ms(base.step_ms)} in the interleaved rounds, which the comparison "
             "weighs")
 
-# Why a custom training loop's configuration is one figure for the whole script (workload/script_runner.py).
+# Before a custom loop's figures, where no step was timed, and why (workload/script_runner.py).
+WHOLE_SCRIPT = "the whole script"
 WHOLE_RUN_WHY = "a custom training loop, no fit(), fit_generator or train_on_batch call to time step by step"
 
 
@@ -224,7 +225,7 @@ def whole_run_note(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
     verdict's notes; "" elsewhere."""
     if not whole_run(verdict, rows):
         return ""
-    return (f"Timed as the whole script, once each, less the Keras import ({WHOLE_RUN_WHY}): its figure holds the "
+    return (f"Timed as {WHOLE_SCRIPT}, once each, less the Keras import ({WHOLE_RUN_WHY}): its figure holds the "
             "script's data loading and model building beside its training, and no per-step time, warm-up or loss "
             "was measured; write the loop as model.fit(), or time your train step yourself, for a per-step answer")
 

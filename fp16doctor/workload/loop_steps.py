@@ -141,7 +141,8 @@ def patch_tf_functions(loops):
 
     @functools.wraps(orig)
     def patched(self, *args, **kwargs):
-        if eager is None or not eager():
+        # fit()'s own step function is called here every step: it passes straight through, nothing built for it.
+        if loops.fit_seen() or eager is None or not eager():
             return orig(self, *args, **kwargs)
         name = getattr(self, "__name__", None) or getattr(getattr(self, "_python_function", None), "__name__", None)
         return loops.around(id(self), name or "tf.function", lambda: orig(self, *args, **kwargs), scalar_loss)
