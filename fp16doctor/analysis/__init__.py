@@ -35,6 +35,7 @@ from fp16doctor.analysis.hold import hold_advice
 from fp16doctor.analysis.ledger import Ledger, ledgers
 from fp16doctor.analysis.op_compare import OpComparison, comparisons_of
 from fp16doctor.analysis.prescribe import prescribe
+from fp16doctor.analysis.prescription import Prescription
 from fp16doctor.analysis.registry import RANK, RECOMMENDS, REGISTRY, REMEDIES, SEVERITY_RANK, SPEED_CAUSES, rules
 from fp16doctor.analysis.roofline import RooflineEstimate, estimate_context
 from fp16doctor.analysis.rules.common import make_finding
@@ -53,7 +54,7 @@ class Diagnosis:
 
     findings: list[Finding]
     verdicts: list[dict[str, Any]]
-    prescriptions: list[dict[str, Any]] = field(default_factory=list)
+    prescriptions: tuple[Prescription, ...] = ()
     runs: list[RunRow] = field(default_factory=list)  # every run, each 16-bit one beside its float32 partner
     comparisons: list[OpComparison] = field(default_factory=list)  # where the time went, per pair with ops
     roofline: list[RooflineEstimate] = field(default_factory=list)  # the best case on each float16 run's GPU
@@ -74,7 +75,8 @@ class Diagnosis:
     def to_dict(self) -> dict[str, Any]:
         """What `explain --json` prints and results.json keeps of the analysis: the decisions, each configuration's
         ledger and the answer every output lays out."""
-        return {"findings": self.findings, "verdicts": self.verdicts, "prescriptions": self.prescriptions,
+        return {"findings": self.findings, "verdicts": self.verdicts,
+                "prescriptions": [p.to_dict() for p in self.prescriptions],
                 "stack_comparisons": [c.to_dict() for c in self.stack_comparisons],
                 "ledgers": [ledger.to_dict() for ledger in self.ledgers], "answer": self.answer.to_dict()}
 
@@ -232,8 +234,8 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
     roofline = estimate_context(ctx)
     judged = verdicts(accountings, findings, roofline, unlisted_devices(ctx))
     attach_fixes(findings, ctx.runs, judged)
-    return Diagnosis(_rank(findings), judged, prescriptions, run_rows(ctx), comparisons_of(ctx),
-                     roofline, "analysis" if findings else "none",
+    return Diagnosis(_rank(findings), judged, tuple(Prescription.of(p) for p in prescriptions), run_rows(ctx),
+                     comparisons_of(ctx), roofline, "analysis" if findings else "none",
                      stack_comparisons=stack_comparisons(ctx, judged), ledgers=ledgers(ctx), busy=busiest(doc))
 
 
@@ -256,7 +258,8 @@ def saved_diagnosis(doc: Mapping[str, Any]) -> Diagnosis:
     version = str(tool.get("version")) if isinstance(tool, Mapping) and tool.get("version") else None
     if not any(isinstance(r, Mapping) for r in as_list(doc.get("runs"))) and (
             own or saved_verdicts or saved_prescriptions):
-        return Diagnosis(own, [complete_saved(v, own) for v in saved_verdicts], saved_prescriptions,
+        return Diagnosis(own, [complete_saved(v, own) for v in saved_verdicts],
+                         tuple(Prescription.of(p) for p in saved_prescriptions),
                          findings_source="results" if own else "none", saved_by=version)
     return replace(diagnose_document(doc), saved_findings=own, saved_by=version)
 
@@ -266,5 +269,5 @@ def analyse(doc: Mapping[str, Any]) -> list[Finding]:
     return diagnose_document(doc).findings
 
 
-__all__ = ["SEVERITY_RANK", "Answer", "Diagnosis", "DocumentComparison", "RunRow", "StackComparison", "analyse",
-           "compare_results", "diagnose_document", "saved_diagnosis"]
+__all__ = ["SEVERITY_RANK", "Answer", "Diagnosis", "DocumentComparison", "Prescription", "RunRow", "StackComparison",
+           "analyse", "compare_results", "diagnose_document", "saved_diagnosis"]

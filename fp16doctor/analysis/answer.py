@@ -25,15 +25,16 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from fp16doctor.analysis.context import named_place
+from fp16doctor.analysis.intervals import AACheck
 from fp16doctor.analysis.ledger import Ledger
+from fp16doctor.analysis.prescription import Against, MeasuredRow, Prescription
 from fp16doctor.analysis.registry import spec
 from fp16doctor.analysis.runs import RunRow
 from fp16doctor.analysis.values import (
     NOT_COMPARED,
     ShownRatio,
-    UntestedIdea,
-    as_list,
-    fmt_config,
+    as_mapping,
+    as_str,
     fmt_ms,
     fmt_pct,
     variant_words,
@@ -42,7 +43,6 @@ from fp16doctor.analysis.words import (
     WHOLE_SCRIPT,
     change_words,
     cpu_ledger_line,
-    entry_notes,
     in_memory_words,
     ledger_words,
     loop_step_note,
@@ -335,24 +335,35 @@ def short_line(text: str) -> str:
     return " ".join(short(word) for word in " ".join(str(text).split()).split(" "))
 
 
-def note_texts(entry: Mapping[str, Any]) -> list[str]:
-    """A verdict's or a measured configuration's notes as the answer words them: the A/A control's own words (one
-    note for every row it is held against), then the entry's other caveats."""
-    texts: list[str] = []
-    aa = entry.get("aa_check")
-    if isinstance(aa, Mapping) and aa.get("passed") is False and entry.get("outcome") != "baseline":
-        texts.append(f"Not measurable: {aa.get('control') or aa.get('reason')}")
-    for note in entry_notes(entry) if "notes" in entry or "unsafe" in entry else []:
+def failed_control(aa: AACheck | Mapping[str, Any] | None, outcome: str | None) -> str | None:
+    """The A/A control's own words where it could not tell a comparison from two identical models (one note for
+    every row it is held against); None where it passed, or for the baseline."""
+    if isinstance(aa, Mapping):  # a verdict's saved check
+        aa = AACheck(aa.get("passed") is True, 0.0, str(aa.get("reason") or ""), control=str(aa.get("control") or ""))
+    if aa is None or aa.passed or outcome == "baseline":
+        return None
+    return aa.control or aa.reason
+
+
+def note_texts(control: str | None, notes: Sequence[str] = ()) -> list[str]:
+    """A row's notes as the answer words them: the A/A control's words (`failed_control`), then the row's other
+    caveats."""
+    texts = [f"Not measurable: {control}"] if control else []
+    for note in notes:
         if note.startswith("not measurable"):
             continue  # the control's note above says it
         texts.append(note[0].upper() + note[1:])
     return [" ".join(t.split()) for t in texts]
 
 
-def notes_of(answer: Answer, entry: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def row_note_texts(row: MeasuredRow | Against) -> list[str]:
+    return note_texts(failed_control(row.aa_check, row.outcome), row.notes)
+
+
+def notes_of(answer: Answer, row: MeasuredRow) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """A measured configuration's notes beside the answer: (the ids of those the answer already says, the rest)."""
     ids = {n.text: n.id for n in answer.notes}
-    texts = note_texts(entry)
+    texts = row_note_texts(row)
     return (tuple(dict.fromkeys(ids[t] for t in texts if t in ids)),
             tuple(t for t in texts if t not in ids))
 
@@ -369,8 +380,8 @@ class _Notes:
             self.by_text[text] = f"N{len(self.by_text) + 1}"
         return self.by_text[text]
 
-    def refs(self, entry: Mapping[str, Any]) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(self.ref(t) for t in note_texts(entry)))
+    def refs(self, texts: Sequence[str]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.ref(t) for t in texts))
 
     def notes(self) -> tuple[Note, ...]:
         return tuple(Note(i, t) for t, i in self.by_text.items())
@@ -378,7 +389,7 @@ class _Notes:
 
 def _places(diagnosis: Diagnosis) -> list[tuple[str, str]]:
     seen = [(r.machine, r.stack) for r in diagnosis.runs]
-    seen += [(str(p.get("machine")), str(p.get("stack"))) for p in diagnosis.prescriptions]
+    seen += [(p.machine, p.stack) for p in diagnosis.prescriptions]
     return list(dict.fromkeys(seen))
 
 
@@ -425,24 +436,21 @@ def _bounds(diagnosis: Diagnosis, places: list[tuple[str, str]]) -> tuple[Bound,
     return tuple(bounds)
 
 
-def _prescriptions(prescriptions: Sequence[Mapping[str, Any]],
+def _prescriptions(prescriptions: Sequence[Prescription],
                    places: list[tuple[str, str]]) -> tuple[PrescriptionLine, ...]:
     lines = []
     for index, p in enumerate(prescriptions, start=1):
-        recommended = p.get("recommended") or {}
-        changes = [c for c in p.get("user_changes") or [] if isinstance(c, Mapping)]
-        first = changes[0] if changes else {}
+        first = p.user_changes[0].in_memory if p.user_changes else ()
         lines.append(PrescriptionLine(
             id=f"P{index}",
-            where=named_place(places, str(p.get("machine")), str(p.get("stack"))),
-            headline=str(p.get("headline") or ""),
-            faster=recommended.get("precision") != "float32" or bool(recommended.get("setting")),
-            changes=tuple(Change(change_words(c), str(c.get("how") or ""), str(c.get("cost") or ""))
-                          for c in changes),
-            in_memory=tuple(in_memory_words(e) for e in first.get("in_memory") or []),
-            how=str(recommended.get("how") or ""),
+            where=named_place(places, p.machine, p.stack),
+            headline=p.headline,
+            faster=p.recommended.changes_something,
+            changes=tuple(Change(change_words(c.facts), c.how, c.cost) for c in p.user_changes),
+            in_memory=tuple(in_memory_words(e) for e in first),
+            how=p.recommended.how,
             untested=tuple((u.idea + ("" if u.command else f": {u.measure}"), u.command)
-                           for u in (UntestedIdea.of(i) for i in p.get("untested") or [] if isinstance(i, Mapping)))))
+                           for u in (entry.idea for entry in p.untested))))
     return tuple(lines)
 
 
@@ -519,14 +527,19 @@ def _figure(speedup: Any, interval: Any, outcome: Any, method: Any, bound: Any, 
     return shown.figure() + (f" ({spread})" if spread else "")
 
 
+def _row_figure(row: MeasuredRow | Against) -> str:
+    """A measured row's figure against its baseline, or a change's against the run it changes (`_figure`)."""
+    return _figure(row.speedup, row.speedup_interval, row.outcome, row.interval_method, row.bound,
+                   row.comparison_refused, {"passed": row.aa_check.passed} if row.aa_check is not None else None)
+
+
 def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str]]) -> tuple[PrecisionLine, ...]:
     lines = []
     for v in diagnosis.verdicts:
         versus = _figure(v.get("ratio"), v.get("ratio_interval"), v.get("outcome"), v.get("interval_method"),
                          v.get("bound"), v.get("comparison_refused"), v.get("aa_check")) \
             or str(v.get("figure") or v.get("outcome") or "")
-        aa = v.get("aa_check")
-        refs = notes.refs({"aa_check": aa, "outcome": v.get("outcome"), "notes": []})
+        refs = notes.refs(note_texts(failed_control(as_mapping(v.get("aa_check")) or None, as_str(v.get("outcome")))))
         lines.append(PrecisionLine(
             where=named_place(places, str(v.get("machine")), str(v.get("stack"))),
             label=_label(str(v.get("precision")), str(v.get("variant") or "original")),
@@ -536,24 +549,20 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str
             cause=short_line(_cause(v, diagnosis.findings)),
             notes=refs, parts=parts_against(v, diagnosis.ledgers)))
     for p in diagnosis.prescriptions:  # the configurations only an experiment measured: no verdict of their own
-        for m in p.get("measured") or []:
-            if m.get("variant") in ("original", "synthetic_input") or m.get("outcome") == "baseline" or m.get(
-                    "against"):
+        for m in p.measured:
+            if m.variant in ("original", "synthetic_input") or m.is_baseline or m.against is not None:
                 continue
             lines.append(PrecisionLine(
-                where=named_place(places, str(p.get("machine")), str(p.get("stack"))),
-                label=fmt_config(m), steps=f"{fmt_ms(m.get('step_ms'))}", cause="",
-                versus=_figure(m.get("speedup"), m.get("speedup_interval"), m.get("outcome"),
-                               m.get("interval_method"), m.get("bound"), m.get("comparison_refused"),
-                               m.get("aa_check")),
-                notes=notes.refs(m)))
+                where=named_place(places, p.machine, p.stack),
+                label=m.config, steps=f"{fmt_ms(m.step_ms)}", cause="", versus=_row_figure(m),
+                notes=notes.refs(row_note_texts(m))))
     judged = len(diagnosis.verdicts)
     for said in (two_timings, not_in_rounds, whole_run_note, loop_step_note):
         lines = [replace(line, notes=(*line.notes, notes.ref(text))) if (text := said(v, diagnosis.runs))
                  else line for line, v in zip(lines, diagnosis.verdicts, strict=False)] + lines[judged:]
     # Pure float16's numerics and the other caveats of a measured precision as written: one note each, on its line.
-    caveats = {str(m.get("precision")): notes.refs({**m, "aa_check": None})
-               for p in diagnosis.prescriptions for m in p.get("measured") or [] if m.get("variant") == "original"}
+    caveats = {m.precision: notes.refs(note_texts(None, m.notes))
+               for p in diagnosis.prescriptions for m in p.measured if m.variant == "original"}
     return tuple(replace(line, notes=tuple(dict.fromkeys([*line.notes, *caveats[line.label]])))
                  if line.label in caveats else line for line in lines)
 
@@ -572,33 +581,28 @@ def _changes(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str]])
     """(c') Each change against the run it changes as written (`measured[].against`), in the measured order."""
     lines = []
     for p in diagnosis.prescriptions:
-        for m in p.get("measured") or []:
-            against = m.get("against")
-            if not isinstance(against, Mapping):
+        for m in p.measured:
+            against = m.against
+            if against is None:
                 continue
             lines.append(PrecisionLine(
-                where=named_place(places, str(p.get("machine")), str(p.get("stack"))),
-                label=fmt_config(m),
-                versus=_figure(against.get("speedup"), against.get("speedup_interval"), against.get("outcome"),
-                               against.get("interval_method"), against.get("bound"),
-                               against.get("comparison_refused"), against.get("aa_check")),
-                steps=f"{fmt_ms(against.get('step_ms'))} vs {fmt_ms(against.get('base_step_ms'))}",
-                cause="", notes=notes.refs({"aa_check": against.get("aa_check"), "outcome": against.get("outcome"),
-                                            "notes": as_list(against.get("notes"))})))
+                where=named_place(places, p.machine, p.stack), label=m.config, versus=_row_figure(against),
+                steps=f"{fmt_ms(against.step_ms)} vs {fmt_ms(against.base_step_ms)}",
+                cause="", notes=notes.refs(row_note_texts(against))))
     return tuple(lines)
 
 
 def _points_to(finding: Mapping[str, Any], prescriptions: Sequence[PrescriptionLine],
-               raw: Sequence[Mapping[str, Any]]) -> str:
+               raw: Sequence[Prescription]) -> str:
     """The id of the prescription a finding's fix defers to: the one it recommends a configuration from, or the one
     whose measured change (user_changes) is the finding's own remedy."""
     remedy = finding.get("remedy")
     machines = remedy.get("machines") if isinstance(remedy, Mapping) else None
     for m in machines or []:
         for line, p in zip(prescriptions, raw, strict=False):
-            if (p.get("machine"), p.get("stack")) != (m.get("machine"), m.get("stack")):
+            if (p.machine, p.stack) != (m.get("machine"), m.get("stack")):
                 continue
-            kinds = {str(c.get("kind")) for c in p.get("user_changes") or [] if isinstance(c, Mapping)}
+            kinds = {c.kind for c in p.user_changes}
             if m.get("recommends") is not None or CHANGE_OF_FINDING.get(str(finding.get("id"))) in kinds:
                 return line.id
     return ""

@@ -15,7 +15,6 @@ from fp16doctor.analysis.runs import RunRow
 from fp16doctor.analysis.values import (
     CANNOT_MEASURE,
     EQUIVALENCE_BAND,
-    NOT_COMPARED,
     ShownRatio,
     as_mapping,
     as_str,
@@ -33,27 +32,6 @@ def config_notes(unsafe: Any, caveat: Any, bound: bool, compared: str | None = N
         notes.append(f"cut short by the slow-step bound: its ratio is a one-sided bound ({compared or FIRST_STEP}) "
                      "and its numerics are not judged")
     return notes
-
-
-def entry_versus(entry: Mapping[str, Any]) -> str:
-    """A measured configuration against float32 as every output says it: "2.19x faster (2.08-2.30x)", "the
-    baseline", "not compared"."""
-    outcome, speedup, interval = entry.get("outcome"), entry.get("speedup"), entry.get("speedup_interval")
-    if outcome == "baseline" or not isinstance(speedup, (int, float)) or speedup <= 0:
-        return "the baseline"
-    if entry.get("comparison_refused"):
-        return NOT_COMPARED
-    shown = ShownRatio.of(speedup, interval, outcome, method=entry.get("interval_method"), aa=entry.get("aa_check"))
-    return shown.versus() if shown is not None else "the baseline"
-
-
-def entry_notes(entry: Mapping[str, Any]) -> list[str]:
-    """What every output says beside a measured configuration's time: why it may be unsafe, its caveat, a bound
-    (its `notes`; a file saved before they were kept gets the same words from the fields)."""
-    saved = entry.get("notes")
-    if isinstance(saved, list):
-        return [str(n) for n in saved]
-    return config_notes(entry.get("unsafe"), entry.get("caveat"), entry.get("bound") is True)
 
 
 def _next_bound_words(change: Mapping[str, Any]) -> str:
@@ -280,5 +258,5 @@ def _ms_pair(before: float, after: float) -> str:
     return f"{a.removesuffix(' ms')} -> {b}" if a.endswith(" ms") and b.endswith(" ms") else f"{a} -> {b}"
 
 
-__all__ = ["change_words", "change_worth", "config_notes", "cpu_ledger_line", "entry_notes", "entry_versus",
-           "in_memory_words", "ledger_words", "parts_against", "two_timings"]
+__all__ = ["change_words", "change_worth", "config_notes", "cpu_ledger_line", "in_memory_words", "ledger_words",
+           "parts_against", "two_timings"]

@@ -765,8 +765,8 @@ def try_backends(prepared: Prepared, writer: ResultsWriter) -> None:
 
     doc, progress = writer.doc, prepared.progress
     prescribed = next((p for p in diagnose_document(doc).prescriptions
-                       if p.get("machine") == HOST_MACHINE and p.get("stack") == HOST_STACK), None)
-    precision = str(((prescribed or {}).get("recommended") or {}).get("precision") or "float32")
+                       if (p.machine, p.stack) == (HOST_MACHINE, HOST_STACK)), None)
+    precision = prescribed.recommended.precision if prescribed is not None else "float32"
     in_memory = prepared.script is None and any(
         s.stack == HOST_STACK and s.variant == "synthetic_input" for s in prepared.specs)
     variant = "synthetic_input" if in_memory else "original"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from fp16doctor.analysis.answer import Answer, notes_of
-from fp16doctor.analysis.values import UntestedIdea, fmt_config, fmt_ms
-from fp16doctor.analysis.words import change_words, entry_notes, entry_versus, in_memory_words
+from fp16doctor.analysis.prescription import Prescription
+from fp16doctor.analysis.values import UntestedIdea, fmt_ms
+from fp16doctor.analysis.words import change_words, in_memory_words
 from fp16doctor.report.sections.inputs import ReportInput
 
 
@@ -46,35 +46,26 @@ class PrescriptionView:
     doc_index: int = 1  # its document's place in the report (1-based): where its answer's notes are
 
 
-def prescription_view(machine: str, prescription: Mapping[str, Any], answer: Answer | None = None,
+def prescription_view(machine: str, prescription: Prescription, answer: Answer | None = None,
                       doc_index: int = 1) -> PrescriptionView:
     """`answer`: the document's answer, whose shared notes a row refers to by id instead of repeating them."""
-    recommended = prescription.get("recommended") if isinstance(prescription.get("recommended"), Mapping) else {}
-    assert isinstance(recommended, Mapping)
-    chosen = (recommended.get("precision"), recommended.get("variant"))
+    chosen = (prescription.recommended.precision, prescription.recommended.variant)
     measured = []
-    for entry in prescription.get("measured") or []:
-        if not isinstance(entry, Mapping):
-            continue
-        ids, rest = notes_of(answer, entry) if answer is not None else ((), tuple(entry_notes(entry)))
-        measured.append(MeasuredConfigView(fmt_config(entry), fmt_ms(entry.get("step_ms")), entry_versus(entry),
-                                           "; ".join(rest), (entry.get("precision"), entry.get("variant")) == chosen,
-                                           ids))
-    untested = [UntestedIdea.of(i) for i in prescription.get("untested") or [] if isinstance(i, Mapping)]
-    changes = [UserChangeView(change_words(c), [in_memory_words(m) for m in c.get("in_memory") or []],
-                              str(c.get("how") or ""), str(c.get("cost") or ""))
-               for c in prescription.get("user_changes") or [] if isinstance(c, Mapping)]
-    faster = recommended.get("precision") != "float32" or bool(recommended.get("setting"))
-    return PrescriptionView(machine, str(prescription.get("headline") or ""), str(recommended.get("how") or ""),
-                            "faster" if faster else "same", measured, untested, changes,
-                            str(prescription.get("baseline") or "float32"), doc_index)
+    for row in prescription.measured:
+        ids, rest = notes_of(answer, row) if answer is not None else ((), row.notes)
+        measured.append(MeasuredConfigView(row.config, fmt_ms(row.step_ms), row.versus(), "; ".join(rest),
+                                           (row.precision, row.variant) == chosen, ids))
+    changes = [UserChangeView(change_words(c.facts), [in_memory_words(m) for m in c.in_memory], c.how, c.cost)
+               for c in prescription.user_changes]
+    return PrescriptionView(machine, prescription.headline, prescription.recommended.how,
+                            "faster" if prescription.recommended.changes_something else "same", measured,
+                            [u.idea for u in prescription.untested], changes, prescription.baseline, doc_index)
 
 
-def prescription_views(prescriptions: Sequence[Mapping[str, Any]], names: Mapping[str, str],
+def prescription_views(prescriptions: Sequence[Prescription], names: Mapping[str, str],
                        answer: Answer | None = None, doc_index: int = 1) -> list[PrescriptionView]:
     """One view per prescription, its machine named as the report names it."""
-    return [prescription_view(names.get(str(p.get("machine")), str(p.get("machine"))), p, answer, doc_index)
-            for p in prescriptions]
+    return [prescription_view(names.get(p.machine, p.machine), p, answer, doc_index) for p in prescriptions]
 
 
 def build(source: ReportInput) -> list[PrescriptionView]:

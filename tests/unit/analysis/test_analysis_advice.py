@@ -66,7 +66,7 @@ def test_slow_16bit_compute_quotes_the_measured_faster_mixed_bfloat16_instead_of
     assert "Train in float32" not in slow["recommendation"]
     # The fix points at the prescription, which says it once.
     assert slow["recommendation"].startswith(prescription_pointer(""))
-    assert diagnosis.prescriptions[0]["headline"].startswith("Use mixed_bfloat16: 1.8")
+    assert diagnosis.to_dict()["prescriptions"][0]["headline"].startswith("Use mixed_bfloat16: 1.8")
     assert slow["recommends"]["precision"] == "mixed_bfloat16" and slow["recommends"]["measured_speedup"] > 1.7
 
 
@@ -86,7 +86,7 @@ def test_no_fast_fp16_hardware_never_calls_a_measured_bfloat16_untested_nor_says
 def test_an_unmeasured_bfloat16_is_pointed_to_the_machines_untested_entry() -> None:
     diagnosis = diagnose_document(cpu_doc(run("float32", 100.0), run("float16", 900.0)))
     fact = found(diagnosis.findings, "no_fast_fp16_hardware")
-    (prescription,) = diagnosis.prescriptions
+    (prescription,) = diagnosis.to_dict()["prescriptions"]
     idea = next(i for i in prescription["untested"] if i["precision"] == "mixed_bfloat16")
     assert f"`{idea['command']}` measures it" in fact["recommendation"]
     assert fact["recommends"]["precision"] == "float32"
@@ -119,7 +119,7 @@ def p100_doc() -> dict[str, Any]:
 def test_p100_no_tensor_cores_quotes_the_prescription_and_labels_the_fp32_compute_switch_untested() -> None:
     """Was: "keep float32" and `export TF_FP16_CONV_USE_FP32_COMPUTE=0` with no untested label and no command."""
     diagnosis = diagnose_document(p100_doc())
-    (prescription,) = diagnosis.prescriptions
+    (prescription,) = diagnosis.to_dict()["prescriptions"]
     assert prescription["recommended"]["precision"] == "mixed_float16"
     finding = found(diagnosis.findings, "no_tensor_cores")
     assert finding["recommends"]["precision"] == "mixed_float16"
@@ -133,7 +133,7 @@ def test_p100_no_tensor_cores_quotes_the_prescription_and_labels_the_fp32_comput
 def test_p100_cast_overhead_offers_only_what_is_measured_or_labelled_untested() -> None:
     """Was: jit_compile and steps_per_execution as if measured, under a prescription of mixed_float16."""
     diagnosis = diagnose_document(p100_doc())
-    (prescription,) = diagnosis.prescriptions
+    (prescription,) = diagnosis.to_dict()["prescriptions"]
     casts = found(diagnosis.findings, "cast_overhead")
     assert "steps_per_execution" not in casts["recommendation"]
     xla = next(i for i in prescription["untested"] if i["variant"] == "xla")
@@ -158,7 +158,7 @@ def test_two_machines_with_one_stack_name_each_get_their_own_advice() -> None:
     assert epyc and xeon
     assert not any("mixed_bfloat16" in s for s in epyc)
     assert any(prescription_pointer("cpu on xeon") in s for s in xeon)
-    assert [p["headline"].startswith("Use mixed_bfloat16 on cpu on xeon") for p in diagnosis.prescriptions
+    assert [p["headline"].startswith("Use mixed_bfloat16 on cpu on xeon") for p in diagnosis.to_dict()["prescriptions"]
             if p["machine"] == "xeon"] == [True]
     assert {(m["machine"], m["recommends"]["precision"]) for m in fact["remedy"]["machines"]} == {
         ("xeon", "mixed_bfloat16"), ("epyc", "float32")}
@@ -221,7 +221,7 @@ def _measured(prescription: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[
 @pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_no_advice_contradicts_its_machines_measured_table(path: Path) -> None:
     diagnosis = diagnose_document(json.loads(path.read_text(encoding="utf-8")))
-    by_where = {(p["machine"], p["stack"]): p for p in diagnosis.prescriptions}
+    by_where = {(p["machine"], p["stack"]): p for p in diagnosis.to_dict()["prescriptions"]}
     many = len({(r.machine, r.stack) for r in diagnosis.runs}) > 1  # one place is said once, not in each sentence
     for finding in diagnosis.findings:
         spec = REGISTRY.get(str(finding["id"]))
@@ -321,7 +321,7 @@ def test_a_recommendation_quotes_the_steps_its_verdict_does() -> None:
     verdicts = {v["precision"]: v for v in diagnosis.verdicts}
     steps = {p: v["step_ms"] for p, v in verdicts.items()} | {"float32": verdicts["float16"]["fp32_step_ms"]}
     assert round(steps["float32"]) == 153 and sorted(fp32)[2] == 150  # the two statistics differ here
-    prescription, = diagnosis.prescriptions
+    prescription, = diagnosis.to_dict()["prescriptions"]
     assert prescription["recommended"]["precision"] == "mixed_bfloat16"
     assert prescription["recommended"]["step_ms"] == pytest.approx(steps["mixed_bfloat16"])
     for entry in prescription["measured"]:

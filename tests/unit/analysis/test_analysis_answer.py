@@ -45,7 +45,7 @@ def test_a_finding_defers_to_the_prescription_by_id() -> None:
     assert by_id["input_pipeline_bound"].points_to == prescription.id  # its remedy is the measured change
     assert by_id["pageable_copies"].points_to == prescription.id  # its remedy is the batch_bytes change
     for finding in diagnosis.findings:
-        assert diagnosis.prescriptions[0]["headline"] not in str(finding.get("recommendation"))
+        assert diagnosis.to_dict()["prescriptions"][0]["headline"] not in str(finding.get("recommendation"))
 
 
 def test_several_stacks_are_told_apart_and_a_cpus_bound_is_its_ops() -> None:
@@ -71,7 +71,7 @@ def test_each_change_is_said_against_the_configuration_it_changes() -> None:
     assert tf32.versus == "not compared" and tf32.steps == "284 ms vs 305 ms"
     refused = next(n for n in answer.notes if n.text.startswith("Not compared with float32"))
     assert refused.id in tf32.notes
-    (prescription,) = diagnosis.prescriptions
+    (prescription,) = diagnosis.to_dict()["prescriptions"]
     entry = next(m for m in prescription["measured"] if m["variant"] == "channels_padded"
                  and m["precision"] == "float16")
     assert entry["against"]["precision"] == "float16" and entry["speedup"] < 0.6  # 2.1x slower than float32

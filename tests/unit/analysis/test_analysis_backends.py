@@ -54,7 +54,7 @@ def with_jax(h200_doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _host_prescription(doc: dict[str, Any]) -> dict[str, Any]:
-    return next(p for p in diagnose_document(doc).prescriptions if p["stack"] == "host")
+    return next(p for p in diagnose_document(doc).to_dict()["prescriptions"] if p["stack"] == "host")
 
 
 def test_a_backend_measured_much_faster_is_a_user_change_with_its_command_and_cost(with_jax: dict[str, Any]) -> None:
@@ -115,7 +115,7 @@ def test_an_untested_idea_on_another_backend_is_measured_by_a_command_diagnose_a
     for run in [r for r in doc["runs"] if r["stack"] == "host-jax"]:
         run["engine"] = {"kind": "host", "rerun": ["--backend", "jax"]}
         doc["runs"].append({**run, "variant": "original"})
-    jax, = [p for p in diagnose_document(doc).prescriptions if p["stack"] == "host-jax"]
+    jax, = [p for p in diagnose_document(doc).to_dict()["prescriptions"] if p["stack"] == "host-jax"]
     commands = [u["command"] for u in jax["untested"] if u.get("command")]
     assert commands, jax["untested"]
     for command in commands:

@@ -34,7 +34,7 @@ def document(fp32: dict[str, Any], bf16: dict[str, Any], contention: dict[str, A
 
 def test_a_wide_interval_on_a_busy_machine_is_not_settled_with_the_figure_and_the_command() -> None:
     diagnosis = diagnose_document(document(FP32, BF16, BUSY))
-    prescription, = diagnosis.prescriptions
+    prescription, = diagnosis.to_dict()["prescriptions"]
     headline = prescription["headline"]
     assert headline.startswith("Not settled: mixed_bfloat16 measured 1.5x (0.9-2.6x) while other processes used "
                                "48 % of the CPU; rerun on a quiet machine, with more time for its rounds: "
@@ -53,7 +53,7 @@ def test_a_wide_interval_on_a_busy_machine_is_not_settled_with_the_figure_and_th
 def test_the_same_interval_on_a_quiet_machine_reads_as_before() -> None:
     quiet = {**BUSY, "others_cpu_pct": 3.0}
     for contention in (None, quiet):
-        prescription, = diagnose_document(document(FP32, BF16, contention)).prescriptions
+        prescription, = diagnose_document(document(FP32, BF16, contention)).to_dict()["prescriptions"]
         assert prescription["headline"].startswith("Use float32: no measured configuration is significantly faster")
         assert "unsettled" not in prescription and "contention" not in prescription
 
@@ -63,7 +63,7 @@ def test_a_settled_answer_on_a_busy_machine_still_says_the_machine_was_busy() ->
             "group": 0, "aa_rounds": [201.0, 199.0, 200.0, 202.0, 198.0, 200.0]}
     bf16 = {"median": 100.0, "rounds": [100.0, 101.0, 99.0, 100.5, 99.5, 100.0], "design": "interleaved", "n": 6,
             "group": 0}
-    prescription, = diagnose_document(document(fp32, bf16, BUSY)).prescriptions
+    prescription, = diagnose_document(document(fp32, bf16, BUSY)).to_dict()["prescriptions"]
     assert prescription["recommended"]["precision"] == "mixed_bfloat16" and "unsettled" not in prescription
     assert "(measured while other processes used 48 % of the CPU)" in prescription["headline"]
     assert prescription["contention"]["others_cpu_pct"] == 48.0

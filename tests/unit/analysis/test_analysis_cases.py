@@ -158,14 +158,14 @@ def test_a_document_without_float32_gets_verdicts_between_its_16_bit_types_and_a
     (verdict,) = diagnosis.verdicts
     assert verdict["baseline"] == "bfloat16" and verdict["precision"] == "float16" and verdict["outcome"] == "slower"
     assert "than bfloat16" in verdict["headline"]
-    (prescription,) = diagnosis.prescriptions
+    (prescription,) = diagnosis.to_dict()["prescriptions"]
     assert prescription["baseline"] == "bfloat16" and prescription["recommended"]["precision"] == "bfloat16"
     assert "no float32 run" in prescription["headline"]
 
 
 def test_a_measured_variant_that_beats_the_16_bit_run_is_prescribed() -> None:
     diagnosis = diagnose_document(_load(CASES_DIR / "volta-v100-tf22-keras-mixed-depthwise.json"))
-    (prescription,) = diagnosis.prescriptions
+    (prescription,) = diagnosis.to_dict()["prescriptions"]
     assert prescription["recommended"]["precision"] == "mixed_float16"
     assert prescription["recommended"]["variant"] in ("graph_rewrite", "depthwise_float32")
     assert prescription["recommended"]["setting"]  # the change its experiment names, as the user would make it

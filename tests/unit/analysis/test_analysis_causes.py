@@ -165,7 +165,7 @@ def test_oneDNN_off_experiment_confirms_and_quotes_both_times() -> None:
     assert any("TF_ENABLE_ONEDNN_OPTS=0" in line and mentions_ms(line, 24500.0) and mentions_ms(line, 823.0)
                for line in slow["evidence"])
     # What to do first (the prescription, pointed at), then what the experiment measured.
-    assert diagnosis.prescriptions[0]["headline"].startswith("Use float32:")
+    assert diagnosis.to_dict()["prescriptions"][0]["headline"].startswith("Use float32:")
     assert slow["recommendation"].startswith("See the prescription.")
     assert "Measured on this machine" in slow["recommendation"]
     assert len(diagnosis.verdicts) == 1  # the experiment is evidence, not a verdict of its own

@@ -75,13 +75,13 @@ def test_each_failed_precision_is_a_line_of_the_answer_after_the_measured_ones()
 
 def test_a_precision_the_script_failed_in_is_not_offered_as_untested() -> None:
     """This CPU has AVX512-BF16, which would suggest measuring mixed_bfloat16: it was, and failed in the script."""
-    prescriptions = diagnose_document(_document()).prescriptions
+    prescriptions = diagnose_document(_document()).to_dict()["prescriptions"]
     offered = [u.get("precision") for p in prescriptions for u in p.get("untested") or []]
     assert "mixed_bfloat16" not in offered and "float16" not in offered
     doc = _document()
     doc["runs"][1].update(deterministic=False, failure_kind="timeout")  # a run that may pass another time
     doc["runs"] = doc["runs"][:2]
-    prescriptions = diagnose_document(doc).prescriptions
+    prescriptions = diagnose_document(doc).to_dict()["prescriptions"]
     assert "mixed_bfloat16" in [u.get("precision") for p in prescriptions for u in p.get("untested") or []]
 
 

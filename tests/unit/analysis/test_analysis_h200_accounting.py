@@ -91,7 +91,7 @@ def test_the_tf32_finding_reports_the_measured_tf32_off_run_and_keeps_tf32(h200)
 
 
 def test_a_configuration_not_compared_is_listed_after_the_compared_ones(h200):
-    (prescription,) = h200.prescriptions
+    (prescription,) = h200.to_dict()["prescriptions"]
     rows = prescription["measured"]
     refused = [i for i, row in enumerate(rows) if "not compared" in " ".join(str(n) for n in row.get("notes", []))]
     assert refused and rows[0]["variant"] != "tf32_off"
@@ -104,7 +104,7 @@ def test_the_input_pipelines_expected_gain_is_float32s_and_busy_shares_say_their
     (finding,) = [f for f in h200.findings if f["id"] == "input_pipeline_bound"]
     assert "632 ms" not in finding["recommendation"]  # float16's figure, under a float32 prescription
     # The gain the prescription's input-pipeline change quotes (303 -> 82 ms), not a second pair of figures.
-    (prescription,) = h200.prescriptions
+    (prescription,) = h200.to_dict()["prescriptions"]
     change = next(c for c in prescription["user_changes"] if c["kind"] == "input_pipeline")
     gain = fmt_ms(change["step_ms"] - change["changed_step_ms"])
     assert gain == "222 ms" and f"Expected gain: {gain} per step in float32" in finding["recommendation"]
@@ -146,11 +146,9 @@ def test_with_timestamps_the_difference_is_placed_over_data_wait_and_launch_gaps
 def test_a_refused_comparison_gets_no_figure_and_its_finding_quotes_the_steps_it_weighed(h200):
     """TF32 off was timed in a process of its own: "not compared" everywhere, never "same speed (0.6-1.8x)", and the
     finding quotes the 284 ms against float32's own-process 305 ms the comparison weighed (not the rounds' 314 ms)."""
-    from fp16doctor.analysis.words import entry_versus
-
     (prescription,) = h200.prescriptions
-    off = next(m for m in prescription["measured"] if m["variant"] == "tf32_off")
-    assert off["comparison_refused"] and entry_versus(off) == "not compared"
+    off = prescription.measured_of("float32", "tf32_off")
+    assert off is not None and off.comparison_refused and off.versus() == "not compared"
     line = next(p for p in h200.answer.changes if "NVIDIA_TF32_OVERRIDE=0" in p.label)
     assert line.versus == "not compared"
     tf32 = next(f for f in h200.findings if f["id"] == "tf32_baseline")
@@ -160,7 +158,7 @@ def test_a_refused_comparison_gets_no_figure_and_its_finding_quotes_the_steps_it
 def test_the_in_memory_step_has_one_figure_in_every_change(h200):
     """The input pipeline's change said 82 ms in memory and the uint8 estimate 83 ms (the control's median): the
     estimate starts from the same paired figure."""
-    (prescription,) = h200.prescriptions
+    (prescription,) = h200.to_dict()["prescriptions"]
     changes = {c["kind"]: c for c in prescription["user_changes"]}
     assert changes["batch_bytes"]["step_ms"] == pytest.approx(changes["input_pipeline"]["changed_step_ms"], abs=0.01)
 
@@ -170,7 +168,7 @@ def test_an_experiment_quotes_the_steps_the_measured_table_gives_its_two_runs(h2
     665 and 691 ms (the paired rounds): the experiment's sentence quotes the paired figures."""
     from fp16doctor.analysis.values import fmt_ms
 
-    (prescription,) = h200.prescriptions
+    (prescription,) = h200.to_dict()["prescriptions"]
     step = {(m["precision"], m["variant"]): m["step_ms"] for m in prescription["measured"]}
     before, after = fmt_ms(step[("float16", "original")]), fmt_ms(step[("float16", "float32_batches")])
     assert (before, after) == ("665 ms", "691 ms")

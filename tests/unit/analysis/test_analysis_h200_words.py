@@ -14,7 +14,7 @@ import pytest
 def words(h200) -> str:
     """Everything the analysis says, as `explain --json` prints it."""
     return json.dumps({"findings": h200.findings, "verdicts": h200.verdicts,
-                       "prescriptions": h200.prescriptions}, ensure_ascii=False)
+                       "prescriptions": h200.to_dict()["prescriptions"]}, ensure_ascii=False)
 
 
 def _verdict(h200, precision: str, variant: str = "original") -> dict[str, Any]:
@@ -44,13 +44,13 @@ def test_no_fix_forbids_a_setting_and_promises_its_gain(h200):
 
 def test_nothing_measured_is_called_untested(h200_doc, h200):
     ran = {(r["precision"], r.get("variant") or "original") for r in h200_doc["runs"] if r["status"] == "ok"}
-    for prescription in h200.prescriptions:
+    for prescription in h200.to_dict()["prescriptions"]:
         for idea in prescription["untested"]:
             assert (idea["precision"], idea.get("variant") or "original") not in ran, idea
 
 
 def test_the_prescription_leads_with_the_input_pipeline_it_measured(h200):
-    (prescription,) = h200.prescriptions
+    (prescription,) = h200.to_dict()["prescriptions"]
     change, *following = prescription["user_changes"]
     # After it, what batches in memory leave: compiled execution (untested here) and the batch's bytes (an estimate).
     assert [c["kind"] for c in following] == ["compiled", "batch_bytes"]

@@ -49,7 +49,7 @@ def test_ids_rounded_by_an_autocasting_layer_are_said_and_never_prescribed() -> 
     said = finding["evidence"][0]
     assert "257 becomes 256 and 19,999 becomes 19,968" in said and "token_and_position_embedding" in said
     assert 'keras.Input(shape=..., dtype="int32")' in finding["recommendation"]
-    (prescription,) = diagnosis.prescriptions
+    (prescription,) = diagnosis.to_dict()["prescriptions"]
     assert prescription["recommended"]["precision"] == "float32"
     entry = next(m for m in prescription["measured"] if m["precision"] == "mixed_bfloat16")
     assert entry["outcome"] == "faster" and "integer_ids_rounded" in entry["unsafe"]
@@ -63,7 +63,7 @@ def test_ids_rounded_by_an_autocasting_layer_are_said_and_never_prescribed() -> 
 def test_exact_or_uncast_ids_change_nothing(changes: dict[str, Any], why: str) -> None:
     diagnosis = diagnose_document(_doc(**changes))
     assert "integer_ids_rounded" not in {f["id"] for f in diagnosis.findings}, why
-    assert diagnosis.prescriptions[0]["recommended"]["precision"] == "mixed_bfloat16", why
+    assert diagnosis.to_dict()["prescriptions"][0]["recommended"]["precision"] == "mixed_bfloat16", why
 
 
 def test_a_float16_input_rounds_at_the_input_itself() -> None:

@@ -131,7 +131,7 @@ def test_the_ratio_is_taken_against_float32s_own_model_and_the_control_only_meas
     check = verdict["aa_check"]
     assert check["passed"] is False and check["noise"] > 0.08
     assert "not measurable on this machine now" in verdict["headline"] and "A/A control" in verdict["headline"]
-    prescription, = diagnosis.prescriptions
+    prescription, = diagnosis.to_dict()["prescriptions"]
     assert prescription["recommended"]["precision"] == "float32"
     entry = next(m for m in prescription["measured"] if m["precision"] == "mixed_bfloat16")
     assert entry["aa_check"]["passed"] is False
@@ -217,7 +217,7 @@ def test_a_switch_that_did_nothing_is_not_prescribed_from_a_ratio_across_two_des
            "experiment": {"changes": {"jit_compile": True}, "tests": "small_model_overhead"}}
     doc = {"schema_version": 1, "host": {"cpu": {"flags": ["avx2", "avx512_bf16"]}, "gpus": []},
            "runs": [run("float32", fp32), run("mixed_bfloat16", bf16), xla]}
-    prescription, = diagnose_document(doc).prescriptions
+    prescription, = diagnose_document(doc).to_dict()["prescriptions"]
     assert (prescription["recommended"]["precision"], prescription["recommended"]["variant"]) == (
         "mixed_bfloat16", "original")
     assert "jit_compile" not in prescription["headline"]
@@ -246,7 +246,7 @@ def test_a_run_cut_by_the_slow_step_bound_is_a_one_sided_bound_on_first_steps() 
     assert "float16 is >= 14x slower" in verdict["headline"] and "first step, tracing included" in verdict["headline"]
     assert "interval 1" not in verdict["headline"] and "95%" not in verdict["headline"]
     assert verdict["numerics"].startswith("not judged")
-    entry = next(m for m in diagnosis.prescriptions[0]["measured"] if m["precision"] == "float16")
+    entry = next(m for m in diagnosis.to_dict()["prescriptions"][0]["measured"] if m["precision"] == "float16")
     assert entry["interval_method"] == "lower_bound" and any("numerics are not judged" in n for n in entry["notes"])
 
 
@@ -290,10 +290,10 @@ def test_the_xeon_quick_diagnoses_give_one_sided_bounds_for_their_cut_runs(name:
             fp32, bf16 = runs["float32"]["step_time_ms"]["rounds"], runs["mixed_bfloat16"]["step_time_ms"]["rounds"]
             logs = [math.log(a / b) for a, b in zip(fp32, bf16, strict=True)]
             assert verdict["ratio"] == pytest.approx(math.exp(sum(logs) / len(logs)), abs=1e-4)
-    measured = diagnosis.prescriptions[0]["measured"]
+    measured = diagnosis.to_dict()["prescriptions"][0]["measured"]
     assert {m["precision"]: m.get("interval_method") for m in measured if m.get("bound")} == {
         "float16": "lower_bound", "mixed_float16": "lower_bound"}
-    assert diagnosis.prescriptions[0]["recommended"]["precision"] == "mixed_bfloat16"
+    assert diagnosis.to_dict()["prescriptions"][0]["recommended"]["precision"] == "mixed_bfloat16"
 
 
 def _cut_in_step_doc(fp32_first_ms: float | None) -> dict[str, Any]:

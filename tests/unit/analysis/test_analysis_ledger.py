@@ -130,7 +130,7 @@ def test_the_input_pipelines_worth_is_the_range_its_two_timings_give() -> None:
     """float32 went from 303 to 82 ms in the rounds (3.7x) and from 305 to 109 ms in processes of its own (2.8x): the
     prescription says 2.8-3.7x, never the flattering end alone, and why float16's in-memory gain waits."""
     diagnosis = diagnose_document(_load(EXAMPLES / "gpu-h200-keras-torch-full" / "results.json"))
-    (prescription,) = diagnosis.prescriptions
+    (prescription,) = diagnosis.to_dict()["prescriptions"]
     assert "(2.8-3.7x faster)" in prescription["headline"]
     assert "float16 was 1.8x faster, to measure again after the fix (pure float16: watch its loss)" in \
         prescription["headline"]

@@ -42,7 +42,7 @@ def _library(doc: Mapping[str, Any]) -> str | None:
 
 
 def _ideas(diagnosis: Any) -> Iterator[Mapping[str, Any]]:
-    for prescription in diagnosis.prescriptions:
+    for prescription in diagnosis.to_dict()["prescriptions"]:
         yield from prescription["untested"]
 
 
@@ -52,7 +52,7 @@ def _advice(idea: Mapping[str, Any]) -> set[str]:
 
 def _advice_texts(diagnosis: Any) -> Iterator[str]:
     """Every caveat, note, idea and recommendation a user reads as what to do."""
-    for prescription in diagnosis.prescriptions:
+    for prescription in diagnosis.to_dict()["prescriptions"]:
         yield str(prescription["recommended"].get("caveat") or "")
         yield str(prescription["recommended"].get("how") or "")
         for entry in prescription["measured"]:
@@ -99,14 +99,14 @@ def test_training_gets_the_pure_float16_caveat_and_inference_does_not() -> None:
     torch = {"torch": "2.3.0"}
     trained = diagnose_document(_doc("training", torch))
     served = diagnose_document(_doc("inference", torch))
-    caveat = next(m["caveat"] for m in trained.prescriptions[0]["measured"] if m["precision"] == "float16")
+    caveat = next(m["caveat"] for m in trained.to_dict()["prescriptions"][0]["measured"] if m["precision"] == "float16")
     assert "1/2048" in caveat
-    assert all(m["caveat"] is None for m in served.prescriptions[0]["measured"])
+    assert all(m["caveat"] is None for m in served.to_dict()["prescriptions"][0]["measured"])
 
 
 def test_an_inference_only_library_is_inference_without_saying_so() -> None:
     diagnosis = diagnose_document(_doc(None, {"ctranslate2": "4.0.0"}))
-    assert all(m["caveat"] is None for m in diagnosis.prescriptions[0]["measured"])
+    assert all(m["caveat"] is None for m in diagnosis.to_dict()["prescriptions"][0]["measured"])
     ideas = list(_ideas(diagnosis))
     assert not [i for i in ideas if str(i.get("precision", "")).startswith("mixed_")]
     assert not [i for i in ideas if "compile" in str(i.get("setting") or "")]
@@ -141,7 +141,7 @@ def test_autocast_for_inference_needs_no_grad_scaler() -> None:
     trained = _doc("training", {"torch": "2.3.0"})
     for doc in (served, trained):
         doc["runs"][1].update(precision="mixed_float16", step_time_ms={"median": 60.0})
-    how = {name: diagnose_document(doc).prescriptions[0]["recommended"]["how"]
+    how = {name: diagnose_document(doc).to_dict()["prescriptions"][0]["recommended"]["how"]
            for name, doc in (("served", served), ("trained", trained))}
     assert "GradScaler" in how["trained"] and "GradScaler" not in how["served"]
 
@@ -168,7 +168,7 @@ def test_a_missing_mixed_precision_api_is_no_reason_a_plain_half_inference_is_sl
 
 def test_float32_is_said_in_the_framework_that_ran() -> None:
     """'keep floatx float32' is Keras' word: a PyTorch document's float32 is the model and inputs without autocast."""
-    (prescription,) = diagnose_document(_torch_half_doc("inference")).prescriptions
+    (prescription,) = diagnose_document(_torch_half_doc("inference")).to_dict()["prescriptions"]
     assert prescription["recommended"]["precision"] == "float32"
     assert "floatx" not in prescription["recommended"]["how"] and "autocast" in prescription["recommended"]["how"]
 

@@ -43,7 +43,7 @@ def _control(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _changes(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    prescription = next(p for p in diagnose_document(doc).prescriptions if p["stack"] == "host")
+    prescription = next(p for p in diagnose_document(doc).to_dict()["prescriptions"] if p["stack"] == "host")
     return prescription["user_changes"]
 
 
@@ -63,7 +63,7 @@ def test_after_the_input_pipeline_compiled_execution_is_untested_with_a_command_
     words = change_words(compiled)
     assert "untested" in words and "idled 76 ms of the 112 ms" in words
     # Its command is the prescription's untested configuration, which every output prints on a line of its own.
-    (prescription,) = diagnose_document(h200_doc).prescriptions
+    (prescription,) = diagnose_document(h200_doc).to_dict()["prescriptions"]
     assert any(u["command"] == compiled["command"] and u["setting"] == "jit_compile=True"
                for u in prescription["untested"])
 
@@ -146,7 +146,7 @@ def test_every_output_shows_the_changes_after_the_input_pipeline(h200_doc: dict[
     doc = _fresh(h200_doc)
     diagnosis = diagnose_document(doc)
     saved = {**doc, "findings": diagnosis.findings, "verdicts": diagnosis.verdicts,
-             "prescriptions": diagnosis.prescriptions, "stack_comparisons": diagnosis.stack_comparisons}
+             "prescriptions": diagnosis.to_dict()["prescriptions"], "stack_comparisons": diagnosis.stack_comparisons}
     outcome = DiagnoseOutcome(saved, Path("out/results.json"), None, 0, [], diagnosis)
     page = render_html([saved])
     outputs = {"terminal": _terminal(diagnose_summary_text(outcome)), "explain": _terminal(findings_text(diagnosis)),
@@ -181,5 +181,5 @@ def test_compiled_execution_is_measured_in_memory_where_the_idle_was_seen(h200_d
     assert all(item["variant"] != "xla" for item in plan(doc))
     # Batches in memory are a control: the combined run is no configuration to adopt, nor measured against float32
     # as written.
-    (prescription,) = diagnose_document(doc).prescriptions
+    (prescription,) = diagnose_document(doc).to_dict()["prescriptions"]
     assert all(m["variant"] != "synthetic_input+xla" for m in prescription["measured"])

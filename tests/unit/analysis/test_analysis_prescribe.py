@@ -62,7 +62,7 @@ def test_xeon_prescription_is_mixed_bfloat16_and_nothing_recommends_onednn_off(w
     if with_onednn_off:
         doc["runs"].append(onednn_off_run(823.0))  # the figure docs/benchmarks.md measured on that machine
     diagnosis = diagnose_document(doc)
-    prescription = only(diagnosis.prescriptions)
+    prescription = only(diagnosis.to_dict()["prescriptions"])
     chosen = prescription["recommended"]
     assert chosen["precision"] == "mixed_bfloat16" and chosen["setting"] is None
     assert chosen["speedup"] > 1 and chosen["speedup_interval"][0] > 1
@@ -80,7 +80,7 @@ def test_xeon_prescription_is_mixed_bfloat16_and_nothing_recommends_onednn_off(w
 def test_avx2_example_prescribes_float32_and_quotes_every_measured_slowdown() -> None:
     doc = json.loads((EXAMPLES / "cpu-epyc-avx2-quick" / "results.json").read_text())
     diagnosis = diagnose_document(doc)
-    assert only(diagnosis.prescriptions)["recommended"]["precision"] == "float32"
+    assert only(diagnosis.to_dict()["prescriptions"])["recommended"]["precision"] == "float32"
     mixed = [f for f in diagnosis.findings if (f.get("instead_of") or {}).get("precision") == "mixed_float16"]
     assert mixed, "pure_float16_floatx sets mixed_float16 aside, measured slower"
     for finding in mixed:
@@ -105,7 +105,7 @@ def test_gpu_machines_each_get_their_own_fastest_safe_configuration() -> None:
                     run("mixed_float16", 120, "t4", device="gpu:0"),
                     run("float16", 115, "t4", device="gpu:0", loss={"first": 0.7, "last": 0.5, "nan_or_inf": False})]}
     diagnosis = diagnose_document(doc)
-    a100_p, t4_p = only(diagnosis.prescriptions, "a100"), only(diagnosis.prescriptions, "t4")
+    a100_p, t4_p = only(diagnosis.to_dict()["prescriptions"], "a100"), only(diagnosis.to_dict()["prescriptions"], "t4")
     assert a100_p["recommended"]["precision"] == "mixed_bfloat16"
     unsafe = next(m for m in a100_p["measured"] if m["precision"] == "float16")
     assert unsafe["unsafe"] and unsafe["speedup"] > a100_p["recommended"]["speedup"]
@@ -117,13 +117,13 @@ def test_gpu_machines_each_get_their_own_fastest_safe_configuration() -> None:
 
 def test_a_configuration_inside_the_noise_is_no_prescription() -> None:
     doc = cpu_doc(run("float32", 100), run("mixed_float16", 98))
-    chosen = only(diagnose_document(doc).prescriptions)["recommended"]
+    chosen = only(diagnose_document(doc).to_dict()["prescriptions"])["recommended"]
     assert chosen["precision"] == "float32" and chosen["speedup"] == 1.0
 
 
 def test_controls_are_never_prescribed() -> None:
     doc = cpu_doc(run("float32", 100), run("float32", 40, variant="synthetic_input"), run("float16", 300))
-    prescription = only(diagnose_document(doc).prescriptions)
+    prescription = only(diagnose_document(doc).to_dict()["prescriptions"])
     assert prescription["recommended"]["variant"] == "original"
     assert all(m["variant"] != "synthetic_input" for m in prescription["measured"])
 
@@ -132,7 +132,7 @@ def test_a_setting_is_prescribed_only_when_it_wins_end_to_end() -> None:
     xla = {"changes": {"jit_compile": True}, "tests": "small_model_overhead"}
     wins = cpu_doc(run("float32", 100), run("mixed_float16", 90), run("mixed_float16", 50, variant="xla",
                                                                         experiment=xla))
-    chosen = only(diagnose_document(wins).prescriptions)["recommended"]
+    chosen = only(diagnose_document(wins).to_dict()["prescriptions"])["recommended"]
     assert (chosen["precision"], chosen["variant"], chosen["setting"]) == ("mixed_float16", "xla", "jit_compile=True")
     assert "jit_compile=True" in chosen["how"]
 
@@ -142,7 +142,7 @@ def test_a_median_with_no_spread_still_gets_a_prescription_under_the_default_ban
                    "step_time_ms": {"median": 100.0}},
                   {"stack": "host", "precision": "mixed_float16", "device": "cpu", "status": "ok",
                    "step_time_ms": {"median": 50.0}})
-    prescription = only(diagnose_document(doc).prescriptions)
+    prescription = only(diagnose_document(doc).to_dict()["prescriptions"])
     assert prescription["recommended"]["precision"] == "mixed_float16"
     assert "default band" in prescription["headline"]
 
@@ -156,7 +156,7 @@ def test_bf16_units_without_a_bf16_run_are_listed_untested_with_the_command() ->
     fp32["stack"] = fp16["stack"] = "cpu"
     doc = cpu_doc(fp32, fp16, flags=("avx2", "f16c", "avx512_bf16", "amx_bf16"))
     doc["invocation"] = INVOCATION
-    prescription = only(diagnose_document(doc).prescriptions)
+    prescription = only(diagnose_document(doc).to_dict()["prescriptions"])
     idea = next(i for i in prescription["untested"] if i["precision"] == "mixed_bfloat16")
     assert "AMX_BF16" in idea["why"]
     # The invocation's engine and size are kept, its stacks narrowed to this run's, its password never written.
@@ -169,7 +169,7 @@ def test_the_hosts_untested_command_keeps_no_docker_host() -> None:
     # The same invocation, the host's own runs: diagnose refuses --docker-host without --stack.
     doc = cpu_doc(run("float32", 100), run("float16", 400), flags=("avx2", "f16c", "avx512_bf16", "amx_bf16"))
     doc["invocation"] = INVOCATION
-    untested = only(diagnose_document(doc).prescriptions)["untested"]
+    untested = only(diagnose_document(doc).to_dict()["prescriptions"])["untested"]
     idea = next(u for u in untested if u["precision"] == "mixed_bfloat16")
     assert idea["command"] == "fp16doctor diagnose --quick --precision float32 --precision mixed_bfloat16"
     assert all(check_diagnose_argv(u["command"].split()) is None for u in untested if u["command"])
@@ -188,7 +188,7 @@ def test_a_scripts_prescription_offers_no_channels_padded_command() -> None:
            "invocation": {"argv": ["fp16doctor", "diagnose", "--script", "train.py"]}}
     diagnosis = diagnose_document(doc)
     assert "tensor_cores_not_eligible" in {f["id"] for f in diagnosis.findings}
-    prescription = only(diagnosis.prescriptions)
+    prescription = only(diagnosis.to_dict()["prescriptions"])
     padded = [u for u in prescription["untested"] if u["variant"] == "channels_padded"]
     assert all(u["command"] is None and u["no_command"] for u in padded), padded
     for text in [str(u["command"]) for u in prescription["untested"]] + [str(f) for f in diagnosis.findings]:
@@ -199,7 +199,7 @@ def test_untested_command_keeps_targeting_from_the_runs_when_no_invocation_is_re
     fp32 = run("float32", 100, engine={"kind": "docker", "docker_host": "ssh://gpu-box"})
     fp32["stack"] = "tf2.21-gpu"
     doc = cpu_doc(fp32, flags=("avx512_bf16",))
-    idea, = only(diagnose_document(doc).prescriptions)["untested"]
+    idea, = only(diagnose_document(doc).to_dict()["prescriptions"])["untested"]
     assert "--stack tf2.21-gpu" in idea["command"] and "--docker-host ssh://gpu-box" in idea["command"]
 
 
@@ -208,7 +208,7 @@ def test_untested_command_takes_the_engines_own_rerun_options_over_any_inference
     fp32 = run("float32", 100, engine={"kind": "slurm", "label": "slurm gpu-03",
                                        "rerun": ["--slurm", "--stack", "cpu", "--no-host"]})
     fp32["stack"] = "cpu"
-    idea, = only(diagnose_document(cpu_doc(fp32, flags=("avx512_bf16",))).prescriptions)["untested"]
+    idea, = only(diagnose_document(cpu_doc(fp32, flags=("avx512_bf16",))).to_dict()["prescriptions"])["untested"]
     assert idea["command"] == ("fp16doctor diagnose --slurm --stack cpu --no-host --precision float32 "
                                "--precision mixed_bfloat16")
     assert check_diagnose_argv(idea["command"].split()) is None
@@ -231,22 +231,22 @@ def test_the_interleaved_example_prescribes_its_measured_mixed_bfloat16_from_its
     diagnosis = diagnose_document(doc)
     assert all(v["interval_method"] == "paired_rounds" and v["repeats"] >= 3 for v in diagnosis.verdicts)
     assert all(v["noise_floor_interval"][0] < 1 < v["noise_floor_interval"][1] for v in diagnosis.verdicts)
-    assert only(diagnosis.prescriptions)["recommended"]["precision"] == "mixed_bfloat16"
+    assert only(diagnosis.to_dict()["prescriptions"])["recommended"]["precision"] == "mixed_bfloat16"
     # Recomputed from the rounds alone: a t interval on the per-round log ratios against float32's own model.
     step = {r["precision"]: r["step_time_ms"] for r in doc["runs"] if r.get("variant", "original") == "original"}
     logs = [math.log(a / b) for a, b in zip(step["float32"]["rounds"], step["mixed_bfloat16"]["rounds"],
                                             strict=False)]
     mean, half = statistics.fmean(logs), t_quantile(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-    assert only(diagnosis.prescriptions)["recommended"]["speedup_interval"] == pytest.approx(
+    assert only(diagnosis.to_dict()["prescriptions"])["recommended"]["speedup_interval"] == pytest.approx(
         [math.exp(mean - half), math.exp(mean + half)], abs=1e-4)
 
 
 
 def test_a_smoke_size_prescription_says_its_timings_are_a_pipeline_check() -> None:
     doc = cpu_doc(run("float32", 20), run("mixed_float16", 60))
-    assert "smoke size" not in only(diagnose_document(doc).prescriptions)["headline"]
+    assert "smoke size" not in only(diagnose_document(doc).to_dict()["prescriptions"])["headline"]
     doc["invocation"] = {"argv": ["fp16doctor", "diagnose", "--size", "smoke"], "size": "smoke"}
-    headline = only(diagnose_document(doc).prescriptions)["headline"]
+    headline = only(diagnose_document(doc).to_dict()["prescriptions"])["headline"]
     assert headline.startswith("Use float32:") and "the smoke size checks that everything runs" in headline
     assert "--quick or --full" in headline
 
@@ -264,6 +264,6 @@ def test_a_stack_that_ran_a_mixed_policy_is_never_said_to_have_none() -> None:
                                                      "compute_capability": "7.0"}]},
            "runs": [run("float32", 200.0), run("mixed_float16", 100.0), run("float16", 90.0)]}
     diagnosis = diagnose_document(doc)
-    said = json.dumps({"findings": diagnosis.findings, "prescriptions": diagnosis.prescriptions})
+    said = json.dumps({"findings": diagnosis.findings, "prescriptions": diagnosis.to_dict()["prescriptions"]})
     assert "no mixed precision API" not in said
-    assert {m["precision"] for m in diagnosis.prescriptions[0]["measured"]} >= {"mixed_float16", "float16"}
+    assert {m["precision"] for m in diagnosis.to_dict()["prescriptions"][0]["measured"]} >= {"mixed_float16", "float16"}

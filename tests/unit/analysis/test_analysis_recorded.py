@@ -103,7 +103,7 @@ def test_epyc_avx512_bf16_recording_prescribes_mixed_bfloat16() -> None:
     diagnosis = diagnose_document(recorded_doc(EPYC_BF16))
     verdicts = {v["precision"]: v for v in diagnosis.verdicts}
     assert verdicts["mixed_bfloat16"]["outcome"] == "faster" and verdicts["float16"]["outcome"] == "slower"
-    prescription, = diagnosis.prescriptions
+    prescription, = diagnosis.to_dict()["prescriptions"]
     assert prescription["recommended"]["precision"] == "mixed_bfloat16"
     assert prescription["recommended"]["speedup"] == pytest.approx(verdicts["mixed_bfloat16"]["ratio"], rel=1e-3)
     for finding in diagnosis.findings:

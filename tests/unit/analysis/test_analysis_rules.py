@@ -427,7 +427,7 @@ def test_a_quick_runs_few_steps_claim_no_stall_and_leave_the_prescription_alone(
     d = doc(run("float32", 100, losses=falling, loss={"first": falling[0], "last": falling[-1]}),
             run("mixed_bfloat16", 50, losses=flat, loss={"first": flat[0], "last": flat[-1]}))
     assert "numerics_unstable" not in ids(d)
-    (prescription,) = diagnose_document(d).prescriptions
+    (prescription,) = diagnose_document(d).to_dict()["prescriptions"]
     assert prescription["recommended"]["precision"] == "mixed_bfloat16"
 
 

@@ -15,9 +15,9 @@ from rich.console import Console
 
 from fp16doctor.analysis import diagnose_document
 from fp16doctor.analysis.prescribe import ADOPTABLE
+from fp16doctor.analysis.prescription import MeasuredRow
 from fp16doctor.analysis.values import ShownRatio, figure, round_ratio
 from fp16doctor.analysis.verdicts import complete_saved
-from fp16doctor.analysis.words import entry_versus
 from fp16doctor.diagnose import DiagnoseOutcome
 from fp16doctor.report import render_html, render_markdown
 from fp16doctor.report.sections.verdict import verdict_view
@@ -61,8 +61,8 @@ def test_2400x_slower_keeps_its_digits_from_the_document() -> None:
     diagnosis = diagnose_document(doc(run("float32", 10.0), run("float16", 24000.0)))
     verdict, = diagnosis.verdicts
     assert verdict["figure"] == figure(verdict) == "2400x slower"
-    entry = next(m for m in diagnosis.prescriptions[0]["measured"] if m["precision"] == "float16")
-    assert entry_versus(entry) == "2400x slower (2286-2520x)"
+    row = next(m for m in diagnosis.prescriptions[0].measured if m.precision == "float16")
+    assert row.versus() == "2400x slower (2286-2520x)"
     assert round_ratio(1 / 2400) == pytest.approx(1 / 2400, rel=1e-4)
 
 
@@ -74,7 +74,7 @@ def test_a_slower_configurations_interval_is_printed_slower_too() -> None:
     fp16 = run("float16", 103.0)
     fp16["step_time_ms"] = {"median": 103.0, "rounds": rounds16, "design": "interleaved"}
     diagnosis = diagnose_document(doc(fp32, fp16))
-    headline = diagnosis.prescriptions[0]["headline"]
+    headline = diagnosis.to_dict()["prescriptions"][0]["headline"]
     assert "float16, is 1.03x slower than float32 (95% interval 1.029-1.032x, 5 paired rounds)" in headline
     assert "0.9" not in headline
     verdict, = diagnosis.verdicts
@@ -95,8 +95,8 @@ def test_a_lower_bound_verdict_reads_at_least_everywhere() -> None:
     assert verdict_view("host", LOWER_BOUND).figure == ">= 162x slower"
     entry = {"precision": "float16", "variant": "original", "setting": None, "step_ms": 16150.0,
              "speedup": 1 / 161.5, "speedup_interval": [0.0, 1 / 161.5], "outcome": "slower"}
-    assert entry_versus(entry) == ">= 162x slower"
-    assert entry_versus({**entry, "speedup_interval": [1 / 169.0, 1 / 154.0]}) == "162x slower (154-169x)"
+    assert MeasuredRow.of(entry).versus() == ">= 162x slower"
+    assert MeasuredRow.of({**entry, "speedup_interval": [1 / 169.0, 1 / 154.0]}).versus() == "162x slower (154-169x)"
 
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[3] / "docs" / "examples").glob("*/results.json"))
@@ -130,18 +130,19 @@ def test_every_output_of_an_example_prints_a_ratio_the_same_way(path: Path) -> N
         if verdict["variant"] not in ADOPTABLE:
             # A control (batches in memory) is no configuration to adopt: the prescription quotes it beside the
             # change it measures (user_changes), with the verdict's figure.
-            quoted = [m for p in diagnosis.prescriptions for change in p["user_changes"]
+            quoted = [m for p in diagnosis.to_dict()["prescriptions"] for change in p["user_changes"]
                       for m in change.get("in_memory") or []
                       if (p["machine"], p["stack"], m["precision"]) == (verdict["machine"], verdict["stack"],
                                                                         verdict["precision"])]
             assert [m["figure"] for m in quoted] == [shown]
             continue
-        entry = next(m for p in diagnosis.prescriptions for m in p["measured"]
+        entry = next(m for p in diagnosis.to_dict()["prescriptions"] for m in p["measured"]
                      if (p["machine"], p["stack"], m["precision"], m["variant"])
                      == (verdict["machine"], verdict["stack"], verdict["precision"], verdict["variant"]))
         same = {"not measurable": "not measurable", "not resolved": "not resolved"}.get(shown,
                                                                                     "no significant difference")
-        assert entry_versus(entry).startswith(shown if verdict["outcome"] != "no_significant_difference" else same)
+        expected = shown if verdict["outcome"] != "no_significant_difference" else same
+        assert MeasuredRow.of(entry).versus().startswith(expected)
 
 
 def test_no_difference_on_an_interval_off_1_is_not_measurable_never_a_speed_up_under_1() -> None:

@@ -93,13 +93,12 @@ def test_every_sentence_of_the_reports_first_screen_is_the_answers(path: Path) -
 def test_an_untested_idea_is_said_in_one_form_by_every_output() -> None:
     """The answer, `explain --full`, the markdown and the report say an untested configuration as UntestedIdea words
     it: the configuration and why, then the command that measures it or why diagnose cannot."""
-    from fp16doctor.analysis.values import UntestedIdea
     from fp16doctor.report import render_html, render_markdown
 
     path = EXAMPLES / "cpu-epyc-avx2-three-stacks-quick" / "results.json"
     doc = json.loads(path.read_text(encoding="utf-8"))
     diagnosis = saved_diagnosis(doc)
-    ideas = [UntestedIdea.of(i) for p in diagnosis.prescriptions for i in p.get("untested") or []]
+    ideas = [u.idea for p in diagnosis.prescriptions for u in p.untested]
     assert any(u.command for u in ideas) and any(not u.command for u in ideas)
     out = io.StringIO()
     Console(file=out, width=400, color_system=None).print(findings_text(diagnosis, full=True))

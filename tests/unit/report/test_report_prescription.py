@@ -37,7 +37,7 @@ def terminal(doc: dict) -> str:
 def test_one_prescription_and_the_same_verdicts_first_everywhere() -> None:
     doc = recorded_doc(XEON)
     doc["invocation"] = {"argv": ["fp16doctor", "diagnose", "--quick"]}
-    prescription, = diagnose_document(doc).prescriptions
+    prescription, = diagnose_document(doc).to_dict()["prescriptions"]
     headline = prescription["headline"]
     assert headline.startswith("Use mixed_bfloat16:")
     view = build_report([doc])
@@ -84,7 +84,7 @@ def test_caveats_and_the_runs_table_read_the_same_in_every_output() -> None:
     assert "did not recur there" in verdict["headline"]  # the window caveat, phrased once by the analysis
     reduced = next(r for r in diagnosis.runs if r.precision == "mixed_float16")
     assert reduced.speedup == verdict["ratio"] or abs(reduced.speedup - verdict["ratio"]) < 1e-4
-    notes = [n for p in diagnosis.prescriptions for m in p["measured"] for n in m["notes"]]
+    notes = [n for p in diagnosis.to_dict()["prescriptions"] for m in p["measured"] for n in m["notes"]]
     for name, text in _everywhere(doc).items():
         flat = " ".join(text.split())
         assert reduced.versus_fp32 in flat, (name, reduced.versus_fp32)
@@ -112,7 +112,8 @@ def test_a_backend_change_is_said_with_its_command_and_cost_in_every_output() ->
     torch_fp32 = next(r for r in doc["runs"] if r["stack"] == "host" and r["precision"] == "float32"
                       and r["variant"] == "synthetic_input" and not r.get("experiment"))
     doc["runs"] += _jax_runs(torch_fp32)
-    change = next(c for p in diagnose_document(doc).prescriptions for c in p["user_changes"] if c["kind"] == "backend")
+    change = next(c.to_dict() for p in diagnose_document(doc).prescriptions for c in p.user_changes
+                  if c.kind == "backend")
     for name, text in _everywhere(doc).items():
         flat = " ".join(text.split())
         assert "backend jax:" in flat and "KERAS_BACKEND=jax" in flat, name
