@@ -24,10 +24,11 @@ from functools import cached_property
 from typing import Any
 
 from fp16doctor.analysis.advice import slow_kernel_advice, slow_kernel_ideas
-from fp16doctor.analysis.answer import Answer, build_answer
+from fp16doctor.analysis.answer import Answer, Section, build_answer
 from fp16doctor.analysis.busy import Contention, busiest
 from fp16doctor.analysis.causes import Accounting, Share, account
 from fp16doctor.analysis.context import build_context, on
+from fp16doctor.analysis.detail import build_detail, detail_text
 from fp16doctor.analysis.experiments import experiment_evidence, setting_findings
 from fp16doctor.analysis.failed import drop_failed_untested
 from fp16doctor.analysis.fixes import attach_fixes
@@ -72,13 +73,22 @@ class Diagnosis:
         the findings pointing at them (answer.py); built once, from this diagnosis only."""
         return build_answer(self)
 
+    @cached_property
+    def detail(self) -> tuple[Section, ...]:
+        """What a full view shows after the answer, in its order: the measured tables, the verdicts, the runs, the
+        best case, each finding with its evidence and fix (detail.py); built once, from this diagnosis only."""
+        return build_detail(self)
+
     def to_dict(self) -> dict[str, Any]:
         """What `explain --json` prints and results.json keeps of the analysis: the decisions, each configuration's
         ledger and the answer every output lays out."""
         return {"findings": self.findings, "verdicts": self.verdicts,
                 "prescriptions": [p.to_dict() for p in self.prescriptions],
                 "stack_comparisons": [c.to_dict() for c in self.stack_comparisons],
-                "ledgers": [ledger.to_dict() for ledger in self.ledgers], "answer": self.answer.to_dict()}
+                "ledgers": [ledger.to_dict() for ledger in self.ledgers],
+                "answer": {**self.answer.to_dict(), "detail": {"order": [s.id for s in self.detail],
+                                                               "sections": [s.to_dict() for s in self.detail],
+                                                               "text": detail_text(self.detail)}}}
 
 
 # Titles and fixes for causes that only the accounting finds (no document-level rule of their own).

@@ -215,6 +215,13 @@ class StackComparison:
     def unexplained_ms(self) -> float:
         return max(0.0, abs(self.step_change_ms) - self.explained_ms) if self.significant else 0.0
 
+    def caption(self, shown: int, rest_in: str) -> str:
+        """Under its op table of `shown` rows: how the ops were matched, and where the rest are ("in the report")."""
+        rest = len(self.changes) - shown
+        more = f"; {rest} more {rest_in}" if rest > 0 else ""
+        return (f"16-bit ops matched by layer type, position and pass, on "
+                f"{'wall-clock shares' if self.wall else 'self times'}{more}")
+
     def fell_beyond(self) -> float | None:
         """How far the ratio fell from `from` to `to` beyond both intervals, as a share of `from`'s low end
         (0.25: even the best reading of `to` is 25 % below the worst of `from`); None where it did not."""

@@ -5,10 +5,11 @@ text here is the analysis'; this module only places it, breaking a line at words
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 
 from rich.text import Text
 
-from fp16doctor.analysis.answer import MAX_LINE, SECTION_ORDER, Answer
+from fp16doctor.analysis.answer import MAX_LINE, SECTION_ORDER, Answer, Section
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 
@@ -23,7 +24,8 @@ def _put(text: Text, indent: int, line: str, style: str = "", hang: int = 2) -> 
 
 
 # How each kind of the answer's lines is styled; a "code" or "command" line is printed as it stands, never broken.
-KIND_STYLE = {"headline": "bold", "headline_faster": "bold green", "cost": "dim", "untested": "yellow", "more": "dim"}
+KIND_STYLE = {"headline": "bold", "headline_faster": "bold green", "cost": "dim", "untested": "yellow", "more": "dim",
+              "slower": "red", "faster": "green", "dim": "dim", "table_row": "dim", **SEVERITY_STYLE}
 UNBROKEN = ("code", "command")
 
 
@@ -42,9 +44,18 @@ def answer_sections(answer: Answer, findings: bool = True, top: int | None = Non
     """answer_text in two pieces: (a) to (c'') (the bound to the comparisons between stacks), then how, the notes and
     the findings; what a caller adds to (c'') goes between them. Every line is the answer's (Answer.sections); this
     places it."""
-    head, rest = Text(), Text()
-    for section in answer.sections(findings, top, whole_code):
-        text = head if SECTION_ORDER.index(section.id) <= SECTION_ORDER.index("between") else rest
+    sections = answer.sections(findings, top, whole_code)
+    cut = SECTION_ORDER.index("between")
+    head = sections_text([s for s in sections if SECTION_ORDER.index(s.id) <= cut])
+    rest = sections_text([s for s in sections if SECTION_ORDER.index(s.id) > cut])
+    return head, rest
+
+
+def sections_text(sections: Sequence[Section]) -> Text:
+    """Sections of the answer or of its detail, laid out: each heading, then its lines as they stand, broken at words
+    (a "code" or "command" line never)."""
+    text = Text()
+    for section in sections:
         text.append(f"{section.heading}\n", style="bold")
         for line in section.lines:
             if line.kind in UNBROKEN:
@@ -52,9 +63,8 @@ def answer_sections(answer: Answer, findings: bool = True, top: int | None = Non
                 text.append(pad + line.text.replace("\n", "\n" + pad) + "\n")
             else:
                 _put(text, line.indent, line.text, KIND_STYLE.get(line.kind, ""), line.hang)
-    head.rstrip()
-    rest.rstrip()
-    return head, rest
+    text.rstrip()
+    return text
 
 
-__all__ = ["SEVERITY_STYLE", "answer_sections", "answer_text"]
+__all__ = ["SEVERITY_STYLE", "answer_sections", "answer_text", "sections_text"]

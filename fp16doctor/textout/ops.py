@@ -10,7 +10,7 @@ from rich.text import Text
 from fp16doctor.analysis import Diagnosis
 from fp16doctor.analysis.op_compare import OpComparison
 from fp16doctor.analysis.values import fmt_ms, fmt_signed_ms
-from fp16doctor.textout.findings import verdicts_text
+from fp16doctor.textout.answer import sections_text
 
 TOP_OPS = 5
 SHORT_PASS = {"backward_weights": "bwd weights", "backward_data": "bwd data"}
@@ -90,13 +90,11 @@ def ops_table(comparison: OpComparison, count: int = TOP_OPS) -> RenderableType:
 def time_went_text(diagnosis: Diagnosis, count: int = TOP_OPS) -> RenderableType | None:
     """The verdicts, then a short ops table per 16-bit run with measured ops; None when there is neither."""
     parts: list[RenderableType] = []
-    headline = verdicts_text(diagnosis.verdicts)
-    if headline is not None:
+    headline = sections_text([s for s in diagnosis.detail if s.id == "verdicts"])
+    if headline.plain:
         parts.append(headline)
-    for index, comparison in enumerate(diagnosis.comparisons):
-        if index or headline is None:  # the verdicts end with a blank line of their own
-            parts.append(Text(""))
-        parts.append(ops_table(comparison, count))
+    for comparison in diagnosis.comparisons:
+        parts += [Text(""), ops_table(comparison, count)]
     return Group(*parts) if parts else None
 
 

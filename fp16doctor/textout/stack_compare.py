@@ -43,10 +43,7 @@ def _comparison(comparison: StackComparison, count: int, rest_in: str) -> list[R
     parts: list[RenderableType] = [Text(f"  {comparison.headline}", style=style)]
     if comparison.changes:
         parts.append(Padding(_changes_table(comparison, count), (0, 0, 0, 2)))
-        rest = len(comparison.changes) - count
-        basis = "wall-clock shares" if comparison.wall else "self times"
-        more = f"; {rest} more {rest_in}" if rest > 0 else ""
-        parts.append(Text(f"  16-bit ops matched by layer type, position and pass, on {basis}{more}", style="dim"))
+        parts.append(Text(f"  {comparison.caption(count, rest_in)}", style="dim"))
     return parts
 
 

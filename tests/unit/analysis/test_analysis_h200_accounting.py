@@ -120,10 +120,8 @@ def test_the_roofline_stands_beside_the_measured_kernels_once_per_precision(h200
         # 2.8 ms of best case against 21 ms of float32's measured kernels: about 13 %, said with what it signals.
         assert e.fp32_kernels_ms == pytest.approx(20.9, abs=0.3)
         assert "run at about 13% of it (a sign of small kernels and launch gaps)" in e.kernels_words()
-    from fp16doctor.textout.findings import _best_case
-
-    text = _best_case(h200.roofline).plain
-    lines = [line for line in text.splitlines() if "at most" in line]
+    (best,) = [s for s in h200.detail if s.id == "best_case"]
+    lines = [line.text for line in best.lines if "at most" in line.text]
     assert len(lines) == len({(e.machine, e.stack, e.gpu_name, e.precision, e.fp32_ms, e.fp16_ms)
                               for e in h200.roofline if e.predicted_speedup is not None})
     assert not any("2.8 ms -> 1.4 ms" in line and "you measured" in line for line in lines)

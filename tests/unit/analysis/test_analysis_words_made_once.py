@@ -1,6 +1,7 @@
-"""Words made once: what `explain` prints and what the report's first screen shows are the answer's sentences
-(Answer.text, `explain --json`'s answer), laid out, never composed again by a renderer. Checked on every example
-document: each sentence of 40 characters or more found in the answer's text (headings aside)."""
+"""Words made once: what `explain` and `explain --full` print and what the report's first screen shows are the
+answer's sentences and its detail's (Answer.text, detail.py; `explain --json`'s answer), laid out, never composed
+again by a renderer. Checked on every example document: each sentence of 40 characters or more found in the answer's
+text (headings aside)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from rich.console import Console
 
 from fp16doctor.analysis import saved_diagnosis
 from fp16doctor.textout.findings import findings_text
+from fp16doctor.textout.stack_compare import TOP_CHANGES
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples"
 DOCS = sorted(EXAMPLES.glob("*/results.json"))
@@ -72,6 +74,23 @@ def test_every_sentence_explain_prints_is_the_answers(path: Path) -> None:
     headings = {section.heading for section in diagnosis.answer.sections()}
     missing = [s for s in _sentences(out.getvalue()) if s not in answer and s not in headings]
     assert not missing, missing[:5]
+
+
+@pytest.mark.parametrize("path", DOCS, ids=[p.parent.name for p in DOCS])
+def test_every_sentence_explain_full_prints_is_the_answers_or_its_details(path: Path) -> None:
+    """`explain --full`: the answer, then its detail (detail.py), both in `explain --json`; the op tables between
+    stacks are table data laid out in cells, with their caption (StackComparison.caption)."""
+    diagnosis = saved_diagnosis(json.loads(path.read_text(encoding="utf-8")))
+    said = diagnosis.to_dict()["answer"]
+    known = _flat(f"{said['text']}\n{said['detail']['text']}\n"
+                  + "\n".join(c.caption(TOP_CHANGES, "in the report") for c in diagnosis.stack_comparisons))
+    out = io.StringIO()
+    Console(file=out, width=120, color_system=None).print(findings_text(diagnosis, full=True))
+    headings = {s.heading for s in (*diagnosis.answer.sections(), *diagnosis.detail)}
+    missing = [s for s in _sentences(out.getvalue()) if s not in known and s not in headings
+               and any(c.isalpha() for c in s)]  # a table's rule is no sentence
+    assert not missing, missing[:5]
+    assert said["detail"]["order"] == [s.id for s in diagnosis.detail]
 
 
 @pytest.mark.parametrize("path", DOCS, ids=[p.parent.name for p in DOCS])

@@ -1,0 +1,145 @@
+"""The detail: what a full view shows after the answer (`explain --full`, `explain --json`'s `answer.detail`), composed
+once, here, as the answer's own sections and lines (answer.Section, answer.AnswerLine) in DETAIL_ORDER.
+
+(e) the measured table each prescription was chosen from, fastest first, each row's notes by the answer's ids; each
+    precision with batches in memory, where a change to the input pipeline was measured;
+(f) each verdict as the analysis phrased it;
+(g) each run's step, against the float32 run it was paired with, and its device split where profiled;
+(h) the best case a GPU allows a 16-bit type (roofline);
+(i) each finding with its evidence and its whole fix, most important first.
+
+Pure: the Diagnosis and its answer in, sections out. The comparisons between stacks keep their op tables as table
+data (stack_compare.StackComparison), which a renderer lays out in cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from fp16doctor.analysis.answer import Answer, AnswerLine, Section, notes_of
+from fp16doctor.analysis.prescription import Prescription
+from fp16doctor.analysis.roofline import RooflineEstimate
+from fp16doctor.analysis.runs import RunRow
+from fp16doctor.analysis.values import fmt_ms
+
+if TYPE_CHECKING:  # the Diagnosis holds its detail; the builder reads the Diagnosis
+    from fp16doctor.analysis import Diagnosis
+
+DETAIL_ORDER = ("measured", "in_memory", "verdicts", "runs", "best_case", "finding_detail")
+DETAIL_HEADINGS = {"measured": "Measured here, fastest first", "in_memory": "With batches in memory",
+                   "verdicts": "Verdicts", "runs": "Runs",
+                   "best_case": "Best case on this GPU (roofline)", "finding_detail": "Findings, with their evidence"}
+# The comparisons between stacks, op by op (table data a renderer lays out in cells), stand after this section.
+BETWEEN_AFTER = "verdicts"
+PRESCRIBED = " (prescribed)"  # beside the measured row the prescription chose
+
+
+def _measured(prescriptions: Sequence[Prescription], answer: Answer) -> tuple[AnswerLine, ...]:
+    """(e) Each prescription's measured table: the configuration, its step and its ratio, the notes the answer says
+    by id and any other in words; the recommended row marked."""
+    lines = []
+    many = len(prescriptions) > 1
+    for line, p in zip(answer.prescriptions, prescriptions, strict=False):
+        if not p.measured:
+            continue
+        if many:
+            lines.append(AnswerLine(line.id, f"{line.id}: {line.where or p.stack}", "label"))
+        chosen = (p.recommended.precision, p.recommended.variant)
+        configs = [row.config + (PRESCRIBED if (row.precision, row.variant) == chosen else "") for row in p.measured]
+        width = max(len(c) for c in configs)  # the steps line up
+        for row, config in zip(p.measured, configs, strict=True):
+            ids, rest = notes_of(answer, row)
+            notes = "".join(f"  [{', '.join(ids)}]" if ids else "") + (f"  [{'; '.join(rest)}]" if rest else "")
+            lines.append(AnswerLine(line.id, f"{config:<{width}} {fmt_ms(row.step_ms):>8}  {row.versus()}{notes}",
+                                    "table_row", 4, hang=6))
+    return tuple(lines)
+
+
+def _in_memory(answer: Answer) -> tuple[AnswerLine, ...]:
+    """(e') Each precision's ratio with batches in memory, as the control that measured a change made it."""
+    many = len(answer.prescriptions) > 1
+    return tuple(AnswerLine(line.id, f"{line.id + ': ' if many else ''}{words}", "row")
+                 for line in answer.prescriptions for words in line.in_memory)
+
+
+def _verdicts(verdicts: Sequence[Mapping[str, Any]]) -> tuple[AnswerLine, ...]:
+    """(f) Each verdict's sentence, its tone its outcome."""
+    tone = {"slower": "slower", "faster": "faster"}
+    return tuple(AnswerLine(f"V{n}", str(v.get("headline") or ""), tone.get(str(v.get("outcome")), "verdict"))
+                 for n, v in enumerate(verdicts, start=1) if v.get("headline"))
+
+
+def _runs(rows: Sequence[RunRow]) -> tuple[AnswerLine, ...]:
+    """(g) Each run's step, against float32 where the analysis paired it with a float32 run."""
+    lines = []
+    for row in rows:
+        shown = f"{fmt_ms(row.step_ms)} a step" if row.step_ms is not None else row.status
+        if row.ok and not row.is_baseline and row.speedup is not None:
+            shown += f" ({row.versus_fp32} vs {row.versus_name})"
+        ref = f"R{row.index + 1}"
+        lines.append(AnswerLine(ref, f"{row.label} on {row.device or '?'}: {shown}", "run"))
+        if row.ok and row.device_step is not None:
+            lines.append(AnswerLine(ref, row.device_step.words(), "dim", 4))
+    return tuple(lines)
+
+
+def _best_case(estimates: Sequence[RooflineEstimate]) -> tuple[AnswerLine, ...]:
+    """(h) One line per precision and GPU (the variants share the best case), with the table's note."""
+    lines = []
+    seen = set()
+    for e in estimates:
+        if e.predicted_speedup is None or e.key() in seen:
+            continue
+        seen.add(e.key())
+        kernels = e.kernels_words()
+        measured = f"; you measured {e.measured_words()}" if e.measured_speedup else ""
+        lines.append(AnswerLine("", f"{e.stack} / {e.precision} on {e.gpu_name}: at most {e.predicted_times()} from "
+                                    f"fp16 ({fmt_ms(e.fp32_ms)} -> {fmt_ms(e.fp16_ms)} of kernels per step, "
+                                    f"{e.bound}-bound)" + (f"; {kernels}" if kernels else measured), "row"))
+        lines.append(AnswerLine("", e.note, "dim", 4))
+    return tuple(lines)
+
+
+def _finding(finding: Mapping[str, Any], places: int) -> tuple[AnswerLine, ...]:
+    """(i) A finding: its rank, severity, id and title with what it explains and its confidence; its evidence; its
+    whole fix (a program as a block, never broken)."""
+    severity = str(finding.get("severity") or "info")
+    ref = f"F{finding.get('rank', '')}"
+    explains = finding.get("explains_ms")
+    where = f" on {finding.get('stack')}" if places > 1 else ""
+    accounts = (f"explains {fmt_ms(float(explains))} of {finding.get('precision')}{where}, "
+                f"{str(finding.get('basis') or '').replace('_', ' ')}; " if isinstance(explains, (int, float)) else "")
+    lines = [AnswerLine(ref, f"{finding.get('rank', '-')}. {severity.upper()} {finding.get('id', '?')}: "
+                             f"{finding.get('title', '')} ({accounts}confidence {finding.get('confidence', '?')})",
+                        severity, hang=3)]
+    lines += [AnswerLine(ref, f"- {line}", "evidence", 3, hang=2) for line in finding.get("evidence") or []]
+    recommendation = str(finding.get("recommendation") or "").strip()
+    if recommendation:
+        prose, _, block = recommendation.partition("\n")
+        lines.append(AnswerLine(ref, f"fix: {prose}", "fix", 3, hang=5))
+        if block.strip():
+            lines.append(AnswerLine(ref, block, "code", 8))
+    return tuple(lines)
+
+
+def build_detail(diagnosis: Diagnosis) -> tuple[Section, ...]:
+    """The detail of one diagnosis, in DETAIL_ORDER, each section only where it has lines."""
+    answer = diagnosis.answer
+    built = {"measured": _measured(diagnosis.prescriptions, answer),
+             "in_memory": _in_memory(answer), "verdicts": _verdicts(diagnosis.verdicts),
+             "runs": _runs(diagnosis.runs), "best_case": _best_case(diagnosis.roofline),
+             "finding_detail": tuple(line for f in diagnosis.findings for line in _finding(f, answer.places))}
+    return tuple(Section(key, DETAIL_HEADINGS[key], built[key]) for key in DETAIL_ORDER if built[key])
+
+
+def detail_text(sections: Sequence[Section]) -> str:
+    """The detail as plain lines (unbroken), as Answer.text lays out the answer."""
+    out = []
+    for section in sections:
+        out.append(section.heading)
+        out += [" " * line.indent + line.text.replace("\n", "\n" + " " * line.indent) for line in section.lines]
+    return "\n".join(out)
+
+
+__all__ = ["BETWEEN_AFTER", "DETAIL_HEADINGS", "DETAIL_ORDER", "build_detail", "detail_text"]
