@@ -44,7 +44,7 @@ from fp16doctor.analysis.rules.numerics import drop_rounding_untested
 from fp16doctor.analysis.runs import RunRow, run_rows
 from fp16doctor.analysis.stack_compare import DocumentComparison, StackComparison, compare_documents, stack_comparisons
 from fp16doctor.analysis.values import as_list, fmt_ms
-from fp16doctor.analysis.verdicts import complete_saved, unlisted_devices, verdicts
+from fp16doctor.analysis.verdicts import complete_saved, share_of_difference, unlisted_devices, verdicts
 
 Finding = dict[str, Any]
 
@@ -120,9 +120,11 @@ def _speed_finding(acc: Accounting, share: Share, base: Finding | None) -> Findi
     pair = acc.pair
     reduced = pair.reduced
     spec = REGISTRY[share.cause]
-    summary = (f"accounts for {fmt_ms(share.ms)} of the {fmt_ms(acc.magnitude_ms)} difference between "
+    figure, against = share_of_difference(acc, share)
+    summary = (f"accounts for {figure} between "
                f"{reduced.precision} ({fmt_ms(pair.interval.other_ms)}) and {pair.fp32.precision} "
-               f"({fmt_ms(pair.interval.fp32_ms)}){on(reduced.place)} ({share.basis.replace('_', ' ')})")
+               f"({fmt_ms(pair.interval.fp32_ms)}){on(reduced.place)} ({share.basis.replace('_', ' ')})"
+               f"{'; ' + against if against else ''}")
     if base is not None:
         finding = copy.deepcopy(base)
         finding["evidence"] = [summary, *share.evidence, *[e for e in base.get("evidence", [])

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from fp16doctor.analysis.context import named_place
 from fp16doctor.analysis.intervals import AACheck
-from fp16doctor.analysis.ledger import Ledger
+from fp16doctor.analysis.ledger import UNPLACED, Ledger, against_part, moved_words, part_change, part_of_step
 from fp16doctor.analysis.prescription import Against, MeasuredRow, Prescription
 from fp16doctor.analysis.registry import spec
 from fp16doctor.analysis.runs import RunRow
@@ -47,6 +47,7 @@ from fp16doctor.analysis.words import (
     ledger_words,
     loop_step_note,
     not_in_rounds,
+    pair_ledgers,
     parts_against,
     two_timings,
     whole_run,
@@ -454,8 +455,9 @@ def _prescriptions(prescriptions: Sequence[Prescription],
     return tuple(lines)
 
 
-def _cause(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> str:
-    """The verdict's cause, in its finding's title, with what it explains and the finding's first measured number."""
+def _cause(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], ledgers: Sequence[Ledger] = ()) -> str:
+    """The verdict's cause, in its finding's title, with what it explains and the finding's first measured number:
+    where its figure is a ledger part's change, in the words of the parts line below it."""
     cause = verdict.get("cause")
     finding = _finding_of(verdict, findings, cause) if cause else None
     if finding is None:
@@ -464,13 +466,18 @@ def _cause(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) ->
     share: Mapping[str, Any] = next((c for c in verdict.get("causes") or [] if c.get("id") == cause), {})
     explains = share.get("explains_ms")
     difference = verdict.get("difference_ms")
-    part = (f" ({fmt_ms(abs(float(explains)))} of {fmt_ms(abs(float(difference)))})"
-            if isinstance(explains, (int, float)) and isinstance(difference, (int, float)) else "")
-    others = _other_causes(verdict, findings)
+    mine, base = pair_ledgers(verdict, ledgers)
+    part = ""
+    if isinstance(share.get("part"), str) and mine is not None and base is not None:
+        against = against_part(share["part"], mine, base)
+        part = f" ({part_of_step(share['part'], mine, base)}{'; ' + against if against else ''})"
+    elif isinstance(explains, (int, float)) and isinstance(difference, (int, float)):
+        part = f" ({fmt_ms(abs(float(explains)))} of {fmt_ms(abs(float(difference)))})"
+    others = _other_causes(verdict, findings, mine, base)
     if others and isinstance(explains, (int, float)) and isinstance(difference, (int, float)) and \
             abs(float(explains)) < MOSTLY * abs(float(difference)):
         # No part is most of it: each named part with its size, then what the trace could not place.
-        return f"causes: {title}{part}; {'; '.join(others)}{_unplaced(verdict)}"
+        return f"causes: {title}{part}; {'; '.join(others)}{_unplaced(verdict, mine, base)}"
     evidence = [str(e) for e in finding.get("evidence") or []]
     number = next((e for e in evidence[1:] if any(ch.isdigit() for ch in e)), "")
     if number.split(" ")[:3] == title.split(" ")[:3]:  # the number's line names the op the title names
@@ -478,15 +485,20 @@ def _cause(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) ->
     return f"cause: {title}{part}" + (f": {number}" if number else "")
 
 
-def _other_causes(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The verdict's causes after its first, each as its finding's title with what it explains."""
+def _other_causes(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], mine: Ledger | None = None,
+                  base: Ledger | None = None) -> list[str]:
+    """The verdict's causes after its first, each as its finding's title with what it explains (its ledger part's
+    change, where its figure is one)."""
     words = []
     for share in list(verdict.get("causes") or [])[1:]:
         finding = _finding_of(verdict, findings, share.get("id"))
         explains = share.get("explains_ms")
         if finding is None or not isinstance(explains, (int, float)):
             continue
-        words.append(f"{_title_words(finding, str(share.get('id')))} ({fmt_ms(abs(float(explains)))})")
+        part = share.get("part")
+        figure = (part_of_step(part, mine, base, step=False)
+                  if isinstance(part, str) and mine is not None and base is not None else fmt_ms(abs(float(explains))))
+        words.append(f"{_title_words(finding, str(share.get('id')))} ({figure})")
     return words
 
 
@@ -503,12 +515,19 @@ def _title_words(finding: Mapping[str, Any], fallback: str) -> str:
     return title[0].lower() + title[1:] if title[:2] != title[:2].upper() else title
 
 
-def _unplaced(verdict: Mapping[str, Any]) -> str:
-    """"; 22 ms more is host time no op in the trace accounts for": the verdict's own size of what its trace could
-    not place, where it went the difference's way; "" otherwise."""
+def _unplaced(verdict: Mapping[str, Any], mine: Ledger | None = None, base: Ledger | None = None) -> str:
+    """"; unplaced −22 ms, host time no op in the trace places": what the verdict's trace could not place, where
+    it went the difference's way, as the parts line says it where the pair has ledgers (else the verdict's own size,
+    "; 22 ms more is host time ..."); "" otherwise."""
     unplaced = (verdict.get("accounted") or {}).get("unplaced_host_ms")
     difference = verdict.get("difference_ms")
-    if not isinstance(unplaced, (int, float)) or not isinstance(difference, (int, float)) or unplaced * difference <= 0:
+    if not isinstance(unplaced, (int, float)) or not isinstance(difference, (int, float)):
+        return ""
+    if mine is not None and base is not None:
+        moved = part_change(mine, base, UNPLACED)
+        return f"; {moved_words(UNPLACED, moved)}, host time no op in the trace places" if moved * difference > 0 \
+            else ""
+    if unplaced * difference <= 0:
         return ""
     return f"; {fmt_ms(abs(float(unplaced)))} more is host time no op in the trace accounts for"
 
@@ -546,7 +565,7 @@ def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str
             versus=versus,
             steps=(f"{WHOLE_SCRIPT} " if whole_run(v, diagnosis.runs) else "")
             + f"{fmt_ms(v.get('step_ms'))} vs {fmt_ms(v.get('fp32_step_ms'))}",
-            cause=short_line(_cause(v, diagnosis.findings)),
+            cause=short_line(_cause(v, diagnosis.findings, diagnosis.ledgers)),
             notes=refs, parts=parts_against(v, diagnosis.ledgers)))
     for p in diagnosis.prescriptions:  # the configurations only an experiment measured: no verdict of their own
         for m in p.measured:

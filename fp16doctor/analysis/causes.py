@@ -9,9 +9,13 @@ named or not, is scaled together to the step's difference, so a cause claims onl
 fast fp16, no Tensor Cores, no bfloat16 units) is a finding, never a measured share: a slower 16-bit op is the
 framework's kernel until an experiment shows otherwise. No estimate fills what is left by construction: a figure
 from a table (the host batch measured elsewhere) is never a share (verdicts.likely_cause may name its finding), and
-a best case larger than what is left is not trimmed to fill it. The verdict's cause is the speed cause that explains
-the most; below half explained, the verdict says how much nothing explains. A difference inside the two runs'
-p10-p90 spread has no cause.
+a best case larger than what is left is not trimmed to fill it. Where both runs' ledgers split the step on a device
+(ledger.py), a measured cause whose time is one part of it (the host's batch, the batch's copy, the kernels), and
+the only cause the pair names there, takes that part's change as its figure: the words quote the part beside the
+step, as the parts line says them ("host batch +477 ms of the +362 ms step"), with the parts that moved against it
+where it moved more than the step; its share (`explains_ms`) stays capped like any other. The verdict's cause is
+the speed cause that explains the most; below half explained, the verdict says how much nothing explains. A
+difference inside the two runs' p10-p90 spread has no cause.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 from fp16doctor.analysis.context import Context, OpItem, Pair, RunView
 from fp16doctor.analysis.intervals import ALWAYS_MEASURABLE, SwitchEffect, switch_effect
+from fp16doctor.analysis.ledger import COPIES, HOST_BATCH, KERNELS, PART_WORDS, Ledger, ledgers, part_change
 from fp16doctor.analysis.registry import SPEED_CAUSES
 from fp16doctor.analysis.roofline import estimate_context
 from fp16doctor.analysis.rules.causal import (
@@ -56,6 +61,8 @@ class Share:
     evidence: list[str] = field(default_factory=list)
     ops: list[dict[str, Any]] = field(default_factory=list)
     confirmed_by: str | None = None
+    # The ledger part whose change this share's figure is (ledger.PRIORITY), where the pair's ledgers have one
+    part: str | None = None
 
     def title(self, precision: str) -> str | None:
         """What this share names more exactly than its registry title: the slow kernel that ran, where it ran
@@ -75,6 +82,8 @@ class Accounting:
     shares: list[Share] = field(default_factory=list)
     # Causes whose ops moved against the difference (casts that added time to a faster step), with their time.
     against: list[Share] = field(default_factory=list)
+    # (float32's ledger, the 16-bit run's) where both split the step on a device (ledger.py), else None
+    ledgers: tuple[Ledger, Ledger] | None = None
 
     @property
     def magnitude_ms(self) -> float:
@@ -573,21 +582,74 @@ def _roofline_saving(pair: Pair, ctx: Context) -> tuple[float, str] | None:
 def account(ctx: Context, found: Mapping[str, Mapping[str, Any]]) -> list[Accounting]:
     """Every 16-bit run with a float32 partner on its machine, its difference split over causes."""
     result = []
+    by_run = {(led.machine, led.stack, led.precision, led.variant): led for led in ledgers(ctx)}
     for pair in [*ctx.pairs, *ctx.peer_pairs]:
         if pair.reduced.experiment:
             continue  # an experiment is evidence for its base run, not a verdict of its own
         assert pair.reduced.step_ms is not None and pair.fp32.step_ms is not None
         diff = pair.interval.difference_ms  # the medians' difference, or the rounds' mean paired difference
-        acc = Accounting(pair, diff, pair.slower or pair.faster)
+        acc = Accounting(pair, diff, pair.slower or pair.faster, ledgers=_device_ledgers(pair, by_run))
         if acc.significant:
             _account_ops(acc, ctx)
             if pair in ctx.pairs:  # experiments and estimates are read against float32
                 _account_experiments(acc, ctx)
                 _account_estimates(acc, ctx, found)
+            _figures_from_parts(acc)
             acc.shares.sort(key=lambda s: -s.ms)
             _lead_with_the_running_reference_kernel(acc)
         result.append(acc)
     return result
+
+
+# The ledger part a measured cause's time lies in on a device's step (ledger.py): the host building the batch, the
+# batch's copy, the device's kernels (a GPU's casts are kernels too).
+CAUSE_PARTS = {"host_fp16_emulation": HOST_BATCH, "input_pipeline_bound": HOST_BATCH,
+               "smaller_16bit_batches": COPIES, "fast_16bit_kernels": KERNELS, "slow_16bit_compute": KERNELS,
+               "slow_fp16_kernels": KERNELS, "cast_overhead": KERNELS}
+
+
+def _device_ledgers(pair: Pair, by_run: Mapping[tuple[str, str, str, str], Ledger]) -> tuple[Ledger, Ledger] | None:
+    """The pair's two ledgers where both split a whole step on a device (a GPU's device time), else None."""
+    runs = (pair.fp32, pair.reduced)
+    found = [by_run.get((r.machine, r.stack, r.precision, r.variant)) for r in runs]
+    if any(r.device_time is None for r in runs) or any(led is None or led.cut or not led.parts for led in found):
+        return None
+    base, mine = found
+    assert base is not None and mine is not None
+    return base, mine
+
+
+def _figures_from_parts(acc: Accounting) -> None:
+    """A measured cause whose time is one part of a device's step, the only cause the pair names there, takes that
+    part's change in the two ledgers as its figure (the parts line beside it shows the same change): its ops' rows
+    or its timed batches measure the same time another way. Its share of the difference stays capped at what the
+    other causes leave; the words quote the part (ledger.part_of_step), and the parts that moved against it where it
+    moved more than the step. A part that moved the other way than the cause acts leaves the cause its own figure."""
+    if acc.ledgers is None:
+        return
+    base, mine = acc.ledgers
+    sign = 1.0 if acc.difference_ms > 0 else -1.0
+    if sign * (mine.step_ms - base.step_ms) <= 0:
+        return  # the ledgers' steps moved the other way than the timed difference: no part speaks for it
+    named = [*acc.shares, *acc.against]
+    for share in named:
+        part = CAUSE_PARTS.get(share.cause)
+        if part is None or share.basis != "measured_ops" or sum(CAUSE_PARTS.get(s.cause) == part for s in named) > 1:
+            continue
+        along = any(s is share for s in acc.shares)
+        moved = sign * part_change(mine, base, part) * (1.0 if along else -1.0)
+        if moved <= 0:
+            continue
+        if share.ops and fmt_ms(moved) != fmt_ms(share.ms):
+            before, after = base.part(part), mine.part(part)
+            share.evidence.append(
+                f"the ledgers' {PART_WORDS[part]}: {fmt_ms(before.ms if before else 0.0)} a step in {base.precision}, "
+                f"{fmt_ms(after.ms if after else 0.0)} in {mine.precision} "
+                f"({fmt_signed_ms(part_change(mine, base, part))}): this cause's figure, where its ops' rows gave it "
+                f"{fmt_ms(share.ms)}")
+        others = sum(s.ms for s in acc.shares if s is not share)
+        share.ms = min(moved, max(acc.magnitude_ms - others, 0.0)) if along else moved
+        share.part = part
 
 
 def _lead_with_the_running_reference_kernel(acc: Accounting) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fp16doctor.analysis.context import Context, OpItem, RunView
+from fp16doctor.analysis.values import fmt_signed_ms
 
 # The parts, in the order they are given time (a part takes what the step has left after those before it).
 KERNELS, COPIES, HOST_BATCH, LAUNCH_GAPS = "kernels", "copies", "host_batch", "launch_gaps"
@@ -32,6 +33,10 @@ PART_WORDS = {
     INPUT: "input", COMPUTE: "compute", CASTS_LAYOUT: "casts and layout", OTHER_OPS: "other ops",
 }
 UNPLACED_WORDS = "unplaced"
+UNPLACED = "unplaced"  # what no part places, as a change's name beside the parts' (part_change)
+OTHER_PARTS = "the other parts"  # the smaller changes of a parts line, in one figure
+TOP_PARTS = 3  # the parts whose change a configuration's line names; the rest in one figure
+SHOWN_PART_MS = 0.05  # a ledger's part (or a part's change) shown in words from this size; the data keeps every one
 # An op's pass -> the CPU part it belongs to.
 _CPU_PART = {"input": INPUT, "forward": COMPUTE, "backward_data": COMPUTE, "backward_weights": COMPUTE,
              "optimizer": COMPUTE, "cast": CASTS_LAYOUT, "layout": CASTS_LAYOUT}
@@ -241,5 +246,52 @@ def ledgers(ctx: Context) -> tuple[Ledger, ...]:
     return tuple(found)
 
 
-__all__ = ["PART_WORDS", "PRIORITY", "UNPLACED_WORDS", "Ledger", "LedgerOp", "LedgerPart", "allocate", "ledger_of",
-           "ledgers"]
+def part_change(mine: Ledger, base: Ledger, name: str) -> float:
+    """One part's change from `base`'s ledger to `mine`'s (a part one ledger lacks counts 0 there); UNPLACED: the
+    time no part places."""
+    if name == UNPLACED:
+        return mine.unplaced_ms - base.unplaced_ms
+    before, after = base.part(name), mine.part(name)
+    return (after.ms if after else 0.0) - (before.ms if before else 0.0)
+
+
+def shown_changes(mine: Ledger, base: Ledger) -> list[tuple[str, float]]:
+    """The changes a configuration's parts line names, as (name, change): each part that moved (UNPLACED among them),
+    largest first, the first TOP_PARTS by name and the rest in one figure (OTHER_PARTS), so they add up to the step's
+    change."""
+    names = list(dict.fromkeys([*(p.name for p in base.parts), *(p.name for p in mine.parts), UNPLACED]))
+    moved = sorted(((n, part_change(mine, base, n)) for n in names), key=lambda m: -abs(m[1]))
+    moved = [m for m in moved if abs(m[1]) >= SHOWN_PART_MS]
+    if len(moved) <= TOP_PARTS:
+        return moved
+    return [*moved[:TOP_PARTS], (OTHER_PARTS, sum(d for _, d in moved[TOP_PARTS:]))]
+
+
+def moved_words(name: str, change: float) -> str:
+    """"host batch +477 ms", "unplaced −100 ms", "the other parts −6.2 ms": a change as a parts line names it."""
+    return f"{PART_WORDS.get(name, UNPLACED_WORDS if name == UNPLACED else name)} {fmt_signed_ms(change)}"
+
+
+def part_of_step(name: str, mine: Ledger, base: Ledger, step: bool = True) -> str:
+    """A cause's figure in its ledger part's words, as the parts line beside it says them: "kernels −6.2 ms"; with
+    `step`, beside the step's change: "host batch +477 ms of the +362 ms step"."""
+    said = moved_words(name, part_change(mine, base, name))
+    return f"{said} of the {fmt_signed_ms(mine.step_ms - base.step_ms)} step" if step else said
+
+
+def against_part(name: str, mine: Ledger, base: Ledger) -> str:
+    """Where a part moved more than the step because other parts moved the other way, those parts as the parts line
+    names them: "unplaced −100 ms, copies −8.5 ms and the other parts −6.2 ms against it"; else ""."""
+    change = part_change(mine, base, name)
+    if abs(change) <= abs(mine.step_ms - base.step_ms):
+        return ""
+    against = [moved_words(n, d) for n, d in shown_changes(mine, base) if n != name and d * change < 0]
+    if not against:
+        return ""
+    listed = f"{', '.join(against[:-1])} and {against[-1]}" if len(against) > 1 else against[0]
+    return f"{listed} against it"
+
+
+__all__ = ["OTHER_PARTS", "PART_WORDS", "PRIORITY", "SHOWN_PART_MS", "TOP_PARTS", "UNPLACED", "UNPLACED_WORDS",
+           "Ledger", "LedgerOp", "LedgerPart", "against_part", "allocate", "ledger_of", "ledgers", "part_change",
+           "moved_words", "part_of_step", "shown_changes"]

@@ -11,6 +11,7 @@ from typing import Any
 from fp16doctor.analysis.causes import HALF, Accounting, Share
 from fp16doctor.analysis.context import BF16, REDUCED, SIXTEEN_BIT, Context, on
 from fp16doctor.analysis.device import device_split, estimated_bound
+from fp16doctor.analysis.ledger import against_part, part_of_step
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
 from fp16doctor.analysis.roofline import RooflineEstimate
 from fp16doctor.analysis.values import (
@@ -95,6 +96,17 @@ def _window_difference(acc: Accounting) -> float | None:
     return reduced.window_ms - fp32.window_ms
 
 
+def share_of_difference(acc: Accounting, share: Share) -> tuple[str, str]:
+    """What a cause explains of its pair's difference, in the words a reader can check, and what moved against it:
+    its ledger part's change beside the step's, as the parts line says them ("host batch +477 ms of the +362 ms
+    step", "unplaced −100 ms against it"), where the figure is a part's; else ("362 ms of the 362 ms difference",
+    "")."""
+    if share.part is not None and acc.ledgers is not None:
+        base, mine = acc.ledgers
+        return part_of_step(share.part, mine, base), against_part(share.part, mine, base)
+    return f"{fmt_ms(share.ms)} of the {fmt_ms(acc.magnitude_ms)} difference", ""
+
+
 def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Verdict:
     pair = acc.pair
     reduced, fp32 = pair.reduced, pair.fp32
@@ -125,8 +137,9 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
         basis = {"measured_ops": "measured", "experiment": "confirmed by an experiment",
                  "estimate": "estimated"}[top.basis]
         how = "mostly" if top.ms >= HALF * acc.magnitude_ms else "partly"
-        headline += (f": {how} because {_cause_phrase(top, reduced.precision)} ({basis}: {fmt_ms(top.ms)} of the "
-                     f"{fmt_ms(acc.magnitude_ms)} difference)")
+        figure, against = share_of_difference(acc, top)
+        headline += (f": {how} because {_cause_phrase(top, reduced.precision)} ({basis}: {figure}"
+                     f"{'; ' + against if against else ''})")
     else:
         headline += f"; no measured cause explains the {fmt_ms(acc.magnitude_ms)} difference"
     if acc.significant and acc.against:
@@ -197,10 +210,11 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
         **({"window_difference_ms": round(window_delta, 3)} if window_delta is not None else {}),
         **({"noise_floor_interval": [round(pair.noise_floor.low, 4), round(pair.noise_floor.high, 4)]}
            if pair.noise_floor is not None else {}),
-        "against": [{"id": s.cause, "ms": round(s.ms, 3), "basis": s.basis,
+        "against": [{"id": s.cause, "ms": round(s.ms, 3), "basis": s.basis, **({"part": s.part} if s.part else {}),
                      "ops": [{"name": o.get("name"), "layer": o.get("layer"), "pass": o.get("pass"),
                               "dtype": o.get("dtype"), "ms": o.get("ms")} for o in s.ops]} for s in acc.against],
         "causes": [{"id": s.cause, "explains_ms": round(s.ms, 3), "basis": s.basis,
+                    **({"part": s.part} if s.part else {}),
                     **({"confirmed_by": s.confirmed_by} if s.confirmed_by else {}),
                     "ops": [{"name": o.get("name"), "layer": o.get("layer"), "pass": o.get("pass"),
                              "dtype": o.get("dtype"), "ms": o.get("ms")} for o in s.ops]} for s in causes],

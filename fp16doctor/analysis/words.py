@@ -9,7 +9,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fp16doctor.analysis.intervals import FIRST_STEP
-from fp16doctor.analysis.ledger import PART_WORDS, UNPLACED_WORDS, Ledger, LedgerOp
+from fp16doctor.analysis.ledger import (
+    OTHER_PARTS,
+    SHOWN_PART_MS,
+    UNPLACED,
+    UNPLACED_WORDS,
+    Ledger,
+    LedgerOp,
+    moved_words,
+    shown_changes,
+)
 from fp16doctor.analysis.next_bound import idle_words
 from fp16doctor.analysis.runs import RunRow
 from fp16doctor.analysis.values import (
@@ -101,8 +110,6 @@ def in_memory_words(entry: Mapping[str, Any]) -> str:
 
 # A ledger in words: a step and the parts that add up to it, and a configuration's parts against float32's.
 TOP_OPS = 3  # the ops a CPU's bound names per run
-TOP_PARTS = 3  # the parts whose change a configuration's line names; the rest in one figure
-SHOWN_PART_MS = 0.05  # a ledger's part (or a part's change) shown in words from this size; the data keeps every one
 
 
 def _step_words(ledger: Ledger) -> str:
@@ -223,33 +230,32 @@ def not_in_rounds(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
     return said
 
 
+def pair_ledgers(verdict: Mapping[str, Any], ledgers: Sequence[Ledger]) -> tuple[Ledger | None, Ledger | None]:
+    """The ledgers a verdict compares: its configuration's and its baseline's (None where either is missing)."""
+    key = (verdict.get("machine"), verdict.get("stack"), verdict.get("variant") or "original")
+    same = [led for led in ledgers if (led.machine, led.stack, led.variant) == key]
+    base_name = str(verdict.get("baseline") or "float32")
+    return (next((led for led in same if led.precision == verdict.get("precision")), None),
+            next((led for led in same if led.precision == base_name), None))
+
+
 def parts_against(verdict: Mapping[str, Any], ledgers: Sequence[Ledger]) -> str:
     """"against float32's parts: host batch +477 ms (162 -> 638 ms), unplaced −100 ms, ...; the step +362 ms": each
     part of the ledger that moved, largest first, adding up to the step's difference (a cut run has no parts to set
     against: its step is a bound)."""
-    key = (verdict.get("machine"), verdict.get("stack"), verdict.get("variant") or "original")
-    mine = next((led for led in ledgers if (led.machine, led.stack, led.variant) == key
-                 and led.precision == verdict.get("precision")), None)
-    base_name = str(verdict.get("baseline") or "float32")
-    base = next((led for led in ledgers if (led.machine, led.stack, led.variant) == key
-                 and led.precision == base_name), None)
+    mine, base = pair_ledgers(verdict, ledgers)
     if verdict.get("outcome") not in ("faster", "slower") or mine is None or base is None or mine.cut or base.cut \
             or not (mine.parts and base.parts):
         return ""  # a difference the interval does not resolve has no parts to reconcile
-    names = list(dict.fromkeys([*(p.name for p in base.parts), *(p.name for p in mine.parts)]))
-    moved: list[tuple[float, str]] = []
-    for name in names:
+    words = []
+    for name, change in shown_changes(mine, base):
         before, after = base.part(name), mine.part(name)
-        a, b = (before.ms if before else 0.0), (after.ms if after else 0.0)
-        moved.append((b - a, f"{PART_WORDS.get(name, name)} {fmt_signed_ms(b - a)} ({_ms_pair(a, b)})"))
-    moved.append((mine.unplaced_ms - base.unplaced_ms,
-                  f"{UNPLACED_WORDS} {fmt_signed_ms(mine.unplaced_ms - base.unplaced_ms)}"))
-    moved = sorted((m for m in moved if abs(m[0]) >= SHOWN_PART_MS), key=lambda m: -abs(m[0]))
-    if not moved:
+        pair = f" ({_ms_pair(before.ms if before else 0.0, after.ms if after else 0.0)})" \
+            if name not in (UNPLACED, OTHER_PARTS) else ""
+        words.append(moved_words(name, change) + pair)
+    if not words:
         return ""
-    words = [w for _, w in moved[:TOP_PARTS]]
-    if len(moved) > TOP_PARTS:  # the smaller moves in one figure, so the line still adds up
-        words.append(f"the other parts {fmt_signed_ms(sum(d for d, _ in moved[TOP_PARTS:]))}")
+    base_name = str(verdict.get("baseline") or "float32")
     return f"against {base_name}'s parts: {'; '.join(words)}; the step {fmt_signed_ms(mine.step_ms - base.step_ms)}"
 
 def _ms_pair(before: float, after: float) -> str:
@@ -259,4 +265,4 @@ def _ms_pair(before: float, after: float) -> str:
 
 
 __all__ = ["change_words", "change_worth", "config_notes", "cpu_ledger_line", "in_memory_words", "ledger_words",
-           "parts_against", "two_timings"]
+           "pair_ledgers", "parts_against", "two_timings"]

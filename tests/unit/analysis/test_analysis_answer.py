@@ -88,13 +88,14 @@ def test_a_change_against_a_run_the_bound_cut_is_a_one_sided_faster_bound() -> N
 
 
 def test_a_difference_no_cause_is_most_of_lists_each_part_and_the_unplaced_rest() -> None:
-    """float16 with batches in memory on the H200: the batch's 8.0 ms and the kernels' 6.1 ms of a 36 ms
-    difference, and 22 ms of host time no op in the trace accounts for, on its one cause line."""
+    """float16 with batches in memory on the H200: the batch's copy −8.0 ms and the kernels' −6.2 ms of a −36 ms step,
+    and −22 ms of host time no op in the trace places, on its one cause line, each as its parts line says it."""
     _, answer = _answer("gpu-h200-keras-torch-full")
     line = next(row for row in answer.precisions if row.label == "float16, batches in memory")
-    assert line.cause.startswith("causes: the 16-bit batch, half the bytes, took less time (8.0 ms of 36 ms)")
-    assert "16-bit kernels saved time (6.1 ms)" in line.cause
-    assert line.cause.endswith("22 ms more is host time no op in the trace accounts for")
+    assert line.cause.startswith("causes: the 16-bit batch, half the bytes, took less time (copies −8.0 ms of the "
+                                 "−36 ms step)")
+    assert "16-bit kernels saved time (kernels −6.2 ms)" in line.cause
+    assert line.cause.endswith("unplaced −22 ms, host time no op in the trace places")
     whole = next(row for row in answer.precisions if row.label == "float16")  # one cause, most of it: its number
     assert whole.cause.startswith("cause: ") and "638 ms" in whole.cause
 

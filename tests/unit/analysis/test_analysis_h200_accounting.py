@@ -24,7 +24,7 @@ def test_in_memory_float16_is_accounted_over_copy_and_kernels_and_the_rest_is_si
     assert parts["unplaced_host_ms"] < 0  # the host's part the trace cannot place, said as a size
     named = {c["id"]: c["explains_ms"] for c in verdict["causes"]}
     assert named["smaller_16bit_batches"] == pytest.approx(8.0, abs=0.2)
-    assert named["fast_16bit_kernels"] == pytest.approx(6.1, abs=0.3)
+    assert named["fast_16bit_kernels"] == pytest.approx(parts["kernels_ms"] * -1, abs=0.01)  # the ledger's kernels
     assert verdict["cause"] == "smaller_16bit_batches"
     assert "host time no op in the trace accounts for" in verdict["headline"]
     assert verdict["headline"].count("host time no op") == 1
@@ -179,3 +179,29 @@ def test_an_outcome_measured_with_batches_in_memory_says_so_in_its_title(h200):
     """float16 as written is 2.2x slower; "float16 is 1.8x faster than float32" (its in-memory run) contradicted it."""
     (faster,) = [f for f in h200.findings if f["id"] == "fp16_faster"]
     assert faster["title"] == "float16 with batches in memory is 1.8x faster than float32"
+
+
+def test_every_figure_of_a_cause_line_is_one_of_its_parts_line(h200):
+    """float16's cause said "362 ms of 362 ms" beside "host batch +477 ms" in its parts line (the cap at the step's
+    difference), and the in-memory line's kernels 6.1 ms (the op rows) beside "kernels −6.2 ms" (the device's time):
+    a cause's figure is a part's change as the parts line beside it says it, or the step's, and where its part moved
+    more than the step the parts that moved against it are named."""
+    import re
+
+    figure = re.compile(r"[+−]?\d+(?:\.\d+)? (?:ms|s)\b")
+    rows = [r for r in h200.answer.precisions if r.cause and r.parts]
+    assert {r.label for r in rows} == {"float16", "float16, batches in memory"}
+    for row in rows:
+        said = row.cause.split("): ", 1)[0] if row.cause.startswith("cause: ") else row.cause  # before its evidence
+        shown = set(figure.findall(row.parts))
+        assert figure.findall(said) and set(figure.findall(said)) <= shown, (said, row.parts)
+    float16 = next(r for r in rows if r.label == "float16")
+    assert "(host batch +477 ms of the +362 ms step; unplaced −100 ms" in float16.cause
+    assert "against it)" in float16.cause and "362 ms of 362 ms" not in float16.cause
+    in_memory = next(r for r in rows if r.label == "float16, batches in memory")
+    assert "(copies −8.0 ms of the −36 ms step)" in in_memory.cause and "(kernels −6.2 ms)" in in_memory.cause
+    # The figure ranking reads stays the cause's share of the difference: never more than the difference.
+    verdict = _verdict(h200, "float16")
+    (cause,) = verdict["causes"]
+    assert cause["part"] == "host_batch" and cause["explains_ms"] == pytest.approx(verdict["difference_ms"])
+    assert "measured: host batch +477 ms of the +362 ms step; unplaced −100 ms" in verdict["headline"]

@@ -23,7 +23,9 @@ BEFORE = ROOT / "tests" / "data" / "explain" / "gpu-h200-keras-torch-full.before
 # Each configuration's step is said as the parts that add up to it (its ledger): a line per run in the bound, and
 # one per decided configuration that reconciles its difference part by part; a configuration timed two ways that
 # disagree says both (the H200's mixed precisions: 1.31x faster in their own processes, float32's speed in the rounds).
-LIMITS = {"gpu-h200-keras-torch-full": 7000, "cpu-xeon-amx-quick": 6000, "cpu-epyc-avx512bf16-quick": 5000}
+# The H200's: float16's cause says its host batch beside the step and the parts that moved against it, each as its
+# parts line does, so a reader can add them up (host batch +477 ms of the +362 ms step; unplaced −100 ms, ...).
+LIMITS = {"gpu-h200-keras-torch-full": 7100, "cpu-xeon-amx-quick": 6000, "cpu-epyc-avx512bf16-quick": 5000}
 RETIRED = {"tensor_cores_not_eligible"}  # findings the document's own numbers contradicted, removed since
 # Numbers the whole-step accounting corrected since: the mixed runs' device change counts kernels (not −9.0 / −4.5 ms
 # with an identical batch's copy), float16's in-memory gain is placed over batch, copy and kernels (no "89%
@@ -82,7 +84,9 @@ def test_the_h200_answer_says_the_bound_the_prescription_and_float16s_cause_firs
     assert "float16 (665 ms a step = " in head and "GPU busy 3 %" in head and "GPU busy 12 %" in head
     assert "the host sets the pace" in head
     assert "3.7x faster" in head and "input pipeline" in head
-    cause = next(line for line in head.splitlines() if "cause" in line)
+    lines = _explain(H200).splitlines()  # the cause, broken at words, runs to its parts line
+    start = next(i for i, line in enumerate(lines) if "cause" in line)
+    cause = " ".join(lines[start:next(i for i, line in enumerate(lines) if "against float32's parts" in line)])
     assert "638 ms" in cause and "162 ms" in cause
 
 
