@@ -44,6 +44,7 @@ from fp16doctor.analysis.rules.numerics import drop_rounding_untested
 from fp16doctor.analysis.runs import RunRow, run_rows
 from fp16doctor.analysis.stack_compare import DocumentComparison, StackComparison, compare_documents, stack_comparisons
 from fp16doctor.analysis.values import as_list, fmt_ms
+from fp16doctor.analysis.verdict import Verdict
 from fp16doctor.analysis.verdicts import complete_saved, share_of_difference, unlisted_devices, verdicts
 
 Finding = dict[str, Any]
@@ -54,7 +55,7 @@ class Diagnosis:
     """What the analysis decided of one document; every output renders this and only this."""
 
     findings: list[Finding]
-    verdicts: list[dict[str, Any]]
+    verdicts: tuple[Verdict, ...]
     prescriptions: tuple[Prescription, ...] = ()
     runs: list[RunRow] = field(default_factory=list)  # every run, each 16-bit one beside its float32 partner
     comparisons: list[OpComparison] = field(default_factory=list)  # where the time went, per pair with ops
@@ -82,7 +83,7 @@ class Diagnosis:
     def to_dict(self) -> dict[str, Any]:
         """What `explain --json` prints and results.json keeps of the analysis: the decisions, each configuration's
         ledger and the answer every output lays out."""
-        return {"findings": self.findings, "verdicts": self.verdicts,
+        return {"findings": self.findings, "verdicts": [v.to_dict() for v in self.verdicts],
                 "prescriptions": [p.to_dict() for p in self.prescriptions],
                 "stack_comparisons": [c.to_dict() for c in self.stack_comparisons],
                 "ledgers": [ledger.to_dict() for ledger in self.ledgers],
@@ -246,7 +247,8 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
     roofline = estimate_context(ctx)
     judged = verdicts(accountings, findings, roofline, unlisted_devices(ctx))
     attach_fixes(findings, ctx.runs, judged)
-    return Diagnosis(_rank(findings), judged, tuple(Prescription.of(p) for p in prescriptions), run_rows(ctx),
+    return Diagnosis(_rank(findings), tuple(Verdict.of(v) for v in judged),
+                     tuple(Prescription.of(p) for p in prescriptions), run_rows(ctx),
                      comparisons_of(ctx), roofline, "analysis" if findings else "none",
                      stack_comparisons=stack_comparisons(ctx, judged), ledgers=ledgers(ctx), busy=busiest(doc))
 
@@ -254,8 +256,8 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
 def compare_results(before: Mapping[str, Any], after: Mapping[str, Any],
                     labels: tuple[str, str]) -> DocumentComparison:
     """`fp16doctor compare`: two documents of one machine, each diagnosed as it stands, then set side by side."""
-    return compare_documents((build_context(before), diagnose_document(before).verdicts, labels[0]),
-                             (build_context(after), diagnose_document(after).verdicts, labels[1]))
+    return compare_documents((build_context(before), diagnose_document(before).to_dict()["verdicts"], labels[0]),
+                             (build_context(after), diagnose_document(after).to_dict()["verdicts"], labels[1]))
 
 
 def saved_diagnosis(doc: Mapping[str, Any]) -> Diagnosis:
@@ -270,7 +272,7 @@ def saved_diagnosis(doc: Mapping[str, Any]) -> Diagnosis:
     version = str(tool.get("version")) if isinstance(tool, Mapping) and tool.get("version") else None
     if not any(isinstance(r, Mapping) for r in as_list(doc.get("runs"))) and (
             own or saved_verdicts or saved_prescriptions):
-        return Diagnosis(own, [complete_saved(v, own) for v in saved_verdicts],
+        return Diagnosis(own, tuple(Verdict.of(complete_saved(v, own)) for v in saved_verdicts),
                          tuple(Prescription.of(p) for p in saved_prescriptions),
                          findings_source="results" if own else "none", saved_by=version)
     return replace(diagnose_document(doc), saved_findings=own, saved_by=version)
@@ -282,4 +284,4 @@ def analyse(doc: Mapping[str, Any]) -> list[Finding]:
 
 
 __all__ = ["SEVERITY_RANK", "Answer", "Diagnosis", "DocumentComparison", "Prescription", "RunRow", "StackComparison",
-           "analyse", "compare_results", "diagnose_document", "saved_diagnosis"]
+           "Verdict", "analyse", "compare_results", "diagnose_document", "saved_diagnosis"]

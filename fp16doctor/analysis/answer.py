@@ -33,12 +33,11 @@ from fp16doctor.analysis.runs import RunRow
 from fp16doctor.analysis.values import (
     NOT_COMPARED,
     ShownRatio,
-    as_mapping,
-    as_str,
     fmt_ms,
     fmt_pct,
     variant_words,
 )
+from fp16doctor.analysis.verdict import Verdict
 from fp16doctor.analysis.words import (
     WHOLE_SCRIPT,
     change_words,
@@ -336,11 +335,9 @@ def short_line(text: str) -> str:
     return " ".join(short(word) for word in " ".join(str(text).split()).split(" "))
 
 
-def failed_control(aa: AACheck | Mapping[str, Any] | None, outcome: str | None) -> str | None:
+def failed_control(aa: AACheck | None, outcome: str | None) -> str | None:
     """The A/A control's own words where it could not tell a comparison from two identical models (one note for
     every row it is held against); None where it passed, or for the baseline."""
-    if isinstance(aa, Mapping):  # a verdict's saved check
-        aa = AACheck(aa.get("passed") is True, 0.0, str(aa.get("reason") or ""), control=str(aa.get("control") or ""))
     if aa is None or aa.passed or outcome == "baseline":
         return None
     return aa.control or aa.reason
@@ -399,7 +396,7 @@ def _label(precision: str, variant: str) -> str:
     return f"{precision}, {words}" if words else precision
 
 
-def _device_bound(rows: Sequence[RunRow], verdicts: Sequence[Mapping[str, Any]],
+def _device_bound(rows: Sequence[RunRow], verdicts: Sequence[Verdict],
                   ledgers: Sequence[Ledger]) -> Bound | None:
     profiled = {(r.precision, r.variant) for r in rows if r.ok and r.device_step is not None
                 and r.variant == "original"}
@@ -410,7 +407,7 @@ def _device_bound(rows: Sequence[RunRow], verdicts: Sequence[Mapping[str, Any]],
     for led in sorted(shown, key=lambda led: led.precision != "float32"):
         busy = sum(p.ms for p in led.parts if p.name in DEVICE_PARTS)
         parts.append(f"{led.precision} ({ledger_words(led)}): GPU busy {fmt_pct(busy / led.step_ms)}")
-    bound_by = [str(v.get("bound_by")) for v in verdicts if v.get("bound_by") and v.get("variant") == "original"]
+    bound_by = [v.bound_by for v in verdicts if v.bound_by and v.variant == "original"]
     verdict, head = "", ""
     if bound_by and all(b == "host" for b in bound_by):
         verdict, head = "the host sets the pace", "the GPU is busy (kernels and copies) under half of each step"
@@ -429,7 +426,7 @@ def _bounds(diagnosis: Diagnosis, places: list[tuple[str, str]]) -> tuple[Bound,
     bounds: list[Bound] = []
     for machine, stack in places:
         rows = [r for r in diagnosis.runs if (r.machine, r.stack) == (machine, stack)]
-        verdicts = [v for v in diagnosis.verdicts if (v.get("machine"), v.get("stack")) == (machine, stack)]
+        verdicts = [v for v in diagnosis.verdicts if (v.machine, v.stack) == (machine, stack)]
         ledgers = [led for led in diagnosis.ledgers if (led.machine, led.stack) == (machine, stack)]
         found = _device_bound(rows, verdicts, ledgers) or _cpu_bound(ledgers)
         if found is not None:
@@ -455,27 +452,25 @@ def _prescriptions(prescriptions: Sequence[Prescription],
     return tuple(lines)
 
 
-def _cause(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], ledgers: Sequence[Ledger] = ()) -> str:
+def _cause(verdict: Verdict, findings: Sequence[Mapping[str, Any]], ledgers: Sequence[Ledger] = ()) -> str:
     """The verdict's cause, in its finding's title, with what it explains and the finding's first measured number:
     where its figure is a ledger part's change, in the words of the parts line below it."""
-    cause = verdict.get("cause")
+    cause = verdict.cause
     finding = _finding_of(verdict, findings, cause) if cause else None
-    if finding is None:
+    share = next((c for c in verdict.causes if c.id == cause), None)
+    if finding is None or cause is None or share is None:
         return ""
-    title = _title_words(finding, str(cause))
-    share: Mapping[str, Any] = next((c for c in verdict.get("causes") or [] if c.get("id") == cause), {})
-    explains = share.get("explains_ms")
-    difference = verdict.get("difference_ms")
+    title = _title_words(finding, cause)
+    explains, difference = share.ms, verdict.difference_ms
     mine, base = pair_ledgers(verdict, ledgers)
     part = ""
-    if isinstance(share.get("part"), str) and mine is not None and base is not None:
-        against = against_part(share["part"], mine, base)
-        part = f" ({part_of_step(share['part'], mine, base)}{'; ' + against if against else ''})"
-    elif isinstance(explains, (int, float)) and isinstance(difference, (int, float)):
-        part = f" ({fmt_ms(abs(float(explains)))} of {fmt_ms(abs(float(difference)))})"
+    if share.part is not None and mine is not None and base is not None:
+        against = against_part(share.part, mine, base)
+        part = f" ({part_of_step(share.part, mine, base)}{'; ' + against if against else ''})"
+    elif explains is not None and difference is not None:
+        part = f" ({fmt_ms(abs(explains))} of {fmt_ms(abs(difference))})"
     others = _other_causes(verdict, findings, mine, base)
-    if others and isinstance(explains, (int, float)) and isinstance(difference, (int, float)) and \
-            abs(float(explains)) < MOSTLY * abs(float(difference)):
+    if others and explains is not None and difference is not None and abs(explains) < MOSTLY * abs(difference):
         # No part is most of it: each named part with its size, then what the trace could not place.
         return f"causes: {title}{part}; {'; '.join(others)}{_unplaced(verdict, mine, base)}"
     evidence = [str(e) for e in finding.get("evidence") or []]
@@ -485,28 +480,25 @@ def _cause(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], le
     return f"cause: {title}{part}" + (f": {number}" if number else "")
 
 
-def _other_causes(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], mine: Ledger | None = None,
+def _other_causes(verdict: Verdict, findings: Sequence[Mapping[str, Any]], mine: Ledger | None = None,
                   base: Ledger | None = None) -> list[str]:
     """The verdict's causes after its first, each as its finding's title with what it explains (its ledger part's
     change, where its figure is one)."""
     words = []
-    for share in list(verdict.get("causes") or [])[1:]:
-        finding = _finding_of(verdict, findings, share.get("id"))
-        explains = share.get("explains_ms")
-        if finding is None or not isinstance(explains, (int, float)):
+    for share in verdict.causes[1:]:
+        finding = _finding_of(verdict, findings, share.id)
+        if finding is None or share.ms is None:
             continue
-        part = share.get("part")
-        figure = (part_of_step(part, mine, base, step=False)
-                  if isinstance(part, str) and mine is not None and base is not None else fmt_ms(abs(float(explains))))
-        words.append(f"{_title_words(finding, str(share.get('id')))} ({figure})")
+        figure = (part_of_step(share.part, mine, base, step=False)
+                  if share.part is not None and mine is not None and base is not None else fmt_ms(abs(share.ms)))
+        words.append(f"{_title_words(finding, share.id)} ({figure})")
     return words
 
 
-def _finding_of(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]],
-                cause: Any) -> Mapping[str, Any] | None:
+def _finding_of(verdict: Verdict, findings: Sequence[Mapping[str, Any]], cause: str) -> Mapping[str, Any] | None:
     """The finding of one of a verdict's causes: its id, for the verdict's precision and variant."""
-    return next((f for f in findings if f.get("id") == cause and f.get("precision") == verdict.get("precision")
-                 and (f.get("variant") or "original") == verdict.get("variant")), None)
+    return next((f for f in findings if f.get("id") == cause and f.get("precision") == verdict.precision
+                 and (f.get("variant") or "original") == verdict.variant), None)
 
 
 def _title_words(finding: Mapping[str, Any], fallback: str) -> str:
@@ -515,13 +507,12 @@ def _title_words(finding: Mapping[str, Any], fallback: str) -> str:
     return title[0].lower() + title[1:] if title[:2] != title[:2].upper() else title
 
 
-def _unplaced(verdict: Mapping[str, Any], mine: Ledger | None = None, base: Ledger | None = None) -> str:
+def _unplaced(verdict: Verdict, mine: Ledger | None = None, base: Ledger | None = None) -> str:
     """"; unplaced −22 ms, host time no op in the trace places": what the verdict's trace could not place, where
     it went the difference's way, as the parts line says it where the pair has ledgers (else the verdict's own size,
     "; 22 ms more is host time ..."); "" otherwise."""
-    unplaced = (verdict.get("accounted") or {}).get("unplaced_host_ms")
-    difference = verdict.get("difference_ms")
-    if not isinstance(unplaced, (int, float)) or not isinstance(difference, (int, float)):
+    unplaced, difference = verdict.unplaced_host_ms, verdict.difference_ms
+    if unplaced is None or difference is None:
         return ""
     if mine is not None and base is not None:
         moved = part_change(mine, base, UNPLACED)
@@ -529,7 +520,7 @@ def _unplaced(verdict: Mapping[str, Any], mine: Ledger | None = None, base: Ledg
             else ""
     if unplaced * difference <= 0:
         return ""
-    return f"; {fmt_ms(abs(float(unplaced)))} more is host time no op in the trace accounts for"
+    return f"; {fmt_ms(abs(unplaced))} more is host time no op in the trace accounts for"
 
 
 def _figure(speedup: Any, interval: Any, outcome: Any, method: Any, bound: Any, refused: Any = None,
@@ -555,16 +546,16 @@ def _row_figure(row: MeasuredRow | Against) -> str:
 def _precisions(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str]]) -> tuple[PrecisionLine, ...]:
     lines = []
     for v in diagnosis.verdicts:
-        versus = _figure(v.get("ratio"), v.get("ratio_interval"), v.get("outcome"), v.get("interval_method"),
-                         v.get("bound"), v.get("comparison_refused"), v.get("aa_check")) \
-            or str(v.get("figure") or v.get("outcome") or "")
-        refs = notes.refs(note_texts(failed_control(as_mapping(v.get("aa_check")) or None, as_str(v.get("outcome")))))
+        versus = _figure(v.ratio, v.ratio_interval, v.outcome, v.interval_method, v.bound, v.comparison_refused,
+                         {"passed": v.aa_check.passed} if v.aa_check is not None else None) \
+            or v.figure or v.outcome or ""
+        refs = notes.refs(note_texts(failed_control(v.aa_check, v.outcome)))
         lines.append(PrecisionLine(
-            where=named_place(places, str(v.get("machine")), str(v.get("stack"))),
-            label=_label(str(v.get("precision")), str(v.get("variant") or "original")),
+            where=named_place(places, v.machine, v.stack),
+            label=_label(v.precision, v.variant),
             versus=versus,
             steps=(f"{WHOLE_SCRIPT} " if whole_run(v, diagnosis.runs) else "")
-            + f"{fmt_ms(v.get('step_ms'))} vs {fmt_ms(v.get('fp32_step_ms'))}",
+            + f"{fmt_ms(v.step_ms)} vs {fmt_ms(v.fp32_step_ms)}",
             cause=short_line(_cause(v, diagnosis.findings, diagnosis.ledgers)),
             notes=refs, parts=parts_against(v, diagnosis.ledgers)))
     for p in diagnosis.prescriptions:  # the configurations only an experiment measured: no verdict of their own

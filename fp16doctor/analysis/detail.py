@@ -22,6 +22,7 @@ from fp16doctor.analysis.prescription import Prescription
 from fp16doctor.analysis.roofline import RooflineEstimate
 from fp16doctor.analysis.runs import RunRow
 from fp16doctor.analysis.values import fmt_ms
+from fp16doctor.analysis.verdict import Verdict
 
 if TYPE_CHECKING:  # the Diagnosis holds its detail; the builder reads the Diagnosis
     from fp16doctor.analysis import Diagnosis
@@ -63,11 +64,11 @@ def _in_memory(answer: Answer) -> tuple[AnswerLine, ...]:
                  for line in answer.prescriptions for words in line.in_memory)
 
 
-def _verdicts(verdicts: Sequence[Mapping[str, Any]]) -> tuple[AnswerLine, ...]:
+def _verdicts(verdicts: Sequence[Verdict]) -> tuple[AnswerLine, ...]:
     """(f) Each verdict's sentence, its tone its outcome."""
     tone = {"slower": "slower", "faster": "faster"}
-    return tuple(AnswerLine(f"V{n}", str(v.get("headline") or ""), tone.get(str(v.get("outcome")), "verdict"))
-                 for n, v in enumerate(verdicts, start=1) if v.get("headline"))
+    return tuple(AnswerLine(f"V{n}", v.headline, tone.get(v.outcome or "", "verdict"))
+                 for n, v in enumerate(verdicts, start=1) if v.headline)
 
 
 def _runs(rows: Sequence[RunRow]) -> tuple[AnswerLine, ...]:

@@ -32,6 +32,7 @@ from fp16doctor.analysis.values import (
     fmt_times,
     variant_words,
 )
+from fp16doctor.analysis.verdict import Verdict
 from fp16doctor.knowledge.kernels import kernel_short_name
 
 
@@ -153,20 +154,19 @@ def cpu_ledger_line(ledger: Ledger) -> str:
         line += f"; largest ops{', which ran at once' if at_once else ''}: " + ", ".join(_op_words(o) for o in ops)
     return line
 
-def two_timings(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
+def two_timings(verdict: Verdict, rows: Sequence[RunRow]) -> str:
     """Where a configuration's ratio in its own process (a fit() as the user runs it) and in the interleaved rounds
     (each step beside float32's) disagree by more than the A/A control's spread (or EQUIVALENCE_BAND without one): both
     figures, and which one the user's own fit() sees; "" where they agree or one is missing."""
     mine, base = pair_rows(verdict, rows)
     if mine is None or base is None or not (mine.own_process_ms and base.own_process_ms):
         return ""
-    rounds = verdict.get("ratio")
-    if not isinstance(rounds, (int, float)) or rounds <= 0:
+    rounds = verdict.ratio
+    if rounds is None or rounds <= 0:
         return ""
     own = base.own_process_ms / mine.own_process_ms
-    aa = verdict.get("aa_check")
-    control = isinstance(aa, Mapping) and isinstance(aa.get("noise"), (int, float))
-    noise = float(aa["noise"]) if control else EQUIVALENCE_BAND  # type: ignore[index]
+    control = verdict.aa_check is not None
+    noise = verdict.aa_check.noise if verdict.aa_check is not None else EQUIVALENCE_BAND
     if abs(math.log(own / rounds)) <= math.log1p(noise):
         return ""
     shown = ShownRatio.of(own)
@@ -182,20 +182,20 @@ WHOLE_SCRIPT = "the whole script"
 WHOLE_RUN_WHY = "a custom training loop, no fit(), fit_generator or train_on_batch call to time step by step"
 
 
-def pair_rows(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> tuple[RunRow | None, RunRow | None]:
+def pair_rows(verdict: Verdict, rows: Sequence[RunRow]) -> tuple[RunRow | None, RunRow | None]:
     """The finished runs a verdict compares: its configuration's and its float32's (None where either is missing)."""
-    key = (verdict.get("machine"), verdict.get("stack"), verdict.get("variant") or "original")
+    key = (verdict.machine, verdict.stack, verdict.variant)
     same = [r for r in rows if (r.machine, r.stack, r.variant) == key and r.ok]
-    return (next((r for r in same if r.precision == verdict.get("precision")), None),
+    return (next((r for r in same if r.precision == verdict.precision), None),
             next((r for r in same if r.precision == "float32"), None))
 
 
-def whole_run(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> bool:
+def whole_run(verdict: Verdict, rows: Sequence[RunRow]) -> bool:
     """Whether the verdict's configuration or its float32 was timed as the whole script (a custom loop)."""
     return any(r is not None and r.whole_run for r in pair_rows(verdict, rows))
 
 
-def loop_step_note(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
+def loop_step_note(verdict: Verdict, rows: Sequence[RunRow]) -> str:
     """Where a configuration or its float32 was a custom loop timed step by step: between which calls, once."""
     names = sorted({r.loop_step for r in pair_rows(verdict, rows) if r is not None and r.loop_step})
     if not names:
@@ -205,7 +205,7 @@ def loop_step_note(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
             "window, so no ops, and no interleaved rounds")
 
 
-def whole_run_note(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
+def whole_run_note(verdict: Verdict, rows: Sequence[RunRow]) -> str:
     """Where a configuration and float32 were each timed as the whole script (a custom loop): how, once, for the
     verdict's notes; "" elsewhere."""
     if not whole_run(verdict, rows):
@@ -215,36 +215,36 @@ def whole_run_note(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
             "was measured; write the loop as model.fit(), or time your train step yourself, for a per-step answer")
 
 
-def not_in_rounds(verdict: Mapping[str, Any], rows: Sequence[RunRow]) -> str:
+def not_in_rounds(verdict: Verdict, rows: Sequence[RunRow]) -> str:
     """Where the interleaved rounds left a configuration out for another reason than the slow-step bound (whose cut
     its line already says): "float16 was not timed in the interleaved rounds: <why>"; "" elsewhere."""
     mine, base = pair_rows(verdict, rows)
     if mine is None or mine.bound or not mine.left_out_of_rounds:
         return ""
     said = f"{mine.precision} was not timed in the interleaved rounds: {mine.left_out_of_rounds}"
-    against = verdict.get("fp32_step_ms")
-    if base is not None and isinstance(against, (int, float)) and base.step_ms is not None \
+    against = verdict.fp32_step_ms
+    if base is not None and against is not None and base.step_ms is not None \
             and fmt_ms(against) != fmt_ms(base.step_ms):
         said += (f"; so its line sets it against float32's {fmt_ms(against)} in a process of its own, where the "
                  f"rounds timed float32 at {fmt_ms(base.step_ms)}")
     return said
 
 
-def pair_ledgers(verdict: Mapping[str, Any], ledgers: Sequence[Ledger]) -> tuple[Ledger | None, Ledger | None]:
+def pair_ledgers(verdict: Verdict, ledgers: Sequence[Ledger]) -> tuple[Ledger | None, Ledger | None]:
     """The ledgers a verdict compares: its configuration's and its baseline's (None where either is missing)."""
-    key = (verdict.get("machine"), verdict.get("stack"), verdict.get("variant") or "original")
+    key = (verdict.machine, verdict.stack, verdict.variant)
     same = [led for led in ledgers if (led.machine, led.stack, led.variant) == key]
-    base_name = str(verdict.get("baseline") or "float32")
-    return (next((led for led in same if led.precision == verdict.get("precision")), None),
+    base_name = verdict.baseline
+    return (next((led for led in same if led.precision == verdict.precision), None),
             next((led for led in same if led.precision == base_name), None))
 
 
-def parts_against(verdict: Mapping[str, Any], ledgers: Sequence[Ledger]) -> str:
+def parts_against(verdict: Verdict, ledgers: Sequence[Ledger]) -> str:
     """"against float32's parts: host batch +477 ms (162 -> 638 ms), unplaced −100 ms, ...; the step +362 ms": each
     part of the ledger that moved, largest first, adding up to the step's difference (a cut run has no parts to set
     against: its step is a bound)."""
     mine, base = pair_ledgers(verdict, ledgers)
-    if verdict.get("outcome") not in ("faster", "slower") or mine is None or base is None or mine.cut or base.cut \
+    if verdict.outcome not in ("faster", "slower") or mine is None or base is None or mine.cut or base.cut \
             or not (mine.parts and base.parts):
         return ""  # a difference the interval does not resolve has no parts to reconcile
     words = []
@@ -255,8 +255,8 @@ def parts_against(verdict: Mapping[str, Any], ledgers: Sequence[Ledger]) -> str:
         words.append(moved_words(name, change) + pair)
     if not words:
         return ""
-    base_name = str(verdict.get("baseline") or "float32")
-    return f"against {base_name}'s parts: {'; '.join(words)}; the step {fmt_signed_ms(mine.step_ms - base.step_ms)}"
+    step = fmt_signed_ms(mine.step_ms - base.step_ms)
+    return f"against {verdict.baseline}'s parts: {'; '.join(words)}; the step {step}"
 
 def _ms_pair(before: float, after: float) -> str:
     """"162 -> 638 ms": one unit for both where both are in milliseconds."""

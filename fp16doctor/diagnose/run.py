@@ -187,7 +187,8 @@ def analyse_and_report(prepared: Prepared, options: DiagnoseOptions, writer: Res
     # says, the summary and the report say, and no reason quotes this machine's paths.
     diagnosis = diagnose_document(redact_home_paths(doc, relative_to={os.path.abspath(options.out_dir),
                                                                      str(options.out_dir.resolve())}))
-    writer.set_findings(diagnosis.findings, diagnosis.verdicts, [p.to_dict() for p in diagnosis.prescriptions],
+    writer.set_findings(diagnosis.findings, [v.to_dict() for v in diagnosis.verdicts],
+                        [p.to_dict() for p in diagnosis.prescriptions],
                         [c.to_dict() for c in diagnosis.stack_comparisons],
                         [ledger.to_dict() for ledger in diagnosis.ledgers])
     diagnosis = replace(diagnosis, findings_source="results")  # written to results.json with the runs

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from fp16doctor.analysis.values import figure, saved_speedup
+from fp16doctor.analysis.verdict import Verdict
 from fp16doctor.report.sections.common import text as _text
 from fp16doctor.report.sections.inputs import ReportInput
 from fp16doctor.results import HOST_MACHINE
@@ -32,23 +31,22 @@ class VerdictView:
     figure: str = "no ratio"  # the analysis' "1.60x slower", ">= 166x slower", "1.25x faster", "same speed"
 
 
-def verdict_view(name: str, verdict: Mapping[str, Any]) -> VerdictView:
+def verdict_view(name: str, verdict: Verdict) -> VerdictView:
     """The analysis' verdict on machine `name`: its headline, word for word, and its figure."""
-    speedup = saved_speedup(verdict)
-    tone = OUTCOME_TONE.get(str(verdict.get("outcome")), "unknown") if speedup is not None else "unknown"
-    headline = _text(verdict.get("headline")).rstrip(".")
+    speedup = verdict.speedup
+    tone = OUTCOME_TONE.get(verdict.outcome or "", "unknown") if speedup is not None else "unknown"
     return VerdictView(
         machine=name,
-        stack=_text(verdict.get("stack")) or "host",
-        variant=_text(verdict.get("variant")) or "original",
-        precision=_text(verdict.get("precision")) or "16-bit",
+        stack=_text(verdict.stack),
+        variant=verdict.variant,
+        precision=verdict.precision,
         tone=tone,
         speedup=speedup,
-        bound=verdict.get("bound") is True or verdict.get("interval_method") == "lower_bound",
-        cause_id=_text(verdict.get("cause")) or None,
-        basis=_text(verdict.get("basis")) or None,
-        sentence=f"On {name}: {headline}.",
-        figure=figure(verdict),  # one rule for every output (ShownRatio), whatever a saved file phrased
+        bound=verdict.bound,
+        cause_id=verdict.cause,
+        basis=verdict.basis,
+        sentence=f"On {name}: {_text(verdict.headline).rstrip('.')}.",
+        figure=verdict.figure,  # one rule for every output (ShownRatio), whatever a saved file phrased
     )
 
 
@@ -62,10 +60,9 @@ def no_verdict(name: str, statuses: Sequence[str]) -> VerdictView:
     )
 
 
-def machine_verdicts(name: str, key: str, statuses: Sequence[str],
-                     verdicts: Sequence[Mapping[str, Any]]) -> list[VerdictView]:
+def machine_verdicts(name: str, key: str, statuses: Sequence[str], verdicts: Sequence[Verdict]) -> list[VerdictView]:
     """The verdicts on one machine (`key` as results.machine_id gives it; `statuses`: its runs')."""
-    mine = [v for v in verdicts if (_text(v.get("machine")) or HOST_MACHINE) == key]
+    mine = [v for v in verdicts if (v.machine or HOST_MACHINE) == key]
     if not mine:
         return [no_verdict(name, statuses)]
     return [verdict_view(name, v) for v in mine]

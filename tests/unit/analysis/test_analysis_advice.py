@@ -318,7 +318,7 @@ def test_a_recommendation_quotes_the_steps_its_verdict_does() -> None:
             run("mixed_float16", 0.0, step_time_ms=_in_rounds([780.0, 800.0, 815.0, 820.0, 900.0])),
             run("mixed_bfloat16", 0.0, step_time_ms=_in_rounds([78.0, 80.0, 81.0, 83.0, 99.0]))]
     diagnosis = diagnose_document(cpu_doc(*runs))
-    verdicts = {v["precision"]: v for v in diagnosis.verdicts}
+    verdicts = {v["precision"]: v for v in diagnosis.to_dict()["verdicts"]}
     steps = {p: v["step_ms"] for p, v in verdicts.items()} | {"float32": verdicts["float16"]["fp32_step_ms"]}
     assert round(steps["float32"]) == 153 and sorted(fp32)[2] == 150  # the two statistics differ here
     prescription, = diagnosis.to_dict()["prescriptions"]

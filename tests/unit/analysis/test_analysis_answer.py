@@ -32,8 +32,8 @@ def test_one_machine_and_stack_names_no_location_and_shares_its_caveats_as_notes
     float16 = next(row for row in answer.precisions if row.label == "float16")
     assert pure[0].id in float16.notes and "638 ms" in float16.cause and "162 ms" in float16.cause
     # The verdict's figure, as every output prints it.
-    verdict = next(v for v in diagnosis.verdicts if v["precision"] == "float16" and v["variant"] == "original")
-    assert float16.versus.startswith(verdict["figure"])
+    verdict = next(v for v in diagnosis.verdicts if (v.precision, v.variant) == ("float16", "original"))
+    assert float16.versus.startswith(verdict.figure)
 
 
 def test_a_finding_defers_to_the_prescription_by_id() -> None:

@@ -43,7 +43,7 @@ def doc(fp16_means: list[float]) -> dict[str, Any]:
 
 
 def verdict_of(document: dict[str, Any]) -> dict[str, Any]:
-    verdict, = diagnose_document(document).verdicts
+    verdict, = diagnose_document(document).to_dict()["verdicts"]
     return verdict
 
 

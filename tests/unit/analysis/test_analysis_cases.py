@@ -41,7 +41,7 @@ def _mistakes(doc: dict[str, Any]) -> list[str]:
     missing = [f"missing {i}" for i in expected["present"] if i not in found]
     wrong = [f"false {i}" for i in expected["absent"] if i in found]
     for precision, cause in expected.get("cause", {}).items():
-        decided = [v for v in diagnosis.verdicts
+        decided = [v for v in diagnosis.to_dict()["verdicts"]
                    if v["precision"] == precision and v["outcome"] in ("slower", "faster")]
         if not decided:
             wrong.append(f"no {precision} verdict")
@@ -114,7 +114,7 @@ def test_ranks_follow_measured_time_then_severity() -> None:
 
 def test_every_verdict_without_a_measured_cause_names_a_likely_one_or_says_why() -> None:
     for path in CASE_FILES:
-        for verdict in diagnose_document(_load(path)).verdicts:
+        for verdict in diagnose_document(_load(path)).to_dict()["verdicts"]:
             measured = sum(c["explains_ms"] for c in verdict["causes"] if c["basis"] in ("measured_ops", "experiment"))
             if verdict["outcome"] == "no_significant_difference" or measured >= abs(verdict["difference_ms"]) / 2:
                 continue
@@ -155,7 +155,7 @@ def test_each_rule_is_right_on_the_cases_it_was_written_for(rule: str, case: str
 
 def test_a_document_without_float32_gets_verdicts_between_its_16_bit_types_and_a_prescription() -> None:
     diagnosis = diagnose_document(_load(CASES_DIR / "ampere-a100-jax-fp16-conv-bias-fusion.json"))
-    (verdict,) = diagnosis.verdicts
+    (verdict,) = diagnosis.to_dict()["verdicts"]
     assert verdict["baseline"] == "bfloat16" and verdict["precision"] == "float16" and verdict["outcome"] == "slower"
     assert "than bfloat16" in verdict["headline"]
     (prescription,) = diagnosis.to_dict()["prescriptions"]

@@ -68,7 +68,7 @@ def xeon_like() -> dict[str, Any]:
 
 def test_measured_reference_kernel_is_the_cause_and_explains_most_of_the_time() -> None:
     diagnosis = diagnose_document(xeon_like())
-    (verdict,) = diagnosis.verdicts
+    (verdict,) = diagnosis.to_dict()["verdicts"]
     assert verdict["cause"] == "slow_fp16_kernels" and verdict["basis"] == "measured_ops"
     assert verdict["explained_share"] >= 0.5 and verdict["bound"] is True
     assert verdict["headline"].startswith("float16 is >= ")
@@ -82,7 +82,7 @@ def test_explained_never_exceeds_the_difference_and_advice_is_never_a_cause() ->
     docs = [xeon_like(), *(json.loads(p.read_text()) for p in sorted((DATA / "cases").glob("*.json")))]
     for d in docs:
         diagnosis = diagnose_document(d)
-        for verdict in diagnosis.verdicts:
+        for verdict in diagnosis.to_dict()["verdicts"]:
             assert 0.0 <= verdict["explained_share"] <= 1.0
             assert verdict["cause"] is None or verdict["cause"] in SPEED_CAUSES
             total = sum(c["explains_ms"] for c in verdict["causes"])
@@ -97,7 +97,7 @@ def test_seed_example_names_host_float16_batches_a_likely_cause_never_a_charged_
     # evidence for a likely cause, labelled; no verdict cause carries explains_ms from it.
     d = json.loads((DATA / "examples" / "seed-titanv-tf1.7.json").read_text())
     diagnosis = diagnose_document(d)
-    (verdict,) = diagnosis.verdicts
+    (verdict,) = diagnosis.to_dict()["verdicts"]
     assert verdict["cause"] is None and verdict["causes"] == [] and verdict["explained_share"] == 0.0
     assert verdict["likely_cause"]["id"] == "host_fp16_emulation" and verdict["likely_cause"]["basis"] == "estimate"
     assert "probably because host-side preprocessing runs in float16" in verdict["headline"]
@@ -116,7 +116,7 @@ def test_a_best_case_beyond_the_measured_saving_is_not_trimmed_to_fill_it() -> N
     d = doc(run("float32", 500.0, device="gpu:0", model=model, workload=workload),
             run("mixed_float16", 450.0, device="gpu:0", model=model, workload=workload), gpus=volta)
     diagnosis = diagnose_document(d)
-    (verdict,) = diagnosis.verdicts
+    (verdict,) = diagnosis.to_dict()["verdicts"]
     assert verdict["outcome"] == "faster"
     assert verdict["causes"] == [] and verdict["explained_share"] == 0.0
 
@@ -125,7 +125,7 @@ def test_difference_inside_the_spread_has_no_cause() -> None:
     d = doc(run("float32", 100.0, step_time_ms={"median": 100.0, "p10": 90.0, "p90": 110.0}),
             run("float16", 103.0, step_time_ms={"median": 103.0, "p10": 93.0, "p90": 113.0}),
             flags=EPYC_AVX2_FLAGS)
-    (verdict,) = diagnose_document(d).verdicts
+    (verdict,) = diagnose_document(d).to_dict()["verdicts"]
     assert verdict["outcome"] == "no_significant_difference" and verdict["cause"] is None
 
 
@@ -143,7 +143,7 @@ def test_remote_engine_runs_are_judged_against_their_own_gpu() -> None:
     assert not any("H200" in line for line in hardware["evidence"])
     # No ops were measured: the device's fact is reported, never stretched over the difference as its cause.
     assert hardware["explains_ms"] is None
-    (verdict,) = diagnosis.verdicts
+    (verdict,) = diagnosis.to_dict()["verdicts"]
     assert verdict["machine"] == "lab" and verdict["cause"] is None
     assert "no measured cause explains" in verdict["headline"]
 
@@ -151,7 +151,7 @@ def test_remote_engine_runs_are_judged_against_their_own_gpu() -> None:
 def test_runs_pair_within_a_machine_only() -> None:
     remote = {"kind": "docker", "docker_host": "tcp://other:2375", "name": "other"}
     d = doc(run("float32", 100.0), run("float16", 300.0, engine=remote), flags=EPYC_AVX2_FLAGS)
-    assert diagnose_document(d).verdicts == []
+    assert diagnose_document(d).to_dict()["verdicts"] == []
 
 
 def test_oneDNN_off_experiment_confirms_and_quotes_both_times() -> None:
@@ -168,7 +168,7 @@ def test_oneDNN_off_experiment_confirms_and_quotes_both_times() -> None:
     assert diagnosis.to_dict()["prescriptions"][0]["headline"].startswith("Use float32:")
     assert slow["recommendation"].startswith("See the prescription.")
     assert "Measured on this machine" in slow["recommendation"]
-    assert len(diagnosis.verdicts) == 1  # the experiment is evidence, not a verdict of its own
+    assert len(diagnosis.to_dict()["verdicts"]) == 1  # the experiment is evidence, not a verdict of its own
 
 
 def test_planner_starts_oneDNN_off_from_measured_reference_kernels() -> None:
@@ -248,14 +248,14 @@ def test_faster_16_bit_run_names_what_saved_time_never_the_outcome() -> None:
     seed = {"name": "seed_cnn", "image_height": 224, "image_width": 336, "channels": 3, "batch_size": 128}
     d = doc(run("float32", 200.0, device="gpu:0", workload=seed),
             run("mixed_float16", 110.0, device="gpu:0", workload=seed), gpus=[a100])
-    (verdict,) = diagnose_document(d).verdicts
+    (verdict,) = diagnose_document(d).to_dict()["verdicts"]
     assert verdict["outcome"] == "faster" and verdict["cause"] != "fp16_faster"
     assert verdict["cause"] == "fast_16bit_kernels" and verdict["basis"] == "estimate"
     assert 0 < verdict["causes"][0]["explains_ms"] < 90.0  # the roofline's best-case saving, not the 90 ms
     assert "estimated" in verdict["headline"]
     # With nothing to estimate from, the saving stays unexplained.
     d = doc(run("float32", 200.0, device="gpu:0"), run("mixed_float16", 110.0, device="gpu:0"), gpus=[a100])
-    (verdict,) = diagnose_document(d).verdicts
+    (verdict,) = diagnose_document(d).to_dict()["verdicts"]
     assert verdict["outcome"] == "faster" and verdict["cause"] is None and verdict["explained_share"] == 0.0
 
 
@@ -267,7 +267,7 @@ def test_one_experiment_credits_one_cause_only() -> None:
             run("float16", 3000.0, variant="onednn_off",
                 experiment={"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}}, "tests": "slow_fp16_kernels"}),
             flags=XEON_FLAGS)
-    (verdict,) = diagnose_document(d).verdicts
+    (verdict,) = diagnose_document(d).to_dict()["verdicts"]
     assert [c["id"] for c in verdict["causes"]] == ["slow_fp16_kernels"]
     assert verdict["causes"][0]["explains_ms"] == 7000.0 and verdict["causes"][0]["basis"] == "experiment"
     setting = next(f for f in diagnose_document(d).findings if f["id"] == "framework_setting")
@@ -279,7 +279,7 @@ def test_an_experiment_that_slows_a_faster_run_explains_nothing() -> None:
     d = doc(run("float32", 100.0, device="gpu:0"), run("mixed_float16", 60.0, device="gpu:0"),
             run("mixed_float16", 90.0, device="gpu:0", variant="xla",
                 experiment={"changes": {"jit_compile": True}, "tests": "small_model_overhead"}), gpus=[a100])
-    (verdict,) = diagnose_document(d).verdicts
+    (verdict,) = diagnose_document(d).to_dict()["verdicts"]
     assert verdict["cause"] != "small_model_overhead"
     assert all(c["basis"] != "experiment" for c in verdict["causes"])
 
@@ -289,7 +289,7 @@ def test_measured_ops_leave_the_rest_unexplained_instead_of_a_flag_estimate() ->
     d = doc(run("float32", 100.0, ops={**ops, "items": [op("conv2d", "forward", 50.0, "jit:avx2", "float32")]}),
             run("float16", 1000.0, ops={**ops, "items": [op("conv2d", "forward", 100.0, "jit:avx2", "float16")]}),
             flags=EPYC_AVX2_FLAGS)
-    (verdict,) = diagnose_document(d).verdicts
+    (verdict,) = diagnose_document(d).to_dict()["verdicts"]
     assert verdict["basis"] == "measured_ops" and verdict["explained_share"] < 0.1
     assert "unexplained" in verdict["headline"]
 
@@ -304,7 +304,7 @@ def test_a_finding_on_one_machine_is_no_estimate_for_another() -> None:
             run("float32", 100.0, device="gpu:0", engine=a100),
             run("mixed_bfloat16", 150.0, device="gpu:0", engine=a100))
     diagnosis = diagnose_document(d)
-    verdicts = {v["machine"]: v for v in diagnosis.verdicts}
+    verdicts = {v["machine"]: v for v in diagnosis.to_dict()["verdicts"]}
     assert verdicts["b"]["cause"] != "bf16_unsupported"
     # The fact is machine a's: reported for it alone, and as a fact, not as a share of either difference.
     (finding,) = [f for f in diagnosis.findings if f["id"] == "bf16_unsupported"]
@@ -322,7 +322,7 @@ def test_bfloat16_on_a_pre_ampere_tensor_core_gpu_is_not_a_slow_kernel() -> None
             run("mixed_bfloat16", 140.0, device="gpu:0", ops={"source": "tf_profiler", "items": [gpu_op]}),
             gpus=[v100])
     diagnosis = diagnose_document(d)
-    (verdict,) = diagnosis.verdicts
+    (verdict,) = diagnosis.to_dict()["verdicts"]
     # The bfloat16 conv ran a regular kernel and took longer: the framework's bfloat16 path, measured; the
     # missing bfloat16 units stay a fact beside it.
     assert verdict["cause"] == "slow_16bit_compute" and verdict["basis"] == "measured_ops"
@@ -376,7 +376,7 @@ def test_without_implementation_names_a_pathological_slowdown_still_plans_oneDNN
     d["runs"].append(run("float16", 823.0, variant="onednn_off", first_step_ms=900.0,
                          experiment={"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}},
                                      "tests": "slow_fp16_kernels"}))
-    (verdict,) = diagnose_document(d).verdicts
+    (verdict,) = diagnose_document(d).to_dict()["verdicts"]
     assert verdict["cause"] == "slow_fp16_kernels" and verdict["basis"] == "experiment"
     assert verdict["explained_share"] >= 0.5
 
@@ -429,7 +429,7 @@ def test_the_questions_script_and_the_built_in_workload_get_the_same_verdict_in_
     for name in ("cpu-epyc-avx2-tf2.10-seed-script", "cpu-epyc-avx2-tf2.10-quick"):
         d = json.loads((EXAMPLES / name / "results.json").read_text())
         assert {r["software"]["keras"] for r in d["runs"]} == {"2.10.0"}
-        (verdict,) = [v for v in diagnose_document(d).verdicts if v["precision"] == "float16"]
+        (verdict,) = [v for v in diagnose_document(d).to_dict()["verdicts"] if v["precision"] == "float16"]
         assert verdict["outcome"] == "slower" and verdict["basis"] == "measured_ops", name
         assert verdict["explained_share"] >= 0.9, name
         verdicts[d["invocation"]["data"]] = verdict["cause"]
@@ -451,7 +451,7 @@ def test_a_small_input_share_named_by_the_ops_alone_is_information_saying_what_w
             run("mixed_float16", 42.0, ops={"source": "tf_profiler", "coverage": 0.9, "items": mixed_ops}),
             flags=EPYC_AVX2_FLAGS)
     diagnosis = diagnose_document(d)
-    (verdict,) = diagnosis.verdicts
+    (verdict,) = diagnosis.to_dict()["verdicts"]
     assert verdict["cause"] == "slow_16bit_compute"
     (inputs,) = [f for f in diagnosis.findings if f["id"] == "input_pipeline_bound"]
     assert inputs["severity"] == "info" and inputs["explains_ms"] < 0.1 * verdict["difference_ms"]
@@ -473,7 +473,7 @@ def test_an_unexplained_difference_the_profiled_windows_did_not_show_is_said_to_
              op("conv2d", "forward", 700.0, "ynn_fusion.2", "float16", "Conv")]
     d = doc(_windowed(990.0, 1069.0, fp32, "float32"), _windowed(1426.0, 1124.0, mixed, "mixed_float16"),
             flags=EPYC_AVX2_FLAGS)
-    (verdict,) = diagnose_document(d).verdicts
+    (verdict,) = diagnose_document(d).to_dict()["verdicts"]
     assert verdict["outcome"] == "slower" and verdict["explained_share"] < 0.5
     assert verdict["window_difference_ms"] == 55.0
     assert "did not recur there" in verdict["headline"] and mentions_ms(verdict["headline"], 381.0)
@@ -484,7 +484,7 @@ def test_windows_that_show_the_whole_difference_add_nothing_to_the_verdict() -> 
     f16 = [op("conv2d", "backward_weights", 900.0, "Conv2DBackpropFilter", "float16")]
     d = doc(_windowed(400.0, 410.0, fp32, "float32"), _windowed(1000.0, 1005.0, f16, "float16"),
             flags=EPYC_AVX2_FLAGS)
-    (verdict,) = diagnose_document(d).verdicts
+    (verdict,) = diagnose_document(d).to_dict()["verdicts"]
     assert verdict["explained_share"] >= 0.9 and verdict["window_difference_ms"] == 595.0
     assert "did not recur" not in verdict["headline"]
 
@@ -517,7 +517,7 @@ def test_a_named_cause_claims_only_its_part_when_ops_without_a_cause_grew_too() 
                                            _conv("conv2d_1", 10.0, "brg:avx512", "float32"))),
             run("float16", 700.0, ops=_ops(_conv("conv2d", 610.0, "ref:any", "float16"),
                                            _conv("conv2d_1", 610.0, "brg:avx512", "float32"))))
-    (verdict,) = diagnose_document(d).verdicts
+    (verdict,) = diagnose_document(d).to_dict()["verdicts"]
     (slow,) = [c for c in verdict["causes"] if c["id"] == "slow_fp16_kernels"]
     assert slow["explains_ms"] == pytest.approx(300.0)
     assert slow["ops"] == [{"name": "conv2d/Conv2DBackpropFilter", "layer": "conv2d", "pass": "backward_weights",
@@ -535,7 +535,7 @@ def test_ops_that_ran_at_once_are_charged_their_wall_share() -> None:
             run("float16", 700.0, ops=_ops(_conv("conv2d", 610.0, "ref:any", "float16", wall=305.0),
                                            _conv("conv2d_1", 610.0, "brg:avx512", "float32", wall=305.0),
                                            source="tf_profiler")))
-    (verdict,) = diagnose_document(d).verdicts
+    (verdict,) = diagnose_document(d).to_dict()["verdicts"]
     (slow,) = [c for c in verdict["causes"] if c["id"] == "slow_fp16_kernels"]
     assert slow["explains_ms"] == pytest.approx(295.0) and slow["ops"][0]["ms"] == pytest.approx(295.0)
     _causes_add_up(verdict)
@@ -553,7 +553,7 @@ def test_host_input_time_measured_as_ops_is_not_added_again() -> None:
                 ops=_ops(op(generator, "input", 50.0, None, None, "Dataset"), source="tf_profiler")),
             flags=EPYC_AVX2_FLAGS)
     diagnosis = diagnose_document(d)
-    (verdict,) = diagnosis.verdicts
+    (verdict,) = diagnosis.to_dict()["verdicts"]
     (host,) = [c for c in verdict["causes"] if c["id"] == "host_fp16_emulation"]
     assert host["explains_ms"] == pytest.approx(40.0) and host["basis"] == "measured_ops"
     assert "40 ms of the 100 ms" in verdict["headline"] and "unexplained" in verdict["headline"]
@@ -571,7 +571,7 @@ def test_a_device_fact_is_no_measured_cause_and_float32_ops_are_not_16_bit_work(
     d = doc(run("float32", 100.0, ops=_ops(*fp32)), run("mixed_float16", 400.0, ops=_ops(*mixed)),
             flags=EPYC_AVX2_FLAGS)
     diagnosis = diagnose_document(d)
-    (verdict,) = diagnosis.verdicts
+    (verdict,) = diagnosis.to_dict()["verdicts"]
     assert verdict["cause"] == "slow_16bit_compute" and verdict["basis"] == "measured_ops"
     assert verdict["causes"][0]["explains_ms"] == pytest.approx(200.0)
     assert "100 ms" in verdict["headline"] and "unexplained" in verdict["headline"]
@@ -588,8 +588,8 @@ def test_an_estimate_never_fills_what_is_left() -> None:
     reported as a fact; nothing measured or estimated explains the 646 ms, and the verdict says so."""
     d = json.loads((EXAMPLES / "cpu-epyc-quick" / "results.json").read_text())
     diagnosis = diagnose_document(d)
-    assert {v["outcome"] for v in diagnosis.verdicts} == {"slower"}
-    for verdict in diagnosis.verdicts:
+    assert {v["outcome"] for v in diagnosis.to_dict()["verdicts"]} == {"slower"}
+    for verdict in diagnosis.to_dict()["verdicts"]:
         assert verdict["explained_share"] < 1.0
         assert all(c["id"] not in HARDWARE_CAUSES for c in verdict["causes"])
         assert "no measured cause explains" in verdict["headline"] or "unexplained" in verdict["headline"]
@@ -600,7 +600,7 @@ def test_an_estimate_never_fills_what_is_left() -> None:
 def test_every_example_verdict_adds_up_and_charges_hardware_only_16_bit_ops() -> None:
     for name in (*MEASURED_EXAMPLES, "cpu-epyc-quick"):
         d = json.loads((EXAMPLES / name / "results.json").read_text())
-        for verdict in diagnose_document(d).verdicts:
+        for verdict in diagnose_document(d).to_dict()["verdicts"]:
             _causes_add_up(verdict)
             for cause in verdict["causes"]:
                 if cause["id"] in HARDWARE_CAUSES:
@@ -618,9 +618,9 @@ def test_a_switch_that_sped_float32_as_much_confirms_no_16_bit_cause() -> None:
     """oneDNN off took 30 % off float16 and 30 % off float32 alike: float16/float32 is 3.0 in both settings, so
     the switch explains none of float16's difference against float32 (compared inside each setting, the log ratios
     cancel); it was credited with 90 ms of it, "confirmed by an experiment"."""
-    (verdict,) = diagnose_document(_switch_doc(210.0, 70.0)).verdicts
+    (verdict,) = diagnose_document(_switch_doc(210.0, 70.0)).to_dict()["verdicts"]
     assert not any(c["basis"] == "experiment" or c.get("confirmed_by") for c in verdict["causes"])
-    (moved,) = diagnose_document(_switch_doc(110.0, 95.0)).verdicts  # float16/float32: 3.0 -> 1.16
+    (moved,) = diagnose_document(_switch_doc(110.0, 95.0)).to_dict()["verdicts"]  # float16/float32: 3.0 -> 1.16
     assert any(c["id"] == "slow_fp16_kernels" and c.get("confirmed_by") == "onednn_off" for c in moved["causes"])
 
 
@@ -633,7 +633,7 @@ def test_a_float32_op_on_a_reference_kernel_is_no_16_bit_kernel_cause() -> None:
     diagnosis = diagnose_document(doc(
         run("float32", 100.0, ops={"source": "onednn_verbose", "coverage": 0.9, "items": fp32_ops}),
         run("mixed_float16", 480.0, ops={"source": "onednn_verbose", "coverage": 0.9, "items": mixed_ops})))
-    (verdict,) = diagnosis.verdicts
+    (verdict,) = diagnosis.to_dict()["verdicts"]
     assert verdict["outcome"] == "slower"
     assert all(c["id"] != "slow_fp16_kernels" for c in verdict["causes"]), verdict["causes"]
     assert "slow_fp16_kernels" not in {f["id"] for f in diagnosis.findings}
@@ -649,7 +649,7 @@ def test_ops_that_moved_against_a_faster_step_are_named_with_their_time() -> Non
     d = doc(run("float32", 200.0, device="gpu:0", ops={"source": "tf_profiler", "coverage": 0.8, "items": fp32_ops}),
             run("mixed_float16", 190.0, device="gpu:0",
                 ops={"source": "tf_profiler", "coverage": 0.8, "items": mixed_ops}), gpus=a100)
-    (verdict,) = diagnose_document(d).verdicts
+    (verdict,) = diagnose_document(d).to_dict()["verdicts"]
     assert verdict["outcome"] == "faster" and verdict["cause"] == "fast_16bit_kernels"
     assert sum(c["explains_ms"] for c in verdict["causes"]) <= abs(verdict["difference_ms"]) + 0.01
     (against,) = verdict["against"]
@@ -667,7 +667,7 @@ def test_a_cause_is_charged_on_the_net_change_of_its_ops() -> None:
     d = doc(run("float32", 500.0, ops={"source": "onednn_verbose", "coverage": 0.9, "items": fp32_ops}),
             run("float16", 900.0, ops={"source": "onednn_verbose", "coverage": 0.9, "items": fp16_ops}),
             flags=EPYC_AVX2_FLAGS)
-    (verdict,) = diagnose_document(d).verdicts
+    (verdict,) = diagnose_document(d).to_dict()["verdicts"]
     slow = next(c for c in verdict["causes"] if c["id"] == "slow_fp16_kernels")
     assert slow["explains_ms"] == pytest.approx(200.0)
 
@@ -688,7 +688,7 @@ def test_a_step_cut_inside_leads_with_the_reference_kernel_it_was_still_running(
               ops={"source": "onednn_verbose", "coverage": 0.85, "items": cut_ops})
     fp32 = run("float32", 125.0, first_step_ms=815.0,
                ops={"source": "onednn_verbose", "coverage": 0.9, "items": fp32_ops})
-    (verdict,) = diagnose_document(doc(fp32, cut)).verdicts
+    (verdict,) = diagnose_document(doc(fp32, cut)).to_dict()["verdicts"]
     assert verdict["cause"] == "slow_fp16_kernels" and verdict["cut_in_step"] is True
     shares = {c["id"]: c["explains_ms"] for c in verdict["causes"]}
     assert shares["slow_16bit_compute"] > shares["slow_fp16_kernels"]  # the lead is not the larger share
@@ -696,5 +696,5 @@ def test_a_step_cut_inside_leads_with_the_reference_kernel_it_was_still_running(
     finished = dict(cut, cut_in_step=None, step_time_ms={"median": 5800.0, "p10": 5800.0, "p90": 5800.0, "n": 1},
                     ops={"source": "onednn_verbose", "coverage": 0.85,
                          "items": [{k: v for k, v in item.items() if k != "in_flight"} for item in cut_ops]})
-    (whole,) = diagnose_document(doc(fp32, finished)).verdicts
+    (whole,) = diagnose_document(doc(fp32, finished)).to_dict()["verdicts"]
     assert whole["cause"] == "slow_16bit_compute"

@@ -44,6 +44,6 @@ FLOOR = {
 def test_no_cpu_verdict_explains_less_than_before(key):
     example, machine, stack, variant, precision = key
     doc = json.loads((EXAMPLES / example / "results.json").read_text(encoding="utf-8"))
-    verdict = next(v for v in saved_diagnosis(doc).verdicts
+    verdict = next(v for v in saved_diagnosis(doc).to_dict()["verdicts"]
                    if (v["machine"], v["stack"], v["variant"], v["precision"]) == (machine, stack, variant, precision))
     assert verdict["explained_share"] >= FLOOR[key] - 0.001

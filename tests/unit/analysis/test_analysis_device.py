@@ -14,7 +14,7 @@ from fp16doctor.analysis.context import build_context
 
 
 def _verdict(h200, precision: str, variant: str = "original") -> dict[str, Any]:
-    return next(v for v in h200.verdicts if v["precision"] == precision and v["variant"] == variant)
+    return next(v for v in h200.to_dict()["verdicts"] if v["precision"] == precision and v["variant"] == variant)
 
 
 @pytest.mark.parametrize(("precision", "variant", "busy_ms"), [
@@ -80,6 +80,6 @@ def test_max_pool_backward_twins_of_two_dtypes_are_one_row():
 def test_a_cpu_document_has_no_device_time_and_no_host_or_device_verdict():
     cpu = Path(__file__).resolve().parents[3] / "docs" / "examples" / "cpu-xeon-amx-quick" / "results.json"
     diagnosis = diagnose_document(json.loads(cpu.read_text(encoding="utf-8")))
-    assert all("bound_by" not in v and "precision_bound" not in v for v in diagnosis.verdicts)
+    assert all("bound_by" not in v and "precision_bound" not in v for v in diagnosis.to_dict()["verdicts"])
     assert all(r.device_step is None for r in diagnosis.runs)
     assert "pageable_copies" not in {f["id"] for f in diagnosis.findings}

@@ -11,7 +11,7 @@ import pytest
 
 
 def _verdict(h200, precision: str, variant: str = "original") -> dict[str, Any]:
-    return next(v for v in h200.verdicts if (v["precision"], v["variant"]) == (precision, variant))
+    return next(v for v in h200.to_dict()["verdicts"] if (v["precision"], v["variant"]) == (precision, variant))
 
 
 def test_in_memory_float16_is_accounted_over_copy_and_kernels_and_the_rest_is_sized(h200):
@@ -57,7 +57,7 @@ def test_each_in_memory_runs_idle_split_adds_up_to_its_idle_time_and_is_on_its_v
         device = run.device_time
         assert device is not None and device.idle is not None and device.host_ms
         assert device.idle.total_ms == pytest.approx(device.host_ms, rel=0.10)
-    for verdict in (v for v in h200.verdicts if v["variant"] == "synthetic_input"):
+    for verdict in (v for v in h200.to_dict()["verdicts"] if v["variant"] == "synthetic_input"):
         idle = verdict["device_idle"]
         run = next(r for r in in_memory if r.precision == verdict["precision"])
         assert (idle["waiting_on_data_ms"] or 0) + (idle["launch_gaps_ms"] or 0) + idle["other_ms"] == pytest.approx(

@@ -13,12 +13,12 @@ import pytest
 @pytest.fixture(scope="module")
 def words(h200) -> str:
     """Everything the analysis says, as `explain --json` prints it."""
-    return json.dumps({"findings": h200.findings, "verdicts": h200.verdicts,
+    return json.dumps({"findings": h200.findings, "verdicts": h200.to_dict()["verdicts"],
                        "prescriptions": h200.to_dict()["prescriptions"]}, ensure_ascii=False)
 
 
 def _verdict(h200, precision: str, variant: str = "original") -> dict[str, Any]:
-    return next(v for v in h200.verdicts if (v["precision"], v["variant"]) == (precision, variant))
+    return next(v for v in h200.to_dict()["verdicts"] if (v["precision"], v["variant"]) == (precision, variant))
 
 
 def test_float16s_measured_cause_is_the_hosts_float16_batches(h200):
@@ -31,7 +31,7 @@ def test_float16s_measured_cause_is_the_hosts_float16_batches(h200):
 
 
 def test_no_headline_says_nothing_explains_what_a_finding_measured(h200, words):
-    assert not any("no measured cause explains" in v["headline"] for v in h200.verdicts
+    assert not any("no measured cause explains" in v["headline"] for v in h200.to_dict()["verdicts"]
                    if v["outcome"] == "slower")
     assert "on that machine measures it" not in words
 

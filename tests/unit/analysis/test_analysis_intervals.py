@@ -38,7 +38,7 @@ def interleaved(median: float, noise: float, shift: int = 0) -> dict[str, Any]:
 
 
 def test_three_percent_slower_with_one_percent_noise_is_slower() -> None:
-    verdict, = diagnose_document(doc_of(interleaved(100, 0.01), interleaved(103, 0.01, shift=3))).verdicts
+    verdict, = diagnose_document(doc_of(interleaved(100, 0.01), interleaved(103, 0.01, shift=3))).to_dict()["verdicts"]
     assert verdict["outcome"] == "slower"
     low, high = verdict["ratio_interval"]
     assert low < verdict["ratio"] < high < 1
@@ -47,7 +47,7 @@ def test_three_percent_slower_with_one_percent_noise_is_slower() -> None:
 
 
 def test_three_percent_slower_with_eight_percent_noise_is_no_difference() -> None:
-    verdict, = diagnose_document(doc_of(interleaved(100, 0.08), interleaved(103, 0.08, shift=3))).verdicts
+    verdict, = diagnose_document(doc_of(interleaved(100, 0.08), interleaved(103, 0.08, shift=3))).to_dict()["verdicts"]
     assert verdict["outcome"] == "no_significant_difference"
     low, high = verdict["ratio_interval"]
     assert low < 1 < high
@@ -83,7 +83,7 @@ def test_rounds_pair_only_within_the_rounds_process_that_timed_them() -> None:
 def test_interval_is_recomputed_from_the_document_alone() -> None:
     """explain needs nothing but the rounds: the interval is a t interval on the per-round log ratios."""
     fp32, fp16 = interleaved(100, 0.02), interleaved(150, 0.02, shift=2)
-    verdict, = diagnose_document(doc_of(fp32, fp16)).verdicts
+    verdict, = diagnose_document(doc_of(fp32, fp16)).to_dict()["verdicts"]
     logs = [math.log(a / b) for a, b in zip(fp32["rounds"], fp16["rounds"], strict=True)]
     mean = sum(logs) / len(logs)
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
@@ -96,22 +96,23 @@ def test_interval_is_recomputed_from_the_document_alone() -> None:
 def test_a_median_without_spread_is_judged_by_the_stated_default_band() -> None:
     inside = diagnose_document(doc_of({"median": 100.0}, {"median": 100.0 * (1 + DEFAULT_BAND) * 0.99})).verdicts
     outside = diagnose_document(doc_of({"median": 100.0}, {"median": 100.0 * (1 + DEFAULT_BAND) * 1.01})).verdicts
-    assert inside[0]["outcome"] == "no_significant_difference"
-    assert outside[0]["outcome"] == "slower"
-    assert outside[0]["interval_method"] == "default_band" and outside[0]["repeats"] == 0
+    assert inside[0].outcome == "no_significant_difference"
+    assert outside[0].outcome == "slower"
+    assert outside[0].interval_method == "default_band" and outside[0].record["repeats"] == 0
 
 
 def test_fewer_than_three_rounds_fall_back_to_the_spread() -> None:
     fp32 = {"median": 100.0, "p10": 90.0, "p90": 110.0, "rounds": [100.0, 101.0], "design": "interleaved"}
     fp16 = {"median": 130.0, "p10": 120.0, "p90": 140.0, "rounds": [130.0, 131.0], "design": "interleaved"}
-    verdict, = diagnose_document(doc_of(fp32, fp16)).verdicts
+    verdict, = diagnose_document(doc_of(fp32, fp16)).to_dict()["verdicts"]
     assert verdict["interval_method"] == "spread"
     assert verdict["ratio_interval"][0] == pytest.approx(100 / 130 / 1.1, abs=1e-4)
 
 
 def test_printed_digits_follow_the_interval() -> None:
-    narrow = diagnose_document(doc_of(interleaved(100, 0.005), interleaved(224, 0.005, shift=1))).verdicts[0]
-    wide = diagnose_document(doc_of(interleaved(100, 0.08), interleaved(224, 0.08, shift=1))).verdicts[0]
+    narrow = diagnose_document(doc_of(interleaved(100, 0.005), interleaved(224, 0.005, shift=1))).to_dict()
+    narrow = narrow["verdicts"][0]
+    wide = diagnose_document(doc_of(interleaved(100, 0.08), interleaved(224, 0.08, shift=1))).to_dict()["verdicts"][0]
     assert "2.24x slower" in narrow["headline"]
     assert "2.2x slower" in wide["headline"] and "2.24x" not in wide["headline"]
 
@@ -125,7 +126,7 @@ def test_the_ratio_is_taken_against_float32s_own_model_and_the_control_only_meas
     doc = {"schema_version": 1, "host": {"cpu": {"flags": ["avx2", "avx512_bf16"]}, "gpus": []},
            "runs": [run("float32", fp32), run("mixed_bfloat16", bf16)]}
     diagnosis = diagnose_document(doc)
-    verdict, = diagnosis.verdicts
+    verdict, = diagnosis.to_dict()["verdicts"]
     assert verdict["ratio"] == pytest.approx(100 / 99, rel=0.01)
     assert verdict["outcome"] == "no_significant_difference" and verdict["figure"] == "not measurable"
     check = verdict["aa_check"]
@@ -141,10 +142,10 @@ def test_the_ratio_is_taken_against_float32s_own_model_and_the_control_only_meas
 def test_no_effect_of_two_x_or_more_is_ever_not_measurable() -> None:
     """A control whose interval allows identical models to differ by more than 2.5x cannot hide a 2.5x effect."""
     fp32 = {**interleaved(100, 0.05), "aa_rounds": [400.0, 100.0, 30.0, 350.0, 35.0, 200.0, 50.0]}
-    verdict, = diagnose_document(doc_of(fp32, interleaved(250, 0.05, shift=3))).verdicts
+    verdict, = diagnose_document(doc_of(fp32, interleaved(250, 0.05, shift=3))).to_dict()["verdicts"]
     assert verdict["aa_check"]["noise"] > 1.5
     assert verdict["aa_check"]["passed"] is True and verdict["outcome"] == "slower"
-    small, = diagnose_document(doc_of(fp32, interleaved(150, 0.05, shift=3))).verdicts
+    small, = diagnose_document(doc_of(fp32, interleaved(150, 0.05, shift=3))).to_dict()["verdicts"]
     assert small["aa_check"]["passed"] is False and small["outcome"] == "no_significant_difference"
 
 
@@ -153,7 +154,8 @@ def test_the_control_is_still_the_noise_floor_on_float32s_own_model() -> None:
     control = [100 * 100 / v for v in own]  # the mirror image: the geometric mean would be 100 every round
     fp16 = [500.0] * len(own)
     verdict, = diagnose_document(doc_of({**interleaved(100, 0.06), "aa_rounds": control},
-                                        {"median": 500.0, "rounds": fp16, "design": "interleaved", "n": 7})).verdicts
+                                        {"median": 500.0, "rounds": fp16, "design": "interleaved", "n": 7})
+                                 ).to_dict()["verdicts"]
     alone = ratio_interval(Timing(100, rounds=tuple(own), design="interleaved"),
                            Timing(500, rounds=tuple(fp16), design="interleaved"))
     assert verdict["ratio_interval"] == pytest.approx([alone.low, alone.high], abs=1e-4)
@@ -173,7 +175,7 @@ def test_no_backend_gets_a_between_invocation_constant_the_document_did_not_meas
             doc["runs"][0]["step_time_ms"].update(single_process={"median": single, "p10": single * 0.98,
                                                                   "p90": single * 1.02, "n": 5},
                                                   rounds_vs_single_process=100 / single)
-        verdict, = diagnose_document(doc).verdicts
+        verdict, = diagnose_document(doc).to_dict()["verdicts"]
         return verdict
 
     torch, tensorflow = verdict_on("torch"), verdict_on("tensorflow")
@@ -190,13 +192,14 @@ def test_a_one_process_median_is_never_set_against_a_rounds_median_without_the_p
     own process against own process, 110 vs 126 = 1.15x, which does not exceed twice the 10 %: refused, said."""
     fp32 = {**interleaved(100, 0.01), "single_process": {"median": 110.0, "p10": 108.0, "p90": 112.0, "n": 5},
             "rounds_vs_single_process": round(100 / 110, 4)}
-    verdict, = diagnose_document(doc_of(fp32, {"median": 126.0, "p10": 124.0, "p90": 128.0, "n": 5})).verdicts
+    verdict, = diagnose_document(doc_of(fp32, {"median": 126.0, "p10": 124.0, "p90": 128.0, "n": 5})
+                                 ).to_dict()["verdicts"]
     assert verdict["outcome"] == "no_significant_difference" and verdict["cause"] is None
     assert verdict["fp32_step_ms"] == 110.0 and verdict["step_ms"] == 126.0
     assert "two processes" in verdict["comparison_refused"] and "not compared" in verdict["headline"]
     low, high = verdict["ratio_interval"]
     assert low < (110 / 126) / 1.05 / 1.09 and high > (110 / 126) * 1.05 * 1.09  # widened by the 10 %
-    far, = diagnose_document(doc_of(fp32, {"median": 300.0, "p10": 295.0, "p90": 305.0, "n": 5})).verdicts
+    far, = diagnose_document(doc_of(fp32, {"median": 300.0, "p10": 295.0, "p90": 305.0, "n": 5})).to_dict()["verdicts"]
     assert far["outcome"] == "slower" and "comparison_refused" not in far
     # The runs tables say what the verdict says: "not compared", never "same speed" for a refused comparison.
     row = next(r for r in diagnose_document(doc_of(fp32, {"median": 126.0, "p10": 124.0, "p90": 128.0,
@@ -234,7 +237,7 @@ def test_a_run_cut_by_the_slow_step_bound_is_a_one_sided_bound_on_first_steps() 
                           warmup_step_ms=[19456.6, 23773.8], loss={"first": 0.7, "last": 0.7, "nan_or_inf": False},
                           slow_step_bound={"multiple": 50.0, "float32_step_ms": 150.0, "limit_ms": 5000.0})
     diagnosis = diagnose_document(doc)
-    verdict, = diagnosis.verdicts
+    verdict, = diagnosis.to_dict()["verdicts"]
     r = 1417.7 / 19456.6
     assert verdict["interval_method"] == "lower_bound" and verdict["confidence_level"] is None
     assert verdict["repeats"] == 0 and verdict["ratio"] == pytest.approx(r, abs=1e-4)
@@ -275,7 +278,7 @@ def test_the_xeon_quick_diagnoses_give_one_sided_bounds_for_their_cut_runs(name:
     doc = json.loads((XEON_QUICK / name).read_text())
     runs = {r["precision"]: r for r in doc["runs"] if r.get("variant", "original") == "original"}
     diagnosis = diagnose_document(doc)
-    for verdict in diagnosis.verdicts:
+    for verdict in diagnosis.to_dict()["verdicts"]:
         assert not (verdict["confidence_level"] is not None and verdict["repeats"] == 0)
         if verdict["precision"] in ("float16", "mixed_float16"):
             cut = runs[verdict["precision"]]
@@ -333,7 +336,7 @@ def test_a_step_cut_inside_at_the_bound_is_a_one_sided_bound_never_a_ratio() -> 
     """The step watchdog ended float16's second step at 5.0 s: that time is only how long the step lasted at least,
     so the verdict is ">= Nx slower" on first steps (both complete), says the step was cut inside, and still names
     the kernel that was running at the cut."""
-    verdict, = diagnose_document(_cut_in_step_doc(1417.7)).verdicts
+    verdict, = diagnose_document(_cut_in_step_doc(1417.7)).to_dict()["verdicts"]
     r = 1417.7 / 27551.6
     assert verdict["interval_method"] == "lower_bound" and verdict["bound"] is True
     assert verdict["cut_in_step"] is True and verdict["cut_short"] is True
@@ -350,7 +353,7 @@ def test_a_censored_step_is_a_bound_even_where_the_record_omits_bound() -> None:
     doc = _cut_in_step_doc(None)
     for key in ("bound", "cut_in_step", "stop_reason"):
         doc["runs"][1].pop(key)
-    verdict, = diagnose_document(doc).verdicts
+    verdict, = diagnose_document(doc).to_dict()["verdicts"]
     assert verdict["interval_method"] == "lower_bound" and verdict["cut_in_step"] is True
     assert verdict["ratio"] == pytest.approx(150 / 5003.2, rel=0.05)
     assert verdict["compared"].startswith("its step, cut inside at the bound")
@@ -361,7 +364,7 @@ def test_a_step_not_cut_inside_says_nothing_of_it() -> None:
     doc = _cut_in_step_doc(1417.7)
     doc["runs"][1].pop("cut_in_step")
     doc["runs"][1]["step_time_ms"].pop("censored")
-    verdict, = diagnose_document(doc).verdicts
+    verdict, = diagnose_document(doc).to_dict()["verdicts"]
     assert "cut_in_step" not in verdict and verdict["interval_method"] == "lower_bound"
 
 
@@ -376,7 +379,7 @@ def test_a_run_cut_after_its_first_step_is_a_one_sided_bound_on_first_steps() ->
                           loss={"first": 0.7, "last": 0.7, "nan_or_inf": False},
                           slow_step_bound={"multiple": 50.0, "float32_step_ms": 150.0, "float32_first_step_ms": 1417.7,
                                            "limit_ms": 5000.0, "first_step_limit_ms": 7088.5})
-    verdict, = diagnose_document(doc).verdicts
+    verdict, = diagnose_document(doc).to_dict()["verdicts"]
     r = 1417.7 / 27551.6
     assert verdict["interval_method"] == "lower_bound" and verdict["bound"] is True and verdict["cut_short"] is True
     assert verdict["ratio_interval"] == [0.0, pytest.approx(r, abs=1e-4)] and verdict["outcome"] == "slower"

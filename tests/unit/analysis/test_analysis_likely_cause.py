@@ -27,7 +27,7 @@ def _doc(host: dict[str, Any], *steps: tuple[str, float], device: str = "cpu", s
 
 
 def _verdict(diagnosis: Any, precision: str) -> dict[str, Any]:
-    return next(v for v in diagnosis.verdicts if v["precision"] == precision)
+    return next(v for v in diagnosis.to_dict()["verdicts"] if v["precision"] == precision)
 
 
 def _ids(diagnosis: Any) -> set[str]:

@@ -229,8 +229,8 @@ def test_the_interleaved_example_prescribes_its_measured_mixed_bfloat16_from_its
     its paired rounds, and the prescription is recomputed from them alone."""
     doc = json.loads((EXAMPLES / "cpu-epyc-avx512bf16-quick" / "results.json").read_text())
     diagnosis = diagnose_document(doc)
-    assert all(v["interval_method"] == "paired_rounds" and v["repeats"] >= 3 for v in diagnosis.verdicts)
-    assert all(v["noise_floor_interval"][0] < 1 < v["noise_floor_interval"][1] for v in diagnosis.verdicts)
+    assert all(v["interval_method"] == "paired_rounds" and v["repeats"] >= 3 for v in diagnosis.to_dict()["verdicts"])
+    assert all(v["noise_floor_interval"][0] < 1 < v["noise_floor_interval"][1] for v in diagnosis.to_dict()["verdicts"])
     assert only(diagnosis.to_dict()["prescriptions"])["recommended"]["precision"] == "mixed_bfloat16"
     # Recomputed from the rounds alone: a t interval on the per-round log ratios against float32's own model.
     step = {r["precision"]: r["step_time_ms"] for r in doc["runs"] if r.get("variant", "original") == "original"}

@@ -57,7 +57,7 @@ def recorded_doc(machine: Path) -> dict[str, Any]:
 
 @pytest.mark.parametrize("machine", [XEON, EPYC, EPYC_BF16], ids=lambda p: p.name)
 def test_every_16_bit_verdict_is_explained_or_says_what_is_not(machine: Path) -> None:
-    verdicts = diagnose_document(recorded_doc(machine)).verdicts
+    verdicts = diagnose_document(recorded_doc(machine)).to_dict()["verdicts"]
     assert {v["precision"] for v in verdicts} == {"float16", "mixed_bfloat16"}
     for verdict in verdicts:
         assert verdict["cause"] is None or verdict["cause"] in SPEED_CAUSES
@@ -69,7 +69,7 @@ def test_xeon_float16_verdict_is_the_reference_weight_gradient_kernel() -> None:
     """Intel Xeon (Sapphire Rapids class: AVX512-FP16, AMX-BF16, no AMX-FP16), TF 2.21: float16 conv weight
     gradients ran oneDNN's ref:any."""
     diagnosis = diagnose_document(recorded_doc(XEON))
-    fp16 = next(v for v in diagnosis.verdicts if v["precision"] == "float16")
+    fp16 = next(v for v in diagnosis.to_dict()["verdicts"] if v["precision"] == "float16")
     assert fp16["cause"] == "slow_fp16_kernels" and fp16["basis"] == "measured_ops"
     assert fp16["explained_share"] >= 0.5
     slow = next(f for f in diagnosis.findings if f["id"] == "slow_fp16_kernels")
@@ -90,7 +90,7 @@ def test_epyc_avx2_recording_has_no_reference_kernel_to_blame() -> None:
     bfloat16 instructions stay a fact reported beside it."""
     diagnosis = diagnose_document(recorded_doc(EPYC))
     assert "slow_fp16_kernels" not in {f["id"] for f in diagnosis.findings}
-    bf16 = next(v for v in diagnosis.verdicts if v["precision"] == "mixed_bfloat16")
+    bf16 = next(v for v in diagnosis.to_dict()["verdicts"] if v["precision"] == "mixed_bfloat16")
     assert bf16["outcome"] == "slower" and bf16["cause"] == "slow_16bit_compute"
     (fact,) = [f for f in diagnosis.findings if f["id"] == "bf16_unsupported"]
     assert fact["explains_ms"] is None
@@ -101,7 +101,7 @@ def test_epyc_avx512_bf16_recording_prescribes_mixed_bfloat16() -> None:
     avx512_core_bf16 kernels, faster than float32, while float16 ran generic `jit:uni` ones; the prescription
     is the measured mixed_bfloat16, and nothing steers to float16 without saying it was measured slower."""
     diagnosis = diagnose_document(recorded_doc(EPYC_BF16))
-    verdicts = {v["precision"]: v for v in diagnosis.verdicts}
+    verdicts = {v["precision"]: v for v in diagnosis.to_dict()["verdicts"]}
     assert verdicts["mixed_bfloat16"]["outcome"] == "faster" and verdicts["float16"]["outcome"] == "slower"
     prescription, = diagnosis.to_dict()["prescriptions"]
     assert prescription["recommended"]["precision"] == "mixed_bfloat16"
@@ -135,7 +135,7 @@ def test_generator_recording_on_its_timed_steps_adds_up_and_counts_the_host_once
     op and counts there once; the CPU's missing fp16 instructions are a fact, not a share."""
     pytest.importorskip("xprof")
     diagnosis = diagnose_document(generator_doc(tmp_path))
-    (verdict,) = diagnosis.verdicts
+    (verdict,) = diagnosis.to_dict()["verdicts"]
     assert verdict["outcome"] == "slower"
     causes = {c["id"]: c for c in verdict["causes"]}
     assert sum(c["explains_ms"] for c in causes.values()) <= verdict["difference_ms"]

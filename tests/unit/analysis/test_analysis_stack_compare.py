@@ -87,7 +87,7 @@ def test_the_ratio_in_each_stack_is_its_verdicts() -> None:
     (comparison,) = diagnosis.stack_comparisons
     entry = comparison.to_dict()
     for side in ("from", "to"):
-        verdict = next(v for v in diagnosis.verdicts if v["stack"] == entry[side])
+        verdict = next(v for v in diagnosis.to_dict()["verdicts"] if v["stack"] == entry[side])
         assert entry[f"ratio_{side}"] == verdict["ratio"]
         assert entry[f"ratio_interval_{side}"] == verdict["ratio_interval"]
     assert entry["changes"][0]["layer_from"] == "conv2d_1" and entry["changes"][0]["layer_to"] == "conv2d"

@@ -30,7 +30,7 @@ def _doc(gpu: dict[str, Any] | None, *steps: tuple[str, float], batch: int | Non
 
 
 def _verdict(diagnosis: Any, precision: str) -> dict[str, Any]:
-    return next(v for v in diagnosis.verdicts if v["precision"] == precision)
+    return next(v for v in diagnosis.to_dict()["verdicts"] if v["precision"] == precision)
 
 
 def _finding(diagnosis: Any, fid: str) -> dict[str, Any] | None:

@@ -17,6 +17,7 @@ from fp16doctor.analysis import diagnose_document
 from fp16doctor.analysis.prescribe import ADOPTABLE
 from fp16doctor.analysis.prescription import MeasuredRow
 from fp16doctor.analysis.values import ShownRatio, figure, round_ratio
+from fp16doctor.analysis.verdict import Verdict
 from fp16doctor.analysis.verdicts import complete_saved
 from fp16doctor.diagnose import DiagnoseOutcome
 from fp16doctor.report import render_html, render_markdown
@@ -59,7 +60,7 @@ def test_a_slowdown_is_never_printed_as_a_fraction() -> None:
 def test_2400x_slower_keeps_its_digits_from_the_document() -> None:
     # Four decimals stored 1/2400 as 0.0004, read back as "2500x (2500-2500x)".
     diagnosis = diagnose_document(doc(run("float32", 10.0), run("float16", 24000.0)))
-    verdict, = diagnosis.verdicts
+    verdict, = diagnosis.to_dict()["verdicts"]
     assert verdict["figure"] == figure(verdict) == "2400x slower"
     row = next(m for m in diagnosis.prescriptions[0].measured if m.precision == "float16")
     assert row.versus() == "2400x slower (2286-2520x)"
@@ -77,7 +78,7 @@ def test_a_slower_configurations_interval_is_printed_slower_too() -> None:
     headline = diagnosis.to_dict()["prescriptions"][0]["headline"]
     assert "float16, is 1.03x slower than float32 (95% interval 1.029-1.032x, 5 paired rounds)" in headline
     assert "0.9" not in headline
-    verdict, = diagnosis.verdicts
+    verdict, = diagnosis.to_dict()["verdicts"]
     assert "95% interval 1.029-1.032x" in verdict["headline"]
 
 
@@ -92,7 +93,7 @@ def test_a_lower_bound_verdict_reads_at_least_everywhere() -> None:
     assert figure(LOWER_BOUND) == ">= 162x slower"
     saved = complete_saved(LOWER_BOUND, [])
     assert ">= 162x slower than float32" in saved["headline"] and "0.0" not in saved["headline"]
-    assert verdict_view("host", LOWER_BOUND).figure == ">= 162x slower"
+    assert verdict_view("host", Verdict.of(LOWER_BOUND)).figure == ">= 162x slower"
     entry = {"precision": "float16", "variant": "original", "setting": None, "step_ms": 16150.0,
              "speedup": 1 / 161.5, "speedup_interval": [0.0, 1 / 161.5], "outcome": "slower"}
     assert MeasuredRow.of(entry).versus() == ">= 162x slower"
@@ -119,8 +120,8 @@ def test_every_output_of_an_example_prints_a_ratio_the_same_way(path: Path) -> N
     charts = html.unescape(" ".join(re.findall(r'<svg class="chart".*?</svg>', page, flags=re.S)))
     for name, text in [*outputs.items(), ("charts", charts)]:
         assert not re.search(r"(?<![\d.])0\.\d+x", text), (name, re.findall(r".{60}(?<![\d.])0\.\d+x", text))
-    assert diagnosis.verdicts
-    for verdict in diagnosis.verdicts:
+    assert diagnosis.to_dict()["verdicts"]
+    for verdict in diagnosis.to_dict()["verdicts"]:
         shown = figure(verdict)
         assert verdict["figure"] == shown
         for name, text in outputs.items():
@@ -192,7 +193,7 @@ def test_every_output_of_an_example_quotes_one_step_per_configuration(path: Path
         median = fmt_ms(run["step_time_ms"]["median"])
         if median != fmt_ms(shown):
             assert f"{median} step" not in words and f"median {median}" not in words, (row.label, median)
-    for verdict in diagnosis.verdicts:
+    for verdict in diagnosis.to_dict()["verdicts"]:
         own = next((r for r in diagnosis.runs if r.ok and (r.machine, r.stack, r.precision, r.variant)
                     == (verdict["machine"], verdict["stack"], verdict["precision"], verdict["variant"])), None)
         if own is not None and verdict.get("interval_method") == "paired_rounds":

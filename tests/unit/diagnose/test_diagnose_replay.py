@@ -37,7 +37,7 @@ def test_the_replay_keeps_every_comparison_the_verdicts_rest_on(doc: dict[str, A
     replayed = replay(doc)
     labels = set(replayed.rounds_labels())
     diagnosis = diagnose_document(doc)
-    for verdict in diagnosis.verdicts:
+    for verdict in diagnosis.to_dict()["verdicts"]:
         v = verdict if isinstance(verdict, dict) else verdict.to_dict()
         # Both sides of every verdict's pair are timed in the same rounds process (the A/A control beside float32).
         suffix = "" if v["variant"] == "original" else f"+{v['variant']}"

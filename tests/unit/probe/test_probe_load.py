@@ -51,7 +51,7 @@ def test_a_failed_aa_check_says_what_the_machine_was_doing() -> None:
            "timing_rounds": [{"stack": "host", "machine_load": {
                "cores": 2, "before": {"load_1min": 1.9, "cpu_mhz": 2400.0}, "after": {"load_1min": 2.3},
                "busiest_others": [{"pid": 200, "name": "stress-ng", "cpu_pct": 95.0}]}}]}
-    verdict, = diagnose_document(doc).verdicts
+    verdict, = diagnose_document(doc).to_dict()["verdicts"]
     reason = verdict["aa_check"]["reason"]
     assert verdict["aa_check"]["passed"] is False and verdict["outcome"] == "no_significant_difference"
     assert "load average 1.90 -> 2.30 on 2 cores" in reason and "stress-ng (95 % of a core)" in reason

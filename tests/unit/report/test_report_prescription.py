@@ -53,7 +53,7 @@ def test_one_prescription_and_the_same_verdicts_first_everywhere() -> None:
         assert 0 <= text.index(headline) < first_verdict, f"{name}: the prescription comes before the verdicts"
         flat = " ".join(text.split())  # a long line is broken at words where it is laid out
         for verdict in diagnose_document(doc).verdicts:  # each verdict, word for word, as the analysis put it
-            assert " ".join(verdict["headline"].split()) in flat, (name, verdict["headline"])
+            assert " ".join(verdict.headline.split()) in flat, (name, verdict.headline)
 
 
 def _everywhere(doc: dict) -> dict[str, str]:
@@ -81,7 +81,7 @@ def test_caveats_and_the_runs_table_read_the_same_in_every_output() -> None:
     doc = causes_doc(_windowed(990.0, 1069.0, fp32, "float32"), _windowed(1426.0, 1124.0, mixed, "mixed_float16"),
                      flags=EPYC_AVX2_FLAGS)
     diagnosis = diagnose_document(doc)
-    (verdict,) = diagnosis.verdicts
+    (verdict,) = diagnosis.to_dict()["verdicts"]
     assert "did not recur there" in verdict["headline"]  # the window caveat, phrased once by the analysis
     reduced = next(r for r in diagnosis.runs if r.precision == "mixed_float16")
     assert reduced.speedup == verdict["ratio"] or abs(reduced.speedup - verdict["ratio"]) < 1e-4

@@ -42,7 +42,7 @@ def test_the_verdicts_come_first_as_the_analysis_phrased_them():
     diagnosis = _diagnosed("cpu-xeon-ops")
     text = _render(time_went_text(diagnosis), width=200)
     assert text.index("Verdict") < text.index("Where the time went")
-    assert diagnosis.verdicts[0]["headline"] in text
+    assert diagnosis.to_dict()["verdicts"][0]["headline"] in text
 
 
 def test_cut_short_run_says_its_window_and_low_coverage():

@@ -56,7 +56,7 @@ def test_a_diagnose_runs_through_a_fourth_engine_added_with_one_row(
     assert {r["precision"] for r in runs} == {"float32", "float16"} and all(r["status"] == "ok" for r in runs)
     assert all(r["engine"]["kind"] == "renamed" and r["engine"]["label"] == "renamed" for r in doc["runs"])
     assert all(r["machine"] == "host" for r in doc["runs"])
-    (verdict,) = [v for v in outcome.diagnosis.verdicts if v["precision"] == "float16"]
+    (verdict,) = [v for v in outcome.diagnosis.to_dict()["verdicts"] if v["precision"] == "float16"]
     assert verdict["outcome"] == "slower" and verdict["ratio"] == pytest.approx(100.0 / 250.0)
     assert (tmp_path / "out" / "report.html").is_file() and outcome.exit_code == 0
 
