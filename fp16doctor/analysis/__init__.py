@@ -31,6 +31,7 @@ from fp16doctor.analysis.context import build_context, on
 from fp16doctor.analysis.detail import build_detail, detail_text
 from fp16doctor.analysis.experiments import experiment_evidence, setting_findings
 from fp16doctor.analysis.failed import drop_failed_untested
+from fp16doctor.analysis.finding import Finding
 from fp16doctor.analysis.fixes import attach_fixes
 from fp16doctor.analysis.hold import hold_advice
 from fp16doctor.analysis.ledger import Ledger, ledgers
@@ -47,14 +48,14 @@ from fp16doctor.analysis.values import as_list, fmt_ms
 from fp16doctor.analysis.verdict import Verdict
 from fp16doctor.analysis.verdicts import complete_saved, share_of_difference, unlisted_devices, verdicts
 
-Finding = dict[str, Any]
+Draft = dict[str, Any]  # a finding while the analysis makes it; the Diagnosis holds it frozen (finding.py)
 
 
 @dataclass(frozen=True)
 class Diagnosis:
     """What the analysis decided of one document; every output renders this and only this."""
 
-    findings: list[Finding]
+    findings: tuple[Finding, ...]
     verdicts: tuple[Verdict, ...]
     prescriptions: tuple[Prescription, ...] = ()
     runs: list[RunRow] = field(default_factory=list)  # every run, each 16-bit one beside its float32 partner
@@ -63,7 +64,7 @@ class Diagnosis:
     findings_source: str = "analysis"  # "analysis" (computed now), "results" (as the file saved them) or "none"
     stack_comparisons: list[StackComparison] = field(default_factory=list)  # one machine and precision, two stacks
     # A file's own findings where its runs were analysed again: shown at most as "written by version X", never mixed.
-    saved_findings: list[Finding] = field(default_factory=list)
+    saved_findings: tuple[Finding, ...] = ()
     saved_by: str | None = None  # the fp16doctor version that wrote the file
     ledgers: tuple[Ledger, ...] = ()  # each timed configuration's step, split into parts that add up to it
     busy: Contention | None = None  # the busiest rounds process's contention, where the machine was busy (busy.py)
@@ -83,7 +84,7 @@ class Diagnosis:
     def to_dict(self) -> dict[str, Any]:
         """What `explain --json` prints and results.json keeps of the analysis: the decisions, each configuration's
         ledger and the answer every output lays out."""
-        return {"findings": self.findings, "verdicts": [v.to_dict() for v in self.verdicts],
+        return {"findings": [f.to_dict() for f in self.findings], "verdicts": [v.to_dict() for v in self.verdicts],
                 "prescriptions": [p.to_dict() for p in self.prescriptions],
                 "stack_comparisons": [c.to_dict() for c in self.stack_comparisons],
                 "ledgers": [ledger.to_dict() for ledger in self.ledgers],
@@ -117,7 +118,7 @@ _ACCOUNTED_TITLES = {
 MINOR_SHARE = 0.10  # of a run's difference: below this, a cause the accounting names is information
 
 
-def _speed_finding(acc: Accounting, share: Share, base: Finding | None) -> Finding:
+def _speed_finding(acc: Accounting, share: Share, base: Draft | None) -> Draft:
     pair = acc.pair
     reduced = pair.reduced
     spec = REGISTRY[share.cause]
@@ -165,7 +166,7 @@ def _speed_finding(acc: Accounting, share: Share, base: Finding | None) -> Findi
     return finding
 
 
-def _held_back_finding(acc: Accounting, share: Share, base: Finding | None) -> Finding:
+def _held_back_finding(acc: Accounting, share: Share, base: Draft | None) -> Draft:
     """A cause an experiment showed holding back a faster 16-bit step's gain: measured, and no share of the
     difference (`explains_ms` null); `holds_back_ms` is what the change saved."""
     reduced = acc.pair.reduced
@@ -183,7 +184,7 @@ def _held_back_finding(acc: Accounting, share: Share, base: Finding | None) -> F
     return finding
 
 
-def measured_time_ms(finding: Finding) -> float:
+def measured_time_ms(finding: Draft) -> float:
     """The time a finding was measured to account for (explains_ms on measured ops or an experiment) or to save
     (saves_ms: its recommended configuration measured faster); 0 for what rests on an estimate or on facts."""
     explained = finding.get("explains_ms") if finding.get("basis") in ("measured_ops", "experiment") else None
@@ -191,7 +192,7 @@ def measured_time_ms(finding: Finding) -> float:
     return max(values, default=0.0)
 
 
-def _rank(findings: list[Finding]) -> list[Finding]:
+def _rank(findings: list[Draft]) -> list[Draft]:
     """The prescription's evidence first, then by the time measured, then severity, registry order, confidence."""
     findings.sort(key=lambda f: (0 if f.get("prescribed") else 1, 0 if measured_time_ms(f) > 0 else 1,
                                  -measured_time_ms(f), SEVERITY_RANK.get(f.get("severity", ""), 3),
@@ -204,13 +205,13 @@ def _rank(findings: list[Finding]) -> list[Finding]:
 def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
     """Ranked findings and per-pair verdicts for one results document (any optional key may be missing)."""
     ctx = build_context(doc)
-    by_rule: dict[str, Finding] = {}
+    by_rule: dict[str, Draft] = {}
     for fid, rule in rules():
         found = rule(ctx)
         if found is not None:
             by_rule[fid] = found
     accountings = account(ctx, by_rule)
-    findings: list[Finding] = []
+    findings: list[Draft] = []
     accounted: set[str] = set()
     for acc in accountings:
         for share in acc.shares:
@@ -247,7 +248,7 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
     roofline = estimate_context(ctx)
     judged = verdicts(accountings, findings, roofline, unlisted_devices(ctx))
     attach_fixes(findings, ctx.runs, judged)
-    return Diagnosis(_rank(findings), tuple(Verdict.of(v) for v in judged),
+    return Diagnosis(tuple(Finding.of(f) for f in _rank(findings)), tuple(Verdict.of(v) for v in judged),
                      tuple(Prescription.of(p) for p in prescriptions), run_rows(ctx),
                      comparisons_of(ctx), roofline, "analysis" if findings else "none",
                      stack_comparisons=stack_comparisons(ctx, judged), ledgers=ledgers(ctx), busy=busiest(doc))
@@ -272,16 +273,17 @@ def saved_diagnosis(doc: Mapping[str, Any]) -> Diagnosis:
     version = str(tool.get("version")) if isinstance(tool, Mapping) and tool.get("version") else None
     if not any(isinstance(r, Mapping) for r in as_list(doc.get("runs"))) and (
             own or saved_verdicts or saved_prescriptions):
-        return Diagnosis(own, tuple(Verdict.of(complete_saved(v, own)) for v in saved_verdicts),
+        return Diagnosis(tuple(Finding.of(f) for f in own),
+                         tuple(Verdict.of(complete_saved(v, own)) for v in saved_verdicts),
                          tuple(Prescription.of(p) for p in saved_prescriptions),
                          findings_source="results" if own else "none", saved_by=version)
-    return replace(diagnose_document(doc), saved_findings=own, saved_by=version)
+    return replace(diagnose_document(doc), saved_findings=tuple(Finding.of(f) for f in own), saved_by=version)
 
 
-def analyse(doc: Mapping[str, Any]) -> list[Finding]:
-    """Ranked findings only (what `explain` without --json and older callers print)."""
-    return diagnose_document(doc).findings
+def analyse(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Ranked findings only, as results.json keeps them."""
+    return [f.to_dict() for f in diagnose_document(doc).findings]
 
 
-__all__ = ["SEVERITY_RANK", "Answer", "Diagnosis", "DocumentComparison", "Prescription", "RunRow", "StackComparison",
-           "Verdict", "analyse", "compare_results", "diagnose_document", "saved_diagnosis"]
+__all__ = ["SEVERITY_RANK", "Answer", "Diagnosis", "DocumentComparison", "Finding", "Prescription", "RunRow",
+           "StackComparison", "Verdict", "analyse", "compare_results", "diagnose_document", "saved_diagnosis"]

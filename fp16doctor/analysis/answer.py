@@ -20,11 +20,12 @@ verdict and composes no advice: it prints these texts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from fp16doctor.analysis.context import named_place
+from fp16doctor.analysis.finding import Finding
 from fp16doctor.analysis.intervals import AACheck
 from fp16doctor.analysis.ledger import UNPLACED, Ledger, against_part, moved_words, part_change, part_of_step
 from fp16doctor.analysis.prescription import Against, MeasuredRow, Prescription
@@ -452,7 +453,7 @@ def _prescriptions(prescriptions: Sequence[Prescription],
     return tuple(lines)
 
 
-def _cause(verdict: Verdict, findings: Sequence[Mapping[str, Any]], ledgers: Sequence[Ledger] = ()) -> str:
+def _cause(verdict: Verdict, findings: Sequence[Finding], ledgers: Sequence[Ledger] = ()) -> str:
     """The verdict's cause, in its finding's title, with what it explains and the finding's first measured number:
     where its figure is a ledger part's change, in the words of the parts line below it."""
     cause = verdict.cause
@@ -473,14 +474,13 @@ def _cause(verdict: Verdict, findings: Sequence[Mapping[str, Any]], ledgers: Seq
     if others and explains is not None and difference is not None and abs(explains) < MOSTLY * abs(difference):
         # No part is most of it: each named part with its size, then what the trace could not place.
         return f"causes: {title}{part}; {'; '.join(others)}{_unplaced(verdict, mine, base)}"
-    evidence = [str(e) for e in finding.get("evidence") or []]
-    number = next((e for e in evidence[1:] if any(ch.isdigit() for ch in e)), "")
+    number = next((e for e in finding.evidence[1:] if any(ch.isdigit() for ch in e)), "")
     if number.split(" ")[:3] == title.split(" ")[:3]:  # the number's line names the op the title names
         return f"cause{part}: {number}"
     return f"cause: {title}{part}" + (f": {number}" if number else "")
 
 
-def _other_causes(verdict: Verdict, findings: Sequence[Mapping[str, Any]], mine: Ledger | None = None,
+def _other_causes(verdict: Verdict, findings: Sequence[Finding], mine: Ledger | None = None,
                   base: Ledger | None = None) -> list[str]:
     """The verdict's causes after its first, each as its finding's title with what it explains (its ledger part's
     change, where its figure is one)."""
@@ -495,15 +495,15 @@ def _other_causes(verdict: Verdict, findings: Sequence[Mapping[str, Any]], mine:
     return words
 
 
-def _finding_of(verdict: Verdict, findings: Sequence[Mapping[str, Any]], cause: str) -> Mapping[str, Any] | None:
+def _finding_of(verdict: Verdict, findings: Sequence[Finding], cause: str) -> Finding | None:
     """The finding of one of a verdict's causes: its id, for the verdict's precision and variant."""
-    return next((f for f in findings if f.get("id") == cause and f.get("precision") == verdict.precision
-                 and (f.get("variant") or "original") == verdict.variant), None)
+    return next((f for f in findings if f.id == cause and f.precision == verdict.precision
+                 and (f.variant or "original") == verdict.variant), None)
 
 
-def _title_words(finding: Mapping[str, Any], fallback: str) -> str:
+def _title_words(finding: Finding, fallback: str) -> str:
     """A finding's title inside a sentence: its first letter lower-cased, unless it starts an acronym."""
-    title = str(finding.get("title") or fallback)
+    title = finding.title or fallback
     return title[0].lower() + title[1:] if title[:2] != title[:2].upper() else title
 
 
@@ -602,18 +602,14 @@ def _changes(diagnosis: Diagnosis, notes: _Notes, places: list[tuple[str, str]])
     return tuple(lines)
 
 
-def _points_to(finding: Mapping[str, Any], prescriptions: Sequence[PrescriptionLine],
-               raw: Sequence[Prescription]) -> str:
+def _points_to(finding: Finding, prescriptions: Sequence[PrescriptionLine], raw: Sequence[Prescription]) -> str:
     """The id of the prescription a finding's fix defers to: the one it recommends a configuration from, or the one
     whose measured change (user_changes) is the finding's own remedy."""
-    remedy = finding.get("remedy")
-    machines = remedy.get("machines") if isinstance(remedy, Mapping) else None
-    for m in machines or []:
+    for machine, stack, recommends in finding.remedy_places:
         for line, p in zip(prescriptions, raw, strict=False):
-            if (p.machine, p.stack) != (m.get("machine"), m.get("stack")):
+            if (p.machine, p.stack) != (machine, stack):
                 continue
-            kinds = {c.kind for c in p.user_changes}
-            if m.get("recommends") is not None or CHANGE_OF_FINDING.get(str(finding.get("id"))) in kinds:
+            if recommends or CHANGE_OF_FINDING.get(finding.id) in {c.kind for c in p.user_changes}:
                 return line.id
     return ""
 
@@ -631,21 +627,18 @@ def _findings(diagnosis: Diagnosis, prescriptions: tuple[PrescriptionLine, ...])
     line in (c) already, and is said once (a full view keeps them, with their evidence)."""
     lines = []
     for f in diagnosis.findings:
-        found = spec(str(f.get("id")))
+        found = spec(f.id)
         if found is not None and found.family == "outcome":
             continue
-        explains = f.get("explains_ms")
         points = _points_to(f, prescriptions, diagnosis.prescriptions)
+        variant = f.variant or "original"
         lines.append(FindingLine(
-            id=str(f.get("id", "?")), rank=f["rank"] if isinstance(f.get("rank"), int) else 0,
-            severity=str(f.get("severity") or "info"),
-            title=short_line(str(f.get("title") or "")),
-            explains=(f"explains {fmt_ms(float(explains))} of {f.get('precision')}"
-                      + ("" if (f.get("variant") or "original") == "original"
-                         else f", {variant_words(str(f.get('variant')))}")
-                      if isinstance(explains, (int, float)) else ""),
+            id=f.id, rank=f.rank or 0, severity=f.severity, title=short_line(f.title),
+            explains=(f"explains {fmt_ms(f.explains_ms)} of {f.precision}"
+                      + ("" if variant == "original" else f", {variant_words(variant)}")
+                      if f.explains_ms is not None else ""),
             points_to=points,
-            fix="" if points else _first_sentence(str(f.get("recommendation") or ""))))
+            fix="" if points else _first_sentence(f.recommendation)))
     return tuple(lines)
 
 

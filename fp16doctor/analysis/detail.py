@@ -14,10 +14,11 @@ data (stack_compare.StackComparison), which a renderer lays out in cells.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from fp16doctor.analysis.answer import Answer, AnswerLine, Section, notes_of
+from fp16doctor.analysis.finding import Finding
 from fp16doctor.analysis.prescription import Prescription
 from fp16doctor.analysis.roofline import RooflineEstimate
 from fp16doctor.analysis.runs import RunRow
@@ -102,20 +103,18 @@ def _best_case(estimates: Sequence[RooflineEstimate]) -> tuple[AnswerLine, ...]:
     return tuple(lines)
 
 
-def _finding(finding: Mapping[str, Any], places: int) -> tuple[AnswerLine, ...]:
+def _finding(finding: Finding, places: int) -> tuple[AnswerLine, ...]:
     """(i) A finding: its rank, severity, id and title with what it explains and its confidence; its evidence; its
     whole fix (a program as a block, never broken)."""
-    severity = str(finding.get("severity") or "info")
-    ref = f"F{finding.get('rank', '')}"
-    explains = finding.get("explains_ms")
-    where = f" on {finding.get('stack')}" if places > 1 else ""
-    accounts = (f"explains {fmt_ms(float(explains))} of {finding.get('precision')}{where}, "
-                f"{str(finding.get('basis') or '').replace('_', ' ')}; " if isinstance(explains, (int, float)) else "")
-    lines = [AnswerLine(ref, f"{finding.get('rank', '-')}. {severity.upper()} {finding.get('id', '?')}: "
-                             f"{finding.get('title', '')} ({accounts}confidence {finding.get('confidence', '?')})",
-                        severity, hang=3)]
-    lines += [AnswerLine(ref, f"- {line}", "evidence", 3, hang=2) for line in finding.get("evidence") or []]
-    recommendation = str(finding.get("recommendation") or "").strip()
+    ref = f"F{finding.rank or ''}"
+    where = f" on {finding.stack}" if places > 1 else ""
+    accounts = (f"explains {fmt_ms(finding.explains_ms)} of {finding.precision}{where}, "
+                f"{(finding.basis or '').replace('_', ' ')}; " if finding.explains_ms is not None else "")
+    confidence = finding.confidence if finding.confidence is not None else "?"
+    lines = [AnswerLine(ref, f"{finding.rank or '-'}. {finding.severity.upper()} {finding.id}: {finding.title} "
+                             f"({accounts}confidence {confidence})", finding.severity, hang=3)]
+    lines += [AnswerLine(ref, f"- {line}", "evidence", 3, hang=2) for line in finding.evidence]
+    recommendation = finding.recommendation.strip()
     if recommendation:
         prose, _, block = recommendation.partition("\n")
         lines.append(AnswerLine(ref, f"fix: {prose}", "fix", 3, hang=5))

@@ -187,7 +187,7 @@ def analyse_and_report(prepared: Prepared, options: DiagnoseOptions, writer: Res
     # says, the summary and the report say, and no reason quotes this machine's paths.
     diagnosis = diagnose_document(redact_home_paths(doc, relative_to={os.path.abspath(options.out_dir),
                                                                      str(options.out_dir.resolve())}))
-    writer.set_findings(diagnosis.findings, [v.to_dict() for v in diagnosis.verdicts],
+    writer.set_findings([f.to_dict() for f in diagnosis.findings], [v.to_dict() for v in diagnosis.verdicts],
                         [p.to_dict() for p in diagnosis.prescriptions],
                         [c.to_dict() for c in diagnosis.stack_comparisons],
                         [ledger.to_dict() for ledger in diagnosis.ledgers])

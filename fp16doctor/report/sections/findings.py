@@ -3,15 +3,14 @@ run's stack."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from fp16doctor.analysis import SEVERITY_RANK
+from fp16doctor.analysis.finding import Finding
 from fp16doctor.knowledge.kernels import kernel_short_name
 from fp16doctor.report.redact import redact_text
 from fp16doctor.report.sections.common import BASIS_LABEL, pass_label
-from fp16doctor.report.sections.common import list_of as _list
 from fp16doctor.report.sections.common import num as _num
 from fp16doctor.report.sections.common import text as _text
 from fp16doctor.report.sections.inputs import DocumentInput
@@ -60,18 +59,16 @@ class FindingView:
 
 
 
-def _rank_findings(findings: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def _rank_findings(findings: Sequence[Finding]) -> list[Finding]:
     """The analysis' own `rank` when it gives one (causes first); else severity, then confidence."""
 
-    def key(item: tuple[int, Mapping[str, Any]]) -> tuple[int, float, int, float, int]:
+    def key(item: tuple[int, Finding]) -> tuple[int, float, int, float, int]:
         index, f = item
-        rank = _num(f.get("rank"))
-        confidence = _num(f.get("confidence"))
         return (
-            0 if rank is not None else 1,
-            rank if rank is not None else 0.0,
-            SEVERITY_RANK.get(str(f.get("severity")), 3),
-            -(confidence or 0.0),
+            0 if f.rank is not None else 1,
+            f.rank if f.rank is not None else 0.0,
+            SEVERITY_RANK.get(f.severity, 3),
+            -(f.confidence or 0.0),
             index,
         )
 
@@ -95,27 +92,26 @@ def split_recommendation(text: str) -> list[TextPart]:
     return parts
 
 
-def _finding_views(findings: Sequence[Mapping[str, Any]]) -> list[FindingView]:
+def _finding_views(findings: Sequence[Finding]) -> list[FindingView]:
     views = []
     for f in _rank_findings(findings):
-        parts = split_recommendation(_text(f.get("recommendation")))
-        chosen = f.get("fix")  # the code the analysis chose for the finding's stack (fixes.attach_fixes)
+        parts = split_recommendation(_text(f.recommendation))
+        chosen = f.fix  # the code the analysis chose for the finding's stack (fixes.attach_fixes)
         fix = (FixView(_text(chosen.get("flavour")), redact_text(str(chosen["code"])))
-               if isinstance(chosen, Mapping) and isinstance(chosen.get("code"), str)
+               if chosen is not None and isinstance(chosen.get("code"), str)
                and not any(p.kind == "code" for p in parts) else None)
-        evidence = f.get("evidence")
         views.append(
             FindingView(
-                id=_text(f.get("id")) or "finding",
-                title=_text(f.get("title")) or _text(f.get("id")) or "Finding",
-                severity=str(f.get("severity")) if str(f.get("severity")) in SEVERITY_RANK else "info",
-                confidence=_num(f.get("confidence")),
-                evidence=[_text(e) for e in evidence] if isinstance(evidence, list) else [],
+                id=_text(f.id) or "finding",
+                title=_text(f.title) or _text(f.id) or "Finding",
+                severity=f.severity if f.severity in SEVERITY_RANK else "info",
+                confidence=f.confidence,
+                evidence=[_text(e) for e in f.evidence],
                 recommendation=" ".join(p.text for p in parts if p.kind == "text"),
                 recommendation_parts=parts,
                 fix=fix,
-                explains_ms=_num(f.get("explains_ms")),
-                basis=BASIS_LABEL.get(str(f.get("basis"))),
+                explains_ms=f.explains_ms,
+                basis=BASIS_LABEL.get(str(f.basis)),
                 scope=_finding_scope(f),
                 ops=tuple(_finding_ops(f)),
             )
@@ -124,19 +120,19 @@ def _finding_views(findings: Sequence[Mapping[str, Any]]) -> list[FindingView]:
 
 
 
-def _finding_scope(finding: Mapping[str, Any]) -> str:
+def _finding_scope(finding: Finding) -> str:
     """The run a speed finding speaks of, in words: "float16 vs float32, stack tf2.21, on gpu-node"."""
-    precision = _text(finding.get("precision"))
+    precision = _text(finding.precision)
     if not precision:
         return ""
     parts = [f"{precision} vs float32"]
-    stack = _text(finding.get("stack"))
+    stack = _text(finding.stack)
     if stack and stack != "host":
         parts.append(f"stack {stack}")
-    variant = _text(finding.get("variant"))
+    variant = _text(finding.variant)
     if variant and variant != "original":
         parts.append(variant)
-    machine = _text(finding.get("machine"))
+    machine = _text(finding.machine)
     if machine and machine != HOST_MACHINE:
         parts.append(f"on {machine}")
     return ", ".join(parts)
@@ -145,11 +141,9 @@ def _finding_scope(finding: Mapping[str, Any]) -> str:
 FINDING_OPS = 5  # a finding lists its biggest ops; "Where the time went" has the rest
 
 
-def _finding_ops(finding: Mapping[str, Any]) -> list[FindingOpView]:
+def _finding_ops(finding: Finding) -> list[FindingOpView]:
     out = []
-    for op in _list(finding.get("ops"))[:FINDING_OPS]:
-        if not isinstance(op, dict):
-            continue
+    for op in finding.ops[:FINDING_OPS]:
         where = " ".join(p for p in (_text(op.get("layer")) or _text(op.get("name")), pass_label(op.get("pass"))) if p)
         whole = _text(op.get("impl"))
         short = _text(kernel_short_name(whole)) if whole else ""

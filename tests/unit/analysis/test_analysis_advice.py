@@ -61,7 +61,7 @@ def test_slow_16bit_compute_quotes_the_measured_faster_mixed_bfloat16_instead_of
                                                                                         "jit:avx512_core")]}),
                   run("mixed_bfloat16", 55.0))
     diagnosis = diagnose_document(doc)
-    slow = found(diagnosis.findings, "slow_16bit_compute")
+    slow = found(diagnosis.to_dict()["findings"], "slow_16bit_compute")
     assert "float32" not in slow["recommendation"].split(".")[0]
     assert "Train in float32" not in slow["recommendation"]
     # The fix points at the prescription, which says it once.
@@ -75,7 +75,7 @@ def test_no_fast_fp16_hardware_never_calls_a_measured_bfloat16_untested_nor_says
     document that measured mixed_bfloat16 faster."""
     diagnosis = diagnose_document(cpu_doc(run("float32", 100.0), run("float16", 900.0),
                                           run("mixed_bfloat16", 52.0)))
-    fact = found(diagnosis.findings, "no_fast_fp16_hardware")
+    fact = found(diagnosis.to_dict()["findings"], "no_fast_fp16_hardware")
     assert "untested" not in fact["recommendation"].lower()
     assert "train in float32" not in fact["recommendation"].lower()
     assert fact["recommends"]["precision"] == "mixed_bfloat16"
@@ -85,7 +85,7 @@ def test_no_fast_fp16_hardware_never_calls_a_measured_bfloat16_untested_nor_says
 
 def test_an_unmeasured_bfloat16_is_pointed_to_the_machines_untested_entry() -> None:
     diagnosis = diagnose_document(cpu_doc(run("float32", 100.0), run("float16", 900.0)))
-    fact = found(diagnosis.findings, "no_fast_fp16_hardware")
+    fact = found(diagnosis.to_dict()["findings"], "no_fast_fp16_hardware")
     (prescription,) = diagnosis.to_dict()["prescriptions"]
     idea = next(i for i in prescription["untested"] if i["precision"] == "mixed_bfloat16")
     assert f"`{idea['command']}` measures it" in fact["recommendation"]
@@ -98,7 +98,7 @@ def test_a_mixed_float16_measured_slower_than_the_prescription_shows_no_code_for
     nan = {"first": 0.69, "last": None, "nan_or_inf": True}
     doc = cpu_doc(run("float32", 100.0, loss={"first": 0.69, "last": 0.5, "nan_or_inf": False}),
                   run("float16", 15600.0, loss=nan), run("mixed_float16", 15000.0))
-    finding = found(diagnose_document(doc).findings, fid)
+    finding = found(diagnose_document(doc).to_dict()["findings"], fid)
     assert "set_dtype_policy('mixed_float16')" not in finding["recommendation"]
     assert "mixed_float16" in finding["recommendation"] and "slower than float32" in finding["recommendation"]
     assert fix_for(finding, KERAS3) is None  # nor a snippet from the fallback table
@@ -121,7 +121,7 @@ def test_p100_no_tensor_cores_quotes_the_prescription_and_labels_the_fp32_comput
     diagnosis = diagnose_document(p100_doc())
     (prescription,) = diagnosis.to_dict()["prescriptions"]
     assert prescription["recommended"]["precision"] == "mixed_float16"
-    finding = found(diagnosis.findings, "no_tensor_cores")
+    finding = found(diagnosis.to_dict()["findings"], "no_tensor_cores")
     assert finding["recommends"]["precision"] == "mixed_float16"
     assert "keep float32" not in finding["recommendation"]
     assert "export TF_FP16" not in finding["recommendation"]
@@ -134,7 +134,7 @@ def test_p100_cast_overhead_offers_only_what_is_measured_or_labelled_untested() 
     """Was: jit_compile and steps_per_execution as if measured, under a prescription of mixed_float16."""
     diagnosis = diagnose_document(p100_doc())
     (prescription,) = diagnosis.to_dict()["prescriptions"]
-    casts = found(diagnosis.findings, "cast_overhead")
+    casts = found(diagnosis.to_dict()["findings"], "cast_overhead")
     assert "steps_per_execution" not in casts["recommendation"]
     xla = next(i for i in prescription["untested"] if i["variant"] == "xla")
     assert f"`{xla['command']}` measures it" in casts["recommendation"]
@@ -151,7 +151,7 @@ def test_two_machines_with_one_stack_name_each_get_their_own_advice() -> None:
                     run("mixed_bfloat16", 52.0, "xeon", "cpu"),
                     run("float32", 90.0, "epyc", "cpu"), run("float16", 200.0, "epyc", "cpu")]}
     diagnosis = diagnose_document(doc)
-    fact = found(diagnosis.findings, "no_fast_fp16_hardware")
+    fact = found(diagnosis.to_dict()["findings"], "no_fast_fp16_hardware")
     sentences = fact["recommendation"].splitlines()
     epyc = [s for s in sentences if "cpu on epyc" in s]
     xeon = [s for s in sentences if "cpu on xeon" in s]
@@ -174,9 +174,9 @@ def test_a_saved_documents_findings_never_mix_with_fresh_verdicts() -> None:
     doc["findings"] = [{"id": "no_fast_fp16_hardware", "title": "old", "severity": "critical", "confidence": 0.9,
                         "evidence": ["565 ms measured"], "recommendation": "On this CPU train in float32."}]
     saved, fresh = saved_diagnosis(doc), diagnose_document(doc)
-    assert saved.findings == fresh.findings and saved.findings_source == "analysis"
-    assert saved.saved_findings == doc["findings"] and saved.saved_by == "0.0.1"
-    assert not any("On this CPU train in float32" in str(f.get("recommendation")) for f in saved.findings)
+    assert saved.to_dict()["findings"] == fresh.to_dict()["findings"] and saved.findings_source == "analysis"
+    assert [f.to_dict() for f in saved.saved_findings] == doc["findings"] and saved.saved_by == "0.0.1"
+    assert not any("On this CPU train in float32" in str(f.get("recommendation")) for f in saved.to_dict()["findings"])
 
 
 def test_a_preflight_refusal_is_data_that_every_analysis_says_again() -> None:
@@ -185,7 +185,7 @@ def test_a_preflight_refusal_is_data_that_every_analysis_says_again() -> None:
     doc["preflight"] = [{"stack": "tf1.7-cuda9.0", "ok": False, "alternatives": ["tf2.16-cuda12"], "forced": False,
                          "reasons": ["CUDA 9.0 has machine code up to compute capability 7.0; the H100 is 9.0"]}]
     for diagnosis in (diagnose_document(doc), saved_diagnosis(doc)):
-        finding = found(diagnosis.findings, "stack_incompatible_gpu")
+        finding = found(diagnosis.to_dict()["findings"], "stack_incompatible_gpu")
         assert any("CUDA 9.0 has machine code" in e for e in finding["evidence"])
         assert "tf2.16-cuda12" in finding["recommendation"] and "tf1.7-cuda9.0" in finding["stacks"]
 
@@ -223,7 +223,7 @@ def test_no_advice_contradicts_its_machines_measured_table(path: Path) -> None:
     diagnosis = diagnose_document(json.loads(path.read_text(encoding="utf-8")))
     by_where = {(p["machine"], p["stack"]): p for p in diagnosis.to_dict()["prescriptions"]}
     many = len({(r.machine, r.stack) for r in diagnosis.runs}) > 1  # one place is said once, not in each sentence
-    for finding in diagnosis.findings:
+    for finding in diagnosis.to_dict()["findings"]:
         spec = REGISTRY.get(str(finding["id"]))
         remedy = finding.get("remedy") or {}
         text = str(finding.get("recommendation") or "")
@@ -278,8 +278,8 @@ def test_report_and_explain_give_the_same_findings_on_every_example(path: Path) 
     def content(findings: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         return [(f["id"], f.get("basis"), f.get("explains_ms"), f.get("recommendation")) for f in findings]
 
-    explained = diagnose_document(doc).findings
-    assert content(saved_diagnosis(doc).findings) == content(explained)
+    explained = diagnose_document(doc).to_dict()["findings"]
+    assert content(saved_diagnosis(doc).to_dict()["findings"]) == content(explained)
     shown = build_report([doc]).documents[0]
     assert shown.findings_source == "analysis"
     assert sorted(v.id for v in shown.findings) == sorted(f["id"] for f in explained)
@@ -326,7 +326,7 @@ def test_a_recommendation_quotes_the_steps_its_verdict_does() -> None:
     assert prescription["recommended"]["step_ms"] == pytest.approx(steps["mixed_bfloat16"])
     for entry in prescription["measured"]:
         assert entry["step_ms"] == pytest.approx(steps[entry["precision"]]), entry["precision"]
-    said = " ".join(f.get("recommendation") or "" for f in diagnosis.findings)
+    said = " ".join(f.get("recommendation") or "" for f in diagnosis.to_dict()["findings"])
     quoted = set(re.findall(r"([\d.]+ ms) per step", said))
     assert f"float32 took {fmt_ms(steps['float32'])} per step" in said, said
     assert quoted <= {fmt_ms(v) for v in steps.values()}, said

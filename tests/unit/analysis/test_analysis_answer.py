@@ -44,7 +44,7 @@ def test_a_finding_defers_to_the_prescription_by_id() -> None:
     assert by_id["host_fp16_emulation"].points_to == prescription.id
     assert by_id["input_pipeline_bound"].points_to == prescription.id  # its remedy is the measured change
     assert by_id["pageable_copies"].points_to == prescription.id  # its remedy is the batch_bytes change
-    for finding in diagnosis.findings:
+    for finding in diagnosis.to_dict()["findings"]:
         assert diagnosis.to_dict()["prescriptions"][0]["headline"] not in str(finding.get("recommendation"))
 
 

@@ -36,7 +36,7 @@ def _named_causes(verdict: dict[str, Any]) -> set[str]:
 
 def _mistakes(doc: dict[str, Any]) -> list[str]:
     diagnosis = diagnose_document(doc)
-    found = {f["id"] for f in diagnosis.findings}
+    found = {f["id"] for f in diagnosis.to_dict()["findings"]}
     expected = doc["expected"]
     missing = [f"missing {i}" for i in expected["present"] if i not in found]
     wrong = [f"false {i}" for i in expected["absent"] if i in found]

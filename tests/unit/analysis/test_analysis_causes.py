@@ -72,7 +72,7 @@ def test_measured_reference_kernel_is_the_cause_and_explains_most_of_the_time() 
     assert verdict["cause"] == "slow_fp16_kernels" and verdict["basis"] == "measured_ops"
     assert verdict["explained_share"] >= 0.5 and verdict["bound"] is True
     assert verdict["headline"].startswith("float16 is >= ")
-    slow = next(f for f in diagnosis.findings if f["id"] == "slow_fp16_kernels")
+    slow = next(f for f in diagnosis.to_dict()["findings"] if f["id"] == "slow_fp16_kernels")
     assert "conv2d" in slow["title"] and "ref:any" in slow["title"]
     assert any("ref:any" in line and mentions_ms(line, 13200.0) for line in slow["evidence"])
     assert slow["precision"] == "float16" and slow["machine"] == "host" and slow["explains_ms"] > 10000
@@ -87,7 +87,7 @@ def test_explained_never_exceeds_the_difference_and_advice_is_never_a_cause() ->
             assert verdict["cause"] is None or verdict["cause"] in SPEED_CAUSES
             total = sum(c["explains_ms"] for c in verdict["causes"])
             assert total <= abs(verdict["difference_ms"]) + 1e-6
-        for finding in diagnosis.findings:
+        for finding in diagnosis.to_dict()["findings"]:
             if not REGISTRY[finding["id"]].causes_speed:
                 assert finding.get("explains_ms") is None
 
@@ -101,7 +101,7 @@ def test_seed_example_names_host_float16_batches_a_likely_cause_never_a_charged_
     assert verdict["cause"] is None and verdict["causes"] == [] and verdict["explained_share"] == 0.0
     assert verdict["likely_cause"]["id"] == "host_fp16_emulation" and verdict["likely_cause"]["basis"] == "estimate"
     assert "probably because host-side preprocessing runs in float16" in verdict["headline"]
-    host = next(f for f in diagnosis.findings if f["id"] == "host_fp16_emulation")
+    host = next(f for f in diagnosis.to_dict()["findings"] if f["id"] == "host_fp16_emulation")
     assert host["explains_ms"] is None
 
 
@@ -136,9 +136,9 @@ def test_remote_engine_runs_are_judged_against_their_own_gpu() -> None:
     d = doc(run("float32", 100.0, device="gpu:0", stack="tf2.15-keras2", engine=engine),
             run("float16", 180.0, device="gpu:0", stack="tf2.15-keras2", engine=engine), gpus=[h200])
     diagnosis = diagnose_document(d)
-    ids = {f["id"] for f in diagnosis.findings}
+    ids = {f["id"] for f in diagnosis.to_dict()["findings"]}
     assert "tf32_baseline" not in ids  # the local H200 is not where these runs ran
-    hardware = next(f for f in diagnosis.findings if f["id"] == "no_fast_fp16_hardware")
+    hardware = next(f for f in diagnosis.to_dict()["findings"] if f["id"] == "no_fast_fp16_hardware")
     assert any("GTX 1080" in line for line in hardware["evidence"])
     assert not any("H200" in line for line in hardware["evidence"])
     # No ops were measured: the device's fact is reported, never stretched over the difference as its cause.
@@ -160,7 +160,7 @@ def test_oneDNN_off_experiment_confirms_and_quotes_both_times() -> None:
                          experiment={"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}},
                                      "tests": "slow_fp16_kernels"}))
     diagnosis = diagnose_document(d)
-    slow = next(f for f in diagnosis.findings if f["id"] == "slow_fp16_kernels")
+    slow = next(f for f in diagnosis.to_dict()["findings"] if f["id"] == "slow_fp16_kernels")
     assert slow["confirmed_by"] == "onednn_off"
     assert any("TF_ENABLE_ONEDNN_OPTS=0" in line and mentions_ms(line, 24500.0) and mentions_ms(line, 823.0)
                for line in slow["evidence"])
@@ -228,16 +228,16 @@ def test_planner_float32_batches_from_host_float16_work_and_skips_tiny_effects()
 
 def test_bf16_unsupported_on_a_cpu_without_bf16_and_on_volta() -> None:
     cpu = doc(run("float32", 100.0), run("mixed_bfloat16", 400.0), flags=EPYC_AVX2_FLAGS)
-    assert "bf16_unsupported" in {f["id"] for f in diagnose_document(cpu).findings}
+    assert "bf16_unsupported" in {f["id"] for f in diagnose_document(cpu).to_dict()["findings"]}
     v100 = {"index": 0, "name": "Tesla V100-SXM2-16GB", "compute_capability": "7.0"}
     gpu = doc(run("float32", 100.0, device="gpu:0"), run("mixed_bfloat16", 160.0, device="gpu:0"), gpus=[v100])
-    finding = next(f for f in diagnose_document(gpu).findings if f["id"] == "bf16_unsupported")
+    finding = next(f for f in diagnose_document(gpu).to_dict()["findings"] if f["id"] == "bf16_unsupported")
     assert any("7.0" in line for line in finding["evidence"])
 
 
 def test_bf16_preferred_with_the_measured_ratio() -> None:
     d = doc(run("float32", 116.0), run("float16", 900.0), run("mixed_bfloat16", 59.0))
-    finding = next(f for f in diagnose_document(d).findings if f["id"] == "bf16_preferred")
+    finding = next(f for f in diagnose_document(d).to_dict()["findings"] if f["id"] == "bf16_preferred")
     assert "1.97x" in finding["title"] and finding["recommends"]["precision"] == "mixed_bfloat16"
 
 
@@ -270,7 +270,7 @@ def test_one_experiment_credits_one_cause_only() -> None:
     (verdict,) = diagnose_document(d).to_dict()["verdicts"]
     assert [c["id"] for c in verdict["causes"]] == ["slow_fp16_kernels"]
     assert verdict["causes"][0]["explains_ms"] == 7000.0 and verdict["causes"][0]["basis"] == "experiment"
-    setting = next(f for f in diagnose_document(d).findings if f["id"] == "framework_setting")
+    setting = next(f for f in diagnose_document(d).to_dict()["findings"] if f["id"] == "framework_setting")
     assert setting["explains_ms"] is None and mentions_ms(setting["evidence"][0], 3000.0)
 
 
@@ -307,7 +307,7 @@ def test_a_finding_on_one_machine_is_no_estimate_for_another() -> None:
     verdicts = {v["machine"]: v for v in diagnosis.to_dict()["verdicts"]}
     assert verdicts["b"]["cause"] != "bf16_unsupported"
     # The fact is machine a's: reported for it alone, and as a fact, not as a share of either difference.
-    (finding,) = [f for f in diagnosis.findings if f["id"] == "bf16_unsupported"]
+    (finding,) = [f for f in diagnosis.to_dict()["findings"] if f["id"] == "bf16_unsupported"]
     assert any("V100" in line for line in finding["evidence"]) and not any("A100" in line
                                                                           for line in finding["evidence"])
     assert finding["explains_ms"] is None and verdicts["a"]["cause"] is None
@@ -326,7 +326,7 @@ def test_bfloat16_on_a_pre_ampere_tensor_core_gpu_is_not_a_slow_kernel() -> None
     # The bfloat16 conv ran a regular kernel and took longer: the framework's bfloat16 path, measured; the
     # missing bfloat16 units stay a fact beside it.
     assert verdict["cause"] == "slow_16bit_compute" and verdict["basis"] == "measured_ops"
-    (fact,) = [f for f in diagnosis.findings if f["id"] == "bf16_unsupported"]
+    (fact,) = [f for f in diagnosis.to_dict()["findings"] if f["id"] == "bf16_unsupported"]
     assert fact["explains_ms"] is None
 
 
@@ -341,7 +341,7 @@ def test_a_cut_short_base_is_compared_with_the_experiments_first_step() -> None:
     d["runs"].append(run("float16", 800.0, variant="onednn_off", first_step_ms=2500.0,
                          experiment={"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}},
                                      "tests": "slow_fp16_kernels"}))
-    setting = next(f for f in diagnose_document(d).findings if f["id"] == "framework_setting")
+    setting = next(f for f in diagnose_document(d).to_dict()["findings"] if f["id"] == "framework_setting")
     assert "first step" in setting["evidence"][0] and mentions_ms(setting["evidence"][0], 2500.0)
 
 
@@ -353,7 +353,7 @@ def test_a_base_cut_short_by_a_later_warmup_step_is_still_compared_on_first_step
     d["runs"].append(run("float16", 800.0, variant="onednn_off", first_step_ms=2500.0,
                          experiment={"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}},
                                      "tests": "slow_fp16_kernels"}))
-    setting = next(f for f in diagnose_document(d).findings if f["id"] == "framework_setting")
+    setting = next(f for f in diagnose_document(d).to_dict()["findings"] if f["id"] == "framework_setting")
     evidence = setting["evidence"][0]
     assert "first step" in evidence and mentions_ms(evidence, 31000.0) and mentions_ms(evidence, 2500.0)
     assert "one step against one step" in evidence
@@ -362,7 +362,7 @@ def test_a_base_cut_short_by_a_later_warmup_step_is_still_compared_on_first_step
 def test_an_error_that_merely_contains_nan_is_no_instability() -> None:
     d = doc(run("float32", 100.0), {**run("float16", 0.0), "status": "failed", "step_time_ms": None,
                                      "error": "RuntimeError: maintenance window; stack overflow in the loader"})
-    assert "numerics_unstable" not in {f["id"] for f in diagnose_document(d).findings}
+    assert "numerics_unstable" not in {f["id"] for f in diagnose_document(d).to_dict()["findings"]}
 
 
 def test_without_implementation_names_a_pathological_slowdown_still_plans_oneDNN_off_and_it_confirms() -> None:
@@ -434,7 +434,7 @@ def test_the_questions_script_and_the_built_in_workload_get_the_same_verdict_in_
         assert verdict["explained_share"] >= 0.9, name
         verdicts[d["invocation"]["data"]] = verdict["cause"]
         # The AVX2 EPYC's lack of fp16 instructions is still reported, as a fact that explains no time itself.
-        (fact,) = [f for f in diagnose_document(d).findings if f["id"] == "no_fast_fp16_hardware"]
+        (fact,) = [f for f in diagnose_document(d).to_dict()["findings"] if f["id"] == "no_fast_fp16_hardware"]
         assert fact["explains_ms"] is None, name
     assert set(verdicts) == {"script", "synthetic"}
     assert verdicts["script"] == verdicts["synthetic"] == "slow_16bit_compute"
@@ -453,7 +453,7 @@ def test_a_small_input_share_named_by_the_ops_alone_is_information_saying_what_w
     diagnosis = diagnose_document(d)
     (verdict,) = diagnosis.to_dict()["verdicts"]
     assert verdict["cause"] == "slow_16bit_compute"
-    (inputs,) = [f for f in diagnosis.findings if f["id"] == "input_pipeline_bound"]
+    (inputs,) = [f for f in diagnosis.to_dict()["findings"] if f["id"] == "input_pipeline_bound"]
     assert inputs["severity"] == "info" and inputs["explains_ms"] < 0.1 * verdict["difference_ms"]
     assert inputs["title"] == "Producing batches on the host took longer in mixed_float16 than in float32"
 
@@ -578,7 +578,7 @@ def test_a_device_fact_is_no_measured_cause_and_float32_ops_are_not_16_bit_work(
     for cause in verdict["causes"]:
         assert cause["id"] not in HARDWARE_CAUSES
         assert all(o["dtype"] in ("float16", "bfloat16") for o in cause["ops"])
-    (fact,) = [f for f in diagnosis.findings if f["id"] == "no_fast_fp16_hardware"]
+    (fact,) = [f for f in diagnosis.to_dict()["findings"] if f["id"] == "no_fast_fp16_hardware"]
     assert fact["explains_ms"] is None and fact["basis"] is None
     _causes_add_up(verdict)
 
@@ -594,7 +594,7 @@ def test_an_estimate_never_fills_what_is_left() -> None:
         assert all(c["id"] not in HARDWARE_CAUSES for c in verdict["causes"])
         assert "no measured cause explains" in verdict["headline"] or "unexplained" in verdict["headline"]
         _causes_add_up(verdict)
-    assert "no_fast_fp16_hardware" in {f["id"] for f in diagnosis.findings}
+    assert "no_fast_fp16_hardware" in {f["id"] for f in diagnosis.to_dict()["findings"]}
 
 
 def test_every_example_verdict_adds_up_and_charges_hardware_only_16_bit_ops() -> None:
@@ -636,7 +636,7 @@ def test_a_float32_op_on_a_reference_kernel_is_no_16_bit_kernel_cause() -> None:
     (verdict,) = diagnosis.to_dict()["verdicts"]
     assert verdict["outcome"] == "slower"
     assert all(c["id"] != "slow_fp16_kernels" for c in verdict["causes"]), verdict["causes"]
-    assert "slow_fp16_kernels" not in {f["id"] for f in diagnosis.findings}
+    assert "slow_fp16_kernels" not in {f["id"] for f in diagnosis.to_dict()["findings"]}
 
 
 def test_ops_that_moved_against_a_faster_step_are_named_with_their_time() -> None:

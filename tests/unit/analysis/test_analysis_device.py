@@ -41,7 +41,7 @@ def test_float16_in_the_users_pipeline_is_bound_by_the_host_and_the_device_can_c
 
 
 def test_the_host_findings_quote_the_gpus_busy_share(h200):
-    found = {f["id"]: f for f in h200.findings}
+    found = {f["id"]: f for f in h200.to_dict()["findings"]}
     bound = found["input_pipeline_bound"]
     assert any("the GPU was busy 36 ms of the 295 ms profiled step (12%)" in line for line in bound["evidence"])
     copies = found["pageable_copies"]
@@ -82,4 +82,4 @@ def test_a_cpu_document_has_no_device_time_and_no_host_or_device_verdict():
     diagnosis = diagnose_document(json.loads(cpu.read_text(encoding="utf-8")))
     assert all("bound_by" not in v and "precision_bound" not in v for v in diagnosis.to_dict()["verdicts"])
     assert all(r.device_step is None for r in diagnosis.runs)
-    assert "pageable_copies" not in {f["id"] for f in diagnosis.findings}
+    assert "pageable_copies" not in {f["id"] for f in diagnosis.to_dict()["findings"]}

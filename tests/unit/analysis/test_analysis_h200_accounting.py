@@ -32,7 +32,7 @@ def test_in_memory_float16_is_accounted_over_copy_and_kernels_and_the_rest_is_si
 
 
 def test_no_finding_credits_the_kernels_with_the_gain(h200):
-    words = json.dumps(h200.findings, ensure_ascii=False)
+    words = json.dumps(h200.to_dict()["findings"], ensure_ascii=False)
     assert "are what made the step faster" not in words
 
 
@@ -78,13 +78,13 @@ def test_no_layer_is_called_kept_off_tensor_cores_where_its_kernels_ran_on_them(
     ran = {i["layer"] for r in h200_doc["runs"] for i in (r.get("ops") or {}).get("items", [])
            if i.get("tensor_cores") is True}
     assert {"conv2d", "dense"} <= ran
-    words = json.dumps(h200.findings, ensure_ascii=False)
+    words = json.dumps(h200.to_dict()["findings"], ensure_ascii=False)
     assert "kept off Tensor Cores (conv2d" not in words
-    assert not any(f["id"] == "tensor_cores_not_eligible" for f in h200.findings)
+    assert not any(f["id"] == "tensor_cores_not_eligible" for f in h200.to_dict()["findings"])
 
 
 def test_the_tf32_finding_reports_the_measured_tf32_off_run_and_keeps_tf32(h200):
-    (finding,) = [f for f in h200.findings if f["id"] == "tf32_baseline"]
+    (finding,) = [f for f in h200.to_dict()["findings"] if f["id"] == "tf32_baseline"]
     text = finding["recommendation"]
     assert "disable TF32" not in text and "allow_tf32 = False" not in text
     assert "float32 with TF32 off took 284 ms" in text and "Keep TF32 on" in text
@@ -101,7 +101,7 @@ def test_a_configuration_not_compared_is_listed_after_the_compared_ones(h200):
 def test_the_input_pipelines_expected_gain_is_float32s_and_busy_shares_say_their_window(h200):
     from fp16doctor.analysis.values import fmt_ms
 
-    (finding,) = [f for f in h200.findings if f["id"] == "input_pipeline_bound"]
+    (finding,) = [f for f in h200.to_dict()["findings"] if f["id"] == "input_pipeline_bound"]
     assert "632 ms" not in finding["recommendation"]  # float16's figure, under a float32 prescription
     # The gain the prescription's input-pipeline change quotes (303 -> 82 ms), not a second pair of figures.
     (prescription,) = h200.to_dict()["prescriptions"]
@@ -149,7 +149,7 @@ def test_a_refused_comparison_gets_no_figure_and_its_finding_quotes_the_steps_it
     assert off is not None and off.comparison_refused and off.versus() == "not compared"
     line = next(p for p in h200.answer.changes if "NVIDIA_TF32_OVERRIDE=0" in p.label)
     assert line.versus == "not compared"
-    tf32 = next(f for f in h200.findings if f["id"] == "tf32_baseline")
+    tf32 = next(f for f in h200.to_dict()["findings"] if f["id"] == "tf32_baseline")
     assert "took 284 ms a step against 305 ms with TF32 (not compared)" in tf32["recommendation"]
 
 
@@ -170,14 +170,14 @@ def test_an_experiment_quotes_the_steps_the_measured_table_gives_its_two_runs(h2
     step = {(m["precision"], m["variant"]): m["step_ms"] for m in prescription["measured"]}
     before, after = fmt_ms(step[("float16", "original")]), fmt_ms(step[("float16", "float32_batches")])
     assert (before, after) == ("665 ms", "691 ms")
-    words = json.dumps(h200.findings, ensure_ascii=False)
+    words = json.dumps(h200.to_dict()["findings"], ensure_ascii=False)
     assert f"the float16 step went from {before} to {after}" in words
     assert "678 ms" not in words and "704 ms" not in words
 
 
 def test_an_outcome_measured_with_batches_in_memory_says_so_in_its_title(h200):
     """float16 as written is 2.2x slower; "float16 is 1.8x faster than float32" (its in-memory run) contradicted it."""
-    (faster,) = [f for f in h200.findings if f["id"] == "fp16_faster"]
+    (faster,) = [f for f in h200.to_dict()["findings"] if f["id"] == "fp16_faster"]
     assert faster["title"] == "float16 with batches in memory is 1.8x faster than float32"
 
 

@@ -13,7 +13,7 @@ import pytest
 @pytest.fixture(scope="module")
 def words(h200) -> str:
     """Everything the analysis says, as `explain --json` prints it."""
-    return json.dumps({"findings": h200.findings, "verdicts": h200.to_dict()["verdicts"],
+    return json.dumps({"findings": h200.to_dict()["findings"], "verdicts": h200.to_dict()["verdicts"],
                        "prescriptions": h200.to_dict()["prescriptions"]}, ensure_ascii=False)
 
 
@@ -26,7 +26,7 @@ def test_float16s_measured_cause_is_the_hosts_float16_batches(h200):
     assert verdict["cause"] == "host_fp16_emulation" and verdict["basis"] == "measured_ops"
     assert verdict["explained_share"] >= 0.8
     assert verdict["likely_cause"] is None
-    path = [f for f in h200.findings if f["id"] == "framework_16bit_path"]
+    path = [f for f in h200.to_dict()["findings"] if f["id"] == "framework_16bit_path"]
     assert not path  # the GPU did less work in float16: its 16-bit path is not what was slow
 
 
@@ -37,7 +37,7 @@ def test_no_headline_says_nothing_explains_what_a_finding_measured(h200, words):
 
 
 def test_no_fix_forbids_a_setting_and_promises_its_gain(h200):
-    for finding in h200.findings:
+    for finding in h200.to_dict()["findings"]:
         text = str(finding.get("recommendation") or "")
         assert not ("Do not set" in text and "Expected gain" in text), finding["id"]
 
@@ -80,7 +80,7 @@ def test_the_mixed_verdicts_name_the_input_pipelines_noise_and_the_device_side_c
 
 
 def test_small_causes_stay_small(h200):
-    found = {f["id"]: f for f in h200.findings}
+    found = {f["id"]: f for f in h200.to_dict()["findings"]}
     cast = found.get("cast_overhead")
     assert cast is None or all(float(m) < 2.0 for line in cast["evidence"]
                                for m in re.findall(r"casts .*?cost (\d+(?:\.\d+)?) ms", line))

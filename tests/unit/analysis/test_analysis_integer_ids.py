@@ -44,7 +44,7 @@ def test_rounding_is_what_a_cast_makes_of_an_id() -> None:
 
 def test_ids_rounded_by_an_autocasting_layer_are_said_and_never_prescribed() -> None:
     diagnosis = diagnose_document(_doc())
-    finding = next(f for f in diagnosis.findings if f["id"] == "integer_ids_rounded")
+    finding = next(f for f in diagnosis.to_dict()["findings"] if f["id"] == "integer_ids_rounded")
     assert finding["severity"] == "critical"
     said = finding["evidence"][0]
     assert "257 becomes 256 and 19,999 becomes 19,968" in said and "token_and_position_embedding" in said
@@ -62,7 +62,7 @@ def test_ids_rounded_by_an_autocasting_layer_are_said_and_never_prescribed() -> 
 ])
 def test_exact_or_uncast_ids_change_nothing(changes: dict[str, Any], why: str) -> None:
     diagnosis = diagnose_document(_doc(**changes))
-    assert "integer_ids_rounded" not in {f["id"] for f in diagnosis.findings}, why
+    assert "integer_ids_rounded" not in {f["id"] for f in diagnosis.to_dict()["findings"]}, why
     assert diagnosis.to_dict()["prescriptions"][0]["recommended"]["precision"] == "mixed_bfloat16", why
 
 
@@ -70,7 +70,7 @@ def test_a_float16_input_rounds_at_the_input_itself() -> None:
     doc = copy.deepcopy(_doc(max_id=5000.0, autocast=False))
     doc["runs"][1]["precision"] = "float16"
     doc["runs"][1]["model"]["inputs"][0]["dtype"] = "float16"  # floatx float16 makes a float Input float16
-    finding = next(f for f in diagnose_document(doc).findings if f["id"] == "integer_ids_rounded")
+    finding = next(f for f in diagnose_document(doc).to_dict()["findings"] if f["id"] == "integer_ids_rounded")
     said = finding["evidence"][0]
     assert "the input itself is float16" in said and "2,049 becomes 2,048:" in said  # 5,000 itself is exact
 
@@ -84,7 +84,7 @@ def test_a_16_bit_run_that_failed_on_its_rounded_ids_is_said_from_float32s_recor
     doc = _doc()
     doc["runs"][1] = {"stack": "host", "precision": "mixed_float16", "variant": "original", "device": "cpu",
                       "status": "failed", "error": "InvalidArgumentError: Graph execution error"}
-    finding = next(f for f in diagnose_document(doc).findings if f["id"] == "integer_ids_rounded")
+    finding = next(f for f in diagnose_document(doc).to_dict()["findings"] if f["id"] == "integer_ids_rounded")
     assert [r["precision"] for r in finding["runs"]] == ["mixed_float16"]
     said = finding["evidence"][0]
     assert "as float32's run recorded them; this run failed" in said
@@ -120,7 +120,7 @@ def test_a_failed_floatx_run_is_read_only_through_a_layer_that_casts(autocast: b
     doc = _doc(autocast=autocast)
     doc["runs"][1] = {"stack": "host", "precision": "float16", "variant": "original", "device": "cpu",
                       "status": "failed", "error": "InvalidArgumentError: Graph execution error"}
-    found = [f for f in diagnose_document(doc).findings if f["id"] == "integer_ids_rounded"]
+    found = [f for f in diagnose_document(doc).to_dict()["findings"] if f["id"] == "integer_ids_rounded"]
     assert bool(found) is said
     if said:
         assert "casts it to float16" in found[0]["evidence"][0] and "input itself" not in found[0]["evidence"][0]

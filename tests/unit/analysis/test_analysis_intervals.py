@@ -263,7 +263,7 @@ def test_one_step_against_one_step_confirms_nothing_below_two_x() -> None:
     changed.update(variant="onednn_off", bound=True, first_step_ms=20400.0,
                    experiment={"changes": {"env": {"TF_ENABLE_ONEDNN_OPTS": "0"}}, "tests": "slow_fp16_kernels"})
     doc["runs"].append(changed)
-    findings = diagnose_document(doc).findings
+    findings = diagnose_document(doc).to_dict()["findings"]
     assert "framework_setting" not in {f["id"] for f in findings}
 
 

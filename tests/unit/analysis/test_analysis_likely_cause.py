@@ -31,7 +31,7 @@ def _verdict(diagnosis: Any, precision: str) -> dict[str, Any]:
 
 
 def _ids(diagnosis: Any) -> set[str]:
-    return {f["id"] for f in diagnosis.findings}
+    return {f["id"] for f in diagnosis.to_dict()["findings"]}
 
 
 # ---------------------------------------------------------------------------------------- likely_cause
@@ -46,7 +46,7 @@ def test_a_cpu_without_fp16_names_its_likely_cause_and_charges_no_time() -> None
     assert "avx512_fp16" in verdict["likely_cause"]["why"]
     assert "probably because this device computes fp16 no faster than fp32" in verdict["headline"]
     assert "not measured: fp16doctor diagnose on that machine measures it" in verdict["headline"]
-    hardware = next(f for f in diagnosis.findings if f["id"] == "no_fast_fp16_hardware")
+    hardware = next(f for f in diagnosis.to_dict()["findings"] if f["id"] == "no_fast_fp16_hardware")
     assert hardware["explains_ms"] is None  # a device fact is never charged as time
 
 
@@ -96,7 +96,7 @@ def test_a_cpu_named_without_flags_is_judged_by_its_generation() -> None:
 
 def test_bf16_without_units_but_faster_is_no_warning_to_use_float32() -> None:
     doc = _doc({"cpu": {"model": "Raspberry Pi (Cortex-A53)"}}, ("float32", 88.0), ("bfloat16", 68.0))
-    finding = next(f for f in diagnose_document(doc).findings if f["id"] == "bf16_unsupported")
+    finding = next(f for f in diagnose_document(doc).to_dict()["findings"] if f["id"] == "bf16_unsupported")
     assert finding["severity"] == "info" and "measured faster" in finding["recommendation"]
 
 
@@ -137,7 +137,7 @@ def test_a_16bit_run_whose_gpu_utilisation_collapses_points_at_the_framework() -
     doc = _doc(host, ("float32", 100.0), ("float16", 400.0), device="gpu:0")
     doc["runs"][0]["gpu_utilization_pct"] = {"median": 90.0}
     doc["runs"][1]["gpu_utilization_pct"] = {"median": 12.0}
-    finding = next(f for f in diagnose_document(doc).findings if f["id"] == "framework_16bit_path")
+    finding = next(f for f in diagnose_document(doc).to_dict()["findings"] if f["id"] == "framework_16bit_path")
     assert any("busy 12% of the float16 steps against 90%" in line for line in finding["evidence"])
 
 
@@ -183,7 +183,7 @@ def test_inference_gets_no_training_numerics_advice() -> None:
     host = {"gpus": [{"name": "NVIDIA A100-SXM4-40GB", "compute_capability": "8.0"}]}
     trained = diagnose_document(_doc(host, ("float32", 100.0), ("float16", 40.0), device="gpu:0"))
     served = diagnose_document(_doc(host, ("float32", 100.0), ("float16", 40.0), device="gpu:0", mode="inference"))
-    advice = {d: next(f for f in x.findings if f["id"] == "fp16_faster")["recommendation"]
+    advice = {d: next(f for f in x.to_dict()["findings"] if f["id"] == "fp16_faster")["recommendation"]
               for d, x in (("train", trained), ("infer", served))}
     assert "numerics of training" in advice["train"] and "numerics of training" not in advice["infer"]
 

@@ -60,7 +60,7 @@ def _advice_texts(diagnosis: Any) -> Iterator[str]:
             yield from (str(n) for n in entry.get("notes") or [])
         for idea in prescription["untested"]:
             yield " ".join(str(idea.get(k) or "") for k in ("setting", "why", "no_command"))
-    for finding in diagnosis.findings:
+    for finding in diagnosis.to_dict()["findings"]:
         yield str(finding.get("recommendation") or "")
 
 
@@ -161,9 +161,9 @@ def test_a_missing_mixed_precision_api_is_no_reason_a_plain_half_inference_is_sl
     """torch.cuda.amp arrived in 1.6: an older PyTorch lacks it, which matters to training, not to a .half() model
     run forward only."""
     inference = diagnose_document(_torch_half_doc("inference"))
-    assert not any("torch.cuda.amp" in e for f in inference.findings for e in f.get("evidence") or [])
+    assert not any("torch.cuda.amp" in e for f in inference.to_dict()["findings"] for e in f.get("evidence") or [])
     training = diagnose_document(_torch_half_doc("training"))
-    assert any("torch.cuda.amp" in e for f in training.findings for e in f.get("evidence") or [])
+    assert any("torch.cuda.amp" in e for f in training.to_dict()["findings"] for e in f.get("evidence") or [])
 
 
 def test_float32_is_said_in_the_framework_that_ran() -> None:
@@ -186,8 +186,8 @@ def _two_jax_releases(newer: str, older_ms: float) -> dict[str, Any]:
 
 def test_a_newer_release_much_faster_on_the_same_type_names_the_old_stack_and_only_then() -> None:
     """No float32 to compare with: the same type on two stacks of one machine is the measurement."""
-    found = {f["id"]: f for f in diagnose_document(_two_jax_releases("0.4.21", 55.0)).findings}
+    found = {f["id"]: f for f in diagnose_document(_two_jax_releases("0.4.21", 55.0)).to_dict()["findings"]}
     assert found["old_stack"]["title"] == "This software stack lacks the fast bf16 paths"  # bfloat16 was measured
     # Within the band, or no newer library: no such claim.
-    assert "old_stack" not in {f["id"] for f in diagnose_document(_two_jax_releases("0.4.21", 16.0)).findings}
-    assert "old_stack" not in {f["id"] for f in diagnose_document(_two_jax_releases("0.4.20", 55.0)).findings}
+    assert "old_stack" not in {f.id for f in diagnose_document(_two_jax_releases("0.4.21", 16.0)).findings}
+    assert "old_stack" not in {f.id for f in diagnose_document(_two_jax_releases("0.4.20", 55.0)).findings}

@@ -145,7 +145,7 @@ def _terminal(renderable: Any) -> str:
 def test_every_output_shows_the_changes_after_the_input_pipeline(h200_doc: dict[str, Any]) -> None:
     doc = _fresh(h200_doc)
     diagnosis = diagnose_document(doc)
-    saved = {**doc, "findings": diagnosis.findings, "verdicts": diagnosis.to_dict()["verdicts"],
+    saved = {**doc, "findings": diagnosis.to_dict()["findings"], "verdicts": diagnosis.to_dict()["verdicts"],
              "prescriptions": diagnosis.to_dict()["prescriptions"], "stack_comparisons": diagnosis.stack_comparisons}
     outcome = DiagnoseOutcome(saved, Path("out/results.json"), None, 0, [], diagnosis)
     page = render_html([saved])

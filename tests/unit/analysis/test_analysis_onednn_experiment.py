@@ -52,6 +52,6 @@ def test_an_op_that_ran_only_in_16_bits_reads_none_in_float32_never_0_ms() -> No
     from fp16doctor.analysis import saved_diagnosis
 
     doc = Path(__file__).resolve().parents[3] / "docs" / "examples" / "cpu-xeon-amx-quick" / "results.json"
-    lines = [str(e) for f in saved_diagnosis(json.loads(doc.read_text())).findings for e in f.get("evidence") or []]
+    lines = [e for f in saved_diagnosis(json.loads(doc.read_text())).findings for e in f.evidence]
     assert any("layout ran jit:uni: 795 ms wall (1590 ms own) in float16 vs none in float32" in e for e in lines)
     assert not any(" vs 0 ms in " in e for e in lines)

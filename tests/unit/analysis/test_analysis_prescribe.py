@@ -68,26 +68,27 @@ def test_xeon_prescription_is_mixed_bfloat16_and_nothing_recommends_onednn_off(w
     assert chosen["speedup"] > 1 and chosen["speedup_interval"][0] > 1
     assert "set_dtype_policy('mixed_bfloat16')" in chosen["how"]
     assert prescription["headline"].startswith("Use mixed_bfloat16:")
-    for finding in diagnosis.findings:
+    for finding in diagnosis.to_dict()["findings"]:
         assert not recommends_onednn_off(finding), finding
         recommends = finding.get("recommends") or {}
         if recommends.get("setting") == "TF_ENABLE_ONEDNN_OPTS=0":
             assert "Do not set" in finding["recommendation"]
             assert recommends["measured_speedup"] < 1
-    assert diagnosis.findings[0]["id"] == "bf16_preferred"  # the prescription's evidence ranks first
+    assert diagnosis.to_dict()["findings"][0]["id"] == "bf16_preferred"  # the prescription's evidence ranks first
 
 
 def test_avx2_example_prescribes_float32_and_quotes_every_measured_slowdown() -> None:
     doc = json.loads((EXAMPLES / "cpu-epyc-avx2-quick" / "results.json").read_text())
     diagnosis = diagnose_document(doc)
     assert only(diagnosis.to_dict()["prescriptions"])["recommended"]["precision"] == "float32"
-    mixed = [f for f in diagnosis.findings if (f.get("instead_of") or {}).get("precision") == "mixed_float16"]
+    mixed = [f for f in diagnosis.to_dict()["findings"]
+             if (f.get("instead_of") or {}).get("precision") == "mixed_float16"]
     assert mixed, "pure_float16_floatx sets mixed_float16 aside, measured slower"
     for finding in mixed:
         assert finding["instead_of"]["measured_speedup"] < 1
         assert finding["recommends"]["precision"] == "float32"  # the prescription, never the slower one
         assert "slower than float32" in finding["recommendation"]
-    assert not any("better still" in str(f.get("recommendation")) for f in diagnosis.findings)
+    assert not any("better still" in str(f.get("recommendation")) for f in diagnosis.to_dict()["findings"])
 
 
 def test_gpu_machines_each_get_their_own_fastest_safe_configuration() -> None:
@@ -187,11 +188,12 @@ def test_a_scripts_prescription_offers_no_channels_padded_command() -> None:
     doc = {"schema_version": 1, "host": volta, "runs": runs,
            "invocation": {"argv": ["fp16doctor", "diagnose", "--script", "train.py"]}}
     diagnosis = diagnose_document(doc)
-    assert "tensor_cores_not_eligible" in {f["id"] for f in diagnosis.findings}
+    assert "tensor_cores_not_eligible" in {f["id"] for f in diagnosis.to_dict()["findings"]}
     prescription = only(diagnosis.to_dict()["prescriptions"])
     padded = [u for u in prescription["untested"] if u["variant"] == "channels_padded"]
     assert all(u["command"] is None and u["no_command"] for u in padded), padded
-    for text in [str(u["command"]) for u in prescription["untested"]] + [str(f) for f in diagnosis.findings]:
+    findings = diagnosis.to_dict()["findings"]
+    for text in [str(u["command"]) for u in prescription["untested"]] + [str(f) for f in findings]:
         assert "--variant channels_padded" not in text or "--script" not in text
 
 
@@ -216,7 +218,7 @@ def test_untested_command_takes_the_engines_own_rerun_options_over_any_inference
 
 def test_a_recommendation_of_an_unmeasured_configuration_says_it_is_untested() -> None:
     doc = recorded_doc(XEON)  # no mixed_float16 run
-    floatx = next(f for f in diagnose_document(doc).findings if f["id"] == "pure_float16_floatx")
+    floatx = next(f for f in diagnose_document(doc).to_dict()["findings"] if f["id"] == "pure_float16_floatx")
     assert floatx["recommends"] == {"precision": "mixed_float16", "variant": "original", "setting": None,
                                     "measured_speedup": None}
     assert "Untested: mixed_float16" in floatx["recommendation"]
@@ -264,6 +266,6 @@ def test_a_stack_that_ran_a_mixed_policy_is_never_said_to_have_none() -> None:
                                                      "compute_capability": "7.0"}]},
            "runs": [run("float32", 200.0), run("mixed_float16", 100.0), run("float16", 90.0)]}
     diagnosis = diagnose_document(doc)
-    said = json.dumps({"findings": diagnosis.findings, "prescriptions": diagnosis.to_dict()["prescriptions"]})
+    said = json.dumps({k: diagnosis.to_dict()[k] for k in ("findings", "prescriptions")})
     assert "no mixed precision API" not in said
     assert {m["precision"] for m in diagnosis.to_dict()["prescriptions"][0]["measured"]} >= {"mixed_float16", "float16"}

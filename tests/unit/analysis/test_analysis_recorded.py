@@ -72,7 +72,7 @@ def test_xeon_float16_verdict_is_the_reference_weight_gradient_kernel() -> None:
     fp16 = next(v for v in diagnosis.to_dict()["verdicts"] if v["precision"] == "float16")
     assert fp16["cause"] == "slow_fp16_kernels" and fp16["basis"] == "measured_ops"
     assert fp16["explained_share"] >= 0.5
-    slow = next(f for f in diagnosis.findings if f["id"] == "slow_fp16_kernels")
+    slow = next(f for f in diagnosis.to_dict()["findings"] if f["id"] == "slow_fp16_kernels")
     layers = {op["layer"] for op in slow["ops"] if op["impl"] == "ref:any"}
     assert {"conv2d", "conv2d_1", "conv2d_2", "conv2d_3"} <= layers
     assert all(op["pass"] == "backward_weights" for op in slow["ops"]
@@ -81,7 +81,7 @@ def test_xeon_float16_verdict_is_the_reference_weight_gradient_kernel() -> None:
     assert [(p["variant"], p["precision"]) for p in plan_experiments(recorded_doc(XEON))] == [
         ("onednn_off", "float16"), ("onednn_off", "float32")]
     # AMX-BF16 made mixed_bfloat16 faster than float32: bfloat16 is this CPU's fast 16-bit type.
-    assert "bf16_preferred" in {f["id"] for f in diagnosis.findings}
+    assert "bf16_preferred" in {f["id"] for f in diagnosis.to_dict()["findings"]}
 
 
 def test_epyc_avx2_recording_has_no_reference_kernel_to_blame() -> None:
@@ -89,10 +89,10 @@ def test_epyc_avx2_recording_has_no_reference_kernel_to_blame() -> None:
     bfloat16 ops ran regular kernels: the framework's bfloat16 path is what was measured, and the CPU's missing
     bfloat16 instructions stay a fact reported beside it."""
     diagnosis = diagnose_document(recorded_doc(EPYC))
-    assert "slow_fp16_kernels" not in {f["id"] for f in diagnosis.findings}
+    assert "slow_fp16_kernels" not in {f["id"] for f in diagnosis.to_dict()["findings"]}
     bf16 = next(v for v in diagnosis.to_dict()["verdicts"] if v["precision"] == "mixed_bfloat16")
     assert bf16["outcome"] == "slower" and bf16["cause"] == "slow_16bit_compute"
-    (fact,) = [f for f in diagnosis.findings if f["id"] == "bf16_unsupported"]
+    (fact,) = [f for f in diagnosis.to_dict()["findings"] if f["id"] == "bf16_unsupported"]
     assert fact["explains_ms"] is None
 
 
@@ -106,7 +106,7 @@ def test_epyc_avx512_bf16_recording_prescribes_mixed_bfloat16() -> None:
     prescription, = diagnosis.to_dict()["prescriptions"]
     assert prescription["recommended"]["precision"] == "mixed_bfloat16"
     assert prescription["recommended"]["speedup"] == pytest.approx(verdicts["mixed_bfloat16"]["ratio"], rel=1e-3)
-    for finding in diagnosis.findings:
+    for finding in diagnosis.to_dict()["findings"]:
         steer = finding.get("recommends") or {}
         if steer.get("precision") in ("float16", "mixed_float16") and steer.get("measured_speedup"):
             assert "slower than float32" in finding["recommendation"] or steer["measured_speedup"] > 1
@@ -148,5 +148,5 @@ def test_generator_recording_on_its_timed_steps_adds_up_and_counts_the_host_once
     host = causes["host_fp16_emulation"]
     assert host["basis"] == "measured_ops"
     assert host["explains_ms"] <= input_wall["float16"] - input_wall["float32"] + 0.01
-    (fact,) = [f for f in diagnosis.findings if f["id"] == "no_fast_fp16_hardware"]
+    (fact,) = [f for f in diagnosis.to_dict()["findings"] if f["id"] == "no_fast_fp16_hardware"]
     assert fact["explains_ms"] is None

@@ -34,7 +34,7 @@ def _verdict(diagnosis: Any, precision: str) -> dict[str, Any]:
 
 
 def _finding(diagnosis: Any, fid: str) -> dict[str, Any] | None:
-    return next((f for f in diagnosis.findings if f["id"] == fid), None)
+    return next((f for f in diagnosis.to_dict()["findings"] if f["id"] == fid), None)
 
 
 def _likely(diagnosis: Any, precision: str) -> str | None:
@@ -248,7 +248,7 @@ def test_a_library_that_casts_around_missing_cpu_kernels_names_its_casts_before_
                software={"onnxruntime": "1.10"})
     doc["host"]["cpu"] = {"model": "Intel i5 (model not stated)"}
     diagnosis = diagnose_document(doc)
-    assert {"no_fast_fp16_hardware", "cast_overhead"} <= {f["id"] for f in diagnosis.findings}
+    assert {"no_fast_fp16_hardware", "cast_overhead"} <= {f["id"] for f in diagnosis.to_dict()["findings"]}
     assert _likely(diagnosis, "float16") == "cast_overhead"
     torch = _doc(None, ("float32", 170.0), ("float16", 240.0), batch=1, mode="inference")
     assert _likely(diagnose_document(torch), "float16") == "no_fast_fp16_hardware"  # PyTorch converts per op

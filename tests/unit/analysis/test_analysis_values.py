@@ -182,7 +182,8 @@ def test_every_output_of_an_example_quotes_one_step_per_configuration(path: Path
 
     example = json.loads(path.read_text(encoding="utf-8"))
     diagnosis = diagnose_document(example)
-    words = _terminal(findings_text(diagnosis, full=True)) + json.dumps(diagnosis.findings, ensure_ascii=False)
+    words = _terminal(findings_text(diagnosis, full=True)) + json.dumps(diagnosis.to_dict()["findings"],
+                                                                         ensure_ascii=False)
     for row in diagnosis.runs:
         run = example["runs"][row.index]
         rounds = (run.get("step_time_ms") or {}).get("rounds") or []

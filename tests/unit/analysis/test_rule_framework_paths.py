@@ -19,7 +19,7 @@ def _case(name: str) -> dict[str, Any]:
 
 
 def _ids(doc: dict[str, Any]) -> set[str]:
-    return {f["id"] for f in diagnose_document(doc).findings}
+    return {f["id"] for f in diagnose_document(doc).to_dict()["findings"]}
 
 
 def test_amx_bf16_without_amx_fp16_makes_bfloat16_the_fast_type_not_the_framework() -> None:
@@ -40,9 +40,9 @@ def test_amx_bf16_without_amx_fp16_makes_bfloat16_the_fast_type_not_the_framewor
 def test_a_16_bit_build_of_float32_size_is_a_type_that_did_not_apply() -> None:
     doc = _case("volta-v100-swin-tensorrt-fp16-engine-same-size")
     diagnosis = diagnose_document(doc)
-    (finding,) = [f for f in diagnosis.findings if f["id"] == "precision_not_applied"]
+    (finding,) = [f for f in diagnosis.to_dict()["findings"] if f["id"] == "precision_not_applied"]
     assert any("115 MiB against float32's 116 MiB" in line for line in finding["evidence"])
-    assert "small_model_overhead" not in {f["id"] for f in diagnosis.findings}
+    assert "small_model_overhead" not in {f["id"] for f in diagnosis.to_dict()["findings"]}
     half = copy.deepcopy(doc)
     half["runs"][1]["workload"]["model_mib"] = 58
     assert "precision_not_applied" not in _ids(half)

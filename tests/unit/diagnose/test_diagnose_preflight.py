@@ -32,6 +32,6 @@ def test_a_preflight_refusal_is_stored_as_data_and_found_again_by_explain(
     (check,) = saved["preflight"]
     assert check["stack"] == "tf1.7-cuda9.0" and check["ok"] is False and check["reasons"] == REFUSED["evidence"]
     for diagnosis in (diagnose_document(saved), saved_diagnosis(saved)):
-        finding = next(f for f in diagnosis.findings if f["id"] == "stack_incompatible_gpu")
+        finding = next(f for f in diagnosis.to_dict()["findings"] if f["id"] == "stack_incompatible_gpu")
         assert any("CUDA 9.0 has machine code" in line for line in finding["evidence"])
         assert "tf2.16-cuda12" in finding["recommendation"]

@@ -119,7 +119,7 @@ def printed_commands(text: str) -> list[str]:
 def _texts(doc: dict[str, Any]) -> list[str]:
     """What fp16doctor prints of a document: its fresh analysis (explain --json), explain's text, both reports."""
     diagnosis = diagnose_document(doc)
-    analysed = {"findings": diagnosis.findings, "verdicts": diagnosis.to_dict()["verdicts"],
+    analysed = {"findings": diagnosis.to_dict()["findings"], "verdicts": diagnosis.to_dict()["verdicts"],
                 "prescriptions": diagnosis.to_dict()["prescriptions"]}
     terminal = io.StringIO()  # wide enough that no command wraps
     Console(file=terminal, width=1000, color_system=None).print(findings_text(diagnosis))

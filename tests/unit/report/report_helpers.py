@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fp16doctor.analysis import Diagnosis, saved_diagnosis
+from fp16doctor.analysis.finding import Finding
 from fp16doctor.analysis.fixes import attach_fixes
 from fp16doctor.analysis.verdict import Verdict
 from fp16doctor.analysis.verdicts import complete_saved
@@ -57,7 +58,7 @@ def fixed_sources(
     def diagnose(doc: dict[str, Any]) -> Diagnosis:
         real = saved_diagnosis(doc)
         if real.findings_source == "results":  # a file with no runs: its own findings are all there is
-            return replace(real, verdicts=tuple(Verdict.of(complete_saved(v, real.findings))
+            return replace(real, verdicts=tuple(Verdict.of(complete_saved(v, real.to_dict()["findings"]))
                                                 for v in copy.deepcopy(verdicts))) \
                 if verdicts is not None else real
         chosen = verdicts if verdicts is not None else real.to_dict()["verdicts"]
@@ -66,9 +67,9 @@ def fixed_sources(
         fixed = copy.deepcopy(findings if findings is not None else own or FAKE_FINDINGS)
         attach_fixes(fixed, real.runs, chosen)  # each finding's code for its stack, as the analysis chooses it
         # Verdicts given here are phrased as the analysis phrases saved ones; its own are already.
-        return replace(real, findings=fixed, verdicts=tuple(Verdict.of(complete_saved(v, fixed))
-                                                             for v in copy.deepcopy(chosen)),
-                       findings_source="analysis" if fixed else "none", saved_findings=[])
+        judged = tuple(Verdict.of(complete_saved(v, fixed)) for v in copy.deepcopy(chosen))
+        return replace(real, findings=tuple(Finding.of(f) for f in fixed), verdicts=judged,
+                       findings_source="analysis" if fixed else "none", saved_findings=())
 
     return Sources(
         diagnose=diagnose,

@@ -96,7 +96,7 @@ def test_a_saved_documents_findings_are_the_analysis_of_its_runs_never_the_files
     beside fresh verdicts."""
     doc = build_report([rich_doc], Sources()).documents[0]
     assert doc.findings_source == "analysis"
-    assert [f.id for f in doc.findings] == [f["id"] for f in diagnose_document(rich_doc).findings]
+    assert [f.id for f in doc.findings] == [f["id"] for f in diagnose_document(rich_doc).to_dict()["findings"]]
 
 
 def test_doc_without_findings_gets_the_analysis(seed_doc, sources):

@@ -1,0 +1,94 @@
+"""A finding as the analysis hands it to every output: frozen, typed where an output reads it, and the same record
+results.json keeps.
+
+The rules, the accounting, hold.py and fixes.py draft a finding as a record while the diagnosis is made;
+`Finding.of` freezes it (or one a saved document kept, however it was written) into this; `to_dict` writes it back
+as it was (`of(f.to_dict()) == f`). The fields below are what the answer, the detail and the renderers read; the
+record's other facts (what it recommends and instead of what, the remedy by machine, the rule's own figures) stay in
+`record`, read-only, for results.json and `--json`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from fp16doctor.analysis.values import as_list, as_number
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return MappingProxyType({str(k): _frozen(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _thawed(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thawed(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thawed(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the analysis found, ranked: what it is, what it explains, its evidence and what to do."""
+
+    id: str
+    title: str
+    severity: str  # "critical" | "warning" | "info"
+    confidence: float | None
+    rank: int | None
+    evidence: tuple[str, ...]
+    recommendation: str
+    explains_ms: float | None  # the time of a 16-bit configuration's difference it accounts for
+    basis: str | None  # "measured_ops" | "experiment" | "estimate", or None for evidence that explains no time
+    saves_ms: float | None  # what its recommended configuration measured faster
+    machine: str | None  # the pair it speaks for, where it is a speed finding
+    stack: str | None
+    variant: str | None
+    precision: str | None
+    prescribed: bool  # the prescription's own evidence
+    ops: tuple[Mapping[str, Any], ...]  # the measured ops behind it, largest first
+    fix: Mapping[str, Any] | None  # the code the analysis chose for its stack (fixes.attach_fixes)
+    record: Mapping[str, Any]  # the whole record, as results.json keeps it
+
+    @property
+    def remedy_places(self) -> tuple[tuple[str, str, bool], ...]:
+        """Each machine and stack its remedy was phrased for (hold.py), and whether it recommends a configuration
+        there."""
+        remedy = self.record.get("remedy")
+        machines = remedy.get("machines") if isinstance(remedy, Mapping) else None
+        return tuple((str(m.get("machine")), str(m.get("stack")), m.get("recommends") is not None)
+                     for m in as_list(machines) if isinstance(m, Mapping))
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> Finding:
+        rank = as_number(record.get("rank"))
+        fix = record.get("fix")
+        return cls(
+            id=str(record.get("id") or "finding"), title=str(record.get("title") or ""),
+            severity=str(record.get("severity") or "info"), confidence=as_number(record.get("confidence")),
+            rank=int(rank) if rank is not None and rank == int(rank) else None,
+            evidence=tuple(str(e) for e in as_list(record.get("evidence"))),
+            recommendation=str(record.get("recommendation") or ""), explains_ms=as_number(record.get("explains_ms")),
+            basis=_text(record.get("basis")), saves_ms=as_number(record.get("saves_ms")),
+            machine=_text(record.get("machine")), stack=_text(record.get("stack")),
+            variant=_text(record.get("variant")), precision=_text(record.get("precision")),
+            prescribed=record.get("prescribed") is True,
+            ops=tuple(_frozen(o) for o in as_list(record.get("ops")) if isinstance(o, Mapping)),
+            fix=_frozen(fix) if isinstance(fix, Mapping) else None, record=_frozen(dict(record)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(_thawed(self.record))
+
+
+__all__ = ["Finding"]
