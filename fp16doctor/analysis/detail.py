@@ -4,7 +4,8 @@ once, here, as the answer's own sections and lines (answer.Section, answer.Answe
 (e) the measured table each prescription was chosen from, fastest first, each row's notes by the answer's ids; each
     precision with batches in memory, where a change to the input pipeline was measured;
 (f) each verdict as the analysis phrased it;
-(g) each run's step, against the float32 run it was paired with, and its device split where profiled;
+(g) each run's step, against the float32 run it was paired with, and its device split where profiled; the software
+    each stack's runs reported;
 (h) the best case a GPU allows a 16-bit type (roofline);
 (i) each finding with its evidence and its whole fix, most important first.
 
@@ -28,9 +29,9 @@ from fp16doctor.analysis.verdict import Verdict
 if TYPE_CHECKING:  # the Diagnosis holds its detail; the builder reads the Diagnosis
     from fp16doctor.analysis import Diagnosis
 
-DETAIL_ORDER = ("measured", "in_memory", "verdicts", "runs", "best_case", "finding_detail")
+DETAIL_ORDER = ("measured", "in_memory", "verdicts", "runs", "software", "best_case", "finding_detail")
 DETAIL_HEADINGS = {"measured": "Measured here, fastest first", "in_memory": "With batches in memory",
-                   "verdicts": "Verdicts", "runs": "Runs",
+                   "verdicts": "Verdicts", "runs": "Runs", "software": "Software, as the runs reported it",
                    "best_case": "Best case on this GPU (roofline)", "finding_detail": "Findings, with their evidence"}
 # The comparisons between stacks, op by op (table data a renderer lays out in cells), stand after this section.
 BETWEEN_AFTER = "verdicts"
@@ -86,6 +87,21 @@ def _runs(rows: Sequence[RunRow]) -> tuple[AnswerLine, ...]:
     return tuple(lines)
 
 
+def _software(rows: Sequence[RunRow]) -> tuple[AnswerLine, ...]:
+    """(g') Each stack's software as its runs reported it (each different report once), the stack's own description
+    beside it where the catalogue gave one; the machine named where the document has more than one."""
+    machines = len({row.machine for row in rows}) > 1
+    lines = []
+    for row in rows:
+        sw = row.software
+        if sw is None or not any((sw.tensorflow, sw.keras, sw.torch, sw.jax, sw.cuda, sw.cudnn, sw.python)):
+            continue  # a run that failed before reporting its software
+        where = (f"{row.machine} / " if machines else "") + row.stack
+        described = f" ({row.stack_description})" if row.stack_description else ""
+        lines.append(AnswerLine("", f"{where}{described}: {sw.label()}", "row", hang=4))
+    return tuple(dict.fromkeys(lines))
+
+
 def _best_case(estimates: Sequence[RooflineEstimate]) -> tuple[AnswerLine, ...]:
     """(h) One line per precision and GPU (the variants share the best case), with the table's note."""
     lines = []
@@ -128,7 +144,8 @@ def build_detail(diagnosis: Diagnosis) -> tuple[Section, ...]:
     answer = diagnosis.answer
     built = {"measured": _measured(diagnosis.prescriptions, answer),
              "in_memory": _in_memory(answer), "verdicts": _verdicts(diagnosis.verdicts),
-             "runs": _runs(diagnosis.runs), "best_case": _best_case(diagnosis.roofline),
+             "runs": _runs(diagnosis.runs), "software": _software(diagnosis.runs),
+             "best_case": _best_case(diagnosis.roofline),
              "finding_detail": tuple(line for f in diagnosis.findings for line in _finding(f, answer.places))}
     return tuple(Section(key, DETAIL_HEADINGS[key], built[key]) for key in DETAIL_ORDER if built[key])
 

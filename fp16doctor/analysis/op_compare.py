@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fp16doctor.analysis.context import Context, OpItem, OpsView, Pair, RunView, build_context
-from fp16doctor.analysis.values import as_list, as_mapping, as_number, as_str
+from fp16doctor.analysis.values import as_list, as_mapping, as_number, as_str, fmt_ms, fmt_pct
 from fp16doctor.results import LOW_COVERAGE
 
 # The share of the window's wall time the listed ops must cover before their sum stands for the step; below
@@ -90,6 +90,33 @@ class OpComparison:
         """Both runs' windows: "float16: a profiled window ... (3 steps); float32: ..."."""
         words = f"{self.precision}: {self.reduced.window}"
         return words + (f"; float32: {self.fp32.window}" if self.fp32 is not None else "")
+
+    @property
+    def title(self) -> str:
+        """"float16 vs float32", with the stack (where not this host's) and the variant (where not as written)."""
+        parts = [f"{self.precision} vs float32"]
+        if self.stack not in ("", "host"):
+            parts.append(f"stack {self.stack}")
+        if self.variant != "original":
+            parts.append(self.variant)
+        return ", ".join(parts)
+
+    def caption(self) -> str:
+        """What a table of these rows stands on: both steps, what measured the ops and how much of the window they
+        cover, and the windows ("float16 step 665 ms, float32 303 ms; ops from torch_profiler, coverage 4 % (float32
+        12 %); window: ...")."""
+        bound = " (cut short: at least this long)" if self.bound else ""
+        source = f"ops from {self.reduced.source or 'unknown'}"
+        if self.reduced.coverage is not None:
+            source += f", coverage {fmt_pct(self.reduced.coverage)}"
+        fp32 = self.fp32
+        if fp32 is not None and fp32.source and fp32.source != self.reduced.source:
+            source += f"; float32's from {fp32.source}" + (f", coverage {fmt_pct(fp32.coverage)}"
+                                                          if fp32.coverage is not None else "")
+        elif fp32 is not None and fp32.coverage is not None:
+            source += f" (float32 {fmt_pct(fp32.coverage)})"
+        return (f"{self.precision} step {fmt_ms(self.step_ms)}{bound}, float32 {fmt_ms(self.fp32_step_ms)}; {source}; "
+                f"window: {self.window}")
 
     @property
     def caveats(self) -> list[str]:

@@ -80,6 +80,7 @@ class RunRow:
     bound: bool  # cut short by the slow-step bound: one step measured
     software: Software | None = None
     image: str | None = None  # the container image it ran in
+    stack_description: str | None = None  # the catalogue's words for a stack run in Docker (engine.stack_description)
     fp32_index: int | None = None  # the float32 run it is compared with (a 16-bit run's partner)
     speedup: float | None = None  # float32 step / this step, as the analysis measured the pair (above 1: faster)
     speedup_relative_width: float | None = None  # its interval's width over the speedup: the digits it earns
@@ -175,6 +176,7 @@ def _row(view: RunView, run: Mapping[str, object], pair: Pair | None) -> RunRow:
         bound=view.bound,
         software=view.software,
         image=as_str(engine.get("image")),
+        stack_description=as_str(engine.get("stack_description")),
         device_step=_device_step(view),
         failure=failed_run(run),
         own_process_ms=view.own_process_ms if ok else None,

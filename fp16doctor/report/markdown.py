@@ -1,9 +1,11 @@
 """A short markdown summary, fit to paste into a GitHub issue or a forum post.
 
-The answer first, in the order every output lays it out (analysis/answer.py: what bounds the step, what to do, each
-configuration against float32 with its cause, how, the shared notes), then the detail: the measured table, GPU and
-stack, the verdicts, one table of the runs, where the time went (measured ops), the top findings and the command
-that reproduces it.
+Every sentence is the analysis': the answer first, in the order every output lays it out (analysis/answer.py: what
+bounds the step, what to do, each configuration against float32 with its cause, the changes, how, the shared notes,
+the first findings), then its detail as `explain --full` has it (analysis/detail.py: the measured tables, batches in
+memory, the verdicts, the software, the best case), the table data between them (the op changes between stacks, the
+runs, where the time went, each under the analysis' caption) and the command that measures it again. This module
+only lays them out.
 Text from results files is escaped so it renders as text: no HTML, no links, no broken tables.
 """
 
@@ -11,17 +13,13 @@ from __future__ import annotations
 
 import re
 import textwrap
+from collections.abc import Sequence
 
-from fp16doctor.analysis.answer import Answer
+from fp16doctor.analysis.answer import Section
+from fp16doctor.analysis.detail import BETWEEN_AFTER, DETAIL_ORDER
 from fp16doctor.analysis.values import fmt_ms, fmt_pct, fmt_rate, fmt_signed_ms
-from fp16doctor.report.viewmodel import (
-    DocumentView,
-    MachineView,
-    PrescriptionView,
-    ReportView,
-    RunRow,
-    TimeTableView,
-)
+from fp16doctor.report.sections.stack_changes import StackChangeView
+from fp16doctor.report.viewmodel import DocumentView, MachineView, ReportView, RunRow, TimeTableView
 
 TOP_FINDINGS = 3
 # What could turn text into markup inside a line or a table cell (GFM leaves intraword _ alone).
@@ -44,20 +42,6 @@ def md_code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def first_sentence(text: str, limit: int = 240) -> str:
-    """The summary keeps the first sentence of a recommendation; the HTML report has the rest."""
-    sentence = re.split(r"(?<!e\.g\.)(?<!i\.e\.)(?<=[.!?])\s+(?=[A-Z(])", text.strip(), maxsplit=1)[0].rstrip(":;, ")
-    if len(sentence) > limit:
-        cut = sentence[: limit - 1]
-        command = cut.rfind("fp16doctor ")
-        if command > 0 and len(sentence) > limit - 1:  # half a command is one nobody can run: cut before it
-            cut = cut[:command]
-        sentence = cut.rstrip(" :;,`") + "…"
-    elif not sentence.endswith((".", "!", "?", ")")):
-        sentence += "."
-    return sentence
-
-
 def _spread(row: RunRow) -> str:
     if row.p10_ms is None or row.p90_ms is None:
         return "—"
@@ -65,12 +49,8 @@ def _spread(row: RunRow) -> str:
 
 
 def _status(row: RunRow) -> str:
-    if row.ok:
-        return "ok" + (" (NaN loss)" if row.loss_nan else "")
-    detail = f": {row.error}" if row.error else ""
-    if len(detail) > 120:
-        detail = detail[:119] + "…"
-    return md_text(row.status + detail)
+    """The run's status as the analysis recorded it (a failed run's reason is its line in the answer)."""
+    return "ok" + (" (NaN loss)" if row.loss_nan else "") if row.ok else md_text(row.status)
 
 
 def _machine_table(machine: MachineView) -> list[str]:
@@ -104,35 +84,31 @@ def _machine_table(machine: MachineView) -> list[str]:
 TOP_OPS_MD = 8  # the summary keeps the biggest differences; the HTML report lists more
 
 
+def _code_cell(name: str) -> str:
+    """A name (a kernel, an op) in a cell, as code; a dash where there is none."""
+    return md_code(name) if name and name != "—" else "—"
+
+
 def _time_table(table: TimeTableView) -> list[str]:
-    """"Where the time went" for one 16-bit run: float32 beside it per layer and pass, biggest first."""
-    bound = " (cut short: at least this long)" if table.bound else ""
-    source = md_code(table.source) + (f", coverage {table.coverage:.0%}" if table.coverage is not None else "")
-    out = [
-        f"**Where the time went, {md_text(table.title)}:** {md_text(table.precision)} step "
-        f"{fmt_ms(table.step_ms)}{bound}, float32 {fmt_ms(table.fp32_step_ms)}; ops from {source}; window: "
-        f"{md_text(table.window)}.",
-        "",
-    ]
+    """"Where the time went" for one 16-bit run: float32 beside it per layer and pass, biggest first, under the
+    analysis' caption and caveats (OpComparison.caption, .caveats)."""
+    out = [f"**Where the time went, {md_text(table.title)}:**", "", md_text(table.caption), ""]
     for note in table.notes:
         out += [f"> {md_text(note)}", ""]
     tc = table.show_tensor_cores
     out += [
-        f"| layer | pass | float32 | {md_text(table.precision)} | difference | implementation |"
-        + (" Tensor Cores |" if tc else ""),
-        "| --- | --- | --: | --: | --: | --- |" + (" --- |" if tc else ""),
+        f"| layer | pass | float32 | {md_text(table.precision)} | difference | implementation "
+        "| float32's implementation |" + (" Tensor Cores |" if tc else ""),
+        "| --- | --- | --: | --: | --: | --- | --- |" + (" --- |" if tc else ""),
     ]
     rows = [r for r in table.rows if not r.is_rest]
     shown, hidden = rows[:TOP_OPS_MD], rows[TOP_OPS_MD:] + [r for r in table.rows if r.is_rest]
     for row in shown:
-        impl = md_code(row.impl) if row.impl else "—"
-        if row.fp32_impl and row.fp32_impl == row.impl:
-            impl += " (same in float32)"
-        elif row.fp32_impl:
-            impl += f" (float32: {md_code(row.fp32_impl)})"
+        fp32_impl = "same" if row.fp32_impl and row.fp32_impl == row.impl else _code_cell(row.fp32_impl)
         out.append(
             f"| {md_code(row.layer)} | {md_text(row.pass_label)} | {fmt_ms(row.fp32_ms)} | {fmt_ms(row.reduced_ms)} "
-            f"| {fmt_signed_ms(row.difference_ms)} | {impl} |" + (f" {row.tensor_cores or '—'} |" if tc else "")
+            f"| {fmt_signed_ms(row.difference_ms)} | {_code_cell(row.impl)} | {fp32_impl} |"
+            + (f" {row.tensor_cores or '—'} |" if tc else "")
         )
     if hidden:
         def total(values: list[float | None]) -> float | None:
@@ -142,154 +118,94 @@ def _time_table(table: TimeTableView) -> list[str]:
         diff = total([r.difference_ms for r in hidden])
         out.append(
             f"| {sum(r.rows for r in hidden)} more, summed | | {fmt_ms(total([r.fp32_ms for r in hidden]))} "
-            f"| {fmt_ms(total([r.reduced_ms for r in hidden]))} | {fmt_signed_ms(diff)} | |" + (" |" if tc else "")
+            f"| {fmt_ms(total([r.reduced_ms for r in hidden]))} | {fmt_signed_ms(diff)} | | |" + (" |" if tc else "")
         )
     out.append("")
     return out
 
 
-def _answer(answer: Answer) -> list[str]:
-    """The answer, laid out as it is built (Answer.sections, the order and lines every output shows): each section
-    a bold heading and its lines as list items, a program as a code block and a command as code; nothing here
-    decides or phrases. The findings stay in their own section below, with their evidence."""
+ORDERED = re.compile(r"[0-9]+\. ")  # a finding's line: "1. WARNING ...", an item of an ordered list
+
+
+def _sections(sections: Sequence[Section]) -> list[str]:
+    """Sections of the answer or of its detail, laid out as they are built: each a bold heading and its lines as
+    list items (a finding's line an item of an ordered list, a deeper line nested), a program as a code block and a
+    command as code; nothing here decides or phrases."""
     out: list[str] = []
-    for section in answer.sections(findings=False):
+    for section in sections:
         out += [f"**{md_text(section.heading)}:**", ""]
+        base = min(line.indent for line in section.lines)
+        ordered = False
         for line in section.lines:
+            level = max(0, (line.indent - base) // 2)
+            pad = ("   " if ordered else "  ") * min(level, 1) + "  " * max(0, level - 1)
             if line.kind == "code":
                 out += ["```python", textwrap.dedent(line.text).strip("\n").replace("```", "` ` `"), "```"]
             elif line.kind == "command":
-                out.append(f"  {md_code(line.text)}")
+                out.append(f"{pad}{md_code(line.text)}")
+            elif not level and ORDERED.match(line.text):
+                ordered = True
+                out.append(md_text(line.text))
             else:
-                pad = "  " * max(0, (line.indent - 2) // 2)
+                ordered = ordered and bool(level)
                 out.append(f"{pad}- {md_text(line.text)}")
         out.append("")
     return out
 
 
-def _prescriptions(view: ReportView, answered: bool) -> list[str]:
-    """The analysis' prescription per machine and stack, in its own words, first; after the answer (`answered`),
-    only the measured table and the untested configurations it was chosen from."""
+def _stack_changes(changes: Sequence[StackChangeView]) -> list[str]:
+    """Between stacks, op by op: the biggest op changes of each comparison (the analysis' sentence is the answer's),
+    under the analysis' caption (StackComparison.caption)."""
     out: list[str] = []
-    for p in view.prescriptions:
-        if answered:  # the answer said each measured configuration and what nobody measured (its "How")
-            continue
-        out.append(f"**Prescription:** {md_text(p.headline)}")
-        for i, change in enumerate(p.changes):  # measured changes beyond a precision, largest first
-            out.append(f"{'First' if i == 0 else 'Also'}: {md_text(change.words)}"
-                       + "".join(f"; in memory, {md_text(m)}" for m in change.in_memory))
-            if change.how:
-                out.append(f"How: {md_code(change.how)}")
-            if change.cost:
-                out.append(f"What it costs: {md_text(change.cost)}")
-        if p.how:
-            out.append(f"How: {md_code(p.how)}")
-        out += _measured_table(p)
-    return out
-
-
-def _measured_table(p: PrescriptionView) -> list[str]:
-    """The table the prescription was chosen from, as the HTML and the terminal list it, and what nobody measured."""
-    out: list[str] = []
-    if p.measured:
-        out += ["", "| measured | ms/step | vs float32 | note |", "| --- | ---: | --- | --- |"]
-        out += [f"| {md_text(m.config)}{' ✓' if m.recommended else ''} | {md_text(m.step)} | "
-                f"{md_text(m.versus_fp32)} | {md_text(m.note) or '—'} |" for m in p.measured]
-        out += [""] if p.untested else []
-    return out + _untested(p)
-
-
-def _untested(p: PrescriptionView) -> list[str]:
-    out: list[str] = []
-    for u in p.untested:
-        measure = md_code(u.command) if u.command else md_text(u.measure)
-        out.append(f"Untested: {md_text(u.idea)}: {measure}")
-    return [*out, ""] if out else []
-
-
-def _stack_changes(view: ReportView) -> list[str]:
-    """Between stacks: the analysis' sentence per machine and precision, and its biggest op changes."""
-    out: list[str] = []
-    for change in view.sections.get("stack_changes", []):
-        out += [f"**Between stacks, {md_text(change.title)}:** {md_text(change.sentence)}.", ""]
+    for change in changes:
+        out += [f"**Between stacks, {md_text(change.title)}:**", ""]
         if change.rows:
-            out += [f"| layer and pass | {md_text(change.sides[0][0])} | {md_text(change.sides[1][0])} | change |",
-                    "| --- | --- | --- | --: |"]
-            out += [f"| {md_text(r.where)}{' (the other way)' if r.against else ''} | {md_code(r.impl_from)} "
-                    f"{r.ms_from} | {md_code(r.impl_to)} {r.ms_to} | {r.difference} |"
-                    for r in change.rows[:TOP_OPS_MD]]
-            out.append("")
+            out += [f"| layer and pass | {md_text(change.sides[0][0])} | ms | {md_text(change.sides[1][0])} | ms "
+                    "| change | the other way |", "| --- | --- | --: | --- | --: | --: | --- |"]
+            out += [f"| {md_text(r.where)} | {_code_cell(r.impl_from)} | {r.ms_from} | {_code_cell(r.impl_to)} "
+                    f"| {r.ms_to} | {r.difference} | {'yes' if r.against else ''} |" for r in change.rows[:TOP_OPS_MD]]
+            out += ["", md_text(change.comparison.caption(TOP_OPS_MD, REST_IN)), ""]
     return out
 
 
-def _document(doc: DocumentView, many: bool) -> list[str]:
-    out: list[str] = []
+REST_IN = "in the HTML report"  # where the rows a table leaves out are
+
+
+def _document(doc: DocumentView, changes: Sequence[StackChangeView], many: bool) -> list[str]:
+    """One document: its answer (with its first findings), its detail (the measured tables, the verdicts, the
+    software, the best case; each finding's evidence stays in the HTML report), between the verdicts and the rest
+    the op changes between stacks; each machine's runs and where the time went, as table data; the command that
+    measures it again."""
+    out: list[str] = [f"### {md_text(doc.title)}", ""] if many else []
+    if doc.answer is not None:
+        out += _sections(doc.answer.sections(top=TOP_FINDINGS))
+    detail = [s for s in doc.detail if s.id not in MARKDOWN_LEAVES]
+    cut = sum(DETAIL_ORDER.index(s.id) <= DETAIL_ORDER.index(BETWEEN_AFTER) for s in detail)
+    out += _sections(detail[:cut])
+    out += _stack_changes(changes)
     for machine in doc.machines:
-        out.append(f"### {md_text(machine.name)}" if many else f"**GPU / device:** {md_text(machine.name)}")
-        if machine.details:
-            out.append("")
-            out.append(md_text(" · ".join(machine.details)))
+        out += [f"**Runs{', ' + md_text(machine.name) if many else ''}:**", ""]
+        out += _machine_table(machine) if machine.rows else []
         out.append("")
-        for verdict in machine.verdicts:
-            out.append(f"**Verdict:** {md_text(verdict.sentence)}")
-            out.append("")
-        out += _machine_table(machine) if machine.rows else ["No runs in this results file."]
-        out.append("")
+    out += _sections(detail[cut:])
+    for machine in doc.machines:
         for table in machine.time_tables:
             out += _time_table(table)
-    software = [sw for sw in doc.environment.software if any(sw.values.values())]
-    if software:
-        stacks = []
-        for sw in software:
-            v = sw.values
-            bits = [
-                f"{label} {v[key]}"
-                for key, label in (
-                    ("python", "Python"),
-                    ("tensorflow", "TF"),
-                    ("keras", "Keras"),
-                    ("cuda", "CUDA"),
-                    ("cudnn", "cuDNN"),
-                )
-                if v.get(key)
-            ]
-            described = f" ({sw.description})" if sw.description else ""
-            stacks.append(f"{sw.stack}{described}: {', '.join(bits)}" if bits else sw.stack + described)
-        out += ["**Stacks:** " + md_text("; ".join(dict.fromkeys(stacks))), ""]
-    if doc.findings:
-        out.append("**Why (top findings):**")
-        out.append("")
-        for i, finding in enumerate(doc.findings[:TOP_FINDINGS], 1):
-            plain_id = re.fullmatch(r"[A-Za-z0-9_.-]+", finding.id)
-            ident = md_code(finding.id) if plain_id else md_text(finding.id)
-            line = f"{i}. **{md_text(finding.title)}** ({ident}, {md_text(finding.severity)})"
-            if finding.explains_ms is not None:
-                basis = f", {finding.basis}" if finding.basis else ""
-                scope = f" of {md_text(finding.scope)}" if finding.scope else ""
-                line += f" — accounts for {fmt_ms(finding.explains_ms)} per step{scope}{basis}"
-            if finding.recommendation:
-                line += f" — {md_text(first_sentence(finding.recommendation))}"
-            out.append(line)
-        if len(doc.findings) > TOP_FINDINGS:
-            out.append(f"{TOP_FINDINGS + 1}. … and {len(doc.findings) - TOP_FINDINGS} more in the HTML report")
-        out.append("")
-    out += ["Reproduce:", "", "```sh", doc.reproduce.command.replace("```", "` ` `"), "```", ""]
+    out += ["**Reproduce:**", "", "```sh", doc.reproduce.command.replace("```", "` ` `"), "```", ""]
     return out
+
+
+# The detail's sections the summary leaves to the HTML report: the runs (their table stands here instead) and each
+# finding's evidence (the answer's line per finding says it).
+MARKDOWN_LEAVES = ("runs", "finding_detail")
 
 
 def markdown_from_view(view: ReportView) -> str:
-    machines = [m for d in view.documents for m in d.machines]
-    many = len(machines) > 1
+    many = len(view.documents) > 1 or sum(len(d.machines) for d in view.documents) > 1
     lines = [f"## {md_text(view.title)}", ""]
-    if many:
-        lines += ["Machines compared: " + md_text(", ".join(m.name for m in machines)), ""]
     lines += [f"> {md_text(d.title)}: {md_text(d.busy)}\n" for d in view.documents if d.busy]
-    answers = [d.answer for d in view.documents if d.answer is not None]
-    for answer in answers:
-        lines += _answer(answer)
-    lines += _prescriptions(view, answered=bool(answers))
-    lines += _stack_changes(view)
-    for doc in view.documents:
-        lines += _document(doc, many)
+    changes: list[StackChangeView] = view.sections.get("stack_changes", [])
+    for index, doc in enumerate(view.documents):
+        lines += _document(doc, [c for c in changes if c.document == index], many)
     lines.append(f"<sub>{md_text(view.generator)} · secrets redacted</sub>")
     return "\n".join(lines).rstrip() + "\n"

@@ -21,6 +21,7 @@ from markupsafe import Markup
 
 from fp16doctor import __version__
 from fp16doctor.analysis import Answer, Diagnosis, saved_diagnosis
+from fp16doctor.analysis.answer import Section
 from fp16doctor.report.redact import redact
 from fp16doctor.report.sections import SECTIONS
 from fp16doctor.report.sections.answer import AnswerView
@@ -50,6 +51,8 @@ class DocumentView:
     findings_replaced_from: str | None = None
     # The analysis' answer (analysis/answer.py): what the first screen and the markdown lay out, in its order.
     answer: Answer | None = None
+    # The analysis' detail (analysis/detail.py, Diagnosis.detail): what a full view lays out after the answer.
+    detail: tuple[Section, ...] = ()
     busy: str | None = None  # "measured on a busy machine: other processes used 48 % of the CPU ..." (busy.py)
 
     @property
@@ -160,6 +163,7 @@ def _document_view(source: DocumentInput, pieces: dict[str, Any]) -> DocumentVie
         findings_replaced_from=(f"fp16doctor {source.diagnosis.saved_by}" if source.diagnosis.saved_by
                                 else "an unknown fp16doctor version") if source.diagnosis.saved_findings else None,
         answer=source.diagnosis.answer,
+        detail=source.diagnosis.detail,
         busy=source.diagnosis.busy.document_words() if source.diagnosis.busy is not None else None,
     )
 

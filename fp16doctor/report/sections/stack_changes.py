@@ -36,6 +36,8 @@ class StackChangeView:
     rest: str  # "27 more changes, net -12 ms", or ""
     basis: str  # how the op times were taken
     explained: str  # "100 %"
+    comparison: StackComparison  # the analysis' table data: its caption under a shorter table (the markdown's)
+    document: int = 0  # the index of the document it compares within
 
 
 def _row(change: OpChange) -> ChangeRowView:
@@ -46,7 +48,7 @@ def _row(change: OpChange) -> ChangeRowView:
                          "slower" if change.difference_ms > 0 else "faster", change.against)
 
 
-def stack_change_view(machine: str, comparison: StackComparison) -> StackChangeView:
+def stack_change_view(machine: str, comparison: StackComparison, document: int = 0) -> StackChangeView:
     shown, hidden = comparison.changes[:TOP_CHANGES_HTML], comparison.changes[TOP_CHANGES_HTML:]
     rest = (f"{len(hidden)} more change{'s' if len(hidden) != 1 else ''}, net "
             f"{fmt_signed_ms(sum(c.difference_ms for c in hidden))}") if hidden else ""
@@ -57,10 +59,11 @@ def stack_change_view(machine: str, comparison: StackComparison) -> StackChangeV
               side.software) for side in (comparison.from_, comparison.to)]
     return StackChangeView(machine, f"{comparison.precision}: {comparison.from_.stack} \u2192 {comparison.to.stack}",
                            sides, comparison.headline, tone, [_row(c) for c in shown], rest, basis,
-                           fmt_pct(comparison.explained_share) if comparison.significant else "")
+                           fmt_pct(comparison.explained_share) if comparison.significant else "", comparison,
+                           document)
 
 
 def build(source: ReportInput) -> list[StackChangeView]:
     """Every document's stack comparisons, each machine named as the report names it."""
-    return [stack_change_view(d.names.get(c.machine, c.machine), c)
+    return [stack_change_view(d.names.get(c.machine, c.machine), c, d.index)
             for d in source.documents for c in d.diagnosis.stack_comparisons]

@@ -55,6 +55,8 @@ class TimeTableView:
     rows: list[OpRowView]
     reduced_total_ms: float
     fp32_total_ms: float | None
+    title: str  # "float16 vs float32, synthetic_input" (OpComparison.title)
+    caption: str  # both steps, the ops' source and coverage, the windows (OpComparison.caption)
 
     @property
     def show_tensor_cores(self) -> bool:
@@ -64,15 +66,6 @@ class TimeTableView:
     @property
     def total_difference_ms(self) -> float | None:
         return None if self.fp32_total_ms is None else self.reduced_total_ms - self.fp32_total_ms
-
-    @property
-    def title(self) -> str:
-        parts = [f"{self.precision} vs float32"]
-        if self.stack not in ("", "host"):
-            parts.append(f"stack {self.stack}")
-        if self.variant != "original":
-            parts.append(self.variant)
-        return ", ".join(parts)
 
 
 TOP_OPS = 12  # rows per table; the rest are summed into one
@@ -138,5 +131,7 @@ def time_table(anchor: str, comparison: OpComparison) -> TimeTableView:
         rows=[_op_row(r, biggest, r is rest) for r in shown],
         reduced_total_ms=reduced.total_ms,
         fp32_total_ms=fp32.total_ms if fp32 is not None else None,
+        title=_text(comparison.title),
+        caption=_text(comparison.caption()),
     )
 

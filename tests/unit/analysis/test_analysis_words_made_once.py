@@ -140,3 +140,65 @@ def test_a_change_diagnose_cannot_make_to_a_script_says_how_without_naming_the_b
     said = variant_applies("float32_batches", Software.from_run({"software": {"keras": "3.15.1"}}), script=True)
     assert said is not None and "seed workload" not in said
     assert "fp16doctor's built-in model or data, not your script's" in said and "diagnose it again" in said
+
+
+_MD_ESCAPE = re.compile(r"\\([\\`*\[\]|~])")
+
+
+def _markdown_text(markdown: str) -> tuple[str, list[str]]:
+    """The markdown's text as a reader reads it, markup undone (bold, code spans, backslash escapes, entities, list
+    and quote markers), and its table cells, each apart; headings (a line of its own: `## ...`, `**...:**`) and the
+    command that measures it again (the ```sh block after "Reproduce", the document's invocation) left out."""
+    out: list[str] = []
+    cells: list[str] = []
+    fence = ""
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            fence = "" if fence else line[3:] or "text"
+            continue
+        if fence == "sh" or re.fullmatch(r"#+ .*|\*\*[^*]+\*\*|<sub>.*", line.strip()):
+            continue
+        if fence:  # a program, as it stands
+            out.append(line)
+            continue
+        text = html.unescape(_MD_ESCAPE.sub(r"\1", line.replace("**", "").replace("`", "")))
+        if line.startswith("|"):
+            cells += [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+            continue
+        out.append(re.sub(r"^\s*(?:[-*>]|[0-9]+\.)?\s*", "", text))
+    return "\n".join(out), cells
+
+
+# The markdown summary: every document on a GPU and on CPUs, and at least these three (a GPU's with every kind of
+# section, a CPU's with AMX, a CPU's with bfloat16 instructions).
+MARKDOWN_DOCS = ["gpu-h200-keras-torch-full", "cpu-xeon-amx-quick", "cpu-epyc-avx512bf16-quick"]
+
+
+def test_the_markdown_lays_out_every_example() -> None:
+    assert set(MARKDOWN_DOCS) <= {p.parent.name for p in DOCS}
+
+
+@pytest.mark.parametrize("path", DOCS, ids=[p.parent.name for p in DOCS])
+def test_every_sentence_the_markdown_prints_is_the_answers_or_its_details(path: Path) -> None:
+    """The markdown summary lays out the answer (with its first findings) and its detail, the sentences `explain
+    --json` carries (`answer.text`, `answer.detail.text`); its tables are table data, laid out in cells, under the
+    captions and caveats their analysis types word (OpComparison.caption and .caveats, StackComparison.caption)."""
+    from fp16doctor.report import render_markdown
+    from fp16doctor.report.markdown import REST_IN, TOP_FINDINGS, TOP_OPS_MD
+
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    diagnosis = saved_diagnosis(doc)
+    said = diagnosis.to_dict()["answer"]
+    captions = [c.caption(TOP_OPS_MD, REST_IN) for c in diagnosis.stack_comparisons]
+    captions += [line for c in diagnosis.comparisons for line in (c.caption(), *c.caveats)]
+    busy = [diagnosis.busy.document_words()] if diagnosis.busy is not None else []
+    # The answer's findings as the summary keeps them: its first TOP_FINDINGS and its line naming the rest.
+    more = [line.text for s in diagnosis.answer.sections(top=TOP_FINDINGS) for line in s.lines if line.kind == "more"]
+    known = _flat("\n".join([said["text"], said["detail"]["text"], *captions, *busy, *more]))
+    text, cells = _markdown_text(render_markdown([doc], [diagnosis]))
+    headings = {s.heading for s in (*diagnosis.answer.sections(), *diagnosis.detail)}
+    missing = [s for s in _sentences(text) if s not in known and s not in headings]
+    assert not missing, missing[:5]
+    # A cell is a value or a name (a layer, a kernel, a status), never a sentence of the renderer's.
+    prose = [c for c in cells if len(c) >= MIN_SENTENCE and re.search(r"[.;:] ", c) and _flat(c) not in known]
+    assert not prose, prose[:5]

@@ -27,7 +27,7 @@ def test_markdown_format(tmp_path: Path) -> None:
     out = tmp_path / "summary.md"
     done = _cli(str(SEED), "--out", str(out), "--format", "markdown")
     assert done.returncode == 0, done.stderr
-    assert "**GPU / device:** NVIDIA TITAN V" in out.read_text(encoding="utf-8")
+    assert "## fp16doctor: float16 vs float32 on NVIDIA TITAN V" in out.read_text(encoding="utf-8")
 
 
 def test_unwritable_output_is_one_line_with_a_hint(tmp_path: Path) -> None:

@@ -65,8 +65,9 @@ def test_html_shows_where_the_time_went(ops_doc):
     assert "Where the time went" in text
     assert "conv2d backward weights 5.1 ms 12.5 s +12.5 s" in text
     assert "ref:any float32: brgconv_bwd_w:avx10_1_512" in text
-    assert "Ops from tf_profiler + onednn_verbose , coverage 96 %" in text
-    assert "Window: float16: a profiled window after the timed steps (1 step)" in text
+    # The caption is the analysis' (OpComparison.caption), as the markdown lays it out too.
+    assert "ops from tf_profiler + onednn_verbose, coverage 96 % (float32 91 %)" in text
+    assert "window: float16: a profiled window after the timed steps (1 step)" in text
     assert "Accounts for" in text and "measured" in text
     assert "Tensor Cores" not in text  # no kernel name says either way on a CPU
 
@@ -74,8 +75,12 @@ def test_html_shows_where_the_time_went(ops_doc):
 def test_markdown_shows_where_the_time_went(ops_doc):
     md = markdown_from_view(_report(ops_doc))
     assert "**Where the time went, float16 vs float32:**" in md
-    assert "| `conv2d` | backward weights | 5.1 ms | 12.5 s | +12.5 s | `ref:any` (float32: " in md
-    assert "accounts for" in md and ", measured" in md
+    assert "float16 step 24.5 s, float32 126 ms; ops from tf_profiler + onednn_verbose, coverage 96 %" in md
+    # Each implementation in a cell of its own (no "(float32: ...)" wording of the summary's).
+    assert "| `conv2d` | backward weights | 5.1 ms | 12.5 s | +12.5 s | `ref:any` | `brgconv_bwd_w:avx10_1_512` |" in md
+    # The finding that accounts for it, as the answer says it.
+    assert ("2. CRITICAL slow_fp16_kernels: conv2d backward weights ran ref:any in float16 "
+            "(explains 23.7 s of float16)") in md
 
 
 def test_rows_past_the_top_are_summed(ops_doc):
