@@ -12,30 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
+from fp16doctor.analysis.record import frozen, text, thawed
 from fp16doctor.analysis.values import as_list, as_number
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _frozen(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return MappingProxyType({str(k): _frozen(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return tuple(_frozen(v) for v in value)
-    return value
-
-
-def _thawed(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _thawed(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return [_thawed(v) for v in value]
-    return value
 
 
 @dataclass(frozen=True)
@@ -80,15 +60,15 @@ class Finding:
             rank=int(rank) if rank is not None and rank == int(rank) else None,
             evidence=tuple(str(e) for e in as_list(record.get("evidence"))),
             recommendation=str(record.get("recommendation") or ""), explains_ms=as_number(record.get("explains_ms")),
-            basis=_text(record.get("basis")), saves_ms=as_number(record.get("saves_ms")),
-            machine=_text(record.get("machine")), stack=_text(record.get("stack")),
-            variant=_text(record.get("variant")), precision=_text(record.get("precision")),
+            basis=text(record.get("basis")), saves_ms=as_number(record.get("saves_ms")),
+            machine=text(record.get("machine")), stack=text(record.get("stack")),
+            variant=text(record.get("variant")), precision=text(record.get("precision")),
             prescribed=record.get("prescribed") is True,
-            ops=tuple(_frozen(o) for o in as_list(record.get("ops")) if isinstance(o, Mapping)),
-            fix=_frozen(fix) if isinstance(fix, Mapping) else None, record=_frozen(dict(record)))
+            ops=tuple(frozen(o) for o in as_list(record.get("ops")) if isinstance(o, Mapping)),
+            fix=frozen(fix) if isinstance(fix, Mapping) else None, record=frozen(dict(record)))
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(_thawed(self.record))
+        return dict(thawed(self.record))
 
 
 __all__ = ["Finding"]

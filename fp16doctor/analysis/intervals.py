@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from fp16doctor.analysis.values import fmt_interval, fmt_ms
@@ -120,6 +120,16 @@ class AACheck:
     def to_dict(self) -> dict[str, object]:
         return {"passed": self.passed, "noise": round(self.noise, 4), "reason": self.reason,
                 **({"control": self.control} if self.control else {})}
+
+    @classmethod
+    def of(cls, saved: object) -> AACheck | None:
+        """A check as a document saved it (`aa_check`); None where there is none."""
+        if not isinstance(saved, Mapping) or not saved:
+            return None
+        noise = saved.get("noise")
+        return cls(saved.get("passed") is True,
+                   float(noise) if isinstance(noise, (int, float)) and not isinstance(noise, bool) else 0.0,
+                   str(saved.get("reason") or ""), control=str(saved.get("control") or ""))
 
 
 @dataclass(frozen=True)

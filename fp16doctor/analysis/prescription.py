@@ -10,17 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 from fp16doctor.analysis.intervals import AACheck
+from fp16doctor.analysis.record import frozen, text, thawed
 from fp16doctor.analysis.values import NOT_COMPARED, ShownRatio, UntestedIdea, as_list, as_mapping, as_number
 from fp16doctor.analysis.words import config_notes
-
-
-def _text(value: Any) -> str | None:
-    """A saved text as it was written; None where absent (or not a text)."""
-    return value if isinstance(value, str) else None
 
 
 def _interval(value: Any) -> tuple[float, float] | None:
@@ -29,36 +24,12 @@ def _interval(value: Any) -> tuple[float, float] | None:
     return (pair[0], pair[1]) if len(pair) == 2 and pair[0] is not None and pair[1] is not None else None
 
 
-def _aa(value: Any) -> AACheck | None:
-    """A saved A/A check (`aa_check`); None where absent."""
-    aa = as_mapping(value)
-    if not aa:
-        return None
-    return AACheck(aa.get("passed") is True, float(as_number(aa.get("noise")) or 0.0), str(aa.get("reason") or ""),
-                   control=str(aa.get("control") or ""))
-
-
 def _aa_dict(aa: AACheck) -> dict[str, Any]:
     """The check as it was saved: `noise` as kept (AACheck.to_dict rounds a fresh one)."""
     return {"passed": aa.passed, "noise": aa.noise, "reason": aa.reason, **({"control": aa.control} if aa.control
                                                                             else {})}
 
 
-def _frozen(value: Any) -> Any:
-    """A saved value that stays as data (a contention, a change's kind-specific facts), read-only."""
-    if isinstance(value, Mapping):
-        return MappingProxyType({str(k): _frozen(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return tuple(_frozen(v) for v in value)
-    return value
-
-
-def _thawed(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _thawed(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return [_thawed(v) for v in value]
-    return value
 
 
 @dataclass(frozen=True)
@@ -82,9 +53,9 @@ class Against:
         return cls(str(entry.get("precision") or ""), as_number(entry.get("step_ms")),
                    as_number(entry.get("base_step_ms")), as_number(entry.get("speedup")),
                    _interval(entry.get("speedup_interval")), str(entry.get("outcome") or ""),
-                   _text(entry.get("interval_method")), entry.get("bound") is True,
-                   tuple(str(n) for n in as_list(entry.get("notes"))), _aa(entry.get("aa_check")),
-                   _text(entry.get("comparison_refused")))
+                   text(entry.get("interval_method")), entry.get("bound") is True,
+                   tuple(str(n) for n in as_list(entry.get("notes"))), AACheck.of(entry.get("aa_check")),
+                   text(entry.get("comparison_refused")))
 
     def to_dict(self) -> dict[str, Any]:
         return {"precision": self.precision, "step_ms": self.step_ms, "base_step_ms": self.base_step_ms,
@@ -144,11 +115,11 @@ class MeasuredRow:
                  else config_notes(entry.get("unsafe"), entry.get("caveat"), entry.get("bound") is True))
         against = entry.get("against")
         return cls(str(entry.get("precision") or ""), str(entry.get("variant") or "original"),
-                   _text(entry.get("setting")), as_number(entry.get("step_ms")), as_number(entry.get("speedup")),
+                   text(entry.get("setting")), as_number(entry.get("step_ms")), as_number(entry.get("speedup")),
                    _interval(entry.get("speedup_interval")), str(entry.get("outcome") or ""),
-                   entry.get("bound") is True, _text(entry.get("caveat")), _text(entry.get("unsafe")),
-                   tuple(notes), _text(entry.get("interval_method")), _aa(entry.get("aa_check")),
-                   _text(entry.get("comparison_refused")),
+                   entry.get("bound") is True, text(entry.get("caveat")), text(entry.get("unsafe")),
+                   tuple(notes), text(entry.get("interval_method")), AACheck.of(entry.get("aa_check")),
+                   text(entry.get("comparison_refused")),
                    Against.of(against) if isinstance(against, Mapping) else None)
 
     def to_dict(self) -> dict[str, Any]:
@@ -184,8 +155,8 @@ class Recommended:
     @classmethod
     def of(cls, entry: Mapping[str, Any]) -> Recommended:
         return cls(str(entry.get("precision") or ""), str(entry.get("variant") or "original"),
-                   _text(entry.get("setting")), as_number(entry.get("step_ms")), as_number(entry.get("speedup")),
-                   _interval(entry.get("speedup_interval")), str(entry.get("how") or ""), _text(entry.get("caveat")))
+                   text(entry.get("setting")), as_number(entry.get("step_ms")), as_number(entry.get("speedup")),
+                   _interval(entry.get("speedup_interval")), str(entry.get("how") or ""), text(entry.get("caveat")))
 
     def to_dict(self) -> dict[str, Any]:
         return {"precision": self.precision, "variant": self.variant, "setting": self.setting,
@@ -214,9 +185,9 @@ class Untested:
 
     @classmethod
     def of(cls, entry: Mapping[str, Any]) -> Untested:
-        return cls(str(entry.get("precision") or ""), _text(entry.get("variant")), _text(entry.get("setting")),
-                   str(entry.get("why") or ""), _text(entry.get("command")),
-                   _text(entry.get("no_command")), _text(entry.get("from")))
+        return cls(str(entry.get("precision") or ""), text(entry.get("variant")), text(entry.get("setting")),
+                   str(entry.get("why") or ""), text(entry.get("command")),
+                   text(entry.get("no_command")), text(entry.get("from")))
 
     def to_dict(self) -> dict[str, Any]:
         return {"precision": self.precision, "variant": self.variant, "setting": self.setting, "why": self.why,
@@ -238,13 +209,13 @@ class UserChange:
 
     @classmethod
     def of(cls, entry: Mapping[str, Any]) -> UserChange:
-        facts = _frozen(entry)
+        facts = frozen(entry)
         return cls(str(entry.get("kind") or ""), str(entry.get("how") or ""), str(entry.get("cost") or ""),
-                   _text(entry.get("basis")), tuple(m for m in as_list(facts.get("in_memory"))
+                   text(entry.get("basis")), tuple(m for m in as_list(facts.get("in_memory"))
                                                      if isinstance(m, Mapping)), facts)
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(_thawed(self.facts))
+        return dict(thawed(self.facts))
 
 
 @dataclass(frozen=True)
@@ -271,22 +242,22 @@ class Prescription:
     @classmethod
     def of(cls, entry: Mapping[str, Any]) -> Prescription:
         unsettled, contention = entry.get("unsettled"), entry.get("contention")
-        return cls(str(entry.get("machine") or ""), str(entry.get("stack") or ""), _text(entry.get("device")),
+        return cls(str(entry.get("machine") or ""), str(entry.get("stack") or ""), text(entry.get("device")),
                    str(entry.get("baseline") or "float32"), Recommended.of(as_mapping(entry.get("recommended"))),
                    tuple(MeasuredRow.of(m) for m in as_list(entry.get("measured")) if isinstance(m, Mapping)),
                    tuple(Untested.of(u) for u in as_list(entry.get("untested")) if isinstance(u, Mapping)),
                    tuple(UserChange.of(c) for c in as_list(entry.get("user_changes")) if isinstance(c, Mapping)),
                    str(entry.get("headline") or ""),
-                   _frozen(unsettled) if isinstance(unsettled, Mapping) else None,
-                   _frozen(contention) if isinstance(contention, Mapping) else None)
+                   frozen(unsettled) if isinstance(unsettled, Mapping) else None,
+                   frozen(contention) if isinstance(contention, Mapping) else None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"machine": self.machine, "stack": self.stack, "device": self.device, "baseline": self.baseline,
                 "recommended": self.recommended.to_dict(), "measured": [m.to_dict() for m in self.measured],
                 "untested": [u.to_dict() for u in self.untested],
                 "user_changes": [c.to_dict() for c in self.user_changes], "headline": self.headline,
-                **({"unsettled": _thawed(self.unsettled)} if self.unsettled is not None else {}),
-                **({"contention": _thawed(self.contention)} if self.contention is not None else {})}
+                **({"unsettled": thawed(self.unsettled)} if self.unsettled is not None else {}),
+                **({"contention": thawed(self.contention)} if self.contention is not None else {})}
 
 
 __all__ = ["Against", "MeasuredRow", "Prescription", "Recommended", "Untested", "UserChange"]

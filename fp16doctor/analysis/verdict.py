@@ -12,31 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 from fp16doctor.analysis.intervals import AACheck
+from fp16doctor.analysis.record import frozen, text, thawed
 from fp16doctor.analysis.values import ShownRatio, as_list, as_mapping, as_number, figure, saved_ratio, saved_speedup
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _frozen(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return MappingProxyType({str(k): _frozen(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return tuple(_frozen(v) for v in value)
-    return value
-
-
-def _thawed(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _thawed(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return [_thawed(v) for v in value]
-    return value
 
 
 @dataclass(frozen=True)
@@ -53,8 +33,8 @@ class CauseShare:
     @classmethod
     def of(cls, entry: Mapping[str, Any]) -> CauseShare:
         ms = entry.get("explains_ms") if "explains_ms" in entry else entry.get("ms")
-        return cls(str(entry.get("id") or ""), as_number(ms), _text(entry.get("basis")), _text(entry.get("part")),
-                   _text(entry.get("confirmed_by")))
+        return cls(str(entry.get("id") or ""), as_number(ms), text(entry.get("basis")), text(entry.get("part")),
+                   text(entry.get("confirmed_by")))
 
 
 @dataclass(frozen=True)
@@ -99,29 +79,27 @@ class Verdict:
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> Verdict:
         low, high = ([*(as_number(v) for v in as_list(record.get("ratio_interval"))), None, None])[:2]
-        aa = as_mapping(record.get("aa_check"))
         accounted = as_mapping(record.get("accounted"))
         return cls(
             machine=str(record.get("machine") or "host"), stack=str(record.get("stack") or "host"),
             variant=str(record.get("variant") or "original"), precision=str(record.get("precision") or "16-bit"),
             baseline=str(record.get("baseline") or "float32"), ratio=as_number(record.get("ratio")),
             ratio_interval=(low, high) if low is not None and high is not None else None,
-            interval_method=_text(record.get("interval_method")), outcome=_text(record.get("outcome")),
+            interval_method=text(record.get("interval_method")), outcome=text(record.get("outcome")),
             bound=record.get("bound") is True or record.get("interval_method") == "lower_bound",
             step_ms=as_number(record.get("step_ms")), fp32_step_ms=as_number(record.get("fp32_step_ms")),
-            difference_ms=as_number(record.get("difference_ms")), cause=_text(record.get("cause")),
-            basis=_text(record.get("basis")),
+            difference_ms=as_number(record.get("difference_ms")), cause=text(record.get("cause")),
+            basis=text(record.get("basis")),
             causes=tuple(CauseShare.of(c) for c in as_list(record.get("causes")) if isinstance(c, Mapping)),
             against=tuple(CauseShare.of(c) for c in as_list(record.get("against")) if isinstance(c, Mapping)),
-            aa_check=AACheck(aa.get("passed") is True, float(as_number(aa.get("noise")) or 0.0),
-                             str(aa.get("reason") or ""), control=str(aa.get("control") or "")) if aa else None,
-            comparison_refused=_text(record.get("comparison_refused")), bound_by=_text(record.get("bound_by")),
+            aa_check=AACheck.of(record.get("aa_check")),
+            comparison_refused=text(record.get("comparison_refused")), bound_by=text(record.get("bound_by")),
             unplaced_host_ms=as_number(accounted.get("unplaced_host_ms")),
             figure=figure(record), headline=str(record.get("headline") or ""),
-            record=_frozen(dict(record)))
+            record=frozen(dict(record)))
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(_thawed(self.record))
+        return dict(thawed(self.record))
 
 
 __all__ = ["CauseShare", "Verdict"]

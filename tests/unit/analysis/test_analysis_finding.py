@@ -6,31 +6,19 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
+from saved_documents import ROOT, documents_with, load
 
 from fp16doctor.analysis import analyse, diagnose_document, saved_diagnosis
 from fp16doctor.analysis.finding import Finding
 
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def _document(path: Path) -> dict[str, Any] | None:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return doc if isinstance(doc, dict) and (doc.get("runs") or doc.get("findings")) else None
-
-
-DOCUMENTS = [p for p in sorted([*ROOT.glob("docs/examples/*/results.json"), *ROOT.glob("tests/data/**/*.json")])
-             if _document(p) is not None]
+DOCUMENTS = documents_with("findings")
 
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_finding_round_trips_through_its_saved_form(path: Path) -> None:
-    doc = _document(path)
+    doc = load(path)
     assert doc is not None
     diagnosis = saved_diagnosis(doc)
     for finding in (*diagnosis.findings, *diagnosis.saved_findings):

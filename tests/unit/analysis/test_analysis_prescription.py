@@ -6,29 +6,14 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
+from saved_documents import ROOT, documents_with, load
 
 from fp16doctor.analysis import diagnose_document, saved_diagnosis
 from fp16doctor.analysis.prescription import MeasuredRow, Prescription
 
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def _documents() -> list[Path]:
-    found = []
-    for path in sorted([*ROOT.glob("docs/examples/*/results.json"), *ROOT.glob("tests/data/**/*.json")]):
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError):
-            continue
-        if isinstance(doc, dict) and (doc.get("runs") or doc.get("prescriptions")):
-            found.append(path)
-    return found
-
-
-DOCUMENTS = _documents()
+DOCUMENTS = documents_with("prescriptions")
 
 
 def test_there_are_documents_to_read() -> None:
@@ -38,7 +23,8 @@ def test_there_are_documents_to_read() -> None:
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_prescription_round_trips_through_its_saved_form(path: Path) -> None:
-    doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    doc = load(path)
+    assert doc is not None
     diagnosis = saved_diagnosis(doc)
     for prescription in diagnosis.prescriptions:
         saved = json.loads(json.dumps(prescription.to_dict()))  # what results.json and --json write

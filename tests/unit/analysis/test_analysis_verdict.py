@@ -6,30 +6,17 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
+from saved_documents import ROOT, documents_with, load
 
 from fp16doctor.analysis import diagnose_document, saved_diagnosis
 from fp16doctor.analysis.verdict import Verdict
 
-ROOT = Path(__file__).resolve().parents[3]
-DOCUMENTS = [p for p in sorted([*ROOT.glob("docs/examples/*/results.json"), *ROOT.glob("tests/data/**/*.json")])
-             if p.suffix == ".json"]
 
-
-def _document(path: Path) -> dict[str, Any] | None:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return doc if isinstance(doc, dict) and (doc.get("runs") or doc.get("verdicts")) else None
-
-
-@pytest.mark.parametrize("path", [p for p in DOCUMENTS if _document(p) is not None],
-                         ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", documents_with("verdicts"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_verdict_round_trips_through_its_saved_form(path: Path) -> None:
-    doc = _document(path)
+    doc = load(path)
     assert doc is not None
     for verdict in saved_diagnosis(doc).verdicts:
         saved = json.loads(json.dumps(verdict.to_dict()))  # what results.json and --json write
