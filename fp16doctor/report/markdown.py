@@ -183,10 +183,8 @@ def _document(doc: DocumentView, changes: Sequence[StackChangeView], many: bool)
     cut = sum(DETAIL_ORDER.index(s.id) <= DETAIL_ORDER.index(BETWEEN_AFTER) for s in detail)
     out += _sections(detail[:cut])
     out += _stack_changes(changes)
-    for machine in doc.machines:
-        out += [f"**Runs{', ' + md_text(machine.name) if many else ''}:**", ""]
-        out += _machine_table(machine) if machine.rows else []
-        out.append("")
+    for machine in (m for m in doc.machines if m.rows):
+        out += [f"**Runs{', ' + md_text(machine.name) if many else ''}:**", "", *_machine_table(machine), ""]
     out += _sections(detail[cut:])
     for machine in doc.machines:
         for table in machine.time_tables:

@@ -85,3 +85,10 @@ def test_the_summary_lists_what_the_prescription_was_chosen_from() -> None:
     assert "- mixed_bfloat16: 2.00x faster (1.90-2.10x), 50 ms vs 100 ms\n" in md
     assert "- float16: 5.50x slower (5.24-5.78x), 550 ms vs 100 ms \\[N1\\]" in md
     assert "- \\[N1\\] Pure fp16: weights and optimizer state in float16" in md
+
+
+def test_a_document_without_runs_has_no_empty_runs_heading(seed_doc):
+    findings_only = {k: v for k, v in copy.deepcopy(seed_doc).items() if k != "runs"}
+    md = _md([findings_only])
+    assert "**Runs" not in md and "| stack | precision |" not in md
+    assert "**Runs:**" in _md([seed_doc])
