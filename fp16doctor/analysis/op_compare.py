@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fp16doctor.analysis.context import Context, OpItem, OpsView, Pair, RunView, build_context
-from fp16doctor.analysis.values import as_list, as_mapping, as_number, as_str, fmt_ms, fmt_pct
+from fp16doctor.analysis.values import as_list, as_mapping, as_number, as_str, fmt_ms, fmt_pct, pair_words
 from fp16doctor.results import LOW_COVERAGE
 
 # The share of the window's wall time the listed ops must cover before their sum stands for the step; below
@@ -93,13 +93,8 @@ class OpComparison:
 
     @property
     def title(self) -> str:
-        """"float16 vs float32", with the stack (where not this host's) and the variant (where not as written)."""
-        parts = [f"{self.precision} vs float32"]
-        if self.stack not in ("", "host"):
-            parts.append(f"stack {self.stack}")
-        if self.variant != "original":
-            parts.append(self.variant)
-        return ", ".join(parts)
+        """"float16 vs float32", with the stack, the variant and the machine where they need saying (pair_words)."""
+        return pair_words(self.precision, self.stack, self.variant, self.machine)
 
     def caption(self) -> str:
         """What a table of these rows stands on: both steps, what measured the ops and how much of the window they

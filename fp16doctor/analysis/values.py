@@ -308,6 +308,20 @@ def variant_words(variant: str) -> str:
     return ", ".join(VARIANT_WORDS.get(part, part.replace("_", " ")) for part in variant_parts(variant))
 
 
+def pair_words(precision: str, stack: str = "host", variant: str = "original", machine: str = "host") -> str:
+    """"float16 vs float32, stack tf2.21, synthetic_input, on gpu-node": a 16-bit run against float32, with the stack
+    where it is not this host's, the variant where it is not as written and the machine where it is not this one:
+    the one rule a table's title and a finding's scope name a pair by."""
+    parts = [f"{precision} vs float32"]
+    if stack not in ("", "host"):
+        parts.append(f"stack {stack}")
+    if variant not in ("", "original"):
+        parts.append(variant)
+    if machine not in ("", "host"):
+        parts.append(f"on {machine}")
+    return ", ".join(parts)
+
+
 def fmt_config(entry: Mapping[str, Any]) -> str:
     """A measured or untested configuration as every output names it: 'float16', 'float16 with
     TF_ENABLE_ONEDNN_OPTS=0' (its `precision` and `setting`, as prescriptions list them)."""

@@ -34,20 +34,11 @@ def _short_tail(name: str, width: int = LAYER_WIDTH) -> str:
     return name if len(name) <= width else "\u2026" + name[-(width - 1):]
 
 
-def _title(comparison: OpComparison) -> str:
-    where = [comparison.stack] if comparison.stack != "host" else []
-    if comparison.variant != "original":
-        where.append(comparison.variant)
-    if comparison.machine != "host":
-        where.append(f"on {comparison.machine}")
-    suffix = f" ({', '.join(where)})" if where else ""
-    return f"Where the time went: {comparison.precision} vs float32{suffix}"
-
-
 def ops_table(comparison: OpComparison, count: int = TOP_OPS) -> RenderableType:
     """The `count` biggest differences per layer and pass with the 16-bit kernel, and what measured them; fits
     80 columns."""
-    table = Table(title=_title(comparison), title_justify="left", show_edge=False, pad_edge=False)
+    table = Table(title=f"Where the time went: {comparison.title}", title_justify="left", show_edge=False,
+                  pad_edge=False)
     passes = max(len(p) for p in SHORT_PASS.values())
     fixed = (LAYER_WIDTH + passes + TIME_WIDTH + max(TIME_WIDTH, len(comparison.precision)) + DIFF_WIDTH
              + 5 * SEPARATOR)

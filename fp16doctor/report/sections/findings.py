@@ -8,13 +8,13 @@ from dataclasses import dataclass
 
 from fp16doctor.analysis import SEVERITY_RANK
 from fp16doctor.analysis.finding import Finding
+from fp16doctor.analysis.values import pair_words
 from fp16doctor.knowledge.kernels import kernel_short_name
 from fp16doctor.report.redact import redact_text
 from fp16doctor.report.sections.common import BASIS_LABEL, pass_label
 from fp16doctor.report.sections.common import num as _num
 from fp16doctor.report.sections.common import text as _text
 from fp16doctor.report.sections.inputs import DocumentInput
-from fp16doctor.results import HOST_MACHINE
 
 
 @dataclass(frozen=True)
@@ -121,21 +121,11 @@ def _finding_views(findings: Sequence[Finding]) -> list[FindingView]:
 
 
 def _finding_scope(finding: Finding) -> str:
-    """The run a speed finding speaks of, in words: "float16 vs float32, stack tf2.21, on gpu-node"."""
-    precision = _text(finding.precision)
-    if not precision:
+    """The run a speed finding speaks of, in words: "float16 vs float32, stack tf2.21, on gpu-node" (pair_words)."""
+    if not finding.precision:
         return ""
-    parts = [f"{precision} vs float32"]
-    stack = _text(finding.stack)
-    if stack and stack != "host":
-        parts.append(f"stack {stack}")
-    variant = _text(finding.variant)
-    if variant and variant != "original":
-        parts.append(variant)
-    machine = _text(finding.machine)
-    if machine and machine != HOST_MACHINE:
-        parts.append(f"on {machine}")
-    return ", ".join(parts)
+    return _text(pair_words(finding.precision, finding.stack or "host", finding.variant or "original",
+                            finding.machine or "host"))
 
 
 FINDING_OPS = 5  # a finding lists its biggest ops; "Where the time went" has the rest

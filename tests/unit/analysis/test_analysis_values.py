@@ -219,3 +219,19 @@ def test_a_stack_comparison_says_each_stacks_ratio_as_its_verdict_does() -> None
     diagnosis = diagnose_document(example)
     words = " ".join(c.headline for c in diagnosis.stack_comparisons)
     assert "to a difference not measurable there (cpu)" in words and "the same speed (cpu)" not in words
+
+
+def test_a_pair_is_named_by_one_rule_in_every_table_and_card() -> None:
+    from fp16doctor.analysis.values import pair_words
+
+    assert pair_words("float16") == "float16 vs float32"
+    assert pair_words("float16", "tf2.21", "synthetic_input", "gpu-node") == \
+        "float16 vs float32, stack tf2.21, synthetic_input, on gpu-node"
+    # The report's finding card and every output's op table name the same pair the same way.
+    doc = json.loads((EXAMPLES[0].parent.parent / "cpu-epyc-avx2-three-stacks-quick" / "results.json").read_text())
+    diagnosis = diagnose_document(doc)
+    titles = {c.title for c in diagnosis.comparisons}
+    assert any(", stack " in t for t in titles)
+    scopes = {pair_words(f.precision, f.stack or "host", f.variant or "original", f.machine or "host")
+              for f in diagnosis.findings if f.precision}
+    assert titles & scopes
