@@ -210,7 +210,8 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
         found = rule(ctx)
         if found is not None:
             by_rule[fid] = found
-    accountings = account(ctx, by_rule)
+    books = ledgers(ctx)
+    accountings = account(ctx, by_rule, books)
     findings: list[Draft] = []
     accounted: set[str] = set()
     for acc in accountings:
@@ -251,7 +252,7 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
     return Diagnosis(tuple(Finding.of(f) for f in _rank(findings)), tuple(Verdict.of(v) for v in judged),
                      tuple(Prescription.of(p) for p in prescriptions), run_rows(ctx),
                      comparisons_of(ctx), roofline, "analysis" if findings else "none",
-                     stack_comparisons=stack_comparisons(ctx, judged), ledgers=ledgers(ctx), busy=busiest(doc))
+                     stack_comparisons=stack_comparisons(ctx, judged), ledgers=books, busy=busiest(doc))
 
 
 def compare_results(before: Mapping[str, Any], after: Mapping[str, Any],

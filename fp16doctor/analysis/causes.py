@@ -29,7 +29,7 @@ from typing import Any
 
 from fp16doctor.analysis.context import Context, OpItem, Pair, RunView
 from fp16doctor.analysis.intervals import ALWAYS_MEASURABLE, SwitchEffect, switch_effect
-from fp16doctor.analysis.ledger import COPIES, HOST_BATCH, KERNELS, PART_WORDS, Ledger, ledgers, part_change
+from fp16doctor.analysis.ledger import COPIES, HOST_BATCH, KERNELS, PART_WORDS, Ledger, part_change
 from fp16doctor.analysis.registry import SPEED_CAUSES
 from fp16doctor.analysis.roofline import estimate_context
 from fp16doctor.analysis.rules.causal import (
@@ -579,10 +579,11 @@ def _roofline_saving(pair: Pair, ctx: Context) -> tuple[float, str] | None:
 # ---------------------------------------------------------------------------------------- the whole
 
 
-def account(ctx: Context, found: Mapping[str, Mapping[str, Any]]) -> list[Accounting]:
-    """Every 16-bit run with a float32 partner on its machine, its difference split over causes."""
+def account(ctx: Context, found: Mapping[str, Mapping[str, Any]], books: Sequence[Ledger]) -> list[Accounting]:
+    """Every 16-bit run with a float32 partner on its machine, its difference split over causes; `books`: the
+    document's ledgers (ledger.ledgers), whose parts a cause's figure may be."""
     result = []
-    by_run = {(led.machine, led.stack, led.precision, led.variant): led for led in ledgers(ctx)}
+    by_run = {(led.machine, led.stack, led.precision, led.variant): led for led in books}
     for pair in [*ctx.pairs, *ctx.peer_pairs]:
         if pair.reduced.experiment:
             continue  # an experiment is evidence for its base run, not a verdict of its own

@@ -19,6 +19,7 @@ from fp16doctor.analysis.causes import (
     no_test,
 )
 from fp16doctor.analysis.context import Context, RunView, build_context
+from fp16doctor.analysis.ledger import ledgers
 from fp16doctor.analysis.next_bound import COMPILED_IN_MEMORY, compiled_applies, in_memory_idle
 from fp16doctor.analysis.registry import rules
 from fp16doctor.analysis.rules.common import make_finding
@@ -117,7 +118,7 @@ def plan(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                     f"{step:.0f} ms step")
         planned[key] = _item(run, exp, reason, skip)
 
-    for acc in account(ctx, found):
+    for acc in account(ctx, found, ledgers(ctx)):
         if not acc.significant or acc.pair.reduced.variant != "original":
             continue
         reduced, fp32 = acc.pair.reduced, acc.pair.fp32
