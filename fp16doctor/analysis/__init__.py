@@ -27,7 +27,7 @@ from fp16doctor.analysis.advice import slow_kernel_advice, slow_kernel_ideas
 from fp16doctor.analysis.answer import Answer, Section, build_answer
 from fp16doctor.analysis.busy import Contention, busiest
 from fp16doctor.analysis.causes import Accounting, Share, account
-from fp16doctor.analysis.context import build_context, on
+from fp16doctor.analysis.context import build_context
 from fp16doctor.analysis.detail import build_detail, detail_text
 from fp16doctor.analysis.experiments import experiment_evidence, setting_findings
 from fp16doctor.analysis.failed import drop_failed_untested
@@ -44,7 +44,7 @@ from fp16doctor.analysis.rules.common import make_finding
 from fp16doctor.analysis.rules.numerics import drop_rounding_untested
 from fp16doctor.analysis.runs import RunRow, run_rows
 from fp16doctor.analysis.stack_compare import DocumentComparison, StackComparison, compare_documents, stack_comparisons
-from fp16doctor.analysis.values import as_list, fmt_ms
+from fp16doctor.analysis.values import as_list, fmt_ms, on
 from fp16doctor.analysis.verdict import Verdict
 from fp16doctor.analysis.verdicts import complete_saved, share_of_difference, unlisted_devices, verdicts
 

@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fp16doctor.analysis.context import Software, on
+from fp16doctor.analysis.context import Software
 from fp16doctor.analysis.pipeline_code import input_pipeline_program
-from fp16doctor.analysis.values import UntestedIdea, fmt_config, fmt_ms, fmt_versus
+from fp16doctor.analysis.values import UntestedIdea, fmt_config, fmt_ms, fmt_versus, on
 from fp16doctor.knowledge.cuda import version_at_least
 from fp16doctor.knowledge.frameworks import KERAS_FLOATX_BATCHES_UNTIL, has_feature
 from fp16doctor.results import experiment_changes

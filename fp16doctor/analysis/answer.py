@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from fp16doctor.analysis.context import named_place
 from fp16doctor.analysis.finding import Finding
 from fp16doctor.analysis.intervals import AACheck
 from fp16doctor.analysis.ledger import UNPLACED, Ledger, against_part, moved_words, part_change, part_of_step
@@ -36,6 +35,7 @@ from fp16doctor.analysis.values import (
     ShownRatio,
     fmt_ms,
     fmt_pct,
+    named_place,
     variant_words,
 )
 from fp16doctor.analysis.verdict import Verdict
@@ -386,7 +386,8 @@ class _Notes:
         return tuple(Note(i, t) for t, i in self.by_text.items())
 
 
-def _places(diagnosis: Diagnosis) -> list[tuple[str, str]]:
+def places_of(diagnosis: Diagnosis) -> list[tuple[str, str]]:
+    """The machines and stacks a document tells apart, in the order its runs and prescriptions name them."""
     seen = [(r.machine, r.stack) for r in diagnosis.runs]
     seen += [(p.machine, p.stack) for p in diagnosis.prescriptions]
     return list(dict.fromkeys(seen))
@@ -622,7 +623,8 @@ def _first_sentence(text: str) -> str:
     return short_line(text[:end + 1] if end > 0 else text)
 
 
-def _findings(diagnosis: Diagnosis, prescriptions: tuple[PrescriptionLine, ...]) -> tuple[FindingLine, ...]:
+def _findings(diagnosis: Diagnosis, prescriptions: tuple[PrescriptionLine, ...],
+              places: list[tuple[str, str]]) -> tuple[FindingLine, ...]:
     """A line per finding, but for the outcomes ("float16 is 1.8x faster than float32"): each is a configuration's
     line in (c) already, and is said once (a full view keeps them, with their evidence)."""
     lines = []
@@ -631,12 +633,9 @@ def _findings(diagnosis: Diagnosis, prescriptions: tuple[PrescriptionLine, ...])
         if found is not None and found.family == "outcome":
             continue
         points = _points_to(f, prescriptions, diagnosis.prescriptions)
-        variant = f.variant or "original"
         lines.append(FindingLine(
             id=f.id, rank=f.rank or 0, severity=f.severity, title=short_line(f.title),
-            explains=(f"explains {fmt_ms(f.explains_ms)} of {f.precision}"
-                      + ("" if variant == "original" else f", {variant_words(variant)}")
-                      if f.explains_ms is not None else ""),
+            explains=f.explains_words(f.place(places)),
             points_to=points,
             fix="" if points else _first_sentence(f.recommendation)))
     return tuple(lines)
@@ -644,16 +643,16 @@ def _findings(diagnosis: Diagnosis, prescriptions: tuple[PrescriptionLine, ...])
 
 def build_answer(diagnosis: Diagnosis) -> Answer:
     """The answer of one diagnosis (pure: reads only the Diagnosis)."""
-    places = _places(diagnosis)
+    places = places_of(diagnosis)
     notes = _Notes()
     prescriptions = _prescriptions(diagnosis.prescriptions, places)
     precisions = _precisions(diagnosis, notes, places) + _failed(diagnosis, places)
     changes = _changes(diagnosis, notes, places)
     return Answer(bounds=_bounds(diagnosis, places), prescriptions=prescriptions, precisions=precisions,
-                  changes=changes, findings=_findings(diagnosis, prescriptions), notes=notes.notes(),
+                  changes=changes, findings=_findings(diagnosis, prescriptions, places), notes=notes.notes(),
                   places=len(places), between=tuple(c.headline for c in diagnosis.stack_comparisons))
 
 
 __all__ = ["CHANGES_HEADING", "MAX_LINE", "PRECISIONS_HEADING", "SECTION_ORDER", "Answer", "AnswerLine", "Bound",
            "Change", "FindingLine", "Note", "PrecisionLine", "PrescriptionLine", "Section", "build_answer", "notes_of",
-           "short_line"]
+           "places_of", "short_line"]

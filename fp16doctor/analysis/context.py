@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -43,6 +43,8 @@ from fp16doctor.analysis.values import (
     as_positive,
     as_str,
     fmt_ms,
+    named_place,
+    on,
 )
 from fp16doctor.knowledge.cpu import CPU_BF16_FLAGS, CPU_FP16_FLAGS, CpuModel, match_cpu
 from fp16doctor.knowledge.gpus import GpuFacts, gpu_facts
@@ -383,21 +385,6 @@ def load_words(load: Mapping[str, Any]) -> str | None:
     return "; ".join(parts) if parts else None
 
 
-def place_words(machine: str, stack: str) -> str:
-    """A machine and stack as sentences name them: the stack alone on the host, else 'stack on machine'."""
-    return stack if machine == HOST_MACHINE else f"{stack} on {machine}"
-
-
-def named_place(places: Collection[tuple[str, str]], machine: str, stack: str) -> str:
-    """The place a sentence names among a document's `places`: nothing where it is the only one, else its words."""
-    return place_words(machine, stack) if len(set(places)) > 1 or (machine, stack) not in places else ""
-
-
-def on(place: str) -> str:
-    """' on <place>' after a sentence's subject, or nothing where the document has one place."""
-    return f" on {place}" if place else ""
-
-
 def _placed(runs: list[RunView]) -> list[RunView]:
     """Each run with the place its sentences name, where the document tells more than one apart."""
     places = {(r.machine, r.stack) for r in runs}
@@ -437,5 +424,5 @@ def build_context(doc: Mapping[str, Any]) -> Context:
 
 
 __all__ = ["BF16", "CONTROL_VARIANTS", "REDUCED", "SIXTEEN_BIT", "Context", "CpuFacts", "MachineFacts", "OpItem",
-           "OpsView", "Pair", "RunView", "Software", "build_context", "load_words", "named_place", "names_a_change",
-           "noise_band", "on", "place_words"]
+           "OpsView", "Pair", "RunView", "Software", "build_context", "load_words", "names_a_change",
+           "noise_band"]

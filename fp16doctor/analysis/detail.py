@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fp16doctor.analysis.answer import Answer, AnswerLine, Section, notes_of
+from fp16doctor.analysis.answer import Answer, AnswerLine, Section, notes_of, places_of
 from fp16doctor.analysis.finding import Finding
 from fp16doctor.analysis.prescription import Prescription
 from fp16doctor.analysis.roofline import RooflineEstimate
@@ -66,11 +66,26 @@ def _in_memory(answer: Answer) -> tuple[AnswerLine, ...]:
                  for line in answer.prescriptions for words in line.in_memory)
 
 
-def _verdicts(verdicts: Sequence[Verdict]) -> tuple[AnswerLine, ...]:
-    """(f) Each verdict's sentence, its tone its outcome."""
+def no_verdict_words(statuses: Sequence[str]) -> str:
+    """A machine on which no 16-bit run could be paired with a float32 run, its runs' `statuses` said."""
+    failed = [s for s in statuses if s != "ok"]
+    why = f" ({len(failed)} of {len(statuses)} runs did not complete)" if failed else ""
+    return f"No float32 run and 16-bit run both completed, so there is no ratio to report{why}."
+
+
+def _verdicts(verdicts: Sequence[Verdict], rows: Sequence[RunRow]) -> tuple[AnswerLine, ...]:
+    """(f) Each verdict's sentence, its tone its outcome; each machine whose runs gave none, why."""
     tone = {"slower": "slower", "faster": "faster"}
-    return tuple(AnswerLine(f"V{n}", v.headline, tone.get(v.outcome or "", "verdict"))
-                 for n, v in enumerate(verdicts, start=1) if v.headline)
+    lines = [AnswerLine(f"V{n}", v.headline, tone.get(v.outcome or "", "verdict"))
+             for n, v in enumerate(verdicts, start=1) if v.headline]
+    judged = {v.machine for v in verdicts}
+    machines = list(dict.fromkeys(row.machine for row in rows))
+    for machine in machines:
+        if machine not in judged:
+            where = f"{machine}: " if len(machines) > 1 else ""
+            lines.append(AnswerLine("", where + no_verdict_words([r.status for r in rows if r.machine == machine]),
+                                    "verdict"))
+    return tuple(lines)
 
 
 def _runs(rows: Sequence[RunRow]) -> tuple[AnswerLine, ...]:
@@ -119,13 +134,12 @@ def _best_case(estimates: Sequence[RooflineEstimate]) -> tuple[AnswerLine, ...]:
     return tuple(lines)
 
 
-def _finding(finding: Finding, places: int) -> tuple[AnswerLine, ...]:
+def _finding(finding: Finding, places: Sequence[tuple[str, str]]) -> tuple[AnswerLine, ...]:
     """(i) A finding: its rank, severity, id and title with what it explains and its confidence; its evidence; its
     whole fix (a program as a block, never broken)."""
     ref = f"F{finding.rank or ''}"
-    where = f" on {finding.stack}" if places > 1 else ""
-    accounts = (f"explains {fmt_ms(finding.explains_ms)} of {finding.precision}{where}, "
-                f"{(finding.basis or '').replace('_', ' ')}; " if finding.explains_ms is not None else "")
+    explains = finding.explains_words(finding.place(places), basis=True)
+    accounts = f"{explains}; " if explains else ""
     confidence = finding.confidence if finding.confidence is not None else "?"
     lines = [AnswerLine(ref, f"{finding.rank or '-'}. {finding.severity.upper()} {finding.id}: {finding.title} "
                              f"({accounts}confidence {confidence})", finding.severity, hang=3)]
@@ -136,6 +150,26 @@ def _finding(finding: Finding, places: int) -> tuple[AnswerLine, ...]:
         lines.append(AnswerLine(ref, f"fix: {prose}", "fix", 3, hang=5))
         if block.strip():
             lines.append(AnswerLine(ref, block, "code", 8))
+    code = finding.fix_code
+    if code:
+        lines.append(AnswerLine(ref, f"for {finding.fix_flavour}:", "fix", 3))
+        lines.append(AnswerLine(ref, code, "code", 8))
+    return tuple(lines)
+
+
+def _provenance(diagnosis: Diagnosis) -> tuple[AnswerLine, ...]:
+    """(i') Where the findings come from, where they are not the file's own, or that there are none."""
+    lines = []
+    if diagnosis.findings_source == "analysis":
+        if diagnosis.saved_findings:
+            by = f"fp16doctor {diagnosis.saved_by}" if diagnosis.saved_by else "an unknown fp16doctor version"
+            lines.append(AnswerLine("", "These come from this release's analysis of the file's runs; the findings "
+                                        f"the file itself carries were written by {by} and are not shown.", "dim"))
+        elif diagnosis.runs:
+            lines.append(AnswerLine("", "This results file carried no findings; these come from fp16doctor's "
+                                        "analysis of its numbers.", "dim"))
+    if not diagnosis.findings:
+        lines.append(AnswerLine("", "No findings: the analysis found nothing to explain.", "dim"))
     return tuple(lines)
 
 
@@ -143,10 +177,11 @@ def build_detail(diagnosis: Diagnosis) -> tuple[Section, ...]:
     """The detail of one diagnosis, in DETAIL_ORDER, each section only where it has lines."""
     answer = diagnosis.answer
     built = {"measured": _measured(diagnosis.prescriptions, answer),
-             "in_memory": _in_memory(answer), "verdicts": _verdicts(diagnosis.verdicts),
+             "in_memory": _in_memory(answer), "verdicts": _verdicts(diagnosis.verdicts, diagnosis.runs),
              "runs": _runs(diagnosis.runs), "software": _software(diagnosis.runs),
              "best_case": _best_case(diagnosis.roofline),
-             "finding_detail": tuple(line for f in diagnosis.findings for line in _finding(f, answer.places))}
+             "finding_detail": _provenance(diagnosis) + tuple(line for f in diagnosis.findings
+                                                              for line in _finding(f, places_of(diagnosis)))}
     return tuple(Section(key, DETAIL_HEADINGS[key], built[key]) for key in DETAIL_ORDER if built[key])
 
 

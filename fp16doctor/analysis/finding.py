@@ -10,12 +10,16 @@ record's other facts (what it recommends and instead of what, the remedy by mach
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from fp16doctor.analysis.record import frozen, text, thawed
-from fp16doctor.analysis.values import as_list, as_number
+from fp16doctor.analysis.values import as_list, as_number, fmt_ms, named_place, variant_words
+from fp16doctor.results import HOST_MACHINE
+
+# How a finding's explained time was found, as every output says it.
+BASIS_WORDS = {"measured_ops": "measured", "experiment": "confirmed by experiment", "estimate": "estimated"}
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,39 @@ class Finding:
         return tuple((str(m.get("machine")), str(m.get("stack")), m.get("recommends") is not None)
                      for m in as_list(machines) if isinstance(m, Mapping))
 
+    @property
+    def fix_code(self) -> str:
+        """The code the analysis chose for its stack (fixes.attach_fixes), where its recommendation brings no code
+        block of its own (a line indented four spaces or a tab); else ""."""
+        code = self.fix.get("code") if self.fix is not None else None
+        if not isinstance(code, str) or any(line.startswith(("    ", "\t")) and line.strip()
+                                            for line in self.recommendation.splitlines()):
+            return ""
+        return code
+
+    @property
+    def fix_flavour(self) -> str:
+        """The stack its fix code is written for ("Keras 3", "tf.keras 2.x")."""
+        return str(self.fix.get("flavour") or "") if self.fix is not None else ""
+
+    def place(self, places: Collection[tuple[str, str]]) -> str:
+        """The place its sentences name among a document's `places` (values.named_place); "" for one that speaks
+        of no run."""
+        return named_place(places, self.machine or HOST_MACHINE, self.stack) if self.stack else ""
+
+    def explains_words(self, place: str = "", basis: bool = False) -> str:
+        """What it explains, as every output says it: "explains 362 ms of float16", with its variant ("float16,
+        with batches in memory"), its `place` ("on tf1.7-cpu") and, with `basis`, how that was found
+        (", measured"); "" where it explains no time."""
+        if self.explains_ms is None:
+            return ""
+        variant = self.variant or "original"
+        text = f"explains {fmt_ms(self.explains_ms)} of {self.precision or 'its 16-bit run'}"
+        text += "" if variant == "original" else f", {variant_words(variant)}"
+        text += f" on {place}" if place else ""
+        shown = BASIS_WORDS.get(self.basis or "")
+        return text + (f", {shown}" if basis and shown else "")
+
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> Finding:
         rank = as_number(record.get("rank"))
@@ -71,4 +108,4 @@ class Finding:
         return dict(thawed(self.record))
 
 
-__all__ = ["Finding"]
+__all__ = ["BASIS_WORDS", "Finding"]

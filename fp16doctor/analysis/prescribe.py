@@ -29,7 +29,6 @@ from fp16doctor.analysis.context import (
     RunView,
     Software,
     names_a_change,
-    on,
 )
 from fp16doctor.analysis.intervals import RatioInterval
 from fp16doctor.analysis.next_bound import CommandOf, idle_words, next_bound_changes
@@ -45,6 +44,7 @@ from fp16doctor.analysis.values import (
     fmt_interval,
     fmt_ms,
     fmt_times,
+    on,
     round_ratio,
 )
 from fp16doctor.analysis.words import change_worth, config_notes

@@ -4,10 +4,11 @@ missing or of the wrong type, and the analysis must then know less rather than c
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fp16doctor.results import HOST_MACHINE
 from fp16doctor.workload import paired
 from fp16doctor.workload.protocol import variant_parts
 
@@ -401,3 +402,21 @@ def figure(verdict: Mapping[str, Any]) -> str:
     if shown is None or saved_outcome(verdict, shown.speedup) is None:
         return "no ratio"
     return shown.figure()
+
+
+# A place: the machine and stack a sentence speaks of.
+
+
+def place_words(machine: str, stack: str) -> str:
+    """A machine and stack as sentences name them: the stack alone on the host, else 'stack on machine'."""
+    return stack if machine == HOST_MACHINE else f"{stack} on {machine}"
+
+
+def named_place(places: Collection[tuple[str, str]], machine: str, stack: str) -> str:
+    """The place a sentence names among a document's `places`: nothing where it is the only one, else its words."""
+    return place_words(machine, stack) if len(set(places)) > 1 or (machine, stack) not in places else ""
+
+
+def on(place: str) -> str:
+    """' on <place>' after a sentence's subject, or nothing where the document has one place."""
+    return f" on {place}" if place else ""

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from fp16doctor.analysis.causes import HALF, Accounting, Share
-from fp16doctor.analysis.context import BF16, REDUCED, SIXTEEN_BIT, Context, on
+from fp16doctor.analysis.context import BF16, REDUCED, SIXTEEN_BIT, Context
 from fp16doctor.analysis.device import device_split, estimated_bound
 from fp16doctor.analysis.ledger import against_part, part_of_step
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
@@ -22,6 +22,7 @@ from fp16doctor.analysis.values import (
     as_str,
     figure,
     fmt_ms,
+    on,
     round_ratio,
     saved_outcome,
     saved_ratio,

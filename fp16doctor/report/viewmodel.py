@@ -45,10 +45,7 @@ class DocumentView:
     created: str | None
     tool_version: str | None
     note: str | None
-    findings_source: str  # "results" (as written by diagnose) or "analysis" (computed now) or "none"
     sections: dict[str, Any]  # each document section's piece, in SECTIONS' order
-    # The version that wrote findings this report analysed afresh instead (never shown beside them); None: none.
-    findings_replaced_from: str | None = None
     # The analysis' answer (analysis/answer.py): what the first screen and the markdown lay out, in its order.
     answer: Answer | None = None
     # The analysis' detail (analysis/detail.py, Diagnosis.detail): what a full view lays out after the answer.
@@ -66,6 +63,11 @@ class DocumentView:
     @property
     def findings(self) -> list[FindingView]:
         return list(self.sections.get("findings", []))
+
+    @property
+    def findings_about(self) -> list[str]:
+        """The detail's words on the findings as a whole (where they come from, or that there are none)."""
+        return [line.text for s in self.detail if s.id == "finding_detail" for line in s.lines if not line.ref]
 
     @property
     def environment(self) -> EnvironmentView:
@@ -158,10 +160,7 @@ def _document_view(source: DocumentInput, pieces: dict[str, Any]) -> DocumentVie
         created=text(doc.get("created")) or None,
         tool_version=text(tool.get("version")) or None,
         note=text(doc.get("note")) or None,
-        findings_source=source.diagnosis.findings_source,
         sections=pieces,
-        findings_replaced_from=(f"fp16doctor {source.diagnosis.saved_by}" if source.diagnosis.saved_by
-                                else "an unknown fp16doctor version") if source.diagnosis.saved_findings else None,
         answer=source.diagnosis.answer,
         detail=source.diagnosis.detail,
         busy=source.diagnosis.busy.document_words() if source.diagnosis.busy is not None else None,

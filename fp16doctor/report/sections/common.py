@@ -7,8 +7,6 @@ from typing import Any
 
 from fp16doctor.report.redact import redact_text
 
-BASIS_LABEL = {"measured_ops": "measured", "experiment": "confirmed by experiment", "estimate": "estimated"}
-
 
 def dict_of(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}

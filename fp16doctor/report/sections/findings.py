@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fp16doctor.analysis import SEVERITY_RANK
+from fp16doctor.analysis.answer import places_of
 from fp16doctor.analysis.finding import Finding
-from fp16doctor.analysis.values import pair_words
 from fp16doctor.knowledge.kernels import kernel_short_name
 from fp16doctor.report.redact import redact_text
-from fp16doctor.report.sections.common import BASIS_LABEL, pass_label
 from fp16doctor.report.sections.common import num as _num
+from fp16doctor.report.sections.common import pass_label
 from fp16doctor.report.sections.common import text as _text
 from fp16doctor.report.sections.inputs import DocumentInput
 
@@ -51,9 +51,8 @@ class FindingView:
     recommendation: str  # prose only, code blocks left out (the markdown summary uses it)
     recommendation_parts: list[TextPart]  # prose and indented code blocks, in order
     fix: FixView | None  # code for the stack, when the recommendation brings none of its own
-    explains_ms: float | None = None  # the time this cause accounts for (speed findings only)
-    basis: str | None = None  # "measured", "confirmed by experiment" or "estimated"
-    scope: str = ""  # the run it speaks of: "float16 vs float32, stack host"
+    # What it explains, as every output says it (Finding.explains_words): "explains 362 ms of float16, measured"
+    explains: str = ""
     ops: tuple[FindingOpView, ...] = ()
 
 
@@ -92,14 +91,12 @@ def split_recommendation(text: str) -> list[TextPart]:
     return parts
 
 
-def _finding_views(findings: Sequence[Finding]) -> list[FindingView]:
+def _finding_views(findings: Sequence[Finding], places: Sequence[tuple[str, str]]) -> list[FindingView]:
     views = []
     for f in _rank_findings(findings):
         parts = split_recommendation(_text(f.recommendation))
-        chosen = f.fix  # the code the analysis chose for the finding's stack (fixes.attach_fixes)
-        fix = (FixView(_text(chosen.get("flavour")), redact_text(str(chosen["code"])))
-               if chosen is not None and isinstance(chosen.get("code"), str)
-               and not any(p.kind == "code" for p in parts) else None)
+        # The code the analysis chose for the finding's stack (fixes.attach_fixes), where it brings none of its own.
+        fix = FixView(_text(f.fix_flavour), redact_text(f.fix_code)) if f.fix_code else None
         views.append(
             FindingView(
                 id=_text(f.id) or "finding",
@@ -110,22 +107,12 @@ def _finding_views(findings: Sequence[Finding]) -> list[FindingView]:
                 recommendation=" ".join(p.text for p in parts if p.kind == "text"),
                 recommendation_parts=parts,
                 fix=fix,
-                explains_ms=f.explains_ms,
-                basis=BASIS_LABEL.get(str(f.basis)),
-                scope=_finding_scope(f),
+                explains=_text(f.explains_words(f.place(places), basis=True)),
                 ops=tuple(_finding_ops(f)),
             )
         )
     return views
 
-
-
-def _finding_scope(finding: Finding) -> str:
-    """The run a speed finding speaks of, in words: "float16 vs float32, stack tf2.21, on gpu-node" (pair_words)."""
-    if not finding.precision:
-        return ""
-    return _text(pair_words(finding.precision, finding.stack or "host", finding.variant or "original",
-                            finding.machine or "host"))
 
 
 FINDING_OPS = 5  # a finding lists its biggest ops; "Where the time went" has the rest
@@ -145,4 +132,4 @@ def _finding_ops(finding: Finding) -> list[FindingOpView]:
 
 
 def build(source: DocumentInput) -> list[FindingView]:
-    return _finding_views(source.diagnosis.findings)
+    return _finding_views(source.diagnosis.findings, places_of(source.diagnosis))

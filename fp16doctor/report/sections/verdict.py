@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fp16doctor.analysis.detail import no_verdict_words
 from fp16doctor.analysis.verdict import Verdict
 from fp16doctor.report.sections.common import text as _text
 from fp16doctor.report.sections.inputs import ReportInput
@@ -27,12 +28,12 @@ class VerdictView:
     bound: bool  # the 16-bit run was cut short: it is at least this much slower
     cause_id: str | None
     basis: str | None
-    sentence: str
+    sentence: str  # the analysis' own: the verdict's headline (the machine is named beside it)
     figure: str = "no ratio"  # the analysis' "1.60x slower", ">= 166x slower", "1.25x faster", "same speed"
 
 
 def verdict_view(name: str, verdict: Verdict) -> VerdictView:
-    """The analysis' verdict on machine `name`: its headline, word for word, and its figure."""
+    """The analysis' verdict on machine `name` (named beside it): its headline, word for word, and its figure."""
     speedup = verdict.speedup
     tone = OUTCOME_TONE.get(verdict.outcome or "", "unknown") if speedup is not None else "unknown"
     return VerdictView(
@@ -45,19 +46,14 @@ def verdict_view(name: str, verdict: Verdict) -> VerdictView:
         bound=verdict.bound,
         cause_id=verdict.cause,
         basis=verdict.basis,
-        sentence=f"On {name}: {_text(verdict.headline).rstrip('.')}.",
+        sentence=_text(verdict.headline),
         figure=verdict.figure,  # one rule for every output (ShownRatio), whatever a saved file phrased
     )
 
 
 def no_verdict(name: str, statuses: Sequence[str]) -> VerdictView:
     """A machine on which the analysis could pair no 16-bit run with a float32 run (its runs' statuses)."""
-    failed = [s for s in statuses if s != "ok"]
-    why = f" ({len(failed)} of {len(statuses)} runs did not complete)" if failed else ""
-    return VerdictView(
-        name, "", "original", None, "unknown", None, False, None, None,
-        f"On {name}, no float32 run and 16-bit run both completed, so there is no ratio to report{why}.",
-    )
+    return VerdictView(name, "", "original", None, "unknown", None, False, None, None, no_verdict_words(statuses))
 
 
 def machine_verdicts(name: str, key: str, statuses: Sequence[str], verdicts: Sequence[Verdict]) -> list[VerdictView]:

@@ -56,7 +56,7 @@ def test_the_verdict_names_the_slow_kernel_measured(ops_doc):
     assert verdict.tone == "slower" and "(measured:" in verdict.sentence
     assert "conv2d backward weights ran ref:any" in verdict.sentence
     finding = next(f for f in report.documents[0].findings if f.id == "slow_fp16_kernels")
-    assert finding.basis == "measured" and finding.explains_ms and finding.explains_ms > 10_000
+    assert re.fullmatch(r"explains [0-9.]+ s of float16, measured", finding.explains)
     assert finding.ops[0].where == "conv2d backward weights" and finding.ops[0].impl == "ref:any"
 
 
@@ -68,7 +68,7 @@ def test_html_shows_where_the_time_went(ops_doc):
     # The caption is the analysis' (OpComparison.caption), as the markdown lays it out too.
     assert "ops from tf_profiler + onednn_verbose, coverage 96 % (float32 91 %)" in text
     assert "window: float16: a profiled window after the timed steps (1 step)" in text
-    assert "Accounts for" in text and "measured" in text
+    assert re.search(r"explains [0-9.]+ s of float16, measured", text)
     assert "Tensor Cores" not in text  # no kernel name says either way on a CPU
 
 
@@ -144,11 +144,10 @@ def test_saved_verdicts_are_used_when_there_are_no_runs_to_recompute_from():
     [verdict] = _report(doc).headline
     assert verdict.figure == "2.00x slower" and verdict.cause_id == "old_stack"
     assert verdict.sentence == (
-        "On CPU only (no GPU): float16 is 2.00x slower than float32 (stack cpu), mostly because the stack predates "
-        "fast fp16 paths."
+        "float16 is 2.00x slower than float32 (stack cpu), mostly because the stack predates fast fp16 paths"
     )
     saved["explained_share"] = 0.3
-    assert "partly because the stack predates fast fp16 paths; 70% of it is unexplained." in \
+    assert "partly because the stack predates fast fp16 paths; 70% of it is unexplained" in \
         _report(doc).headline[0].sentence
 
 

@@ -32,7 +32,7 @@ HEADLINE = ("float16 is 1.60x slower than float32 on user (800 ms vs 500 ms per 
 
 def test_the_analysis_headline_is_printed_word_for_word(seed_doc):
     verdict = _machine(seed_doc, fixed_sources(verdicts=[dict(SEED_VERDICT, headline=HEADLINE)])).verdicts[0]
-    assert verdict.sentence == f"On NVIDIA TITAN V: {HEADLINE}."
+    assert verdict.sentence == HEADLINE and verdict.machine == "NVIDIA TITAN V"
     assert verdict.tone == "slower" and verdict.figure == "1.60x slower"
 
 
@@ -46,9 +46,9 @@ def test_seed_verdict_renders_what_the_analysis_decided(seed_doc):
     # the cause's title is the finding's (the fixed one here), the basis and the unexplained part as the verdict
     # says; "partly", since the cause accounts for less than half of the difference
     assert verdict.sentence == (
-        "On NVIDIA TITAN V: float16 is 1.60x slower than float32 (800 ms vs 500 ms per step; stack user), "
+        "float16 is 1.60x slower than float32 (800 ms vs 500 ms per step; stack user), "
         "partly because the host builds float16 batches with emulated numpy arithmetic "
-        "(estimated: 144 ms of the 300 ms difference); 156 ms (52%) of it is unexplained."
+        "(estimated: 144 ms of the 300 ms difference); 156 ms (52%) of it is unexplained"
     )
     assert machine.name == "NVIDIA TITAN V"
 
@@ -80,7 +80,7 @@ def test_well_explained_verdict_says_nothing_is_unexplained(seed_doc):
                    basis="measured_ops")
     sentence = _machine(seed_doc, fixed_sources(verdicts=[verdict])).verdicts[0].sentence
     assert "mostly because the host builds" in sentence
-    assert "(measured: 270 ms of the 300 ms difference)." in sentence and "unexplained" not in sentence
+    assert sentence.endswith("(measured: 270 ms of the 300 ms difference)") and "unexplained" not in sentence
 
 
 def test_cut_short_verdict_is_a_bound(seed_doc):
@@ -95,20 +95,21 @@ def test_a_saved_documents_findings_are_the_analysis_of_its_runs_never_the_files
     """`report` shows what `explain` says of the same file: the current analysis, never the file's saved findings
     beside fresh verdicts."""
     doc = build_report([rich_doc], Sources()).documents[0]
-    assert doc.findings_source == "analysis"
+    assert any(line.startswith("These come from this release's analysis") for line in doc.findings_about)
     assert [f.id for f in doc.findings] == [f["id"] for f in diagnose_document(rich_doc).to_dict()["findings"]]
 
 
 def test_doc_without_findings_gets_the_analysis(seed_doc, sources):
     doc = build_report([seed_doc], sources).documents[0]
-    assert doc.findings_source == "analysis"
+    assert doc.findings_about == ["This results file carried no findings; these come from fp16doctor's analysis of "
+                                  "its numbers."]
     assert {f.id for f in doc.findings} == {f["id"] for f in FAKE_FINDINGS}
 
 
 def test_verdict_without_a_cause_says_nothing_explains_the_difference(seed_doc):
     verdict = dict(SEED_VERDICT, cause=None, basis=None, causes=[], explained_share=0.0, unexplained_ms=300.0)
     machine = _machine(seed_doc, fixed_sources(findings=[], verdicts=[verdict]))
-    assert machine.verdicts[0].sentence.endswith("; no finding explains the 300 ms difference.")
+    assert machine.verdicts[0].sentence.endswith("; no finding explains the 300 ms difference")
 
 
 def test_run_table_derived_numbers(rich_doc, sources):
@@ -358,7 +359,7 @@ def test_real_analysis_plugs_in(seed_doc):
     doc = report.documents[0]
     [verdict] = doc.machines[0].verdicts
     assert verdict.speedup == pytest.approx(0.625) and verdict.tone == "slower"
-    assert doc.findings_source == "analysis"
+    assert doc.findings_about and "findings" in doc.findings_about[0]
     # whatever it names, the cause is a finding that can cause a speed difference, and the sentence says so
     assert verdict.cause_id is None or REGISTRY[verdict.cause_id].causes_speed
     if verdict.cause_id is not None:
@@ -434,8 +435,8 @@ def test_faster_verdict_names_what_saved_the_time():
     limit = {"id": "input_pipeline_bound", "title": "Input pipeline dominates", "severity": "warning"}
     verdict = build_report([doc], fixed_sources(findings=[limit], verdicts=[faster])).documents[0].machines[0]
     assert verdict.verdicts[0].sentence == (
-        "On G: float16 is 1.50x faster than float32 (200 ms vs 300 ms per step), mostly because 16-bit kernels "
-        "saved time (measured: 80 ms of the 100 ms difference)."
+        "float16 is 1.50x faster than float32 (200 ms vs 300 ms per step), mostly because 16-bit kernels "
+        "saved time (measured: 80 ms of the 100 ms difference)"
     )
     assert verdict.verdicts[0].tone == "faster" and verdict.verdicts[0].figure == "1.50x faster"
 
