@@ -122,11 +122,9 @@ def _speed_finding(acc: Accounting, share: Share, base: Draft | None) -> Draft:
     pair = acc.pair
     reduced = pair.reduced
     spec = REGISTRY[share.cause]
-    figure, against = share_of_difference(acc, share)
-    summary = (f"accounts for {figure} between "
-               f"{reduced.precision} ({fmt_ms(pair.interval.other_ms)}) and {pair.fp32.precision} "
-               f"({fmt_ms(pair.interval.fp32_ms)}){on(reduced.place)} ({share.basis.replace('_', ' ')})"
-               f"{'; ' + against if against else ''}")
+    between = (f" between {reduced.precision} ({fmt_ms(pair.interval.other_ms)}) and {pair.fp32.precision} "
+               f"({fmt_ms(pair.interval.fp32_ms)}){on(reduced.place)} ({share.basis.replace('_', ' ')})")
+    summary = f"accounts for {share_of_difference(acc, share, between)}"
     if base is not None:
         finding = copy.deepcopy(base)
         finding["evidence"] = [summary, *share.evidence, *[e for e in base.get("evidence", [])

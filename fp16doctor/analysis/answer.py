@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from fp16doctor.analysis.finding import Finding
 from fp16doctor.analysis.intervals import AACheck
-from fp16doctor.analysis.ledger import UNPLACED, Ledger, against_part, moved_words, part_change, part_of_step
+from fp16doctor.analysis.ledger import UNPLACED, Ledger, moved_words, part_change, part_in_step, part_of_step
 from fp16doctor.analysis.prescription import Against, MeasuredRow, Prescription
 from fp16doctor.analysis.registry import spec
 from fp16doctor.analysis.runs import RunRow
@@ -467,8 +467,7 @@ def _cause(verdict: Verdict, findings: Sequence[Finding], ledgers: Sequence[Ledg
     mine, base = pair_ledgers(verdict, ledgers)
     part = ""
     if share.part is not None and mine is not None and base is not None:
-        against = against_part(share.part, mine, base)
-        part = f" ({part_of_step(share.part, mine, base)}{'; ' + against if against else ''})"
+        part = f" ({part_in_step(share.part, mine, base)})"
     elif explains is not None and difference is not None:
         part = f" ({fmt_ms(abs(explains))} of {fmt_ms(abs(difference))})"
     others = _other_causes(verdict, findings, mine, base)

@@ -8,6 +8,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from fp16doctor.analysis.context import Pair, RunView
+from fp16doctor.analysis.ledger import (
+    COPIES,
+    HOST_BATCH,
+    KERNELS,
+    LAUNCH_GAPS,
+    SHOWN_PART_MS,
+    UNPLACED,
+    Ledger,
+    moved_words,
+    part_change,
+)
 from fp16doctor.analysis.values import fmt_ms, fmt_signed_ms
 from fp16doctor.attribution.device_time import IDLE_WORDS, IdleSplit
 
@@ -31,6 +42,57 @@ def precision_bound(share: float | None, ratio: float | None, basis: str) -> dic
     return {"max_speedup": round(bound, 4) if bound is not None else None,
             "device_share": round(share, 4) if share is not None else None,
             "device_ratio": round(ratio, 4) if ratio is not None else None, "basis": basis}
+
+
+@dataclass(frozen=True)
+class Accounted:
+    """A GPU pair's timed difference over the step's parts, each counted once, as one source placed them: the two
+    ledgers' part changes ("ledgers": the parts line's own figures, the unplaced time what no part places), or the
+    device split's ("device_split": the host's batch only from the trace's host rows or idle timestamps, the rest
+    host time no op in the trace accounts for). `accounting` decides which."""
+
+    kernels_ms: float
+    copies_ms: float
+    host_batch_ms: float
+    launch_gaps_ms: float
+    unplaced_ms: float
+    source: str  # "ledgers" | "device_split"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A verdict's `accounted` (its keys as results.json has always named them)."""
+        return {"kernels_ms": round(self.kernels_ms, 3), "copies_ms": round(self.copies_ms, 3),
+                "host_rows_ms": round(self.host_batch_ms, 3), "launch_gaps_ms": round(self.launch_gaps_ms, 3),
+                "unplaced_host_ms": round(self.unplaced_ms, 3), "source": self.source}
+
+    def words(self) -> str:
+        """"of the timed difference, kernels −6.2 ms, copies −8.5 ms, host batch +477 ms and unplaced −100 ms" from the
+        ledgers, in their parts line's words (each part that moved, in the ledger's order); from the device split
+        "of the timed difference, −6.2 ms is the kernels', −8.5 ms the batch's copy and +377 ms host time no op in
+        the trace accounts for"."""
+        if self.source == "ledgers":
+            moved = [moved_words(name, ms) for name, ms in ((KERNELS, self.kernels_ms), (COPIES, self.copies_ms),
+                                                             (HOST_BATCH, self.host_batch_ms),
+                                                             (LAUNCH_GAPS, self.launch_gaps_ms),
+                                                             (UNPLACED, self.unplaced_ms))
+                     if abs(ms) >= SHOWN_PART_MS]
+            if not moved:
+                return ""
+            listed = f"{', '.join(moved[:-1])} and {moved[-1]}" if len(moved) > 1 else moved[0]
+            return f"of the timed difference, {listed}"
+        return (f"of the timed difference, {fmt_signed_ms(self.kernels_ms)} is the kernels', "
+                f"{fmt_signed_ms(self.copies_ms)} the batch's copy"
+                + (f", {fmt_signed_ms(self.host_batch_ms)} the host's batch" if round(self.host_batch_ms, 3) else "")
+                + (f", {fmt_signed_ms(self.launch_gaps_ms)} launch and dispatch gaps"
+                   if round(self.launch_gaps_ms, 3) else "")
+                + f" and {fmt_signed_ms(self.unplaced_ms)} host time no op in the trace accounts for")
+
+    @classmethod
+    def of_ledgers(cls, base: Ledger, mine: Ledger) -> Accounted:
+        """The step's change over the two ledgers' parts: each part's change and the unplaced time's (ledger.
+        part_change), adding up to the ledgers' step change."""
+        return cls(part_change(mine, base, KERNELS), part_change(mine, base, COPIES),
+                   part_change(mine, base, HOST_BATCH), part_change(mine, base, LAUNCH_GAPS),
+                   part_change(mine, base, UNPLACED), "ledgers")
 
 
 def bound_by(run: RunView) -> str | None:
@@ -111,11 +173,12 @@ class DeviceSplit:
         """The 16-bit run's device time less float32's, per step (negative: the device did less)."""
         return self.busy_ms - self.fp32_busy_ms
 
-    def accounted(self, difference_ms: float) -> dict[str, float]:
-        """The timed difference over the step's parts, each counted once: the kernels, the copies, the host's batch
-        (the idle time a trace's timestamps put on the host's data spans; else its `"time": "host"` rows), the launch
-        and dispatch gaps (where timestamps split the idle time), and the host time no op accounts for (what is
-        left; the trace cannot place it, so it is a size, never a cause)."""
+    def accounted(self, difference_ms: float) -> Accounted:
+        """The timed difference over the step's parts as the trace alone places them, each counted once: the
+        kernels, the copies, the host's batch (the idle time a trace's timestamps put on the host's data spans; else
+        its `"time": "host"` rows), the launch and dispatch gaps (where timestamps split the idle time), and the host
+        time no op accounts for (what is left; the trace cannot place it, so it is a size, never a cause). Where the
+        pair has ledgers, `accounting` takes theirs instead."""
         host, gaps = self.host_rows_difference_ms, 0.0
         mine, theirs = self.idle, self.fp32_idle
         if mine is not None and theirs is not None and mine.launch_gaps_ms is not None \
@@ -124,9 +187,8 @@ class DeviceSplit:
             host = mine.waiting_on_data_ms - theirs.waiting_on_data_ms
             gaps = mine.launch_gaps_ms - theirs.launch_gaps_ms
         placed = self.kernel_difference_ms + self.copy_difference_ms + host + gaps
-        return {"kernels_ms": round(self.kernel_difference_ms, 3), "copies_ms": round(self.copy_difference_ms, 3),
-                "host_rows_ms": round(host, 3), "launch_gaps_ms": round(gaps, 3),
-                "unplaced_host_ms": round(difference_ms - placed, 3)}
+        return Accounted(self.kernel_difference_ms, self.copy_difference_ms, host, gaps, difference_ms - placed,
+                         "device_split")
 
     def change_words(self) -> str:
         """"−6.0 ms of kernel time per step (5% of the step); its batch's copy +0.0 ms": the kernels' change, the
@@ -139,10 +201,11 @@ class DeviceSplit:
                      f"{fmt_ms(self.fp32_copies_ms)}")
         return text
 
-    def words(self, difference_ms: float | None = None, timed_step_ms: float | None = None) -> str:
+    def words(self, accounted: Accounted | None = None, timed_step_ms: float | None = None) -> str:
         """"the GPU was busy 22 ms of the 547 ms profiled step (4%; float32 36 ms of 295 ms): the host sets the
-        pace; of the timed difference, -15 ms is the device's work and +377 ms the host's; through the device's own
-        work this precision can be at most 1.05x faster"."""
+        pace; of the timed difference, kernels −6.2 ms, copies −8.5 ms, host batch +477 ms and unplaced −100 ms;
+        through the device's own work this precision can be at most 1.05x faster": the timed difference as
+        `accounted` places it (`accounting`), where it is given."""
         share = self.busy_ms / self.step_ms if self.step_ms else None
         text = f"the GPU was busy {fmt_ms(self.busy_ms)}"
         if self.step_ms and share is not None:
@@ -156,15 +219,9 @@ class DeviceSplit:
             text += ": the host sets the pace"
         elif self.bound_by == "device":
             text += ": the device sets the pace"
-        if difference_ms is not None:
-            parts = self.accounted(difference_ms)
-            text += (f"; of the timed difference, {fmt_signed_ms(parts['kernels_ms'])} is the kernels', "
-                     f"{fmt_signed_ms(parts['copies_ms'])} the batch's copy"
-                     + (f", {fmt_signed_ms(parts['host_rows_ms'])} the host's batch"
-                        if parts['host_rows_ms'] else "")
-                     + (f", {fmt_signed_ms(parts['launch_gaps_ms'])} launch and dispatch gaps"
-                        if parts['launch_gaps_ms'] else "")
-                     + f" and {fmt_signed_ms(parts['unplaced_host_ms'])} host time no op in the trace accounts for")
+        said = accounted.words() if accounted is not None else ""
+        if said:
+            text += f"; {said}"
         idle = self.idle_words()
         if idle:
             text += f"; {idle}"
@@ -185,6 +242,17 @@ class DeviceSplit:
             **({"device_idle": {**self.idle.to_dict(), "dominant": self.idle.dominant}} if self.idle is not None
                else {}),
         }
+
+
+def accounting(split: DeviceSplit, difference_ms: float, ledgers: tuple[Ledger, Ledger] | None) -> Accounted:
+    """The one accounting of a GPU pair's timed difference that its verdict says and keeps: where the pair has
+    ledgers (float32's, then the 16-bit run's: both split a whole step on a device and neither was cut short;
+    causes.Accounting.ledgers), their part changes, the figures its parts line and its cause lines quote; else the
+    device split's own."""
+    if ledgers is not None:
+        base, mine = ledgers
+        return Accounted.of_ledgers(base, mine)
+    return split.accounted(difference_ms)
 
 
 def device_split(pair: Pair) -> DeviceSplit | None:

@@ -279,7 +279,7 @@ def part_of_step(name: str, mine: Ledger, base: Ledger, step: bool = True) -> st
     return f"{said} of the {fmt_signed_ms(mine.step_ms - base.step_ms)} step" if step else said
 
 
-def against_part(name: str, mine: Ledger, base: Ledger) -> str:
+def _against_part(name: str, mine: Ledger, base: Ledger) -> str:
     """Where a part moved more than the step because other parts moved the other way, those parts as the parts line
     names them: "unplaced −100 ms, copies −8.5 ms and the other parts −6.2 ms against it"; else ""."""
     change = part_change(mine, base, name)
@@ -292,6 +292,15 @@ def against_part(name: str, mine: Ledger, base: Ledger) -> str:
     return f"{listed} against it"
 
 
+def part_in_step(name: str, mine: Ledger, base: Ledger, between: str = "") -> str:
+    """A cause's figure as every output says it, in the parts line's words: its part's change beside the step's, then
+    the parts that moved against it where it moved more than the step: "host batch +477 ms of the +362 ms step;
+    unplaced −100 ms, copies −8.5 ms and the other parts −6.2 ms against it". `between` names the step's two
+    configurations after it (" between float16 (665 ms) and float32 (303 ms)")."""
+    against = _against_part(name, mine, base)
+    return f"{part_of_step(name, mine, base)}{between}" + (f"; {against}" if against else "")
+
+
 __all__ = ["OTHER_PARTS", "PART_WORDS", "PRIORITY", "SHOWN_PART_MS", "TOP_PARTS", "UNPLACED", "UNPLACED_WORDS",
-           "Ledger", "LedgerOp", "LedgerPart", "against_part", "allocate", "ledger_of", "ledgers", "part_change",
-           "moved_words", "part_of_step", "shown_changes"]
+           "Ledger", "LedgerOp", "LedgerPart", "allocate", "ledger_of", "ledgers", "part_change",
+           "moved_words", "part_in_step", "part_of_step", "shown_changes"]

@@ -61,7 +61,9 @@ class Verdict:
     aa_check: AACheck | None
     comparison_refused: str | None
     bound_by: str | None  # "host" or "device" where a device split says what sets the pace
-    unplaced_host_ms: float | None  # of the difference, host time no op in the trace places (`accounted`)
+    # Of the difference, what no part places (`accounted`): the ledgers' unplaced change where the pair has ledgers,
+    # else the host time no op in the trace places.
+    unplaced_host_ms: float | None
     figure: str  # its ratio as every output shows it (values.figure), whatever a saved file phrased
     headline: str
     record: Mapping[str, Any]  # the whole record, as results.json keeps it

@@ -10,8 +10,8 @@ from typing import Any
 
 from fp16doctor.analysis.causes import HALF, Accounting, Share
 from fp16doctor.analysis.context import BF16, REDUCED, SIXTEEN_BIT, Context
-from fp16doctor.analysis.device import device_split, estimated_bound
-from fp16doctor.analysis.ledger import against_part, part_of_step
+from fp16doctor.analysis.device import accounting, device_split, estimated_bound
+from fp16doctor.analysis.ledger import part_in_step
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
 from fp16doctor.analysis.roofline import RooflineEstimate
 from fp16doctor.analysis.values import (
@@ -97,15 +97,15 @@ def _window_difference(acc: Accounting) -> float | None:
     return reduced.window_ms - fp32.window_ms
 
 
-def share_of_difference(acc: Accounting, share: Share) -> tuple[str, str]:
-    """What a cause explains of its pair's difference, in the words a reader can check, and what moved against it:
-    its ledger part's change beside the step's, as the parts line says them ("host batch +477 ms of the +362 ms
-    step", "unplaced −100 ms against it"), where the figure is a part's; else ("362 ms of the 362 ms difference",
-    "")."""
+def share_of_difference(acc: Accounting, share: Share, between: str = "") -> str:
+    """What a cause explains of its pair's difference, in the words a reader can check: its ledger part's change
+    beside the step's and what moved against it, as the parts line says them (ledger.part_in_step: "host batch
+    +477 ms of the +362 ms step; unplaced −100 ms ... against it"), where the figure is a part's; else "362 ms of the
+    362 ms difference". `between` names the two configurations after the step or the difference."""
     if share.part is not None and acc.ledgers is not None:
         base, mine = acc.ledgers
-        return part_of_step(share.part, mine, base), against_part(share.part, mine, base)
-    return f"{fmt_ms(share.ms)} of the {fmt_ms(acc.magnitude_ms)} difference", ""
+        return part_in_step(share.part, mine, base, between)
+    return f"{fmt_ms(share.ms)} of the {fmt_ms(acc.magnitude_ms)} difference{between}"
 
 
 def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Verdict:
@@ -122,6 +122,9 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
     headline = f"{reduced.precision} is {phrase} than {base}{where}{variant}{_context(acc)}"
     interval = pair.interval
     split = device_split(pair)
+    # The timed difference over the step's parts, one accounting for the sentence and the record: the ledgers' where
+    # the pair has them (the figures its parts line and cause lines quote), else the device split's.
+    accounted = accounting(split, acc.difference_ms, acc.ledgers) if split is not None else None
     if interval.aa is not None and not interval.aa.passed:
         headline = (f"{reduced.precision} against {base}{where}{variant} is not measurable {interval.aa.scope} "
                     f"({fmt_ms(interval.other_ms)} vs {fmt_ms(interval.fp32_ms)} per step): {interval.aa.reason}")
@@ -138,9 +141,8 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
         basis = {"measured_ops": "measured", "experiment": "confirmed by an experiment",
                  "estimate": "estimated"}[top.basis]
         how = "mostly" if top.ms >= HALF * acc.magnitude_ms else "partly"
-        figure, against = share_of_difference(acc, top)
-        headline += (f": {how} because {_cause_phrase(top, reduced.precision)} ({basis}: {figure}"
-                     f"{'; ' + against if against else ''})")
+        headline += (f": {how} because {_cause_phrase(top, reduced.precision)} "
+                     f"({basis}: {share_of_difference(acc, top)})")
     else:
         headline += f"; no measured cause explains the {fmt_ms(acc.magnitude_ms)} difference"
     if acc.significant and acc.against:
@@ -148,8 +150,8 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
         headline += "; against it, " + ", ".join(
             f"{_cause_phrase(s, reduced.precision)} ({moved} {fmt_ms(s.ms)})" for s in acc.against)
     unexplained = max(0.0, acc.magnitude_ms - explained) if acc.significant else 0.0
-    # On a GPU trace what no op explains is host time the trace cannot place, a size the device split says (not a
-    # cause); elsewhere the headline says how much is unexplained.
+    # On a GPU trace what no cause explains is sized by the step's parts (`accounted`: the ledgers' unplaced time, or
+    # the host time the trace cannot place), never a cause; elsewhere the headline says how much is unexplained.
     if acc.significant and top is not None and 1 - share >= UNEXPLAINED_SAID and split is None:
         headline += f"; {fmt_ms(unexplained)} ({1 - share:.0%}) of it is unexplained"
     window_delta = _window_difference(acc)
@@ -164,7 +166,7 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
                      f"{fmt_ms(missed)} of the timed difference did not recur there (the steps changed speed "
                      "between the timing and the window)")
     if split is not None and not interval.refused and (interval.aa is None or interval.aa.passed):
-        headline += f"; {split.words(acc.difference_ms if acc.significant else None, pair.step_ms)}"
+        headline += f"; {split.words(accounted if acc.significant else None, pair.step_ms)}"
     # No trace measured the device: the roofline's best case stands in, labelled an estimate.
     guessed = estimated_bound(pair, estimate.fp32_ms, estimate.fp16_ms) if (
         split is None and estimate is not None) else None
@@ -221,8 +223,8 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
                              "dtype": o.get("dtype"), "ms": o.get("ms")} for o in s.ops]} for s in causes],
         # Host or device (analysis/device.py): each run's device time, where the runs carry it, and the Amdahl bound.
         **(split.verdict_fields() | {"host_difference_ms": round(acc.difference_ms - split.device_difference_ms, 3),
-                                     "accounted": split.accounted(acc.difference_ms)}
-           if split is not None else guessed.verdict_fields() if guessed is not None else {}),
+                                     "accounted": accounted.to_dict()}
+           if split is not None and accounted is not None else guessed.verdict_fields() if guessed is not None else {}),
         # ShownRatio's words for no difference: "same speed" inside the equivalence band, "not resolved" past it, or
         # "not measurable" for an interval off 1.
         "figure": phrase if outcome != "no_significant_difference" else shown_ratio(acc).figure(),

@@ -83,3 +83,57 @@ def test_a_cpu_document_has_no_device_time_and_no_host_or_device_verdict():
     assert all("bound_by" not in v and "precision_bound" not in v for v in diagnosis.to_dict()["verdicts"])
     assert all(r.device_step is None for r in diagnosis.runs)
     assert "pageable_copies" not in {f["id"] for f in diagnosis.to_dict()["findings"]}
+
+
+def test_the_float16_verdicts_accounting_is_its_ledgers_part_changes(h200):
+    """float16's verdict said "−6.2 ms is the kernels', −8.5 ms the batch's copy and +377 ms host time no op in the
+    trace accounts for" beside a parts line of "host batch +477 ms ... unplaced −100 ms": one difference, two
+    accountings. Where the pair has ledgers, its `accounted` and its sentence are the ledgers' part changes."""
+    import re
+
+    from fp16doctor.analysis.ledger import COPIES, HOST_BATCH, KERNELS, LAUNCH_GAPS, UNPLACED, part_change
+    from fp16doctor.analysis.words import pair_ledgers
+
+    verdict = _verdict(h200, "float16")
+    typed = next(v for v in h200.verdicts if (v.precision, v.variant) == ("float16", "original"))
+    mine, base = pair_ledgers(typed, h200.ledgers)
+    assert mine is not None and base is not None
+    parts = verdict["accounted"]
+    assert parts["source"] == "ledgers"
+    for key, name in (("kernels_ms", KERNELS), ("copies_ms", COPIES), ("host_rows_ms", HOST_BATCH),
+                      ("launch_gaps_ms", LAUNCH_GAPS), ("unplaced_host_ms", UNPLACED)):
+        assert parts[key] == pytest.approx(part_change(mine, base, name), abs=0.001), key
+    assert parts["host_rows_ms"] == pytest.approx(477, abs=1)
+    assert parts["unplaced_host_ms"] == pytest.approx(-100, abs=1)
+    summed = sum(v for k, v in parts.items() if k != "source")
+    assert summed == pytest.approx(verdict["difference_ms"], abs=0.01)
+    # The sentence's figures are the parts line's, in its words, and the unplaced time is named as the ledger names it.
+    clause = verdict["headline"].split("of the timed difference, ", 1)[1].split(";", 1)[0]
+    assert clause == "kernels −6.2 ms, copies −8.5 ms, host batch +477 ms and unplaced −100 ms"
+    assert "host time no op" not in clause and "+377 ms" not in verdict["headline"]
+    line = next(r for r in h200.answer.precisions if r.label == "float16")
+    figure = re.compile(r"[+−]\d+(?:\.\d+)? (?:ms|s)\b")
+    assert figure.findall(clause) and set(figure.findall(clause)) <= set(figure.findall(line.parts)), line.parts
+    for said in ("copies −8.5 ms", "host batch +477 ms", "unplaced −100 ms"):
+        assert said in line.parts
+
+
+def test_a_pair_without_ledgers_keeps_the_device_splits_accounting(h200_doc):
+    """No ledgers (here none given; a run cut short has none either): the verdict's `accounted` and its sentence are
+    the device split's own, its unplaced time the host time no op in the trace accounts for."""
+    from fp16doctor.analysis.causes import account
+    from fp16doctor.analysis.device import device_split
+    from fp16doctor.analysis.verdicts import verdict_for
+
+    ctx = build_context(h200_doc)
+    acc = next(a for a in account(ctx, {}, ())
+               if (a.pair.reduced.precision, a.pair.reduced.variant) == ("float16", "original"))
+    assert acc.ledgers is None and acc.significant
+    verdict = verdict_for(acc)
+    split = device_split(acc.pair)
+    assert split is not None
+    parts = verdict["accounted"]
+    assert parts == split.accounted(acc.difference_ms).to_dict() and parts["source"] == "device_split"
+    assert parts["host_rows_ms"] == 0 and parts["unplaced_host_ms"] == pytest.approx(376.7, abs=0.1)
+    assert "−6.2 ms is the kernels', −8.5 ms the batch's copy and +377 ms host time no op in the trace accounts for" \
+        in verdict["headline"]

@@ -43,6 +43,9 @@ CORRECTED |= {"14.6x", "18.0x", "208 ms", "231 ms", "238 ms", "285 ms", "311 ms"
 # An interval that cannot tell is "not resolved" with two digits against the equivalence band (0.96-1.26x, not
 # 1.0-1.3x): the tenths it replaces are gone.
 CORRECTED |= {"1.0", "1.3x"}
+# float16's verdict split its difference apart from its ledgers ("+377 ms host time no op in the trace accounts for"
+# beside the parts line's "host batch +477 ms ... unplaced −100 ms"): it now quotes the ledgers' part changes.
+CORRECTED |= {"377 ms"}
 NUMBER = r"(?<![\w.])[−-]?\d+(?:\.\d+)?(?:x|%| ms| GB/s| MB| TFLOPS)?"
 
 
