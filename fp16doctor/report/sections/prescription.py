@@ -1,16 +1,21 @@
-"""The report's prescription section: the analysis' prescriptions, phrased as the analysis phrased them, with the
-measured configurations and the untested ideas as rows. Nothing here chooses a configuration."""
+"""The report's "What to do, in detail": beside each prescription's headline on the first screen, the answer's own
+lines for it (the changes to make first, their cost, how to make them, how to set the recommended configuration, the
+ideas nobody measured with their commands), then the detail's measured table (fastest first, each row's notes by the
+answer's ids) and each precision with batches in memory. Nothing here chooses or words anything."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from fp16doctor.analysis.answer import Answer, notes_of
+from fp16doctor.analysis.answer import Answer, AnswerLine, notes_of
+from fp16doctor.analysis.detail import DETAIL_HEADINGS
 from fp16doctor.analysis.prescription import Prescription
-from fp16doctor.analysis.values import UntestedIdea, fmt_ms
-from fp16doctor.analysis.words import change_words, in_memory_words
+from fp16doctor.analysis.values import fmt_ms
 from fp16doctor.report.sections.inputs import ReportInput
+
+# The answer's lines a prescription's card lays out (its headline stands on the first screen).
+CARD_KINDS = ("change", "cost", "prose", "code", "how", "untested", "command")
 
 
 @dataclass(frozen=True)
@@ -24,51 +29,41 @@ class MeasuredConfigView:
 
 
 @dataclass(frozen=True)
-class UserChangeView:
-    """A change to the user's code beyond a precision, measured by a control (`user_changes`)."""
-
-    words: str  # "input pipeline: 303 ms -> 82 ms a step (3.7x faster), measured with batches in memory"
-    in_memory: list[str]  # each precision's ratio with batches in memory
-    how: str
-    cost: str = ""  # what the change costs beyond its code (a backend: a dependency, a behaviour change)
-
-
-@dataclass(frozen=True)
 class PrescriptionView:
-    machine: str
-    headline: str
-    how: str
+    where: str  # the place the answer names it by ("" where the document has one)
     tone: str  # "faster" (a 16-bit or switched configuration) or "same" (float32)
+    lines: tuple[AnswerLine, ...]  # the answer's lines for it, in its order (CARD_KINDS)
     measured: list[MeasuredConfigView]
-    untested: list[UntestedIdea]
-    changes: list[UserChangeView] = field(default_factory=list)  # measured first: what they are worth
+    in_memory: tuple[str, ...]  # the detail's: each precision with batches in memory
     baseline: str = "float32"  # what the table's ratios are against (a 16-bit type where no float32 ran)
     doc_index: int = 1  # its document's place in the report (1-based): where its answer's notes are
+    measured_heading: str = DETAIL_HEADINGS["measured"]
 
 
-def prescription_view(machine: str, prescription: Prescription, answer: Answer | None = None,
-                      doc_index: int = 1) -> PrescriptionView:
-    """`answer`: the document's answer, whose shared notes a row refers to by id instead of repeating them."""
+def prescription_view(prescription: Prescription, answer: Answer, ref: str, doc_index: int = 1) -> PrescriptionView:
+    """The prescription the answer names `ref` ("P1"), laid out as the answer and its detail say it."""
     chosen = (prescription.recommended.precision, prescription.recommended.variant)
     measured = []
     for row in prescription.measured:
-        ids, rest = notes_of(answer, row) if answer is not None else ((), row.notes)
+        ids, rest = notes_of(answer, row)
         measured.append(MeasuredConfigView(row.config, fmt_ms(row.step_ms), row.versus(), "; ".join(rest),
                                            (row.precision, row.variant) == chosen, ids))
-    changes = [UserChangeView(change_words(c.facts), [in_memory_words(m) for m in c.in_memory], c.how, c.cost)
-               for c in prescription.user_changes]
-    return PrescriptionView(machine, prescription.headline, prescription.recommended.how,
-                            "faster" if prescription.recommended.changes_something else "same", measured,
-                            [u.idea for u in prescription.untested], changes, prescription.baseline, doc_index)
+    said = [line for s in answer.sections(findings=False) if s.id in ("what_to_do", "how") for line in s.lines
+            if line.ref == ref and line.kind in CARD_KINDS]
+    line = next((p for p in answer.prescriptions if p.id == ref), None)
+    return PrescriptionView(line.where if line is not None else "",
+                            "faster" if prescription.recommended.changes_something else "same", tuple(said),
+                            measured, line.in_memory if line is not None else (), prescription.baseline, doc_index)
 
 
-def prescription_views(prescriptions: Sequence[Prescription], names: Mapping[str, str],
-                       answer: Answer | None = None, doc_index: int = 1) -> list[PrescriptionView]:
-    """One view per prescription, its machine named as the report names it."""
-    return [prescription_view(names.get(p.machine, p.machine), p, answer, doc_index) for p in prescriptions]
+def prescription_views(prescriptions: Sequence[Prescription], answer: Answer,
+                       doc_index: int = 1) -> list[PrescriptionView]:
+    """One view per prescription, in the answer's order (its ids P1, P2, ...)."""
+    return [prescription_view(p, answer, line.id, doc_index)
+            for p, line in zip(prescriptions, answer.prescriptions, strict=False)]
 
 
 def build(source: ReportInput) -> list[PrescriptionView]:
-    """Every document's prescriptions, each machine named as the report names it."""
+    """Every document's prescriptions."""
     return [p for i, d in enumerate(source.documents, 1)
-            for p in prescription_views(d.diagnosis.prescriptions, d.names, d.diagnosis.answer, i)]
+            for p in prescription_views(d.diagnosis.prescriptions, d.diagnosis.answer, i)]
