@@ -169,7 +169,10 @@ def _provenance(diagnosis: Diagnosis) -> tuple[AnswerLine, ...]:
             lines.append(AnswerLine("", "This results file carried no findings; these come from fp16doctor's "
                                         "analysis of its numbers.", "dim"))
     if not diagnosis.findings:
-        lines.append(AnswerLine("", "No findings: the analysis found nothing to explain.", "dim"))
+        lines.append(AnswerLine("", "No findings: no rule fired on these runs (the verdicts are all they say)."
+                                if diagnosis.verdicts else
+                                "No findings: the results file holds too little to explain (add runs with step "
+                                "times).", "dim"))
     return tuple(lines)
 
 

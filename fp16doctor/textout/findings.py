@@ -8,6 +8,8 @@ consoles) instead of being cut off.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rich.console import Group, RenderableType
 from rich.text import Text
 
@@ -15,12 +17,6 @@ from fp16doctor.analysis import Diagnosis
 from fp16doctor.analysis.detail import BETWEEN_AFTER, DETAIL_ORDER
 from fp16doctor.textout.answer import answer_sections, sections_text
 from fp16doctor.textout.stack_compare import stack_comparisons_text
-
-
-def _no_findings(diagnosis: Diagnosis) -> Text:
-    return Text("No findings: no rule fired on these runs (the verdicts above are all they say)."
-                if diagnosis.verdicts else
-                "No findings: the results file holds too little to explain (add runs with step times).")
 
 
 def findings_text(diagnosis: Diagnosis, full: bool = False) -> RenderableType:
@@ -31,8 +27,9 @@ def findings_text(diagnosis: Diagnosis, full: bool = False) -> RenderableType:
     head, rest = answer_sections(diagnosis.answer, findings=not full, whole_code=full)
     parts: list[RenderableType] = [t for t in (head, rest) if t.plain]
     if not full:
-        if not findings and not parts:
-            parts.append(_no_findings(diagnosis))
+        if not findings and not parts:  # nothing to answer: the detail's words on the findings as a whole
+            parts.append(sections_text([replace(s, lines=tuple(line for line in s.lines if not line.ref))
+                                        for s in diagnosis.detail if s.id == "finding_detail"]))
         return Group(*parts)
     if parts:
         parts.append(Text("\nDetail", style="bold underline"))
@@ -45,6 +42,4 @@ def findings_text(diagnosis: Diagnosis, full: bool = False) -> RenderableType:
     if between is not None:
         parts.append(between)
     parts += [t for t in (sections_text(sections[cut:]),) if t.plain]
-    if not findings:
-        parts.append(_no_findings(diagnosis))
     return Group(*parts)
