@@ -7,34 +7,23 @@ precision is faster."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from script_env import fp16doctor
 
 pytestmark = pytest.mark.slow
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "scripts" / "examples"
-ROOT = Path(__file__).resolve().parents[2]
 MAX_LINE = 200
 # The precisions a default diagnose runs on every CPU (mixed_bfloat16 joins them where the CPU has bfloat16).
 EVERYWHERE = {"float32", "float16", "mixed_float16"}
 # The documented exit statuses of a diagnose that ran (docs/results-schema.md): 0 all ran, 3 some runs failed.
 DONE, SOME_FAILED = 0, 3
-
-
-def _fp16doctor(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    # One TensorFlow thread, as the other script tests: a shared 2-core machine's neighbours then stall a run less.
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1",
-           "OMP_NUM_THREADS": "1"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return subprocess.run([sys.executable, "-m", "fp16doctor", *args], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=600)
 
 
 @dataclass
@@ -62,11 +51,11 @@ class Diagnosed:
 
 
 def _diagnose(cwd: Path, script: str, *options: str) -> Diagnosed:
-    done = _fp16doctor(cwd, "diagnose", "--size", "smoke", "--script", str(EXAMPLES / script), "--out", "out",
+    done = fp16doctor(cwd, "diagnose", "--size", "smoke", "--script", str(EXAMPLES / script), "--out", "out",
                        *options)
     assert done.returncode in (DONE, SOME_FAILED), done.stderr[-3000:]
     doc = json.loads((cwd / "out" / "results.json").read_text())
-    explained = _fp16doctor(cwd, "explain", "out/results.json")
+    explained = fp16doctor(cwd, "explain", "out/results.json")
     assert explained.returncode == 0, explained.stderr[-3000:]
     return Diagnosed(script, done, doc, explained, (cwd / "out" / "report.html").read_text())
 

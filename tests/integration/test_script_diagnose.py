@@ -4,7 +4,6 @@ with a plain hand-timer in the same script, each kind of script runs or fails wi
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from script_env import script_env
 from slow_path import FORCED_CUT, assert_cut_and_said, assert_cut_window, is_cut
 from window_size import assert_window_sized
 
@@ -20,7 +20,6 @@ from fp16doctor.engines.spec import QUICK
 pytestmark = pytest.mark.slow
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "data" / "scripts"
-ROOT = Path(__file__).resolve().parents[2]
 STEPS = 20
 # The hand timer's comparison: both timers time the same steps, so ten give their medians as surely as more would,
 # where float16's steps take about a second each on a CPU running oneDNN's reference kernels for it.
@@ -29,22 +28,12 @@ TOLERANCE = 0.15
 FIT_SCRIPTS = ["keras3_sequential_fit.py", "functional_tfdata.py", "tf_keras_fit_generator.py"]
 
 
-def _env(**extra: str) -> dict[str, str]:
-    # One TensorFlow thread in both processes: two threads on a shared 2-core machine stall at every
-    # parallel op whenever another process takes a core, and the medians then say more about the
-    # neighbours than about fp16doctor (TF reads these in tensorflow/core/common_runtime/process_util.cc).
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1",
-           "OMP_NUM_THREADS": "1", **extra}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return env
-
-
 def diagnose(tmp_path: Path, script: str, *options: str, steps: int = STEPS,
              **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "fp16doctor", "diagnose", "--script", str(SCRIPTS / script), "--steps", str(steps),
          "--out", str(tmp_path / "out"), "--json", *options],
-        capture_output=True, text=True, env=_env(**env), cwd=tmp_path, timeout=900)
+        capture_output=True, text=True, env=script_env(**env), cwd=tmp_path, timeout=900)
 
 
 @pytest.mark.parametrize("script", FIT_SCRIPTS)
@@ -128,7 +117,7 @@ def test_a_custom_loops_answer_says_it_timed_the_whole_script_and_runs_no_rounds
     done = subprocess.run(
         [sys.executable, "-m", "fp16doctor", "diagnose", "--script", str(SCRIPTS / "manual_update_loop.py"),
          "--precision", "float32", "--precision", "mixed_float16", "--no-experiments", "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=900)
+        capture_output=True, text=True, env=script_env(), cwd=tmp_path, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads((tmp_path / "out" / "results.json").read_text())
     assert not doc.get("timing_rounds")
@@ -136,7 +125,7 @@ def test_a_custom_loops_answer_says_it_timed_the_whole_script_and_runs_no_rounds
     assert "mixed_float16 / original (script) the whole script" in err and "timed once" in err
     assert "no interleaved rounds: a custom training loop" in err
     explained = subprocess.run([sys.executable, "-m", "fp16doctor", "explain", str(tmp_path / "out" / "results.json")],
-                               capture_output=True, text=True, env=_env(), timeout=300)
+                               capture_output=True, text=True, env=script_env(), timeout=300)
     said = " ".join(explained.stdout.split())
     assert "the whole script" in said and "Timed as the whole script, once each" in said, said[-2000:]
 
@@ -151,7 +140,7 @@ def test_a_step_compiled_with_jit_compile_is_said_as_one_cluster_the_profiler_ca
     run = json.loads(done.stdout)["runs"][0]
     assert run["status"] == "ok" and run["workload"]["jit_compile"] is True
     explained = subprocess.run([sys.executable, "-m", "fp16doctor", "explain", str(tmp_path / "out" / "results.json")],
-                               capture_output=True, text=True, env=_env(), timeout=300)
+                               capture_output=True, text=True, env=script_env(), timeout=300)
     bound = " ".join(explained.stdout.split("What to do")[0].split())
     assert "one cluster the profiler does not see into" in bound and "largest ops" not in bound, bound
 
@@ -163,7 +152,7 @@ def test_a_script_with_3_s_steps_keeps_the_quick_budget_and_says_what_it_left_ou
     done = subprocess.run(
         [sys.executable, "-m", "fp16doctor", "diagnose", "--quick", "--script", str(SCRIPTS / "long_steps.py"),
          "--precision", "float32", "--precision", "mixed_float16", "--out", str(tmp_path / "out"), "--json"],
-        capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=900)
+        capture_output=True, text=True, env=script_env(), cwd=tmp_path, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads(done.stdout)
     assert doc["invocation"]["elapsed_s"] <= 150.0, doc["invocation"]["phases_s"]
@@ -174,7 +163,7 @@ def test_a_script_with_3_s_steps_keeps_the_quick_budget_and_says_what_it_left_ou
         assert "--budget" in mixed["rounds_left_out"], mixed.get("rounds_left_out")
         explained = subprocess.run([sys.executable, "-m", "fp16doctor", "explain",
                                     str(tmp_path / "out" / "results.json")],
-                                   capture_output=True, text=True, env=_env(), timeout=300)
+                                   capture_output=True, text=True, env=script_env(), timeout=300)
         said = " ".join(explained.stdout.split())
         assert "mixed_float16 was not timed in the interleaved rounds" in said and "--budget" in said, said
 
@@ -226,7 +215,7 @@ def test_a_scripts_precisions_are_timed_in_interleaved_rounds_in_one_process(tmp
     done = subprocess.run(
         [sys.executable, "-m", "fp16doctor", "diagnose", "--quick", "--script", str(SCRIPTS / "small_mlp.py"),
          "--precision", "float32", "--precision", "float16", "--no-experiments", "--out", str(out), "--json"],
-        capture_output=True, text=True, env=_env(**(FORCED_CUT if cut else {})), cwd=tmp_path, timeout=900)
+        capture_output=True, text=True, env=script_env(**(FORCED_CUT if cut else {})), cwd=tmp_path, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads((out / "results.json").read_text())
     runs = {run["precision"]: run for run in doc["runs"]}

@@ -6,27 +6,16 @@ measured before a later crash are kept, and a file the script is handed is never
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from script_env import fp16doctor
 
 pytestmark = pytest.mark.slow
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "data" / "scripts"
-ROOT = Path(__file__).resolve().parents[2]
 MAX_LINE = 200
-
-
-def _fp16doctor(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1",
-           "OMP_NUM_THREADS": "1"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return subprocess.run([sys.executable, "-m", "fp16doctor", *args], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=900)
 
 
 def _run(doc: dict[str, Any], precision: str) -> dict[str, Any]:
@@ -41,7 +30,7 @@ def _run(doc: dict[str, Any], precision: str) -> dict[str, Any]:
 ])
 def test_a_precision_the_script_fails_under_is_a_failed_line_at_the_users_line(
         tmp_path: Path, script: str, precision: str, line: int, kind: str, words: str) -> None:
-    done = _fp16doctor(tmp_path, "diagnose", "--script", str(SCRIPTS / script), "--steps", "5", "--precision",
+    done = fp16doctor(tmp_path, "diagnose", "--script", str(SCRIPTS / script), "--steps", "5", "--precision",
                        "float32", "--precision", precision, "--no-experiments", "--out", "out")
     assert done.returncode == 3, done.stderr[-3000:]
     place = f"{script}:{line}"
@@ -61,7 +50,7 @@ def test_a_precision_the_script_fails_under_is_a_failed_line_at_the_users_line(
     offered = [u.get("precision") for p in doc.get("prescriptions") or [] for u in p.get("untested") or []]
     assert precision not in offered
     # explain and the report of the saved document keep it.
-    explained = _fp16doctor(tmp_path, "explain", "out/results.json")
+    explained = fp16doctor(tmp_path, "explain", "out/results.json")
     assert explained.returncode == 0 and f"{precision}: failed at {place}" in explained.stdout
     assert f"log: script-logs/host-{precision}.log" in " ".join(explained.stdout.split())
     assert f"failed at {place}" in (tmp_path / "out" / "report.html").read_text()
@@ -73,7 +62,7 @@ def precision_label(precision: str) -> str:
 
 def test_steps_before_a_later_crash_are_kept_and_a_file_argument_is_never_overwritten(tmp_path: Path) -> None:
     (tmp_path / "ckpt.txt").write_text("the user's own checkpoint\n")
-    done = _fp16doctor(tmp_path, "diagnose", "--script", str(SCRIPTS / "callback_raises_late.py"), "--steps", "30",
+    done = fp16doctor(tmp_path, "diagnose", "--script", str(SCRIPTS / "callback_raises_late.py"), "--steps", "30",
                        "--precision", "float32", "--no-experiments", "--script-arg", "ckpt.txt", "--out", "out")
     assert done.returncode == 0, done.stderr[-3000:]
     run = _run(json.loads((tmp_path / "out" / "results.json").read_text()), "float32")
