@@ -44,7 +44,7 @@ from fp16doctor.analysis.rules.common import make_finding
 from fp16doctor.analysis.rules.numerics import drop_rounding_untested
 from fp16doctor.analysis.runs import RunRow, run_rows
 from fp16doctor.analysis.stack_compare import DocumentComparison, StackComparison, compare_documents, stack_comparisons
-from fp16doctor.analysis.values import as_list, fmt_ms, on
+from fp16doctor.analysis.values import BASIS_WORDS, as_list, fmt_ms, on
 from fp16doctor.analysis.verdict import Verdict
 from fp16doctor.analysis.verdicts import complete_saved, share_of_difference, unlisted_devices, verdicts
 
@@ -123,7 +123,7 @@ def _speed_finding(acc: Accounting, share: Share, base: Draft | None) -> Draft:
     reduced = pair.reduced
     spec = REGISTRY[share.cause]
     between = (f" between {reduced.precision} ({fmt_ms(pair.interval.other_ms)}) and {pair.fp32.precision} "
-               f"({fmt_ms(pair.interval.fp32_ms)}){on(reduced.place)} ({share.basis.replace('_', ' ')})")
+               f"({fmt_ms(pair.interval.fp32_ms)}){on(reduced.place)} ({BASIS_WORDS[share.basis]})")
     summary = f"accounts for {share_of_difference(acc, share, between)}"
     if base is not None:
         finding = copy.deepcopy(base)

@@ -15,11 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fp16doctor.analysis.record import frozen, text, thawed
-from fp16doctor.analysis.values import as_list, as_number, fmt_ms, named_place, variant_words
+from fp16doctor.analysis.values import BASIS_WORDS, as_list, as_number, fmt_ms, named_place, variant_words
 from fp16doctor.results import HOST_MACHINE
-
-# How a finding's explained time was found, as every output says it.
-BASIS_WORDS = {"measured_ops": "measured", "experiment": "confirmed by experiment", "estimate": "estimated"}
 
 
 @dataclass(frozen=True)
@@ -108,4 +105,4 @@ class Finding:
         return dict(thawed(self.record))
 
 
-__all__ = ["BASIS_WORDS", "Finding"]
+__all__ = ["Finding"]

@@ -404,6 +404,10 @@ def figure(verdict: Mapping[str, Any]) -> str:
     return shown.figure()
 
 
+# How a figure a cause explains was found (a verdict's cause, a finding), as every output says it.
+BASIS_WORDS = {"measured_ops": "measured", "experiment": "confirmed by experiment", "estimate": "estimated"}
+
+
 # A place: the machine and stack a sentence speaks of.
 
 

@@ -15,6 +15,7 @@ from fp16doctor.analysis.ledger import part_in_step
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
 from fp16doctor.analysis.roofline import RooflineEstimate
 from fp16doctor.analysis.values import (
+    BASIS_WORDS,
     ShownRatio,
     as_list,
     as_number,
@@ -138,8 +139,7 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
         headline = f"{reduced.precision} is no faster or slower than {base}{where}{variant} " \
                    f"(the difference is inside {_inside(acc)})"
     elif top is not None:
-        basis = {"measured_ops": "measured", "experiment": "confirmed by an experiment",
-                 "estimate": "estimated"}[top.basis]
+        basis = BASIS_WORDS[top.basis]
         how = "mostly" if top.ms >= HALF * acc.magnitude_ms else "partly"
         headline += (f": {how} because {_cause_phrase(top, reduced.precision)} "
                      f"({basis}: {share_of_difference(acc, top)})")
@@ -379,9 +379,6 @@ def with_likely_cause(verdict: Verdict, acc: Accounting, findings: Sequence[Mapp
 # A results file may carry verdicts of the contract's short shape (ratio, cause, basis; no headline), with no runs
 # to remake them from: the analysis phrases them here, once, and every output prints that.
 
-_BASIS_WORDS = {"measured_ops": "measured", "experiment": "confirmed by experiment", "estimate": "estimated"}
-
-
 def _title_phrase(title: str) -> str:
     title = title.strip().rstrip(".")
     # "Pure float16 ..." -> "pure float16 ...", but keep acronyms such as "GPU ..." or "TF 1.7 ...".
@@ -455,7 +452,7 @@ def complete_saved(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, A
     if cause is not None and outcome in ("slower", "faster"):
         shares = [c for c in as_list(verdict.get("causes")) if isinstance(c, Mapping) and c.get("id") == cause]
         cause_ms = as_positive(shares[0].get("explains_ms")) if shares else None
-        detail = _BASIS_WORDS.get(as_str(verdict.get("basis")) or "", "")
+        detail = BASIS_WORDS.get(as_str(verdict.get("basis")) or "", "")
         if cause_ms is not None and difference is not None:
             detail += f"{': ' if detail else ''}{fmt_ms(cause_ms)} of the {fmt_ms(abs(difference))} difference"
         share = as_number(verdict.get("explained_share"))
