@@ -355,10 +355,7 @@ def _versus(entry: Mapping[str, Any]) -> str:
 
 
 def _untested_line(idea: Mapping[str, Any], where: str) -> str:
-    untested = UntestedIdea.of(idea)
-    if untested.command:
-        return f"Untested{on(where)}: {untested.idea}; `{untested.command}` measures it."
-    return f"Untested{on(where)}, and {untested.measure}: {untested.idea}."
+    return UntestedIdea.of(idea).advice(where)
 
 
 @dataclass(frozen=True)

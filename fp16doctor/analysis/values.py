@@ -362,6 +362,13 @@ class UntestedIdea:
         """"untested: float16 with batch_dtype=float32 (why): <command>": the idea on one line."""
         return f"untested: {self.idea}: {self.measure}"
 
+    def advice(self, where: str = "") -> str:
+        """The idea in a finding's fix, `where` it was not measured: "Untested: float16 with batch_dtype=float32
+        (why); `<command>` measures it."."""
+        if self.command:
+            return f"Untested{on(where)}: {self.idea}; `{self.command}` measures it."
+        return f"Untested{on(where)}, and {self.measure}: {self.idea}."
+
 
 # A saved verdict read back (a document of the short shape, or one an older release wrote): its ratio and figure by the
 # one rule every output uses.
