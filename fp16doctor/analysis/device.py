@@ -19,7 +19,7 @@ from fp16doctor.analysis.ledger import (
     moved_words,
     part_change,
 )
-from fp16doctor.analysis.values import fmt_ms, fmt_signed_ms
+from fp16doctor.analysis.values import fmt_ms, fmt_signed_ms, idle_split_words
 from fp16doctor.attribution.device_time import IDLE_WORDS, IdleSplit
 
 # The device busy under half of the 16-bit run's step: the host sets its pace (the TF Profiler calls a step
@@ -131,12 +131,8 @@ class DeviceSplit:
         if idle.waiting_on_data_ms is None and idle.launch_gaps_ms is None:
             return text + (" (not split: the recorded rows have neither the host's batch spans nor timestamps; a "
                            "new profile splits it)")
-        parts = [f"{fmt_ms(idle.waiting_on_data_ms)} waiting on the host's data"] \
-            if idle.waiting_on_data_ms is not None else []
-        if idle.launch_gaps_ms is not None:
-            parts.append(f"{fmt_ms(idle.launch_gaps_ms)} in launch and dispatch gaps")
-        parts.append(f"{fmt_ms(idle.other_ms)} other")
-        text += f": {', '.join(parts)}"
+        text += ": " + idle_split_words({"waiting_on_data_ms": idle.waiting_on_data_ms,
+                                         "launch_gaps_ms": idle.launch_gaps_ms, "other_ms": idle.other_ms})
         dominant = idle.dominant
         if dominant is None:
             return text + " (the recorded rows have no timestamps to tell a launch gap from the rest)"

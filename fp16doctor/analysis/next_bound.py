@@ -18,7 +18,7 @@ from typing import Any
 
 from fp16doctor.analysis.advice import variant_applies, variant_setting
 from fp16doctor.analysis.context import Context, Pair, RunView
-from fp16doctor.analysis.values import as_list, as_mapping, fmt_ms, round_ratio
+from fp16doctor.analysis.values import as_list, as_mapping, fmt_ms, idle_split_words, round_ratio
 from fp16doctor.attribution.device_time import IDLE_KINDS
 from fp16doctor.knowledge.links import pcie_gbps
 from fp16doctor.workload.protocol import compose_variant
@@ -28,7 +28,6 @@ from fp16doctor.workload.protocol import compose_variant
 IDLE_MIN_SHARE = 0.5
 # The batch copy is worth making smaller from a tenth of the in-memory step.
 COPY_MIN_SHARE = 0.10
-_IDLE_WORDS = {"waiting_on_data_ms": "waiting on data", "launch_gaps_ms": "launch gaps", "other_ms": "other"}
 _BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "uint8": 1}
 # Compiled execution measured where the idle it goes at is seen: float32 with batches in memory, compiled, against
 # the in-memory control (the input pipeline's time would hide a dispatch saving behind its own spread).
@@ -62,7 +61,7 @@ def idle_words(idle: Mapping[str, Any]) -> str:
             f"profiled step ({float(idle.get('share') or 0):.0%})")
     split = as_mapping(idle.get("split"))
     if split:
-        text += ": " + ", ".join(f"{_IDLE_WORDS.get(k, k)} {fmt_ms(v)}" for k, v in split.items())
+        text += ": " + idle_split_words(split)
     return text
 
 

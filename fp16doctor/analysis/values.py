@@ -411,6 +411,17 @@ def figure(verdict: Mapping[str, Any]) -> str:
     return shown.figure()
 
 
+# The kinds of a GPU's idle time (attribution/device_time.py IDLE_KINDS), as a split of it says each.
+IDLE_KIND_WORDS = {"waiting_on_data_ms": "waiting on the host's data", "launch_gaps_ms": "in launch and dispatch gaps",
+                   "other_ms": "other"}
+
+
+def idle_split_words(split: Mapping[str, float | None]) -> str:
+    """"30 ms waiting on the host's data, 12 ms in launch and dispatch gaps, 4.0 ms other": the kinds it has."""
+    return ", ".join(f"{fmt_ms(ms)} {IDLE_KIND_WORDS[kind]}" for kind, ms in split.items()
+                     if ms is not None and kind in IDLE_KIND_WORDS)
+
+
 # How a figure a cause explains was found (a verdict's cause, a finding), as every output says it.
 BASIS_WORDS = {"measured_ops": "measured", "experiment": "confirmed by experiment", "estimate": "estimated"}
 

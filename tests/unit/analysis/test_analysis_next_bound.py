@@ -126,7 +126,7 @@ def test_the_recorded_idle_split_is_what_the_change_says(h200_doc: dict[str, Any
                                     "idle": {"waiting_on_data_ms": 30.0, "launch_gaps_ms": 40.0, "other_ms": 6.0}}
     compiled = next(c for c in _changes(doc) if c["kind"] == "compiled")
     assert compiled["device_idle"]["split"] == {"waiting_on_data_ms": 30.0, "launch_gaps_ms": 40.0, "other_ms": 6.0}
-    assert "waiting on data 30 ms, launch gaps 40 ms, other 6.0 ms" in change_words(compiled)
+    assert "30 ms waiting on the host's data, 40 ms in launch and dispatch gaps, 6.0 ms other" in change_words(compiled)
 
 
 def test_a_busy_device_gets_no_next_bound(h200_doc: dict[str, Any]) -> None:
