@@ -38,7 +38,7 @@ from fp16doctor.analysis.rules.causal import (
     SLOW_KERNEL_MIN_SHARE,
     slow_kernel_item,
 )
-from fp16doctor.analysis.values import fmt_interval, fmt_ms, fmt_signed_ms, fmt_times, variant_words
+from fp16doctor.analysis.values import fmt_interval, fmt_ms, fmt_signed_ms, fmt_times, pass_words, variant_words
 from fp16doctor.attribution.device_time import copy_direction
 from fp16doctor.workload.protocol import FP16, is_pure, variant_base, variant_parts
 
@@ -70,7 +70,7 @@ class Share:
         if self.cause != "slow_fp16_kernels" or not self.ops:
             return None
         op = self.ops[0]
-        return (f"{op.get('layer') or op.get('name')} {str(op.get('pass')).replace('_', ' ')} ran "
+        return (f"{op.get('layer') or op.get('name')} {pass_words(op.get('pass'))} ran "
                 f"{op.get('impl') or 'a slow kernel'} in {precision}")
 
 
@@ -272,11 +272,11 @@ def _ops_evidence(share: Share, reduced: RunView, scale: float, wall: bool, agai
             scaled = f" x {scale:.2f}" if scale < 1 and op["ms"] >= 0 and not against else ""
             own = (f" ({fmt_ms(op['ms_per_step'])} own)"
                    if fmt_ms(op["ms_per_step"]) != fmt_ms(op["wall_ms_per_step"]) else "")
-            lines.append(f"{where} {str(op['pass']).replace('_', ' ')}{impl}: {fmt_ms(op['wall_ms_per_step'])} wall"
+            lines.append(f"{where} {pass_words(op['pass'])}{impl}: {fmt_ms(op['wall_ms_per_step'])} wall"
                          f"{own} in {reduced.precision} vs {_in_base(op['float32_wall_ms_per_step'], base)}: "
                          + (f"{fmt_ms(abs(op['difference_ms']))}{scaled} = {part}" if scaled else part))
             continue
-        lines.append(f"{where} {str(op['pass']).replace('_', ' ')}{impl}: {fmt_ms(op['ms_per_step'])} per step in "
+        lines.append(f"{where} {pass_words(op['pass'])}{impl}: {fmt_ms(op['ms_per_step'])} per step in "
                      f"{reduced.precision} vs {_in_base(op['float32_ms_per_step'], base)}; {part}")
     if len(share.ops) > 4:
         rest = sum(o["ms"] for o in share.ops[4:])

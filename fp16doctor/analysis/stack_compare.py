@@ -32,7 +32,16 @@ from fp16doctor.analysis.causes import _group_ms
 from fp16doctor.analysis.context import SIXTEEN_BIT, Context, OpItem, RunView
 from fp16doctor.analysis.intervals import ratio_interval
 from fp16doctor.analysis.op_compare import _impls
-from fp16doctor.analysis.values import NOT_RESOLVED, as_list, as_mapping, as_number, as_str, fmt_ms, round_ratio
+from fp16doctor.analysis.values import (
+    NOT_RESOLVED,
+    as_list,
+    as_mapping,
+    as_number,
+    as_str,
+    fmt_ms,
+    pass_words,
+    round_ratio,
+)
 from fp16doctor.analysis.verdicts import UNEXPLAINED_SAID
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.knowledge.cuda import version_tuple
@@ -156,10 +165,10 @@ class OpChange:
     @property
     def where(self) -> str:
         """'Conv2D #1 backward weights', 'optimizer ops (outside the layers)'."""
-        pass_words = self.pass_.replace("_", " ")
+        said = pass_words(self.pass_)
         if self.layer_type is None:
-            return f"{pass_words} ops (outside the layers)"
-        return f"{self.layer} {pass_words}"
+            return f"{said} ops (outside the layers)"
+        return f"{self.layer} {said}"
 
     def sentence(self) -> str:
         """'Conv2D #1 backward weights moved from Conv2DBackpropFilter (40 ms) to ref:any (13.2 s)'."""

@@ -411,6 +411,16 @@ def figure(verdict: Mapping[str, Any]) -> str:
     return shown.figure()
 
 
+# A pass of the training step (an op's `pass`), as every output names it; the short form where a column is narrow.
+SHORT_PASS = {"backward_weights": "bwd weights", "backward_data": "bwd data"}
+
+
+def pass_words(pass_: object, short: bool = False) -> str:
+    """"backward weights" ("bwd weights" `short`), "forward", "optimizer"; "" for none."""
+    name = "" if pass_ is None else str(pass_)
+    return SHORT_PASS.get(name, name.replace("_", " ")) if short else name.replace("_", " ")
+
+
 # The kinds of a GPU's idle time (attribution/device_time.py IDLE_KINDS), as a split of it says each.
 IDLE_KIND_WORDS = {"waiting_on_data_ms": "waiting on the host's data", "launch_gaps_ms": "in launch and dispatch gaps",
                    "other_ms": "other"}

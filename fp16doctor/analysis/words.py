@@ -30,6 +30,7 @@ from fp16doctor.analysis.values import (
     fmt_ms,
     fmt_signed_ms,
     fmt_times,
+    pass_words,
     variant_words,
 )
 from fp16doctor.analysis.verdict import Verdict
@@ -133,7 +134,7 @@ def _op_words(op: LedgerOp) -> str:
     said = [kernel_short_name(op.impl)] if op.impl and op.impl.strip() else []
     if op.in_flight:
         said.append("running at the cut")
-    return f"{op.layer or op.name} {op.pass_.replace('_', ' ')} {fmt_ms(op.ms)}" + (f" ({', '.join(said)})"
+    return f"{op.layer or op.name} {pass_words(op.pass_)} {fmt_ms(op.ms)}" + (f" ({', '.join(said)})"
                                                                                       if said else "")
 
 # A step compiled as one cluster, as the profiler sees it (XLA on TensorFlow runs it as one op it does not open).

@@ -9,11 +9,10 @@ from rich.text import Text
 
 from fp16doctor.analysis import Diagnosis
 from fp16doctor.analysis.op_compare import OpComparison
-from fp16doctor.analysis.values import fmt_ms, fmt_signed_ms
+from fp16doctor.analysis.values import SHORT_PASS, fmt_ms, fmt_signed_ms, pass_words
 from fp16doctor.textout.answer import sections_text
 
 TOP_OPS = 5
-SHORT_PASS = {"backward_weights": "bwd weights", "backward_data": "bwd data"}
 # The implementation column's width at most: oneDNN names such as
 # "brg_conv_bwd:avx10_1_512+brg_conv_fwd:avx10_1_512" are cut to it, and to what the other columns leave of
 # TERMINAL_WIDTH (the report keeps them whole), so the layer and pass columns keep their words at 80 columns.
@@ -53,7 +52,7 @@ def ops_table(comparison: OpComparison, count: int = TOP_OPS) -> RenderableType:
     compared = [r for r in comparison.rows if r.difference_ms is not None] or list(comparison.rows)
     for row in compared[:count]:
         style = "red" if (row.difference_ms or 0) > 0 else "green" if (row.difference_ms or 0) < 0 else ""
-        table.add_row(_short_tail(row.layer), SHORT_PASS.get(row.pass_, row.pass_.replace("_", " ")),
+        table.add_row(_short_tail(row.layer), pass_words(row.pass_, short=True),
                       fmt_ms(row.fp32_ms), fmt_ms(row.reduced_ms), Text(fmt_signed_ms(row.difference_ms), style=style),
                       _short(row.impls[0], impl_width) if row.impls else "")
     side = comparison.reduced

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fp16doctor.analysis.stack_compare import DocumentComparison, StackComparison, StackSide
-from fp16doctor.analysis.values import fmt_ms, fmt_signed_ms, fmt_versus
+from fp16doctor.analysis.values import fmt_ms, fmt_signed_ms, fmt_versus, pass_words
 
 TOP_CHANGES = 5
 
@@ -30,8 +30,8 @@ def _changes_table(comparison: StackComparison, count: int) -> Table:
     for change in comparison.changes[:count]:
         impls = (change.impl_from or "-") if change.impl_from == change.impl_to else \
             f"{change.impl_from or '-'} -> {change.impl_to or '-'}"
-        pass_words = change.pass_.replace("backward_", "bwd ").replace("_", " ")
-        table.add_row(change.layer, pass_words + (" (other way)" if change.against else ""), fmt_ms(change.ms_from),
+        table.add_row(change.layer, pass_words(change.pass_, short=True) + (" (other way)" if change.against else ""),
+                      fmt_ms(change.ms_from),
                       fmt_ms(change.ms_to), Text(fmt_signed_ms(change.difference_ms),
                                                  style="red" if change.difference_ms > 0 else "green"), impls)
     return table
