@@ -35,6 +35,7 @@ from fp16doctor.analysis.finding import Finding
 from fp16doctor.analysis.fixes import attach_fixes
 from fp16doctor.analysis.hold import hold_advice
 from fp16doctor.analysis.ledger import Ledger, ledgers
+from fp16doctor.analysis.machine import MachineFacts, machines
 from fp16doctor.analysis.op_compare import OpComparison, comparisons_of
 from fp16doctor.analysis.prescribe import prescribe
 from fp16doctor.analysis.prescription import Prescription
@@ -68,6 +69,7 @@ class Diagnosis:
     saved_by: str | None = None  # the fp16doctor version that wrote the file
     ledgers: tuple[Ledger, ...] = ()  # each timed configuration's step, split into parts that add up to it
     busy: Contention | None = None  # the busiest rounds process's contention, where the machine was busy (busy.py)
+    machines: tuple[MachineFacts, ...] = ()  # each machine the runs ran on, named and described (machine.py)
 
     @cached_property
     def answer(self) -> Answer:
@@ -247,10 +249,12 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
     roofline = estimate_context(ctx)
     judged = verdicts(accountings, findings, roofline, unlisted_devices(ctx))
     attach_fixes(findings, ctx.runs, judged)
+    rows = run_rows(ctx)
     return Diagnosis(tuple(Finding.of(f) for f in _rank(findings)), tuple(Verdict.of(v) for v in judged),
-                     tuple(Prescription.of(p) for p in prescriptions), run_rows(ctx),
+                     tuple(Prescription.of(p) for p in prescriptions), rows,
                      comparisons_of(ctx), roofline, "analysis" if findings else "none",
-                     stack_comparisons=stack_comparisons(ctx, judged), ledgers=books, busy=busiest(doc))
+                     stack_comparisons=stack_comparisons(ctx, judged), ledgers=books, busy=busiest(doc),
+                     machines=machines(doc, rows))
 
 
 def compare_results(before: Mapping[str, Any], after: Mapping[str, Any],
@@ -275,7 +279,8 @@ def saved_diagnosis(doc: Mapping[str, Any]) -> Diagnosis:
         return Diagnosis(tuple(Finding.of(f) for f in own),
                          tuple(Verdict.of(complete_saved(v, own)) for v in saved_verdicts),
                          tuple(Prescription.of(p) for p in saved_prescriptions),
-                         findings_source="results" if own else "none", saved_by=version)
+                         findings_source="results" if own else "none", saved_by=version,
+                         machines=machines(doc, []))
     return replace(diagnose_document(doc), saved_findings=tuple(Finding.of(f) for f in own), saved_by=version)
 
 

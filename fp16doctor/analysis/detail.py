@@ -4,9 +4,9 @@ once, here, as the answer's own sections and lines (answer.Section, answer.Answe
 (e) the measured table each prescription was chosen from, fastest first, each row's notes by the answer's ids; each
     precision with batches in memory, where a change to the input pipeline was measured;
 (f) each verdict as the analysis phrased it;
-(g) each run's step, against the float32 run it was paired with, and its device split where profiled; the software
-    each stack's runs reported;
-(h) the best case a GPU allows a 16-bit type (roofline);
+(g) where it ran: each machine's name and facts (machine.py); each run's step, against the float32 run it was paired
+    with, and its device split where profiled; the software each stack's runs reported;
+(h) the best case a GPU allows a 16-bit type (roofline), or why there is none for a GPU's run;
 (i) each finding with its evidence and its whole fix, most important first.
 
 Pure: the Diagnosis and its answer in, sections out. The comparisons between stacks keep their op tables as table
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from fp16doctor.analysis.answer import Answer, AnswerLine, Section, notes_of, places_of
 from fp16doctor.analysis.finding import Finding
+from fp16doctor.analysis.machine import MachineFacts
 from fp16doctor.analysis.prescription import Prescription
 from fp16doctor.analysis.roofline import RooflineEstimate
 from fp16doctor.analysis.runs import RunRow
@@ -29,9 +30,10 @@ from fp16doctor.analysis.verdict import Verdict
 if TYPE_CHECKING:  # the Diagnosis holds its detail; the builder reads the Diagnosis
     from fp16doctor.analysis import Diagnosis
 
-DETAIL_ORDER = ("measured", "in_memory", "verdicts", "runs", "software", "best_case", "finding_detail")
+DETAIL_ORDER = ("measured", "in_memory", "verdicts", "machine", "runs", "software", "best_case", "finding_detail")
 DETAIL_HEADINGS = {"measured": "Measured here, fastest first", "in_memory": "With batches in memory",
-                   "verdicts": "Verdicts", "runs": "Runs", "software": "Software, as the runs reported it",
+                   "verdicts": "Verdicts", "machine": "Where it ran", "runs": "Runs",
+                   "software": "Software, as the runs reported it",
                    "best_case": "Best case on this GPU (roofline)", "finding_detail": "Findings, with their evidence"}
 # The comparisons between stacks, op by op (table data a renderer lays out in cells), stand after this section.
 BETWEEN_AFTER = "verdicts"
@@ -88,6 +90,12 @@ def _verdicts(verdicts: Sequence[Verdict], rows: Sequence[RunRow]) -> tuple[Answ
     return tuple(lines)
 
 
+def _machines(machines: Sequence[MachineFacts]) -> tuple[AnswerLine, ...]:
+    """(g) Each machine the runs ran on: its name and its facts (GPUs, CPU, OS), as the report's machine cards show
+    them."""
+    return tuple(AnswerLine("", machine.line, "row", hang=4) for machine in machines)
+
+
 def _runs(rows: Sequence[RunRow]) -> tuple[AnswerLine, ...]:
     """(g) Each run's step, against float32 where the analysis paired it with a float32 run."""
     lines = []
@@ -122,9 +130,13 @@ def _best_case(estimates: Sequence[RooflineEstimate]) -> tuple[AnswerLine, ...]:
     lines = []
     seen = set()
     for e in estimates:
-        if e.predicted_speedup is None or e.key() in seen:
+        if e.key() in seen:
             continue
         seen.add(e.key())
+        if e.predicted_speedup is None:
+            if e.missing_words():  # a GPU's run the table of peak figures or the model cannot bound
+                lines.append(AnswerLine("", e.missing_words(), "row"))
+            continue
         kernels = e.kernels_words()
         measured = f"; you measured {e.measured_words()}" if e.measured_speedup else ""
         lines.append(AnswerLine("", f"{e.stack} / {e.precision} on {e.gpu_name}: at most {e.predicted_times()} from "
@@ -181,7 +193,8 @@ def build_detail(diagnosis: Diagnosis) -> tuple[Section, ...]:
     answer = diagnosis.answer
     built = {"measured": _measured(diagnosis.prescriptions, answer),
              "in_memory": _in_memory(answer), "verdicts": _verdicts(diagnosis.verdicts, diagnosis.runs),
-             "runs": _runs(diagnosis.runs), "software": _software(diagnosis.runs),
+             "machine": _machines(diagnosis.machines), "runs": _runs(diagnosis.runs),
+             "software": _software(diagnosis.runs),
              "best_case": _best_case(diagnosis.roofline),
              "finding_detail": _provenance(diagnosis) + tuple(line for f in diagnosis.findings
                                                               for line in _finding(f, places_of(diagnosis)))}

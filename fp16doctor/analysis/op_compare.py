@@ -36,6 +36,11 @@ class OpDiff:
     rows: int = 1  # more than one: the rest of a table, summed
 
 
+# How to read a table of these rows ("where the time went"), the same for every document, wherever it is shown.
+OPS_READING = ("Measured per op in a profiled window, summed per layer and pass, per step; biggest differences first. "
+               "An op's time is what the profiler saw it take: ops that ran at the same time can add up to more than "
+               "the step.")
+
 # What a run's profiled window was, in the words of every output.
 WINDOW_WORDS = {
     "after_timing": "a profiled window after the timed steps",
@@ -261,5 +266,5 @@ def comparisons_of(ctx: Context) -> list[OpComparison]:
     return [c for c in found if c is not None]
 
 
-__all__ = ["LOW_COVERAGE", "WINDOW_WORDS", "OpComparison", "OpDiff", "OpsSide", "compare", "comparisons_of",
-           "op_comparisons"]
+__all__ = ["LOW_COVERAGE", "OPS_READING", "WINDOW_WORDS", "OpComparison", "OpDiff", "OpsSide", "compare",
+           "comparisons_of", "op_comparisons"]

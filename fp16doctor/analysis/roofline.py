@@ -65,6 +65,18 @@ class RooflineEstimate:
         shown = ShownRatio.of(self.predicted_speedup)
         return shown.times() if shown is not None else None
 
+    @property
+    def on_gpu(self) -> bool:
+        return self.device.startswith("gpu")
+
+    def missing_words(self) -> str:
+        """"tf2.16-cuda12 / float16 on NVIDIA X: no best case (GPU not in the table of peak figures; ...)": why a
+        GPU's run has no best case, as the detail and the report's speedup chart say it; "" where it has one, or
+        where the run is a CPU's (no roofline is drawn for CPUs)."""
+        if self.predicted_speedup is not None or not self.on_gpu:
+            return ""
+        return f"{self.stack} / {self.precision} on {self.gpu_name or self.device}: no best case ({self.note})"
+
     def measured_words(self) -> str | None:
         """'1.60x slower': the measured ratio as the verdict prints it; a bare step ratio where no pair made one."""
         shown = self.measured_shown or ShownRatio.of(self.measured_speedup)

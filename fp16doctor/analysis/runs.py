@@ -54,6 +54,22 @@ def _device_step(view: RunView) -> DeviceStep | None:
     return DeviceStep(dt.compute_ms, copies, dt.host_ms, dt.step_ms, dt.h2d_pageable)
 
 
+# How to read each chart drawn from a machine's run rows (the report's machine cards): one caption per chart, the
+# same words for every document. "split_missing" stands where no run measured its input time; "speedup_best_case"
+# where the roofline gave some run a best case to draw beside it.
+CHART_CAPTIONS = {
+    "step_time": "Median step time per stack and precision; whiskers span p10–p90. Shorter is faster.",
+    "split": "Where a step goes: time the host spends producing one batch, and the rest (compute, transfer, "
+             "framework).",
+    "split_missing": "Input time was not measured for these runs, so the input/compute split cannot be drawn.",
+    "device": "Where a profiled GPU step goes: the device's kernels and copies, each counted once, and the time the "
+              "device sat idle, which the host spent building batches, dispatching work or waiting.",
+    "speedup": "Speedup over float32 of the same stack. Right of the 1× line is faster.",
+    "speedup_best_case": "Speedup over float32 of the same stack, beside the roofline's best case for this model on "
+                         "this GPU. Right of the 1× line is faster.",
+}
+
+
 @dataclass(frozen=True)
 class RunRow:
     """One run of the document, in the document's order."""
@@ -229,4 +245,5 @@ def partner_of(rows: Sequence[RunRow], row: RunRow) -> RunRow | None:
     return next((r for r in rows if r.index == row.fp32_index), None) if row.fp32_index is not None else None
 
 
-__all__ = ["DeviceStep", "RunRow", "engine_label", "machines_of", "partner_of", "precision_rank", "rows_on", "run_rows"]
+__all__ = ["CHART_CAPTIONS",
+           "DeviceStep", "RunRow", "engine_label", "machines_of", "partner_of", "precision_rank", "rows_on", "run_rows"]

@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import PurePath
-from typing import Any
+from typing import Any, ClassVar
 
 from fp16doctor.analysis.busy import busiest
 from fp16doctor.analysis.causes import _group_ms
@@ -39,6 +39,7 @@ from fp16doctor.analysis.values import (
     as_number,
     as_str,
     fmt_ms,
+    fmt_versus,
     pass_words,
     round_ratio,
 )
@@ -119,6 +120,12 @@ class StackSide:
     step_ms: float
     fp32_step_ms: float
     measured_ops: bool  # the 16-bit run has measured ops
+
+    def line(self) -> str:
+        """"tf1.7-cpu: >= 42x slower than float32 (TensorFlow 1.7.0, Keras 2.1.5, ...)": the stack, where it stood
+        against float32 with its interval, and the software it ran, as every table of a comparison heads a side."""
+        return (f"{self.stack}: {fmt_versus(self.ratio, self.ratio_interval, self.outcome, than='than float32')} "
+                f"({self.software})")
 
     @property
     def words(self) -> str:
@@ -223,6 +230,11 @@ class StackComparison:
     @property
     def unexplained_ms(self) -> float:
         return max(0.0, abs(self.step_change_ms) - self.explained_ms) if self.significant else 0.0
+
+    # How a comparison's ops are matched, the same for every document, wherever its table is shown whole.
+    MATCHING: ClassVar[str] = (
+        "The 16-bit run's ops in each stack are matched by the layer's position among the layers of its type and the "
+        "pass, never by name (Keras 2 numbers layers from 1, tf.keras and Keras 3 from 0).")
 
     def caption(self, shown: int, rest_in: str) -> str:
         """Under its op table of `shown` rows: how the ops were matched, and where the rest are ("in the report")."""

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from fp16doctor.analysis.answer import Section
 from fp16doctor.analysis.detail import BETWEEN_AFTER, DETAIL_ORDER
+from fp16doctor.analysis.op_compare import OPS_READING
 from fp16doctor.analysis.values import fmt_ms, fmt_pct, fmt_rate, fmt_signed_ms
 from fp16doctor.report.sections.stack_changes import StackChangeView
 from fp16doctor.report.viewmodel import DocumentView, MachineView, ReportView, RunRow, TimeTableView
@@ -160,7 +161,7 @@ def _stack_changes(changes: Sequence[StackChangeView]) -> list[str]:
     for change in changes:
         out += [f"**Between stacks, {md_text(change.title)}:**", ""]
         if change.rows:
-            out += [f"| layer and pass | {md_text(change.sides[0][0])} | ms | {md_text(change.sides[1][0])} | ms "
+            out += [f"| layer and pass | {md_text(change.sides[0])} | ms | {md_text(change.sides[1])} | ms "
                     "| change | the other way |", "| --- | --- | --: | --- | --: | --: | --- |"]
             out += [f"| {md_text(r.where)} | {_code_cell(r.impl_from)} | {r.ms_from} | {_code_cell(r.impl_to)} "
                     f"| {r.ms_to} | {r.difference} | {'yes' if r.against else ''} |" for r in change.rows[:TOP_OPS_MD]]
@@ -183,12 +184,15 @@ def _document(doc: DocumentView, changes: Sequence[StackChangeView], many: bool)
     cut = sum(DETAIL_ORDER.index(s.id) <= DETAIL_ORDER.index(BETWEEN_AFTER) for s in detail)
     out += _sections(detail[:cut])
     out += _stack_changes(changes)
+    out += _sections([s for s in detail[cut:] if s.id == "machine"])  # where it ran, above its runs
     for machine in (m for m in doc.machines if m.rows):
         out += [f"**Runs{', ' + md_text(machine.name) if many else ''}:**", "", *_machine_table(machine), ""]
-    out += _sections(detail[cut:])
-    for machine in doc.machines:
-        for table in machine.time_tables:
-            out += _time_table(table)
+    out += _sections([s for s in detail[cut:] if s.id != "machine"])
+    tables = [table for machine in doc.machines for table in machine.time_tables]
+    if tables:  # how to read them, once, the analysis' words (op_compare.OPS_READING)
+        out += [md_text(OPS_READING), ""]
+    for table in tables:
+        out += _time_table(table)
     out += ["**Reproduce:**", "", "```sh", doc.reproduce.command.replace("```", "` ` `"), "```", ""]
     return out
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from fp16doctor.report.redact import redact_text
@@ -37,13 +37,6 @@ def text(value: Any) -> str:
 
 def host_gpus(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [g for g in list_of(dict_of(doc.get("host")).get("gpus")) if isinstance(g, dict)]
-
-
-def gpu_summary(names: Sequence[str]) -> str:
-    counts: dict[str, int] = {}
-    for name in names:
-        counts[name] = counts.get(name, 0) + 1
-    return ", ".join(f"{n}× {name}" if n > 1 else name for name, n in counts.items())
 
 
 def pass_label(value: Any) -> str:

@@ -9,7 +9,9 @@ from dataclasses import dataclass, field, replace
 from markupsafe import Markup
 
 from fp16doctor.analysis import RunRow as AnalysedRun
-from fp16doctor.analysis.runs import DeviceStep, precision_rank
+from fp16doctor.analysis.op_compare import OPS_READING
+from fp16doctor.analysis.roofline import RooflineEstimate
+from fp16doctor.analysis.runs import CHART_CAPTIONS, DeviceStep, precision_rank
 from fp16doctor.report import charts
 from fp16doctor.report.sections.common import text as _text
 from fp16doctor.report.sections.inputs import DocumentInput, MachineInput
@@ -72,6 +74,8 @@ class ChartsView:
     split_legend: list[charts.LegendEntry] = field(default_factory=list)  # every colour the split chart uses
     device: Markup = Markup("")  # GPU runs: kernels, copies and the device idle, per profiled step
     device_legend: list[charts.LegendEntry] = field(default_factory=list)
+    captions: dict[str, str] = field(default_factory=dict)  # each chart's, the analysis' (runs.CHART_CAPTIONS)
+    no_best_case: list[str] = field(default_factory=list)  # why a GPU's run has no best case (the roofline's words)
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,8 @@ class MachineView:
     show_variant: bool
     charts: ChartsView
     time_tables: list[TimeTableView] = field(default_factory=list)
+    facts: str = ""  # its details in one line, as the analysis said them (MachineFacts.facts_text)
+    time_reading: str = OPS_READING  # how to read its time tables, the analysis' words
 
 
 def run_row(row: AnalysedRun) -> RunRow:
@@ -123,7 +129,8 @@ def _ordered(rows: list[RunRow]) -> list[RunRow]:
     return sorted(rows, key=lambda r: (stacks[r.stack], r.engine, variants[r.variant], precision_rank(r.precision)))
 
 
-def _machine_charts(rows: Sequence[RunRow], predicted: Mapping[tuple[str, str], float]) -> ChartsView:
+def _machine_charts(rows: Sequence[RunRow], predicted: Mapping[tuple[str, str], float],
+                    estimates: Sequence[RooflineEstimate] = ()) -> ChartsView:
     ok = [r for r in rows if r.ok]
     step_bars = [charts.StepBar(r.label, r.precision, r.step_ms or 0.0, r.p10_ms, r.p90_ms) for r in ok]
     split_bars = [
@@ -144,13 +151,17 @@ def _machine_charts(rows: Sequence[RunRow], predicted: Mapping[tuple[str, str], 
     ]
     device_bars = [charts.DeviceBar(r.label, r.precision, r.device_step.compute_ms, r.device_step.copies_ms,
                                     r.device_step.idle_ms) for r in ok if r.device_step is not None]
+    with_best_case = any(b.predicted is not None for b in speed_bars)
     return ChartsView(
+        captions={**CHART_CAPTIONS, "speedup": CHART_CAPTIONS["speedup_best_case" if with_best_case else "speedup"]},
+        no_best_case=[] if with_best_case else [_text(w) for w in dict.fromkeys(e.missing_words() for e in estimates)
+                                                if w],
         device=charts.device_chart(device_bars),
         device_legend=charts.device_legend(device_bars),
         step_time=charts.step_time_chart(step_bars),
         split=charts.split_chart(split_bars),
         speedup=charts.speedup_chart(speed_bars),
-        speedup_has_prediction=any(b.predicted is not None for b in speed_bars),
+        speedup_has_prediction=with_best_case,
         precisions=sorted({r.precision for r in ok}, key=precision_rank),
         split_legend=charts.split_legend(split_bars),
     )
@@ -172,8 +183,10 @@ def machine_view(source: DocumentInput, machine: MachineInput) -> MachineView:
         rows=rows,
         show_engine=len(engines) > 1,
         show_variant=any(r.variant != "original" for r in rows),
-        charts=_machine_charts(rows, source.predicted),
+        charts=_machine_charts(rows, source.predicted,
+                               [e for e in source.diagnosis.roofline if e.machine == machine.key]),
         time_tables=[time_table(f"{machine.anchor}-time-{i + 1}", c) for i, c in enumerate(mine)],
+        facts=machine.facts,
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fp16doctor.analysis.stack_compare import OpChange, StackComparison
-from fp16doctor.analysis.values import fmt_ms, fmt_pct, fmt_signed_ms, fmt_versus
+from fp16doctor.analysis.values import fmt_ms, fmt_signed_ms
 from fp16doctor.report.sections.inputs import ReportInput
 
 TOP_CHANGES_HTML = 12  # the report's table; the rest is summed in one row
@@ -29,13 +29,14 @@ class ChangeRowView:
 class StackChangeView:
     machine: str
     title: str  # "float16: tf1.7-cpu -> cpu"
-    sides: list[tuple[str, str, str]]  # (stack, "26x slower than float32 (18-39x)", software)
+    sides: list[str]  # the two stacks' names, heading their columns
+    side_lines: list[str]  # each stack where it stood against float32, with its software (StackSide.line)
     sentence: str
     tone: str  # "slower" / "faster": where the 16-bit step went; "same" inside the runs' interval
     rows: list[ChangeRowView]
     rest: str  # "27 more changes, net -12 ms", or ""
-    basis: str  # how the op times were taken
-    explained: str  # "100 %"
+    caption: str  # how the ops were matched and timed (StackComparison.caption)
+    matching: str  # why by position, never by name (StackComparison.MATCHING)
     comparison: StackComparison  # the analysis' table data: its caption under a shorter table (the markdown's)
     document: int = 0  # the index of the document it compares within
 
@@ -53,13 +54,11 @@ def stack_change_view(machine: str, comparison: StackComparison, document: int =
     rest = (f"{len(hidden)} more change{'s' if len(hidden) != 1 else ''}, net "
             f"{fmt_signed_ms(sum(c.difference_ms for c in hidden))}") if hidden else ""
     tone = ("same" if not comparison.significant else "slower" if comparison.step_change_ms > 0 else "faster")
-    basis = ("each op's overlap-true share of the step's wall time" if comparison.wall
-             else "each op's own (self) time")
-    sides = [(side.stack, fmt_versus(side.ratio, side.ratio_interval, side.outcome, than="than float32"),
-              side.software) for side in (comparison.from_, comparison.to)]
+    sides = (comparison.from_, comparison.to)
     return StackChangeView(machine, f"{comparison.precision}: {comparison.from_.stack} \u2192 {comparison.to.stack}",
-                           sides, comparison.headline, tone, [_row(c) for c in shown], rest, basis,
-                           fmt_pct(comparison.explained_share) if comparison.significant else "", comparison,
+                           [side.stack for side in sides], [side.line() for side in sides], comparison.headline,
+                           tone, [_row(c) for c in shown], rest,
+                           comparison.caption(len(shown), "summed in the last row"), comparison.MATCHING, comparison,
                            document)
 
 

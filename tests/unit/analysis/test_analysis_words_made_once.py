@@ -1,7 +1,7 @@
-"""Words made once: what `explain` and `explain --full` print and what the report's first screen shows are the
-answer's sentences and its detail's (Answer.text, detail.py; `explain --json`'s answer), laid out, never composed
-again by a renderer. Checked on every example document: each sentence of 40 characters or more found in the answer's
-text (headings aside)."""
+"""Words made once: what `explain` and `explain --full` print and what the report's first screen, its machine cards and
+its environment card show are the answer's sentences and its detail's (Answer.text, detail.py; `explain --json`'s
+answer), and the captions the analysis' table types word, laid out, never composed again by a renderer. Checked on
+every example document: each sentence of 40 characters or more found in the answer's text (headings aside)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import io
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -182,7 +183,9 @@ def test_the_markdown_lays_out_every_example() -> None:
 def test_every_sentence_the_markdown_prints_is_the_answers_or_its_details(path: Path) -> None:
     """The markdown summary lays out the answer (with its first findings) and its detail, the sentences `explain
     --json` carries (`answer.text`, `answer.detail.text`); its tables are table data, laid out in cells, under the
-    captions and caveats their analysis types word (OpComparison.caption and .caveats, StackComparison.caption)."""
+    captions and caveats their analysis types word (OpComparison.caption and .caveats, op_compare.OPS_READING,
+    StackComparison.caption)."""
+    from fp16doctor.analysis.op_compare import OPS_READING
     from fp16doctor.report import render_markdown
     from fp16doctor.report.markdown import REST_IN, TOP_FINDINGS, TOP_OPS_MD
 
@@ -191,6 +194,7 @@ def test_every_sentence_the_markdown_prints_is_the_answers_or_its_details(path: 
     said = diagnosis.to_dict()["answer"]
     captions = [c.caption(TOP_OPS_MD, REST_IN) for c in diagnosis.stack_comparisons]
     captions += [line for c in diagnosis.comparisons for line in (c.caption(), *c.caveats)]
+    captions += [OPS_READING] if diagnosis.comparisons else []  # how to read the time tables, said once above them
     busy = [diagnosis.busy.document_words()] if diagnosis.busy is not None else []
     # The answer's findings as the summary keeps them: its first TOP_FINDINGS and its line naming the rest.
     more = [line.text for s in diagnosis.answer.sections(top=TOP_FINDINGS) for line in s.lines if line.kind == "more"]
@@ -201,4 +205,84 @@ def test_every_sentence_the_markdown_prints_is_the_answers_or_its_details(path: 
     assert not missing, missing[:5]
     # A cell is a value or a name (a layer, a kernel, a status), never a sentence of the renderer's.
     prose = [c for c in cells if len(c) >= MIN_SENTENCE and re.search(r"[.;:] ", c) and _flat(c) not in known]
+    assert not prose, prose[:5]
+
+
+class _Cards(html.parser.HTMLParser):
+    """The text of the report's cards of one class (`<section class="card machine" ...>`), its SVG charts aside: the
+    text between cells (`text`), and each table cell and each value of a key-value list apart (`cells`), a name in
+    code (a layer, a kernel, an error) left out of a cell as the value it is."""
+
+    CELLS = ("td", "th", "dt", "dd")
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+        self.depth = 0
+        self.skip = 0
+        self.cell = 0
+        self.code = 0
+        self.text: list[str] = []
+        self.cells: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self.depth:
+            self.depth += tag == "section"
+            self.skip += tag == "svg"
+            self.code += tag == "code" and bool(self.cell)
+            if tag in self.CELLS:
+                self.cell += 1
+                self.cells.append("")
+        elif tag == "section" and self.kind in (dict(attrs).get("class") or "").split():
+            self.depth = 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.depth:
+            self.skip -= tag == "svg"
+            self.code -= tag == "code" and bool(self.code)
+            self.cell -= tag in self.CELLS
+            self.depth -= tag == "section"
+            self.text.append("\n" if tag in ("p", "li", "tr", "div", "h2", "h3", "figcaption", "summary") else " ")
+
+    def handle_data(self, data: str) -> None:
+        if not self.depth or self.skip or self.code:
+            return
+        if self.cell:
+            self.cells[-1] += data
+        else:
+            self.text.append(data)
+
+
+def _reports_own_words(diagnosis: Any) -> str:
+    """What the report's lower cards may say besides the answer and the detail: the captions and caveats of the
+    tables and charts, as the analysis types that define them word them."""
+    from fp16doctor.analysis.op_compare import OPS_READING
+    from fp16doctor.analysis.runs import CHART_CAPTIONS
+
+    said = diagnosis.to_dict()["answer"]
+    return "\n".join([said["text"], said["detail"]["text"], OPS_READING, *CHART_CAPTIONS.values(),
+                      *(line for c in diagnosis.comparisons for line in (c.title, c.caption(), *c.caveats))])
+
+
+@pytest.mark.parametrize("kind", ["machine", "environment"])
+@pytest.mark.parametrize("path", DOCS, ids=[p.parent.name for p in DOCS])
+def test_every_sentence_of_the_reports_machine_and_environment_cards_is_the_analysis(path: Path, kind: str) -> None:
+    """The machine cards (the machine's facts, its runs, where the time went, its charts) and the environment card
+    lay out the answer's and the detail's sentences (`detail.py`: where it ran, the software, the best case) and the
+    captions their analysis types word (op_compare.OPS_READING, OpComparison.title, .caption and .caveats,
+    runs.CHART_CAPTIONS); a table cell or a listed value is a value or a name, never a sentence of the report's."""
+    report = path.parent / "report.html"
+    if not report.exists():
+        pytest.skip("no report rendered for this example")
+    diagnosis = saved_diagnosis(json.loads(path.read_text(encoding="utf-8")))
+    known = _unpunctuated(_reports_own_words(diagnosis))
+    cards = _Cards(kind)
+    cards.feed(report.read_text(encoding="utf-8"))
+    shown = "".join(cards.text)
+    assert shown.strip(), f"no {kind} card in the report"
+    headings = {s.heading for s in (*diagnosis.answer.sections(), *diagnosis.detail)}
+    missing = [s for s in _sentences(shown) if _unpunctuated(s) not in known and s not in headings]
+    assert not missing, missing[:5]
+    prose = [c for c in map(_flat, cards.cells)
+             if len(c) >= MIN_SENTENCE and re.search(r"[.;:] ", c) and _unpunctuated(c) not in known]
     assert not prose, prose[:5]
