@@ -157,9 +157,10 @@ def _sections(sections: Sequence[Section]) -> list[str]:
 def _stack_changes(changes: Sequence[StackChangeView]) -> list[str]:
     """Between stacks, op by op: the biggest op changes of each comparison (the analysis' sentence is the answer's),
     under the analysis' caption (StackComparison.caption)."""
-    out: list[str] = []
+    out: list[str] = [md_text(changes[0].matching), ""] if any(c.rows for c in changes) else []
     for change in changes:
         out += [f"**Between stacks, {md_text(change.title)}:**", ""]
+        out += [f"- {md_text(line)}" for line in change.side_lines] + ([""] if change.side_lines else [])
         if change.rows:
             out += [f"| layer and pass | {md_text(change.sides[0])} | ms | {md_text(change.sides[1])} | ms "
                     "| change | the other way |", "| --- | --- | --: | --- | --: | --: | --- |"]

@@ -41,6 +41,7 @@ def _comparison(comparison: StackComparison, count: int, rest_in: str) -> list[R
     style = "red" if comparison.step_change_ms > 0 and comparison.significant else \
         "green" if comparison.significant else ""
     parts: list[RenderableType] = [Text(f"  {comparison.headline}", style=style)]
+    parts += [Text(f"    {side.line()}") for side in (comparison.from_, comparison.to)]
     if comparison.changes:
         parts.append(Padding(_changes_table(comparison, count), (0, 0, 0, 2)))
         parts.append(Text(f"  {comparison.caption(count, rest_in)}", style="dim"))
@@ -52,7 +53,8 @@ def stack_comparisons_text(comparisons: Sequence[StackComparison], count: int = 
     (the sentence alone is the answer's, Answer.between); None when there is none."""
     if not comparisons:
         return None
-    parts: list[RenderableType] = [Text("Between stacks, op by op", style="bold")]
+    parts: list[RenderableType] = [Text("Between stacks, op by op", style="bold"),
+                                   Text(f"  {StackComparison.MATCHING}", style="dim")]
     for comparison in comparisons:
         parts += _comparison(comparison, count, "in the report")
     return Group(*parts)

@@ -77,6 +77,15 @@ def test_every_sentence_explain_prints_is_the_answers(path: Path) -> None:
     assert not missing, missing[:5]
 
 
+def _between_sides(diagnosis: Any) -> str:
+    """What heads the op tables between stacks, as StackComparison words it: each side's line, and how the ops are
+    matched."""
+    from fp16doctor.analysis.stack_compare import StackComparison
+
+    return "\n".join([StackComparison.MATCHING, *(side.line() for c in diagnosis.stack_comparisons
+                                                   for side in (c.from_, c.to))])
+
+
 @pytest.mark.parametrize("path", DOCS, ids=[p.parent.name for p in DOCS])
 def test_every_sentence_explain_full_prints_is_the_answers_or_its_details(path: Path) -> None:
     """`explain --full`: the answer, then its detail (detail.py), both in `explain --json`; the op tables between
@@ -84,7 +93,8 @@ def test_every_sentence_explain_full_prints_is_the_answers_or_its_details(path: 
     diagnosis = saved_diagnosis(json.loads(path.read_text(encoding="utf-8")))
     said = diagnosis.to_dict()["answer"]
     known = _flat(f"{said['text']}\n{said['detail']['text']}\n"
-                  + "\n".join(c.caption(TOP_CHANGES, "in the report") for c in diagnosis.stack_comparisons))
+                  + "\n".join(c.caption(TOP_CHANGES, "in the report") for c in diagnosis.stack_comparisons)
+                  + "\n" + _between_sides(diagnosis))
     out = io.StringIO()
     Console(file=out, width=120, color_system=None).print(findings_text(diagnosis, full=True))
     headings = {s.heading for s in (*diagnosis.answer.sections(), *diagnosis.detail)}
@@ -192,7 +202,7 @@ def test_every_sentence_the_markdown_prints_is_the_answers_or_its_details(path: 
     doc = json.loads(path.read_text(encoding="utf-8"))
     diagnosis = saved_diagnosis(doc)
     said = diagnosis.to_dict()["answer"]
-    captions = [c.caption(TOP_OPS_MD, REST_IN) for c in diagnosis.stack_comparisons]
+    captions = [c.caption(TOP_OPS_MD, REST_IN) for c in diagnosis.stack_comparisons] + [_between_sides(diagnosis)]
     captions += [line for c in diagnosis.comparisons for line in (c.caption(), *c.caveats)]
     captions += [OPS_READING] if diagnosis.comparisons else []  # how to read the time tables, said once above them
     busy = [diagnosis.busy.document_words()] if diagnosis.busy is not None else []
@@ -208,17 +218,18 @@ def test_every_sentence_the_markdown_prints_is_the_answers_or_its_details(path: 
     assert not prose, prose[:5]
 
 
-class _Cards(html.parser.HTMLParser):
-    """The text of the report's cards of one class (`<section class="card machine" ...>`), its SVG charts aside: the
-    text between cells (`text`), and each table cell and each value of a key-value list apart (`cells`), a name in
-    code (a layer, a kernel, an error) left out of a cell as the value it is."""
+class _Page(html.parser.HTMLParser):
+    """The text of the report's page as a reader reads it: the text between cells (`text`), and each table cell and
+    each value of a key-value list apart (`cells`). Left out: the SVG charts, the page's head, its headings (a card's
+    title, a summary's label), its footer (how the file carries its data, the page's own chrome), programs and
+    commands (`<pre>`: values, whole, each the answer's or the document's invocation), and a name in code inside a
+    cell (a layer, a kernel, an error) as the value it is."""
 
     CELLS = ("td", "th", "dt", "dd")
+    LEFT_OUT = ("svg", "head", "script", "style", "footer", "h1", "h2", "h3", "h4", "summary", "pre")
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.kind = kind
-        self.depth = 0
         self.skip = 0
         self.cell = 0
         self.code = 0
@@ -226,26 +237,20 @@ class _Cards(html.parser.HTMLParser):
         self.cells: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if self.depth:
-            self.depth += tag == "section"
-            self.skip += tag == "svg"
-            self.code += tag == "code" and bool(self.cell)
-            if tag in self.CELLS:
-                self.cell += 1
-                self.cells.append("")
-        elif tag == "section" and self.kind in (dict(attrs).get("class") or "").split():
-            self.depth = 1
+        self.skip += tag in self.LEFT_OUT
+        self.code += tag == "code" and bool(self.cell)
+        if tag in self.CELLS:
+            self.cell += 1
+            self.cells.append("")
 
     def handle_endtag(self, tag: str) -> None:
-        if self.depth:
-            self.skip -= tag == "svg"
-            self.code -= tag == "code" and bool(self.code)
-            self.cell -= tag in self.CELLS
-            self.depth -= tag == "section"
-            self.text.append("\n" if tag in ("p", "li", "tr", "div", "h2", "h3", "figcaption", "summary") else " ")
+        self.skip -= tag in self.LEFT_OUT
+        self.code -= tag == "code" and bool(self.code)
+        self.cell -= tag in self.CELLS
+        self.text.append("\n" if tag in ("p", "li", "tr", "div", "section", "figcaption") else " ")
 
     def handle_data(self, data: str) -> None:
-        if not self.depth or self.skip or self.code:
+        if self.skip or self.code:
             return
         if self.cell:
             self.cells[-1] += data
@@ -254,35 +259,38 @@ class _Cards(html.parser.HTMLParser):
 
 
 def _reports_own_words(diagnosis: Any) -> str:
-    """What the report's lower cards may say besides the answer and the detail: the captions and caveats of the
-    tables and charts, as the analysis types that define them word them."""
+    """What the report may say besides the answer and the detail: the captions and caveats of the tables and charts,
+    as the analysis types that define them word them."""
     from fp16doctor.analysis.op_compare import OPS_READING
     from fp16doctor.analysis.runs import CHART_CAPTIONS
+    from fp16doctor.report.sections.stack_changes import TOP_CHANGES_HTML
 
     said = diagnosis.to_dict()["answer"]
+    between = [c.caption(min(TOP_CHANGES_HTML, len(c.changes)), "summed in the last row")
+               for c in diagnosis.stack_comparisons]
     return "\n".join([said["text"], said["detail"]["text"], OPS_READING, *CHART_CAPTIONS.values(),
+                      _between_sides(diagnosis), *between,
                       *(line for c in diagnosis.comparisons for line in (c.title, c.caption(), *c.caveats))])
 
 
-@pytest.mark.parametrize("kind", ["machine", "environment"])
 @pytest.mark.parametrize("path", DOCS, ids=[p.parent.name for p in DOCS])
-def test_every_sentence_of_the_reports_machine_and_environment_cards_is_the_analysis(path: Path, kind: str) -> None:
-    """The machine cards (the machine's facts, its runs, where the time went, its charts) and the environment card
-    lay out the answer's and the detail's sentences (`detail.py`: where it ran, the software, the best case) and the
-    captions their analysis types word (op_compare.OPS_READING, OpComparison.title, .caption and .caveats,
-    runs.CHART_CAPTIONS); a table cell or a listed value is a value or a name, never a sentence of the report's."""
+def test_every_sentence_of_the_whole_report_is_the_analysis(path: Path) -> None:
+    """The whole page, every card (the answer, what to do in detail, the verdicts, between stacks, each machine's
+    facts, runs, time tables and charts, the findings, the environment, how to reproduce): it lays out the answer's
+    and the detail's sentences and the captions their analysis types word (op_compare.OPS_READING,
+    OpComparison.title, .caption and .caveats, runs.CHART_CAPTIONS, StackComparison.caption and .MATCHING,
+    StackSide.line); a table cell or a listed value is a value or a name, never a sentence of the report's."""
     report = path.parent / "report.html"
     if not report.exists():
         pytest.skip("no report rendered for this example")
     diagnosis = saved_diagnosis(json.loads(path.read_text(encoding="utf-8")))
     known = _unpunctuated(_reports_own_words(diagnosis))
-    cards = _Cards(kind)
-    cards.feed(report.read_text(encoding="utf-8"))
-    shown = "".join(cards.text)
-    assert shown.strip(), f"no {kind} card in the report"
-    headings = {s.heading for s in (*diagnosis.answer.sections(), *diagnosis.detail)}
-    missing = [s for s in _sentences(shown) if _unpunctuated(s) not in known and s not in headings]
+    page = _Page()
+    page.feed(report.read_text(encoding="utf-8"))
+    shown = "".join(page.text)
+    assert len(_sentences(shown)) > 20, "the page's text was not read"
+    missing = [s for s in _sentences(shown) if _unpunctuated(s) not in known]
     assert not missing, missing[:5]
-    prose = [c for c in map(_flat, cards.cells)
+    prose = [c for c in map(_flat, page.cells)
              if len(c) >= MIN_SENTENCE and re.search(r"[.;:] ", c) and _unpunctuated(c) not in known]
     assert not prose, prose[:5]
