@@ -37,6 +37,7 @@ class OpDiff:
 
 
 # How to read a table of these rows ("where the time went"), the same for every document, wherever it is shown.
+OPS_HEADING = "Where the time went"  # every output's heading over these tables
 OPS_READING = ("Measured per op in a profiled window, summed per layer and pass, per step; biggest differences first. "
                "An op's time is what the profiler saw it take: ops that ran at the same time can add up to more than "
                "the step.")
@@ -266,5 +267,5 @@ def comparisons_of(ctx: Context) -> list[OpComparison]:
     return [c for c in found if c is not None]
 
 
-__all__ = ["LOW_COVERAGE", "OPS_READING", "WINDOW_WORDS", "OpComparison", "OpDiff", "OpsSide", "compare",
+__all__ = ["OPS_HEADING", "LOW_COVERAGE", "OPS_READING", "WINDOW_WORDS", "OpComparison", "OpDiff", "OpsSide", "compare",
            "comparisons_of", "op_comparisons"]

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from fp16doctor.analysis.answer import Section
 from fp16doctor.analysis.detail import BETWEEN_AFTER, DETAIL_ORDER
-from fp16doctor.analysis.op_compare import OPS_READING
+from fp16doctor.analysis.op_compare import OPS_HEADING, OPS_READING
 from fp16doctor.analysis.values import fmt_ms, fmt_pct, fmt_rate, fmt_signed_ms
 from fp16doctor.report.sections.stack_changes import StackChangeView
 from fp16doctor.report.viewmodel import DocumentView, MachineView, ReportView, RunRow, TimeTableView
@@ -93,7 +93,7 @@ def _code_cell(name: str) -> str:
 def _time_table(table: TimeTableView) -> list[str]:
     """"Where the time went" for one 16-bit run: float32 beside it per layer and pass, biggest first, under the
     analysis' caption and caveats (OpComparison.caption, .caveats)."""
-    out = [f"**Where the time went, {md_text(table.title)}:**", "", md_text(table.caption), ""]
+    out = [f"**{OPS_HEADING}, {md_text(table.title)}:**", "", md_text(table.caption), ""]
     for note in table.notes:
         out += [f"> {md_text(note)}", ""]
     tc = table.show_tensor_cores

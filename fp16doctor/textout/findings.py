@@ -16,6 +16,7 @@ from rich.text import Text
 from fp16doctor.analysis import Diagnosis
 from fp16doctor.analysis.detail import BETWEEN_AFTER, DETAIL_ORDER
 from fp16doctor.textout.answer import answer_sections, sections_text
+from fp16doctor.textout.ops import where_time_went
 from fp16doctor.textout.stack_compare import stack_comparisons_text
 
 
@@ -38,8 +39,8 @@ def findings_text(diagnosis: Diagnosis, full: bool = False) -> RenderableType:
     sections = diagnosis.detail
     cut = sum(DETAIL_ORDER.index(s.id) <= DETAIL_ORDER.index(BETWEEN_AFTER) for s in sections)
     parts += [t for t in (sections_text(sections[:cut]),) if t.plain]
-    between = stack_comparisons_text(diagnosis.stack_comparisons)
-    if between is not None:
-        parts.append(between)
+    for table in (stack_comparisons_text(diagnosis.stack_comparisons), where_time_went(diagnosis)):
+        if table is not None:
+            parts.append(table)
     parts += [t for t in (sections_text(sections[cut:]),) if t.plain]
     return Group(*parts)

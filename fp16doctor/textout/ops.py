@@ -1,16 +1,17 @@
-"""The terminal's short "where the time went": the analysis' verdicts as it phrased them, then each 16-bit run's
-biggest op differences against float32 (the report has the full tables). Data in, a rich renderable out."""
+"""The terminal's short "where the time went" (`explain --full`): each 16-bit run's biggest op differences against
+float32 under the analysis' words for the table (op_compare: OPS_READING, each table's title, caption and caveats);
+the report has the full tables. Data in, a rich renderable out."""
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from fp16doctor.analysis import Diagnosis
-from fp16doctor.analysis.op_compare import OpComparison
+from fp16doctor.analysis.op_compare import OPS_HEADING, OPS_READING, OpComparison
 from fp16doctor.analysis.values import SHORT_PASS, fmt_ms, fmt_signed_ms, pass_words
-from fp16doctor.textout.answer import sections_text
 
 TOP_OPS = 5
 # The implementation column's width at most: oneDNN names such as
@@ -34,10 +35,9 @@ def _short_tail(name: str, width: int = LAYER_WIDTH) -> str:
 
 
 def ops_table(comparison: OpComparison, count: int = TOP_OPS) -> RenderableType:
-    """The `count` biggest differences per layer and pass with the 16-bit kernel, and what measured them; fits
-    80 columns."""
-    table = Table(title=f"Where the time went: {comparison.title}", title_justify="left", show_edge=False,
-                  pad_edge=False)
+    """The `count` biggest differences per layer and pass with the 16-bit kernel, under the analysis' title, caption
+    and caveats (OpComparison's words); fits 80 columns."""
+    table = Table(title=comparison.title, title_justify="left", show_edge=False, pad_edge=False, box=box.SIMPLE_HEAD)
     passes = max(len(p) for p in SHORT_PASS.values())
     fixed = (LAYER_WIDTH + passes + TIME_WIDTH + max(TIME_WIDTH, len(comparison.precision)) + DIFF_WIDTH
              + 5 * SEPARATOR)
@@ -55,37 +55,22 @@ def ops_table(comparison: OpComparison, count: int = TOP_OPS) -> RenderableType:
         table.add_row(_short_tail(row.layer), pass_words(row.pass_, short=True),
                       fmt_ms(row.fp32_ms), fmt_ms(row.reduced_ms), Text(fmt_signed_ms(row.difference_ms), style=style),
                       _short(row.impls[0], impl_width) if row.impls else "")
-    side = comparison.reduced
-    bits = [f"measured with {side.source or 'an unknown source'}"]
-    if side.coverage is not None:
-        bits.append(f"coverage {side.coverage:.0%}")
-    bits.append(f"window: {comparison.window}")
-    if len(comparison.rows) > count:
-        bits.append(f"{len(comparison.rows) - count} more rows, and float32's kernels, in the report")
-    if any(len(impl) > impl_width for row in compared[:count] for impl in row.impls[:1]) or any(
-            len(row.layer) > LAYER_WIDTH for row in compared[:count]):
-        bits.append("names cut to fit: the report has them whole")
-    notes = [Text("  " + "; ".join(bits), style="dim")]
-    # Self times of ops that ran at once each count in full, as the report's note says: the column need not add
-    # up to the step's difference.
-    summed = sum(r.difference_ms for r in comparison.rows if r.difference_ms is not None)
-    step = comparison.step_ms - comparison.fp32_step_ms
-    if comparison.fp32 is not None and abs(summed) > abs(step):
-        notes.append(Text(f"  the diff column adds up to {fmt_signed_ms(summed)} against a {fmt_signed_ms(step)} "
-                          "step difference: ops that ran at the same time each count their own time", style="dim"))
+    more = len(comparison.rows) - count
+    notes = [Text(f"  {comparison.caption()}", style="dim")]
+    notes += [Text(f"  {more} more rows in the report", style="dim")] if more > 0 else []
     notes += [Text(f"  {caveat}", style="yellow") for caveat in comparison.caveats]
     return Group(table, *notes)
 
 
-def time_went_text(diagnosis: Diagnosis, count: int = TOP_OPS) -> RenderableType | None:
-    """The verdicts, then a short ops table per 16-bit run with measured ops; None when there is neither."""
-    parts: list[RenderableType] = []
-    headline = sections_text([s for s in diagnosis.detail if s.id == "verdicts"])
-    if headline.plain:
-        parts.append(headline)
+def where_time_went(diagnosis: Diagnosis, count: int = TOP_OPS) -> RenderableType | None:
+    """`explain --full`'s "Where the time went": how to read the tables, then a short ops table per 16-bit run with
+    measured ops; None without any."""
+    if not diagnosis.comparisons:
+        return None
+    parts: list[RenderableType] = [Text(OPS_HEADING, style="bold"), Text(f"  {OPS_READING}", style="dim")]
     for comparison in diagnosis.comparisons:
         parts += [Text(""), ops_table(comparison, count)]
-    return Group(*parts) if parts else None
+    return Group(*parts)
 
 
-__all__ = ["TOP_OPS", "ops_table", "time_went_text"]
+__all__ = ["TOP_OPS", "ops_table", "where_time_went"]

@@ -38,7 +38,3 @@ def text(value: Any) -> str:
 def host_gpus(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [g for g in list_of(dict_of(doc.get("host")).get("gpus")) if isinstance(g, dict)]
 
-
-def pass_label(value: Any) -> str:
-    return text(value).replace("_", " ")
-

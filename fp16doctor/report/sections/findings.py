@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from fp16doctor.analysis import SEVERITY_RANK
 from fp16doctor.analysis.answer import places_of
 from fp16doctor.analysis.finding import Finding
+from fp16doctor.analysis.values import pass_words
 from fp16doctor.knowledge.kernels import kernel_short_name
 from fp16doctor.report.redact import redact_text
 from fp16doctor.report.sections.common import num as _num
-from fp16doctor.report.sections.common import pass_label
 from fp16doctor.report.sections.common import text as _text
 from fp16doctor.report.sections.inputs import DocumentInput
 
@@ -121,7 +121,8 @@ FINDING_OPS = 5  # a finding lists its biggest ops; "Where the time went" has th
 def _finding_ops(finding: Finding) -> list[FindingOpView]:
     out = []
     for op in finding.ops[:FINDING_OPS]:
-        where = " ".join(p for p in (_text(op.get("layer")) or _text(op.get("name")), pass_label(op.get("pass"))) if p)
+        named = _text(op.get("layer")) or _text(op.get("name"))
+        where = " ".join(p for p in (named, _text(pass_words(op.get("pass")))) if p)
         whole = _text(op.get("impl"))
         short = _text(kernel_short_name(whole)) if whole else ""
         out.append(FindingOpView(where or "?", short, _text(op.get("dtype")),

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from markupsafe import Markup
 
 from fp16doctor.analysis import RunRow as AnalysedRun
-from fp16doctor.analysis.op_compare import OPS_READING
+from fp16doctor.analysis.op_compare import OPS_HEADING, OPS_READING
 from fp16doctor.analysis.roofline import RooflineEstimate
 from fp16doctor.analysis.runs import CHART_CAPTIONS, DeviceStep, precision_rank
 from fp16doctor.report import charts
@@ -91,6 +91,7 @@ class MachineView:
     time_tables: list[TimeTableView] = field(default_factory=list)
     facts: str = ""  # its details in one line, as the analysis said them (MachineFacts.facts_text)
     time_reading: str = OPS_READING  # how to read its time tables, the analysis' words
+    time_heading: str = OPS_HEADING
 
 
 def run_row(row: AnalysedRun) -> RunRow:

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fp16doctor.analysis.op_compare import OpComparison, OpDiff
+from fp16doctor.analysis.values import pass_words
 from fp16doctor.knowledge.kernels import kernel_short_name
-from fp16doctor.report.sections.common import pass_label
 from fp16doctor.report.sections.common import text as _text
 
 
@@ -90,7 +90,7 @@ def _op_row(row: OpDiff, biggest: float, is_rest: bool) -> OpRowView:
     tc = "" if row.tensor_cores is None else ("yes" if row.tensor_cores else "no")
     return OpRowView(
         layer=_text(row.layer),
-        pass_label=pass_label(row.pass_),
+        pass_label=_text(pass_words(row.pass_)),
         fp32_ms=row.fp32_ms,
         reduced_ms=row.reduced_ms,
         difference_ms=row.difference_ms,

@@ -77,6 +77,15 @@ def test_every_sentence_explain_prints_is_the_answers(path: Path) -> None:
     assert not missing, missing[:5]
 
 
+def _time_tables(diagnosis: Any) -> str:
+    """What heads and follows where the time went, as op_compare words it: how to read the tables, each table's
+    title, caption and caveats."""
+    from fp16doctor.analysis.op_compare import OPS_READING
+
+    return "\n".join([OPS_READING, *(line for c in diagnosis.comparisons
+                                      for line in (c.title, c.caption(), *c.caveats))])
+
+
 def _between_sides(diagnosis: Any) -> str:
     """What heads the op tables between stacks, as StackComparison words it: each side's line, and how the ops are
     matched."""
@@ -94,7 +103,7 @@ def test_every_sentence_explain_full_prints_is_the_answers_or_its_details(path: 
     said = diagnosis.to_dict()["answer"]
     known = _flat(f"{said['text']}\n{said['detail']['text']}\n"
                   + "\n".join(c.caption(TOP_CHANGES, "in the report") for c in diagnosis.stack_comparisons)
-                  + "\n" + _between_sides(diagnosis))
+                  + "\n" + _between_sides(diagnosis) + "\n" + _time_tables(diagnosis))
     out = io.StringIO()
     Console(file=out, width=120, color_system=None).print(findings_text(diagnosis, full=True))
     headings = {s.heading for s in (*diagnosis.answer.sections(), *diagnosis.detail)}

@@ -13,7 +13,7 @@ from fp16doctor.diagnose import DiagnoseOutcome
 from fp16doctor.stacks import all_stacks
 from fp16doctor.textout.diagnose import diagnose_summary_text, runs_table
 from fp16doctor.textout.findings import findings_text
-from fp16doctor.textout.ops import time_went_text
+from fp16doctor.textout.ops import where_time_went
 from fp16doctor.textout.stacks import stacks_table
 
 
@@ -30,7 +30,7 @@ def test_every_terminal_output_fits_80_columns() -> None:
         doc = load_fixture(name)
         diagnosis = diagnose_document(doc)
         outcome = DiagnoseOutcome(doc, Path("out/results.json"), None, 0, [], diagnosis)
-        for renderable in (runs_table(diagnosis.runs), time_went_text(diagnosis), findings_text(diagnosis),
+        for renderable in (runs_table(diagnosis.runs), where_time_went(diagnosis), findings_text(diagnosis),
                            diagnose_summary_text(outcome), stacks_table(all_stacks())):
             lines = _lines(renderable)
             assert max(len(line) for line in lines) <= 80, (name, "\n".join(lines))
@@ -49,7 +49,7 @@ def test_the_runs_table_keeps_each_runs_step_and_ratio_at_80_columns() -> None:
 
 def test_the_ops_table_keeps_its_numbers_at_80_columns() -> None:
     diagnosis = diagnose_document(load_fixture("cpu-xeon-ops"))
-    lines = _lines(time_went_text(diagnosis))
+    lines = _lines(where_time_went(diagnosis))
     rows = [line for line in lines if line.startswith("conv2d ")]
     assert rows and all(" ms" in line or " s " in line or line.rstrip().endswith(" s") for line in rows), rows
     assert all(line.split()[-1] not in ("", "…") for line in rows), rows  # the implementation keeps a name
