@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -56,10 +57,15 @@ def ops_table(comparison: OpComparison, count: int = TOP_OPS) -> RenderableType:
                       fmt_ms(row.fp32_ms), fmt_ms(row.reduced_ms), Text(fmt_signed_ms(row.difference_ms), style=style),
                       _short(row.impls[0], impl_width) if row.impls else "")
     more = len(comparison.rows) - count
-    notes = [Text(f"  {comparison.caption()}", style="dim")]
-    notes += [Text(f"  {more} more rows in the report", style="dim")] if more > 0 else []
-    notes += [Text(f"  {caveat}", style="yellow") for caveat in comparison.caveats]
+    notes = [_indented(comparison.caption(), "dim")]
+    notes += [_indented(f"{more} more rows in the report", "dim")] if more > 0 else []
+    notes += [_indented(caveat, "yellow") for caveat in comparison.caveats]
     return Group(table, *notes)
+
+
+def _indented(text: str, style: str) -> Padding:
+    """A note under a table, two columns in, its wrapped lines too."""
+    return Padding(Text(text, style=style), (0, 0, 0, 2))
 
 
 def where_time_went(diagnosis: Diagnosis, count: int = TOP_OPS) -> RenderableType | None:
@@ -67,7 +73,7 @@ def where_time_went(diagnosis: Diagnosis, count: int = TOP_OPS) -> RenderableTyp
     measured ops; None without any."""
     if not diagnosis.comparisons:
         return None
-    parts: list[RenderableType] = [Text(OPS_HEADING, style="bold"), Text(f"  {OPS_READING}", style="dim")]
+    parts: list[RenderableType] = [Text(OPS_HEADING, style="bold"), _indented(OPS_READING, "dim")]
     for comparison in diagnosis.comparisons:
         parts += [Text(""), ops_table(comparison, count)]
     return Group(*parts)

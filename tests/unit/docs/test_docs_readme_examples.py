@@ -29,11 +29,8 @@ QUOTED = [
      "cpu-epyc-avx512bf16-quick", "mixed_float16"),
     (r"mixed_bfloat16: (?P<faster>[\d.]+)x faster " + _ANSWER + r"16-bit kernels saved time " + _CAUSE,
      "cpu-epyc-avx512bf16-quick", "mixed_bfloat16"),
-    (r"(?<!\w)float16 is (?P<slower>[\d.]+)x slower than float32 on tf2\.10-cpu \((?P<step>\d+) (?P<step_unit>s) vs "
+    (r"(?<!\w)float16 is (?P<slower>[\d.]+)x slower than float32 \((?P<step>\d+) (?P<step_unit>s) vs "
      r"(?P<fp32_step>[\d.]+) s per step\): [^(]*" + _MEASURED,
-     "cpu-epyc-avx2-tf2.10-seed-script", "float16"),
-    (r"(?<!\w)float16 step (?P<step>\d+) (?P<step_unit>s) vs float32 (?P<fp32_step>[\d.]+) s on tf2\.10-cpu: "
-     r"(?P<slower>[\d.]+)x slower",
      "cpu-epyc-avx2-tf2.10-seed-script", "float16"),
     (r"(?<!\w)float16 (?P<slower>[\d.]+)x slower at its quick size, `slow_16bit_compute`, (?P<explained>[\d.]+) of "
      r"the (?P<difference>[\d.]+) (?P<difference_unit>s) difference",
