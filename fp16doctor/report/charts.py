@@ -308,14 +308,16 @@ def speedup_chart(bars: Sequence[SpeedupBar], title: str | None = None) -> Marku
         if bar.measured is not None:
             w = max(bar.measured * scale, 1.0)
             measured = bar.measured_text or _ratio_words(bar.measured)
+            # A ratio reads "measured 1.6x slower"; a figure in words ("not resolved") stands alone.
+            measured = measured if measured[:1].isalpha() else f"measured {measured}"
             body.append(
                 f'<rect class="bar {_css_class(bar.precision)}" x="{LABEL_W}" y="{mid - half - 3:.1f}" '
-                f'width="{w:.1f}" height="{half}"><title>measured {escape(measured)}'
+                f'width="{w:.1f}" height="{half}"><title>{escape(measured)}'
                 f"</title></rect>"
             )
             body.append(
                 f'<text class="value" x="{WIDTH - 4}" y="{mid - half / 2 - 3:.1f}" text-anchor="end" '
-                f'dominant-baseline="middle">measured {escape(measured)}</text>'
+                f'dominant-baseline="middle">{escape(measured)}</text>'
             )
         if bar.predicted is not None:
             w = max(bar.predicted * scale, 1.0)
