@@ -37,11 +37,13 @@ def _changes_table(comparison: StackComparison, count: int) -> Table:
     return table
 
 
-def _comparison(comparison: StackComparison, count: int, rest_in: str) -> list[RenderableType]:
+def _comparison(comparison: StackComparison, count: int, rest_in: str, sides: bool = True) -> list[RenderableType]:
+    """Its sentence, each side's line (`sides`: where no line above says them), its biggest op changes and their
+    caption."""
     style = "red" if comparison.step_change_ms > 0 and comparison.significant else \
         "green" if comparison.significant else ""
     parts: list[RenderableType] = [Text(f"  {comparison.headline}", style=style)]
-    parts += [Text(f"    {side.line()}") for side in (comparison.from_, comparison.to)]
+    parts += [Text(f"    {side.line()}") for side in (comparison.from_, comparison.to)] if sides else []
     if comparison.changes:
         parts.append(Padding(_changes_table(comparison, count), (0, 0, 0, 2)))
         parts.append(Text(f"  {comparison.caption(count, rest_in)}", style="dim"))
@@ -75,7 +77,7 @@ def compare_text(result: DocumentComparison, count: int = TOP_CHANGES) -> Render
         for side, when in ((comparison.from_, "before"), (comparison.to, "after")):
             parts.append(Text(f"  {when:<7} {side.stack}: {_versus(side)}  ({fmt_ms(side.step_ms)} vs "
                               f"{fmt_ms(side.fp32_step_ms)} per step; {side.software})"))
-        parts += _comparison(comparison, count, "with --json")
+        parts += _comparison(comparison, count, "with --json", sides=False)
     if not result.comparisons:
         parts.append(Text("\nNo configuration was measured in both files.", style="yellow"))
     only = [f"only in {label}: {', '.join(configs)}" for label, configs in
