@@ -16,10 +16,9 @@ from fp16doctor.analysis.runs import rows_on
 class MachineInput:
     key: str  # results.machine_id: "host" or a remote engine's machine
     name: str  # as the report shows it, unique in the report
-    details: list[str]  # its facts, as the analysis described it (analysis/machine.py)
     anchor: str
     rows: list[RunRow]  # the analysis' rows of the runs on it
-    facts: str = ""  # those facts in one line, the analysis' (MachineFacts.facts_text)
+    facts: str = ""  # its facts in one line, as the analysis said them (MachineFacts.facts_text)
 
 
 @dataclass(frozen=True)
@@ -57,6 +56,6 @@ def document_input(index: int, doc: Mapping[str, Any], diagnosis: Diagnosis, use
         used_names[name] = used_names.get(name, 0) + 1
         if used_names[name] > 1:
             name = f"{name} (#{used_names[name]})"
-        machines.append(MachineInput(facts.key, name, list(facts.facts), f"machine-{index + 1}-{m_index + 1}",
+        machines.append(MachineInput(facts.key, name, f"machine-{index + 1}-{m_index + 1}",
                                      rows_on(diagnosis.runs, facts.key), facts.facts_text))
     return DocumentInput(index, doc, diagnosis, machines, predicted, known_stacks)

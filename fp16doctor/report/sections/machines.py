@@ -82,14 +82,13 @@ class ChartsView:
 class MachineView:
     anchor: str
     name: str
-    details: list[str]
     verdicts: list[VerdictView]
     rows: list[RunRow]
     show_engine: bool
     show_variant: bool
     charts: ChartsView
     time_tables: list[TimeTableView] = field(default_factory=list)
-    facts: str = ""  # its details in one line, as the analysis said them (MachineFacts.facts_text)
+    facts: str = ""  # its facts in one line, as the analysis said them (MachineFacts.facts_text)
     time_reading: str = OPS_READING  # how to read its time tables, the analysis' words
     time_heading: str = OPS_HEADING
 
@@ -179,7 +178,6 @@ def machine_view(source: DocumentInput, machine: MachineInput) -> MachineView:
     return MachineView(
         anchor=machine.anchor,
         name=machine.name,
-        details=machine.details,
         verdicts=machine_verdicts(machine.name, machine.key, [r.status for r in rows], source.diagnosis.verdicts),
         rows=rows,
         show_engine=len(engines) > 1,

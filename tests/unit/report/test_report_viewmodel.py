@@ -246,7 +246,7 @@ def test_remote_docker_engines_are_separate_machines(seed_doc, sources):
     names = [m.name for m in report.documents[0].machines]
     assert names == ["NVIDIA TITAN V", "NVIDIA H200", "NVIDIA A100"]
     assert report.is_comparison
-    assert report.documents[0].machines[2].details[0].startswith("docker ssh://ops@a100-node")
+    assert report.documents[0].machines[2].facts.startswith("docker ssh://ops@a100-node")
 
 
 def test_engine_column_only_with_several_engines(rich_doc, sources):
@@ -525,7 +525,7 @@ def test_every_machine_shows_its_own_cpu_and_gpu() -> None:
            "runs": [run("float32", 100, "host"), run("float16", 300, "host"),
                     run("float32", 50, "xeon-box"), run("float16", 40, "xeon-box")]}
     machines = build_report([doc], fixed_sources()).documents[0].machines
-    by_name = {m.name: m.details for m in machines}
+    by_name = {m.name: m.facts for m in machines}
     assert "AMD EPYC 9B14 (CPU only)" in by_name
     remote = by_name["NVIDIA H100 80GB HBM3"]
     assert "Intel Xeon Platinum 8480+" in remote and "compute capability 9.0" in remote and "Ubuntu 22.04" in remote
