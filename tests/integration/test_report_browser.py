@@ -180,8 +180,8 @@ def test_a_gpu_report_shows_where_the_step_goes_and_the_change_to_make_first(tmp
     dom, events = _run(page, tmp_path, "--dump-dom")
     assert "Where a profiled GPU step goes" in dom and "4 % busy" in dom and "12 % busy" in dom
     assert 'class="bar copies"' in dom
-    assert "Fix the input pipeline first:" in dom and 'class="user-change"' in dom
-    assert dom.index("user-change") < dom.index("measured-configs")
+    assert "Fix the input pipeline first:" in dom and 'class="change"' in dom  # the change to make, then the table
+    assert dom.index('class="change"') < dom.index("measured-configs")
     assert _page_requests(events) == []
     shot = tmp_path / "report-gpu-h200.png"
     _run(page, tmp_path, f"--screenshot={shot}", "--window-size=1200,2600", "--hide-scrollbars")
