@@ -188,6 +188,12 @@ def _provenance(diagnosis: Diagnosis) -> tuple[AnswerLine, ...]:
     return tuple(lines)
 
 
+def findings_about(detail: Sequence[Section]) -> tuple[AnswerLine, ...]:
+    """The detail's lines on the findings as a whole (where they come from, or that there are none), which no
+    finding's id refers to."""
+    return tuple(line for s in detail if s.id == "finding_detail" for line in s.lines if not line.ref)
+
+
 def build_detail(diagnosis: Diagnosis) -> tuple[Section, ...]:
     """The detail of one diagnosis, in DETAIL_ORDER, each section only where it has lines."""
     answer = diagnosis.answer

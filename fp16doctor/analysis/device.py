@@ -19,7 +19,7 @@ from fp16doctor.analysis.ledger import (
     moved_words,
     part_change,
 )
-from fp16doctor.analysis.values import fmt_ms, fmt_signed_ms, idle_split_words
+from fp16doctor.analysis.values import fmt_ms, fmt_signed_ms, idle_split_words, listed_words
 from fp16doctor.attribution.device_time import IDLE_WORDS, IdleSplit
 
 # The device busy under half of the 16-bit run's step: the host sets its pace (the TF Profiler calls a step
@@ -77,8 +77,7 @@ class Accounted:
                      if abs(ms) >= SHOWN_PART_MS]
             if not moved:
                 return ""
-            listed = f"{', '.join(moved[:-1])} and {moved[-1]}" if len(moved) > 1 else moved[0]
-            return f"of the timed difference, {listed}"
+            return f"of the timed difference, {listed_words(moved)}"
         return (f"of the timed difference, {fmt_signed_ms(self.kernels_ms)} is the kernels', "
                 f"{fmt_signed_ms(self.copies_ms)} the batch's copy"
                 + (f", {fmt_signed_ms(self.host_batch_ms)} the host's batch" if round(self.host_batch_ms, 3) else "")

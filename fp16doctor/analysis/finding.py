@@ -19,6 +19,11 @@ from fp16doctor.analysis.values import BASIS_WORDS, as_list, as_number, fmt_ms, 
 from fp16doctor.results import HOST_MACHINE
 
 
+def is_code_line(line: str) -> bool:
+    """A line of a recommendation that is code: indented four spaces or a tab, as in markdown."""
+    return line.startswith(("    ", "\t")) and line.strip() != ""
+
+
 @dataclass(frozen=True)
 class Finding:
     """One thing the analysis found, ranked: what it is, what it explains, its evidence and what to do."""
@@ -56,8 +61,7 @@ class Finding:
         """The code the analysis chose for its stack (fixes.attach_fixes), where its recommendation brings no code
         block of its own (a line indented four spaces or a tab); else ""."""
         code = self.fix.get("code") if self.fix is not None else None
-        if not isinstance(code, str) or any(line.startswith(("    ", "\t")) and line.strip()
-                                            for line in self.recommendation.splitlines()):
+        if not isinstance(code, str) or any(is_code_line(line) for line in self.recommendation.splitlines()):
             return ""
         return code
 
@@ -105,4 +109,4 @@ class Finding:
         return dict(thawed(self.record))
 
 
-__all__ = ["Finding"]
+__all__ = ["Finding", "is_code_line"]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fp16doctor.analysis.context import Context, OpItem, RunView
-from fp16doctor.analysis.values import fmt_signed_ms
+from fp16doctor.analysis.values import fmt_signed_ms, listed_words
 
 # The parts, in the order they are given time (a part takes what the step has left after those before it).
 KERNELS, COPIES, HOST_BATCH, LAUNCH_GAPS = "kernels", "copies", "host_batch", "launch_gaps"
@@ -288,8 +288,7 @@ def _against_part(name: str, mine: Ledger, base: Ledger) -> str:
     against = [moved_words(n, d) for n, d in shown_changes(mine, base) if n != name and d * change < 0]
     if not against:
         return ""
-    listed = f"{', '.join(against[:-1])} and {against[-1]}" if len(against) > 1 else against[0]
-    return f"{listed} against it"
+    return f"{listed_words(against)} against it"
 
 
 def part_in_step(name: str, mine: Ledger, base: Ledger, between: str = "") -> str:

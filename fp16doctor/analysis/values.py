@@ -411,6 +411,11 @@ def figure(verdict: Mapping[str, Any]) -> str:
     return shown.figure()
 
 
+def listed_words(items: list[str]) -> str:
+    """"a", "a and b", "a, b and c": items in a sentence."""
+    return f"{', '.join(items[:-1])} and {items[-1]}" if len(items) > 1 else (items[0] if items else "")
+
+
 # A pass of the training step (an op's `pass`), as every output names it; the short form where a column is narrow.
 SHORT_PASS = {"backward_weights": "bwd weights", "backward_data": "bwd data"}
 

@@ -22,6 +22,8 @@ from markupsafe import Markup
 from fp16doctor import __version__
 from fp16doctor.analysis import Answer, Diagnosis, saved_diagnosis
 from fp16doctor.analysis.answer import Section
+from fp16doctor.analysis.detail import findings_about
+from fp16doctor.analysis.values import listed_words
 from fp16doctor.report.redact import redact
 from fp16doctor.report.sections import SECTIONS
 from fp16doctor.report.sections.answer import AnswerView
@@ -67,7 +69,7 @@ class DocumentView:
     @property
     def findings_about(self) -> list[str]:
         """The detail's words on the findings as a whole (where they come from, or that there are none)."""
-        return [line.text for s in self.detail if s.id == "finding_detail" for line in s.lines if not line.ref]
+        return [line.text for line in findings_about(self.detail)]
 
     @property
     def environment(self) -> EnvironmentView:
@@ -216,10 +218,7 @@ def build_report(docs: Sequence[Mapping[str, Any]], sources: Sources | None = No
     top = ReportInput(inputs, pieces)
     report_pieces = {s.name: s.build(top) for s in SECTIONS if s.scope == "report"}
     names = [m.name for d in documents for m in d.machines]
-    if len(names) > 1:
-        heading = "float16 vs float32 on " + ", ".join(names[:-1]) + " and " + names[-1]
-    else:
-        heading = f"float16 vs float32 on {names[0]}" if names else "float16 vs float32"
+    heading = f"float16 vs float32 on {listed_words(names)}" if names else "float16 vs float32"
     subtitle = (
         f"{len(docs)} results file{'s' if len(docs) != 1 else ''}, {len(names)} machine"
         f"{'s' if len(names) != 1 else ''}"

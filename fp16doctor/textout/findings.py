@@ -8,13 +8,12 @@ consoles) instead of being cut off.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from rich.console import Group, RenderableType
 from rich.text import Text
 
 from fp16doctor.analysis import Diagnosis
-from fp16doctor.analysis.detail import BETWEEN_AFTER, DETAIL_ORDER
+from fp16doctor.analysis.answer import Section
+from fp16doctor.analysis.detail import BETWEEN_AFTER, DETAIL_HEADINGS, DETAIL_ORDER, findings_about
 from fp16doctor.textout.answer import answer_sections, sections_text
 from fp16doctor.textout.ops import where_time_went
 from fp16doctor.textout.stack_compare import stack_comparisons_text
@@ -29,8 +28,8 @@ def findings_text(diagnosis: Diagnosis, full: bool = False) -> RenderableType:
     parts: list[RenderableType] = [t for t in (head, rest) if t.plain]
     if not full:
         if not findings and not parts:  # nothing to answer: the detail's words on the findings as a whole
-            parts.append(sections_text([replace(s, lines=tuple(line for line in s.lines if not line.ref))
-                                        for s in diagnosis.detail if s.id == "finding_detail"]))
+            parts.append(sections_text([Section("finding_detail", DETAIL_HEADINGS["finding_detail"],
+                                                findings_about(diagnosis.detail))]))
         return Group(*parts)
     if parts:
         parts.append(Text("\nDetail", style="bold underline"))

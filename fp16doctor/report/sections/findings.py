@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from fp16doctor.analysis import SEVERITY_RANK
 from fp16doctor.analysis.answer import places_of
-from fp16doctor.analysis.finding import Finding
+from fp16doctor.analysis.finding import Finding, is_code_line
 from fp16doctor.analysis.values import pass_words
 from fp16doctor.knowledge.kernels import kernel_short_name
 from fp16doctor.report.redact import redact_text
@@ -78,8 +78,7 @@ def split_recommendation(text: str) -> list[TextPart]:
     """Prose and code apart: lines indented by four spaces (or a tab) are code, as in markdown."""
     parts: list[TextPart] = []
     for line in text.splitlines():
-        is_code = line.startswith(("    ", "\t")) and line.strip() != ""
-        kind = "code" if is_code else "text"
+        kind = "code" if is_code_line(line) else "text"
         content = line[4:] if line.startswith("    ") else line.strip()
         if kind == "text" and not content:
             continue

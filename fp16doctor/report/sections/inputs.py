@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fp16doctor.analysis import Diagnosis, RunRow
-from fp16doctor.analysis.machine import machines as analysed_machines
 from fp16doctor.analysis.runs import rows_on
 
 
@@ -50,8 +49,7 @@ def document_input(index: int, doc: Mapping[str, Any], diagnosis: Diagnosis, use
                    predicted: Mapping[tuple[str, str], float], known_stacks: set[str] | None) -> DocumentInput:
     """One document's input; `used_names` counts machine names across the report, so each stays unique."""
     machines = []
-    described = diagnosis.machines or analysed_machines(doc, diagnosis.runs)
-    for m_index, facts in enumerate(described):
+    for m_index, facts in enumerate(diagnosis.machines):
         name = facts.name
         used_names[name] = used_names.get(name, 0) + 1
         if used_names[name] > 1:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fp16doctor.analysis.answer import Answer, AnswerLine, notes_of
+from fp16doctor.analysis.answer import Answer, AnswerLine, PrescriptionLine, notes_of
 from fp16doctor.analysis.detail import DETAIL_HEADINGS
 from fp16doctor.analysis.prescription import Prescription
 from fp16doctor.analysis.values import fmt_ms
@@ -40,26 +40,26 @@ class PrescriptionView:
     measured_heading: str = DETAIL_HEADINGS["measured"]
 
 
-def prescription_view(prescription: Prescription, answer: Answer, ref: str, doc_index: int = 1) -> PrescriptionView:
-    """The prescription the answer names `ref` ("P1"), laid out as the answer and its detail say it."""
+def prescription_view(prescription: Prescription, answer: Answer, line: PrescriptionLine,
+                      doc_index: int = 1) -> PrescriptionView:
+    """A prescription beside the answer's `line` for it (its id "P1"), laid out as the answer and its detail say
+    it."""
     chosen = (prescription.recommended.precision, prescription.recommended.variant)
     measured = []
     for row in prescription.measured:
         ids, rest = notes_of(answer, row)
         measured.append(MeasuredConfigView(row.config, fmt_ms(row.step_ms), row.versus(), "; ".join(rest),
                                            (row.precision, row.variant) == chosen, ids))
-    said = [line for s in answer.sections(findings=False) if s.id in ("what_to_do", "how") for line in s.lines
-            if line.ref == ref and line.kind in CARD_KINDS]
-    line = next((p for p in answer.prescriptions if p.id == ref), None)
-    return PrescriptionView(line.where if line is not None else "",
-                            "faster" if prescription.recommended.changes_something else "same", tuple(said),
-                            measured, line.in_memory if line is not None else (), prescription.baseline, doc_index)
+    said = [said for s in answer.sections(findings=False) if s.id in ("what_to_do", "how") for said in s.lines
+            if said.ref == line.id and said.kind in CARD_KINDS]
+    return PrescriptionView(line.where, "faster" if prescription.recommended.changes_something else "same",
+                            tuple(said), measured, line.in_memory, prescription.baseline, doc_index)
 
 
 def prescription_views(prescriptions: Sequence[Prescription], answer: Answer,
                        doc_index: int = 1) -> list[PrescriptionView]:
     """One view per prescription, in the answer's order (its ids P1, P2, ...)."""
-    return [prescription_view(p, answer, line.id, doc_index)
+    return [prescription_view(p, answer, line, doc_index)
             for p, line in zip(prescriptions, answer.prescriptions, strict=False)]
 
 
