@@ -257,12 +257,17 @@ def part_change(mine: Ledger, base: Ledger, name: str) -> float:
 
 def shown_changes(mine: Ledger, base: Ledger) -> list[tuple[str, float]]:
     """The changes a configuration's parts line names, as (name, change): each part that moved (UNPLACED among them),
-    largest first, the first TOP_PARTS by name and the rest in one figure (OTHER_PARTS), so they add up to the step's
-    change."""
+    as named_changes gives them, adding up to the step's change."""
     names = list(dict.fromkeys([*(p.name for p in base.parts), *(p.name for p in mine.parts), UNPLACED]))
-    moved = sorted(((n, part_change(mine, base, n)) for n in names), key=lambda m: -abs(m[1]))
-    moved = [m for m in moved if abs(m[1]) >= SHOWN_PART_MS]
-    if len(moved) <= TOP_PARTS:
+    return named_changes((n, part_change(mine, base, n)) for n in names)
+
+
+def named_changes(changes: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
+    """The one rule for which part changes a line names, wherever a step's change is split over its parts (a parts
+    line, a verdict's accounting): those of SHOWN_PART_MS or more, largest first, the first TOP_PARTS by name and the
+    rest in one figure (OTHER_PARTS) where two or more are left (one part is named, never "the other parts")."""
+    moved = sorted(((n, d) for n, d in changes if abs(d) >= SHOWN_PART_MS), key=lambda m: -abs(m[1]))
+    if len(moved) <= TOP_PARTS + 1:
         return moved
     return [*moved[:TOP_PARTS], (OTHER_PARTS, sum(d for _, d in moved[TOP_PARTS:]))]
 
@@ -302,4 +307,4 @@ def part_in_step(name: str, mine: Ledger, base: Ledger, between: str = "") -> st
 
 __all__ = ["OTHER_PARTS", "PART_WORDS", "PRIORITY", "SHOWN_PART_MS", "TOP_PARTS", "UNPLACED", "UNPLACED_WORDS",
            "Ledger", "LedgerOp", "LedgerPart", "allocate", "ledger_of", "ledgers", "part_change",
-           "moved_words", "part_in_step", "part_of_step", "shown_changes"]
+           "moved_words", "named_changes", "part_in_step", "part_of_step", "shown_changes"]

@@ -109,13 +109,18 @@ def test_the_float16_verdicts_accounting_is_its_ledgers_part_changes(h200):
     assert summed == pytest.approx(verdict["difference_ms"], abs=0.01)
     # The sentence's figures are the parts line's, in its words, and the unplaced time is named as the ledger names it.
     clause = verdict["headline"].split("of the timed difference, ", 1)[1].split(";", 1)[0]
-    assert clause == "kernels −6.2 ms, copies −8.5 ms, host batch +477 ms and unplaced −100 ms"
+    assert clause == "host batch +477 ms, unplaced −100 ms, copies −8.5 ms and kernels −6.2 ms"
     assert "host time no op" not in clause and "+377 ms" not in verdict["headline"]
     line = next(r for r in h200.answer.precisions if r.label == "float16")
     figure = re.compile(r"[+−]\d+(?:\.\d+)? (?:ms|s)\b")
     assert figure.findall(clause) and set(figure.findall(clause)) <= set(figure.findall(line.parts)), line.parts
     for said in ("copies −8.5 ms", "host batch +477 ms", "unplaced −100 ms"):
         assert said in line.parts
+    # One rule names the parts in both: the same changes, in the same order (the parts line adds each part's before
+    # and after, and the step's change), and a lone small part by its name, never as "the other parts".
+    named = [re.sub(r" \(.*\)$", "", p) for p in line.parts.split(": ", 1)[1].split("; ") if "the step" not in p]
+    assert ", ".join(named[:-1]) + " and " + named[-1] == clause
+    assert "the other parts" not in line.parts
 
 
 def test_a_pair_without_ledgers_keeps_the_device_splits_accounting(h200_doc):

@@ -27,7 +27,7 @@ def test_in_memory_float16_is_accounted_over_copy_and_kernels_and_the_rest_is_si
     assert named["smaller_16bit_batches"] == pytest.approx(8.0, abs=0.2)
     assert named["fast_16bit_kernels"] == pytest.approx(parts["kernels_ms"] * -1, abs=0.01)  # the ledger's kernels
     assert verdict["cause"] == "smaller_16bit_batches"
-    assert "of the timed difference, kernels −6.2 ms, copies −8.0 ms and unplaced −22 ms" in verdict["headline"]
+    assert "of the timed difference, unplaced −22 ms, copies −8.0 ms and kernels −6.2 ms" in verdict["headline"]
     assert "host time no op" not in verdict["headline"]
     assert "unexplained" not in verdict["headline"]
 

@@ -13,7 +13,7 @@ from test_analysis_explain_cli import run_explain
 
 from fp16doctor.analysis import diagnose_document
 from fp16doctor.analysis.context import build_context
-from fp16doctor.analysis.ledger import ADDS_UP, Ledger, _Measured, allocate, ledgers
+from fp16doctor.analysis.ledger import ADDS_UP, OTHER_PARTS, Ledger, _Measured, allocate, ledgers, named_changes
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "docs" / "examples"
@@ -112,6 +112,15 @@ def test_allocation_gives_overlap_to_the_first_part_and_leaves_the_rest_unplaced
                                                                                            "device_time")])
     assert [(p.name, p.ms, p.clipped_ms) for p in parts] == [("kernels", 30.0, 0.0), ("copies", 5.0, 5.0)]
     assert unplaced == 0.0
+
+
+def test_a_step_change_names_its_largest_parts_and_groups_two_or_more_small_ones() -> None:
+    four = [("kernels", -6.2), ("copies", -8.5), ("host_batch", 477.0), ("unplaced", -100.0)]
+    assert named_changes(four) == [("host_batch", 477.0), ("unplaced", -100.0), ("copies", -8.5), ("kernels", -6.2)]
+    five = [*four, ("launch_gaps", 1.0)]
+    assert named_changes(five) == [("host_batch", 477.0), ("unplaced", -100.0), ("copies", -8.5),
+                                   (OTHER_PARTS, pytest.approx(-5.2))]
+    assert named_changes([("kernels", 0.01), ("copies", -3.0)]) == [("copies", -3.0)]  # under what words show
 
 
 def test_a_configuration_timed_two_ways_says_both_where_they_disagree() -> None:
