@@ -159,9 +159,8 @@ def _speed_finding(acc: Accounting, share: Share, base: Draft | None) -> Draft:
         finding["ops"] = share.ops[:10]
     if share.confirmed_by:
         finding["confirmed_by"] = share.confirmed_by
-        measured = next((e for e in share.evidence if e.startswith(("confirmed: ", "with "))), None)
-        if measured:
-            finding["recommendation"] = (f"Measured on this machine: {measured.removeprefix('confirmed: ')}. "
+        if share.experiment:
+            finding["recommendation"] = (f"Measured on this machine: {share.experiment}. "
                                          + str(finding.get("recommendation", "")))
     return finding
 
@@ -173,7 +172,7 @@ def _held_back_finding(acc: Accounting, share: Share, base: Draft | None) -> Dra
     spec = REGISTRY[share.cause]
     summary = (f"{reduced.precision} is faster than {acc.pair.fp32.precision}{on(reduced.place)}, "
                f"and {fmt_ms(share.ms)} more of its step was left on the "
-               f"table: {share.evidence[0].removeprefix('held back: ')}")
+               f"table: {share.experiment}")
     finding = copy.deepcopy(base) if base is not None else make_finding(
         share.cause, spec.title, "info", 0.9, [],
         f"Keep what the {share.confirmed_by} run changed: it measured {fmt_ms(share.ms)} less per step.")
@@ -250,7 +249,7 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
     judged = verdicts(accountings, findings, roofline, unlisted_devices(ctx))
     attach_fixes(findings, ctx.runs, judged)
     rows = run_rows(ctx)
-    return Diagnosis(tuple(Finding.of(f) for f in _rank(findings)), tuple(Verdict.of(v) for v in judged),
+    return Diagnosis(tuple(Finding.of(f) for f in _rank(findings)), judged,
                      tuple(Prescription.of(p) for p in prescriptions), rows,
                      comparisons_of(ctx), roofline, "analysis" if findings else "none",
                      stack_comparisons=stack_comparisons(ctx, judged), ledgers=books, busy=busiest(doc),
@@ -260,8 +259,8 @@ def diagnose_document(doc: Mapping[str, Any]) -> Diagnosis:
 def compare_results(before: Mapping[str, Any], after: Mapping[str, Any],
                     labels: tuple[str, str]) -> DocumentComparison:
     """`fp16doctor compare`: two documents of one machine, each diagnosed as it stands, then set side by side."""
-    return compare_documents((build_context(before), diagnose_document(before).to_dict()["verdicts"], labels[0]),
-                             (build_context(after), diagnose_document(after).to_dict()["verdicts"], labels[1]))
+    return compare_documents((build_context(before), diagnose_document(before).verdicts, labels[0]),
+                             (build_context(after), diagnose_document(after).verdicts, labels[1]))
 
 
 def saved_diagnosis(doc: Mapping[str, Any]) -> Diagnosis:

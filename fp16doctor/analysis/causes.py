@@ -63,6 +63,9 @@ class Share:
     confirmed_by: str | None = None
     # The ledger part whose change this share's figure is (ledger.PRIORITY), where the pair's ledgers have one
     part: str | None = None
+    # What the experiment that confirmed it (or held back a gain) measured: "with `X=0` the float16 step went from
+    # 665 ms to 310 ms (−355 ms)"
+    experiment: str | None = None
 
     def title(self, precision: str) -> str | None:
         """What this share names more exactly than its registry title: the slow kernel that ran, where it ran
@@ -468,8 +471,8 @@ def _account_experiments(acc: Accounting, ctx: Context) -> None:
             # The switch changed which kernels ran: the 16-bit compute the ops measured was those kernels.
             ops = _take(acc, "slow_16bit_compute", exp.delta_ms - (existing.ms if existing else 0.0))
         if existing is not None:
-            existing.confirmed_by = exp.run.variant
-            existing.evidence.append(f"confirmed: {exp.describe()}")
+            existing.confirmed_by, existing.experiment = exp.run.variant, exp.describe()
+            existing.evidence.append(f"confirmed: {existing.experiment}")
             existing.ops += ops
             # What the switch removed beyond what the ops measured is this cause's too; the number is then the
             # experiment's.
@@ -478,7 +481,8 @@ def _account_experiments(acc: Accounting, ctx: Context) -> None:
                 existing.ms += beyond
                 existing.basis = "experiment"
             continue
-        acc.add(Share(cause, exp.delta_ms, "experiment", [exp.describe()], ops=ops, confirmed_by=exp.run.variant))
+        acc.add(Share(cause, exp.delta_ms, "experiment", [exp.describe()], ops=ops, confirmed_by=exp.run.variant,
+                      experiment=exp.describe()))
 
 
 def _tested_cause(exp: ExperimentResult) -> str | None:
@@ -497,7 +501,7 @@ def _account_held_back(acc: Accounting, ctx: Context) -> None:
         if cause is None or exp.delta_ms <= 0 or not exp.confirms():
             continue
         acc.against.append(Share(cause, exp.delta_ms, "experiment", [f"held back: {exp.describe()}"],
-                                 confirmed_by=exp.run.variant))
+                                 confirmed_by=exp.run.variant, experiment=exp.describe()))
 
 
 def _take(acc: Accounting, cause: str, ms: float) -> list[dict[str, Any]]:

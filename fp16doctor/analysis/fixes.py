@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from fp16doctor.analysis.verdict import Verdict
 from fp16doctor.knowledge.cuda import version_tuple
 
 # Flavours of Keras a stack can have, in the order they appeared.
@@ -155,7 +156,7 @@ class _Ran(Protocol):
     def software(self) -> Any: ...
 
 
-def attach_fixes(findings: list[dict[str, Any]], runs: Iterable[_Ran], verdicts: Iterable[Mapping[str, Any]]) -> None:
+def attach_fixes(findings: list[dict[str, Any]], runs: Iterable[_Ran], verdicts: Iterable[Verdict]) -> None:
     """Each finding's fix as code for the stack it is about (`fix`: `{"flavour", "code"}`), chosen once here, so an
     output prints it and chooses nothing; none where the recommendation already holds the code for that stack. A
     finding that names no stack is about the first judged one (else the first run's)."""
@@ -164,7 +165,7 @@ def attach_fixes(findings: list[dict[str, Any]], runs: Iterable[_Ran], verdicts:
     for run in runs:
         if run.software is not None:
             software.setdefault(run.stack, asdict(run.software))
-    judged = [str(v.get("stack")) for v in verdicts if v.get("stack")] or [r.stack for r in runs]
+    judged = [v.stack for v in verdicts] or [r.stack for r in runs]
     for finding in findings:
         stack = finding.get("stack") if isinstance(finding.get("stack"), str) and finding.get("stack") else None
         stacks = finding.get("stacks")

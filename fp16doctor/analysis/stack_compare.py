@@ -43,13 +43,13 @@ from fp16doctor.analysis.values import (
     pass_words,
     round_ratio,
 )
+from fp16doctor.analysis.verdict import Verdict
 from fp16doctor.analysis.verdicts import UNEXPLAINED_SAID
 from fp16doctor.errors import EXIT_USAGE, DoctorError
 from fp16doctor.knowledge.cuda import version_tuple
 from fp16doctor.results import HOST_MACHINE
 from fp16doctor.workload.protocol import KERAS3_BACKENDS
 
-Verdict = Mapping[str, Any]
 # Frameworks whose automatic layer names count from 1: multi-backend Keras 2.x names a layer
 # `prefix + '_' + str(K.get_uid(prefix))` (keras/engine/topology.py in 2.1.5, base_layer.py from 2.2), and get_uid
 # returns 1 for a prefix's first layer. tf.keras (base_layer: `backend.unique_object_name(..., zero_based=True)`) and
@@ -325,13 +325,11 @@ class _Run:
 
 
 def _side(run: _Run) -> StackSide:
-    interval = [v for v in (as_number(x) for x in as_list(run.verdict.get("ratio_interval"))) if v is not None]
     assert run.reduced.step_ms is not None and run.fp32.step_ms is not None
     return StackSide(
         stack=run.label, software=run.reduced.software.label(),
-        ratio=run.speedup,
-        ratio_interval=(interval[0], interval[1]) if len(interval) == 2 else None,
-        outcome=as_str(run.verdict.get("outcome")), figure=as_str(run.verdict.get("figure")) or "",
+        ratio=run.speedup, ratio_interval=run.verdict.ratio_interval,
+        outcome=run.verdict.outcome, figure=run.verdict.figure,
         step_ms=run.reduced.step_ms, fp32_step_ms=run.fp32.step_ms, measured_ops=run.reduced.ops is not None)
 
 
@@ -414,8 +412,8 @@ def compare_runs(before: _Run, after: _Run) -> StackComparison:
 
 def _verdict_for(run: RunView, verdicts: Sequence[Verdict]) -> Verdict | None:
     for verdict in verdicts:
-        if (verdict.get("machine", HOST_MACHINE), verdict.get("stack"), verdict.get("variant", "original"),
-                verdict.get("precision")) == (run.machine, run.stack, run.variant, run.precision):
+        if (verdict.machine, verdict.stack, verdict.variant, verdict.precision) == (
+                run.machine, run.stack, run.variant, run.precision):
             return verdict
     return None
 

@@ -1,11 +1,11 @@
 """A verdict as the analysis hands it to every output: frozen, typed where an output reads it, and the same record
 results.json keeps.
 
-verdicts.py decides (one record per 16-bit configuration against float32, which the stack comparisons and the fixes
-read while the diagnosis is made); `Verdict.of` freezes a record, or one a saved document kept, into this; `to_dict`
-writes it back as it was (`of(v.to_dict()) == v`). The fields below are what the answer, the detail and the
-renderers read; the record's other facts (the interval's scope and processes, the device split's figures, the likely
-cause) stay in `record`, read-only, for results.json and `--json`.
+verdicts.py decides (one per 16-bit configuration against float32, its record and its headline composed once) and
+hands this over frozen, which the stack comparisons and the fixes then read; `Verdict.of` freezes a record, or one a
+saved document kept, into this; `to_dict` writes it back as it was (`of(v.to_dict()) == v`). The fields below are
+what the answer, the detail and the renderers read; the record's other facts (the interval's scope and processes,
+the device split's figures, the likely cause) stay in `record`, read-only, for results.json and `--json`.
 """
 
 from __future__ import annotations

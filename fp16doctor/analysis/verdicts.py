@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fp16doctor.analysis.causes import HALF, Accounting, Share
 from fp16doctor.analysis.context import BF16, REDUCED, SIXTEEN_BIT, Context
-from fp16doctor.analysis.device import accounting, device_split, estimated_bound
+from fp16doctor.analysis.device import Accounted, DeviceSplit, EstimatedBound, accounting, device_split, estimated_bound
 from fp16doctor.analysis.ledger import part_in_step
 from fp16doctor.analysis.registry import REGISTRY, SPEED_CAUSES
 from fp16doctor.analysis.roofline import RooflineEstimate
@@ -29,8 +29,9 @@ from fp16doctor.analysis.values import (
     saved_ratio,
     saved_speedup,
 )
+from fp16doctor.analysis.verdict import Verdict
 
-Verdict = dict[str, Any]
+Record = dict[str, Any]  # a verdict as results.json keeps it, before it is frozen
 
 
 def shown_ratio(acc: Accounting) -> ShownRatio:
@@ -109,23 +110,85 @@ def share_of_difference(acc: Accounting, share: Share, between: str = "") -> str
     return f"{fmt_ms(share.ms)} of the {fmt_ms(acc.magnitude_ms)} difference{between}"
 
 
-def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Verdict:
+@dataclass(frozen=True)
+class _Decided:
+    """What a verdict decided of its accounting, before anything is said: the ratio's words and outcome, the speed
+    causes and the one that explains the most, the share they explain, the windows' difference, the device split and
+    its accounting, or the roofline's bound where no trace measured the device."""
+
+    acc: Accounting
+    phrase: str
+    outcome: str
+    causes: tuple[Share, ...]
+    share: float
+    unexplained: float
+    window_delta: float | None
+    split: DeviceSplit | None
+    accounted: Accounted | None
+    guessed: EstimatedBound | None
+
+    @property
+    def top(self) -> Share | None:
+        return self.causes[0] if self.causes else None
+
+    @classmethod
+    def of(cls, acc: Accounting, estimate: RooflineEstimate | None) -> _Decided:
+        pair = acc.pair
+        phrase, outcome = _ratio_phrase(acc)
+        causes = tuple(s for s in acc.shares if s.cause in SPEED_CAUSES)
+        explained = sum(s.ms for s in causes)
+        share = min(1.0, explained / acc.magnitude_ms) if acc.significant and acc.magnitude_ms else 0.0
+        split = device_split(pair)
+        # The timed difference over the step's parts, one accounting for the sentence and the record: the ledgers'
+        # where the pair has them (the figures its parts line and cause lines quote), else the device split's.
+        accounted = accounting(split, acc.difference_ms, acc.ledgers) if split is not None else None
+        unexplained = max(0.0, acc.magnitude_ms - explained) if acc.significant else 0.0
+        # No trace measured the device: the roofline's best case stands in, labelled an estimate.
+        guessed = estimated_bound(pair, estimate.fp32_ms, estimate.fp16_ms) if (
+            split is None and estimate is not None) else None
+        return cls(acc, phrase, outcome, causes, share, unexplained, _window_difference(acc), split, accounted,
+                   guessed)
+
+
+def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None,
+                findings: Sequence[Mapping[str, Any]] = (), unlisted: str | None = None) -> Verdict:
+    """The verdict of one accounting: its record as results.json keeps it, with its likely cause where nothing
+    measured explains most of it (likely_cause), and its headline composed once from what it decided."""
+    decided = _Decided.of(acc, estimate)
+    record = _record(decided)
+    found, why = likely_cause(record, acc, findings, unlisted)
+    unparsed = sorted(set(acc.pair.reduced.software.unparsed() + acc.pair.fp32.software.unparsed()))
+    likely: dict[str, Any] = {"likely_cause": found, **({"unparsed_versions": unparsed} if unparsed else {})}
+    if why is not None:
+        likely["no_likely_cause"] = why + (f"; versions not understood: {', '.join(unparsed)}" if unparsed else "")
+    top = decided.top
+    # Where the headline does not name it already, with its estimate: the likely cause, and how to measure it.
+    probably = _probably(found, acc) if found is not None and (top is None or top.cause != found["id"]) else None
+    # A device the tables lack, with nothing to name: the headline says the runs are all that speaks for it.
+    runs_only = (f"the device tables do not list {unlisted}, so only these runs speak for it ({not_measured(acc)})"
+                 if found is None and why is not None and unlisted is not None and acc.difference_ms > 0 else None)
+    return Verdict.of({**record, "headline": _headline(decided, probably, runs_only), **likely})
+
+
+def _probably(found: Mapping[str, Any], acc: Accounting) -> str:
+    """"probably because <the likely cause's title> (not measured: <how to measure it>)"."""
+    how = f"not measured: {found['confirm']}" if found.get("confirm") else not_measured(acc)
+    return f"probably because {_title_phrase(str(found['title']))} ({how})"
+
+
+def _headline(decided: _Decided, probably: str | None, runs_only: str | None) -> str:
+    """The verdict's one sentence, clause by clause, from what was decided: the ratio and the two steps, the cause
+    that explains the most (or that none does, and what probably does), what moved against it, what is unexplained,
+    what the profiled windows missed, the device's split or the roofline's bound, and what only the runs say."""
+    acc, top, share, unexplained = decided.acc, decided.top, decided.share, decided.unexplained
+    split, guessed, window_delta = decided.split, decided.guessed, decided.window_delta
     pair = acc.pair
     reduced, fp32 = pair.reduced, pair.fp32
-    phrase, outcome = _ratio_phrase(acc)
-    causes = [s for s in acc.shares if s.cause in SPEED_CAUSES]
-    explained = sum(s.ms for s in causes)
-    share = min(1.0, explained / acc.magnitude_ms) if acc.significant and acc.magnitude_ms else 0.0
-    top = causes[0] if causes else None
     where = on(reduced.place)
     variant = "" if reduced.variant == "original" else f", {reduced.variant}"
     base = fp32.precision  # float32; another 16-bit type where the document has no float32 run (Context.peer_pairs)
-    headline = f"{reduced.precision} is {phrase} than {base}{where}{variant}{_context(acc)}"
     interval = pair.interval
-    split = device_split(pair)
-    # The timed difference over the step's parts, one accounting for the sentence and the record: the ledgers' where
-    # the pair has them (the figures its parts line and cause lines quote), else the device split's.
-    accounted = accounting(split, acc.difference_ms, acc.ledgers) if split is not None else None
+    headline = f"{reduced.precision} is {decided.phrase} than {base}{where}{variant}{_context(acc)}"
     if interval.aa is not None and not interval.aa.passed:
         headline = (f"{reduced.precision} against {base}{where}{variant} is not measurable {interval.aa.scope} "
                     f"({fmt_ms(interval.other_ms)} vs {fmt_ms(interval.fp32_ms)} per step): {interval.aa.reason}")
@@ -135,7 +198,7 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
     elif interval.refused:
         headline = (f"{reduced.precision} against {base}{where}{variant} is not compared: "
                     f"{interval.refused}")
-    elif outcome == "no_significant_difference":
+    elif decided.outcome == "no_significant_difference":
         headline = f"{reduced.precision} is no faster or slower than {base}{where}{variant} " \
                    f"(the difference is inside {_inside(acc)})"
     elif top is not None:
@@ -145,16 +208,17 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
                      f"({basis}: {share_of_difference(acc, top)})")
     else:
         headline += f"; no measured cause explains the {fmt_ms(acc.magnitude_ms)} difference"
+        if probably is not None:
+            headline += f", {probably}"
+            probably = None
     if acc.significant and acc.against:
         moved = "added" if acc.difference_ms < 0 else "saved"
         headline += "; against it, " + ", ".join(
             f"{_cause_phrase(s, reduced.precision)} ({moved} {fmt_ms(s.ms)})" for s in acc.against)
-    unexplained = max(0.0, acc.magnitude_ms - explained) if acc.significant else 0.0
     # On a GPU trace what no cause explains is sized by the step's parts (`accounted`: the ledgers' unplaced time, or
     # the host time the trace cannot place), never a cause; elsewhere the headline says how much is unexplained.
     if acc.significant and top is not None and 1 - share >= UNEXPLAINED_SAID and split is None:
         headline += f"; {fmt_ms(unexplained)} ({1 - share:.0%}) of it is unexplained"
-    window_delta = _window_difference(acc)
     # The windows' difference in the direction of the timed one: what the ops there can account for at most.
     shown = max(window_delta if acc.difference_ms > 0 else -window_delta, 0.0) if window_delta is not None else 0.0
     missed = acc.magnitude_ms - shown if window_delta is not None else 0.0
@@ -166,12 +230,21 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
                      f"{fmt_ms(missed)} of the timed difference did not recur there (the steps changed speed "
                      "between the timing and the window)")
     if split is not None and not interval.refused and (interval.aa is None or interval.aa.passed):
-        headline += f"; {split.words(accounted if acc.significant else None, pair.step_ms)}"
-    # No trace measured the device: the roofline's best case stands in, labelled an estimate.
-    guessed = estimated_bound(pair, estimate.fp32_ms, estimate.fp16_ms) if (
-        split is None and estimate is not None) else None
+        headline += f"; {split.words(decided.accounted if acc.significant else None, pair.step_ms)}"
     if guessed is not None and guessed.bound_elsewhere and acc.significant and not interval.refused:
         headline += f"; {guessed.words(reduced.precision)}"
+    return "".join([headline, *(f"; {c}" for c in (runs_only, probably) if c)])
+
+
+def _record(decided: _Decided) -> dict[str, Any]:
+    """The verdict's record as results.json keeps it, but for its likely cause and its headline."""
+    acc, top, causes, share, unexplained = decided.acc, decided.top, decided.causes, decided.share, decided.unexplained
+    split, accounted, guessed, window_delta = decided.split, decided.accounted, decided.guessed, decided.window_delta
+    outcome = decided.outcome
+    pair = acc.pair
+    reduced, fp32 = pair.reduced, pair.fp32
+    base = fp32.precision
+    interval = pair.interval
     return {
         "machine": reduced.machine,
         "stack": reduced.stack,
@@ -227,22 +300,21 @@ def verdict_for(acc: Accounting, estimate: RooflineEstimate | None = None) -> Ve
            if split is not None and accounted is not None else guessed.verdict_fields() if guessed is not None else {}),
         # ShownRatio's words for no difference: "same speed" inside the equivalence band, "not resolved" past it, or
         # "not measurable" for an interval off 1.
-        "figure": phrase if outcome != "no_significant_difference" else shown_ratio(acc).figure(),
-        "headline": headline,
+        "figure": decided.phrase if outcome != "no_significant_difference" else shown_ratio(acc).figure(),
     }
 
 
 def verdicts(accountings: list[Accounting], findings: Sequence[Mapping[str, Any]] = (),
              estimates: Sequence[RooflineEstimate] = (),
-             unlisted: Mapping[tuple[str, str], str] | None = None) -> list[Verdict]:
+             unlisted: Mapping[tuple[str, str], str] | None = None) -> tuple[Verdict, ...]:
     """One verdict per accounting; `unlisted` names the devices the tables do not list, by (machine, device)."""
     best: dict[tuple[str, str, str, str], RooflineEstimate] = {}
     for e in estimates:  # the model's best case on its device, whatever the variant timed
         best.setdefault((e.machine, e.stack, e.device, e.precision), e)
-    return [with_likely_cause(verdict_for(acc, best.get((acc.pair.reduced.machine, acc.pair.reduced.stack,
-                                                         acc.pair.reduced.device, acc.pair.reduced.precision))),
-                              acc, findings, (unlisted or {}).get((acc.pair.reduced.machine, acc.pair.reduced.device)))
-            for acc in accountings]
+    return tuple(verdict_for(acc, best.get((acc.pair.reduced.machine, acc.pair.reduced.stack,
+                                            acc.pair.reduced.device, acc.pair.reduced.precision)),
+                             findings, (unlisted or {}).get((acc.pair.reduced.machine, acc.pair.reduced.device)))
+                 for acc in accountings)
 
 
 def unlisted_devices(ctx: Context) -> dict[tuple[str, str], str]:
@@ -350,31 +422,6 @@ def likely_cause(verdict: Mapping[str, Any], acc: Accounting, findings: Sequence
                   f"({not_measured(acc)})")
 
 
-def with_likely_cause(verdict: Verdict, acc: Accounting, findings: Sequence[Mapping[str, Any]],
-                      unlisted: str | None = None) -> Verdict:
-    """The verdict with its `likely_cause` (or `no_likely_cause`, why none fits), and its headline saying it."""
-    found, why = likely_cause(verdict, acc, findings, unlisted)
-    verdict["likely_cause"] = found
-    unparsed = sorted(set(acc.pair.reduced.software.unparsed() + acc.pair.fp32.software.unparsed()))
-    if unparsed:
-        verdict["unparsed_versions"] = unparsed
-    if why is not None:
-        verdict["no_likely_cause"] = why + (f"; versions not understood: {', '.join(unparsed)}" if unparsed else "")
-    if found is None and why is not None and unlisted is not None and acc.difference_ms > 0:
-        # Not silence on a device the tables lack: the headline says the runs are all that speaks for it.
-        verdict["headline"] = (f"{verdict.get('headline', '')}; the device tables do not list {unlisted}, so only "
-                               f"these runs speak for it ({not_measured(acc)})")
-    if found is None or (verdict.get("cause") == found["id"]):
-        return verdict  # the headline already names it, with its estimate
-    how = f"not measured: {found['confirm']}" if found.get("confirm") else not_measured(acc)
-    probably = f"probably because {_title_phrase(found['title'])} ({how})"
-    unexplained = f"; no measured cause explains the {fmt_ms(acc.magnitude_ms)} difference"
-    headline = str(verdict.get("headline", ""))
-    verdict["headline"] = (headline.replace(unexplained, f"{unexplained}, {probably}") if unexplained in headline
-                           else f"{headline}; {probably}")
-    return verdict
-
-
 # ---------------------------------------------------------------------------------------- saved verdicts
 # A results file may carry verdicts of the contract's short shape (ratio, cause, basis; no headline), with no runs
 # to remake them from: the analysis phrases them here, once, and every output prints that.
@@ -415,7 +462,7 @@ def _cause_title(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any
     return spec.title if spec is not None else cause
 
 
-def complete_saved(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> Verdict:
+def complete_saved(verdict: Mapping[str, Any], findings: Sequence[Mapping[str, Any]]) -> Record:
     """A saved verdict with its outcome, figure and headline: its own where it has them, else phrased from what it
     says (its ratio, cause, basis, bound and unexplained share); nothing here chooses a cause."""
     out = dict(verdict)

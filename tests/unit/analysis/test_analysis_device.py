@@ -134,7 +134,7 @@ def test_a_pair_without_ledgers_keeps_the_device_splits_accounting(h200_doc):
     acc = next(a for a in account(ctx, {}, ())
                if (a.pair.reduced.precision, a.pair.reduced.variant) == ("float16", "original"))
     assert acc.ledgers is None and acc.significant
-    verdict = verdict_for(acc)
+    verdict = verdict_for(acc).to_dict()
     split = device_split(acc.pair)
     assert split is not None
     parts = verdict["accounted"]

@@ -65,9 +65,9 @@ def fixed_sources(
         saved = doc.get("findings")
         own = [f for f in saved if isinstance(f, dict)] if isinstance(saved, list) else []
         fixed = copy.deepcopy(findings if findings is not None else own or FAKE_FINDINGS)
-        attach_fixes(fixed, real.runs, chosen)  # each finding's code for its stack, as the analysis chooses it
         # Verdicts given here are phrased as the analysis phrases saved ones; its own are already.
         judged = tuple(Verdict.of(complete_saved(v, fixed)) for v in copy.deepcopy(chosen))
+        attach_fixes(fixed, real.runs, judged)  # each finding's code for its stack, as the analysis chooses it
         return replace(real, findings=tuple(Finding.of(f) for f in fixed), verdicts=judged,
                        findings_source="analysis" if fixed else "none", saved_findings=())
 
