@@ -18,16 +18,10 @@ from fp16doctor.analysis.advice import (
     precision_applies,
     variant_applies,
 )
+from fp16doctor.analysis.configs import ADOPTABLE, Finding, adopted_variant, setting_of
 from fp16doctor.analysis.context import Context, RunView, Software
-from fp16doctor.analysis.prescribe import (
-    ADOPTABLE,
-    Finding,
-    Prescription,
-    adopted_variant,
-    diagnose_command,
-    no_command_why,
-    setting_of,
-)
+from fp16doctor.analysis.prescribe import Prescription
+from fp16doctor.analysis.untested import diagnose_command, no_command_why
 from fp16doctor.analysis.values import as_list, as_mapping, as_str
 
 

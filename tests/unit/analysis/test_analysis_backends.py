@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from fp16doctor.analysis import diagnose_document
-from fp16doctor.analysis.prescribe import BACKEND_MIN_SPEEDUP
+from fp16doctor.analysis.user_changes import BACKEND_MIN_SPEEDUP
 from fp16doctor.analysis.words import change_words
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "docs" / "examples" / "gpu-h200-keras-torch-full"

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from fp16doctor.analysis import diagnose_document
-from fp16doctor.analysis.prescribe import ADOPTABLE
+from fp16doctor.analysis.configs import ADOPTABLE
 from fp16doctor.analysis.prescription import MeasuredRow
 from fp16doctor.analysis.values import ShownRatio, figure, round_ratio
 from fp16doctor.analysis.verdict import Verdict
