@@ -147,6 +147,10 @@ def _speed_finding(acc: Accounting, share: Share, base: Draft | None) -> Draft:
                                [summary, *share.evidence], recommendation)
         if ideas:
             finding["remedy_ideas"] = ideas
+    if share.evidence:
+        # The line that states what was measured of its share (an op's two times, an experiment's two steps, the
+        # host batch's two times, the best case's saving): each share's evidence opens with it.
+        finding["measured_line"] = share.evidence[0]
     finding.update(
         explains_ms=round(share.ms, 3),
         basis=share.basis,

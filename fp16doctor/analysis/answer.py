@@ -474,7 +474,7 @@ def _cause(verdict: Verdict, findings: Sequence[Finding], ledgers: Sequence[Ledg
     if others and explains is not None and difference is not None and abs(explains) < MOSTLY * abs(difference):
         # No part is most of it: each named part with its size, then what the trace could not place.
         return f"causes: {title}{part}; {'; '.join(others)}{_unplaced(verdict, mine, base)}"
-    number = next((e for e in finding.evidence[1:] if any(ch.isdigit() for ch in e)), "")
+    number = finding.measured_line or ""
     if number.split(" ")[:3] == title.split(" ")[:3]:  # the number's line names the op the title names
         return f"cause{part}: {number}"
     return f"cause: {title}{part}" + (f": {number}" if number else "")

@@ -63,8 +63,8 @@ class Share:
     confirmed_by: str | None = None
     # The ledger part whose change this share's figure is (ledger.PRIORITY), where the pair's ledgers have one
     part: str | None = None
-    # What the experiment that confirmed it (or held back a gain) measured: "with `X=0` the float16 step went from
-    # 665 ms to 310 ms (−355 ms)"
+    # What the experiment that confirmed it (or showed it holding back a gain) measured, as ExperimentResult.describe
+    # says it: the change, and the step before and after it
     experiment: str | None = None
 
     def title(self, precision: str) -> str | None:

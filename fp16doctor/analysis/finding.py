@@ -34,6 +34,8 @@ class Finding:
     confidence: float | None
     rank: int | None
     evidence: tuple[str, ...]
+    # The evidence line that states what was measured of the share it explains (a speed finding's; None elsewhere)
+    measured_line: str | None
     recommendation: str
     explains_ms: float | None  # the time of a 16-bit configuration's difference it accounts for
     basis: str | None  # "measured_ops" | "experiment" | "estimate", or None for evidence that explains no time
@@ -97,6 +99,7 @@ class Finding:
             severity=str(record.get("severity") or "info"), confidence=as_number(record.get("confidence")),
             rank=int(rank) if rank is not None and rank == int(rank) else None,
             evidence=tuple(str(e) for e in as_list(record.get("evidence"))),
+            measured_line=text(record.get("measured_line")),
             recommendation=str(record.get("recommendation") or ""), explains_ms=as_number(record.get("explains_ms")),
             basis=text(record.get("basis")), saves_ms=as_number(record.get("saves_ms")),
             machine=text(record.get("machine")), stack=text(record.get("stack")),

@@ -108,3 +108,18 @@ def test_a_change_timed_in_another_process_says_why_its_base_reads_another_step(
     assert line.steps == "344 ms vs 128 ms"
     apart = next(n for n in answer.notes if n.text.startswith("Timed in two processes"))
     assert apart.id in line.notes and "128 ms is its own process's step, 125 ms in its rounds" in apart.text
+
+
+def test_a_cause_line_quotes_what_its_finding_measured_of_its_share() -> None:
+    """The number a configuration's cause line quotes is its finding's `measured_line` (the share's own figure line,
+    kept when the finding is made), never found again among the evidence by what it looks like."""
+    quoted = 0
+    for path in sorted(EXAMPLES.glob("*/results.json")):
+        diagnosis = diagnose_document(json.loads(path.read_text(encoding="utf-8")))
+        measured = {f.measured_line for f in diagnosis.findings if f.measured_line}
+        quoted += sum(any(row.cause.endswith(f": {m}") for m in measured) for row in diagnosis.answer.precisions)
+    assert quoted >= 5
+    _, answer = _answer("gpu-h200-keras-torch-full")
+    float16 = next(row for row in answer.precisions if row.label == "float16")
+    assert float16.cause.endswith(": measured host batch time 638 ms in float16 vs 162 ms in float32 (the training "
+                                  "step waits for each batch)")
