@@ -471,8 +471,9 @@ def _account_experiments(acc: Accounting, ctx: Context) -> None:
             # The switch changed which kernels ran: the 16-bit compute the ops measured was those kernels.
             ops = _take(acc, "slow_16bit_compute", exp.delta_ms - (existing.ms if existing else 0.0))
         if existing is not None:
-            existing.confirmed_by, existing.experiment = exp.run.variant, exp.describe()
-            existing.evidence.append(f"confirmed: {existing.experiment}")
+            # The first experiment that confirmed it stays the one its recommendation quotes.
+            existing.confirmed_by, existing.experiment = exp.run.variant, existing.experiment or exp.describe()
+            existing.evidence.append(f"confirmed: {exp.describe()}")
             existing.ops += ops
             # What the switch removed beyond what the ops measured is this cause's too; the number is then the
             # experiment's.

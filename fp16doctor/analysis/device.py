@@ -196,7 +196,7 @@ class DeviceSplit:
 
     def words(self, accounted: Accounted | None = None, timed_step_ms: float | None = None) -> str:
         """"the GPU was busy 22 ms of the 547 ms profiled step (4%; float32 36 ms of 295 ms): the host sets the
-        pace; of the timed difference, kernels −6.2 ms, copies −8.5 ms, host batch +477 ms and unplaced −100 ms;
+        pace; of the timed difference, host batch +477 ms, unplaced −100 ms, copies −8.5 ms and kernels −6.2 ms;
         through the device's own work this precision can be at most 1.05x faster": the timed difference as
         `accounted` places it (`accounting`), where it is given."""
         share = self.busy_ms / self.step_ms if self.step_ms else None

@@ -148,7 +148,7 @@ def plan(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
         if "small_model_overhead" in found and _tensorflow(reduced) and (reduced.software.keras or "").startswith("3"):
             add(reduced, XLA, "launch and framework overhead dominate the step", None)
     # A switch is recommended only end to end (the best configuration with it against the best without it,
-    # prescribe.py): where it is tried on a 16-bit run, float32 gets it too, so float32-with-the-switch competes.
+    # configs.best_config): where it is tried on a 16-bit run, float32 gets it too, so float32-with-the-switch competes.
     for item in list(planned.values()):
         if item["variant"] not in SETTING_EXPERIMENTS or item["precision"] == "float32" or "skip_reason" in item:
             continue

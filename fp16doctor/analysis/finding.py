@@ -24,6 +24,15 @@ def is_code_line(line: str) -> bool:
     return line.startswith(("    ", "\t")) and line.strip() != ""
 
 
+def _older_measured_line(record: Mapping[str, Any]) -> str | None:
+    """A speed finding saved before findings kept `measured_line`: its first evidence line after its summary that
+    holds a figure, as those releases quoted it; None for a finding that explains no time."""
+    if record.get("explains_ms") is None:
+        return None
+    lines = [str(e) for e in as_list(record.get("evidence"))[1:]]
+    return next((e for e in lines if any(ch.isdigit() for ch in e)), None)
+
+
 @dataclass(frozen=True)
 class Finding:
     """One thing the analysis found, ranked: what it is, what it explains, its evidence and what to do."""
@@ -99,7 +108,7 @@ class Finding:
             severity=str(record.get("severity") or "info"), confidence=as_number(record.get("confidence")),
             rank=int(rank) if rank is not None and rank == int(rank) else None,
             evidence=tuple(str(e) for e in as_list(record.get("evidence"))),
-            measured_line=text(record.get("measured_line")),
+            measured_line=text(record.get("measured_line")) or _older_measured_line(record),
             recommendation=str(record.get("recommendation") or ""), explains_ms=as_number(record.get("explains_ms")),
             basis=text(record.get("basis")), saves_ms=as_number(record.get("saves_ms")),
             machine=text(record.get("machine")), stack=text(record.get("stack")),

@@ -273,7 +273,8 @@ def named_changes(changes: Iterable[tuple[str, float]]) -> list[tuple[str, float
 
 
 def moved_words(name: str, change: float) -> str:
-    """"host batch +477 ms", "unplaced −100 ms", "the other parts −6.2 ms": a change as a parts line names it."""
+    """"host batch +477 ms", "unplaced −100 ms", "kernels −6.2 ms": a change as a parts line names it (OTHER_PARTS:
+    the smaller changes it groups in one figure)."""
     return f"{PART_WORDS.get(name, UNPLACED_WORDS if name == UNPLACED else name)} {fmt_signed_ms(change)}"
 
 
@@ -286,7 +287,7 @@ def part_of_step(name: str, mine: Ledger, base: Ledger, step: bool = True) -> st
 
 def _against_part(name: str, mine: Ledger, base: Ledger) -> str:
     """Where a part moved more than the step because other parts moved the other way, those parts as the parts line
-    names them: "unplaced −100 ms, copies −8.5 ms and the other parts −6.2 ms against it"; else ""."""
+    names them: "unplaced −100 ms, copies −8.5 ms and kernels −6.2 ms against it"; else ""."""
     change = part_change(mine, base, name)
     if abs(change) <= abs(mine.step_ms - base.step_ms):
         return ""
@@ -299,7 +300,7 @@ def _against_part(name: str, mine: Ledger, base: Ledger) -> str:
 def part_in_step(name: str, mine: Ledger, base: Ledger, between: str = "") -> str:
     """A cause's figure as every output says it, in the parts line's words: its part's change beside the step's, then
     the parts that moved against it where it moved more than the step: "host batch +477 ms of the +362 ms step;
-    unplaced −100 ms, copies −8.5 ms and the other parts −6.2 ms against it". `between` names the step's two
+    unplaced −100 ms, copies −8.5 ms and kernels −6.2 ms against it". `between` names the step's two
     configurations after it (" between float16 (665 ms) and float32 (303 ms)")."""
     against = _against_part(name, mine, base)
     return f"{part_of_step(name, mine, base)}{between}" + (f"; {against}" if against else "")

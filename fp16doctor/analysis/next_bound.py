@@ -1,12 +1,12 @@
 """What the step waits on once the batches are in memory: where the in-memory control (synthetic_input) leaves the
 GPU idle more than half its step, the changes that go at it after the input pipeline (`prescriptions[].user_changes`,
-prescribe.py): compiled execution (Keras' jit_compile: XLA on TensorFlow, torch.compile on torch), and fewer bytes to
+user_changes.py): compiled execution (Keras' jit_compile: XLA on TensorFlow, torch.compile on torch), and fewer bytes to
 copy (uint8 batches with the rescaling in the model, from pinned memory) where the batch copy is over a tenth of the
 step. Compiled execution is measured by the synthetic_input+xla variant against the in-memory control (or the xla
 variant against float32 as written) where it ran, else said untested with the command that measures it in memory;
 the copy's worth is an estimate at the link's rate, and says so.
 
-Pure: the context in, the changes' data out; the command comes from the prescription (prescribe.diagnose_command), which
+Pure: the context in, the changes' data out; the command comes from the prescription (untested.diagnose_command), which
 prints none diagnose would refuse.
 """
 

@@ -104,7 +104,7 @@ SPECS: tuple[FindingSpec, ...] = (
                 overhead.rule_small_model_overhead, remedy="setting", recommends=("mixed_float16", "xla"),
                 thresholds={"max_move": overhead.OVERHEAD_MAX_MOVE}),
     # A 16-bit configuration that changes what the model computes (integer ids rounded by a 16-bit cast): never
-    # prescribed (analysis/prescribe.py reads its runs).
+    # prescribed (analysis/configs.py reads its runs).
     FindingSpec("integer_ids_rounded", "numerics", "A 16-bit configuration rounds the model's integer inputs", False,
                 numerics.rule_integer_ids_rounded,
                 thresholds={"float16_exact_integers": numerics.EXACT_INTEGERS[FP16],

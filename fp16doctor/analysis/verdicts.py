@@ -178,8 +178,9 @@ def _probably(found: Mapping[str, Any], acc: Accounting) -> str:
 
 def _headline(decided: _Decided, probably: str | None, runs_only: str | None) -> str:
     """The verdict's one sentence, clause by clause, from what was decided: the ratio and the two steps, the cause
-    that explains the most (or that none does, and what probably does), what moved against it, what is unexplained,
-    what the profiled windows missed, the device's split or the roofline's bound, and what only the runs say."""
+    that explains the most (or that none does, with what probably does right after it), what moved against it, what
+    is unexplained, what the profiled windows missed, the device's split or the roofline's bound, then what only the
+    runs say, or what probably causes it where the measured cause that leads is another one."""
     acc, top, share, unexplained = decided.acc, decided.top, decided.share, decided.unexplained
     split, guessed, window_delta = decided.split, decided.guessed, decided.window_delta
     pair = acc.pair
@@ -236,7 +237,7 @@ def _headline(decided: _Decided, probably: str | None, runs_only: str | None) ->
     return "".join([headline, *(f"; {c}" for c in (runs_only, probably) if c)])
 
 
-def _record(decided: _Decided) -> dict[str, Any]:
+def _record(decided: _Decided) -> Record:
     """The verdict's record as results.json keeps it, but for its likely cause and its headline."""
     acc, top, causes, share, unexplained = decided.acc, decided.top, decided.causes, decided.share, decided.unexplained
     split, accounted, guessed, window_delta = decided.split, decided.accounted, decided.guessed, decided.window_delta

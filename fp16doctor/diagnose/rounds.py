@@ -760,7 +760,8 @@ def try_backends(prepared: Prepared, writer: ResultsWriter) -> None:
     and the precision prescribed for the configured backend so far, with batches in memory where the matrix measured
     them (the device-side answer; a script runs as written), timed together in one interleaved rounds process per
     backend (a backend cannot change inside one), as the configured backend's in-memory runs were, their records made
-    from the rounds. The analysis names a backend only where it measured much faster (prescribe.BACKEND_MIN_SPEEDUP)."""
+    from the rounds. The analysis names a backend only where it measured much faster
+    (user_changes.BACKEND_MIN_SPEEDUP)."""
     from fp16doctor.analysis import diagnose_document
 
     doc, progress = writer.doc, prepared.progress

@@ -1,4 +1,4 @@
-"""The one phraser (analysis/advice.py, held by prescribe.hold_advice): every what-to-do sentence is written from the
+"""The one phraser (analysis/advice.py, held by hold.hold_advice): every what-to-do sentence is written from the
 machine's own measured table, so no finding recommends what that machine measured slower than its prescription,
 calls a measured configuration untested, or borrows another machine's advice; and a saved document's findings are
 the current analysis', never mixed with what the file saved.

@@ -123,3 +123,15 @@ def test_a_cause_line_quotes_what_its_finding_measured_of_its_share() -> None:
     float16 = next(row for row in answer.precisions if row.label == "float16")
     assert float16.cause.endswith(": measured host batch time 638 ms in float16 vs 162 ms in float32 (the training "
                                   "step waits for each batch)")
+
+
+def test_a_speed_finding_saved_before_measured_line_quotes_its_first_figure_line() -> None:
+    from fp16doctor.analysis.finding import Finding
+
+    saved = {"id": "host_fp16_emulation", "title": "Host-side preprocessing runs in float16", "explains_ms": 362.0,
+             "evidence": ["accounts for 362 ms of the 362 ms difference", "the host's batch, in half precision",
+                          "measured host batch time 638 ms in float16 vs 162 ms in float32"]}
+    assert Finding.of(saved).measured_line == "measured host batch time 638 ms in float16 vs 162 ms in float32"
+    assert Finding.of({**saved, "explains_ms": None}).measured_line is None
+    finding = Finding.of({**saved, "measured_line": "the host's batch, in half precision"})
+    assert finding.measured_line == "the host's batch, in half precision" and Finding.of(finding.to_dict()) == finding
