@@ -470,10 +470,11 @@ def _account_experiments(acc: Accounting, ctx: Context) -> None:
         if cause in KERNEL_SWITCH_CAUSES:
             # The switch changed which kernels ran: the 16-bit compute the ops measured was those kernels.
             ops = _take(acc, "slow_16bit_compute", exp.delta_ms - (existing.ms if existing else 0.0))
+        said = exp.describe()
         if existing is not None:
             # The first experiment that confirmed it stays the one its recommendation quotes.
-            existing.confirmed_by, existing.experiment = exp.run.variant, existing.experiment or exp.describe()
-            existing.evidence.append(f"confirmed: {exp.describe()}")
+            existing.confirmed_by, existing.experiment = exp.run.variant, existing.experiment or said
+            existing.evidence.append(f"confirmed: {said}")
             existing.ops += ops
             # What the switch removed beyond what the ops measured is this cause's too; the number is then the
             # experiment's.
@@ -482,8 +483,8 @@ def _account_experiments(acc: Accounting, ctx: Context) -> None:
                 existing.ms += beyond
                 existing.basis = "experiment"
             continue
-        acc.add(Share(cause, exp.delta_ms, "experiment", [exp.describe()], ops=ops, confirmed_by=exp.run.variant,
-                      experiment=exp.describe()))
+        acc.add(Share(cause, exp.delta_ms, "experiment", [said], ops=ops, confirmed_by=exp.run.variant,
+                      experiment=said))
 
 
 def _tested_cause(exp: ExperimentResult) -> str | None:
@@ -501,8 +502,9 @@ def _account_held_back(acc: Accounting, ctx: Context) -> None:
         cause = _tested_cause(exp)
         if cause is None or exp.delta_ms <= 0 or not exp.confirms():
             continue
-        acc.against.append(Share(cause, exp.delta_ms, "experiment", [f"held back: {exp.describe()}"],
-                                 confirmed_by=exp.run.variant, experiment=exp.describe()))
+        said = exp.describe()
+        acc.against.append(Share(cause, exp.delta_ms, "experiment", [f"held back: {said}"],
+                                 confirmed_by=exp.run.variant, experiment=said))
 
 
 def _take(acc: Accounting, cause: str, ms: float) -> list[dict[str, Any]]:
